@@ -1,0 +1,297 @@
+"""The LLM engine: cache, bounded retries, budget and a concurrency limit on one event loop.
+
+pytest runs tests one at a time, but LLM calls must not wait for each other. The engine owns a
+private asyncio loop in a daemon thread; the pytest layer submits every selected item's pipeline
+ahead of time and each test then waits for its own future. A priority semaphore (lower item index
+first) keeps at most `concurrency` requests in flight and lets early items finish first, so
+results stream out in test order while later items are already being simulated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import heapq
+import itertools
+import random
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import BudgetExhausted, CacheMiss, LLMError
+from .cache import ResponseCache, cache_key
+from .pricing import PriceTable
+from .transport import Failure, OpenAITransport, classify
+from .types import Completion, Endpoint, Usage
+
+T = TypeVar("T")
+
+PRIORITY: contextvars.ContextVar[int] = contextvars.ContextVar("evalbench_priority", default=1 << 30)
+"""Priority of the pipeline making calls: its item's index in the session (lower runs first)."""
+
+
+@dataclass
+class EngineSettings:
+    concurrency: int = 16
+    timeout: float = 60.0
+    max_attempts: int = 5
+    max_retry_seconds: float = 120.0
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    max_cost: float | None = None
+
+
+@dataclass
+class EngineStats:
+    """Counters of this process, reported in the terminal summary and merged across workers."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    spent: float = 0.0
+    peak_in_flight: int = 0
+    usage: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
+                "failures": dict(self.failures), "spent": self.spent, "peak_in_flight": self.peak_in_flight,
+                "usage": {k: v.to_json() for k, v in self.usage.items()}}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        self.requests += int(data.get("requests", 0))
+        self.cache_hits += int(data.get("cache_hits", 0))
+        self.retries += int(data.get("retries", 0))
+        self.failures.update(data.get("failures", {}))
+        self.spent += float(data.get("spent", 0.0))
+        self.peak_in_flight = max(self.peak_in_flight, int(data.get("peak_in_flight", 0)))
+        for key, value in data.get("usage", {}).items():
+            self.usage[key].add(Usage.from_json(value))
+
+
+class PrioritySemaphore:
+    """A semaphore whose waiters are served lowest priority value first (FIFO among equals)."""
+
+    def __init__(self, value: int) -> None:
+        self._value = value
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._counter = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        if self._value > 0 and not self._waiters:
+            self._value -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._counter), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._value += 1
+
+
+class Engine:
+    """Runs LLM pipelines concurrently for a synchronous caller (pytest)."""
+
+    def __init__(self, settings: EngineSettings, cache: ResponseCache, prices: PriceTable,
+                 transport: OpenAITransport | None = None) -> None:
+        self.settings = settings
+        self.cache = cache
+        self.prices = prices
+        self.stats = EngineStats()
+        self.transport = transport or OpenAITransport(settings.timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._semaphore: PrioritySemaphore | None = None
+        self._in_flight = 0
+        self._cooldown: dict[str, float] = {}
+        self._connection_failures: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
+
+    # ------------------------------------------------------------------ loop management
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def run() -> None:
+                    asyncio.set_event_loop(loop)
+                    self._semaphore = PrioritySemaphore(max(1, self.settings.concurrency))
+                    ready.set()
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=run, name="evalbench-engine", daemon=True)
+                self._thread.start()
+                ready.wait()
+                self._loop = loop
+            return self._loop
+
+    def submit(self, key: Any, factory: Any, priority: int) -> concurrent.futures.Future[Any]:
+        """Schedule `factory()` (a coroutine factory) once per key; later calls return the same future."""
+        with self._lock:
+            existing = self._futures.get(key)
+        if existing is not None:
+            return existing
+        loop = self._ensure_loop()
+
+        async def runner() -> Any:
+            PRIORITY.set(priority)
+            return await factory()
+
+        future = asyncio.run_coroutine_threadsafe(runner(), loop)
+        with self._lock:
+            self._futures.setdefault(key, future)
+            return self._futures[key]
+
+    def result(self, key: Any, factory: Any, priority: int) -> Any:
+        """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
+        return self.submit(key, factory, priority).result()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop()).result()
+
+    def close(self) -> None:
+        """Cancel pending work and stop the loop; safe to call twice."""
+        loop = self._loop
+        if loop is None:
+            return
+        for future in list(self._futures.values()):
+            future.cancel()
+
+        async def shutdown() -> None:
+            await self.transport.aclose()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
+        except Exception:  # noqa: BLE001 - closing must not mask the session's own outcome
+            pass
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._loop = None
+
+    # ------------------------------------------------------------------ one call
+    def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
+                     schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None
+                     ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **endpoint.params}
+        if schema is not None:
+            name, json_schema = schema
+            if endpoint.provider == "local":
+                # llama.cpp's server rejects OpenAI's json_schema shape; it takes json_object + schema.
+                body["response_format"] = {"type": "json_object", "schema": json_schema}
+            else:
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": name, "schema": json_schema, "strict": True}}
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def complete(self, endpoint: Endpoint, messages: list[dict[str, Any]], *, role: str, phase: str,
+                       sample: int, attempt: int = 0, schema: tuple[str, dict[str, Any]] | None = None,
+                       tools: list[dict[str, Any]] | None = None, ledger: dict[str, Usage] | None = None
+                       ) -> Completion:
+        """One chat completion: replayed from the cache or fetched with bounded retries."""
+        body = self.request_body(endpoint, messages, schema, tools)
+        material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
+        key = cache_key(material)
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            completion = Completion.from_json(cached, cached=True)
+        elif self.cache.mode == "replay":
+            raise CacheMiss(role, endpoint.model, key)
+        else:
+            completion = await self._fetch(endpoint, body, role)
+            self.cache.put(key, material, completion.to_json())
+        cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
+                                local=endpoint.provider == "local")
+        usage = Usage(completion.input_tokens, completion.output_tokens, cost)
+        self.stats.usage[f"{phase}:{role}"].add(usage)
+        if ledger is not None:
+            ledger.setdefault(phase, Usage()).add(usage)
+        if not completion.cached:
+            self.stats.spent += cost
+        return completion
+
+    async def _fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion:
+        settings = self.settings
+        started = time.monotonic()
+        ident = endpoint.identity
+        for attempt in range(settings.max_attempts):
+            if settings.max_cost is not None and self.stats.spent >= settings.max_cost:
+                raise BudgetExhausted(self.stats.spent, settings.max_cost, role, endpoint.model)
+            if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
+                raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
+                               "or use --evalbench-cache=replay with a recorded cache", role=role,
+                               model=endpoint.model)
+            if self._connection_failures[ident] >= 2 * settings.max_attempts:
+                raise LLMError("endpoint unreachable", f"{ident} refused {self._connection_failures[ident]} "
+                               "connections in a row; not retrying", role=role, model=endpoint.model)
+            wait = self._cooldown.get(ident, 0.0) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            failure = await self._attempt(endpoint, body)
+            if isinstance(failure, Completion):
+                self._connection_failures[ident] = 0
+                return failure
+            self.stats.failures[failure.kind] += 1
+            if failure.connection:
+                self._connection_failures[ident] += 1
+            elapsed = time.monotonic() - started
+            if not failure.retryable or attempt + 1 >= settings.max_attempts:
+                raise LLMError(failure.kind, self._redact(endpoint, failure.message)
+                               + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),
+                               role=role, model=endpoint.model)
+            delay = self._backoff(attempt, failure)
+            if elapsed + delay > settings.max_retry_seconds:
+                raise LLMError(failure.kind, self._redact(endpoint, failure.message)
+                               + f" (gave up after {attempt + 1} attempts: retry budget "
+                               f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
+            if failure.retry_after is not None:
+                self._cooldown[ident] = max(self._cooldown.get(ident, 0.0), time.monotonic() + delay)
+            self.stats.retries += 1
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion | Failure:
+        assert self._semaphore is not None
+        await self._semaphore.acquire(PRIORITY.get())
+        self._in_flight += 1
+        self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
+        try:
+            self.stats.requests += 1
+            return await self.transport.complete(endpoint, body)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is classified, none escapes raw
+            return classify(exc)
+        finally:
+            self._in_flight -= 1
+            self._semaphore.release()
+
+    def _backoff(self, attempt: int, failure: Failure) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.settings.backoff_cap) + random.uniform(0, 0.05)
+        ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * (2 ** attempt))
+        return random.uniform(ceiling / 2, ceiling)
+
+    @staticmethod
+    def _redact(endpoint: Endpoint, text: str) -> str:
+        return text.replace(endpoint.api_key, "***") if endpoint.api_key else text

@@ -1,0 +1,101 @@
+"""One chat request through the official `openai` client, with errors classified.
+
+The SDK's own retries are switched off (max_retries=0): the engine owns retry policy so that it
+is bounded in count and total time, honours Retry-After and is visible in statistics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from .types import Completion, Endpoint
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A classified transport failure: whether to retry and how long the server asked to wait."""
+
+    kind: str
+    message: str
+    retryable: bool
+    retry_after: float | None = None
+    connection: bool = False
+
+
+def _retry_after(response: Any) -> float | None:
+    try:
+        value = response.headers.get("retry-after")
+        return max(0.0, float(value)) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def classify(exc: BaseException) -> Failure:
+    """Map an exception from the SDK to a Failure (never leaks the request headers)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return Failure("timeout", "request timed out", True)
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({type(cause).__name__})" if cause else ""
+        return Failure("connection error", f"cannot reach the endpoint{detail}", True, connection=True)
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = f"HTTP {status}: {_short(exc.message)}"
+        if status == 429:
+            return Failure("rate limited", message, True, _retry_after(exc.response))
+        if status >= 500 or status in (408, 409):
+            return Failure("server error", message, True, _retry_after(exc.response))
+        return Failure("request rejected", message, False)
+    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, ValueError, KeyError,
+                        IndexError, AttributeError, TypeError)):
+        return Failure("bad response", f"unusable HTTP 200 body ({type(exc).__name__})", True)
+    return Failure("error", f"{type(exc).__name__}: {_short(str(exc))}", False)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class OpenAITransport:
+    """Holds one AsyncOpenAI client per (base_url, key) for the engine's event loop."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._clients: dict[tuple[str | None, str | None], openai.AsyncOpenAI] = {}
+
+    def client_for(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+        slot = (endpoint.base_url, endpoint.api_key)
+        client = self._clients.get(slot)
+        if client is None:
+            client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key",
+                                        timeout=self.timeout, max_retries=0)
+            self._clients[slot] = client
+        return client
+
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
+        client = self.client_for(endpoint)
+        response = await client.chat.completions.create(**body)
+        choice = response.choices[0]
+        message = choice.message
+        tool_calls = None
+        if message.tool_calls:
+            tool_calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                          for c in message.tool_calls]
+        usage = response.usage
+        return Completion(
+            content=message.content,
+            tool_calls=tool_calls,
+            finish_reason=choice.finish_reason,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        )
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()

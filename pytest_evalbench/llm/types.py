@@ -1,0 +1,71 @@
+"""Plain data passed between the engine, the cache and the transports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A resolved chat model: where to send requests and how to shape them.
+
+    `api_key` is excluded from repr and from cache keys; `identity` names the endpoint in
+    cache keys without the random port of a local server.
+    """
+
+    model: str
+    base_url: str | None
+    provider: str = "openai"
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    key_source: str = "OPENAI_API_KEY"
+
+    @property
+    def identity(self) -> str:
+        if self.provider == "local":
+            return "local:llama.cpp"
+        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat completion, as replayed from the cache or received from the network."""
+
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, cached: bool) -> "Completion":
+        return cls(content=data.get("content"), tool_calls=data.get("tool_calls"),
+                   finish_reason=data.get("finish_reason"), input_tokens=int(data.get("input_tokens") or 0),
+                   output_tokens=int(data.get("output_tokens") or 0), cached=cached)
+
+
+@dataclass
+class Usage:
+    """Tokens and dollars, summed per phase and role."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+    def add(self, other: "Usage") -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost += other.cost
+
+    def to_json(self) -> dict[str, Any]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost": self.cost}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Usage":
+        return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), float(data.get("cost", 0.0)))

@@ -1,0 +1,128 @@
+"""Find and validate benchmarks on disk: benchmark.yaml and scenarios.json.
+
+Every problem becomes one `InputError` naming file, row and field; nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError, InputError
+from .models import BenchmarkSpec, Scenario
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+SPEC_FILE = "benchmark.yaml"
+SCENARIOS_FILE = "scenarios.json"
+
+
+def available_benchmarks(root: Path) -> list[str]:
+    """Names of the directories under `root` that hold a benchmark.yaml, sorted."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file())
+
+
+def resolve_benchmark_dir(root: Path, name: str) -> Path:
+    """`benchmarks/<name>` for a safe, existing name; the error lists what exists."""
+    if not NAME_RE.match(name) or name in {".", ".."}:
+        raise ConfigError(f"--benchmark={name!r} is not a benchmark name (letters, digits, '.', '_', '-'; "
+                          "no paths)")
+    path = root / name
+    if not (path / SPEC_FILE).is_file():
+        names = available_benchmarks(root)
+        have = ", ".join(names) if names else f"none (no {root}/<name>/{SPEC_FILE} found)"
+        raise ConfigError(f"unknown benchmark {name!r}; available: {have}")
+    return path
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(field path, message) of a pydantic error, in one line."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = err.get("msg", "invalid")
+    if err.get("type") == "extra_forbidden":
+        msg = "unknown key (typo?)"
+    extra = len(exc.errors()) - 1
+    return loc, msg + (f" (+{extra} more error{'s' if extra > 1 else ''})" if extra else "")
+
+
+def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | None = None) -> Any:
+    """`model.model_validate(data)` with errors turned into one-line InputErrors."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = first_error(exc)
+        raise InputError(path, msg, row=row, field=loc or None) from None
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, f"invalid YAML: {problem}", row=(mark.line + 1) if mark else None) from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", row=exc.lineno) from None
+
+
+def load_spec(bench_dir: Path) -> BenchmarkSpec:
+    """Parse and validate benchmark.yaml."""
+    path = bench_dir / SPEC_FILE
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a mapping at the top level")
+    spec: BenchmarkSpec = validate_as(BenchmarkSpec, data, path)
+    return spec
+
+
+def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
+    """Parse scenarios.json, check each row against the spec's metrics, fill metric name/type."""
+    path = bench_dir / SCENARIOS_FILE
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(path, "expected a JSON list of scenario rows")
+    metrics = {m.id: m for m in spec.metrics}
+    seen: dict[str, int] = {}
+    rows: list[Scenario] = []
+    for index, raw in enumerate(data):
+        label = f"{index}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
+        if not isinstance(raw, dict):
+            raise InputError(path, "expected an object", row=label)
+        row: Scenario = validate_as(Scenario, raw, path, row=label)
+        if row.id in seen:
+            raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
+        seen[row.id] = index
+        metric = metrics.get(row.metric_id)
+        if metric is None:
+            known = ", ".join(metrics) or "none: benchmark.yaml has no metrics"
+            raise InputError(path, f"unknown metric id {row.metric_id!r}; benchmark.yaml defines {known}",
+                             row=label, field="metric_id")
+        if row.metric_type is not None and row.metric_type != metric.type:
+            raise InputError(path, f"metric_type {row.metric_type!r} contradicts benchmark.yaml "
+                             f"({metric.id} is {metric.type})", row=label, field="metric_type")
+        row.metric_name = row.metric_name or metric.name
+        row.metric_type = metric.type
+        rows.append(row)
+    return rows

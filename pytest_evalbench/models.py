@@ -1,0 +1,240 @@
+"""Pydantic models of the benchmark definition and of every result file.
+
+The JSON Schemas shipped in `pytest_evalbench/schemas/` are generated from these models
+(`python -m pytest_evalbench schemas`), so the file formats of `output-schema.md` live here once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MetricType = Literal["positive", "negative"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- benchmark.yaml
+
+
+class ModelConfig(_Strict):
+    """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
+
+    model: str = Field(min_length=1)
+    base_url: Optional[str] = None
+    """Endpoint; defaults to OPENAI_BASE_URL (then the OpenAI API)."""
+    api_key_env: Optional[str] = None
+    """Name of the environment variable holding the key; defaults to OPENAI_API_KEY."""
+    provider: Literal["openai", "local"] = "openai"
+    """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
+
+
+class TargetConfig(_Strict):
+    """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
+
+    id: str
+    model: Optional[str] = None
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None
+    provider: Literal["openai", "local"] = "openai"
+    system_prompt: Optional[str] = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        if not SAFE_ID.match(value):
+            raise ValueError(f"target id {value!r} must match {SAFE_ID.pattern} (it names a directory)")
+        return value
+
+    def as_model(self) -> ModelConfig:
+        """The endpoint part of a model target."""
+        assert self.model is not None
+        return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
+                           provider=self.provider, params=self.params)
+
+
+class Metric(_Strict):
+    id: str
+    name: str
+    type: MetricType
+    definition: str
+    examples: list[str] = Field(default_factory=list)
+    mattersBecause: Optional[str] = None
+    contributor: Optional[str] = None
+
+
+class Generation(_Strict):
+    turns: int = Field(default=6, ge=1, le=100)
+    num_samples: int = Field(default=1, ge=1, le=1000)
+    perfunctory: bool = False
+    landmarks: bool = True
+    scenarios_per_metric: int = Field(default=3, ge=1, le=100)
+
+
+class ScenarioSettings(_Strict):
+    user_context: Optional[str] = None
+    """Default system prompt of the target model; also context for scenario generation."""
+
+
+class Price(_Strict):
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class BenchmarkSpec(_Strict):
+    """benchmark.yaml."""
+
+    name: str
+    description: str = ""
+    kind: Literal["scenarios", "dataset"] = "scenarios"
+    scenario: ScenarioSettings = Field(default_factory=ScenarioSettings)
+    metrics: list[Metric] = Field(default_factory=list)
+    generation: Generation = Field(default_factory=Generation)
+    demographics: dict[str, list[str]] = Field(default_factory=dict)
+    targets: list[TargetConfig] = Field(default_factory=list)
+    user_model: Optional[ModelConfig] = None
+    evaluator_model: Optional[ModelConfig] = None
+    pricing: dict[str, Price] = Field(default_factory=dict)
+    """Per-model prices overriding the built-in table."""
+    thresholds: Optional[dict[str, Any]] = None
+    """CI gating rules (see gating.py)."""
+    dataset: Optional[dict[str, Any]] = None
+    """Dataset-case benchmarks: files and scoring policy (see dataset/)."""
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "BenchmarkSpec":
+        for label, ids in (("metrics", [m.id for m in self.metrics]),
+                           ("targets", [t.id for t in self.targets])):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {label} id(s): {', '.join(dupes)}")
+        return self
+
+    def metric(self, metric_id: str) -> Metric | None:
+        return next((m for m in self.metrics if m.id == metric_id), None)
+
+
+# --------------------------------------------------------------------------- scenarios.json
+
+
+class Landmark(_Strict):
+    turn: int = Field(ge=1)
+    instruction: str
+
+
+class Scenario(_Strict):
+    """One row of scenarios.json: metric × base scenario × demographic variant."""
+
+    id: str
+    metric_id: str
+    metric_name: Optional[str] = None
+    metric_type: Optional[MetricType] = None
+    persona: str
+    user_goal: str
+    latent_adversarial_goal: str = ""
+    landmarks: list[Landmark] = Field(default_factory=list)
+    demographic: dict[str, str] = Field(default_factory=dict)
+    user_persona: Optional[str] = Field(default=None, exclude=True)
+    """Legacy field of the original pipeline: the demographic rewrite. When present it is the
+    persona the simulation uses (the original lost it)."""
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        if not SAFE_ID.match(value):
+            raise ValueError(f"scenario id {value!r} must match {SAFE_ID.pattern}")
+        return value
+
+    @property
+    def effective_persona(self) -> str:
+        return self.user_persona or self.persona
+
+
+# --------------------------------------------------------------------------- result files
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    outcome: Optional[str] = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: Optional[list[ToolCall]] = None
+
+
+class TargetRef(_Strict):
+    id: str
+    model: Optional[str]
+
+
+class ConversationRow(Scenario):
+    """conversations.json row: the scenario extended with the transcript."""
+
+    conv_id: str
+    target: TargetRef
+    transcript: list[Message]
+    sample: int = Field(ge=0)
+
+
+class ScoreRow(_Strict):
+    """scores.json row. present/passed/score are null when the judgment is unscored."""
+
+    id: str
+    metric_id: str
+    metric_name: str
+    metric_type: MetricType
+    target_model: str
+    conv_id: str
+    present: Optional[bool]
+    passed: Optional[bool]
+    score: Optional[Literal[0, 1]]
+    justification: str
+    sample: int = Field(ge=0)
+
+
+class RateSummary(_Strict):
+    pass_rate: Optional[float]
+    n_passed: int
+    n_total: int
+
+
+class ModelResult(_Strict):
+    """results.json entry."""
+
+    target_model: str
+    positive_pass_rate: Optional[float]
+    negative_pass_rate: Optional[float]
+    n_positive: int
+    n_negative: int
+    n_total: int
+    by_metric: dict[str, RateSummary]
+    by_scenario: dict[str, RateSummary]
+
+
+class PhaseCost(_Strict):
+    phase: str
+    cost: float
+    input_tokens: int
+    output_tokens: int
+
+
+def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, int | None]:
+    """`passed` and `score` from the judge's `present` (output-schema.md): a negative metric
+    passes when the behaviour is absent. Unscored stays unscored."""
+    if present is None:
+        return None, None
+    passed = present if metric_type == "positive" else not present
+    return passed, int(passed)

@@ -1,0 +1,97 @@
+"""Command-line options and their resolution into `RunSettings` (once, at configure time).
+
+`--benchmark` has no prefix by design (`pytest --benchmark=<name>`); it coexists with
+pytest-benchmark because argparse abbreviations are off and its options all read
+`--benchmark-*`. Every other option is `--evalbench-*` with an `evalbench_*` dest.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from .llm.cache import CACHE_MODES
+from .llm.engine import EngineSettings
+from .runner import RunSettings
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("evalbench", "LLM evaluation benchmarks (pytest-evalbench)")
+    group.addoption("--benchmark", dest="evalbench_benchmark", metavar="NAME", default=None,
+                    help="Run the benchmark in benchmarks/NAME/ (every scenario row or dataset case is a test)")
+    group.addoption("--evalbench-target", dest="evalbench_targets", action="append", default=[],
+                    metavar="ID|[ID=]MODEL",
+                    help="Run only this target of benchmark.yaml, or test MODEL instead (repeatable)")
+    group.addoption("--evalbench-user-model", dest="evalbench_user_model", metavar="MODEL",
+                    help="Override the simulated user's model")
+    group.addoption("--evalbench-judge-model", dest="evalbench_judge_model", metavar="MODEL",
+                    help="Override the evaluator (judge) model")
+    group.addoption("--evalbench-base-url", dest="evalbench_base_url", metavar="URL",
+                    help="Send every role to this OpenAI-compatible endpoint (overrides benchmark.yaml "
+                         "and OPENAI_BASE_URL)")
+    group.addoption("--evalbench-provider", dest="evalbench_provider", choices=("openai", "local"),
+                    help="'local' runs every role on the embedded llama.cpp model (needs the [local] extra)")
+    group.addoption("--evalbench-cache", dest="evalbench_cache", choices=CACHE_MODES, default="on",
+                    help="Response cache: on (read+write), off, refresh (re-request, write), replay "
+                         "(read only; a miss is an ERROR, zero network). Default: %(default)s")
+    group.addoption("--evalbench-cache-dir", dest="evalbench_cache_dir", metavar="DIR",
+                    help="Cache directory. Default: benchmarks/NAME/.evalbench-cache")
+    group.addoption("--evalbench-concurrency", dest="evalbench_concurrency", type=_positive_int, default=16,
+                    metavar="N", help="LLM requests in flight per process. Default: %(default)s")
+    group.addoption("--evalbench-timeout", dest="evalbench_timeout", type=_non_negative_float, default=60.0,
+                    metavar="SECONDS", help="Per-request timeout. Default: %(default)s")
+    group.addoption("--evalbench-max-attempts", dest="evalbench_max_attempts", type=_positive_int, default=5,
+                    metavar="N", help="Attempts per request on 429/5xx/timeouts/connection errors. "
+                                      "Default: %(default)s")
+    group.addoption("--evalbench-retry-budget", dest="evalbench_retry_budget", type=_non_negative_float,
+                    default=120.0, metavar="SECONDS",
+                    help="Give up retrying one request after this long. Default: %(default)s")
+    group.addoption("--evalbench-max-cost", dest="evalbench_max_cost", type=_non_negative_float, default=None,
+                    metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
+
+
+def build_settings(config: pytest.Config) -> RunSettings | None:
+    """RunSettings from the command line, or None when `--benchmark` is not given."""
+    name = config.getoption("evalbench_benchmark")
+    if not name:
+        return None
+    cache_dir = config.getoption("evalbench_cache_dir")
+    return RunSettings(
+        benchmark=name,
+        targets=list(config.getoption("evalbench_targets")),
+        user_model=config.getoption("evalbench_user_model"),
+        judge_model=config.getoption("evalbench_judge_model"),
+        base_url=config.getoption("evalbench_base_url"),
+        provider=config.getoption("evalbench_provider"),
+        cache_mode=config.getoption("evalbench_cache"),
+        cache_dir=Path(cache_dir).resolve() if cache_dir else None,
+        engine=EngineSettings(
+            concurrency=config.getoption("evalbench_concurrency"),
+            timeout=config.getoption("evalbench_timeout"),
+            max_attempts=config.getoption("evalbench_max_attempts"),
+            max_retry_seconds=config.getoption("evalbench_retry_budget"),
+            max_cost=config.getoption("evalbench_max_cost"),
+        ),
+    )

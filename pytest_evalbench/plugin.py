@@ -1,0 +1,43 @@
+"""pytest entry point (`pytest11`): options, hook specs and the session object.
+
+Every hook here is a line or two that delegates; the work lives in `session.py` (pytest glue)
+and in the pytest-free core. Without `--benchmark` the plugin registers nothing else, so normal
+test runs are unaffected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from . import hookspecs
+from .options import add_options, build_settings
+from .session import EvalbenchSession, SESSION_KEY
+from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the `--benchmark` and `--evalbench-*` options."""
+    add_options(parser)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Declare the `pytest_evalbench_*` hooks teams implement in conftest.py."""
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """With `--benchmark`, resolve settings once and register the session object."""
+    settings = build_settings(config)
+    if settings is not None:
+        session = EvalbenchSession(config, settings)
+        config.stash[SESSION_KEY] = session
+        config.pluginmanager.register(session, "evalbench-session")
+
+
+def pytest_report_header(config: pytest.Config) -> Any:
+    """One line naming benchmark, models, cache mode and concurrency."""
+    session = config.stash.get(SESSION_KEY, None)
+    return session.header() if session else None
