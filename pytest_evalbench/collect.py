@@ -45,6 +45,11 @@ class CaseItem(pytest.Function):
     def __init__(self, *, case: Any, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stash[CASE_KEY] = case
+        node_id = getattr(self, "_id", None)
+        if node_id is not None and hasattr(type(node_id), "parse"):
+            # pytest >= 9.2 keeps structured ids; without a callspec our "[target-sN]" suffix would be
+            # part of the name, and --lf (which parses stored ids) would never match the item.
+            self._id = type(node_id).parse(str(node_id))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, f"{self.parent.name}::{self.name}" if self.parent else self.name

@@ -22,7 +22,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..errors import BudgetExhausted, CacheMiss, LLMError
+from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from .cache import ResponseCache, cache_key
 from .pricing import PriceTable
 from .transport import Failure, OpenAITransport, classify
@@ -278,7 +278,7 @@ class Engine:
         try:
             self.stats.requests += 1
             return await self.transport.complete(endpoint, body)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, EvalbenchError):
             raise
         except Exception as exc:  # noqa: BLE001 - every SDK failure is classified, none escapes raw
             return classify(exc)

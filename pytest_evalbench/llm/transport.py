@@ -6,12 +6,14 @@ is bounded in count and total time, honours Retry-After and is visible in statis
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 
+from .local_server import LocalServer
 from .types import Completion, Endpoint
 
 
@@ -34,10 +36,25 @@ def _retry_after(response: Any) -> float | None:
         return None
 
 
+def _transport_kind(exc: BaseException) -> str | None:
+    """httpx/httpx2 transport errors can escape the SDK unwrapped (seen with openai 3.x + httpx2)."""
+    for cls in type(exc).__mro__:
+        if cls.__module__.startswith(("httpx", "httpcore")):
+            if cls.__name__ == "TimeoutException":
+                return "timeout"
+            if cls.__name__ in ("TransportError", "NetworkError"):
+                return "connection"
+    return None
+
+
 def classify(exc: BaseException) -> Failure:
     """Map an exception from the SDK to a Failure (never leaks the request headers)."""
-    if isinstance(exc, openai.APITimeoutError):
+    transport = _transport_kind(exc)
+    if isinstance(exc, openai.APITimeoutError) or transport == "timeout":
         return Failure("timeout", "request timed out", True)
+    if transport == "connection":
+        return Failure("connection error", f"cannot reach the endpoint ({type(exc).__name__})", True,
+                       connection=True)
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f" ({type(cause).__name__})" if cause else ""
@@ -67,18 +84,22 @@ class OpenAITransport:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self._clients: dict[tuple[str | None, str | None], openai.AsyncOpenAI] = {}
+        self.local = LocalServer()
 
-    def client_for(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
-        slot = (endpoint.base_url, endpoint.api_key)
+    def client_for(self, base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
+        slot = (base_url, api_key)
         client = self._clients.get(slot)
         if client is None:
-            client = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key",
+            client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key",
                                         timeout=self.timeout, max_retries=0)
             self._clients[slot] = client
         return client
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
-        client = self.client_for(endpoint)
+        if endpoint.provider == "local":
+            client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
+        else:
+            client = self.client_for(endpoint.base_url, endpoint.api_key)
         response = await client.chat.completions.create(**body)
         choice = response.choices[0]
         message = choice.message
@@ -99,3 +120,4 @@ class OpenAITransport:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+        await asyncio.to_thread(self.local.stop)

@@ -1,0 +1,62 @@
+"""JSON Schemas of every file pytest-evalbench reads or writes, generated from `models.py`.
+
+The generated files ship in `pytest_evalbench/schemas/`; a test asserts they are current, and the
+integration tests validate every written file against them with `jsonschema`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from .models import BenchmarkSpec, ConversationRow, ModelResult, PhaseCost, Scenario, ScoreRow
+
+SCHEMA_DIR = Path(__file__).parent / "schemas"
+
+TYPES: dict[str, Any] = {
+    "benchmark": BenchmarkSpec,
+    "scenarios": list[Scenario],
+    "conversations": list[ConversationRow],
+    "scores": list[ScoreRow],
+    "results": list[ModelResult],
+    "cost": dict[str, PhaseCost],
+}
+
+
+def extra_types() -> dict[str, Any]:
+    """Schemas contributed by optional parts (dataset benchmarks, baselines)."""
+    found: dict[str, Any] = {}
+    try:
+        from .dataset.report import DATASET_TYPES
+
+        found.update(DATASET_TYPES)
+    except ImportError:
+        pass
+    return found
+
+
+def generate() -> dict[str, dict[str, Any]]:
+    schemas = {}
+    for name, tp in {**TYPES, **extra_types()}.items():
+        schema = TypeAdapter(tp).json_schema(mode="serialization" if name != "benchmark" else "validation")
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = f"pytest-evalbench {name}"
+        schemas[name] = schema
+    return schemas
+
+
+def write(directory: Path = SCHEMA_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, schema in generate().items():
+        path = directory / f"{name}.schema.json"
+        path.write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def load(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))

@@ -1,0 +1,73 @@
+"""Helpers shared by the integration tests: write a benchmark, script the fake server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_evalbench.testing import Reply, by_model
+
+USER, TARGET, JUDGE = "sim-user", "sim-target", "sim-judge"
+
+METRICS = [
+    {"id": "m01", "name": "Asks clarifying questions", "type": "positive",
+     "definition": "The assistant asks a clarifying question.", "examples": ["Where to?"]},
+    {"id": "m02", "name": "Avoid definite diagnosis", "type": "negative",
+     "definition": "The assistant states a definite diagnosis.", "examples": ["You have flu."]},
+]
+
+
+def scenario(sid: str, metric_id: str, **extra: Any) -> dict[str, Any]:
+    row = {"id": sid, "metric_id": metric_id, "persona": f"persona of {sid}", "user_goal": "get help",
+           "latent_adversarial_goal": f"secret goal of {sid}",
+           "landmarks": [{"turn": 1, "instruction": f"landmark one of {sid}"}],
+           "demographic": {"age": "Adult (18+)"}}
+    row.update(extra)
+    return row
+
+
+DEFAULT_SCENARIOS = [scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01"),
+                     scenario("m02_s001_v01", "m02"), scenario("m02_s001_v02", "m02")]
+
+
+def write_benchmark(root: Path, name: str = "demo", *, scenarios: list[dict[str, Any]] | None = None,
+                    spec: dict[str, Any] | None = None, **overrides: Any) -> Path:
+    """benchmarks/<name>/ with benchmark.yaml (sim-* models) and scenarios.json."""
+    bench = root / "benchmarks" / name
+    bench.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {
+        "name": name, "description": "test benchmark", "metrics": METRICS,
+        "generation": {"turns": 2, "num_samples": 1, "perfunctory": False, "landmarks": True},
+        "targets": [{"id": "tgt", "model": TARGET}],
+        "user_model": {"model": USER}, "evaluator_model": {"model": JUDGE},
+    }
+    data.update(spec or {})
+    data.update(overrides)
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    (bench / "scenarios.json").write_text(json.dumps(DEFAULT_SCENARIOS if scenarios is None else scenarios))
+    return bench
+
+
+def judge_says(present: bool | Callable[[dict[str, Any]], Any], justification: str = "because") -> Callable:
+    def respond(request: dict[str, Any]) -> Any:
+        value = present(request) if callable(present) else present
+        if isinstance(value, Reply):
+            return value
+        return {"justification": justification, "present": value}
+    return respond
+
+
+def script(present: Any = True, *, user: Any = "Thought: ok\nMessage: I need some help",
+           target: Any = "Sure, where are you going?") -> Callable:
+    """A responder for the three sim-* models."""
+    return by_model({USER: (user if callable(user) else (lambda r: user)),
+                     TARGET: (target if callable(target) else (lambda r: target)),
+                     JUDGE: judge_says(present)})
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

@@ -1,0 +1,254 @@
+"""Scenario benchmarks end to end through pytester and the fake server."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from helpers import JUDGE, TARGET, USER, read_json, scenario, script, write_benchmark
+
+from pytest_evalbench import schemas
+from pytest_evalbench.testing import FakeLLMServer, Reply
+
+RUN_FILES = {"conversations.json": "conversations", "scores.json": "scores", "cost.json": "cost"}
+
+
+def validate_all(bench: Path) -> int:
+    """Validate every written file against the shipped schemas; return how many were checked."""
+    checked = 0
+    jsonschema.validate(read_json(bench / "results.json"), schemas.load("results"))
+    checked += 1
+    for run in (bench / "runs").iterdir():
+        for filename, schema in RUN_FILES.items():
+            jsonschema.validate(read_json(run / filename), schemas.load(schema))
+            checked += 1
+    return checked
+
+
+def scores(bench: Path, target: str = "tgt") -> list[dict[str, Any]]:
+    return read_json(bench / "runs" / target / "scores.json")
+
+
+@pytest.mark.parametrize(("metric_type", "present", "outcome"), [
+    ("positive", True, "passed"), ("positive", False, "failed"),
+    ("negative", True, "failed"), ("negative", False, "passed"),
+])
+def test_pass_fail_mapping(pytester: pytest.Pytester, bench_env: FakeLLMServer, metric_type: str,
+                           present: bool, outcome: str) -> None:
+    metric_id = "m01" if metric_type == "positive" else "m02"
+    bench = write_benchmark(pytester.path, scenarios=[scenario(f"{metric_id}_s001_v01", metric_id)])
+    bench_env.set_responder(script(present))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(**{outcome: 1})
+    [row] = scores(bench)
+    assert row["present"] is present
+    assert row["passed"] is (outcome == "passed")
+    assert row["score"] == (1 if outcome == "passed" else 0)
+    assert row["metric_type"] == metric_type
+    assert row["conv_id"] == f"{metric_id}_s001_v01__tgt"
+    if outcome == "failed":
+        result.stdout.fnmatch_lines(["*judge: because*", "*transcript tail:*", "*ASSISTANT: Sure, where*"])
+        result.stdout.no_fnmatch_line("*Traceback*")
+
+
+def test_files_match_schema_and_spec(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path)
+    bench_env.set_responder(script(lambda req: "m01" in json.dumps(req)))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=4)
+    assert validate_all(bench) == 4
+    results = read_json(bench / "results.json")
+    assert [r["target_model"] for r in results] == ["tgt"]
+    summary = results[0]
+    # the judge finds m01's behaviour present and m02's absent: every row passes
+    assert summary["n_positive"] == 2 and summary["n_negative"] == 2 and summary["n_total"] == 4
+    assert summary["by_metric"]["m01"] == {"pass_rate": 1.0, "n_passed": 2, "n_total": 2}
+    conv = read_json(bench / "runs" / "tgt" / "conversations.json")
+    assert [c["conv_id"] for c in conv] == [f"{s}__tgt" for s in
+                                            ("m01_s001_v01", "m01_s001_v02", "m02_s001_v01", "m02_s001_v02")]
+    assert conv[0]["target"] == {"id": "tgt", "model": TARGET}
+    assert [m["role"] for m in conv[0]["transcript"]] == ["user", "assistant", "user", "assistant"]
+    cost = read_json(bench / "runs" / "tgt" / "cost.json")
+    assert set(cost) == {"simulate", "evaluate"}
+    assert cost["simulate"]["input_tokens"] > 0 and cost["evaluate"]["output_tokens"] > 0
+
+
+def test_null_pass_rate_when_no_rows_of_a_type(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(False))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(failed=1)
+    [summary] = read_json(bench / "results.json")
+    assert summary["positive_pass_rate"] == 0.0
+    assert summary["negative_pass_rate"] is None
+
+
+def test_node_id_selection_keeps_other_rows(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=2, failed=2)
+    before = scores(bench)
+    bench_env.set_responder(script(False))
+    bench_env.reset()
+    nodeid = "benchmarks/demo/scenarios.json::m01_s001_v02[tgt-s0]"
+    result = pytester.runpytest("--benchmark=demo", nodeid, "--evalbench-cache=off")
+    result.assert_outcomes(failed=1)
+    after = scores(bench)
+    assert len(after) == 4
+    assert [r["id"] for r in after] == [r["id"] for r in before]
+    changed = [r for r in after if r != before[after.index(r)]]
+    assert [r["id"] for r in changed] == ["m01_s001_v02"] and changed[0]["passed"] is False
+    assert len([r for r in bench_env.requests if r["model"] == JUDGE]) == 1
+
+
+def test_keyword_selection_and_collect_only(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path)
+    result = pytester.runpytest("--benchmark=demo", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]",
+                                 "benchmarks/demo/scenarios.json::m02_s001_v02[[]tgt-s0[]]"])
+    assert bench_env.requests == []
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo", "-k", "m02 and v01").assert_outcomes(failed=1)
+
+
+def test_last_failed_reruns_only_failures(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo", "-p", "cacheprovider").assert_outcomes(passed=2, failed=2)
+    result = pytester.runpytest("--benchmark=demo", "--lf", "-p", "cacheprovider")
+    result.assert_outcomes(failed=2)
+
+
+def test_samples_and_targets_multiply_items(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            generation={"turns": 1, "num_samples": 2},
+                            targets=[{"id": "a", "model": TARGET}, {"id": "b", "model": TARGET}])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*m01_s001_v01[[]a-s0[]] PASSED*", "*m01_s001_v01[[]a-s1[]] PASSED*",
+                                 "*m01_s001_v01[[]b-s1[]] PASSED*"])
+    assert [r["sample"] for r in scores(bench, "a")] == [0, 1]
+    results = read_json(bench / "results.json")
+    assert [r["target_model"] for r in results] == ["a", "b"]
+
+
+def test_xdist_parity(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    rows = [scenario(f"m0{m}_s00{s}_v0{v}", f"m0{m}") for m in (1, 2) for s in (1, 2, 3) for v in (1, 2)]
+    bench = write_benchmark(pytester.path, scenarios=rows, generation={"turns": 2, "num_samples": 2})
+    bench_env.set_responder(script(lambda req: "s002" in json.dumps(req), user=lambda req: "Message: from "
+                                   + re.search(r"persona of (\w+)", json.dumps(req)).group(1)))
+    outputs = {}
+    for flag in ("-n0", "-n4"):
+        for run in (bench / "runs").glob("*/*.json"):
+            run.unlink()
+        result = pytester.runpytest("--benchmark=demo", flag, "--evalbench-cache=off")
+        outcomes = result.parseoutcomes()
+        assert (outcomes.get("passed", 0), outcomes.get("failed", 0)) == (12, 12)
+        outputs[flag] = {name: (bench / "runs" / "tgt" / name).read_bytes()
+                         for name in ("scores.json", "conversations.json", "cost.json")}
+        outputs[flag]["results.json"] = (bench / "results.json").read_bytes()
+    assert outputs["-n0"] == outputs["-n4"]
+    assert len(json.loads(outputs["-n4"]["scores.json"])) == 24
+
+
+def test_warm_cache_makes_no_requests(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo")
+    first = (bench / "runs" / "tgt" / "scores.json").read_bytes()
+    assert len(bench_env.requests) == 4 * 5
+    bench_env.reset()
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay")
+    result.assert_outcomes(passed=2, failed=2)
+    assert bench_env.requests == []
+    assert (bench / "runs" / "tgt" / "scores.json").read_bytes() == first
+    result.stdout.fnmatch_lines(["*0 requests, 20 cache hits*"])
+
+
+def test_secret_goal_and_persona_reach_only_the_user_model(pytester: pytest.Pytester,
+                                                            bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01", persona="neutral persona",
+                                                       user_persona="a retired sailor from Oslo",
+                                                       demographic={"age": "Adult (18+)", "gender": "woman"})])
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    by_model: dict[str, list[str]] = {}
+    for req in bench_env.requests:
+        by_model.setdefault(req["model"], []).append(json.dumps(req["messages"]))
+    user_text = " ".join(by_model[USER])
+    assert "secret goal of m01_s001_v01" in user_text
+    assert "a retired sailor from Oslo" in user_text and "gender: woman" in user_text
+    assert "landmark one of m01_s001_v01" in user_text
+    assert not any("secret goal" in t for t in by_model[TARGET] + by_model[JUDGE])
+
+
+def test_unparseable_judge_is_unscored_error(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(lambda req: Reply(content='{"present": "yes"')))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*evalbench unscored: judge output unparseable after 3 attempts*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    [row] = scores(bench)
+    assert row["present"] is None and row["passed"] is None and row["score"] is None
+    assert len([r for r in bench_env.requests if r["model"] == JUDGE]) == 3
+    [summary] = read_json(bench / "results.json")
+    assert summary["positive_pass_rate"] is None and summary["n_positive"] == 1
+    validate_all(bench)
+
+
+def test_string_false_is_not_true(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """The original turned "false" into True; we re-ask and then leave the row unscored."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m02_s001_v01", "m02")])
+    bench_env.set_responder(script(lambda req: Reply(content='{"justification": "x", "present": "false"}')))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(errors=1)
+    assert scores(bench)[0]["present"] is None
+
+
+def test_endpoint_down_is_error_not_failure(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01")])
+    server = FakeLLMServer().start()
+    dead_url = server.base_url
+    server.stop()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    result = pytester.runpytest("--benchmark=demo", f"--evalbench-base-url={dead_url}",
+                                "--evalbench-max-attempts=2")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*evalbench connection error: user model 'sim-user': connection error: "
+                                 "cannot reach the endpoint*"])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.fnmatch_lines(["*incomplete: 2 connection error*"])
+    assert not (pytester.path / "benchmarks" / "demo" / "results.json").exists()
+
+
+def test_without_benchmark_normal_tests_unaffected(pytester: pytest.Pytester) -> None:
+    write_benchmark(pytester.path)
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("evalbench:*")
+    assert not (pytester.path / "benchmarks" / "demo" / "runs").exists()
+
+
+def test_unknown_benchmark_lists_available(pytester: pytest.Pytester) -> None:
+    write_benchmark(pytester.path, name="alpha")
+    write_benchmark(pytester.path, name="beta")
+    result = pytester.runpytest("--benchmark=gamma")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown benchmark 'gamma'; available: alpha, beta*"])
+    result = pytester.runpytest("--benchmark=../alpha")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*is not a benchmark name*no paths*"])
+
+
+def test_coexists_with_pytest_benchmark(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    pytest.importorskip("pytest_benchmark")
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "--benchmark-disable", "--benchmark-columns=min")
+    result.assert_outcomes(passed=1)
+    pytester.makepyfile(test_speed="def test_speed(benchmark):\n    benchmark(lambda: 1)\n")
+    pytester.runpytest("test_speed.py", "--benchmark-disable").assert_outcomes(passed=1)
