@@ -231,7 +231,8 @@ _JS = r"""
       const tr = row([v.id, demo]);
       for (const t of targets) {
         const r = v.rates[t];
-        tr.appendChild(el('td', {'class': 'num', 'data-testid': `variant-${t}-${v.id}`, 'data-value': r ? r.rate : null},
+        const cls = r ? (r.rate >= 0.5 ? 'num pass' : 'num fail') : 'num muted';
+        tr.appendChild(el('td', {'class': cls, 'data-testid': `variant-${t}-${v.id}`, 'data-value': r ? r.rate : null},
           r ? `${fmt(r.rate)} (${r.k}/${r.n})` : '-'));
       }
       table.appendChild(tr);

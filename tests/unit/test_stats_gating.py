@@ -289,7 +289,8 @@ def test_bad_compare_rule_lists_accepted_forms(text: str) -> None:
 
 
 def test_summary_table_is_aligned_ascii() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 10) + score_rows("target-two", "m01", [True] * 3))
+    base = baseline_of(score_rows("t1", "m01", [True] * 10) + score_rows("target-two", "m01", [True] * 3)
+                       + score_rows("target-two", "m05", [True]))
     results, scores = run(score_rows("t1", "m01", [False] * 6 + [True] * 4) + score_rows("target-two", "m01", [True] * 3)
                           + score_rows("target-two", "m09", [True]))
     comparison = compare_with_baseline(base, results, scores)
@@ -302,6 +303,7 @@ def test_summary_table_is_aligned_ascii() -> None:
     assert [row[s - 1] if s else " " for s in starts] == [" "] * len(starts)  # cells start at the columns
     assert "0.400" in row and "4/10" in row and "-0.600 !" in row and "6/0" in row
     assert any("m09" in line and "new" in line for line in lines)
+    assert any("m05" in line and "removed" in line for line in lines)
     assert lines[-1].startswith("!")
     plain = summary_table(results, None)
     assert "baseline" not in plain[0] and any("[0.17, 0.69]" in line for line in plain)
