@@ -89,6 +89,16 @@ class Price(_Strict):
     output_per_million: float = Field(ge=0)
 
 
+class GateConfig(_Strict):
+    """How the session's exit status is decided (see gate.py)."""
+
+    mode: Literal["cases", "thresholds"] = "cases"
+    """cases: any FAILED case fails the build (pytest's default). thresholds: FAILED cases are
+    reported, but only threshold/baseline regressions and incomplete runs fail the build."""
+    case_pass_rate: float = Field(default=0.5, ge=0, le=1)
+    """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
+
+
 class BenchmarkSpec(_Strict):
     """benchmark.yaml."""
 
@@ -106,6 +116,7 @@ class BenchmarkSpec(_Strict):
     """Per-model prices overriding the built-in table."""
     thresholds: Optional[dict[str, Any]] = None
     """CI gating rules (see gating.py)."""
+    gate: GateConfig = Field(default_factory=GateConfig)
     dataset: Optional[dict[str, Any]] = None
     """Dataset-case benchmarks: files and scoring policy (see dataset/)."""
 

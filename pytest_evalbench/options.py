@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from .gate import GateSettings
+from .gating import CompareRule, parse_compare_rule
 from .llm.cache import CACHE_MODES
 from .llm.engine import EngineSettings
 from .runner import RunSettings
@@ -70,6 +73,46 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Give up retrying one request after this long. Default: %(default)s")
     group.addoption("--evalbench-max-cost", dest="evalbench_max_cost", type=_non_negative_float, default=None,
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
+    add_gate_options(group)
+
+
+def add_gate_options(group: Any) -> None:
+    group.addoption("--evalbench-save-baseline", dest="evalbench_save_baseline", metavar="PATH", nargs="?",
+                    const="", default=None,
+                    help="Write a baseline file to commit. Default path: benchmarks/NAME/baseline.json")
+    group.addoption("--evalbench-compare", dest="evalbench_compare", metavar="PATH", nargs="?", const="",
+                    default=None, help="Compare with a baseline file (95%% intervals, flipped cases). "
+                                       "Default path: benchmarks/NAME/baseline.json")
+    group.addoption("--evalbench-compare-fail", dest="evalbench_compare_fail", type=_compare_rule, metavar="RULE",
+                    help="Fail (exit 6) on drops vs the baseline: 'significant', 'drop:0.05' or 'any'")
+    group.addoption("--evalbench-html", dest="evalbench_html", metavar="PATH",
+                    help="Write a self-contained HTML report (charts, demographic variants, transcripts)")
+
+
+def _compare_rule(text: str) -> CompareRule:
+    try:
+        return parse_compare_rule(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
+    default = bench_dir / "baseline.json"
+
+    def path(option: str) -> Path | None:
+        value = config.getoption(option)
+        if value is None:
+            return None
+        return Path(value).resolve() if value else default
+
+    html = config.getoption("evalbench_html")
+    rule = config.getoption("evalbench_compare_fail")
+    compare = path("evalbench_compare")
+    if rule is not None and compare is None:
+        compare = default
+    return GateSettings(save_baseline=path("evalbench_save_baseline"), compare=compare, compare_fail=rule,
+                        html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
+                        mode=spec_gate.mode)
 
 
 def build_settings(config: pytest.Config) -> RunSettings | None:

@@ -140,6 +140,13 @@ class BenchmarkRun:
                 raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: target '{cfg.id}' has no `model` and no "
                                   "pytest_evalbench_make_target hook returned an app for it")
 
+    def meta(self) -> dict[str, Any]:
+        """What a baseline must match to be comparable: benchmark, models, judge."""
+        return {"benchmark": self.spec.name,
+                "user_model": self.user.model if self.user else None,
+                "judge_model": self.evaluator.model if self.evaluator else None,
+                "targets": {t.id: t.model for t in self.target_configs}}
+
     def _role_endpoint(self, key: str, config: ModelConfig | None, override: str | None,
                        env: Mapping[str, str]) -> Endpoint | None:
         if config is None and override is None:

@@ -20,6 +20,9 @@ from .llm.engine import EngineStats
 from .loading import SCENARIOS_FILE, SPEC_FILE, load_scenarios, load_spec, resolve_benchmark_dir
 from .models import derive_pass
 from .runner import BenchmarkRun, RunSettings
+from .gate import GateOutcome, evaluate_gate
+from .options import gate_settings
+from .report import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
 from .store import RUNS_DIR, write_results
 
 SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
@@ -48,6 +51,8 @@ class EvalbenchSession:
         self.records: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
         self.stats = EngineStats()
+        self.outcome: GateOutcome | None = None
+        self.finish_error: str | None = None
         self._positions: dict[pytest.Item, int] | None = None
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
@@ -185,30 +190,44 @@ class EvalbenchSession:
         self.stats.merge(getattr(node, "workeroutput", {}).get(STATS_OUTPUT, {}))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Workers hand over counters; the controller writes the result files."""
+        """Workers hand over counters; the controller merges, writes and decides the exit status."""
         if self._run is not None:
             self._run.engine.close()
             if self.is_worker:
                 self.config.workeroutput[STATS_OUTPUT] = self._run.engine.stats.to_json()  # type: ignore[attr-defined]
             else:
                 self.stats.merge(self._run.engine.stats.to_json())
-        if self.is_worker or not self.records:
+        if self.is_worker or (not self.records and not self.errors):
             return
+        try:
+            self.outcome = self._finish(int(exitstatus))
+        except EvalbenchError as exc:
+            self.finish_error = str(exc)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
+        session.exitstatus = self.outcome.exit_code(int(exitstatus), self.run.spec.gate.mode)
+
+    def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
+        run = self.run
         results = write_results(self.bench_dir, records, self.scenario_order or self._order_from_disk())
+        incomplete = incomplete_reasons(self.errors, exitstatus)
+        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, results,
+                                gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(), incomplete)
+        write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=results, records=records)
+        return outcome
 
     def _order_from_disk(self) -> dict[str, int]:
         self.cases_for(self.bench_dir / SCENARIOS_FILE)
         return self.scenario_order
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Pass rates per target and the LLM traffic of the run."""
+        """Pass rates with intervals, gate results and the LLM traffic of the run."""
         if self.is_worker:
             return
-        from .report import summary_lines
-
+        terminalreporter.section("evalbench")
         for line in summary_lines(self):
             terminalreporter.write_line(line)
 

@@ -220,7 +220,8 @@ def test_endpoint_down_is_error_not_failure(pytester: pytest.Pytester, monkeypat
     result.stdout.fnmatch_lines(["*evalbench connection error: user model 'sim-user': connection error: "
                                  "cannot reach the endpoint*"])
     result.stdout.no_fnmatch_line("*Traceback*")
-    result.stdout.fnmatch_lines(["*incomplete: 2 connection error*"])
+    result.stdout.fnmatch_lines(["*INCOMPLETE: 2 items connection error*"])
+    assert result.ret == 7
     assert not (pytester.path / "benchmarks" / "demo" / "results.json").exists()
 
 
