@@ -160,3 +160,21 @@ def test_hash_selects_a_conversation(report: dict[str, Any], tmp_path: Path) -> 
     assert found.text["turn-1"].endswith("Reply of beta-mini to m02_s001_v01: where are you going?")
     assert found.text["verdict-m02"] == "fail"
     assert found.text["justification-m02"] == "Judge says beta-mini m02_s001_v01 failed."
+
+
+def test_plugin_writes_report_that_renders(pytester: pytest.Pytester, bench_env: Any, tmp_path: Path) -> None:
+    """`--evalbench-html` end to end: run a benchmark, open the file, see its numbers."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from helpers import DEFAULT_SCENARIOS, read_json, script, write_benchmark
+
+    bench = write_benchmark(pytester.path, scenarios=DEFAULT_SCENARIOS)
+    bench_env.set_responder(script(True, target="I can help with that TRANSCRIPT-MARKER"))
+    pytester.runpytest("--benchmark=demo", "--evalbench-html=report.html").assert_outcomes(passed=2, failed=2)
+    [summary] = read_json(bench / "results.json")
+    _, found = dump_dom((pytester.path / "report.html").as_uri() + "#conv=0", tmp_path)
+    assert found.text["pos-rate-tgt"] == f"{summary['positive_pass_rate']:.2f}"
+    assert found.text["rate-tgt-m02"] == f"{summary['by_metric']['m02']['pass_rate']:.2f}"
+    assert found.text["turn-1"].endswith("I can help with that TRANSCRIPT-MARKER")
+    assert found.text["justification-m01"] == "because"
