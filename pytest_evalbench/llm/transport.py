@@ -7,6 +7,7 @@ is bounded in count and total time, honours Retry-After and is visible in statis
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -79,45 +80,58 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 class OpenAITransport:
-    """Holds one AsyncOpenAI client per (base_url, key) for the engine's event loop."""
+    """AsyncOpenAI clients for the engine's event loop, sharded to keep connection pools small.
 
-    def __init__(self, timeout: float) -> None:
+    Requests go through the SDK's public `post()` with the request body as JSON (`cast_to=object`):
+    the SDK still builds the request, authenticates and raises its typed errors, but skips its
+    per-call type transformation and response models, which cost more CPU than the HTTP
+    exchange itself. httpcore scans its whole pool on every request, so `shards` clients of a few
+    connections each beat one large pool when many calls are in flight.
+    """
+
+    def __init__(self, timeout: float, shards: int = 1) -> None:
         self.timeout = timeout
-        self._clients: dict[tuple[str | None, str | None], openai.AsyncOpenAI] = {}
+        self.shards = max(1, shards)
+        self._clients: dict[tuple[str | None, str | None], list[openai.AsyncOpenAI]] = {}
+        self._turn = itertools.count()
         self.local = LocalServer()
 
     def client_for(self, base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
         slot = (base_url, api_key)
-        client = self._clients.get(slot)
-        if client is None:
-            client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key",
-                                        timeout=self.timeout, max_retries=0)
-            self._clients[slot] = client
-        return client
+        clients = self._clients.get(slot)
+        if clients is None:
+            clients = [openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout,
+                                          max_retries=0) for _ in range(self.shards)]
+            self._clients[slot] = clients
+        return clients[next(self._turn) % len(clients)]
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
         if endpoint.provider == "local":
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:
             client = self.client_for(endpoint.base_url, endpoint.api_key)
-        response = await client.chat.completions.create(**body)
-        choice = response.choices[0]
-        message = choice.message
-        tool_calls = None
-        if message.tool_calls:
-            tool_calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                          for c in message.tool_calls]
-        usage = response.usage
-        return Completion(
-            content=message.content,
-            tool_calls=tool_calls,
-            finish_reason=choice.finish_reason,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        )
+        return parse_completion(await client.post("/chat/completions", body=body, cast_to=object))
 
     async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.close()
+        for clients in self._clients.values():
+            for client in clients:
+                await client.close()
         self._clients.clear()
         await asyncio.to_thread(self.local.stop)
+
+
+def parse_completion(data: Any) -> Completion:
+    """An OpenAI chat.completion JSON body -> Completion; anything else raises (bad response)."""
+    choice = data["choices"][0]
+    message = choice["message"]
+    tool_calls = None
+    if message.get("tool_calls"):
+        tool_calls = [{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                      for c in message["tool_calls"]]
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise TypeError("message content is not a string")
+    usage = data.get("usage") or {}
+    return Completion(content=content, tool_calls=tool_calls, finish_reason=choice.get("finish_reason"),
+                      input_tokens=int(usage.get("prompt_tokens") or 0),
+                      output_tokens=int(usage.get("completion_tokens") or 0))

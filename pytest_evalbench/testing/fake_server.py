@@ -14,6 +14,7 @@ Typical use::
 from __future__ import annotations
 
 import argparse
+import importlib
 import http.client
 import itertools
 import json
@@ -176,7 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """Only /v1/models exists; some clients probe it before chatting."""
         path = self.path.split("?", 1)[0].rstrip("/")
-        if path in ("/v1/models", "/models"):
+        if path == "/v1/_stats":  # out-of-process use (performance script): counters as JSON
+            owner = self.server.owner
+            body = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency}
+            self._send(200, json.dumps(body).encode())
+        elif path in ("/v1/models", "/models"):
             body = {"object": "list",
                     "data": [{"id": "fake", "object": "model", "created": 0, "owned_by": "pytest-evalbench"}]}
             self._send(200, json.dumps(body).encode())
@@ -187,6 +192,14 @@ class _Handler(BaseHTTPRequestHandler):
         """Chat completions; everything else is a 404 in OpenAI's error shape."""
         raw = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/_control":  # out-of-process use: {"latency": s, "reset": true}
+            control = json.loads(raw or b"{}")
+            if control.get("reset"):
+                self.server.owner.reset()
+            if "latency" in control:
+                self.server.owner.latency = float(control["latency"])
+            self._send(200, b"{}")
+            return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(404, f"no route for POST {path}"))
             return
@@ -431,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every chat response waits")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--reply", default="ok", help="assistant content of every answer")
+    parser.add_argument("--responder", metavar="MODULE:NAME", help="import this Responder instead of --reply")
     args = parser.parse_args(argv)
 
     done = threading.Event()
@@ -442,7 +456,11 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, on_signal)
     text: str = args.reply
-    with FakeLLMServer(lambda request: Reply(content=text), latency=args.latency, port=args.port) as server:
+    responder: Responder = lambda request: Reply(content=text)  # noqa: E731
+    if args.responder:
+        module, _, name = args.responder.partition(":")
+        responder = getattr(importlib.import_module(module), name)
+    with FakeLLMServer(responder, latency=args.latency, port=args.port) as server:
         print(server.base_url, flush=True)
         while not done.wait(0.2):  # short waits keep signal handling responsive on every platform
             pass
