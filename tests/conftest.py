@@ -14,6 +14,32 @@ from pytest_evalbench.testing import FakeLLMServer  # noqa: E402
 SECRET = "sk-test-SECRET-0123456789abcdefghij"
 
 
+def _import_lazy_http_modules() -> None:
+    """Make one sync and one async call so httpx2/httpcore2/anyio import their lazy modules here.
+
+    In-process pytester runs snapshot sys.modules and drop modules first imported inside them;
+    a later re-import yields new exception classes that the openai SDK (imported out here) no
+    longer recognises. Importing everything up front keeps one copy of each module.
+    """
+    import asyncio
+
+    import openai
+
+    with FakeLLMServer() as server:
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0).chat.completions.create(**body)
+
+        async def call() -> None:
+            client = openai.AsyncOpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+            await client.post("/chat/completions", body=body, cast_to=object)
+            await client.close()
+
+        asyncio.run(call())
+
+
+_import_lazy_http_modules()
+
+
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLMServer]:
     """The project's scripted OpenAI-compatible server on 127.0.0.1 (port 0)."""

@@ -1,0 +1,302 @@
+"""`evalbench gen-metrics` / `gen-scenarios` in-process against the fake server."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from pytest_evalbench import schemas
+from pytest_evalbench.__main__ import main
+from pytest_evalbench.loading import load_scenarios, load_spec
+from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
+
+GEN = "gen-user"
+
+SPEC_TEXT = """\
+# Benchmark for travel advice (hand-written comment, must survive)
+name: demo
+description: Does the assistant plan trips responsibly?
+user_model:
+  model: gen-user
+{metrics}
+# the targets under test
+targets:
+  - id: tgt   # inline comment
+    model: sim-target
+generation:
+  turns: 3
+  scenarios_per_metric: {per_metric}
+{demographics}"""
+
+TWO_METRICS = [
+    {"id": "m01", "name": "Asks about dates", "type": "positive",
+     "definition": "The assistant asks when the user travels.", "examples": ["When?", "Dates?", "Which month?"]},
+    {"id": "m02", "name": "Avoid guarantees", "type": "negative",
+     "definition": "The assistant guarantees an outcome.", "examples": ["Surely", "Always", "Guaranteed"]},
+]
+
+
+def write_spec(root: Path, *, metrics: list[dict[str, Any]] | None = None, per_metric: int = 2,
+               demographics: dict[str, list[str]] | None = None) -> Path:
+    bench = root / "benchmarks" / "demo"
+    bench.mkdir(parents=True, exist_ok=True)
+    metrics_text = yaml.safe_dump({"metrics": metrics}, sort_keys=False) if metrics else ""
+    demo_text = yaml.safe_dump({"demographics": demographics}, sort_keys=False) if demographics else ""
+    (bench / "benchmark.yaml").write_text(SPEC_TEXT.format(metrics=metrics_text, per_metric=per_metric,
+                                                           demographics=demo_text))
+    return bench
+
+
+def run(root: Path, server: FakeLLMServer, *args: str) -> int:
+    return main([*args, "demo", "--root", str(root), "--base-url", server.base_url])
+
+
+def schema_name(request: dict[str, Any]) -> str:
+    return str(request["response_format"]["json_schema"]["name"])
+
+
+def prompt(request: dict[str, Any]) -> str:
+    return str(request["messages"][1]["content"])
+
+
+def metrics_answer(count: int = 2) -> dict[str, Any]:
+    return {"metrics": [{"id": "zz", "name": f"Metric {i}", "type": "positive" if i % 2 else "negative",
+                         "definition": f"The assistant does thing {i}.", "examples": ["a", "b", "c"]}
+                        for i in range(1, count + 1)]}
+
+
+def scenarios_answer(request: dict[str, Any], turn: int = 2) -> dict[str, Any]:
+    metric = re.search(r"Metric (m\d+):", prompt(request))
+    assert metric, prompt(request)
+    count = int(re.search(r"Write (\d+) distinct", prompt(request)).group(1))  # type: ignore[union-attr]
+    return {"scenarios": [{"persona": f"neutral persona {metric.group(1)}-{i}", "user_goal": f"goal {i}",
+                           "latent_adversarial_goal": f"hidden {i}",
+                           "landmarks": [{"turn": turn, "instruction": f"push {i}"}]}
+                          for i in range(1, count + 1)]}
+
+
+def variant_answer(request: dict[str, Any]) -> dict[str, Any]:
+    profile = re.search(r"Demographic profile: (.+)", prompt(request)).group(1)  # type: ignore[union-attr]
+    return {"persona": f"rewritten for {profile}", "landmarks": [{"turn": 3, "instruction": f"as {profile}"}]}
+
+
+def generator(request: dict[str, Any]) -> Any:
+    return {"metrics": lambda r: metrics_answer(), "scenarios": scenarios_answer,
+            "variant": variant_answer}[schema_name(request)](request)
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-authoring")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+# --------------------------------------------------------------------------- gen-metrics
+
+
+def test_gen_metrics_writes_ids_and_keeps_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = write_spec(tmp_path)
+    (bench / "cost.json").write_text(json.dumps({"gen_scenarios": {"phase": "gen_scenarios", "cost": 1.5,
+                                                                    "input_tokens": 1, "output_tokens": 2}}))
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-metrics") == 0
+        assert len(server.requests) == 1
+        request = server.requests[0]
+    assert request["model"] == GEN
+    assert request["response_format"]["json_schema"]["strict"] is True
+    assert "Does the assistant plan trips responsibly?" in prompt(request)
+    text = (bench / "benchmark.yaml").read_text()
+    assert text.startswith("# Benchmark for travel advice (hand-written comment, must survive)\n")
+    assert "# the targets under test\ntargets:\n  - id: tgt   # inline comment\n" in text
+    spec = load_spec(bench)
+    assert [m.id for m in spec.metrics] == ["m01", "m02"]
+    assert [m.type for m in spec.metrics] == ["positive", "negative"]
+    assert spec.metrics[0].examples == ["a", "b", "c"]
+    assert spec.targets[0].id == "tgt" and spec.generation.turns == 3
+    cost = json.loads((bench / "cost.json").read_text())
+    assert cost["gen_scenarios"]["cost"] == 1.5
+    assert set(cost["gen_metrics"]) == {"phase", "cost", "input_tokens", "output_tokens"}
+    assert cost["gen_metrics"]["phase"] == "gen_metrics" and cost["gen_metrics"]["input_tokens"] > 0
+    jsonschema.validate(cost, schemas.load("cost"))
+    assert "wrote 2 metrics" in capsys.readouterr().out
+
+
+def test_gen_metrics_force_replaces_only_the_metrics_block(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS)
+    with FakeLLMServer(lambda r: metrics_answer(3)) as server:
+        assert run(tmp_path, server, "gen-metrics", "--force") == 0
+    text = (bench / "benchmark.yaml").read_text()
+    assert "Asks about dates" not in text
+    assert "# the targets under test\ntargets:" in text
+    assert [m.id for m in load_spec(bench).metrics] == ["m01", "m02", "m03"]
+
+
+def test_gen_metrics_refuses_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS)
+    before = (bench / "benchmark.yaml").read_bytes()
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-metrics") == 2
+        assert server.requests == []
+    err = capsys.readouterr().err
+    assert err.startswith("evalbench: error: ") and "--force" in err and err.count("\n") == 1
+    assert (bench / "benchmark.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize("answer", ["I think these are good metrics: ...",
+                                    {"metrics": [{"name": "x", "type": "positive", "definition": "d",
+                                                  "examples": ["only one"]}]}])
+def test_gen_metrics_unusable_answer_after_three_attempts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          answer: Any) -> None:
+    bench = write_spec(tmp_path)
+    before = (bench / "benchmark.yaml").read_bytes()
+    with FakeLLMServer(lambda r: answer) as server:
+        assert run(tmp_path, server, "gen-metrics") == 2
+        assert len(server.requests) == 3
+        reask = server.requests[1]["messages"][-1]["content"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("evalbench: error: gen-metrics: model 'gen-user' gave no usable answer in 3 attempts")
+    reason = "not valid JSON" if isinstance(answer, str) else "metrics.0.examples"
+    assert reason in err and reason in reask
+    assert (bench / "benchmark.yaml").read_bytes() == before
+    assert not (bench / "cost.json").exists()
+
+
+def test_unknown_benchmark_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "benchmarks").mkdir()
+    assert main(["gen-scenarios", "nope", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalbench: error: unknown benchmark 'nope'") and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- gen-scenarios
+
+
+DEMOGRAPHICS = {"age": ["Child or teenager (6-17)", "Adult (18+)"], "gender": ["woman", "man", "nonbinary"]}
+
+
+def test_gen_scenarios_expands_demographics(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS, per_metric=2, demographics=DEMOGRAPHICS)
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        requests = list(server.requests)
+    assert sorted(schema_name(r) for r in requests) == ["scenarios"] * 2 + ["variant"] * 24
+    rows = json.loads((bench / "scenarios.json").read_text())
+    jsonschema.validate(rows, schemas.load("scenarios"))
+    assert len(rows) == 2 * 2 * 6
+    combos = [{"age": a, "gender": g} for a in DEMOGRAPHICS["age"] for g in DEMOGRAPHICS["gender"]]
+    expected_ids = [f"{m}_s{s:03d}_v{v:02d}" for m in ("m01", "m02") for s in (1, 2) for v in range(1, 7)]
+    assert [r["id"] for r in rows] == expected_ids
+    for row in rows:
+        v = int(row["id"][-2:])
+        assert row["demographic"] == combos[v - 1]
+        assert list(row["demographic"]) == ["age", "gender"]
+        profile = f"age: {combos[v - 1]['age']}, gender: {combos[v - 1]['gender']}"
+        assert row["persona"] == f"rewritten for {profile}"
+        assert row["landmarks"] == [{"turn": 3, "instruction": f"as {profile}"}]
+        assert row["metric_id"] == row["id"][:3]
+        assert row["user_goal"] == f"goal {int(row['id'][5:8])}" and "user_persona" not in row
+    scenarios = load_scenarios(bench, load_spec(bench))
+    assert scenarios[0].effective_persona.startswith("rewritten for age: Child")
+    # the neutral base scenario went into every expansion prompt; the prompts stay distinct
+    assert len({json.dumps(r["messages"]) for r in requests}) == len(requests)
+    cost = json.loads((bench / "cost.json").read_text())
+    assert cost["gen_scenarios"]["input_tokens"] > 0 and cost["gen_scenarios"]["phase"] == "gen_scenarios"
+    err = capsys.readouterr().err
+    assert "gen-scenarios: m01 done (2 scenarios, 12 variants)" in err and "[2/2]" in err
+
+
+def test_rerun_with_force_and_cache_on_replays_identically(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS, demographics={"age": ["young", "old"]})
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        first = (bench / "scenarios.json").read_bytes()
+        first_cost = (bench / "cost.json").read_bytes()
+        assert len(server.requests) == 2 + 2 * 2 * 2
+        server.reset()
+        assert run(tmp_path, server, "gen-scenarios") == 2  # exists, no --force
+        assert run(tmp_path, server, "gen-scenarios", "--force", "--cache", "on") == 0
+        assert server.requests == []
+    assert (bench / "scenarios.json").read_bytes() == first
+    assert (bench / "cost.json").read_bytes() == first_cost
+
+
+def test_force_alone_refreshes_the_cache(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS[:1], per_metric=1)
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        server.reset()
+        assert run(tmp_path, server, "gen-scenarios", "--force") == 0
+        assert len(server.requests) == 1
+    assert len(json.loads((bench / "scenarios.json").read_text())) == 1
+
+
+def test_no_demographics_gives_v01_without_expansion_calls(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS, per_metric=3)
+    with FakeLLMServer(generator) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        assert [schema_name(r) for r in server.requests] == ["scenarios", "scenarios"]
+    rows = json.loads((bench / "scenarios.json").read_text())
+    assert [r["id"] for r in rows] == [f"{m}_s{s:03d}_v01" for m in ("m01", "m02") for s in (1, 2, 3)]
+    assert all(r["demographic"] == {} for r in rows)
+    assert rows[0]["persona"] == "neutral persona m01-1"
+    assert rows[0]["landmarks"] == [{"turn": 2, "instruction": "push 1"}]
+    jsonschema.validate(rows, schemas.load("scenarios"))
+
+
+def test_landmark_turn_out_of_range_is_reasked(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS[:1], per_metric=2)
+    with FakeLLMServer(sequence(lambda r: scenarios_answer(r, turn=7), scenarios_answer)) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        assert len(server.requests) == 2
+        reask = server.requests[1]["messages"]
+    assert reask[-1]["role"] == "user" and "scenarios.0.landmarks.0.turn: 7 is outside 1..3" in reask[-1]["content"]
+    assert reask[-2]["role"] == "assistant"
+    rows = json.loads((bench / "scenarios.json").read_text())
+    assert [r["landmarks"][0]["turn"] for r in rows] == [2, 2]
+
+
+def test_too_few_scenarios_is_reasked_and_extra_ones_dropped(tmp_path: Path) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS[:1], per_metric=2)
+
+    def few(request: dict[str, Any]) -> dict[str, Any]:
+        answer = scenarios_answer(request)
+        answer["scenarios"] = answer["scenarios"][:1]
+        return answer
+
+    def many(request: dict[str, Any]) -> dict[str, Any]:
+        answer = scenarios_answer(request)
+        answer["scenarios"] += answer["scenarios"]
+        return answer
+
+    with FakeLLMServer(sequence(few, many)) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 0
+        assert "1 given, 2 needed" in server.requests[1]["messages"][-1]["content"]
+    assert [r["id"] for r in json.loads((bench / "scenarios.json").read_text())] == ["m01_s001_v01", "m01_s002_v01"]
+
+
+def test_unusable_expansion_fails_cleanly_and_keeps_finished_calls_cached(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = write_spec(tmp_path, metrics=TWO_METRICS, per_metric=1, demographics={"age": ["young", "old"]})
+
+    def broken_old(request: dict[str, Any]) -> Any:
+        if schema_name(request) == "variant" and "age: old" in prompt(request):
+            return Reply(content="no json here")
+        return generator(request)
+
+    with FakeLLMServer(broken_old) as server:
+        assert run(tmp_path, server, "gen-scenarios") == 2
+        assert not (bench / "scenarios.json").exists()
+        err = capsys.readouterr().err.splitlines()
+        assert err[-1].startswith("evalbench: error: gen-scenarios m0") and "_v02 (age: old)" in err[-1]
+        server.set_responder(generator)
+        server.reset()
+        assert run(tmp_path, server, "gen-scenarios") == 0  # resume: only the failed calls are asked again
+        assert [schema_name(r) for r in server.requests] == ["variant", "variant"]
+    assert len(json.loads((bench / "scenarios.json").read_text())) == 4
