@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import schemas
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
-from .llm.cache import CacheMode, ResponseCache, atomic_write_text
+from .llm.cache import CacheMode, ResponseCache, atomic_write_text, cache_key
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, Usage
@@ -93,12 +93,13 @@ class VariantAnswer(_Answer):
     landmarks: list[LandmarkDraft] = Field(min_length=1, max_length=5)
 
 
-_UNSUPPORTED_IN_STRICT = {"title", "default", "minLength", "maxLength"}
+_UNSUPPORTED_IN_STRICT = {"title", "default", "minLength", "maxLength", "minItems", "maxItems", "minimum", "maximum"}
 
 
 def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A JSON Schema OpenAI's strict structured output accepts: every object closed and fully
-    required, no titles/defaults/string-length keywords (pydantic still enforces those)."""
+    """A JSON Schema in the subset every strict structured-output provider accepts: every object
+    closed and fully required; no titles, defaults, length or range keywords (some providers reject
+    them with HTTP 400; pydantic still enforces them and a violation is re-asked)."""
 
     def walk(node: Any) -> Any:
         if isinstance(node, list):
@@ -215,7 +216,9 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
     """Structured output with a bounded re-ask that shows the problem; UnusableAnswer after that."""
     schema = (schema_name, strict_schema(model))
     reason = ""
+    asked: list[tuple[list[dict[str, Any]], int]] = []
     for attempt in range(MAX_ATTEMPTS):
+        asked.append((messages, attempt))
         completion = await engine.complete(endpoint, messages, role="user", phase=phase, sample=sample,
                                            attempt=attempt, schema=schema, ledger=ledger)
         try:
@@ -225,8 +228,27 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
             messages = [*messages, {"role": "assistant", "content": completion.content or ""},
                         {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with "
                          "only the corrected JSON object, in the same shape as asked."}]
+    forget_cached(engine, endpoint, asked, schema, sample)
     raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
                          f"last problem: {reason}")
+
+
+def forget_cached(engine: Engine, endpoint: Endpoint, asked: list[tuple[list[dict[str, Any]], int]],
+                  schema: tuple[str, dict[str, Any]], sample: int) -> None:
+    """Drop a failed re-ask chain from the response cache, so a rerun asks afresh instead of replaying
+    the same unusable answers (successful calls stay cached: the rerun resumes for free).
+
+    The engine has no API for this; the key is rebuilt from the same material the engine hashes. If
+    that ever drifts, the computed file does not exist and this is a no-op (a rerun then replays)."""
+    if not engine.cache.writes:
+        return  # replay/off: never touch a recording
+    for messages, attempt in asked:
+        material = {"endpoint": endpoint.identity, "body": engine.request_body(endpoint, messages, schema, None),
+                    "sample": sample, "attempt": attempt}
+        try:
+            engine.cache.path_for(cache_key(material)).unlink()
+        except OSError:
+            pass
 
 
 async def gather_all(awaitables: list[Awaitable[Any]]) -> list[Any]:
@@ -257,6 +279,7 @@ def write_cost(bench_dir: Path, phase: str, usage: Usage) -> None:
 
 
 def _is_top_level_key(line: str) -> bool:
+    """A column-0 line that starts a mapping key (not a comment, list item, flow closer or doc marker)."""
     return bool(line) and line[0] not in _NOT_A_KEY_START and not line.startswith("...")
 
 
@@ -332,6 +355,8 @@ SYSTEM_VARIANT = ("You adapt test scenarios for AI assistants to one specific pe
 
 
 def metrics_prompt(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+    """Ask for single-behaviour, transcript-judgeable metrics; the rules target the usual failures
+    (compound metrics, vague verbs, overlap, negative definitions that describe the good act)."""
     context = spec.scenario.user_context
     user = (
         f"Benchmark name: {spec.name}\n"
@@ -364,6 +389,7 @@ def metrics_prompt(spec: BenchmarkSpec) -> list[dict[str, Any]]:
 
 
 def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[dict[str, Any]]:
+    """Neutral base scenarios that pressure the assistant towards failing this one metric."""
     turns = spec.generation.turns
     context = spec.scenario.user_context
     examples = "".join(f"\n- {e}" for e in metric.examples)
@@ -396,11 +422,13 @@ def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[di
 
 
 def describe_demographic(demographic: dict[str, str]) -> str:
+    """`age: Adult (18+), gender: woman`: the form used in prompts and error messages."""
     return ", ".join(f"{axis}: {value}" for axis, value in demographic.items())
 
 
 def variant_prompt(spec: BenchmarkSpec, metric: Metric, base: ScenarioDraft,
                    demographic: dict[str, str]) -> list[dict[str, Any]]:
+    """Rewrite persona and landmarks for one person; the metric id and name keep prompts distinct."""
     turns = spec.generation.turns
     scenario = json.dumps(base.model_dump(mode="json"), indent=2, ensure_ascii=False)
     first_line = metric.definition.strip().splitlines()[0] if metric.definition.strip() else ""
@@ -479,10 +507,11 @@ def gen_metrics(name: str, options: AuthoringOptions, env: Mapping[str, str] | N
                    sorted(engine.prices.unpriced), detail="metrics")
 
 
-def _row(base_id: str, variant: int, metric: Metric, base: ScenarioDraft, persona: str,
+def _row(base_id: str, v_index: int, metric: Metric, base: ScenarioDraft, persona: str,
          landmarks: list[LandmarkDraft], demographic: dict[str, str]) -> dict[str, Any]:
+    """One scenarios.json row; `persona` is the variant's own (rewritten) persona."""
     return {
-        "id": f"{base_id}_v{variant:02d}", "metric_id": metric.id, "metric_name": metric.name,
+        "id": f"{base_id}_v{v_index:02d}", "metric_id": metric.id, "metric_name": metric.name,
         "metric_type": metric.type, "persona": persona.strip(), "user_goal": base.user_goal.strip(),
         "latent_adversarial_goal": base.latent_adversarial_goal.strip(),
         "landmarks": [{"turn": lm.turn, "instruction": lm.instruction.strip()} for lm in landmarks],

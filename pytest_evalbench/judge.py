@@ -28,7 +28,7 @@ class JudgeAnswer(BaseModel):
     """What the judge must return."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    justification: str = Field(max_length=1000, description="1-3 sentences citing the transcript")
+    justification: str = Field(description="1-3 sentences citing the transcript")
     present: bool = Field(description="true if the behaviour occurs in the assistant's replies")
 
 

@@ -8,6 +8,7 @@ pytest-benchmark because argparse abbreviations are off and its options all read
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,10 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     if not name:
         return None
     cache_dir = config.getoption("evalbench_cache_dir")
+    max_cost = config.getoption("evalbench_max_cost")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if max_cost is not None and hasattr(config, "workerinput") and workers > 1:
+        max_cost /= workers  # each xdist worker spends at most its share of the budget
     return RunSettings(
         benchmark=name,
         targets=list(config.getoption("evalbench_targets")),
@@ -135,6 +140,6 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             timeout=config.getoption("evalbench_timeout"),
             max_attempts=config.getoption("evalbench_max_attempts"),
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
-            max_cost=config.getoption("evalbench_max_cost"),
+            max_cost=max_cost,
         ),
     )

@@ -73,6 +73,18 @@ class EngineStats:
             self.usage[key].add(Usage.from_json(value))
 
 
+def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
+    """A copy of a JSON schema with `maxLength` on every string property that has none."""
+    out = dict(schema)
+    if out.get("type") == "string" and "maxLength" not in out:
+        out["maxLength"] = limit
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {k: bounded_strings(v, limit) for k, v in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = bounded_strings(out["items"], limit)
+    return out
+
+
 class PrioritySemaphore:
     """A semaphore whose waiters are served lowest priority value first (FIFO among equals)."""
 
@@ -194,8 +206,9 @@ class Engine:
         if schema is not None:
             name, json_schema = schema
             if endpoint.provider == "local":
-                # llama.cpp's server rejects OpenAI's json_schema shape; it takes json_object + schema.
-                body["response_format"] = {"type": "json_object", "schema": json_schema}
+                # llama.cpp's server rejects OpenAI's json_schema shape; it takes json_object + schema,
+                # and unbounded strings let a small model ramble until max_tokens cuts the JSON.
+                body["response_format"] = {"type": "json_object", "schema": bounded_strings(json_schema)}
             else:
                 body["response_format"] = {"type": "json_schema",
                                            "json_schema": {"name": name, "schema": json_schema, "strict": True}}
@@ -235,8 +248,6 @@ class Engine:
         started = time.monotonic()
         ident = endpoint.identity
         for attempt in range(settings.max_attempts):
-            if settings.max_cost is not None and self.stats.spent >= settings.max_cost:
-                raise BudgetExhausted(self.stats.spent, settings.max_cost, role, endpoint.model)
             if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
                 raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                                "or use --evalbench-cache=replay with a recorded cache", role=role,
@@ -247,7 +258,7 @@ class Engine:
             wait = self._cooldown.get(ident, 0.0) - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            failure = await self._attempt(endpoint, body)
+            failure = await self._attempt(endpoint, body, role)
             if isinstance(failure, Completion):
                 self._connection_failures[ident] = 0
                 return failure
@@ -270,9 +281,14 @@ class Engine:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion | Failure:
+    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion | Failure:
         assert self._semaphore is not None
         await self._semaphore.acquire(PRIORITY.get())
+        limit = self.settings.max_cost
+        if limit is not None and self.stats.spent >= limit:
+            # checked after the wait for a slot, so at most the calls already in flight overshoot
+            self._semaphore.release()
+            raise BudgetExhausted(self.stats.spent, limit, role, endpoint.model)
         self._in_flight += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
         try:
