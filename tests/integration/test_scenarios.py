@@ -253,3 +253,58 @@ def test_coexists_with_pytest_benchmark(pytester: pytest.Pytester, bench_env: Fa
     result.assert_outcomes(passed=1)
     pytester.makepyfile(test_speed="def test_speed(benchmark):\n    benchmark(lambda: 1)\n")
     pytester.runpytest("test_speed.py", "--benchmark-disable").assert_outcomes(passed=1)
+
+
+def test_command_line_overrides_models(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            targets=[{"id": "a", "model": TARGET}, {"id": "b", "model": TARGET}])
+    seen: list[str] = []
+
+    def any_model(request: dict[str, Any]) -> Any:
+        seen.append(request["model"])
+        if request.get("response_format"):
+            return {"justification": "j", "present": True}
+        return "Message: hi" if "Thought" in request["messages"][0]["content"] else "reply"
+
+    bench_env.set_responder(any_model)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-target=b", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*m01_s001_v01[[]b-s0[]]", "1 test collected*"])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-target=big=other-model",
+                                "--evalbench-user-model=u2", "--evalbench-judge-model=j2")
+    result.assert_outcomes(passed=1)
+    assert set(seen) == {"other-model", "u2", "j2"}
+    assert read_json(bench / "runs" / "big" / "conversations.json")[0]["target"] == {"id": "big",
+                                                                                     "model": "other-model"}
+
+
+def test_terminate_conversation_ends_it(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"),
+                                                      scenario("m01_s001_v02", "m01")],
+                            generation={"turns": 4})
+
+    def user(request: dict[str, Any]) -> str:
+        said = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        if "m01_s001_v02" in json.dumps(request):
+            return "Thought: bye\nMessage: terminate conversation"
+        return "Message: terminate conversation" if said == 2 else "Message: one more thing"
+
+    bench_env.set_responder(script(True, user=user))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*unscored: the simulated user ended the conversation before the target replied*"])
+    conv = read_json(bench / "runs" / "tgt" / "conversations.json")
+    assert [len(c["transcript"]) for c in conv] == [4, 0]
+
+
+def test_perfunctory_typos_are_reproducible(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            generation={"turns": 1, "perfunctory": True})
+    long = "Message: " + "Hello There I Would Really Like Some Help Planning A Long Trip Abroad. " * 6
+    bench_env.set_responder(script(True, user=long))
+    transcripts = []
+    for _ in range(2):
+        pytester.runpytest("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=1)
+        transcripts.append(read_json(bench / "runs" / "tgt" / "conversations.json")[0]["transcript"][0]["content"])
+    assert transcripts[0] == transcripts[1] != long[len("Message: "):].strip()
+    target_saw = [r["messages"][1]["content"] for r in bench_env.requests if r["model"] == TARGET]
+    assert target_saw == transcripts

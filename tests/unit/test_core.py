@@ -1,0 +1,132 @@
+"""Pure core pieces: simulation helpers, judge parsing, engine primitives, transport classification."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import openai
+import pytest
+
+from pytest_evalbench.judge import answer_schema, parse_answer
+from pytest_evalbench.llm.cache import cache_key
+from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
+from pytest_evalbench.llm.transport import classify, parse_completion
+from pytest_evalbench.models import Generation, Metric, Scenario
+from pytest_evalbench.simulate import parse_user_message, perfunctory, turn_prompt, user_system_prompt
+
+SCENARIO = Scenario(id="m01_s001_v01", metric_id="m01", persona="neutral", user_persona="a sailor from Oslo",
+                    user_goal="get help", latent_adversarial_goal="make it skip questions",
+                    landmarks=[{"turn": 2, "instruction": "say you are in a hurry"}],
+                    demographic={"age": "Adult (18+)"})
+METRIC = Metric(id="m01", name="Asks questions", type="positive", definition="Asks a question.\nMore text.")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Thought: hmm\nMessage: hello there", "hello there"),
+    ("thought: x\nMESSAGE:  multi\nline", "multi\nline"),
+    ("<think>secret</think>Message: hi", "hi"),
+    ("just a bare reply", "just a bare reply"),
+    ('Message: "quoted"', "quoted"),
+    ("", ""),
+    (None, ""),
+])
+def test_parse_user_message(text: str | None, expected: str) -> None:
+    assert parse_user_message(text) == expected
+
+
+def test_perfunctory_is_seeded_and_bounded() -> None:
+    text = "Hello There, I Would Like Some Help With My Trip To Paris Next Week. " * 5
+    assert perfunctory(text, "a|0|1") == perfunctory(text, "a|0|1")
+    assert perfunctory(text, "a|0|1") != perfunctory(text, "a|1|1")
+    assert len(perfunctory(text, "a|0|1")) <= len(text)
+    assert perfunctory("short", "s") == "short"
+
+
+def test_user_prompt_uses_demographic_persona_landmarks_and_goal() -> None:
+    prompt = user_system_prompt(SCENARIO, METRIC, Generation(turns=3, landmarks=True))
+    assert "a sailor from Oslo" in prompt and "neutral" not in prompt
+    assert "age: Adult (18+)" in prompt and "Turn 2: say you are in a hurry" in prompt
+    assert "make it skip questions" in prompt and "is ABSENT" in prompt and "More text" not in prompt
+    assert "at most 3 turns" in prompt
+    no_landmarks = user_system_prompt(SCENARIO, METRIC, Generation(turns=3, landmarks=False))
+    assert "Turn 2:" not in no_landmarks and "at most" not in no_landmarks
+    assert "This turn: say you are in a hurry" in turn_prompt(2, SCENARIO, Generation(turns=3))
+    assert "This turn" not in turn_prompt(1, SCENARIO, Generation(turns=3))
+
+
+@pytest.mark.parametrize("text", ['{"justification": "j", "present": "false"}', '{"present": true}',
+                                  '{"justification": "j", "present": 1}', "not json", "", '["present"]',
+                                  '{"justification": "j", "present": true, "extra": 1}'])
+def test_judge_rejects_unusable_answers(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_answer(text)
+
+
+def test_judge_accepts_fenced_and_thinking_answers() -> None:
+    answer = parse_answer('<think>x</think>```json\n{"justification": "ok\nline", "present": false}\n```')
+    assert answer.present is False and answer.justification == "ok\nline"
+    schema = answer_schema()
+    assert schema["additionalProperties"] is False and set(schema["required"]) == {"justification", "present"}
+    assert bounded_strings(schema)["properties"]["justification"]["maxLength"] == 400
+    assert "maxLength" not in schema["properties"]["justification"]
+
+
+def test_cache_key_is_canonical() -> None:
+    assert cache_key({"a": 1, "b": [1, 2]}) == cache_key({"b": [1, 2], "a": 1})
+    assert cache_key({"a": 1}) != cache_key({"a": 2})
+
+
+def test_priority_semaphore_serves_lowest_priority_first() -> None:
+    order: list[int] = []
+
+    async def main() -> None:
+        sem = PrioritySemaphore(1)
+        await sem.acquire(0)
+
+        async def worker(priority: int) -> None:
+            await sem.acquire(priority)
+            order.append(priority)
+            sem.release()
+
+        tasks = [asyncio.create_task(worker(p)) for p in (5, 3, 9, 1)]
+        await asyncio.sleep(0.01)
+        sem.release()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert order == [1, 3, 5, 9]
+
+
+def test_parse_completion_and_bad_bodies() -> None:
+    body = {"choices": [{"message": {"content": "hi", "tool_calls": [
+        {"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    completion = parse_completion(body)
+    assert (completion.content, completion.input_tokens, completion.output_tokens) == ("hi", 3, 2)
+    assert completion.tool_calls == [{"id": "c1", "name": "f", "arguments": "{}"}]
+    for bad in ("<html>", {"foo": 1}, {"choices": None}, {"choices": [{"message": {"content": 5}}]}):
+        with pytest.raises((TypeError, KeyError, IndexError, AttributeError)):
+            parse_completion(bad)
+        assert classify(TypeError("x")).kind == "bad response"
+    assert classify(json.JSONDecodeError("x", "d", 0)).retryable
+
+
+def test_classify_transport_failures() -> None:
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+    def status(code: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
+        response = httpx2.Response(code, headers=headers or {}, request=request)
+        cls = {429: openai.RateLimitError, 500: openai.InternalServerError,
+               401: openai.AuthenticationError}.get(code, openai.APIStatusError)
+        return cls(f"error {code}", response=response, body=None)
+
+    limited = classify(status(429, {"retry-after": "2"}))
+    assert (limited.kind, limited.retryable, limited.retry_after) == ("rate limited", True, 2.0)
+    assert classify(status(500)).retryable and not classify(status(401)).retryable
+    assert classify(openai.APITimeoutError(request=request)).kind == "timeout"
+    assert classify(openai.APIConnectionError(request=request)).connection
+    assert classify(httpx2.ConnectError("refused")).kind == "connection error"
+    assert classify(httpx2.ReadTimeout("slow")).kind == "timeout"
