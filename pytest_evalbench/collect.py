@@ -27,6 +27,12 @@ def check_scenario(evalbench_record: dict[str, Any]) -> None:
         pytest.fail(scenario_failure(evalbench_record), pytrace=False)
 
 
+def check_dataset(evalbench_record: dict[str, Any]) -> None:
+    """Pass when the scoring policy passes the case; fail with every metric's score and reason."""
+    if evalbench_record["status"] == "failed":
+        pytest.fail(evalbench_record["message"], pytrace=False)
+
+
 def scenario_failure(record: dict[str, Any]) -> str:
     score = record["score"]
     seen = "present" if score["present"] else "absent"

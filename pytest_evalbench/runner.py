@@ -6,6 +6,7 @@ per process and asks it for the coroutine of each selected case; nothing here im
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -124,7 +125,7 @@ class BenchmarkRun:
         self.user = self._role_endpoint("user_model", spec.user_model, settings.user_model, env)
         self.evaluator = self._role_endpoint("evaluator_model", spec.evaluator_model, settings.judge_model, env)
         self.target_configs = select_targets(spec, settings.targets)
-        if not self.target_configs:
+        if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
         self.targets: dict[str, Target] = {}
@@ -168,6 +169,23 @@ class BenchmarkRun:
                 for sample in range(self.spec.generation.num_samples):
                     cases.append(ScenarioCase(scenario, cfg.id, sample, len(cases)))
         return cases
+
+    async def run_case(self, case: Any) -> Any:
+        """The pipeline of one item, by benchmark kind; returns an object with `to_json()`."""
+        if isinstance(case, ScenarioCase):
+            return await self.run_scenario(case)
+        from .dataset.runner import run_case
+
+        return await run_case(case, benchmark=self.spec.name, policy=self.policy, engine=self.engine,
+                              evaluator=self.require(self.evaluator, "evaluator_model"),
+                              target=self.targets.get(case.case.agent_name))
+
+    @functools.cached_property
+    def policy(self) -> Any:
+        """The scoring policy of a dataset benchmark (validated once)."""
+        from .dataset.benchmark import policy_of
+
+        return policy_of(self.bench_dir, self.spec)
 
     async def run_scenario(self, case: ScenarioCase) -> CaseRecord:
         """Simulate the conversation and judge it; LLM failures propagate (item ERROR)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .collect import CASE_KEY, BrokenBenchmark, CaseFile, CaseItem, check_scenario
+from .collect import CASE_KEY, BrokenBenchmark, CaseFile, CaseItem, check_dataset, check_scenario
 from .errors import ConfigError, EvalbenchError, LLMError, TargetError
 from .llm.engine import EngineStats
 from .loading import SCENARIOS_FILE, SPEC_FILE, load_scenarios, load_spec, resolve_benchmark_dir
@@ -48,6 +48,7 @@ class EvalbenchSession:
         self._run: BenchmarkRun | None = None
         self._cases: dict[Path, tuple[list[Any], Callable[..., None]]] = {}
         self.scenario_order: dict[str, int] = {}
+        self.case_order: dict[str, int] = {}
         self.records: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
         self.stats = EngineStats()
@@ -72,10 +73,30 @@ class EvalbenchSession:
     def cases_for(self, path: Path) -> tuple[list[Any], Callable[..., None]]:
         """The cases of one data file (loaded once per process)."""
         if path not in self._cases:
-            scenarios = load_scenarios(self.bench_dir, self.run.spec)
-            self.scenario_order = {s.id: i for i, s in enumerate(scenarios)}
-            self._cases[path] = (self.run.scenario_cases(scenarios), check_scenario)
+            if self.run.spec.kind == "dataset":
+                from .dataset.benchmark import check_unique, dataset_files, load_items
+
+                policy = self.run.policy
+                items: dict[Path, list[Any]] = {}
+                for file in dataset_files(self.bench_dir, self.run.spec):
+                    items[file] = load_items(file, policy, start=sum(len(v) for v in items.values()))
+                check_unique(items)
+                self.case_order = {item.name: item.index for file_items in items.values() for item in file_items}
+                for file, file_items in items.items():
+                    self._cases[file] = (file_items, check_dataset)
+            else:
+                scenarios = load_scenarios(self.bench_dir, self.run.spec)
+                self.scenario_order = {s.id: i for i, s in enumerate(scenarios)}
+                self._cases[path] = (self.run.scenario_cases(scenarios), check_scenario)
         return self._cases[path]
+
+    def data_files(self) -> list[Path]:
+        """The files whose rows become items: scenarios.json, or the dataset's JSONL files."""
+        if self.run.spec.kind == "dataset":
+            from .dataset.benchmark import dataset_files
+
+            return dataset_files(self.bench_dir, self.run.spec)
+        return [self.bench_dir / SCENARIOS_FILE]
 
     def header(self) -> str:
         s = self.settings
@@ -90,20 +111,24 @@ class EvalbenchSession:
         return None
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-        """scenarios.json of the selected benchmark; benchmark.yaml stands in when it is broken or alone."""
+        """The data files of the selected benchmark; benchmark.yaml stands in when they cannot load."""
         if file_path.parent != self.bench_dir:
             return None
-        if file_path.name == SCENARIOS_FILE:
+        try:
+            files = self.data_files()
+        except EvalbenchError as exc:
+            if file_path.name == SPEC_FILE:
+                return BrokenBenchmark.from_parent(parent, path=file_path, message=str(exc))
+            return None
+        if file_path in files:
             return CaseFile.from_parent(parent, path=file_path)
         if file_path.name == SPEC_FILE:
-            try:
-                self.run  # noqa: B018 - load now so a broken definition is one clear collection error
-            except EvalbenchError as exc:
-                return BrokenBenchmark.from_parent(parent, path=file_path, message=str(exc))
-            if not (self.bench_dir / SCENARIOS_FILE).is_file():
-                return BrokenBenchmark.from_parent(
-                    parent, path=file_path, message=f"{self.bench_dir / SCENARIOS_FILE}: file not found; "
-                    f"generate it with `evalbench gen-scenarios {self.settings.benchmark}`")
+            missing = [f for f in files if not f.is_file()]
+            if missing:
+                hint = (f"; generate it with `evalbench gen-scenarios {self.settings.benchmark}`"
+                        if missing[0].name == SCENARIOS_FILE else "")
+                return BrokenBenchmark.from_parent(parent, path=file_path,
+                                                   message=f"{missing[0]}: file not found{hint}")
         return None
 
     # ------------------------------------------------------------------ scheduling
@@ -115,7 +140,7 @@ class EvalbenchSession:
     def _future(self, item: CaseItem, priority: int) -> Any:
         case = item.stash[CASE_KEY]
         run = self.run
-        return run.engine.submit(item.nodeid, lambda: run.run_scenario(case), priority)
+        return run.engine.submit(item.nodeid, lambda: run.run_case(case), priority)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -151,9 +176,13 @@ class EvalbenchSession:
                                          ("evalbench_passed", score["passed"]),
                                          ("evalbench_score", score["score"]),
                                          ("evalbench_justification", score["justification"])])
+        case = record.get("case")
+        if case is not None:
+            item.user_properties.extend([("evalbench_status", case["status"]),
+                                         ("evalbench_composite", case["composite"])])
         item.stash[RECORD_KEY] = record
         if record["status"] == "unscored":
-            raise Unscored(score["justification"] if score else "unscored")
+            raise Unscored(score["justification"] if score else record.get("message", "unscored"))
         return record
 
     # ------------------------------------------------------------------ reporting
@@ -210,6 +239,17 @@ class EvalbenchSession:
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
+        if run.spec.kind == "dataset":
+            from .dataset.store import write_dataset_results
+
+            if not self.case_order:
+                self.cases_for(self.data_files()[0])
+            results = write_dataset_results(self.bench_dir, records, self.case_order)
+            outcome = GateOutcome(incomplete=incomplete_reasons(self.errors, exitstatus))
+            write_run_status(self.bench_dir / LAST_RUN, self, outcome)
+            self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
+                                                      results=results, records=records)
+            return outcome
         results = write_results(self.bench_dir, records, self.scenario_order or self._order_from_disk())
         incomplete = incomplete_reasons(self.errors, exitstatus)
         outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, results,

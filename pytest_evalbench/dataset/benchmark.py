@@ -1,0 +1,78 @@
+"""The `dataset:` block of a dataset benchmark's benchmark.yaml, and its items.
+
+```yaml
+kind: dataset
+dataset:
+  files: [cases.jsonl]        # JSONL files beside benchmark.yaml; one test item per case_id
+  policy: {...}               # scoring policy (thresholds, profiles, hard_fail); default: the documented one
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import InputError
+from ..loading import NAME_RE, SPEC_FILE, validate_as
+from ..models import BenchmarkSpec
+from .models import DatasetError, load_cases
+from .policy import DOCUMENTED_POLICY, PolicyError, ScoringPolicy
+from .runner import DatasetItem
+
+
+class DatasetSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    files: list[str] = Field(min_length=1)
+    policy: Optional[ScoringPolicy] = None
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: list[str]) -> list[str]:
+        for name in files:
+            if not NAME_RE.match(name) or not name.endswith(".jsonl"):
+                raise ValueError(f"{name!r} must be a .jsonl file name beside benchmark.yaml (no paths)")
+        return files
+
+
+def dataset_settings(bench_dir: Path, spec: BenchmarkSpec) -> DatasetSettings:
+    if spec.dataset is None:
+        raise InputError(bench_dir / SPEC_FILE, "kind: dataset needs a `dataset:` block with `files:`",
+                         field="dataset")
+    settings: DatasetSettings = validate_as(DatasetSettings, spec.dataset, bench_dir / SPEC_FILE, row="dataset")
+    return settings
+
+
+def policy_of(bench_dir: Path, spec: BenchmarkSpec) -> ScoringPolicy:
+    return dataset_settings(bench_dir, spec).policy or DOCUMENTED_POLICY
+
+
+def dataset_files(bench_dir: Path, spec: BenchmarkSpec) -> list[Path]:
+    return [bench_dir / name for name in dataset_settings(bench_dir, spec).files]
+
+
+def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[DatasetItem]:
+    """Items of one JSONL file; a case naming an unknown profile is an error of that line."""
+    try:
+        cases = load_cases(path)
+    except DatasetError as exc:
+        raise InputError(path, str(exc).split(": ", 1)[-1] if str(exc).startswith(str(path)) else str(exc)) from None
+    items = []
+    for line, case in cases:
+        if case.threshold_profile not in policy.profiles:
+            raise InputError(path, f"unknown threshold_profile {case.threshold_profile!r}; the policy defines "
+                             f"{', '.join(sorted(policy.profiles))}", row=line, field="threshold_profile")
+        items.append(DatasetItem(case, path, line, start + len(items)))
+    return items
+
+
+def check_unique(items_by_file: dict[Path, list[DatasetItem]]) -> None:
+    seen: dict[str, Any] = {}
+    for path, items in items_by_file.items():
+        for item in items:
+            if item.name in seen:
+                raise InputError(path, f"duplicate case_id {item.name!r} (also in {seen[item.name]})",
+                                 row=item.line, field="case_id")
+            seen[item.name] = f"{path.name}:{item.line}"

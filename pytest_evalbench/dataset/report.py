@@ -1,0 +1,93 @@
+"""Result files of dataset-case benchmarks: per-case results and a per-agent summary.
+
+`case_results.json` holds one row per case (file order); `agent_summary.json` the per-agent
+metric means, composite mean and pass rate over scored cases. Unscored cases are counted apart
+and never enter a mean or a pass rate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricResult(_Strict):
+    eval: str
+    score: Optional[int]
+    threshold: Optional[float]
+    passed: Optional[bool]
+    explanation: str
+
+
+class ToolCheckResult(_Strict):
+    ok: bool
+    matched: int
+    expected: int
+    summary: str
+
+
+class CaseResult(_Strict):
+    """case_results.json row."""
+
+    case_id: str
+    agent_name: str
+    scenario_id: Optional[str]
+    threshold_profile: str
+    status: Literal["passed", "failed", "unscored"]
+    passed: Optional[bool]
+    composite: Optional[float]
+    pass_mark: Optional[float]
+    metrics: list[MetricResult]
+    tool_check: Optional[ToolCheckResult]
+    reasons: list[str]
+    answer_source: Literal["dataset", "target"]
+
+
+class AgentSummary(_Strict):
+    """agent_summary.json entry."""
+
+    agent_name: str
+    n_cases: int
+    n_scored: int
+    n_passed: int
+    n_unscored: int
+    pass_rate: Optional[float]
+    composite_mean: Optional[float]
+    metric_means: dict[str, Optional[float]]
+
+
+DATASET_TYPES: dict[str, Any] = {"case_results": list[CaseResult], "agent_summary": list[AgentSummary]}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize_agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-agent summary, sorted by agent name."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[row["agent_name"]].append(row)
+    out = []
+    for agent in sorted(groups):
+        cases = groups[agent]
+        scored = [c for c in cases if c["status"] != "unscored"]
+        scores: dict[str, list[float]] = defaultdict(list)
+        for case in cases:
+            for metric in case["metrics"]:
+                if metric["score"] is not None:
+                    scores[metric["eval"]].append(metric["score"])
+        out.append({
+            "agent_name": agent, "n_cases": len(cases), "n_scored": len(scored),
+            "n_passed": sum(1 for c in scored if c["passed"]), "n_unscored": len(cases) - len(scored),
+            "pass_rate": _mean([1.0 if c["passed"] else 0.0 for c in scored]),
+            "composite_mean": _mean([c["composite"] for c in scored if c["composite"] is not None]),
+            "metric_means": {name: _mean(values) for name, values in sorted(scores.items())},
+        })
+    return out

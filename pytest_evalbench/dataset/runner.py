@@ -1,0 +1,125 @@
+"""Running one dataset case: (optionally) ask the team's app, run the required Explain evals on
+the evaluator concurrently, apply the deterministic tool check and the scoring policy.
+
+No pytest import. Evaluator failures propagate (item ERROR); unusable evaluator answers leave
+that metric unscored after bounded re-asks, which makes the case unscored, never passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..llm.engine import Engine
+from ..llm.types import Endpoint, Usage
+from ..targets import Target
+from .explain import build_messages, parse_verdict, verdict_schema
+from .models import DatasetCase, payload_for
+from .policy import ScoringPolicy, failure_message, judge_case
+from .tool_check import check_tool_calls
+
+MAX_ATTEMPTS = 3
+TOOL_EVAL = "ToolCallAccuracyExplain"
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    """One test item of a dataset benchmark."""
+
+    case: DatasetCase
+    path: Path
+    line: int
+    index: int
+
+    @property
+    def name(self) -> str:
+        return self.case.case_id
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        return {self.case.agent_name: True, self.case.threshold_profile: True}
+
+
+@dataclass
+class EvalOutcome:
+    score: int | None
+    explanation: str
+    attempts: int = 1
+
+
+@dataclass
+class DatasetRecord:
+    """What one dataset item produced; travels from worker to controller as `to_json()`."""
+
+    benchmark: str
+    row: dict[str, Any]
+    message: str
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "kind": "dataset", "case": self.row, "message": self.message,
+                "status": self.row["status"], "usage": {k: v.to_json() for k, v in self.usage.items()}}
+
+
+async def run_eval(eval_name: str, payload: dict[str, Any], *, evaluator: Endpoint, engine: Engine,
+                   ledger: dict[str, Usage]) -> EvalOutcome:
+    """One Explain eval with bounded re-asks; an unusable answer ends unscored (score None)."""
+    messages = build_messages(eval_name, payload)
+    reason = ""
+    for attempt in range(MAX_ATTEMPTS):
+        completion = await engine.complete(evaluator, messages, role="judge", phase="evaluate", sample=0,
+                                           attempt=attempt, schema=("explain_verdict", verdict_schema()),
+                                           ledger=ledger)
+        try:
+            verdict = parse_verdict(completion.content or "")
+        except Exception as exc:  # noqa: BLE001 - UnparseableVerdict or anything the parser rejects
+            reason = str(exc)
+            messages = [*messages, {"role": "assistant", "content": completion.content or ""},
+                        {"role": "user", "content": f"That answer was unusable ({reason}). Reply with only the "
+                         'JSON object {"explanation": "...", "score": <integer 1-5>}.'}]
+            continue
+        return EvalOutcome(verdict.score, verdict.explanation, attempt + 1)
+    return EvalOutcome(None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}",
+                       MAX_ATTEMPTS)
+
+
+async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, evaluator: Endpoint,
+                   engine: Engine, target: Target | None) -> DatasetRecord:
+    case = item.case
+    ledger: dict[str, Usage] = {}
+    answer, invoked, source = None, None, "dataset"
+    if target is not None:
+        reply = await target.reply([{"role": "user", "content": case.question}], sample=0, ledger=ledger)
+        answer, source = reply.content, "target"
+        invoked = [call.model_dump(exclude_none=True) for call in reply.tool_calls]
+    evals = list(case.required_evals)
+    outcomes = await asyncio.gather(*[
+        run_eval(name, payload_for(case, name, answer, invoked), evaluator=evaluator, engine=engine, ledger=ledger)
+        for name in evals])
+    by_eval = dict(zip(evals, outcomes))
+    judgement = judge_case({name: o.score for name, o in by_eval.items()}, policy, case.threshold_profile)
+    tool_check = None
+    if TOOL_EVAL in by_eval or case.expected_tool_calls:
+        check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
+                                 else case.invoked_tool_calls)
+        tool_check = {"ok": check.ok, "matched": check.matched, "expected": check.expected,
+                      "summary": check.summary}
+    lines = {line.eval: line for line in judgement.lines}
+    row = {
+        "case_id": case.case_id, "agent_name": case.agent_name, "scenario_id": case.scenario_id,
+        "threshold_profile": judgement.profile, "status": judgement.status,
+        "passed": None if judgement.status == "unscored" else judgement.status == "passed",
+        "composite": None if judgement.composite is None else round(judgement.composite, 4),
+        "pass_mark": judgement.pass_mark,
+        "metrics": [{"eval": name, "score": o.score,
+                     "threshold": lines[name].threshold if name in lines else None,
+                     "passed": lines[name].passed if name in lines else None,
+                     "explanation": o.explanation} for name, o in by_eval.items()],
+        "tool_check": tool_check, "reasons": list(judgement.reasons), "answer_source": source,
+    }
+    message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
+    if tool_check is not None:
+        message += f"\ntool check: {tool_check['summary']}"
+    return DatasetRecord(benchmark, row, message, ledger)
