@@ -6,15 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+from .options import positive_int
 
 
 def _authoring_options() -> argparse.ArgumentParser:
@@ -31,7 +23,7 @@ def _authoring_options() -> argparse.ArgumentParser:
                              "--force)")
     common.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for the user model")
     common.add_argument("--model", metavar="MODEL", help="override benchmark.yaml's user_model")
-    common.add_argument("--concurrency", type=_positive_int, default=8, metavar="N",
+    common.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
                         help="requests in flight at once (default: 8)")
     common.add_argument("--provider", choices=("openai", "local"),
                         help="'local' runs the embedded llama.cpp model (needs the [local] extra)")

@@ -27,11 +27,11 @@ from typing import Any, Literal, TypeVar
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from . import schemas
+from . import schemas, structured
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
-from .llm.cache import CacheMode, ResponseCache, atomic_write_text, cache_key
+from .llm.cache import CacheMode, ResponseCache, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, Usage
@@ -39,13 +39,11 @@ from .loading import NAME_RE, SCENARIOS_FILE, SPEC_FILE, first_error, load_scena
     resolve_benchmark_dir, validate_as
 from .models import BenchmarkSpec, Metric, ModelConfig, PhaseCost, Scenario
 from .runner import RunSettings, resolve_endpoint
+from .structured import MAX_ATTEMPTS
 from .store import dump_json
 
-MAX_ATTEMPTS = 3
 COST_FILE = "cost.json"
 CACHE_DIR = ".evalbench-cache"
-_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _METRICS_KEY_RE = re.compile(r"""^(?:metrics|"metrics"|'metrics')[ \t]*:(?:[ \t]|\r?\n|$)""")
 _NOT_A_KEY_START = frozenset(" \t#-]},\r\n")
 
@@ -91,35 +89,6 @@ class ScenariosAnswer(_Answer):
 class VariantAnswer(_Answer):
     persona: str = Field(min_length=1)
     landmarks: list[LandmarkDraft] = Field(min_length=1, max_length=5)
-
-
-_UNSUPPORTED_IN_STRICT = {"title", "default", "minLength", "maxLength", "minItems", "maxItems", "minimum", "maximum"}
-
-
-def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A JSON Schema in the subset every strict structured-output provider accepts: every object
-    closed and fully required; no titles, defaults, length or range keywords (some providers reject
-    them with HTTP 400; pydantic still enforces them and a violation is re-asked)."""
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in _UNSUPPORTED_IN_STRICT:
-                continue
-            if key in ("properties", "$defs"):
-                out[key] = {name: walk(sub) for name, sub in value.items()}
-            else:
-                out[key] = walk(value)
-        if out.get("type") == "object" and "properties" in out:
-            out["additionalProperties"] = False
-            out["required"] = list(out["properties"])
-        return out
-
-    return walk(model.model_json_schema())  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------- options and session
@@ -191,64 +160,18 @@ def open_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOptions,
 # --------------------------------------------------------------------------- structured asking
 
 
-def parse_answer(text: str | None, model: type[A], check: Callable[[A], None] | None = None) -> A:
-    """Parse and validate one JSON answer; raises ValueError with a one-line reason to show the model."""
-    cleaned = _FENCE_RE.sub("", _THINK_RE.sub("", text or "")).strip()
-    if not cleaned:
-        raise ValueError("the answer was empty")
-    try:
-        data = json.loads(cleaned, strict=False)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    try:
-        answer = model.model_validate(data)
-    except ValidationError as exc:
-        loc, msg = first_error(exc)
-        raise ValueError(f"{loc or 'answer'}: {msg}") from None
-    if check is not None:
-        check(answer)
-    return answer
-
-
 async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], model: type[A], *,
               schema_name: str, phase: str, sample: int, ledger: dict[str, Usage], what: str,
               check: Callable[[A], None] | None = None) -> A:
     """Structured output with a bounded re-ask that shows the problem; UnusableAnswer after that."""
-    schema = (schema_name, strict_schema(model))
-    reason = ""
-    asked: list[tuple[list[dict[str, Any]], int]] = []
-    for attempt in range(MAX_ATTEMPTS):
-        asked.append((messages, attempt))
-        completion = await engine.complete(endpoint, messages, role="user", phase=phase, sample=sample,
-                                           attempt=attempt, schema=schema, ledger=ledger)
-        try:
-            return parse_answer(completion.content, model, check)
-        except ValueError as exc:
-            reason = str(exc)
-            messages = [*messages, {"role": "assistant", "content": completion.content or ""},
-                        {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with "
-                         "only the corrected JSON object, in the same shape as asked."}]
-    forget_cached(engine, endpoint, asked, schema, sample)
-    raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
-                         f"last problem: {reason}")
-
-
-def forget_cached(engine: Engine, endpoint: Endpoint, asked: list[tuple[list[dict[str, Any]], int]],
-                  schema: tuple[str, dict[str, Any]], sample: int) -> None:
-    """Drop a failed re-ask chain from the response cache, so a rerun asks afresh instead of replaying
-    the same unusable answers (successful calls stay cached: the rerun resumes for free).
-
-    The engine has no API for this; the key is rebuilt from the same material the engine hashes. If
-    that ever drifts, the computed file does not exist and this is a no-op (a rerun then replays)."""
-    if not engine.cache.writes:
-        return  # replay/off: never touch a recording
-    for messages, attempt in asked:
-        material = {"endpoint": endpoint.identity, "body": engine.request_body(endpoint, messages, schema, None),
-                    "sample": sample, "attempt": attempt}
-        try:
-            engine.cache.path_for(cache_key(material)).unlink()
-        except OSError:
-            pass
+    answer, reason = await structured.ask(
+        engine, endpoint, messages, lambda text: structured.parse_as(text, model, check),
+        schema=(schema_name, structured.strict_schema(model)), role="user", phase=phase, sample=sample,
+        ledger=ledger, shape="in the same shape as asked")
+    if answer is None:
+        raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
+                             f"last problem: {reason}; rerun with --force to ask again")
+    return answer
 
 
 async def gather_all(awaitables: list[Awaitable[Any]]) -> list[Any]:

@@ -21,7 +21,7 @@ from .llm.engine import EngineSettings
 from .runner import RunSettings
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -62,11 +62,11 @@ def add_options(parser: pytest.Parser) -> None:
                          "(read only; a miss is an ERROR, zero network). Default: %(default)s")
     group.addoption("--evalbench-cache-dir", dest="evalbench_cache_dir", metavar="DIR",
                     help="Cache directory. Default: benchmarks/NAME/.evalbench-cache")
-    group.addoption("--evalbench-concurrency", dest="evalbench_concurrency", type=_positive_int, default=16,
+    group.addoption("--evalbench-concurrency", dest="evalbench_concurrency", type=positive_int, default=16,
                     metavar="N", help="LLM requests in flight per process. Default: %(default)s")
     group.addoption("--evalbench-timeout", dest="evalbench_timeout", type=_non_negative_float, default=60.0,
                     metavar="SECONDS", help="Per-request timeout. Default: %(default)s")
-    group.addoption("--evalbench-max-attempts", dest="evalbench_max_attempts", type=_positive_int, default=5,
+    group.addoption("--evalbench-max-attempts", dest="evalbench_max_attempts", type=positive_int, default=5,
                     metavar="N", help="Attempts per request on 429/5xx/timeouts/connection errors. "
                                       "Default: %(default)s")
     group.addoption("--evalbench-retry-budget", dest="evalbench_retry_budget", type=_non_negative_float,

@@ -75,6 +75,16 @@ class ResponseCache:
         response = entry.get("response") if isinstance(entry, dict) else None
         return response if isinstance(response, dict) else None
 
+    def forget(self, keys: list[str]) -> None:
+        """Drop entries (an answer chain that ended unusable), unless this mode must not write."""
+        if not self.writes:
+            return
+        for key in keys:
+            try:
+                self.path_for(key).unlink()
+            except OSError:
+                pass
+
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         if not self.writes:
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import contextvars
 import heapq
 import itertools
@@ -227,11 +228,11 @@ class Engine:
         cached = self.cache.get(key)
         if cached is not None:
             self.stats.cache_hits += 1
-            completion = Completion.from_json(cached, cached=True)
+            completion = Completion.from_json(cached, cached=True, key=key)
         elif self.cache.mode == "replay":
             raise CacheMiss(role, endpoint.model, key)
         else:
-            completion = await self._fetch(endpoint, body, role)
+            completion = dataclasses.replace(await self._fetch(endpoint, body, role), key=key)
             self.cache.put(key, material, completion.to_json())
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
                                 local=endpoint.provider == "local")

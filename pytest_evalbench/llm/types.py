@@ -38,16 +38,18 @@ class Completion:
     input_tokens: int = 0
     output_tokens: int = 0
     cached: bool = False
+    key: str | None = None
+    """The cache key it was stored or found under."""
 
     def to_json(self) -> dict[str, Any]:
         return {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, cached: bool) -> "Completion":
+    def from_json(cls, data: dict[str, Any], *, cached: bool, key: str | None = None) -> "Completion":
         return cls(content=data.get("content"), tool_calls=data.get("tool_calls"),
                    finish_reason=data.get("finish_reason"), input_tokens=int(data.get("input_tokens") or 0),
-                   output_tokens=int(data.get("output_tokens") or 0), cached=cached)
+                   output_tokens=int(data.get("output_tokens") or 0), cached=cached, key=key)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from pytest_evalbench.judge import answer_schema, parse_answer
+from pytest_evalbench.judge import SCHEMA, parse_answer
 from pytest_evalbench.llm.cache import cache_key
 from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
 from pytest_evalbench.llm.transport import classify, parse_completion
@@ -66,7 +66,7 @@ def test_judge_rejects_unusable_answers(text: str) -> None:
 def test_judge_accepts_fenced_and_thinking_answers() -> None:
     answer = parse_answer('<think>x</think>```json\n{"justification": "ok\nline", "present": false}\n```')
     assert answer.present is False and answer.justification == "ok\nline"
-    schema = answer_schema()
+    schema = SCHEMA[1]
     assert schema["additionalProperties"] is False and set(schema["required"]) == {"justification", "present"}
     assert bounded_strings(schema)["properties"]["justification"]["maxLength"] == 400
     assert "maxLength" not in schema["properties"]["justification"]
