@@ -240,12 +240,16 @@ class EvalbenchSession:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
         if run.spec.kind == "dataset":
+            from .dataset.report import agent_table, as_target_results
             from .dataset.store import write_dataset_results
 
             if not self.case_order:
                 self.cases_for(self.data_files()[0])
             results = write_dataset_results(self.bench_dir, records, self.case_order)
-            outcome = GateOutcome(incomplete=incomplete_reasons(self.errors, exitstatus))
+            outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, as_target_results(results),
+                                    gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
+                                    incomplete_reasons(self.errors, exitstatus))
+            outcome.table = agent_table(results)
             write_run_status(self.bench_dir / LAST_RUN, self, outcome)
             self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                       results=results, records=records)

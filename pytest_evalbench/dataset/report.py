@@ -91,3 +91,24 @@ def summarize_agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "metric_means": {name: _mean(values) for name, values in sorted(scores.items())},
         })
     return out
+
+
+def as_target_results(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Agent summaries in results.json shape, so `thresholds:` gate dataset benchmarks too: each agent
+    is a target and a passed case counts as a passed positive row."""
+    return [{"target_model": a["agent_name"], "positive_pass_rate": a["pass_rate"], "negative_pass_rate": None,
+             "n_positive": a["n_cases"], "n_negative": 0, "n_total": a["n_cases"], "by_metric": {}, "by_scenario": {}}
+            for a in summary]
+
+
+def agent_table(summary: list[dict[str, Any]]) -> list[str]:
+    """Terminal lines: per agent pass rate, composite mean and metric means."""
+    lines = []
+    for agent in summary:
+        rate = "-" if agent["pass_rate"] is None else f"{agent['pass_rate']:.3f}"
+        comp = "-" if agent["composite_mean"] is None else f"{agent['composite_mean']:.2f}"
+        means = ", ".join(f"{name.removesuffix('Explain')} {'-' if v is None else f'{v:.2f}'}"
+                          for name, v in agent["metric_means"].items())
+        lines.append(f"{agent['agent_name']}: pass rate {rate} ({agent['n_passed']}/{agent['n_scored']} scored, "
+                     f"{agent['n_unscored']} unscored), composite mean {comp}; {means}")
+    return lines
