@@ -74,6 +74,8 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Give up retrying one request after this long. Default: %(default)s")
     group.addoption("--evalbench-max-cost", dest="evalbench_max_cost", type=_non_negative_float, default=None,
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
+    group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
+                    metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
     add_gate_options(group)
 
 
@@ -141,5 +143,6 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_attempts=config.getoption("evalbench_max_attempts"),
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
+            rate_limit=config.getoption("evalbench_rate_limit") or None,
         ),
     )

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from .cache import ResponseCache, cache_key
 from .pricing import PriceTable
+from .rate_limit import SharedRateLimit
 from .transport import Failure, OpenAITransport, classify
 from .types import Completion, Endpoint, Usage
 
@@ -44,6 +45,8 @@ class EngineSettings:
     backoff_base: float = 0.5
     backoff_cap: float = 20.0
     max_cost: float | None = None
+    rate_limit: float | None = None
+    """Requests per minute, shared across processes through a file in the cache directory."""
 
 
 @dataclass
@@ -134,6 +137,8 @@ class Engine:
         self._connection_failures: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
+                      if settings.rate_limit else None)
 
     # ------------------------------------------------------------------ loop management
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -290,6 +295,8 @@ class Engine:
             # checked after the wait for a slot, so at most the calls already in flight overshoot
             self._semaphore.release()
             raise BudgetExhausted(self.stats.spent, limit, role, endpoint.model)
+        if self._rate is not None:
+            await self._rate.wait()
         self._in_flight += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
         try:

@@ -130,3 +130,22 @@ def test_classify_transport_failures() -> None:
     assert classify(openai.APIConnectionError(request=request)).connection
     assert classify(httpx2.ConnectError("refused")).kind == "connection error"
     assert classify(httpx2.ReadTimeout("slow")).kind == "timeout"
+
+
+def _reserve_slots(path: str, count: int) -> list[float]:
+    from pathlib import Path
+
+    from pytest_evalbench.llm.rate_limit import SharedRateLimit
+
+    limit = SharedRateLimit(Path(path), per_minute=600)
+    return [limit.reserve() for _ in range(count)]
+
+
+def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.starmap(_reserve_slots, [(str(tmp_path / "rl"), 5), (str(tmp_path / "rl"), 5)])
+    slots = sorted(s for r in results for s in r)
+    gaps = [b - a for a, b in zip(slots, slots[1:])]
+    assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
