@@ -1,0 +1,30 @@
+"""The shipped JSON Schemas are current, and the example benchmarks' inputs validate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from pytest_evalbench import schemas
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_shipped_schemas_equal_the_generated_ones() -> None:
+    generated = schemas.generate()
+    shipped = {p.name.removesuffix(".schema.json") for p in schemas.SCHEMA_DIR.glob("*.schema.json")}
+    assert shipped == set(generated), "run `python -m pytest_evalbench schemas`"
+    for name, schema in generated.items():
+        assert schemas.load(name) == json.loads(json.dumps(schema)), f"{name}: run `python -m pytest_evalbench schemas`"
+
+
+@pytest.mark.parametrize("bench", ["demo", "support-app"])
+def test_example_inputs_validate(bench: str) -> None:
+    jsonschema.validate(yaml.safe_load((ROOT / "benchmarks" / bench / "benchmark.yaml").read_text()),
+                        schemas.load("benchmark"))
+    jsonschema.validate(json.loads((ROOT / "benchmarks" / bench / "scenarios.json").read_text()),
+                        schemas.load("scenarios"))
