@@ -47,6 +47,8 @@ class GateOutcome:
     flips: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    mode: str = "cases"
+    rules: int = 0
 
     def exit_code(self, pytest_status: int, mode: str) -> int:
         """Combine pytest's own status with the gate; usage/internal errors are left alone."""
@@ -69,6 +71,13 @@ class GateOutcome:
         out += [f"  REGRESSION vs baseline: {r}" for r in self.regressions]
         out += [f"  INCOMPLETE: {i}" for i in self.incomplete]
         out += [f"  wrote {w}" for w in self.written]
+        if self.incomplete:
+            out.append("gate: INCOMPLETE run (exit 7): the numbers above cannot pass or fail the build")
+        elif self.breaches or self.regressions:
+            out.append("gate: REGRESSION (exit 6)")
+        elif self.mode == "thresholds":
+            out.append(f"gate: passed ({self.rules} threshold/baseline rule{'s' if self.rules != 1 else ''} "
+                       "held; case failures are reported, not gating)")
         return out
 
 
@@ -97,10 +106,17 @@ def case_verdicts(scores: list[dict[str, Any]], threshold: float) -> list[str]:
     return lines
 
 
+def count_rules(rules: ThresholdRules) -> int:
+    """How many threshold values are set (for the summary line)."""
+    data = rules.model_dump(exclude_none=True)
+    nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values() for v in entry.values()]
+    return len(data) + len(nested)
+
+
 def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: list[dict[str, Any]],
                   settings: GateSettings, meta: dict[str, Any], incomplete: list[str]) -> GateOutcome:
     """Everything the CI gate decides, from the files on disk after this session's merge."""
-    outcome = GateOutcome(incomplete=list(incomplete))
+    outcome = GateOutcome(incomplete=list(incomplete), mode=settings.mode)
     scores = read_rows(bench_dir, "scores.json")
     rules: ThresholdRules = validate_as(ThresholdRules, thresholds or {}, bench_dir / "benchmark.yaml",
                                         row="thresholds")
@@ -124,6 +140,7 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
             outcome.regressions = comparison.fails(settings.compare_fail)
     report = check_thresholds_report(results, rules, baseline_results)
     outcome.breaches = [b.message for b in report.breaches]
+    outcome.rules = count_rules(rules) + (1 if settings.compare_fail is not None else 0)
     outcome.notes = [n.message for n in report.notes]
     outcome.table = summary_table(results, comparison) if results else []
     outcome.verdicts = case_verdicts(scores, settings.case_pass_rate)
