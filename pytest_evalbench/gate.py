@@ -76,8 +76,9 @@ class GateOutcome:
         elif self.breaches or self.regressions:
             out.append("gate: REGRESSION (exit 6)")
         elif self.mode == "thresholds":
-            out.append(f"gate: passed ({self.rules} threshold/baseline rule{'s' if self.rules != 1 else ''} "
-                       "held; case failures are reported, not gating)")
+            held = (f"{self.rules} threshold/baseline rule{'s' if self.rules != 1 else ''} held" if self.rules
+                    else "no threshold rules configured")
+            out.append(f"gate: passed ({held}; case failures are reported, not gating)")
         return out
 
 

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..loading import NAME_RE, SPEC_FILE, validate_as
 from ..models import BenchmarkSpec
 from .models import DatasetError, load_cases
-from .policy import DOCUMENTED_POLICY, PolicyError, ScoringPolicy
+from .policy import DOCUMENTED_POLICY, ScoringPolicy
 from .runner import DatasetItem
 
 
@@ -58,7 +58,7 @@ def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[Datase
     try:
         cases = load_cases(path)
     except DatasetError as exc:
-        raise InputError(path, str(exc).split(": ", 1)[-1] if str(exc).startswith(str(path)) else str(exc)) from None
+        raise InputError(path, exc.message, row=exc.line, field=exc.field) from None
     items = []
     for line, case in cases:
         if case.threshold_profile not in policy.profiles:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.engine import Engine
+from ..structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
 from ..targets import Target
 from .explain import build_messages, parse_verdict, verdict_schema
@@ -20,7 +21,6 @@ from .models import DatasetCase, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
 from .tool_check import check_tool_calls
 
-MAX_ATTEMPTS = 3
 TOOL_EVAL = "ToolCallAccuracyExplain"
 
 
@@ -46,7 +46,6 @@ class DatasetItem:
 class EvalOutcome:
     score: int | None
     explanation: str
-    attempts: int = 1
 
 
 @dataclass
@@ -63,26 +62,25 @@ class DatasetRecord:
                 "status": self.row["status"], "usage": {k: v.to_json() for k, v in self.usage.items()}}
 
 
+def parse_score(text: str | None) -> Any:
+    """The evaluator's verdict; every rejection (bad JSON, score outside 1..5) is a ValueError to re-ask."""
+    try:
+        return parse_verdict(text or "")
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the parser's own error type becomes a re-ask reason
+        raise ValueError(str(exc)) from None
+
+
 async def run_eval(eval_name: str, payload: dict[str, Any], *, evaluator: Endpoint, engine: Engine,
                    ledger: dict[str, Usage]) -> EvalOutcome:
     """One Explain eval with bounded re-asks; an unusable answer ends unscored (score None)."""
-    messages = build_messages(eval_name, payload)
-    reason = ""
-    for attempt in range(MAX_ATTEMPTS):
-        completion = await engine.complete(evaluator, messages, role="judge", phase="evaluate", sample=0,
-                                           attempt=attempt, schema=("explain_verdict", verdict_schema()),
-                                           ledger=ledger)
-        try:
-            verdict = parse_verdict(completion.content or "")
-        except Exception as exc:  # noqa: BLE001 - UnparseableVerdict or anything the parser rejects
-            reason = str(exc)
-            messages = [*messages, {"role": "assistant", "content": completion.content or ""},
-                        {"role": "user", "content": f"That answer was unusable ({reason}). Reply with only the "
-                         'JSON object {"explanation": "...", "score": <integer 1-5>}.'}]
-            continue
-        return EvalOutcome(verdict.score, verdict.explanation, attempt + 1)
-    return EvalOutcome(None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}",
-                       MAX_ATTEMPTS)
+    verdict, reason = await ask(engine, evaluator, build_messages(eval_name, payload), parse_score,
+                                schema=(f"explain_{eval_name}", verdict_schema()), role="judge", phase="evaluate",
+                                sample=0, ledger=ledger, shape='{"explanation": "...", "score": <integer 1-5>}')
+    if verdict is None:
+        return EvalOutcome(None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}")
+    return EvalOutcome(verdict.score, verdict.explanation)
 
 
 async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, evaluator: Endpoint,

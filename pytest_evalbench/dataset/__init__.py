@@ -1,0 +1,1 @@
+"""Dataset-case benchmarks: JSONL cases judged by Explain evaluators under a scoring policy."""

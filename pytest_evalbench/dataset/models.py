@@ -1,0 +1,147 @@
+"""One JSONL case of a dataset benchmark (eval-dataset-schema.md), and loading with line numbers.
+
+Every documented field is modelled; extra keys (e.g. `workflow_mode` of comparative rows) are
+kept. Each required eval's payload must be derivable, from `explain_inputs` or from the row's
+own fields, so a case cannot reach the evaluator with half its inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
+                   "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
+                   "TaskAdherenceExplain"]
+
+# payload keys each eval needs, and the row field each falls back to
+PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
+    "RelevanceExplain": ("input", "question", "context"),
+    "CoherenceExplain": ("input", "question"),
+    "PerceivedIntelligenceExplain": ("input", "question", "context"),
+    "FluencyExplain": ("input", "question"),
+    "EmpathyExplain": ("input", "question"),
+    "HelpfulnessExplain": ("input", "question"),
+    "IntentResolutionExplain": ("input", "question", "relevantContext"),
+    "ToolCallAccuracyExplain": ("input", "question", "availableTools", "invokedTools"),
+    "TaskAdherenceExplain": ("input", "question", "goal"),
+}
+ROW_FIELD = {"input": "model_answer", "question": "question", "context": "context",
+             "relevantContext": "relevant_context", "goal": "task_goal", "availableTools": "available_tools",
+             "invokedTools": "invoked_tool_calls"}
+
+
+class ExpectedToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: Optional[str] = None
+    outcome: Optional[str] = None  # the original data writes `outcome` where the document says `reason`
+
+
+class InvokedToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    outcome: Optional[str] = None
+
+
+class DatasetCase(BaseModel):
+    """One line of a dataset JSONL file."""
+
+    model_config = ConfigDict(extra="allow")
+    case_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    scenario_id: Optional[str] = None
+    agent_name: str
+    phase: Optional[Literal["preparation", "assessment"]] = None
+    difficulty: Optional[Literal["easy", "medium", "hard"]] = None
+    quality_band: Optional[Literal["excellent", "good", "mixed", "poor"]] = None
+    topic_family: Optional[str] = None
+    learner_level: Optional[Literal["beginner", "intermediate", "advanced"]] = None
+    question: str
+    context: Optional[str] = None
+    model_answer: str
+    reference_answer: Optional[str] = None
+    task_goal: Optional[str] = None
+    relevant_context: Optional[str] = None
+    available_tools: list[str] = Field(default_factory=list)
+    expected_tool_calls: list[ExpectedToolCall] = Field(default_factory=list)
+    invoked_tool_calls: list[InvokedToolCall] = Field(default_factory=list)
+    explain_inputs: dict[EvalName, dict[str, Any]] = Field(default_factory=dict)
+    required_evals: list[EvalName] = Field(min_length=1)
+    threshold_profile: str
+    expected_contract: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _payloads_derivable(self) -> "DatasetCase":
+        for name in self.required_evals:
+            given = self.explain_inputs.get(name, {})
+            for key in PAYLOAD_KEYS[name]:
+                if key in given:
+                    continue
+                value = getattr(self, ROW_FIELD[key])
+                if value is None or (key not in ("availableTools", "invokedTools") and value == ""):
+                    raise ValueError(f"{name} needs '{key}': give explain_inputs.{name}.{key} "
+                                     f"or the field '{ROW_FIELD[key]}'")
+        return self
+
+
+class DatasetError(Exception):
+    """A bad JSONL line: file, line number, field and what is wrong, in one line."""
+
+    def __init__(self, path: Path, line: int | None, field: str | None, message: str) -> None:
+        self.path, self.line, self.field, self.message = path, line, field, message
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {f'field {field!r}: ' if field else ''}{message}")
+
+
+def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
+    """(line number, case) for every non-blank line; the first problem raises DatasetError."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DatasetError(path, None, None, "file not found") from None
+    cases: list[tuple[int, DatasetCase]] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise DatasetError(path, number, None, "expected a JSON object")
+        try:
+            case = DatasetCase.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ())) or None
+            raise DatasetError(path, number, loc, err.get("msg", "invalid").removeprefix("Value error, ")) from None
+        if case.case_id in seen:
+            raise DatasetError(path, number, "case_id",
+                               f"duplicate case_id {case.case_id!r} (also line {seen[case.case_id]})")
+        seen[case.case_id] = number
+        cases.append((number, case))
+    return cases
+
+
+def payload_for(case: DatasetCase, eval_name: str, answer: str | None = None,
+                invoked: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The eval's inputs: explain_inputs first, row fields next; a fresh app answer overrides both."""
+    payload: dict[str, Any] = {}
+    given = case.explain_inputs.get(eval_name, {})  # type: ignore[call-overload]
+    for key in PAYLOAD_KEYS[eval_name]:
+        if key in given:
+            payload[key] = given[key]
+        else:
+            value = getattr(case, ROW_FIELD[key])
+            payload[key] = [v.model_dump(exclude_none=True) for v in value] if key == "invokedTools" else value
+    if answer is not None:
+        payload["input"] = answer
+    if invoked is not None and "invokedTools" in payload:
+        payload["invokedTools"] = invoked
+    return payload
