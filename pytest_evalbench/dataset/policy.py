@@ -118,7 +118,7 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
     weighted = [(score, profile.weights[name]) for name, score in scores.items()  # type: ignore[index]
                 if score is not None and name in profile.weights]
     total = sum(w for _, w in weighted)
-    composite = sum(s * w for s, w in weighted) / total if total else None
+    composite = round(sum(s * w for s, w in weighted) / total, 6) if total else None  # no 5.000000000000001
     unscored = [name for name, score in scores.items() if score is None]
     if composite is not None and composite + EPS < profile.pass_mark:
         reasons.append(f"composite {composite:.2f} (< {profile.pass_mark:.2f}, profile {profile_name})")
