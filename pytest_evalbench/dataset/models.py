@@ -13,6 +13,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..models import ToolCall
+
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
                    "TaskAdherenceExplain"]
@@ -34,19 +36,14 @@ ROW_FIELD = {"input": "model_answer", "question": "question", "context": "contex
              "invokedTools": "invoked_tool_calls"}
 
 
-class ExpectedToolCall(BaseModel):
+class InvokedToolCall(ToolCall):
+    """A tool call as the transcripts record it; dataset rows may carry extra keys."""
+
     model_config = ConfigDict(extra="allow")
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    reason: Optional[str] = None
-    outcome: Optional[str] = None  # the original data writes `outcome` where the document says `reason`
 
 
-class InvokedToolCall(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    outcome: Optional[str] = None
+class ExpectedToolCall(InvokedToolCall):
+    reason: Optional[str] = None  # the document's field; the original data writes `outcome` instead
 
 
 class DatasetCase(BaseModel):
