@@ -203,3 +203,23 @@ def test_example_benchmark_replays_offline(pytester: pytest.Pytester, monkeypatc
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 4 and "errors" not in outcomes
     assert result.ret == 0
+
+
+def test_every_eval_kind_runs_through_the_evaluator(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    from pytest_evalbench.dataset.explain import EVAL_NAMES
+
+    case = example_case(0, required_evals=list(EVAL_NAMES), explain_inputs={})
+    bench = write_dataset(pytester.path, cases=[case])
+    given = {name: 3 + i % 3 for i, name in enumerate(EVAL_NAMES)}  # 3, 4, 5, 3, ...
+    bench_env.set_responder(scores(given))
+    run(pytester)
+    assert sorted(eval_of(r) for r in bench_env.requests) == sorted(EVAL_NAMES)
+    for request in bench_env.requests:
+        text = json.dumps(request["messages"])
+        assert "1-5 scale" in text and case["question"][:30] in text
+    [row] = read_json(bench / "case_results.json")
+    assert {m["eval"]: m["score"] for m in row["metrics"]} == given
+    weights = yaml.safe_load((EXAMPLE / "benchmark.yaml").read_text())["dataset"]["policy"]["profiles"][
+        "prep_default"]["weights"]
+    expected = sum(given[k] * w for k, w in weights.items()) / sum(weights.values())
+    assert row["composite"] == pytest.approx(expected, abs=1e-4)
