@@ -103,6 +103,8 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
     data = read_json(path)
     if not isinstance(data, list):
         raise InputError(path, "expected a JSON list of scenario rows")
+    if not data:
+        raise InputError(path, "no scenario rows: write some or run `evalbench gen-scenarios`")
     metrics = {m.id: m for m in spec.metrics}
     seen: dict[str, int] = {}
     rows: list[Scenario] = []

@@ -123,6 +123,8 @@ def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
                                f"duplicate case_id {case.case_id!r} (also line {seen[case.case_id]})")
         seen[case.case_id] = number
         cases.append((number, case))
+    if not cases:
+        raise DatasetError(path, None, None, "no cases (the file is empty)")
     return cases
 
 
