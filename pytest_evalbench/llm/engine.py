@@ -137,6 +137,7 @@ class Engine:
         self._connection_failures: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._pending: dict[str, asyncio.Future[Completion]] = {}
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
 
@@ -236,9 +237,23 @@ class Engine:
             completion = Completion.from_json(cached, cached=True, key=key)
         elif self.cache.mode == "replay":
             raise CacheMiss(role, endpoint.model, key)
+        elif key in self._pending:
+            # single flight: an identical call is already under way; share its answer, pay once
+            self.stats.cache_hits += 1
+            completion = dataclasses.replace(await asyncio.shield(self._pending[key]), cached=True)
         else:
-            completion = dataclasses.replace(await self._fetch(endpoint, body, role), key=key)
-            self.cache.put(key, material, completion.to_json())
+            pending: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+            self._pending[key] = pending
+            try:
+                completion = dataclasses.replace(await self._fetch(endpoint, body, role), key=key)
+                self.cache.put(key, material, completion.to_json())
+                pending.set_result(completion)
+            except BaseException as exc:
+                pending.set_exception(exc)
+                pending.exception()  # retrieved: waiters re-raise it, nobody logs it as lost
+                raise
+            finally:
+                del self._pending[key]
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
                                 local=endpoint.provider == "local")
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)

@@ -131,9 +131,12 @@ def test_rate_limit_holds_across_workers(pytester: pytest.Pytester, bench_env: F
         return script(True)(request)
 
     bench_env.set_responder(record)
+    started = time.monotonic()
     pytester.runpytest("--benchmark=demo", "-n", "2", "--evalbench-rate-limit=300",
                        "--evalbench-cache=off").assert_outcomes(passed=4)
-    stamps.sort()
-    # 300/min = one start per 0.2 s across both workers; arrivals jitter by the client's own set-up
-    # (a worker's first request), so the span gets slack; exact spacing is unit-tested on the limiter
-    assert len(stamps) == 12 and stamps[-1] - stamps[0] >= 11 * 0.2 - 0.6, stamps
+    # 300/min = one start per 0.2 s across both workers: the 12th request cannot start before 11
+    # intervals after the run began, however arrivals jitter (exact spacing: unit test of the limiter)
+    n = len(stamps)  # identical calls are made once per process, so fewer than 12
+    assert n >= 6 and max(stamps) - started >= (n - 1) * 0.2, stamps
+    # and the arrivals themselves are spread (1 s of slack for client set-up under load)
+    assert max(stamps) - min(stamps) >= (n - 1) * 0.2 - 1.0, stamps

@@ -149,3 +149,29 @@ def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type
     slots = sorted(s for r in results for s in r)
     gaps = [b - a for a, b in zip(slots, slots[1:])]
     assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
+
+
+def test_identical_concurrent_calls_are_made_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pytest_evalbench.llm.cache import ResponseCache
+    from pytest_evalbench.llm.engine import Engine, EngineSettings
+    from pytest_evalbench.llm.pricing import PriceTable
+    from pytest_evalbench.llm.types import Endpoint
+    from pytest_evalbench.testing import FakeLLMServer
+
+    with FakeLLMServer(lambda r: "same", latency=0.2) as server:
+        engine = Engine(EngineSettings(), ResponseCache(tmp_path, "off"), PriceTable())
+        endpoint = Endpoint(model="m", base_url=server.base_url, api_key="k")
+        messages = [{"role": "user", "content": "hi"}]
+
+        async def many() -> list[str | None]:
+            calls = [engine.complete(endpoint, messages, role="target", phase="simulate", sample=0)
+                     for _ in range(5)]
+            other = engine.complete(endpoint, messages, role="target", phase="simulate", sample=1)
+            return [c.content for c in await asyncio.gather(*calls, other)]
+
+        try:
+            assert engine.run(many()) == ["same"] * 6
+        finally:
+            engine.close()
+        assert len(server.requests) == 2  # sample 0 once, sample 1 once
+        assert engine.stats.cache_hits == 4
