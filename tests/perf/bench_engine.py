@@ -48,7 +48,9 @@ def write_bench(root: Path, n: int, turns: int) -> None:
 
 
 RESPONDER = by_model({
-    "sim-user": lambda r: f"Thought: t\nMessage: hello {len(r['messages'])}",
+    # every conversation distinct (the persona names the row), so no call is deduplicated
+    "sim-user": lambda r: f"Thought: t\nMessage: hello {len(r['messages'])} from "
+                          + r["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0],
     "sim-target": lambda r: "Sure, tell me more?",
     "sim-judge": lambda r: {"justification": "asked", "present": True},
 })
