@@ -1,0 +1,84 @@
+"""Property tests: pass/fail mapping, results.json recomputed from scores.json, row merging."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_evalbench.aggregate import aggregate
+from pytest_evalbench.models import derive_pass
+from pytest_evalbench.store import merge_rows
+
+
+@given(st.one_of(st.none(), st.booleans()), st.sampled_from(["positive", "negative"]))
+def test_pass_mapping(present: bool | None, metric_type: str) -> None:
+    passed, score = derive_pass(present, metric_type)
+    if present is None:
+        assert (passed, score) == (None, None)
+    else:
+        assert passed == (present if metric_type == "positive" else not present)
+        assert score == int(passed)
+
+
+ROWS = st.lists(st.fixed_dictionaries({
+    "id": st.sampled_from(["m01_s001_v01", "m01_s001_v02", "m02_s001_v01", "m03_s002_v01"]),
+    "metric_type": st.sampled_from(["positive", "negative"]),
+    "passed": st.one_of(st.none(), st.booleans()),
+    "target_model": st.sampled_from(["a", "b", "c"]),
+    "sample": st.integers(0, 2),
+}), max_size=40)
+
+
+def reference(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """results.json written out longhand from output-schema.md."""
+    def rate(group: list[dict[str, Any]]) -> float | None:
+        scored = [r["passed"] for r in group if r["passed"] is not None]
+        return round(sum(scored) / len(scored), 4) if scored else None
+
+    def by(group: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        out = {}
+        for name in sorted({r[key] for r in group}):
+            scored = [r["passed"] for r in group if r[key] == name and r["passed"] is not None]
+            out[name] = {"pass_rate": round(sum(scored) / len(scored), 4) if scored else None,
+                         "n_passed": sum(scored), "n_total": len(scored)}
+        return out
+
+    models: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        models[row["target_model"]].append(row)
+    results = []
+    for model, group in models.items():
+        pos = [r for r in group if r["metric_type"] == "positive"]
+        neg = [r for r in group if r["metric_type"] == "negative"]
+        results.append({"target_model": model, "positive_pass_rate": rate(pos), "negative_pass_rate": rate(neg),
+                        "n_positive": len(pos), "n_negative": len(neg), "n_total": len(group),
+                        "by_metric": by(group, "metric_id"), "by_scenario": by(group, "id")})
+    results.sort(key=lambda r: r["target_model"])
+    results.sort(key=lambda r: -1 if r["positive_pass_rate"] is None else r["positive_pass_rate"], reverse=True)
+    return results
+
+
+@given(ROWS)
+def test_results_recomputed_from_scores_match(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        row["metric_id"] = row["id"][:3]
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["target_model"]].append(row)
+    assert aggregate(dict(grouped)) == reference(rows)
+
+
+@given(ROWS, ROWS)
+def test_merge_rows_replaces_by_id_and_sample(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    order = {"m01_s001_v01": 0, "m01_s001_v02": 1, "m02_s001_v01": 2, "m03_s002_v01": 3}
+    merged = merge_rows(old, new, order)
+    assert merge_rows(merged, new, order) == merged  # idempotent
+    keys = [(r["id"], r["sample"]) for r in merged]
+    assert len(keys) == len(set(keys)) and keys == sorted(keys, key=lambda k: (order[k[0]], k[1]))
+    latest = {(r["id"], r["sample"]): r for r in new}
+    for row in merged:
+        if (row["id"], row["sample"]) in latest:
+            assert row is latest[(row["id"], row["sample"])]
