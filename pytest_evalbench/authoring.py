@@ -35,7 +35,7 @@ from .llm.cache import CacheMode, ResponseCache, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, Usage
-from .loading import NAME_RE, SCENARIOS_FILE, SPEC_FILE, first_error, load_scenarios, load_spec, read_yaml, \
+from .loading import NAME_RE, SCENARIOS_FILE, SPEC_FILE, load_scenarios, load_spec, read_yaml, \
     resolve_benchmark_dir, validate_as
 from .models import BenchmarkSpec, Metric, ModelConfig, PhaseCost, Scenario
 from .runner import RunSettings, resolve_endpoint

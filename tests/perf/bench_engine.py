@@ -130,7 +130,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, server_process() as server:
         root = Path(tmp)
         write_bench(root, args.n, args.turns)
-        base = [f"--benchmark=perf", f"--evalbench-base-url={server.base_url}"]
+        base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}"]
         print(f"N={args.n} scenarios x {args.turns} turns = {calls} calls each; latency {args.latency * 1000:.0f} ms")
         print("wall = the test loop (first test to last); process = the whole pytest run incl. startup")
         print(f"{'C':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'process':>8} {'requests':>9} {'peak':>5}")
