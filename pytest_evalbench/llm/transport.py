@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,14 +95,20 @@ class OpenAITransport:
         self.shards = max(1, shards)
         self._clients: dict[tuple[str | None, str | None], list[openai.AsyncOpenAI]] = {}
         self._turn = itertools.count()
+        self._tls: ssl.SSLContext | None = None
         self.local = LocalServer()
 
     def client_for(self, base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
         slot = (base_url, api_key)
         clients = self._clients.get(slot)
         if clients is None:
+            if self._tls is None:
+                self._tls = ssl.create_default_context()  # load the CA bundle once, not once per shard
             clients = [openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout,
-                                          max_retries=0) for _ in range(self.shards)]
+                                          max_retries=0,
+                                          http_client=openai.DefaultAsyncHttpxClient(verify=self._tls,
+                                                                                     timeout=self.timeout))
+                       for _ in range(self.shards)]
             self._clients[slot] = clients
         return clients[next(self._turn) % len(clients)]
 
