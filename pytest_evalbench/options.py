@@ -21,24 +21,22 @@ from .llm.engine import EngineSettings
 from .runner import RunSettings
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} {rule}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return int(_number(text, int, 1, "a whole number", "must be at least 1"))
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+    return float(_number(text, float, 0, "a number", "must not be negative"))
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -29,11 +29,16 @@ def dump_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _read_list(path: Path) -> list[dict[str, Any]]:
+def read_json(path: Path, default: Any) -> Any:
+    """A result file written by an earlier run, or `default` when it is missing or unreadable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
+        return default
+
+
+def _read_list(path: Path) -> list[dict[str, Any]]:
+    data = read_json(path, [])
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
 
 
@@ -62,10 +67,8 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     score_rows = merge_rows(_read_list(run_dir / "scores.json"), scores, order)
 
     ledger_path = run_dir / USAGE_LEDGER
-    try:
-        ledger: dict[str, Any] = json.loads(ledger_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        ledger = {}
+    ledger = read_json(ledger_path, {})
+    ledger = ledger if isinstance(ledger, dict) else {}
     for record in records:
         if record.get("conversation"):
             conv = record["conversation"]

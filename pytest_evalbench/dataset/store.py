@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -11,26 +10,18 @@ from pydantic import TypeAdapter
 
 from ..llm.types import Usage
 from ..models import PhaseCost
-from ..store import dump_json
+from ..store import USAGE_LEDGER, dump_json, read_json
 from .report import AgentSummary, CaseResult, summarize_agents
 
 CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"
-USAGE_LEDGER = ".usage.json"
-
-
-def _read(path: Path, default: Any) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return default
 
 
 def write_dataset_results(bench_dir: Path, records: list[dict[str, Any]], order: dict[str, int]
                           ) -> list[dict[str, Any]]:
     """case_results.json (file order), agent_summary.json and cost.json["evaluate"]; returns the summary."""
-    rows = {r["case_id"]: r for r in _read(bench_dir / CASE_RESULTS, []) if r.get("case_id") in order}
-    ledger = {k: v for k, v in _read(bench_dir / USAGE_LEDGER, {}).items() if k in order}
+    rows = {r["case_id"]: r for r in read_json(bench_dir / CASE_RESULTS, []) if r.get("case_id") in order}
+    ledger = {k: v for k, v in read_json(bench_dir / USAGE_LEDGER, {}).items() if k in order}
     for record in records:
         rows[record["case"]["case_id"]] = record["case"]
         ledger[record["case"]["case_id"]] = record["usage"]
@@ -42,7 +33,7 @@ def write_dataset_results(bench_dir: Path, records: list[dict[str, Any]], order:
     for usage in ledger.values():
         for phase, value in usage.items():
             total[phase].add(Usage.from_json(value))
-    cost = _read(bench_dir / "cost.json", {})
+    cost = read_json(bench_dir / "cost.json", {})
     cost = cost if isinstance(cost, dict) else {}
     for phase, usage in total.items():
         cost[phase] = PhaseCost(phase=phase, cost=round(usage.cost, 6), input_tokens=usage.input_tokens,

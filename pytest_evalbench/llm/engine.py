@@ -128,7 +128,7 @@ class Engine:
         self.cache = cache
         self.prices = prices
         self.stats = EngineStats()
-        self.transport = transport or OpenAITransport(settings.timeout, shards=min(16, max(1, settings.concurrency // 4)))
+        self.transport = transport or OpenAITransport(settings.timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._semaphore: PrioritySemaphore | None = None

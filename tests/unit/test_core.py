@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
+import time
 
 import openai
 import pytest
@@ -11,7 +14,8 @@ import pytest
 from pytest_evalbench.judge import SCHEMA, parse_answer
 from pytest_evalbench.llm.cache import cache_key
 from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
-from pytest_evalbench.llm.transport import classify, parse_completion
+from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
+from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.models import Generation, Metric, Scenario
 from pytest_evalbench.simulate import parse_user_message, perfunctory, turn_prompt, user_system_prompt
 
@@ -130,6 +134,66 @@ def test_classify_transport_failures() -> None:
     assert classify(openai.APIConnectionError(request=request)).connection
     assert classify(httpx2.ConnectError("refused")).kind == "connection error"
     assert classify(httpx2.ReadTimeout("slow")).kind == "timeout"
+    assert classify(TimeoutError()).kind == "timeout"  # the whole-call bound
+
+
+def test_refused_connection_is_not_a_timeout() -> None:
+    # The aiohttp backend wraps a refused connection as ConnectTimeout -> APITimeoutError; the
+    # circuit breaker only trips on connection failures, so the real cause must win.
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    try:
+        try:
+            try:
+                raise ConnectionRefusedError(111, "Connect call failed")
+            except ConnectionRefusedError as refused:
+                raise httpx2.ConnectTimeout("Cannot connect to host") from refused
+        except httpx2.ConnectTimeout as wrapped:
+            raise openai.APITimeoutError(request=request) from wrapped
+    except openai.APITimeoutError as exc:
+        failure = classify(exc)
+    assert (failure.kind, failure.connection, failure.retryable) == ("connection error", True, True)
+    assert "ConnectionRefusedError" in failure.message
+
+
+def test_trickling_server_is_cut_off_by_the_whole_call_timeout() -> None:
+    # Every byte arrives well within the read timeout, but the body never ends.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n")
+            deadline = time.monotonic() + 8  # a regression fails the time check below, never hangs
+            while not stop.wait(0.1) and time.monotonic() < deadline:
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    endpoint = Endpoint("m", f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key="k")
+
+    async def call() -> None:
+        transport = OpenAITransport(timeout=0.5)
+        try:
+            await transport.complete(endpoint, {"model": "m", "messages": []})
+        finally:
+            await transport.aclose()
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(Exception) as info:
+            asyncio.run(call())
+    finally:
+        stop.set()
+        listener.close()
+    assert classify(info.value).kind == "timeout"
+    assert time.monotonic() - started < 5
 
 
 def _reserve_slots(path: str, count: int) -> list[float]:
