@@ -60,7 +60,7 @@ class LocalServer:
         with self._lock:
             if self.base_url is not None:
                 return self.base_url
-            if importlib.util.find_spec("llama_cpp") is None:
+            if not local_extra_installed():
                 raise ConfigError(MISSING_EXTRA)
             port = _free_port()
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(find_gguf()),

@@ -48,14 +48,14 @@ def _transport_kind(exc: BaseException) -> str | None:
     return None
 
 
-def _refused(exc: BaseException) -> bool:
+def _refused(chain: list[BaseException]) -> bool:
     """A refused or dropped connection somewhere in the cause chain.
 
     The aiohttp backend reports a refused connection as an httpx ConnectTimeout (and the SDK then
     as APITimeoutError); the chain still holds the real cause, which the circuit breaker needs.
     """
     return any(isinstance(e, ConnectionError) or type(e).__name__ in ("ClientConnectorError", "ServerDisconnectedError")
-               for e in _cause_chain(exc))
+               for e in chain)
 
 
 def _cause_chain(exc: BaseException) -> list[BaseException]:
@@ -70,8 +70,9 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
 
 def classify(exc: BaseException) -> Failure:
     """Map an exception from the SDK to a Failure (never leaks the request headers)."""
-    transport = "connection" if _refused(exc) else _transport_kind(exc)
-    unreachable = Failure("connection error", f"cannot reach the endpoint ({type(_cause_chain(exc)[-1]).__name__})",
+    chain = _cause_chain(exc)
+    transport = "connection" if _refused(chain) else _transport_kind(exc)
+    unreachable = Failure("connection error", f"cannot reach the endpoint ({type(chain[-1]).__name__})",
                           True, connection=True)
     if transport == "connection":
         return unreachable
