@@ -31,19 +31,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import schemas, structured
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
-from .llm.cache import CacheMode, ResponseCache, atomic_write_text
+from .llm.cache import CacheMode, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
-from .llm.pricing import PriceTable
 from .llm.types import Endpoint, Usage
-from .loading import NAME_RE, SCENARIOS_FILE, SPEC_FILE, load_scenarios, load_spec, read_yaml, \
+from .loading import SCENARIOS_FILE, SPEC_FILE, load_scenarios, load_spec, read_yaml, \
     resolve_benchmark_dir, validate_as
-from .models import BenchmarkSpec, Metric, ModelConfig, PhaseCost, Scenario
-from .runner import RunSettings, resolve_endpoint
+from .models import BenchmarkSpec, Metric, Scenario
+from .runner import RunSettings, open_engine, role_endpoint
 from .structured import MAX_ATTEMPTS
-from .store import dump_json
+from .store import dump_json, update_cost_file
 
 COST_FILE = "cost.json"
-CACHE_DIR = ".evalbench-cache"
 _METRICS_KEY_RE = re.compile(r"""^(?:metrics|"metrics"|'metrics')[ \t]*:(?:[ \t]|\r?\n|$)""")
 _NOT_A_KEY_START = frozenset(" \t#-]},\r\n")
 
@@ -136,25 +134,19 @@ class Summary:
 
 def benchmark_dir(options: AuthoringOptions, name: str) -> Path:
     """`<root>/benchmarks/<name>`, with a message that talks about the command, not pytest."""
-    if not NAME_RE.match(name) or name in {".", ".."}:
-        raise ConfigError(f"{name!r} is not a benchmark name (letters, digits, '.', '_', '-'; no paths)")
-    return resolve_benchmark_dir(options.root / "benchmarks", name)
+    return resolve_benchmark_dir(options.root / "benchmarks", name, option="")
 
 
-def open_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOptions,
-                env: Mapping[str, str]) -> tuple[Engine, Endpoint]:
+def authoring_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOptions,
+                     env: Mapping[str, str]) -> tuple[Engine, Endpoint]:
     """An engine like BenchmarkRun's (cache in the benchmark dir, prices from spec) and the user model."""
-    if spec.user_model is None and not options.model:
-        raise ConfigError(f"{bench_dir / SPEC_FILE}: `user_model` is missing (it writes metrics and scenarios); "
-                          "add `user_model: {model: ...}` or pass --model MODEL")
     settings = RunSettings(benchmark=bench_dir.name, base_url=options.base_url, provider=options.provider,
                            cache_mode=options.cache_mode)
-    endpoint = resolve_endpoint(spec.user_model or ModelConfig(model=options.model or ""), settings, env,
-                                model_override=options.model)
-    prices = PriceTable({m: (p.input_per_million, p.output_per_million) for m, p in spec.pricing.items()})
-    engine = Engine(EngineSettings(concurrency=options.concurrency),
-                    ResponseCache(bench_dir / CACHE_DIR, options.cache_mode), prices)
-    return engine, endpoint
+    endpoint = role_endpoint(spec.user_model, options.model or None, settings, env)
+    if endpoint is None:
+        raise ConfigError(f"{bench_dir / SPEC_FILE}: `user_model` is missing (it writes metrics and scenarios); "
+                          "add `user_model: {model: ...}` or pass --model MODEL")
+    return open_engine(bench_dir, spec, EngineSettings(concurrency=options.concurrency), options.cache_mode), endpoint
 
 
 # --------------------------------------------------------------------------- structured asking
@@ -189,16 +181,7 @@ async def gather_all(awaitables: list[Awaitable[Any]]) -> list[Any]:
 
 def write_cost(bench_dir: Path, phase: str, usage: Usage) -> None:
     """Set one phase key of `<bench>/cost.json`, keeping the others (an unreadable file starts over)."""
-    path = bench_dir / COST_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    data[phase] = PhaseCost(phase=phase, cost=round(usage.cost, 6), input_tokens=usage.input_tokens,
-                            output_tokens=usage.output_tokens).model_dump()
-    dump_json(path, data)
+    update_cost_file(bench_dir / COST_FILE, {phase: usage})
 
 
 def _is_top_level_key(line: str) -> bool:
@@ -233,7 +216,7 @@ def replace_metrics_block(text: str, metrics: list[dict[str, Any]]) -> str:
 
 def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSpec:
     """Splice the metrics into benchmark.yaml, prove nothing else changed and that it validates,
-    write atomically, then load it back with load_spec."""
+    then write it atomically; returns the spec as written."""
     path = bench_dir / SPEC_FILE
     text = path.read_text(encoding="utf-8")
     before = read_yaml(path)
@@ -249,9 +232,9 @@ def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSp
     if not unchanged:
         raise InputError(path, "cannot replace the top-level `metrics:` block safely (unusual layout); write it "
                          "as a plain block (`metrics:` at column 0) and rerun (the answer is cached)")
-    validate_as(BenchmarkSpec, after, path)
+    spec: BenchmarkSpec = validate_as(BenchmarkSpec, after, path)
     atomic_write_text(path, new_text)
-    return load_spec(bench_dir)
+    return spec
 
 
 def scenario_rows_schema_check(rows: list[dict[str, Any]], path: Path) -> None:
@@ -411,7 +394,7 @@ def gen_metrics(name: str, options: AuthoringOptions, env: Mapping[str, str] | N
     if not spec.description.strip():
         raise InputError(path, "`description` is empty; describe what the benchmark measures first",
                          field="description")
-    engine, endpoint = open_engine(bench_dir, spec, options, os.environ if env is None else env)
+    engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
     ledger: dict[str, Usage] = {}
     try:
         answer = engine.run(ask(engine, endpoint, metrics_prompt(spec), MetricsAnswer, schema_name="metrics",
@@ -457,7 +440,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     combos = demographic_combos(spec, spec_path)
     expand = bool(spec.demographics)
     count, turns = spec.generation.scenarios_per_metric, spec.generation.turns
-    engine, endpoint = open_engine(bench_dir, spec, options, os.environ if env is None else env)
+    engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
     ledger: dict[str, Usage] = {}
     done = [0]
 

@@ -28,10 +28,13 @@ def available_benchmarks(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).is_file())
 
 
-def resolve_benchmark_dir(root: Path, name: str) -> Path:
-    """`benchmarks/<name>` for a safe, existing name; the error lists what exists."""
+def resolve_benchmark_dir(root: Path, name: str, option: str = "--benchmark=") -> Path:
+    """`benchmarks/<name>` for a safe, existing name; the error lists what exists.
+
+    `option` prefixes the name in the error: how the user spelled it (a pytest option, or a
+    command's argument when empty)."""
     if not NAME_RE.match(name) or name in {".", ".."}:
-        raise ConfigError(f"--benchmark={name!r} is not a benchmark name (letters, digits, '.', '_', '-'; "
+        raise ConfigError(f"{option}{name!r} is not a benchmark name (letters, digits, '.', '_', '-'; "
                           "no paths)")
     path = root / name
     if not (path / SPEC_FILE).is_file():

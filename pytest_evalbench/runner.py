@@ -24,6 +24,8 @@ from .simulate import simulate
 from .targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+CACHE_DIR = ".evalbench-cache"
+"""The response cache's default directory, inside the benchmark directory."""
 
 
 @dataclass
@@ -109,6 +111,21 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
     )
 
 
+def role_endpoint(config: ModelConfig | None, override: str | None, settings: RunSettings,
+                  env: Mapping[str, str]) -> Endpoint | None:
+    """The user model or judge: benchmark.yaml's entry, or the command line's model alone; None if neither."""
+    if config is None and override is None:
+        return None
+    return resolve_endpoint(config or ModelConfig(model=override or ""), settings, env, model_override=override)
+
+
+def open_engine(bench_dir: Path, spec: BenchmarkSpec, engine: EngineSettings, cache_mode: str,
+                cache_dir: Path | None = None) -> Engine:
+    """An engine with the benchmark's response cache and the spec's price overrides."""
+    prices = PriceTable({m: (p.input_per_million, p.output_per_million) for m, p in spec.pricing.items()})
+    return Engine(engine, ResponseCache(cache_dir or bench_dir / CACHE_DIR, cache_mode), prices)  # type: ignore[arg-type]
+
+
 class BenchmarkRun:
     """A loaded benchmark plus engine, endpoints and targets for this process."""
 
@@ -119,11 +136,9 @@ class BenchmarkRun:
         self.spec = spec
         self.settings = settings
         env = os.environ if env is None else env
-        prices = PriceTable({m: (p.input_per_million, p.output_per_million) for m, p in spec.pricing.items()})
-        cache_dir = settings.cache_dir or bench_dir / ".evalbench-cache"
-        self.engine = Engine(settings.engine, ResponseCache(cache_dir, settings.cache_mode), prices)  # type: ignore[arg-type]
-        self.user = self._role_endpoint("user_model", spec.user_model, settings.user_model, env)
-        self.evaluator = self._role_endpoint("evaluator_model", spec.evaluator_model, settings.judge_model, env)
+        self.engine = open_engine(bench_dir, spec, settings.engine, settings.cache_mode, settings.cache_dir)
+        self.user = role_endpoint(spec.user_model, settings.user_model, settings, env)
+        self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env)
         self.target_configs = select_targets(spec, settings.targets)
         if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
@@ -147,13 +162,6 @@ class BenchmarkRun:
                 "user_model": self.user.model if self.user else None,
                 "judge_model": self.evaluator.model if self.evaluator else None,
                 "targets": {t.id: t.model for t in self.target_configs}}
-
-    def _role_endpoint(self, key: str, config: ModelConfig | None, override: str | None,
-                       env: Mapping[str, str]) -> Endpoint | None:
-        if config is None and override is None:
-            return None
-        return resolve_endpoint(config or ModelConfig(model=override or ""), self.settings, env,
-                                model_override=override)
 
     def require(self, endpoint: Endpoint | None, key: str) -> Endpoint:
         if endpoint is None:
@@ -181,11 +189,18 @@ class BenchmarkRun:
                               target=self.targets.get(case.case.agent_name))
 
     @functools.cached_property
+    def dataset(self) -> Any:
+        """The `dataset:` block of a dataset benchmark (validated once per process)."""
+        from .dataset.benchmark import dataset_settings
+
+        return dataset_settings(self.bench_dir, self.spec)
+
+    @property
     def policy(self) -> Any:
-        """The scoring policy of a dataset benchmark (validated once)."""
+        """The scoring policy of a dataset benchmark."""
         from .dataset.benchmark import policy_of
 
-        return policy_of(self.bench_dir, self.spec)
+        return policy_of(self.dataset)
 
     async def run_scenario(self, case: ScenarioCase) -> CaseRecord:
         """Simulate the conversation and judge it; LLM failures propagate (item ERROR)."""

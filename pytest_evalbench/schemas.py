@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from .dataset.report import DATASET_TYPES
 from .models import BenchmarkSpec, ConversationRow, ModelResult, PhaseCost, Scenario, ScoreRow
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
@@ -23,24 +24,13 @@ TYPES: dict[str, Any] = {
     "scores": list[ScoreRow],
     "results": list[ModelResult],
     "cost": dict[str, PhaseCost],
+    **DATASET_TYPES,
 }
-
-
-def extra_types() -> dict[str, Any]:
-    """Schemas contributed by optional parts (dataset benchmarks, baselines)."""
-    found: dict[str, Any] = {}
-    try:
-        from .dataset.report import DATASET_TYPES
-
-        found.update(DATASET_TYPES)
-    except ImportError:
-        pass
-    return found
 
 
 def generate() -> dict[str, dict[str, Any]]:
     schemas = {}
-    for name, tp in {**TYPES, **extra_types()}.items():
+    for name, tp in TYPES.items():
         schema = TypeAdapter(tp).json_schema(mode="serialization" if name != "benchmark" else "validation")
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = f"pytest-evalbench {name}"

@@ -78,7 +78,7 @@ class EvalbenchSession:
 
                 policy = self.run.policy
                 items: dict[Path, list[Any]] = {}
-                for file in dataset_files(self.bench_dir, self.run.spec):
+                for file in dataset_files(self.bench_dir, self.run.dataset):
                     items[file] = load_items(file, policy, start=sum(len(v) for v in items.values()))
                 check_unique(items)
                 self.case_order = {item.name: item.index for file_items in items.values() for item in file_items}
@@ -95,7 +95,7 @@ class EvalbenchSession:
         if self.run.spec.kind == "dataset":
             from .dataset.benchmark import dataset_files
 
-            return dataset_files(self.bench_dir, self.run.spec)
+            return dataset_files(self.bench_dir, self.run.dataset)
         return [self.bench_dir / SCENARIOS_FILE]
 
     def header(self) -> str:

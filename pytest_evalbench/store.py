@@ -37,9 +37,39 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
-def _read_list(path: Path) -> list[dict[str, Any]]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable)."""
     data = read_json(path, [])
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+
+
+def read_ledger(path: Path) -> dict[str, Any]:
+    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing or unreadable)."""
+    data = read_json(path, {})
+    return data if isinstance(data, dict) else {}
+
+
+def ledger_totals(ledger: dict[str, Any]) -> dict[str, Usage]:
+    """Usage per phase summed over every entry of a ledger."""
+    totals: dict[str, Usage] = defaultdict(Usage)
+    for usage in ledger.values():
+        for phase, value in usage.items():
+            totals[phase].add(Usage.from_json(value))
+    return totals
+
+
+def phase_cost(phase: str, usage: Usage) -> dict[str, Any]:
+    """One phase entry of a cost.json."""
+    return PhaseCost(phase=phase, cost=round(usage.cost, 6), input_tokens=usage.input_tokens,
+                     output_tokens=usage.output_tokens).model_dump()
+
+
+def update_cost_file(path: Path, usage: dict[str, Usage]) -> None:
+    """Set these phases of a cost.json, keeping its other phases (an unreadable file starts over)."""
+    cost = read_json(path, {})
+    cost = cost if isinstance(cost, dict) else {}
+    cost.update({phase: phase_cost(phase, value) for phase, value in usage.items()})
+    dump_json(path, cost)
 
 
 def _validated(model: type[BaseModel], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -63,26 +93,19 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     """Merge one target's records into its conversations.json, scores.json and cost.json."""
     conversations = [r["conversation"] for r in records if r.get("conversation")]
     scores = [r["score"] for r in records if r.get("score")]
-    conv_rows = merge_rows(_read_list(run_dir / "conversations.json"), conversations, order)
-    score_rows = merge_rows(_read_list(run_dir / "scores.json"), scores, order)
+    conv_rows = merge_rows(read_rows(run_dir / "conversations.json"), conversations, order)
+    score_rows = merge_rows(read_rows(run_dir / "scores.json"), scores, order)
 
     ledger_path = run_dir / USAGE_LEDGER
-    ledger = read_json(ledger_path, {})
-    ledger = ledger if isinstance(ledger, dict) else {}
+    ledger = read_ledger(ledger_path)
     for record in records:
         if record.get("conversation"):
             conv = record["conversation"]
             ledger[f"{conv['id']}|{conv['sample']}"] = record["usage"]
     live = {f"{r['id']}|{r['sample']}" for r in conv_rows}
     ledger = {k: v for k, v in sorted(ledger.items()) if k in live}
-    totals: dict[str, Usage] = defaultdict(Usage)
-    for usage in ledger.values():
-        for phase, value in usage.items():
-            totals[phase].add(Usage.from_json(value))
-    cost = {phase: PhaseCost(phase=phase, cost=round(totals[phase].cost, 6),
-                             input_tokens=totals[phase].input_tokens,
-                             output_tokens=totals[phase].output_tokens).model_dump()
-            for phase in PHASES}
+    totals = ledger_totals(ledger)
+    cost = {phase: phase_cost(phase, totals[phase]) for phase in PHASES}
 
     dump_json(run_dir / "conversations.json", _validated(ConversationRow, conv_rows))
     dump_json(run_dir / "scores.json", _validated(ScoreRow, score_rows))
@@ -101,7 +124,7 @@ def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dic
     rows_by_model: dict[str, list[dict[str, Any]]] = {}
     if runs.is_dir():
         for run_dir in sorted(p for p in runs.iterdir() if (p / "scores.json").is_file()):
-            rows = _read_list(run_dir / "scores.json")
+            rows = read_rows(run_dir / "scores.json")
             for row in rows:
                 row.setdefault("target_model", run_dir.name)
             rows_by_model[run_dir.name] = rows

@@ -45,12 +45,12 @@ def dataset_settings(bench_dir: Path, spec: BenchmarkSpec) -> DatasetSettings:
     return settings
 
 
-def policy_of(bench_dir: Path, spec: BenchmarkSpec) -> ScoringPolicy:
-    return dataset_settings(bench_dir, spec).policy or DOCUMENTED_POLICY
+def policy_of(settings: DatasetSettings) -> ScoringPolicy:
+    return settings.policy or DOCUMENTED_POLICY
 
 
-def dataset_files(bench_dir: Path, spec: BenchmarkSpec) -> list[Path]:
-    return [bench_dir / name for name in dataset_settings(bench_dir, spec).files]
+def dataset_files(bench_dir: Path, settings: DatasetSettings) -> list[Path]:
+    return [bench_dir / name for name in settings.files]
 
 
 def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[DatasetItem]:

@@ -71,10 +71,14 @@ class UnparseableVerdict(ValueError):
     """The evaluator's answer is not a valid ExplainVerdict (bad JSON, missing key, score not 1..5)."""
 
 
-def verdict_schema() -> dict[str, Any]:
+def _verdict_schema() -> dict[str, Any]:
     schema = strict_schema(ExplainVerdict)
     schema["properties"]["score"]["enum"] = [1, 2, 3, 4, 5]  # enum survives strict mode where minimum does not
     return schema
+
+
+VERDICT_SCHEMA = _verdict_schema()
+"""The response_format schema of every Explain eval (built once)."""
 
 
 def build_messages(eval_name: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,7 +96,7 @@ def build_messages(eval_name: str, payload: dict[str, Any]) -> list[dict[str, An
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def parse_verdict(text: str) -> ExplainVerdict:
+def parse_verdict(text: str | None) -> ExplainVerdict:
     """Strict parse; out-of-range, fractional or non-integer scores raise UnparseableVerdict."""
     try:
         return parse_as(text, ExplainVerdict)

@@ -16,7 +16,7 @@ from ..llm.engine import Engine
 from ..structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
 from ..targets import Target
-from .explain import build_messages, parse_verdict, verdict_schema
+from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from .models import DatasetCase, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
 from .tool_check import check_tool_calls
@@ -62,21 +62,11 @@ class DatasetRecord:
                 "status": self.row["status"], "usage": {k: v.to_json() for k, v in self.usage.items()}}
 
 
-def parse_score(text: str | None) -> Any:
-    """The evaluator's verdict; every rejection (bad JSON, score outside 1..5) is a ValueError to re-ask."""
-    try:
-        return parse_verdict(text or "")
-    except ValueError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the parser's own error type becomes a re-ask reason
-        raise ValueError(str(exc)) from None
-
-
 async def run_eval(eval_name: str, payload: dict[str, Any], *, evaluator: Endpoint, engine: Engine,
                    ledger: dict[str, Usage]) -> EvalOutcome:
     """One Explain eval with bounded re-asks; an unusable answer ends unscored (score None)."""
-    verdict, reason = await ask(engine, evaluator, build_messages(eval_name, payload), parse_score,
-                                schema=(f"explain_{eval_name}", verdict_schema()), role="judge", phase="evaluate",
+    verdict, reason = await ask(engine, evaluator, build_messages(eval_name, payload), parse_verdict,
+                                schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge", phase="evaluate",
                                 sample=0, ledger=ledger, shape='{"explanation": "...", "score": <integer 1-5>}')
     if verdict is None:
         return EvalOutcome(None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}")
@@ -104,17 +94,14 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
                                  else case.invoked_tool_calls)
         tool_check = {"ok": check.ok, "matched": check.matched, "expected": check.expected,
                       "summary": check.summary}
-    lines = {line.eval: line for line in judgement.lines}
     row = {
         "case_id": case.case_id, "agent_name": case.agent_name, "scenario_id": case.scenario_id,
         "threshold_profile": judgement.profile, "status": judgement.status,
         "passed": None if judgement.status == "unscored" else judgement.status == "passed",
         "composite": None if judgement.composite is None else round(judgement.composite, 4),
         "pass_mark": judgement.pass_mark,
-        "metrics": [{"eval": name, "score": o.score,
-                     "threshold": lines[name].threshold if name in lines else None,
-                     "passed": lines[name].passed if name in lines else None,
-                     "explanation": o.explanation} for name, o in by_eval.items()],
+        "metrics": [{**line.model_dump(), "explanation": by_eval[line.eval].explanation}
+                    for line in judgement.lines],
         "tool_check": tool_check, "reasons": list(judgement.reasons), "answer_source": source,
     }
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
