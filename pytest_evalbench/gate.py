@@ -21,6 +21,7 @@ from .gating import (Comparison, CompareRule, ThresholdRules, check_thresholds_r
 from .html_report import render_html
 from .llm.cache import atomic_write_text
 from .loading import validate_as
+from .store import read_run_rows
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6
@@ -50,7 +51,7 @@ class GateOutcome:
     mode: str = "cases"
     rules: int = 0
 
-    def exit_code(self, pytest_status: int, mode: str) -> int:
+    def exit_code(self, pytest_status: int) -> int:
         """Combine pytest's own status with the gate; usage/internal errors are left alone."""
         if pytest_status not in (0, 1):
             return pytest_status
@@ -58,7 +59,7 @@ class GateOutcome:
             return EXIT_INCOMPLETE
         if self.breaches or self.regressions:
             return EXIT_REGRESSION
-        if mode == "thresholds":
+        if self.mode == "thresholds":
             return 0
         return pytest_status
 
@@ -82,15 +83,9 @@ class GateOutcome:
         return out
 
 
-def read_rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    runs = bench_dir / "runs"
-    for run_dir in sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []:
-        try:
-            rows += json.loads((run_dir / filename).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-    return rows
+def run_rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
+    """The rows of one result file over every target's run directory."""
+    return [row for rows in read_run_rows(bench_dir, filename).values() for row in rows]
 
 
 def case_verdicts(scores: list[dict[str, Any]], threshold: float) -> list[str]:
@@ -118,11 +113,11 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
                   settings: GateSettings, meta: dict[str, Any], incomplete: list[str]) -> GateOutcome:
     """Everything the CI gate decides, from the files on disk after this session's merge."""
     outcome = GateOutcome(incomplete=list(incomplete), mode=settings.mode)
-    scores = read_rows(bench_dir, "scores.json")
+    scores = run_rows(bench_dir, "scores.json")
     rules: ThresholdRules = validate_as(ThresholdRules, thresholds or {}, bench_dir / "benchmark.yaml",
                                         row="thresholds")
     comparison: Comparison | None = None
-    baseline_results = None
+    baseline: dict[str, Any] | None = None
     if settings.compare is not None:
         try:
             baseline = load_baseline(json.loads(settings.compare.read_text(encoding="utf-8")))
@@ -132,14 +127,13 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
         except ValueError as exc:
             raise InputError(settings.compare, str(exc)) from None
         comparison = compare_with_baseline(baseline, results, scores, meta)
-        baseline_results = baseline
         for entry in comparison.entries:
             if entry.paired is not None and entry.paired.pass_to_fail:
                 flipped = ", ".join(k.split("|", 1)[1] for k in entry.paired.pass_to_fail)
                 outcome.flips.append(f"{entry.target} {entry.metric_id}: {flipped}")
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
-    report = check_thresholds_report(results, rules, baseline_results)
+    report = check_thresholds_report(results, rules, baseline)
     outcome.breaches = [b.message for b in report.breaches]
     outcome.rules = count_rules(rules) + (1 if settings.compare_fail is not None else 0)
     outcome.notes = [n.message for n in report.notes]
@@ -149,8 +143,8 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
         atomic_write_text(settings.save_baseline, json.dumps(make_baseline(results, scores, meta), indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")
     if settings.html is not None:
-        html = render_html(results, scores, read_rows(bench_dir, "conversations.json"),
-                           comparison.to_dict() if comparison else None, f"evalbench: {meta.get('benchmark')}")
+        html = render_html(results, scores, run_rows(bench_dir, "conversations.json"), comparison,
+                           f"evalbench: {meta.get('benchmark')}")
         atomic_write_text(settings.html, html)
         outcome.written.append(f"HTML report {settings.html}")
     return outcome

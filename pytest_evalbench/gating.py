@@ -67,9 +67,6 @@ class Breach:
     message: str
     kind: Literal["min", "max_drop", "no_data"] = "min"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass
 class ThresholdReport:
@@ -183,6 +180,11 @@ def case_key(row: dict[str, Any]) -> str:
     return f"{row['target_model']}|{row['id']}|{row['metric_id']}|{row.get('sample') or 0}"
 
 
+def case_outcomes(scores: list[dict[str, Any]]) -> dict[str, bool]:
+    """Pass/fail per scored case (case_key); unscored rows have no outcome."""
+    return {case_key(r): bool(r["passed"]) for r in scores if r.get("passed") is not None}
+
+
 def make_baseline(results: list[dict[str, Any]], scores: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     """A versioned, JSON-serialisable baseline: rates per target and metric plus the per-case
     outcome of every scored row, so a later run can be compared case by case (paired)."""
@@ -194,7 +196,7 @@ def make_baseline(results: list[dict[str, Any]], scores: list[dict[str, Any]], m
         targets[target] = {"positive_pass_rate": summary.get("positive_pass_rate"),
                            "negative_pass_rate": summary.get("negative_pass_rate"),
                            "metrics": dict(sorted(counts.get(target, {}).items()))}
-    cases = {case_key(r): bool(r["passed"]) for r in scores if r.get("passed") is not None}
+    cases = case_outcomes(scores)
     return {"schema_version": BASELINE_SCHEMA_VERSION, "meta": dict(meta), "targets": targets,
             "cases": dict(sorted(cases.items()))}
 
@@ -327,7 +329,7 @@ def compare_with_baseline(baseline: dict[str, Any], results: list[dict[str, Any]
     baseline = load_baseline(baseline)
     current = metric_counts(results, scores)
     old_cases = _group_cases(baseline["cases"])
-    new_cases = _group_cases({case_key(r): bool(r["passed"]) for r in scores if r.get("passed") is not None})
+    new_cases = _group_cases(case_outcomes(scores))
     entries = []
     for target in sorted(set(baseline["targets"]) | set(current)):
         old = baseline["targets"].get(target, {}).get("metrics", {})

@@ -47,8 +47,8 @@ class EvalbenchSession:
             raise pytest.UsageError(str(exc)) from None
         self._run: BenchmarkRun | None = None
         self._cases: dict[Path, tuple[list[Any], Callable[..., None]]] = {}
-        self.scenario_order: dict[str, int] = {}
-        self.case_order: dict[str, int] = {}
+        self.order: dict[str, int] = {}
+        """Row id (scenario id or case_id) -> position in the data files; result files keep this order."""
         self.records: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, str] = {}
         self.stats = EngineStats()
@@ -81,12 +81,12 @@ class EvalbenchSession:
                 for file in dataset_files(self.bench_dir, self.run.dataset):
                     items[file] = load_items(file, policy, start=sum(len(v) for v in items.values()))
                 check_unique(items)
-                self.case_order = {item.name: item.index for file_items in items.values() for item in file_items}
+                self.order = {item.name: item.index for file_items in items.values() for item in file_items}
                 for file, file_items in items.items():
                     self._cases[file] = (file_items, check_dataset)
             else:
                 scenarios = load_scenarios(self.bench_dir, self.run.spec)
-                self.scenario_order = {s.id: i for i, s in enumerate(scenarios)}
+                self.order = {s.id: i for i, s in enumerate(scenarios)}
                 self._cases[path] = (self.run.scenario_cases(scenarios), check_scenario)
         return self._cases[path]
 
@@ -234,38 +234,31 @@ class EvalbenchSession:
             self.finish_error = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        session.exitstatus = self.outcome.exit_code(int(exitstatus), self.run.spec.gate.mode)
+        session.exitstatus = self.outcome.exit_code(int(exitstatus))
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
+        if not self.order:  # the controller under xdist collects nothing itself
+            self.cases_for(self.data_files()[0])
+        table: list[str] | None = None
         if run.spec.kind == "dataset":
             from .dataset.report import agent_table, as_target_results
             from .dataset.store import write_dataset_results
 
-            if not self.case_order:
-                self.cases_for(self.data_files()[0])
-            results = write_dataset_results(self.bench_dir, records, self.case_order)
-            outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, as_target_results(results),
-                                    gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
-                                    incomplete_reasons(self.errors, exitstatus))
-            outcome.table = agent_table(results)
-            write_run_status(self.bench_dir / LAST_RUN, self, outcome)
-            self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
-                                                      results=results, records=records)
-            return outcome
-        results = write_results(self.bench_dir, records, self.scenario_order or self._order_from_disk())
-        incomplete = incomplete_reasons(self.errors, exitstatus)
-        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, results,
-                                gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(), incomplete)
+            results = write_dataset_results(self.bench_dir, records, self.order)
+            gated, table = as_target_results(results), agent_table(results)
+        else:
+            results = gated = write_results(self.bench_dir, records, self.order)
+        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
+                                gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
+                                incomplete_reasons(self.errors, exitstatus))
+        if table is not None:
+            outcome.table = table
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=results, records=records)
         return outcome
-
-    def _order_from_disk(self) -> dict[str, int]:
-        self.cases_for(self.bench_dir / SCENARIOS_FILE)
-        return self.scenario_order
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """Pass rates with intervals, gate results and the LLM traffic of the run."""

@@ -121,10 +121,6 @@ class PairedResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PairedResult:
-        return cls(**data)
-
 
 def paired_comparison(baseline: dict[str, bool], current: dict[str, bool], z: float = Z95) -> PairedResult:
     """Compare two runs case by case over the keys present in both (others are ignored).

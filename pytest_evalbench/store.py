@@ -113,6 +113,15 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     dump_json(run_dir / "cost.json", cost)
 
 
+def read_run_rows(bench_dir: Path, filename: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
+    runs = bench_dir / RUNS_DIR
+    if not runs.is_dir():
+        return {}
+    return {run_dir.name: read_rows(run_dir / filename)
+            for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
+
+
 def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
     """Write every touched target's run files, then results.json over all runs on disk."""
     by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -121,13 +130,10 @@ def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dic
     runs = bench_dir / RUNS_DIR
     for target_id in sorted(by_target):
         write_target_run(runs / target_id, by_target[target_id], order)
-    rows_by_model: dict[str, list[dict[str, Any]]] = {}
-    if runs.is_dir():
-        for run_dir in sorted(p for p in runs.iterdir() if (p / "scores.json").is_file()):
-            rows = read_rows(run_dir / "scores.json")
-            for row in rows:
-                row.setdefault("target_model", run_dir.name)
-            rows_by_model[run_dir.name] = rows
+    rows_by_model = read_run_rows(bench_dir, "scores.json")
+    for target_id, rows in rows_by_model.items():
+        for row in rows:
+            row.setdefault("target_model", target_id)
     results = aggregate(rows_by_model)
     if rows_by_model:
         dump_json(bench_dir / "results.json", _validated(ModelResult, results))
