@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from pytest_evalbench.testing import Reply, by_model
+from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 USER, TARGET, JUDGE = "sim-user", "sim-target", "sim-judge"
 
@@ -71,3 +71,11 @@ def script(present: Any = True, *, user: Any = "Thought: ok\nMessage: I need som
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+def dead_base_url() -> str:
+    """The base URL of a server that has just stopped: connections to it are refused."""
+    server = FakeLLMServer().start()
+    url = server.base_url
+    server.stop()
+    return url

@@ -286,7 +286,6 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.peak_concurrency: int = 0
         self._responder: Responder = responder or _echo_ok
-        self._host = _LOOPBACK
         self._port = port
         self._lock = threading.Lock()
         self._active = 0
@@ -303,7 +302,7 @@ class FakeLLMServer:
         if self._httpd is not None:
             raise RuntimeError("FakeLLMServer is already running")
         self._stopping = threading.Event()
-        httpd = _HTTPServer((self._host, self._port), _Handler)
+        httpd = _HTTPServer((_LOOPBACK, self._port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -349,7 +348,7 @@ class FakeLLMServer:
     @property
     def base_url(self) -> str:
         """What to pass as `base_url` to the OpenAI client."""
-        return f"http://{self._host}:{self.port}/v1"
+        return f"http://{_LOOPBACK}:{self.port}/v1"
 
     def set_responder(self, responder: Responder) -> None:
         """Swap the script between phases of a test without restarting the server."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_json, script, write_benchmark
 
 from pytest_evalbench.aggregate import aggregate
 from pytest_evalbench.gating import compare_with_baseline, make_baseline
@@ -164,12 +165,7 @@ def test_hash_selects_a_conversation(report: dict[str, Any], tmp_path: Path) -> 
 
 def test_plugin_writes_report_that_renders(pytester: pytest.Pytester, bench_env: Any, tmp_path: Path) -> None:
     """`--evalbench-html` end to end: run a benchmark, open the file, see its numbers."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parents[1]))
-    from helpers import DEFAULT_SCENARIOS, read_json, script, write_benchmark
-
-    bench = write_benchmark(pytester.path, scenarios=DEFAULT_SCENARIOS)
+    bench = write_benchmark(pytester.path)
     bench_env.set_responder(script(True, target="I can help with that TRANSCRIPT-MARKER"))
     pytester.runpytest("--benchmark=demo", "--evalbench-html=report.html").assert_outcomes(passed=2, failed=2)
     [summary] = read_json(bench / "results.json")

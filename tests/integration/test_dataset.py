@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -43,16 +42,18 @@ def write_dataset(root: Path, cases: list[dict[str, Any]] | None = None, **spec:
     data.pop("gate", None)
     data.update(spec)
     (bench / "benchmark.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    rows = cases if cases is not None else [json.loads(line) for line in (EXAMPLE / "cases.jsonl").read_text().splitlines()]
+    rows = cases if cases is not None else example_rows()
     (bench / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return bench
 
 
+def example_rows() -> list[dict[str, Any]]:
+    """The example benchmark's cases, freshly parsed (callers may change them)."""
+    return [json.loads(line) for line in (EXAMPLE / "cases.jsonl").read_text().splitlines()]
+
+
 def example_case(index: int = 0, **changes: Any) -> dict[str, Any]:
-    rows = [json.loads(line) for line in (EXAMPLE / "cases.jsonl").read_text().splitlines()]
-    row = copy.deepcopy(rows[index])
-    row.update(changes)
-    return row
+    return {**example_rows()[index], **changes}
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

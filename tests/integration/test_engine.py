@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SECRET
-from helpers import JUDGE, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, METRICS, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.gate import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
@@ -48,7 +48,6 @@ def test_cache_key_follows_what_changes_the_output(pytester: pytest.Pytester, be
     pytester.runpytest("--benchmark=demo")
     bench_env.reset()
     # the metric's examples (shown to the judge only) changed: only the judge call is new
-    from helpers import METRICS
     metrics = [dict(METRICS[0], examples=["A new example?"]), METRICS[1]]
     write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")], metrics=metrics)
     pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)

@@ -9,32 +9,13 @@ from typing import Any
 
 import pytest
 from conftest import SECRET
-from helpers import JUDGE, TARGET, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, TARGET, dead_base_url, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.gate import EXIT_INCOMPLETE
-from pytest_evalbench.testing import FakeLLMServer, Reply
+from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 
 FAST = ["--evalbench-timeout=0.5", "--evalbench-max-attempts=3", "--evalbench-retry-budget=5",
         "--evalbench-cache=off"]
-
-
-def failing_first(n: int, fault: Reply, model: str = JUDGE) -> Any:
-    """The first n calls to `model` get `fault`, the rest are answered normally."""
-    seen = {"n": 0}
-    normal = script(True)
-
-    def respond(request: dict[str, Any]) -> Any:
-        if request["model"] == model:
-            seen["n"] += 1
-            if seen["n"] <= n:
-                return fault
-        return normal(request)
-    return respond
-
-
-def only(model: str, fault: Reply) -> Any:
-    normal = script(True)
-    return lambda request: fault if request["model"] == model else normal(request)
 
 
 def judge_requests(server: FakeLLMServer) -> int:
@@ -47,7 +28,7 @@ def judge_requests(server: FakeLLMServer) -> int:
 def test_transient_faults_recover_transparently(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                 fault: Reply) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
-    bench_env.set_responder(failing_first(2, fault))
+    bench_env.set_responder(script(sequence(fault, fault, True)))  # the judge's first two calls fail
     result = pytester.runpytest("--benchmark=demo", *FAST)
     result.assert_outcomes(passed=1)
     assert judge_requests(bench_env) == 3
@@ -65,8 +46,7 @@ def test_persistent_faults_are_bounded_errors_and_keep_other_rows(pytester: pyte
                                                                   fault: Reply, kind: str) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"),
                                                       scenario("m02_s001_v01", "m02")])
-    normal = script(False)
-    bench_env.set_responder(lambda r: fault if r["model"] == JUDGE and "m02" in json.dumps(r) else normal(r))
+    bench_env.set_responder(script(lambda r: fault if "m02" in json.dumps(r) else False))
     started = time.monotonic()
     result = pytester.runpytest("--benchmark=demo", *FAST)
     assert time.monotonic() - started < 15
@@ -80,7 +60,7 @@ def test_persistent_faults_are_bounded_errors_and_keep_other_rows(pytester: pyte
 
 def test_retry_budget_bounds_total_time(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
-    bench_env.set_responder(only(JUDGE, Reply(status=429, headers={"Retry-After": "1"})))
+    bench_env.set_responder(script(lambda r: Reply(status=429, headers={"Retry-After": "1"})))
     started = time.monotonic()
     result = pytester.runpytest("--benchmark=demo", "--evalbench-max-attempts=50", "--evalbench-retry-budget=1.5",
                                 "--evalbench-cache=off")
@@ -92,7 +72,7 @@ def test_retry_budget_bounds_total_time(pytester: pytest.Pytester, bench_env: Fa
 
 def test_truncated_structured_output_is_unscored(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
-    bench_env.set_responder(only(JUDGE, Reply(content='{"justification": "x", "pres', finish_reason="length")))
+    bench_env.set_responder(script(lambda r: Reply(content='{"justification": "x", "pres', finish_reason="length")))
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(errors=1)
     assert judge_requests(bench_env) == 3
@@ -109,9 +89,7 @@ def test_connection_refused_stops_retrying_quickly(pytester: pytest.Pytester,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 21)]
     write_benchmark(pytester.path, scenarios=rows)
-    server = FakeLLMServer().start()
-    url = server.base_url
-    server.stop()
+    url = dead_base_url()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     started = time.monotonic()
     result = pytester.runpytest("--benchmark=demo", f"--evalbench-base-url={url}", "--evalbench-max-attempts=3")

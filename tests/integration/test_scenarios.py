@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers import JUDGE, TARGET, USER, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, TARGET, USER, dead_base_url, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench import schemas
 from pytest_evalbench.testing import FakeLLMServer, Reply
@@ -212,9 +212,7 @@ def test_string_false_is_not_true(pytester: pytest.Pytester, bench_env: FakeLLMS
 
 def test_endpoint_down_is_error_not_failure(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01")])
-    server = FakeLLMServer().start()
-    dead_url = server.base_url
-    server.stop()
+    dead_url = dead_base_url()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     result = pytester.runpytest("--benchmark=demo", f"--evalbench-base-url={dead_url}",
                                 "--evalbench-max-attempts=2")
