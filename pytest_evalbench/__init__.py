@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
-from .models import BenchmarkSpec, Metric, Scenario, TargetConfig
+from .scenarios.models import Scenario
+from .spec import BenchmarkSpec, Metric, TargetConfig
 from .targets import TargetReply
 
 __version__ = "0.1.0"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .options import positive_int
+from .plugin.options import positive_int
 
 
 def _authoring_options() -> argparse.ArgumentParser:

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .dataset.report import DATASET_TYPES
-from .models import BenchmarkSpec, ConversationRow, ModelResult, PhaseCost, Scenario, ScoreRow
+from .dataset.summary import DATASET_TYPES
+from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
+from .spec import BenchmarkSpec, PhaseCost
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 

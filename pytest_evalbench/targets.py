@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from .errors import TargetError, UnusableAnswer
 from .llm.engine import Engine
 from .llm.types import Endpoint, Usage
-from .models import ToolCall
+from .spec import ToolCall
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..structured import parse_as, strict_schema
+from ..llm.structured import parse_as, strict_schema
 
 TRAITS: dict[str, tuple[str, list[str]]] = {
     "RelevanceExplain": (

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.engine import Engine
-from ..structured import MAX_ATTEMPTS, ask
+from ..llm.structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
 from ..targets import Target
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
@@ -35,6 +35,10 @@ class DatasetItem:
 
     @property
     def name(self) -> str:
+        return self.case.case_id
+
+    @property
+    def row_id(self) -> str:
         return self.case.case_id
 
     @property

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ..store import USAGE_LEDGER, dump_json, ledger_totals, read_ledger, read_rows, update_cost_file
-from .report import AgentSummary, CaseResult, summarize_agents
+from .summary import AgentSummary, CaseResult, summarize_agents
 
 CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"

@@ -60,11 +60,13 @@ class EngineStats:
     spent: float = 0.0
     peak_in_flight: int = 0
     usage: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
+    unpriced: set[str] = field(default_factory=set)
+    """Models that had no price: counted as $0 and named in the summary (merged across workers)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
                 "failures": dict(self.failures), "spent": self.spent, "peak_in_flight": self.peak_in_flight,
-                "usage": {k: v.to_json() for k, v in self.usage.items()}}
+                "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.requests += int(data.get("requests", 0))
@@ -75,6 +77,7 @@ class EngineStats:
         self.peak_in_flight = max(self.peak_in_flight, int(data.get("peak_in_flight", 0)))
         for key, value in data.get("usage", {}).items():
             self.usage[key].add(Usage.from_json(value))
+        self.unpriced.update(data.get("unpriced", []))
 
 
 def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
@@ -258,6 +261,7 @@ class Engine:
                                 local=endpoint.provider == "local")
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)
         self.stats.usage[f"{phase}:{role}"].add(usage)
+        self.stats.unpriced.update(self.prices.unpriced)
         if ledger is not None:
             ledger.setdefault(phase, Usage()).add(usage)
         if not completion.cached:

@@ -13,7 +13,8 @@ import yaml
 
 from pytest_evalbench import schemas
 from pytest_evalbench.__main__ import main
-from pytest_evalbench.loading import load_scenarios, load_spec
+from pytest_evalbench.loading import load_spec
+from pytest_evalbench.scenarios.loading import load_scenarios
 from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 
 GEN = "gen-user"

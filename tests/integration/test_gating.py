@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.gate import EXIT_INCOMPLETE, EXIT_REGRESSION
+from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, EXIT_REGRESSION
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_evalbench.aggregate import aggregate
-from pytest_evalbench.models import derive_pass
-from pytest_evalbench.store import merge_rows
+from pytest_evalbench.scenarios.aggregate import aggregate
+from pytest_evalbench.scenarios.models import derive_pass
+from pytest_evalbench.scenarios.store import merge_rows
 
 
 @given(st.one_of(st.none(), st.booleans()), st.sampled_from(["positive", "negative"]))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InputError
 from ..loading import NAME_RE, SPEC_FILE, validate_as
-from ..models import BenchmarkSpec
+from ..spec import BenchmarkSpec
 from .models import DatasetError, load_cases
 from .policy import DOCUMENTED_POLICY, ScoringPolicy
 from .runner import DatasetItem

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .llm.engine import Engine
-from .llm.types import Endpoint, Usage
+from .engine import Engine
+from .types import Endpoint, Usage
 
 MAX_ATTEMPTS = 3
 T = TypeVar("T")

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .llm.engine import Engine
-from .llm.types import Endpoint, Usage
-from .models import Message, Metric
-from .structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
+from ..llm.engine import Engine
+from ..llm.types import Endpoint, Usage
+from ..spec import Message, Metric
+from ..llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
 
 
 class JudgeAnswer(BaseModel):

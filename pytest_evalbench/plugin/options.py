@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from .gate import GateSettings
-from .gating import CompareRule, parse_compare_rule
-from .llm.cache import CACHE_MODES
-from .llm.engine import EngineSettings
-from .runner import RunSettings
+from ..gate.outcome import GateSettings
+from ..gate.compare import CompareRule, parse_compare_rule
+from ..llm.cache import CACHE_MODES
+from ..llm.engine import EngineSettings
+from ..settings import RunSettings
 
 
 def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:

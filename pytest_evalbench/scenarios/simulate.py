@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UnusableAnswer
-from .llm.engine import Engine
-from .llm.types import Endpoint, Usage
-from .models import Generation, Message, Metric, Scenario
-from .targets import Target
+from ..errors import UnusableAnswer
+from ..llm.engine import Engine
+from ..llm.types import Endpoint, Usage
+from ..spec import Generation, Message, Metric
+from .models import Scenario
+from ..targets import Target
 
 TERMINATE = "terminate conversation"
 MAX_REASKS = 2

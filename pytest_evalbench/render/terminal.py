@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .llm.cache import atomic_write_text
+from ..llm.cache import atomic_write_text
 
 LAST_RUN = "last_run.json"
 
@@ -34,9 +34,8 @@ def summary_lines(session: Any) -> list[str]:
                  f"peak {stats.peak_in_flight} in flight, ${stats.spent:.4f} spent this run")
     for key, usage in sorted(stats.usage.items()):
         lines.append(f"  {key:<18} {usage.input_tokens:>9} in {usage.output_tokens:>8} out  ${usage.cost:.4f}")
-    run = session._run
-    if run is not None and run.engine.prices.unpriced:
-        lines.append("no price for: " + ", ".join(sorted(run.engine.prices.unpriced))
+    if stats.unpriced:
+        lines.append("no price for: " + ", ".join(sorted(stats.unpriced))
                      + " (counted as $0; add `pricing:` to benchmark.yaml)")
     return lines
 

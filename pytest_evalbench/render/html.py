@@ -15,8 +15,8 @@ import json
 import re
 from typing import Any
 
-from .gating import metric_counts
-from .stats import RateEstimate
+from ..gate.compare import metric_counts
+from ..gate.stats import RateEstimate
 
 VARIANT_ID = re.compile(r"^(?P<base>.+)_v\d+$")
 DISAGREE_SPREAD = 0.5

@@ -1,7 +1,7 @@
-"""Pydantic models of the benchmark definition and of every result file.
+"""Pydantic models of benchmark.yaml and of the pieces both benchmark kinds share (messages,
+tool calls, cost entries). Kind-specific rows live in `scenarios/models.py` and `dataset/`.
 
-The JSON Schemas shipped in `pytest_evalbench/schemas/` are generated from these models
-(`python -m pytest_evalbench schemas`), so the file formats of `output-schema.md` live here once.
+The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
 """
 
 from __future__ import annotations
@@ -133,43 +133,7 @@ class BenchmarkSpec(_Strict):
         return next((m for m in self.metrics if m.id == metric_id), None)
 
 
-# --------------------------------------------------------------------------- scenarios.json
-
-
-class Landmark(_Strict):
-    turn: int = Field(ge=1)
-    instruction: str
-
-
-class Scenario(_Strict):
-    """One row of scenarios.json: metric × base scenario × demographic variant."""
-
-    id: str
-    metric_id: str
-    metric_name: Optional[str] = None
-    metric_type: Optional[MetricType] = None
-    persona: str
-    user_goal: str
-    latent_adversarial_goal: str = ""
-    landmarks: list[Landmark] = Field(default_factory=list)
-    demographic: dict[str, str] = Field(default_factory=dict)
-    user_persona: Optional[str] = Field(default=None, exclude=True)
-    """Legacy field of the original pipeline: the demographic rewrite. When present it is the
-    persona the simulation uses (the original lost it)."""
-
-    @field_validator("id")
-    @classmethod
-    def _safe_id(cls, value: str) -> str:
-        if not SAFE_ID.match(value):
-            raise ValueError(f"scenario id {value!r} must match {SAFE_ID.pattern}")
-        return value
-
-    @property
-    def effective_persona(self) -> str:
-        return self.user_persona or self.persona
-
-
-# --------------------------------------------------------------------------- result files
+# --------------------------------------------------------------------------- shared pieces
 
 
 class ToolCall(BaseModel):
@@ -186,66 +150,8 @@ class Message(BaseModel):
     tool_calls: Optional[list[ToolCall]] = None
 
 
-class TargetRef(_Strict):
-    id: str
-    model: Optional[str]
-
-
-class ConversationRow(Scenario):
-    """conversations.json row: the scenario extended with the transcript."""
-
-    conv_id: str
-    target: TargetRef
-    transcript: list[Message]
-    sample: int = Field(ge=0)
-
-
-class ScoreRow(_Strict):
-    """scores.json row. present/passed/score are null when the judgment is unscored."""
-
-    id: str
-    metric_id: str
-    metric_name: str
-    metric_type: MetricType
-    target_model: str
-    conv_id: str
-    present: Optional[bool]
-    passed: Optional[bool]
-    score: Optional[Literal[0, 1]]
-    justification: str
-    sample: int = Field(ge=0)
-
-
-class RateSummary(_Strict):
-    pass_rate: Optional[float]
-    n_passed: int
-    n_total: int
-
-
-class ModelResult(_Strict):
-    """results.json entry."""
-
-    target_model: str
-    positive_pass_rate: Optional[float]
-    negative_pass_rate: Optional[float]
-    n_positive: int
-    n_negative: int
-    n_total: int
-    by_metric: dict[str, RateSummary]
-    by_scenario: dict[str, RateSummary]
-
-
 class PhaseCost(_Strict):
     phase: str
     cost: float
     input_tokens: int
     output_tokens: int
-
-
-def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, int | None]:
-    """`passed` and `score` from the judge's `present` (output-schema.md): a negative metric
-    passes when the behaviour is absent. Unscored stays unscored."""
-    if present is None:
-        return None, None
-    passed = present if metric_type == "positive" else not present
-    return passed, int(passed)

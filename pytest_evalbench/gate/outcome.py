@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .gating import (Comparison, CompareRule, ThresholdRules, check_thresholds_report, compare_with_baseline,
+from ..errors import InputError
+from .compare import (Comparison, CompareRule, ThresholdRules, check_thresholds_report, compare_with_baseline,
                      load_baseline, make_baseline, summary_table)
-from .html_report import render_html
-from .llm.cache import atomic_write_text
-from .loading import validate_as
-from .store import read_run_rows
+from ..render.html import render_html
+from ..llm.cache import atomic_write_text
+from ..loading import validate_as
+from ..scenarios.store import read_run_rows
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6

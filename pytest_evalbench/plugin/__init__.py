@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
+from . import hookspecs, xdist
 from .options import add_options, build_settings
 from .session import EvalbenchSession, SESSION_KEY
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
@@ -35,6 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
+        xdist.register(config)
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -1,0 +1,69 @@
+"""Collection nodes: a benchmark data file becomes one test item per case.
+
+Items are `pytest.Function`s whose test body only reports the outcome the core decided, so the
+LLM work happens in fixtures (ERROR on infrastructure problems, FAILED on quality misses) and
+users can override `evalbench_*` fixtures like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..errors import EvalbenchError
+
+CASE_KEY = pytest.StashKey[Any]()
+OUTCOME_KEY = pytest.StashKey[Any]()
+
+
+def check_case(evalbench_record: dict[str, Any], request: pytest.FixtureRequest) -> None:
+    """Fail with the core's message when the case's outcome is `failed`."""
+    outcome = request.node.stash[OUTCOME_KEY]
+    if outcome.status == "failed":
+        pytest.fail(outcome.message, pytrace=False)
+
+
+class CaseItem(pytest.Function):
+    """One benchmark case (scenario × target × sample, or a dataset case)."""
+
+    def __init__(self, *, case: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stash[CASE_KEY] = case
+        node_id = getattr(self, "_id", None)
+        if node_id is not None and hasattr(type(node_id), "parse"):
+            # pytest >= 9.2 keeps structured ids and offers no public way to give a Function a
+            # "[params]" suffix without a callspec; without it --lf (which parses stored ids) would
+            # never match the item. The only private attribute this package touches.
+            self._id = type(node_id).parse(str(node_id))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.parent.name}::{self.name}" if self.parent else self.name
+
+
+class CaseFile(pytest.File):
+    """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
+
+    def collect(self) -> Iterator[CaseItem]:
+        from .session import SESSION_KEY
+
+        session = self.config.stash[SESSION_KEY]
+        try:
+            cases = session.cases_for(self.path)
+        except EvalbenchError as exc:
+            raise self.CollectError(str(exc)) from None
+        for case in cases:
+            yield CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
+                                       keywords=dict(case.keywords))
+
+
+class BrokenBenchmark(pytest.File):
+    """Stands for a benchmark whose definition cannot be loaded, so the error is reported once."""
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.message = message
+
+    def collect(self) -> Iterator[pytest.Item]:
+        raise self.CollectError(self.message)

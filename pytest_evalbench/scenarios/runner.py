@@ -1,0 +1,91 @@
+"""One scenario item: scenario row × target × sample, simulated then judged into a record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import BenchmarkRun
+from ..llm.types import Usage
+from .judge import judge
+from .models import Scenario, derive_pass
+from .simulate import simulate
+
+
+@dataclass(frozen=True)
+class ScenarioCase:
+    """One test item of a scenario benchmark: scenario row × target × sample."""
+
+    scenario: Scenario
+    target_id: str
+    sample: int
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.scenario.id}[{self.target_id}-s{self.sample}]"
+
+    @property
+    def conv_id(self) -> str:
+        return f"{self.scenario.id}__{self.target_id}"
+
+    @property
+    def row_id(self) -> str:
+        return self.scenario.id
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        """`-k` selects by metric id, metric type and target as whole words."""
+        return {self.scenario.metric_id: True, self.target_id: True, str(self.scenario.metric_type): True}
+
+
+@dataclass
+class CaseRecord:
+    """What one item produced; travels from worker to controller as `to_json()`."""
+
+    benchmark: str
+    target_id: str
+    conversation: dict[str, Any] | None
+    score: dict[str, Any] | None
+    usage: dict[str, Usage]
+    status: str  # passed | failed | unscored
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "target_id": self.target_id, "conversation": self.conversation,
+                "score": self.score, "usage": {k: v.to_json() for k, v in self.usage.items()},
+                "status": self.status}
+
+
+async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
+    """Simulate the conversation and judge it; LLM failures propagate (item ERROR)."""
+    scenario = case.scenario
+    metric = run.spec.metric(scenario.metric_id)
+    assert metric is not None  # loading checked it
+    target = run.targets[case.target_id]
+    ledger: dict[str, Usage] = {}
+    transcript = await simulate(scenario, metric, run.spec.generation,
+                                user=run.require(run.user, "user_model"), target=target,
+                                engine=run.engine, sample=case.sample, ledger=ledger)
+    if not any(m.role == "assistant" for m in transcript.messages):
+        verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
+                                                "before the target replied")
+    else:
+        verdict = await judge(metric, transcript.messages, evaluator=run.require(run.evaluator,
+                              "evaluator_model"), engine=run.engine, sample=case.sample, ledger=ledger)
+        verdict_present, justification = verdict.present, verdict.justification
+    passed, score = derive_pass(verdict_present, metric.type)
+    conversation = {
+        **scenario.model_dump(mode="json", exclude={"user_persona"}),
+        "persona": scenario.effective_persona,
+        "conv_id": case.conv_id,
+        "target": {"id": case.target_id, "model": target.model},
+        "transcript": [m.model_dump(mode="json", exclude_none=True) for m in transcript.messages],
+        "sample": case.sample,
+    }
+    score_row = {
+        "id": scenario.id, "metric_id": metric.id, "metric_name": metric.name, "metric_type": metric.type,
+        "target_model": case.target_id, "conv_id": case.conv_id, "present": verdict_present,
+        "passed": passed, "score": score, "justification": justification, "sample": case.sample,
+    }
+    status = "unscored" if passed is None else ("passed" if passed else "failed")
+    return CaseRecord(run.spec.name, case.target_id, conversation, score_row, ledger, status)

@@ -1,0 +1,90 @@
+"""Writing the documented result files: merge this session's rows into what is on disk.
+
+A subset run (node id, -k, --lf) replaces only the rows it produced; rows of cases that did not
+run stay. Rows are ordered by scenario order, then sample, so `-n 4` and `-n 0` write identical
+files. Every file is validated against its model and written atomically.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from ..store import USAGE_LEDGER, dump_json, ledger_totals, phase_cost, read_ledger, read_rows
+from .aggregate import aggregate
+from .models import ConversationRow, ModelResult, ScoreRow
+
+RUNS_DIR = "runs"
+PHASES = ("simulate", "evaluate")
+
+
+def _validated(model: type[BaseModel], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    TypeAdapter(list[model]).validate_python(rows)  # type: ignore[valid-type]
+    return rows
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, int]:
+    return str(row.get("id")), int(row.get("sample") or 0)
+
+
+def merge_rows(existing: list[dict[str, Any]], new: list[dict[str, Any]], order: dict[str, int],
+               ) -> list[dict[str, Any]]:
+    """New rows replace old ones with the same (id, sample); rows of unknown scenarios are dropped."""
+    merged = {row_key(r): r for r in existing if r.get("id") in order}
+    merged.update({row_key(r): r for r in new})
+    return sorted(merged.values(), key=lambda r: (order.get(r["id"], len(order)), int(r.get("sample") or 0)))
+
+
+def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int]) -> None:
+    """Merge one target's records into its conversations.json, scores.json and cost.json."""
+    conversations = [r["conversation"] for r in records if r.get("conversation")]
+    scores = [r["score"] for r in records if r.get("score")]
+    conv_rows = merge_rows(read_rows(run_dir / "conversations.json"), conversations, order)
+    score_rows = merge_rows(read_rows(run_dir / "scores.json"), scores, order)
+
+    ledger_path = run_dir / USAGE_LEDGER
+    ledger = read_ledger(ledger_path)
+    for record in records:
+        if record.get("conversation"):
+            conv = record["conversation"]
+            ledger[f"{conv['id']}|{conv['sample']}"] = record["usage"]
+    live = {f"{r['id']}|{r['sample']}" for r in conv_rows}
+    ledger = {k: v for k, v in sorted(ledger.items()) if k in live}
+    totals = ledger_totals(ledger)
+    cost = {phase: phase_cost(phase, totals[phase]) for phase in PHASES}
+
+    dump_json(run_dir / "conversations.json", _validated(ConversationRow, conv_rows))
+    dump_json(run_dir / "scores.json", _validated(ScoreRow, score_rows))
+    dump_json(ledger_path, ledger)
+    dump_json(run_dir / "cost.json", cost)
+
+
+def read_run_rows(bench_dir: Path, filename: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
+    runs = bench_dir / RUNS_DIR
+    if not runs.is_dir():
+        return {}
+    return {run_dir.name: read_rows(run_dir / filename)
+            for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
+
+
+def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
+    """Write every touched target's run files, then results.json over all runs on disk."""
+    by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_target[record["target_id"]].append(record)
+    runs = bench_dir / RUNS_DIR
+    for target_id in sorted(by_target):
+        write_target_run(runs / target_id, by_target[target_id], order)
+    rows_by_model = read_run_rows(bench_dir, "scores.json")
+    for target_id, rows in rows_by_model.items():
+        for row in rows:
+            row.setdefault("target_model", target_id)
+    results = aggregate(rows_by_model)
+    if rows_by_model:
+        dump_json(bench_dir / "results.json", _validated(ModelResult, results))
+    return results

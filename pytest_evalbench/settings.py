@@ -1,0 +1,24 @@
+"""Run settings: everything the command line decides, resolved once and free of pytest so the CLI
+and the plugin share it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .llm.engine import EngineSettings
+
+
+@dataclass
+class RunSettings:
+    """Everything the command line decides (resolved once, on the controller)."""
+
+    benchmark: str
+    targets: list[str] = field(default_factory=list)
+    user_model: str | None = None
+    judge_model: str | None = None
+    base_url: str | None = None
+    provider: str | None = None
+    cache_mode: str = "on"
+    cache_dir: Path | None = None
+    engine: EngineSettings = field(default_factory=EngineSettings)
