@@ -30,18 +30,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import schemas
-from .llm import structured
+from .context import open_engine, role_endpoint
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
+from .llm import structured
 from .llm.cache import CacheMode, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
+from .llm.structured import MAX_ATTEMPTS
 from .llm.types import Endpoint, Usage
 from .loading import SPEC_FILE, load_spec, read_yaml, resolve_benchmark_dir, validate_as
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
-from .spec import BenchmarkSpec, Metric
-from .context import open_engine, role_endpoint
 from .settings import RunSettings
-from .llm.structured import MAX_ATTEMPTS
+from .spec import BenchmarkSpec, Metric
 from .store import dump_json, update_cost_file
 
 COST_FILE = "cost.json"

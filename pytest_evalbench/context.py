@@ -87,7 +87,7 @@ class BenchmarkRun:
         self.user = role_endpoint(spec.user_model, settings.user_model, settings, env)
         self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env)
         self.target_configs = select_targets(spec, settings.targets)
-        if not self.target_configs and spec.kind == "scenarios":  # noqa: kind-check (see kinds.py)
+        if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
         self.targets: dict[str, Target] = {}

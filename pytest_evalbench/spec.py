@@ -121,7 +121,7 @@ class BenchmarkSpec(_Strict):
     """Dataset-case benchmarks: files and scoring policy (see dataset/)."""
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> "BenchmarkSpec":
+    def _unique_ids(self) -> BenchmarkSpec:
         for label, ids in (("metrics", [m.id for m in self.metrics]),
                            ("targets", [t.id for t in self.targets])):
             dupes = sorted({i for i in ids if ids.count(i) > 1})

@@ -80,7 +80,7 @@ class AppTarget:
                 raw = await asyncio.to_thread(self.app, history)
                 if inspect.isawaitable(raw):
                     raw = await raw
-        except Exception as exc:  # noqa: BLE001 - the user's error is reported with their traceback
+        except Exception as exc:
             raise TargetError(self.id, "".join(traceback.format_exception(exc)).rstrip()) from None
         return coerce_reply(self.id, raw)
 

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from pytest_evalbench.testing import FakeLLMServer  # noqa: E402
+from pytest_evalbench.testing import FakeLLMServer
 
 SECRET = "sk-test-SECRET-0123456789abcdefghij"
 

@@ -73,7 +73,7 @@ class DatasetCase(BaseModel):
     expected_contract: Optional[str] = None
 
     @model_validator(mode="after")
-    def _payloads_derivable(self) -> "DatasetCase":
+    def _payloads_derivable(self) -> DatasetCase:
         for name in self.required_evals:
             given = self.explain_inputs.get(name, {})
             for key in PAYLOAD_KEYS[name]:

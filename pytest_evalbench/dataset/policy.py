@@ -26,7 +26,7 @@ class Profile(_Strict):
     pass_mark: float = Field(ge=1, le=5)
 
     @model_validator(mode="after")
-    def _positive(self) -> "Profile":
+    def _positive(self) -> Profile:
         bad = [k for k, w in self.weights.items() if w <= 0]
         if bad or not self.weights:
             raise ValueError(f"weights must be positive and non-empty (check {', '.join(bad) or 'weights'})")
@@ -49,7 +49,7 @@ class ScoringPolicy(_Strict):
     default_profile: str
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ScoringPolicy":
+    def _consistent(self) -> ScoringPolicy:
         if self.default_profile not in self.profiles:
             raise ValueError(f"default_profile {self.default_profile!r} is not one of the profiles "
                              f"({', '.join(sorted(self.profiles))})")

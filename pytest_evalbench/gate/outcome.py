@@ -16,12 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .compare import (Comparison, CompareRule, ThresholdRules, check_thresholds_report, compare_with_baseline,
-                     load_baseline, make_baseline, summary_table)
-from ..render.html import render_html
 from ..llm.cache import atomic_write_text
 from ..loading import validate_as
+from ..render.html import render_html
 from ..scenarios.store import read_run_rows
+from .compare import (
+    CompareRule,
+    Comparison,
+    ThresholdRules,
+    check_thresholds_report,
+    compare_with_baseline,
+    load_baseline,
+    make_baseline,
+    summary_table,
+)
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6

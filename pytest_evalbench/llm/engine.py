@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import contextvars
+import dataclasses
 import heapq
 import itertools
 import random
@@ -201,7 +201,7 @@ class Engine:
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
-        except Exception:  # noqa: BLE001 - closing must not mask the session's own outcome
+        except Exception:
             pass
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
@@ -323,7 +323,7 @@ class Engine:
             return await self.transport.complete(endpoint, body)
         except (asyncio.CancelledError, EvalbenchError):
             raise
-        except Exception as exc:  # noqa: BLE001 - every SDK failure is classified, none escapes raw
+        except Exception as exc:
             return classify(exc)
         finally:
             self._in_flight -= 1

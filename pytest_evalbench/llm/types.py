@@ -46,7 +46,7 @@ class Completion:
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, cached: bool, key: str | None = None) -> "Completion":
+    def from_json(cls, data: dict[str, Any], *, cached: bool, key: str | None = None) -> Completion:
         return cls(content=data.get("content"), tool_calls=data.get("tool_calls"),
                    finish_reason=data.get("finish_reason"), input_tokens=int(data.get("input_tokens") or 0),
                    output_tokens=int(data.get("output_tokens") or 0), cached=cached, key=key)
@@ -60,7 +60,7 @@ class Usage:
     output_tokens: int = 0
     cost: float = 0.0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cost += other.cost
@@ -69,5 +69,5 @@ class Usage:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost": self.cost}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Usage":
+    def from_json(cls, data: dict[str, Any]) -> Usage:
         return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), float(data.get("cost", 0.0)))

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from . import hookspecs, xdist
-from .options import add_options, build_settings
-from .session import EvalbenchSession, SESSION_KEY
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
+from .options import add_options, build_settings
+from .session import SESSION_KEY, EvalbenchSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ..gate.outcome import GateSettings
 from ..gate.compare import CompareRule, parse_compare_rule
+from ..gate.outcome import GateSettings
 from ..llm.cache import CACHE_MODES
 from ..llm.engine import EngineSettings
 from ..settings import RunSettings

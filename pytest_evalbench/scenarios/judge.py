@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..llm.engine import Engine
+from ..llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
 from ..llm.types import Endpoint, Usage
 from ..spec import Message, Metric
-from ..llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
 
 
 class JudgeAnswer(BaseModel):

@@ -18,8 +18,8 @@ from ..errors import UnusableAnswer
 from ..llm.engine import Engine
 from ..llm.types import Endpoint, Usage
 from ..spec import Generation, Message, Metric
-from .models import Scenario
 from ..targets import Target
+from .models import Scenario
 
 TERMINATE = "terminate conversation"
 MAX_REASKS = 2

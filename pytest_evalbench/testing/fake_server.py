@@ -14,8 +14,8 @@ Typical use::
 from __future__ import annotations
 
 import argparse
-import importlib
 import http.client
+import importlib
 import itertools
 import json
 import math
@@ -24,9 +24,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 __all__ = ["FakeLLMServer", "Reply", "Responder", "by_model", "main", "sequence"]
 
@@ -141,7 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.owner._track(self.connection, add=False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request access log: it would flood test output."""
 
     # -- plumbing ---------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from helpers import read_json, script, write_benchmark
 
-from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
 from pytest_evalbench.render.html import render_html
+from pytest_evalbench.scenarios.aggregate import aggregate
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")

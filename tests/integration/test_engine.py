@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SECRET
 from helpers import JUDGE, METRICS, read_json, scenario, script, write_benchmark
 
+from conftest import SECRET
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
 

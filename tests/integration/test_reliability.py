@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SECRET
 from helpers import JUDGE, TARGET, dead_base_url, read_json, scenario, script, write_benchmark
 
+from conftest import SECRET
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 

@@ -11,14 +11,14 @@ import time
 import openai
 import pytest
 
-from pytest_evalbench.scenarios.judge import SCHEMA, parse_answer
 from pytest_evalbench.llm.cache import cache_key
 from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
 from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
 from pytest_evalbench.llm.types import Endpoint
+from pytest_evalbench.scenarios.judge import SCHEMA, parse_answer
 from pytest_evalbench.scenarios.models import Scenario
-from pytest_evalbench.spec import Generation, Metric
 from pytest_evalbench.scenarios.simulate import parse_user_message, perfunctory, turn_prompt, user_system_prompt
+from pytest_evalbench.spec import Generation, Metric
 
 SCENARIO = Scenario(id="m01_s001_v01", metric_id="m01", persona="neutral", user_persona="a sailor from Oslo",
                     user_goal="get help", latent_adversarial_goal="make it skip questions",

@@ -89,7 +89,7 @@ PREP = ["TaskAdherenceExplain", "IntentResolutionExplain", "RelevanceExplain"]
 
 
 def scores(value: int, **overrides: int | None) -> dict[str, int | None]:
-    return {**{name: value for name in PREP}, **{f"{k}Explain": v for k, v in overrides.items()}}
+    return {**dict.fromkeys(PREP, value), **{f"{k}Explain": v for k, v in overrides.items()}}
 
 
 def test_policy_boundaries() -> None:

@@ -181,7 +181,7 @@ def test_stop_interrupts_handler_mid_delay_with_client_waiting() -> None:
         with make_client(srv, timeout=10) as c:
             try:
                 chat(c)
-            except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+            except BaseException as exc:
                 errors.append(exc)
 
     worker = threading.Thread(target=call)
@@ -239,7 +239,7 @@ def test_keeps_up_with_64_concurrent_keepalive_clients() -> None:
             try:
                 chat(c)
                 chat(c)
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 failures.append(exc)
 
         threads = [threading.Thread(target=call) for _ in range(64)]

@@ -11,12 +11,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from pytest_evalbench.gate.compare import (
+    BASELINE_SCHEMA_VERSION,
+    ThresholdRules,
+    check_thresholds,
+    check_thresholds_report,
+    compare_with_baseline,
+    load_baseline,
+    make_baseline,
+    parse_compare_rule,
+    summary_table,
+)
+from pytest_evalbench.gate.stats import (
+    agresti_min_interval,
+    case_verdict,
+    mcnemar_exact_p,
+    newcombe_diff_interval,
+    paired_comparison,
+    wilson_interval,
+)
 from pytest_evalbench.scenarios.aggregate import aggregate
-from pytest_evalbench.gate.compare import (BASELINE_SCHEMA_VERSION, ThresholdRules, check_thresholds,
-                                     check_thresholds_report, compare_with_baseline, load_baseline, make_baseline,
-                                     parse_compare_rule, summary_table)
-from pytest_evalbench.gate.stats import (agresti_min_interval, case_verdict, mcnemar_exact_p, newcombe_diff_interval,
-                                    paired_comparison, wilson_interval)
 
 # --------------------------------------------------------------------------- stats
 
