@@ -1,0 +1,5 @@
+"""Everything a person reads: terminal summary lines, last_run.json, the HTML report.
+
+Renders data handed to it (results, gate outcome, engine counters); computes no verdicts.
+No pytest import.
+"""
