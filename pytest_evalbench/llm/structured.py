@@ -52,7 +52,7 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
             out["required"] = list(out["properties"])
         return out
 
-    return walk(model.model_json_schema())  # type: ignore[no-any-return]
+    return walk(model.model_json_schema())
 
 
 def load_json(text: str | None) -> Any:
