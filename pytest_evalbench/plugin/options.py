@@ -85,7 +85,13 @@ def add_gate_options(group: Any) -> None:
                     default=None, help="Compare with a baseline file (95%% intervals, flipped cases). "
                                        "Default path: benchmarks/NAME/baseline.json")
     group.addoption("--evalbench-compare-fail", dest="evalbench_compare_fail", type=_compare_rule, metavar="RULE",
-                    help="Fail (exit 6) on drops vs the baseline: 'significant', 'drop:0.05' or 'any'")
+                    help="Fail (exit 6) on drops vs the baseline: 'significant' (exact paired test, "
+                         "significant after the run's multiplicity correction), 'drop:0.1' (observed drop "
+                         "> 0.1 and significant) or 'any' (any observed drop)")
+    group.addoption("--evalbench-correction", dest="evalbench_correction", choices=("holm", "bh"), default=None,
+                    help="Multiplicity correction over all baseline comparisons of the run: holm (family-wise "
+                         "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
+                         "gate.correction, else holm")
     group.addoption("--evalbench-html", dest="evalbench_html", metavar="PATH",
                     help="Write a self-contained HTML report (charts, demographic variants, transcripts)")
 
@@ -113,7 +119,9 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
         compare = default
     return GateSettings(save_baseline=path("evalbench_save_baseline"), compare=compare, compare_fail=rule,
                         html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
-                        mode=spec_gate.mode)
+                        mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
+                        correction=config.getoption("evalbench_correction") or spec_gate.correction,
+                        alpha=spec_gate.alpha)
 
 
 def build_settings(config: pytest.Config) -> RunSettings | None:

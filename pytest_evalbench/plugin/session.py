@@ -17,7 +17,7 @@ import pytest
 
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, LLMError, TargetError
-from ..gate.outcome import GateOutcome, evaluate_gate
+from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, Record, kind_of
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
@@ -209,12 +209,14 @@ class EvalbenchSession:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
         written = self.kind.write_results(records)
-        gated = written.gate_results if written.gate_results is not None else written.results
-        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
-                                gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
-                                incomplete_reasons(self.errors, exitstatus))
-        if written.table is not None:
-            outcome.table = written.table
+        settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
+        inputs = GateInputs(
+            results=written.gate_results if written.gate_results is not None else written.results,
+            outcomes=written.scores, scores=written.eval_scores, rules=run.spec.thresholds,
+            baseline=read_baseline(settings.compare) if settings.compare is not None else None,
+            meta=run.meta(), incomplete=incomplete_reasons(self.errors, exitstatus), table=written.table)
+        outcome = evaluate_gate(inputs, settings)
+        write_gate_files(settings, inputs, outcome, written.conversations, f"evalbench: {run.spec.name}")
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)
