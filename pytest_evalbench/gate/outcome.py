@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..kinds import KindResults
 from ..llm.cache import atomic_write_text
 from ..render.html import render_html
 from ..spec import ThresholdRules
@@ -218,14 +219,15 @@ def read_baseline(path: Path) -> dict[str, Any]:
         raise InputError(path, str(exc)) from None
 
 
-def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOutcome,
-                     conversations: list[dict[str, Any]], title: str) -> None:
-    """The baseline to save and the HTML report, when asked for."""
+def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOutcome, written: KindResults,
+                     title: str) -> None:
+    """The baseline to save and the HTML report (from the kind's scores.json rows and
+    conversations), when asked for."""
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
         atomic_write_text(settings.save_baseline, json.dumps(baseline, indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")
     if settings.html is not None:
-        atomic_write_text(settings.html, render_html(inputs.results, inputs.outcomes, conversations,
+        atomic_write_text(settings.html, render_html(inputs.results, written.scores, written.conversations,
                                                      outcome.comparison, title))
         outcome.written.append(f"HTML report {settings.html}")

@@ -212,11 +212,12 @@ class EvalbenchSession:
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
             results=written.gate_results if written.gate_results is not None else written.results,
-            outcomes=written.scores, scores=written.eval_scores, rules=run.spec.thresholds,
+            outcomes=written.scores if written.outcomes is None else written.outcomes,
+            scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=read_baseline(settings.compare) if settings.compare is not None else None,
             meta=run.meta(), incomplete=incomplete_reasons(self.errors, exitstatus), table=written.table)
         outcome = evaluate_gate(inputs, settings)
-        write_gate_files(settings, inputs, outcome, written.conversations, f"evalbench: {run.spec.name}")
+        write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)

@@ -271,7 +271,7 @@ def test_issue_row_5_dataset_baseline_catches_all_cases_failing(pytester: pytest
     assert baseline["cases"]["readiness-assessment-agent|readiness-001|pass_rate|0"] is True
     bench_env.set_responder(evaluator({"TaskAdherenceExplain": 2, "CoherenceExplain": 2}))
     result = pytester.runpytest("--benchmark=agents", "--evalbench-compare", "--evalbench-compare-fail=significant",
-                                "--evalbench-cache=off")
+                                "--evalbench-cache=off", "--evalbench-html=report.html")
     result.assert_outcomes(failed=30)
     assert result.ret == EXIT_REGRESSION
     result.stdout.fnmatch_lines([
@@ -281,6 +281,7 @@ def test_issue_row_5_dataset_baseline_catches_all_cases_failing(pytester: pytest
         "bootstrap 95% CI [[]-3.00, -3.00[]]), Wilcoxon (exact) p=9.31e-10, adjusted p=2.79e-09*",
         "*gate: REGRESSION (exit 6*"])
     result.stdout.no_fnmatch_line("*rule held*")
+    assert "readiness-assessment-agent" in (pytester.path / "report.html").read_text()
 
 
 def test_issue_row_6_scored_metric_below_threshold_fails_an_unscored_case(pytester: pytest.Pytester,
