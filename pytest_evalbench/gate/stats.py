@@ -170,7 +170,7 @@ def bootstrap_mean_interval(diffs: Sequence[float], resamples: int = 2000, seed:
     if n == 0:
         return 0.0, 0.0
     rng = random.Random(seed)
-    means = sorted(sum(rng.choice(diffs) for _ in range(n)) / n for _ in range(resamples))
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
     cut = (1 - level) / 2
     return means[int(cut * resamples)], means[min(resamples - 1, int((1 - cut) * resamples))]
 

@@ -82,7 +82,8 @@ def add_gate_options(group: Any) -> None:
                     const="", default=None,
                     help="Write a baseline file to commit. Default path: benchmarks/NAME/baseline.json")
     group.addoption("--evalbench-compare", dest="evalbench_compare", metavar="PATH", nargs="?", const="",
-                    default=None, help="Compare with a baseline file (95%% intervals, flipped cases). "
+                    default=None, help="Compare with a baseline file (paired one-sided tests, corrected for multiplicity; "
+                                       "flipped cases). "
                                        "Default path: benchmarks/NAME/baseline.json")
     group.addoption("--evalbench-compare-fail", dest="evalbench_compare_fail", type=_compare_rule, metavar="RULE",
                     help="Fail (exit 6) on drops vs the baseline: 'significant' (exact paired test, "

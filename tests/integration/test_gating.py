@@ -85,9 +85,10 @@ def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: 
     write_benchmark(pytester.path, scenarios=positives(40), spec=THRESHOLD_GATE)
     run_against_baseline(pytester, bench_env, set(), "--evalbench-save-baseline")
     result = run_against_baseline(pytester, bench_env, {"m01_s007_v01"}, "--evalbench-compare",
-                                  "--evalbench-compare-fail=significant")
+                                  "--evalbench-compare-fail=significant", "--evalbench-correction=bh")
     result.assert_outcomes(passed=39, failed=1)
     assert result.ret == 0
+    result.stdout.fnmatch_lines(["*after Benjamini-Hochberg correction over 1 test;*"])
     result.stdout.no_fnmatch_line("*REGRESSION*")
     result.stdout.fnmatch_lines(["*flipped pass->fail since baseline: tgt m01: m01_s007_v01|m01|0*"])
 
@@ -97,6 +98,9 @@ def test_bad_compare_rule_and_missing_baseline(pytester: pytest.Pytester, bench_
     result = pytester.runpytest("--benchmark=demo", "--evalbench-compare-fail=sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*invalid compare rule 'sometimes'; accepted forms:*significant*drop:*any*"])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-correction=bonferroni")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--evalbench-correction*invalid choice*'bonferroni'*holm*bh*"])
     bench_env.set_responder(script(True))
     result = pytester.runpytest("--benchmark=demo", "--evalbench-compare")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
