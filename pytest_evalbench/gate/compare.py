@@ -412,7 +412,7 @@ def _fmt(value: float | None, spec: str = ".3f") -> str:
 def _align(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
     return lines
 
 
@@ -446,8 +446,9 @@ def comparison_table(comparison: Comparison) -> list[str]:
     lines = ["baseline comparison (paired on shared cases; one-sided tests for a drop):"]
     lines += _align(rows) if comparison.tests else ["  (no paired comparisons)"]
     lines.append(f"! = drop significant at alpha {comparison.alpha:g} after {name} correction over "
-                 f"{len(comparison.tests)} test{'s' if len(comparison.tests) != 1 else ''}; scores: mean change on "
-                 "the 1..5 scale, drop:X / max_drop compare X with the change / 4")
+                 f"{len(comparison.tests)} test{'s' if len(comparison.tests) != 1 else ''}")
+    if any(t.kind == "scores" for t in comparison.tests):
+        lines.append("scores: mean change on the 1..5 scale; drop:X and max_drop compare X with that change / 4")
     lines += [f"not compared: {u.split(': ', 1)[1]} [{u.split(': ', 1)[0]}]" for u in comparison.unevaluated]
     lines += [f"warning: {w}" for w in comparison.meta_warnings]
     return lines
