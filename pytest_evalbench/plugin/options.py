@@ -104,21 +104,27 @@ def _compare_rule(text: str) -> CompareRule:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _path_option(config: pytest.Config, option: str, bench_dir: Path) -> Path | None:
+    """A PATH option whose bare form means benchmarks/NAME/baseline.json."""
+    value = config.getoption(option)
+    if value is None:
+        return None
+    return Path(value).resolve() if value else bench_dir / "baseline.json"
+
+
+def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
+    """The baseline to compare with (`--evalbench-compare`, implied by `--evalbench-compare-fail`)."""
+    path = _path_option(config, "evalbench_compare", bench_dir)
+    if path is None and config.getoption("evalbench_compare_fail") is not None:
+        return bench_dir / "baseline.json"
+    return path
+
+
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
-    default = bench_dir / "baseline.json"
-
-    def path(option: str) -> Path | None:
-        value = config.getoption(option)
-        if value is None:
-            return None
-        return Path(value).resolve() if value else default
-
     html = config.getoption("evalbench_html")
     rule = config.getoption("evalbench_compare_fail")
-    compare = path("evalbench_compare")
-    if rule is not None and compare is None:
-        compare = default
-    return GateSettings(save_baseline=path("evalbench_save_baseline"), compare=compare, compare_fail=rule,
+    return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
+                        compare=compare_path(config, bench_dir), compare_fail=rule,
                         html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
