@@ -52,7 +52,13 @@ class KindResults:
     gate_results: list[dict[str, Any]] | None = None
     """results.json-shaped per-target summaries for the gate, when `results` has another shape."""
     scores: list[dict[str, Any]] = field(default_factory=list)
-    """Per-row pass/fail outcomes the gate pairs against a baseline (scores.json rows)."""
+    """scores.json rows (the HTML report's judgments)."""
+    outcomes: list[dict[str, Any]] | None = None
+    """Per-row pass/fail units the gate pairs against a baseline, in scores.json shape
+    (`target_model`, `id`, `metric_id`, `sample`, `passed`; passed None = unscored); None: `scores`."""
+    eval_scores: list[dict[str, Any]] = field(default_factory=list)
+    """Per-case numeric scores the gate pairs against a baseline (`target_model`, `id`,
+    `metric_id`, `score` on 1..5; dataset evals), or empty."""
     conversations: list[dict[str, Any]] = field(default_factory=list)
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""

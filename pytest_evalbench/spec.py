@@ -89,14 +89,65 @@ class Price(_Strict):
     output_per_million: float = Field(ge=0)
 
 
+Rate = Optional[float]
+
+
+class MetricRule(_Strict):
+    """`thresholds.per_metric.<id>`: rules for one metric on every target."""
+
+    min_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    max_drop: Rate = Field(default=None, ge=0, le=1)
+    """Fail when the metric's paired drop vs the baseline exceeds this AND is significant after the
+    run's multiplicity correction (wins over the target's and the global max_drop)."""
+
+
+class TargetRule(_Strict):
+    min_positive_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    min_negative_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    max_drop: Rate = Field(default=None, ge=0, le=1)
+    """Per metric (and for the pooled per-target test): observed drop > max_drop AND significant."""
+
+
+class ThresholdRules(TargetRule):
+    """`thresholds:` of benchmark.yaml. Top-level rules apply to every target; a `per_target`
+    entry overrides them field by field; `per_metric` rules apply to that metric on every target
+    (its max_drop wins over the target's and the global one). Unknown keys are rejected, so a typo
+    fails before any LLM call."""
+
+    per_target: dict[str, TargetRule] = Field(default_factory=dict)
+    per_metric: dict[str, MetricRule] = Field(default_factory=dict)
+
+    def for_target(self, target: str) -> TargetRule:
+        own = self.per_target.get(target)
+        merged = {name: getattr(self, name) for name in TargetRule.model_fields}
+        if own is not None:
+            merged.update(own.model_dump(exclude_none=True))
+        return TargetRule(**merged)
+
+    def count(self) -> int:
+        """How many rule values are set."""
+        data = self.model_dump(exclude_none=True)
+        nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values()
+                  for v in entry.values()]
+        return len(data) + len(nested)
+
+
 class GateConfig(_Strict):
-    """How the session's exit status is decided (see gate.py)."""
+    """How the session's exit status is decided (see gate/outcome.py)."""
 
     mode: Literal["cases", "thresholds"] = "cases"
-    """cases: any FAILED case fails the build (pytest's default). thresholds: FAILED cases are
-    reported, but only threshold/baseline regressions and incomplete runs fail the build."""
+    """cases: a failed case fails the build (with num_samples > 1: a case whose per-case verdict is
+    "fail"). thresholds: failed cases are reported, but only threshold/baseline regressions and
+    incomplete runs fail the build."""
     case_pass_rate: float = Field(default=0.5, ge=0, le=1)
     """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
+    fail_inconclusive: bool = False
+    """With num_samples > 1 and mode cases: an inconclusive case fails the build too."""
+    correction: Literal["holm", "bh"] = "holm"
+    """Multiplicity correction over all baseline comparisons of a run: Holm (family-wise error
+    rate) or Benjamini-Hochberg (false discovery rate)."""
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    """Significance level of the adjusted p-values."""
 
 
 class BenchmarkSpec(_Strict):
@@ -114,8 +165,8 @@ class BenchmarkSpec(_Strict):
     evaluator_model: Optional[ModelConfig] = None
     pricing: dict[str, Price] = Field(default_factory=dict)
     """Per-model prices overriding the built-in table."""
-    thresholds: Optional[dict[str, Any]] = None
-    """CI gating rules (see gating.py)."""
+    thresholds: Optional[ThresholdRules] = None
+    """CI gating rules (see gate/)."""
     gate: GateConfig = Field(default_factory=GateConfig)
     dataset: Optional[dict[str, Any]] = None
     """Dataset-case benchmarks: files and scoring policy (see dataset/)."""

@@ -15,11 +15,14 @@ from typing import Any
 
 from ..context import BenchmarkRun
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..store import read_rows
 from .loading import DatasetSettings, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
-from .store import write_dataset_results
+from .store import CASE_RESULTS, write_dataset_results
 from .summary import agent_table, as_target_results
+
+CASE_METRIC = "pass_rate"
 
 
 class DatasetKind:
@@ -68,4 +71,18 @@ class DatasetKind:
 
     def write_results(self, records: list[Record]) -> KindResults:
         summary = write_dataset_results(self.run.bench_dir, records, self.order())
-        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary))
+        rows = read_rows(self.run.bench_dir / CASE_RESULTS)
+        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary),
+                           outcomes=case_outcome_rows(rows), eval_scores=eval_score_rows(rows))
+
+
+def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One pass/fail unit per case for the gate: the agent is the target, `pass_rate` the metric."""
+    return [{"target_model": r["agent_name"], "id": r["case_id"], "metric_id": CASE_METRIC, "sample": 0,
+             "passed": r["passed"]} for r in rows]
+
+
+def eval_score_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every scored eval of every case, paired with the baseline by agent, case_id and eval."""
+    return [{"target_model": r["agent_name"], "id": r["case_id"], "metric_id": m["eval"], "score": m["score"]}
+            for r in rows for m in r["metrics"] if m["score"] is not None]

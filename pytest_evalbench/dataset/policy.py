@@ -3,7 +3,8 @@
 A case passes only with no hard fail, every metric at or over its threshold, and the composite
 (weights renormalised over the metrics that ran and are in the profile) at or over the profile's
 pass mark. A metric that is unscored makes the case unscored, unless a scored metric already
-hard-fails it: that failure is certain whatever the missing score would have been.
+fails it (a hard fail or a score below its threshold): that failure is certain whatever the
+missing score would have been.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
     unscored = [name for name, score in scores.items() if score is None]
     if composite is not None and composite + EPS < profile.pass_mark:
         reasons.append(f"composite {composite:.2f} (< {profile.pass_mark:.2f}, profile {profile_name})")
-    if hard:
+    if hard or below:  # a scored metric under its bar fails the case whatever the missing scores are
         status = "failed"
     elif unscored:
         status = "unscored"

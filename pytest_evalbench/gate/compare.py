@@ -1,194 +1,100 @@
-"""CI gating: threshold rules, baseline files, baseline comparison and the terminal table.
+"""Baseline files and the paired, multiplicity-corrected comparison of a run with its baseline.
 
-Pure functions over the result-file rows of output-schema.md (results.json summaries and
-scores.json rows); no I/O, no pytest. A case key is `<target>|<scenario id>|<metric_id>|<sample>`
-(target and scenario ids cannot contain `|`, see models.SAFE_ID).
+Pure functions over in-memory rows; no I/O, no pytest. The gate reads two kinds of rows:
+
+* outcome rows (scores.json shape: `target_model`, `id`, `metric_id`, `sample`, `passed`; passed
+  None = unscored): one pass/fail unit each, keyed `<target>|<id>|<metric_id>|<sample>` (target
+  and row ids cannot contain `|`, see spec.SAFE_ID);
+* score rows (`target_model`, `id`, `metric_id`, `score`): numeric per-eval scores of dataset
+  cases on a 1..5 scale, keyed `<target>|<id>|<metric_id>`.
+
+Every comparison pairs the cases both runs scored; the tests of one run form one family whose
+p-values are adjusted together (Holm by default).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from ..spec import MetricRule, TargetRule, ThresholdRules
+from .stats import (
+    RateEstimate,
+    adjust,
+    agresti_min_interval,
+    bootstrap_mean_interval,
+    mcnemar_drop_p,
+    wilcoxon_drop_p,
+)
 
-from .stats import Z95, PairedResult, RateEstimate, newcombe_diff_interval, paired_comparison
+__all__ = ["MetricRule", "TargetRule", "ThresholdRules"]
 
-BASELINE_SCHEMA_VERSION = 1
-EPS = 1e-9  # rates are rounded to 4 places upstream; 0.8 - 0.75 must not count as > 0.05
-Rate = Optional[float]
-
-
-class _Rules(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class MetricRule(_Rules):
-    min_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    max_drop: Rate = Field(default=None, ge=0, le=1)
-
-
-class TargetRule(_Rules):
-    min_positive_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    min_negative_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    max_drop: Rate = Field(default=None, ge=0, le=1)
+BASELINE_SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
+POOLED = "(pooled)"
+SCORE_RANGE = 4.0  # scores run 1..5: drops of scores are compared with drop:X / max_drop on (score-1)/4
 
 
-class ThresholdRules(TargetRule):
-    """`thresholds:` of benchmark.yaml. Top-level rules apply to every target; a `per_target`
-    entry overrides them field by field; `per_metric` rules apply to that metric on every target
-    (its max_drop wins over the target's and the global one)."""
-
-    per_target: dict[str, TargetRule] = Field(default_factory=dict)
-    per_metric: dict[str, MetricRule] = Field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, data: dict[str, Any] | ThresholdRules | None) -> ThresholdRules:
-        if isinstance(data, ThresholdRules):
-            return data
-        return cls.model_validate(data or {})
-
-    def for_target(self, target: str) -> TargetRule:
-        own = self.per_target.get(target)
-        merged = {name: getattr(self, name) for name in TargetRule.model_fields}
-        if own is not None:
-            merged.update(own.model_dump(exclude_none=True))
-        return TargetRule(**merged)
-
-
-@dataclass(frozen=True)
-class Breach:
-    """A failed rule, or (kind == "no_data") a rule that could not be checked."""
-
-    target: str
-    metric: str  # "positive_pass_rate", "negative_pass_rate" or a metric id
-    value: float | None
-    threshold: float
-    message: str
-    kind: Literal["min", "max_drop", "no_data"] = "min"
-
-
-@dataclass
-class ThresholdReport:
-    breaches: list[Breach] = field(default_factory=list)
-    notes: list[Breach] = field(default_factory=list)  # kind == "no_data": not failures
-
-
-def metric_counts(results: list[dict[str, Any]], scores: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{target: {metric_id: {n_passed, n_total, pass_rate, metric_name, metric_type}}}: counts from
-    the scored rows of scores.json (the same rows the paired comparison uses), falling back to
-    results.json `by_metric` for targets without score rows; names and types from scores."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    labels: dict[str, tuple[Any, Any]] = {}
-    from_scores: dict[str, dict[str, list[int]]] = {}
-    for row in scores:
-        labels.setdefault(row["metric_id"], (row.get("metric_name"), row.get("metric_type")))
-        if row.get("passed") is not None:
-            counts = from_scores.setdefault(row["target_model"], {}).setdefault(row["metric_id"], [0, 0])
-            counts[0] += bool(row["passed"])
-            counts[1] += 1
-    for target, metrics in from_scores.items():
-        for mid, (k, n) in metrics.items():
-            out.setdefault(target, {})[mid] = {"n_passed": k, "n_total": n}
-    for summary in results:
-        if summary["target_model"] in from_scores:
-            continue
-        for mid, rate in (summary.get("by_metric") or {}).items():
-            out.setdefault(summary["target_model"], {})[mid] = {"n_passed": rate["n_passed"], "n_total": rate["n_total"]}
-    for metrics in out.values():
-        for mid, entry in metrics.items():
-            k, n = entry["n_passed"], entry["n_total"]
-            name, mtype = labels.get(mid, (None, None))
-            entry.update(pass_rate=round(k / n, 4) if n else None, metric_name=name, metric_type=mtype)
-    return out
-
-
-def _baseline_rates(baseline: list[dict[str, Any]] | dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """{target: {metric_id: rate}} from a baseline results.json list or a make_baseline dict."""
-    if isinstance(baseline, dict):
-        return {t: {m: e.get("pass_rate") for m, e in entry["metrics"].items()}
-                for t, entry in baseline.get("targets", {}).items()}
-    return {s["target_model"]: {m: r.get("pass_rate") for m, r in (s.get("by_metric") or {}).items()}
-            for s in baseline}
-
-
-def check_thresholds_report(results: list[dict[str, Any]], rules: ThresholdRules | dict[str, Any] | None,
-                            baseline_results: list[dict[str, Any]] | dict[str, Any] | None = None) -> ThresholdReport:
-    """All rule outcomes: breaches, plus "no data" notes for rules whose rate is null or missing
-    (a null rate means no scored rows - not a failure of a min rule, but worth saying)."""
-    rules = ThresholdRules.from_config(rules)
-    report = ThresholdReport()
-    base = _baseline_rates(baseline_results) if baseline_results is not None else None
-
-    def note(target: str, metric: str, threshold: float, what: str) -> None:
-        report.notes.append(Breach(target, metric, None, threshold, f"{target}: {metric} no data ({what} not checked)",
-                                   "no_data"))
-
-    def minimum(target: str, metric: str, label: str, value: float | None, threshold: float | None) -> None:
-        if threshold is None:
-            return
-        if value is None:
-            note(target, metric, threshold, f"min {threshold:.2f}")
-        elif value < threshold - EPS:
-            report.breaches.append(Breach(target, metric, value, threshold,
-                                          f"{target}: {label} {value:.2f} < {threshold:.2f}"))
-
-    seen = {s["target_model"] for s in results}
-    for name in sorted(set(rules.per_target) - seen):
-        note(name, "per_target", 0.0, "per_target rule for a target without results")
-    for summary in sorted(results, key=lambda s: s["target_model"]):
-        target = summary["target_model"]
-        rule = rules.for_target(target)
-        by_metric = summary.get("by_metric") or {}
-        minimum(target, "positive_pass_rate", "positive_pass_rate", summary.get("positive_pass_rate"),
-                rule.min_positive_pass_rate)
-        minimum(target, "negative_pass_rate", "negative_pass_rate", summary.get("negative_pass_rate"),
-                rule.min_negative_pass_rate)
-        for mid, mrule in sorted(rules.per_metric.items()):
-            minimum(target, mid, f"{mid} pass_rate", (by_metric.get(mid) or {}).get("pass_rate"), mrule.min_pass_rate)
-        if base is None:
-            continue
-        old = base.get(target, {})
-        for mid in sorted(set(old) | set(by_metric)):
-            mrule = rules.per_metric.get(mid)
-            limit = mrule.max_drop if mrule and mrule.max_drop is not None else rule.max_drop
-            if limit is None:
-                continue
-            before, now = old.get(mid), (by_metric.get(mid) or {}).get("pass_rate")
-            if before is None or now is None:
-                if before is not None:
-                    note(target, mid, limit, f"max_drop {limit:.2f}")
-                continue
-            if before - now > limit + EPS:
-                report.breaches.append(Breach(target, mid, before - now, limit,
-                                              f"{target}: {mid} drop {before - now:.2f} > {limit:.2f} "
-                                              f"({before:.2f} -> {now:.2f})", "max_drop"))
-    return report
-
-
-def check_thresholds(results: list[dict[str, Any]], rules: ThresholdRules | dict[str, Any] | None,
-                     baseline_results: list[dict[str, Any]] | dict[str, Any] | None = None) -> list[Breach]:
-    """The breaches only (empty = gate passes). No-data notes: see `check_thresholds_report`.
-    `baseline_results` (for max_drop) is a baseline results.json list or a `make_baseline` dict."""
-    return check_thresholds_report(results, rules, baseline_results).breaches
-
-
-# --------------------------------------------------------------------------- baseline files
+# --------------------------------------------------------------------------- rows and keys
 
 
 def case_key(row: dict[str, Any]) -> str:
     return f"{row['target_model']}|{row['id']}|{row['metric_id']}|{row.get('sample') or 0}"
 
 
-def case_outcomes(scores: list[dict[str, Any]]) -> dict[str, bool]:
-    """Pass/fail per scored case (case_key); unscored rows have no outcome."""
-    return {case_key(r): bool(r["passed"]) for r in scores if r.get("passed") is not None}
+def score_key(row: dict[str, Any]) -> str:
+    return f"{row['target_model']}|{row['id']}|{row['metric_id']}"
 
 
-def make_baseline(results: list[dict[str, Any]], scores: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """A versioned, JSON-serialisable baseline: rates per target and metric plus the per-case
-    outcome of every scored row, so a later run can be compared case by case (paired)."""
-    counts = metric_counts(results, scores)
+def case_outcomes(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    """Pass/fail per scored unit (case_key); unscored rows have no outcome."""
+    return {case_key(r): bool(r["passed"]) for r in rows if r.get("passed") is not None}
+
+
+def case_scores(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Numeric score per scored (target, case, eval) (score_key)."""
+    return {score_key(r): float(r["score"]) for r in rows if r.get("score") is not None}
+
+
+def metric_counts(results: list[dict[str, Any]], scores: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{target: {metric_id: {n_passed, n_total, pass_rate, metric_name, metric_type}}}: counts from
+    the scored outcome rows, falling back to results.json `by_metric` for targets without rows."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    labels: dict[str, tuple[Any, Any]] = {}
+    from_rows: dict[str, dict[str, list[int]]] = {}
+    for row in scores:
+        labels.setdefault(row["metric_id"], (row.get("metric_name"), row.get("metric_type")))
+        if row.get("passed") is not None:
+            counts = from_rows.setdefault(row["target_model"], {}).setdefault(row["metric_id"], [0, 0])
+            counts[0] += bool(row["passed"])
+            counts[1] += 1
+    for target, metrics in from_rows.items():
+        for mid, (k, n) in metrics.items():
+            out.setdefault(target, {})[mid] = {"n_passed": k, "n_total": n}
+    for summary in results:
+        if summary["target_model"] in from_rows:
+            continue
+        for mid, rate in (summary.get("by_metric") or {}).items():
+            out.setdefault(summary["target_model"], {})[mid] = {"n_passed": rate["n_passed"], "n_total": rate["n_total"]}
+    for entries in out.values():
+        for mid, entry in entries.items():
+            k, n = entry["n_passed"], entry["n_total"]
+            name, mtype = labels.get(mid, (None, None))
+            entry.update(pass_rate=round(k / n, 4) if n else None, metric_name=name, metric_type=mtype)
+    return out
+
+
+# --------------------------------------------------------------------------- baseline files
+
+
+def make_baseline(results: list[dict[str, Any]], outcomes: list[dict[str, Any]], meta: dict[str, Any],
+                  scores: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A versioned, JSON-serialisable baseline: per target its rates (for people reading the file)
+    plus the per-case outcome of every scored unit and every per-eval score, so a later run can be
+    compared case by case (paired)."""
+    counts = metric_counts(results, outcomes)
     rates = {s["target_model"]: s for s in results}
     targets = {}
     for target in sorted(set(counts) | set(rates)):
@@ -196,22 +102,32 @@ def make_baseline(results: list[dict[str, Any]], scores: list[dict[str, Any]], m
         targets[target] = {"positive_pass_rate": summary.get("positive_pass_rate"),
                            "negative_pass_rate": summary.get("negative_pass_rate"),
                            "metrics": dict(sorted(counts.get(target, {}).items()))}
-    cases = case_outcomes(scores)
     return {"schema_version": BASELINE_SCHEMA_VERSION, "meta": dict(meta), "targets": targets,
-            "cases": dict(sorted(cases.items()))}
+            "cases": dict(sorted(case_outcomes(outcomes).items())),
+            "scores": dict(sorted(case_scores(scores or []).items()))}
 
 
 def load_baseline(data: Any) -> dict[str, Any]:
-    """Validate a parsed baseline file; ValueError says what is wrong."""
+    """Validate a parsed baseline file (versions 1 and 2; version 1 has no `scores`); ValueError
+    says what is wrong (the caller adds the file name)."""
     if not isinstance(data, dict) or "schema_version" not in data:
         raise ValueError("not an evalbench baseline file (no schema_version)")
-    if data["schema_version"] != BASELINE_SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_VERSIONS:
         raise ValueError(f"baseline schema_version {data['schema_version']!r} is not supported "
-                         f"(this version reads {BASELINE_SCHEMA_VERSION}); re-create the baseline")
+                         f"(this version reads {', '.join(map(str, READABLE_VERSIONS))}); re-create the baseline "
+                         "with --evalbench-save-baseline")
     for key in ("meta", "targets", "cases"):
         if not isinstance(data.get(key), dict):
             raise ValueError(f"baseline file: {key!r} missing or not an object")
-    return data
+    if not isinstance(data.get("scores", {}), dict):
+        raise ValueError("baseline file: 'scores' is not an object")
+    bad = [k for k, v in data["cases"].items() if len(k.split("|")) != 4 or not isinstance(v, bool)]
+    if bad:
+        raise ValueError(f"baseline file: case {bad[0]!r} is not '<target>|<id>|<metric>|<sample>': true/false")
+    return {**data, "scores": data.get("scores", {})}
+
+
+# --------------------------------------------------------------------------- compare rules
 
 
 @dataclass(frozen=True)
@@ -220,9 +136,9 @@ class CompareRule:
     min_drop: float = 0.0
 
 
-RULE_FORMS = ("'significant' (fail on any statistically significant drop), 'drop:<x>' with 0 <= x < 1 "
-              "(fail when a metric's pass rate drops by more than x and the drop is significant), "
-              "'any' (fail on any drop)")
+RULE_FORMS = ("'significant' (fail on a drop that is significant after the run's multiplicity correction), "
+              "'drop:<x>' with 0 <= x < 1 (fail when the observed drop exceeds x and is significant after "
+              "correction), 'any' (fail on any observed drop)")
 
 
 def parse_compare_rule(text: str) -> CompareRule:
@@ -240,170 +156,299 @@ def parse_compare_rule(text: str) -> CompareRule:
     raise ValueError(f"invalid compare rule {text!r}; accepted forms: {RULE_FORMS}")
 
 
+# --------------------------------------------------------------------------- the comparison
+
+
 @dataclass
-class MetricComparison:
-    """One target x metric: baseline vs current rate, the unpaired (Newcombe) interval of the
-    change, and the paired comparison over the cases both runs scored (None when none shared)."""
+class PairedTest:
+    """One comparison of the family: a target x metric (pass/fail, exact one-sided McNemar), a
+    target's pooled pass/fail over all its metrics, or a target x eval score (Wilcoxon).
+
+    `change` is current minus baseline on the shared pairs (a pass rate, or for scores the mean
+    difference divided by SCORE_RANGE); `drop` = -change. `low`/`high`: a descriptive 95% interval
+    of the change (Agresti-Min for pass/fail, paired bootstrap for scores); the decision is
+    `p_adjusted < alpha` with change < 0, nothing else.
+    """
 
     target: str
     metric_id: str
-    metric_name: str | None
-    metric_type: str | None
-    baseline: RateEstimate | None
-    current: RateEstimate | None
-    change: float | None = None
-    change_low: float | None = None
-    change_high: float | None = None
-    paired: PairedResult | None = None
+    kind: Literal["pass/fail", "pooled", "scores"]
+    n_shared: int
+    baseline_mean: float
+    current_mean: float
+    change: float
+    low: float
+    high: float
+    p_value: float
+    method: str
+    b: int = 0
+    c: int = 0
+    p_adjusted: float = 1.0
+    significant: bool = False
+    pass_to_fail: list[str] = field(default_factory=list)
 
     @property
-    def significant_drop(self) -> bool:
-        """Paired interval below 0 when cases are shared, else the unpaired one."""
-        if self.paired is not None:
-            return self.paired.significant_drop
-        return self.change_high is not None and self.change_high < 0
+    def drop(self) -> float:
+        return -self.change
 
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["significant_drop"] = self.significant_drop
-        return out
+    def exceeds(self, limit: float) -> bool:
+        """Observed drop > limit (a pass rate moves in steps of 1/n_shared)."""
+        return self.drop > limit + EPS
 
     def describe(self) -> str:
-        base, cur = self.baseline, self.current
-        text = (f"{self.target}: {self.metric_id} {base.rate:.2f} -> {cur.rate:.2f} "  # type: ignore[union-attr]
-                f"({self.change:+.2f}, 95% CI [{self.change_low:+.2f}, {self.change_high:+.2f}]")
-        if self.paired is not None:
-            p = self.paired
-            text += (f"; paired {p.diff:+.2f} [{p.low:+.2f}, {p.high:+.2f}], McNemar p={p.p_value:.3g}, "
-                     f"{p.b} pass->fail / {p.c} fail->pass of {p.n_shared}")
-        return text + ")"
+        if self.kind == "scores":
+            scale = SCORE_RANGE
+            what = (f"mean score {self.baseline_mean:.2f} -> {self.current_mean:.2f} "
+                    f"({self.change * scale:+.2f}, bootstrap 95% CI [{self.low * scale:+.2f}, {self.high * scale:+.2f}])")
+        else:
+            what = (f"{self.baseline_mean:.2f} -> {self.current_mean:.2f} ({self.change:+.2f}; "
+                    f"{self.b} pass->fail / {self.c} fail->pass of {self.n_shared})")
+        return (f"{self.target}: {self.metric_id} {what}, {self.method} p={self.p_value:.3g}, "
+                f"adjusted p={self.p_adjusted:.3g}")
 
 
 @dataclass
 class Comparison:
-    entries: list[MetricComparison]
+    tests: list[PairedTest]
+    correction: str
+    alpha: float
+    unevaluated: list[str] = field(default_factory=list)
+    """Comparisons that could not be made (no shared cases, metric missing on one side)."""
     baseline_meta: dict[str, Any] = field(default_factory=dict)
     meta_warnings: list[str] = field(default_factory=list)
 
-    def get(self, target: str, metric_id: str) -> MetricComparison | None:
-        return next((e for e in self.entries if e.target == target and e.metric_id == metric_id), None)
+    def get(self, target: str, metric_id: str) -> PairedTest | None:
+        return next((t for t in self.tests if t.target == target and t.metric_id == metric_id), None)
 
     def fails(self, rule: str | CompareRule) -> list[str]:
-        """Reasons the compare rule fails the build (empty list = passes). A drop is a decrease
-        of the current pass rate vs the baseline rate; significance as in `significant_drop`."""
+        """Reasons the compare rule fails the build (empty list = passes)."""
         rule = parse_compare_rule(rule) if isinstance(rule, str) else rule
-        reasons = []
-        for e in self.entries:
-            if e.change is None:
-                continue
-            drop = -e.change
+        hits = []
+        for t in self.tests:
             if rule.kind == "any":
-                hit = drop > EPS
-            elif rule.kind == "significant":
-                hit = e.significant_drop
+                hit = t.kind != "pooled" and t.exceeds(0.0)
             else:
-                hit = e.significant_drop and drop > rule.min_drop + EPS
+                hit = t.significant and t.exceeds(rule.min_drop)
             if hit:
-                reasons.append(e.describe())
-        return reasons
+                hits.append(t.describe())
+        return hits
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entries": [e.to_dict() for e in self.entries], "baseline_meta": self.baseline_meta,
+        """The HTML report's view: one entry per target x metric pass/fail test."""
+        entries = []
+        for t in self.tests:
+            if t.kind != "pass/fail":
+                continue
+            entries.append({"target": t.target, "metric_id": t.metric_id, "baseline": {"rate": t.baseline_mean},
+                            "change": t.change, "significant_drop": t.significant,
+                            "paired": {"low": t.low, "high": t.high, "b": t.b, "c": t.c, "p_value": t.p_value,
+                                       "p_adjusted": t.p_adjusted, "n_shared": t.n_shared}})
+        return {"entries": entries, "tests": [asdict(t) for t in self.tests], "correction": self.correction,
+                "alpha": self.alpha, "unevaluated": self.unevaluated, "baseline_meta": self.baseline_meta,
                 "meta_warnings": self.meta_warnings}
 
 
-def _group_cases(cases: dict[str, bool]) -> dict[tuple[str, str], dict[str, bool]]:
-    """Case outcomes split by (target, metric_id), parsed from the `t|id|metric|sample` keys."""
-    out: dict[tuple[str, str], dict[str, bool]] = {}
-    for key, passed in cases.items():
-        parts = key.split("|")
-        if len(parts) == 4:
-            out.setdefault((parts[0], parts[2]), {})[key] = bool(passed)
+def _group(values: dict[str, Any], parts: int) -> dict[tuple[str, str], dict[str, Any]]:
+    """Keyed values split by (target, metric) from `t|id|metric[|sample]` keys."""
+    out: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    for key, value in values.items():
+        split = key.split("|")
+        if len(split) == parts:
+            out[(split[0], split[2])][key] = value
     return out
 
 
-def compare_with_baseline(baseline: dict[str, Any], results: list[dict[str, Any]], scores: list[dict[str, Any]],
-                          meta: dict[str, Any] | None = None, z: float = Z95) -> Comparison:
-    """Current run vs a `make_baseline` dict, per target and metric. `meta` (the current run's,
-    same shape as the baseline's) yields warnings for keys whose values differ, e.g. the judge."""
+def _pass_fail_test(target: str, metric: str, kind: Literal["pass/fail", "pooled"],
+                    old: dict[str, bool], new: dict[str, bool]) -> PairedTest | None:
+    shared = sorted(set(old) & set(new))
+    if not shared:
+        return None
+    pass_to_fail = [k for k in shared if old[k] and not new[k]]
+    b, c, n = len(pass_to_fail), sum(1 for k in shared if new[k] and not old[k]), len(shared)
+    low, high = agresti_min_interval(b, c, n)
+    return PairedTest(target, metric, kind, n, sum(old[k] for k in shared) / n, sum(new[k] for k in shared) / n,
+                      (c - b) / n, low, high, mcnemar_drop_p(b, c), "exact McNemar", b=b, c=c,
+                      pass_to_fail=pass_to_fail)
+
+
+def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, float]) -> PairedTest | None:
+    shared = sorted(set(old) & set(new))
+    if not shared:
+        return None
+    diffs = [(new[k] - old[k]) / SCORE_RANGE for k in shared]
+    p, how = wilcoxon_drop_p(diffs)
+    low, high = bootstrap_mean_interval(diffs)
+    n = len(shared)
+    return PairedTest(target, metric, "scores", n, sum(old[k] for k in shared) / n, sum(new[k] for k in shared) / n,
+                      sum(diffs) / n, low, high, p, f"Wilcoxon ({how})")
+
+
+def compare_with_baseline(baseline: dict[str, Any], outcomes: list[dict[str, Any]], meta: dict[str, Any] | None = None,
+                          *, scores: list[dict[str, Any]] | None = None, correction: str = "holm",
+                          alpha: float = 0.05) -> Comparison:
+    """Current run vs a `make_baseline` dict: every paired test, with p-values adjusted over the
+    whole family. `meta` (the current run's, same shape as the baseline's) yields warnings for keys
+    whose values differ, e.g. the judge model."""
     baseline = load_baseline(baseline)
-    current = metric_counts(results, scores)
-    old_cases = _group_cases(baseline["cases"])
-    new_cases = _group_cases(case_outcomes(scores))
-    entries = []
-    for target in sorted(set(baseline["targets"]) | set(current)):
-        old = baseline["targets"].get(target, {}).get("metrics", {})
-        new = current.get(target, {})
-        for mid in sorted(set(old) | set(new)):
-            o, c = old.get(mid), new.get(mid)
-            label = c or o or {}
-            e = MetricComparison(
-                target=target, metric_id=mid, metric_name=label.get("metric_name") or (o or {}).get("metric_name"),
-                metric_type=label.get("metric_type") or (o or {}).get("metric_type"),
-                baseline=RateEstimate.of(o["n_passed"], o["n_total"], z) if o else None,
-                current=RateEstimate.of(c["n_passed"], c["n_total"], z) if c else None)
-            if e.baseline and e.current and e.baseline.n and e.current.n:
-                e.change = e.current.rate - e.baseline.rate  # type: ignore[operator]
-                e.change_low, e.change_high = newcombe_diff_interval(e.baseline.k, e.baseline.n,
-                                                                     e.current.k, e.current.n, z)
-                paired = paired_comparison(old_cases.get((target, mid), {}), new_cases.get((target, mid), {}), z)
-                e.paired = paired if paired.n_shared else None
-            entries.append(e)
+    old_cases, new_cases = _group(baseline["cases"], 4), _group(case_outcomes(outcomes), 4)
+    old_scores, new_scores = _group(baseline["scores"], 3), _group(case_scores(scores or []), 3)
+    tests: list[PairedTest] = []
+    unevaluated: list[str] = []
+
+    def missing(target: str, metric: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+        side = "this run" if old and not new else ("the baseline" if new and not old else "both")
+        why = "no shared cases" if old and new else f"no scored cases in {side}"
+        unevaluated.append(f"{target}: {metric} not compared ({why})")
+
+    by_target: dict[str, list[PairedTest]] = defaultdict(list)
+    for key in sorted(set(old_cases) | set(new_cases)):
+        test = _pass_fail_test(key[0], key[1], "pass/fail", old_cases.get(key, {}), new_cases.get(key, {}))
+        if test is None:
+            missing(*key, old_cases.get(key, {}), new_cases.get(key, {}))
+        else:
+            tests.append(test)
+            by_target[key[0]].append(test)
+    for target, target_tests in sorted(by_target.items()):
+        if len(target_tests) > 1:
+            old = {k: v for (t, _), cases in old_cases.items() if t == target for k, v in cases.items()}
+            new = {k: v for (t, _), cases in new_cases.items() if t == target for k, v in cases.items()}
+            pooled = _pass_fail_test(target, POOLED, "pooled", old, new)
+            if pooled is not None:
+                tests.append(pooled)
+    for key in sorted(set(old_scores) | set(new_scores)):
+        test = _score_test(key[0], key[1], old_scores.get(key, {}), new_scores.get(key, {}))
+        if test is None:
+            missing(*key, old_scores.get(key, {}), new_scores.get(key, {}))
+        else:
+            tests.append(test)
+    for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
+        test.p_adjusted = p_adj
+        test.significant = test.change < 0 and p_adj < alpha
     warnings = []
     if meta is not None:
-        for key in sorted(set(meta) | set(baseline["meta"])):
-            if key in meta and key in baseline["meta"] and meta[key] != baseline["meta"][key]:
-                warnings.append(f"{key} differs from the baseline: {baseline['meta'][key]!r} -> {meta[key]!r}")
-    return Comparison(entries, dict(baseline["meta"]), warnings)
+        for name in sorted(set(meta) & set(baseline["meta"])):
+            if meta[name] != baseline["meta"][name]:
+                warnings.append(f"{name} differs from the baseline: {baseline['meta'][name]!r} -> {meta[name]!r}")
+    return Comparison(tests, correction, alpha, unevaluated, dict(baseline["meta"]), warnings)
 
 
-# --------------------------------------------------------------------------- terminal table
+# --------------------------------------------------------------------------- threshold rules
+
+
+@dataclass
+class RuleReport:
+    breaches: list[str] = field(default_factory=list)
+    unevaluated: list[str] = field(default_factory=list)
+    held: int = 0
+
+
+def check_thresholds(results: list[dict[str, Any]], rules: ThresholdRules | None,
+                     comparison: Comparison | None = None) -> RuleReport:
+    """Every configured rule: breached, held, or not evaluated (a null rate, a target without
+    results, or a max_drop without a baseline comparison). min rules read the results.json-shaped
+    summaries; max_drop reads the comparison's paired tests: observed drop > max_drop AND
+    significant after the run's correction."""
+    rules = rules or ThresholdRules()
+    report = RuleReport()
+
+    def minimum(target: str, label: str, value: float | None, threshold: float | None) -> None:
+        if threshold is None:
+            return
+        if value is None:
+            report.unevaluated.append(f"{target}: {label} min {threshold:.2f} not evaluated (no scored rows)")
+        elif value < threshold - EPS:
+            report.breaches.append(f"{target}: {label} {value:.2f} < {threshold:.2f}")
+        else:
+            report.held += 1
+
+    seen = {s["target_model"] for s in results}
+    for name in sorted(set(rules.per_target) - seen):
+        report.unevaluated.append(f"{name}: per_target rules not evaluated (no results for this target)")
+    for summary in sorted(results, key=lambda s: s["target_model"]):
+        target = summary["target_model"]
+        rule = rules.for_target(target)
+        by_metric = summary.get("by_metric") or {}
+        minimum(target, "positive_pass_rate", summary.get("positive_pass_rate"), rule.min_positive_pass_rate)
+        minimum(target, "negative_pass_rate", summary.get("negative_pass_rate"), rule.min_negative_pass_rate)
+        for mid, mrule in sorted(rules.per_metric.items()):
+            minimum(target, f"{mid} pass_rate", (by_metric.get(mid) or {}).get("pass_rate"), mrule.min_pass_rate)
+        _max_drops(target, rules, rule, summary, comparison, report)
+    return report
+
+
+def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: dict[str, Any],
+               comparison: Comparison | None, report: RuleReport) -> None:
+    """The max_drop rules of one target: per metric (its own limit or the target's) and pooled."""
+    per_metric = {mid: m.max_drop for mid, m in rules.per_metric.items() if m.max_drop is not None}
+    if rule.max_drop is None and not per_metric:
+        return
+    if comparison is None:
+        report.unevaluated.append(f"{target}: max_drop not evaluated (no baseline comparison; use --evalbench-compare)")
+        return
+    wanted: dict[str, float] = {}
+    if rule.max_drop is not None:
+        wanted.update(dict.fromkeys(summary.get("by_metric") or {}, rule.max_drop))
+        wanted.update({t.metric_id: rule.max_drop for t in comparison.tests
+                       if t.target == target and t.kind != "scores"})
+    wanted.update(per_metric)
+    for mid, limit in sorted(wanted.items()):
+        test = comparison.get(target, mid)
+        if test is None:
+            report.unevaluated.append(f"{target}: {mid} max_drop {limit:.2f} not evaluated (no paired cases)")
+        elif test.significant and test.exceeds(limit):
+            report.breaches.append(f"{target}: {mid} drop {test.drop:.2f} > max_drop {limit:.2f} and significant "
+                                   f"({test.describe()})")
+        else:
+            report.held += 1
+
+
+# --------------------------------------------------------------------------- terminal tables
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def summary_table(results: list[dict[str, Any]], comparison: Comparison | None = None) -> list[str]:
-    """Plain-ASCII aligned lines: per target, its overall rates, then one row per metric with rate,
-    k/n and 95% Wilson interval, and (with a comparison) the baseline, change and flips.
-    `!` marks a significant drop."""
-    header = ["target", "metric", "rate", "n", "95% CI"]
-    if comparison is not None:
-        header += ["baseline", "change", "change 95% CI", "flips -/+"]
-    rows: list[list[str]] = [header]
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
+    return lines
+
+
+def summary_table(results: list[dict[str, Any]]) -> list[str]:
+    """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
+    95% Wilson interval."""
+    rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
     counts = metric_counts(results, [])
-    summaries = {s["target_model"]: s for s in results}
-    targets = sorted(set(summaries) | ({e.target for e in comparison.entries} if comparison else set()))
-    for target in targets:
-        s = summaries.get(target, {})
+    for s in sorted(results, key=lambda s: s["target_model"]):
+        target = s["target_model"]
         rows.append([target, "(positive)", _fmt(s.get("positive_pass_rate")), str(s.get("n_positive", "-")), ""])
         rows.append([target, "(negative)", _fmt(s.get("negative_pass_rate")), str(s.get("n_negative", "-")), ""])
-        mids = set(counts.get(target, {}))
-        if comparison is not None:
-            mids |= {e.metric_id for e in comparison.entries if e.target == target}
-        for mid in sorted(mids):
-            c = counts.get(target, {}).get(mid)
-            est = RateEstimate.of(c["n_passed"], c["n_total"]) if c else None
-            row = [target, mid, _fmt(est.rate if est else None), f"{est.k}/{est.n}" if est else "-",
-                   f"[{est.low:.2f}, {est.high:.2f}]" if est else "-"]
-            if comparison is not None:
-                e = comparison.get(target, mid)
-                if e is None or e.change is None:
-                    status = "new" if e is None or not e.baseline else ("removed" if not e.current else "-")
-                    row += [_fmt(e.baseline.rate) if e and e.baseline else "-", status, "", ""]
-                else:
-                    p = e.paired
-                    low, high = (p.low, p.high) if p else (e.change_low, e.change_high)
-                    row += [_fmt(e.baseline.rate),  # type: ignore[union-attr]
-                            _fmt(e.change, "+.3f") + (" !" if e.significant_drop else ""),
-                            f"[{low:+.2f}, {high:+.2f}]{'' if p else ' u'}", f"{p.b}/{p.c}" if p else "-"]
-            rows.append(row)
-    widths = [max(len(r[i]) if i < len(r) else 0 for r in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    if comparison is not None:
-        lines.append("! = significant drop (95% interval below 0); change CI: paired (Agresti-Min) on shared cases,"
-                     " u = unpaired (Newcombe) when none are shared; flips = pass->fail/fail->pass")
-        lines += [f"warning: {w}" for w in comparison.meta_warnings]
+        for mid, c in sorted(counts.get(target, {}).items()):
+            est = RateEstimate.of(c["n_passed"], c["n_total"])
+            rows.append([target, mid, _fmt(est.rate), f"{est.k}/{est.n}", f"[{est.low:.2f}, {est.high:.2f}]"])
+    return _align(rows)
+
+
+def comparison_table(comparison: Comparison) -> list[str]:
+    """What decided, per paired test: baseline and current on the shared cases, the change, the
+    flips, the test, its raw and adjusted p. `!` marks a drop significant after correction."""
+    rows: list[list[str]] = [["target", "metric", "test", "n", "baseline", "now", "change", "flips -/+",
+                              "p", "p adj", ""]]
+    for t in comparison.tests:
+        scale = SCORE_RANGE if t.kind == "scores" else 1.0
+        rows.append([t.target, t.metric_id, t.method, str(t.n_shared), f"{t.baseline_mean:.3f}",
+                     f"{t.current_mean:.3f}", f"{t.change * scale:+.3f}",
+                     "-" if t.kind == "scores" else f"{t.b}/{t.c}", f"{t.p_value:.3g}", f"{t.p_adjusted:.3g}",
+                     "!" if t.significant else ""])
+    name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(comparison.correction, comparison.correction)
+    lines = ["baseline comparison (paired on shared cases; one-sided tests for a drop):"]
+    lines += _align(rows) if comparison.tests else ["  (no paired comparisons)"]
+    lines.append(f"! = drop significant at alpha {comparison.alpha:g} after {name} correction over "
+                 f"{len(comparison.tests)} test{'s' if len(comparison.tests) != 1 else ''}")
+    if any(t.kind == "scores" for t in comparison.tests):
+        lines.append("scores: mean change on the 1..5 scale; drop:X and max_drop compare X with that change / 4")
+    lines += [f"not compared: {u.split(': ', 1)[1]} [{u.split(': ', 1)[0]}]" for u in comparison.unevaluated]
+    lines += [f"warning: {w}" for w in comparison.meta_warnings]
     return lines

@@ -1,10 +1,12 @@
 """The end-of-session verdict for CI: thresholds, baseline comparison, per-case verdicts, exit code.
 
-Runs on the controller after the result files are written. Exit codes (documented in README):
-0 ok; 1 case failures (with `gate: cases`); 6 regression (a threshold breach or a meaningful
-drop against the baseline); 7 incomplete (endpoint errors, unscored judgments, budget stop,
-replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run
-cannot clear or convict a build.
+`evaluate_gate` is a pure function of in-memory rows and returns one `GateOutcome`, which both
+prints the summary and decides the exit status, so the two cannot disagree. Exit codes
+(documented in README): 0 ok; 1 case failures (with `gate: cases`; with num_samples > 1 a case
+fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
+significant drop against the baseline); 7 incomplete (endpoint errors, unscored judgments, budget
+stop, replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run
+cannot clear or convict a build. Baseline and HTML file I/O are the two small functions at the end.
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..kinds import KindResults
 from ..llm.cache import atomic_write_text
-from ..loading import validate_as
 from ..render.html import render_html
-from ..scenarios.store import read_run_rows
+from ..spec import ThresholdRules
 from .compare import (
     CompareRule,
     Comparison,
-    ThresholdRules,
-    check_thresholds_report,
+    check_thresholds,
     compare_with_baseline,
+    comparison_table,
     load_baseline,
     make_baseline,
     summary_table,
@@ -44,6 +46,39 @@ class GateSettings:
     html: Path | None = None
     case_pass_rate: float = 0.5
     mode: str = "cases"  # cases | thresholds
+    fail_inconclusive: bool = False
+    correction: str = "holm"
+    alpha: float = 0.05
+
+
+@dataclass
+class GateInputs:
+    """Everything the gate reads, in memory (the kind's `KindResults` plus the run's context)."""
+
+    results: list[dict[str, Any]]
+    """results.json-shaped per-target summaries (min rules, the rates table)."""
+    outcomes: list[dict[str, Any]] = field(default_factory=list)
+    """Pass/fail unit rows (scores.json shape) paired with the baseline."""
+    scores: list[dict[str, Any]] = field(default_factory=list)
+    """Per-eval numeric score rows (dataset) paired with the baseline."""
+    rules: ThresholdRules | None = None
+    baseline: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    incomplete: list[str] = field(default_factory=list)
+    table: list[str] | None = None
+    """The kind's own rates table, replacing the default one."""
+
+
+@dataclass
+class CaseVerdict:
+    target: str
+    case: str
+    passed: int
+    total: int
+    verdict: str
+
+    def line(self) -> str:
+        return f"{self.case}[{self.target}] {self.passed}/{self.total} passed -> {self.verdict}"
 
 
 @dataclass
@@ -51,13 +86,26 @@ class GateOutcome:
     table: list[str] = field(default_factory=list)
     breaches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    """Rules that could not be evaluated (never counted as held)."""
     regressions: list[str] = field(default_factory=list)
-    verdicts: list[str] = field(default_factory=list)
+    cases: list[CaseVerdict] = field(default_factory=list)
+    """Per-case verdicts over samples (num_samples > 1 only)."""
     flips: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
     mode: str = "cases"
-    rules: int = 0
+    fail_inconclusive: bool = False
+    held: int = 0
+    comparison: Comparison | None = None
+
+    @property
+    def verdicts(self) -> list[str]:
+        return [c.line() for c in self.cases]
+
+    @property
+    def failed_cases(self) -> list[CaseVerdict]:
+        bad = ("fail", "inconclusive") if self.fail_inconclusive else ("fail",)
+        return [c for c in self.cases if c.verdict in bad]
 
     def exit_code(self, pytest_status: int) -> int:
         """Combine pytest's own status with the gate; usage/internal errors are left alone."""
@@ -69,90 +117,117 @@ class GateOutcome:
             return EXIT_REGRESSION
         if self.mode == "thresholds":
             return 0
+        if self.cases:  # num_samples > 1: the per-case verdicts decide, not single samples
+            return 1 if self.failed_cases else 0
         return pytest_status
 
     def lines(self) -> list[str]:
         out = list(self.table)
+        if self.comparison is not None:
+            out += comparison_table(self.comparison)
         out += [f"  per-case: {v}" for v in self.verdicts]
         out += [f"  flipped pass->fail since baseline: {f}" for f in self.flips]
-        out += [f"  no data: {n}" for n in self.notes]
+        out += [f"  NOT EVALUATED: {n}" for n in self.notes]
         out += [f"  THRESHOLD BREACH: {b}" for b in self.breaches]
         out += [f"  REGRESSION vs baseline: {r}" for r in self.regressions]
         out += [f"  INCOMPLETE: {i}" for i in self.incomplete]
         out += [f"  wrote {w}" for w in self.written]
+        rules = f"{self.held} rule{'s' if self.held != 1 else ''} held, {len(self.notes)} not evaluated"
         if self.incomplete:
             out.append("gate: INCOMPLETE run (exit 7): the numbers above cannot pass or fail the build")
         elif self.breaches or self.regressions:
-            out.append("gate: REGRESSION (exit 6)")
+            out.append(f"gate: REGRESSION (exit 6; {len(self.breaches) + len(self.regressions)} failed, {rules})")
         elif self.mode == "thresholds":
-            held = (f"{self.rules} threshold/baseline rule{'s' if self.rules != 1 else ''} held" if self.rules
-                    else "no threshold rules configured")
-            out.append(f"gate: passed ({held}; case failures are reported, not gating)")
+            out.append(f"gate: passed ({rules}; case failures are reported, not gating)")
+        elif self.cases:
+            counts = {v: sum(1 for c in self.cases if c.verdict == v) for v in ("pass", "inconclusive", "fail")}
+            tally = ", ".join(f"{n} {v}" for v, n in counts.items())
+            if self.failed_cases:
+                out.append(f"gate: FAILED (exit 1): per-case verdicts {tally}; {rules}")
+            else:
+                out.append(f"gate: passed: per-case verdicts {tally} (single failed samples do not fail "
+                           f"the build; inconclusive cases {'fail' if self.fail_inconclusive else 'do not'}); {rules}")
+        elif self.held or self.notes:
+            out.append(f"gate: {rules}")
         return out
 
 
-def run_rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
-    """The rows of one result file over every target's run directory."""
-    return [row for rows in read_run_rows(bench_dir, filename).values() for row in rows]
-
-
-def case_verdicts(scores: list[dict[str, Any]], threshold: float) -> list[str]:
-    """For num_samples > 1: pass rate over samples per case and a Wilson-bound verdict."""
+def case_verdicts(outcomes: list[dict[str, Any]], threshold: float) -> list[CaseVerdict]:
+    """For num_samples > 1: per (target, case) the pass count over its scored samples and a
+    Wilson-bound verdict; empty when no case has more than one sample."""
     groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    for row in scores:
+    samples: dict[tuple[str, str], int] = defaultdict(int)
+    for row in outcomes:
+        key = (row["target_model"], row["id"])
+        samples[key] += 1
         if row.get("passed") is not None:
-            groups[(row["target_model"], row["id"])].append(bool(row["passed"]))
-    lines = []
-    for (target, case_id), outcomes in sorted(groups.items()):
-        if len(outcomes) > 1:
-            k, n = sum(outcomes), len(outcomes)
-            lines.append(f"{case_id}[{target}] {k}/{n} passed -> {case_verdict(k, n, threshold)}")
-    return lines
+            groups[key].append(bool(row["passed"]))
+    if not any(n > 1 for n in samples.values()):
+        return []
+    out = []
+    for (target, case_id) in sorted(samples):
+        results = groups.get((target, case_id), [])
+        k, n = sum(results), len(results)
+        out.append(CaseVerdict(target, case_id, k, n, case_verdict(k, n, threshold)))
+    return out
 
 
-def count_rules(rules: ThresholdRules) -> int:
-    """How many threshold values are set (for the summary line)."""
-    data = rules.model_dump(exclude_none=True)
-    nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values() for v in entry.values()]
-    return len(data) + len(nested)
-
-
-def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: list[dict[str, Any]],
-                  settings: GateSettings, meta: dict[str, Any], incomplete: list[str]) -> GateOutcome:
-    """Everything the CI gate decides, from the files on disk after this session's merge."""
-    outcome = GateOutcome(incomplete=list(incomplete), mode=settings.mode)
-    scores = run_rows(bench_dir, "scores.json")
-    rules: ThresholdRules = validate_as(ThresholdRules, thresholds or {}, bench_dir / "benchmark.yaml",
-                                        row="thresholds")
-    comparison: Comparison | None = None
-    baseline: dict[str, Any] | None = None
-    if settings.compare is not None:
-        try:
-            baseline = load_baseline(json.loads(settings.compare.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            raise InputError(settings.compare, "baseline file not found; create it with "
-                             "--evalbench-save-baseline") from None
-        except ValueError as exc:
-            raise InputError(settings.compare, str(exc)) from None
-        comparison = compare_with_baseline(baseline, results, scores, meta)
-        for entry in comparison.entries:
-            if entry.paired is not None and entry.paired.pass_to_fail:
-                flipped = ", ".join(k.split("|", 1)[1] for k in entry.paired.pass_to_fail)
-                outcome.flips.append(f"{entry.target} {entry.metric_id}: {flipped}")
+def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
+    """Everything the CI gate decides, from this session's merged rows (no I/O)."""
+    outcome = GateOutcome(incomplete=list(inputs.incomplete), mode=settings.mode,
+                          fail_inconclusive=settings.fail_inconclusive)
+    comparison = None
+    if inputs.baseline is not None:
+        comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
+                                           correction=settings.correction, alpha=settings.alpha)
+        outcome.comparison = comparison
+        for test in comparison.tests:
+            if test.kind == "pass/fail" and test.pass_to_fail:
+                flipped = ", ".join(k.split("|", 1)[1] for k in test.pass_to_fail)
+                outcome.flips.append(f"{test.target} {test.metric_id}: {flipped}")
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
-    report = check_thresholds_report(results, rules, baseline)
-    outcome.breaches = [b.message for b in report.breaches]
-    outcome.rules = count_rules(rules) + (1 if settings.compare_fail is not None else 0)
-    outcome.notes = [n.message for n in report.notes]
-    outcome.table = summary_table(results, comparison) if results else []
-    outcome.verdicts = case_verdicts(scores, settings.case_pass_rate)
+            if comparison.tests and not outcome.regressions:
+                outcome.held += 1
+            if not comparison.tests:
+                outcome.notes.append("compare rule not evaluated (no paired comparisons with the baseline)")
+            outcome.notes += [f"compare rule: {u}" for u in comparison.unevaluated]
+    report = check_thresholds(inputs.results, inputs.rules, comparison)
+    outcome.breaches = report.breaches
+    outcome.held += report.held
+    outcome.notes += report.unevaluated
+    outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
+                                                                   else [])
+    outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
+    return outcome
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_baseline(path: Path) -> dict[str, Any]:
+    """A baseline file, validated; InputError names the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "baseline file not found; create it with --evalbench-save-baseline") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"baseline file unreadable: {exc}") from None
+    try:
+        return load_baseline(data)
+    except ValueError as exc:
+        raise InputError(path, str(exc)) from None
+
+
+def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOutcome, written: KindResults,
+                     title: str) -> None:
+    """The baseline to save and the HTML report (from the kind's scores.json rows and
+    conversations), when asked for."""
     if settings.save_baseline is not None:
-        atomic_write_text(settings.save_baseline, json.dumps(make_baseline(results, scores, meta), indent=1) + "\n")
+        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
+        atomic_write_text(settings.save_baseline, json.dumps(baseline, indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")
     if settings.html is not None:
-        html = render_html(results, scores, run_rows(bench_dir, "conversations.json"), comparison,
-                           f"evalbench: {meta.get('benchmark')}")
-        atomic_write_text(settings.html, html)
+        atomic_write_text(settings.html, render_html(inputs.results, written.scores, written.conversations,
+                                                     outcome.comparison, title))
         outcome.written.append(f"HTML report {settings.html}")
-    return outcome

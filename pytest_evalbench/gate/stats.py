@@ -1,22 +1,31 @@
 """Small-sample statistics for CI gating: pure functions, stdlib only (no scipy, no pytest).
 
-LLM evaluation runs are small (tens of cases per metric), so every rate carries an interval and
-every comparison with a baseline is tested before it is allowed to fail a build. Choices:
+LLM evaluation runs are small (tens of cases per metric), so every comparison with a baseline is
+an exact (or, for large samples, a standard large-sample) paired test, and the p-values of one run
+are adjusted together for multiplicity before any of them may fail a build. Choices:
 
-* one proportion: Wilson score interval (Wilson 1927) - sane at k=0, k=n and small n, unlike Wald;
-* two unpaired proportions: Newcombe's hybrid score interval (Newcombe 1998, method 10);
-* two paired proportions (same cases, baseline vs current): Agresti-Min interval (add 1/2 to each
-  cell of the 2x2 table, then Wald; Agresti & Min 2005) plus the exact McNemar test.
+* one proportion: Wilson score interval (Wilson 1927), shown next to every rate;
+* paired pass/fail (same cases, baseline vs current): one-sided exact McNemar test, i.e. the
+  binomial test of the b pass->fail flips among the b + c discordant pairs at p = 1/2. Exact, so its
+  size never exceeds alpha (the mid-p variant is available but not the default: it can);
+* paired scores (dataset evals, 1..5): one-sided Wilcoxon signed-rank test (zeros dropped; exact
+  permutation distribution with mid-ranks for up to EXACT_MAX non-zero pairs, normal approximation
+  with the tie correction above), plus a seeded paired bootstrap interval of the mean difference;
+* multiplicity: Holm (1979) step-down (controls the family-wise error rate under any dependence)
+  or Benjamini-Hochberg (1995) step-up (controls the false discovery rate; an option).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
 Z95 = 1.959964
+EXACT_MAX = 60
 Verdict = Literal["pass", "fail", "inconclusive"]
 
 
@@ -37,40 +46,38 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return low, high
 
 
-def newcombe_diff_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float]:
-    """Interval for p2 - p1 from two independent samples (Newcombe 1998, hybrid score, method 10).
+def binomial_upper_tail(k: int, m: int, mid: bool = False) -> float:
+    """P(X >= k) for X ~ Binomial(m, 1/2), or the mid-p P(X > k) + P(X = k) / 2. Integer
+    arithmetic, so large counts do not underflow."""
+    if m < 0 or k < 0 or k > m:
+        raise ValueError(f"need 0 <= k <= m, got k={k}, m={m}")
+    term, above = 1, 0  # term = C(m, i), counting down from i = m
+    for i in range(m, k, -1):
+        above += term
+        term = term * i // (m - i + 1)
+    at_k = term  # C(m, k)
+    tail = Fraction(above, 1) + (Fraction(at_k, 2) if mid else at_k)
+    return float(tail / 2**m)
 
-    Used when the two runs share no cases (e.g. the scenario set was regenerated). An empty side
-    carries no information, so the result is then the whole range (-1, 1).
-    """
-    if n1 == 0 or n2 == 0:
-        return -1.0, 1.0
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = wilson_interval(k1, n1, z)
-    l2, u2 = wilson_interval(k2, n2, z)
-    d = p2 - p1
-    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
-    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
-    return max(-1.0, low), min(1.0, high)
+
+def mcnemar_drop_p(b: int, c: int, mid: bool = False) -> float:
+    """One-sided McNemar p-value for a drop: b pass->fail and c fail->pass flips; 1.0 without
+    discordant pairs (no evidence either way)."""
+    if b + c == 0:
+        return 1.0
+    return binomial_upper_tail(b, b + c, mid)
 
 
 def mcnemar_exact_p(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value: binomial test of min(b, c) among the b + c discordant pairs
-    at p = 1/2, doubled and capped at 1. Integer arithmetic, so large counts do not underflow."""
-    m = b + c
-    if m == 0:
+    """Exact two-sided McNemar p-value (doubled smaller tail, capped at 1), for reference."""
+    if b + c == 0:
         return 1.0
-    term, tail = 1, 0  # term = C(m, i)
-    for i in range(min(b, c) + 1):
-        tail += term
-        term = term * (m - i) // (i + 1)
-    return float(min(Fraction(1), Fraction(2 * tail, 2**m)))
+    return min(1.0, 2 * binomial_upper_tail(max(b, c), b + c))
 
 
 def agresti_min_interval(b: int, c: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Interval for the paired difference (c - b) / n: Agresti & Min (2005), "Simple improved
-    confidence intervals for comparing matched proportions", Stat. Med. 24:729-740 - add 1/2 to
-    each of the four cells, then Wald. Good coverage at small n, and defined when b = c = 0."""
+    """Descriptive interval for the paired difference (c - b) / n (Agresti & Min 2005: add 1/2 to
+    each cell, then Wald). Shown in the HTML report; the gate decides on the exact test."""
     if n == 0:
         return -1.0, 1.0
     nn = n + 2.0
@@ -78,6 +85,94 @@ def agresti_min_interval(b: int, c: int, n: int, z: float = Z95) -> tuple[float,
     d = p_c - p_b
     half = z * math.sqrt(max(0.0, (p_b + p_c) - d * d) / nn)
     return max(-1.0, d - half), min(1.0, d + half)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg step-up adjusted p-values (q-values), in input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
+    adjusted = [1.0] * m
+    running = 1.0
+    for back, i in enumerate(order):
+        rank = m - back
+        running = min(running, p_values[i] * m / rank)
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def adjust(p_values: Sequence[float], method: str) -> list[float]:
+    """Adjusted p-values by `method` ("holm" or "bh")."""
+    if method == "holm":
+        return holm(p_values)
+    if method == "bh":
+        return benjamini_hochberg(p_values)
+    raise ValueError(f"unknown correction {method!r}; use 'holm' or 'bh'")
+
+
+def _midranks(values: Sequence[float]) -> list[float]:
+    """Ranks 1..n of `values`, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def wilcoxon_drop_p(diffs: Sequence[float]) -> tuple[float, str]:
+    """One-sided Wilcoxon signed-rank p-value for a decrease (current - baseline < 0), and the
+    method used. Zero differences are dropped (Wilcoxon's convention); (1.0, "no change") without
+    non-zero pairs. The statistic is the rank sum of the negative differences."""
+    nonzero = [d for d in diffs if d != 0]
+    n = len(nonzero)
+    if n == 0:
+        return 1.0, "no change"
+    ranks = _midranks([abs(d) for d in nonzero])
+    doubled = [round(2 * r) for r in ranks]  # mid-ranks are multiples of 1/2
+    observed = sum(r for r, d in zip(doubled, nonzero) if d < 0)
+    if n <= EXACT_MAX:
+        counts = {0: 1}  # distribution of the signed-rank sum under random signs
+        for r in doubled:
+            nxt = dict(counts)
+            for total, ways in counts.items():
+                nxt[total + r] = nxt.get(total + r, 0) + ways
+            counts = nxt
+        tail = sum(ways for total, ways in counts.items() if total >= observed)
+        return float(Fraction(tail, 2**n)), "exact"
+    mean = sum(doubled) / 2
+    var = sum(r * r for r in doubled) / 4  # includes the tie correction (sum of squared mid-ranks)
+    z = (observed - mean - 1) / math.sqrt(var) if var else 0.0  # continuity correction of 1/2 rank
+    return 0.5 * math.erfc(z / math.sqrt(2)), "normal"
+
+
+def bootstrap_mean_interval(diffs: Sequence[float], resamples: int = 2000, seed: int = 0,
+                            level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean paired difference from a seeded paired bootstrap
+    (deterministic, so a rerun prints the same interval)."""
+    n = len(diffs)
+    if n == 0:
+        return 0.0, 0.0
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
+    cut = (1 - level) / 2
+    return means[int(cut * resamples)], means[min(resamples - 1, int((1 - cut) * resamples))]
 
 
 @dataclass(frozen=True)
@@ -99,54 +194,12 @@ class RateEstimate:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class PairedResult:
-    """Baseline vs current outcome on the cases both runs share.
-
-    b = pass->fail flips, c = fail->pass flips, diff = (c - b) / n_shared (current minus baseline).
-    `significant_drop` means the whole 95% interval lies below zero.
-    """
-
-    n_shared: int
-    b: int
-    c: int
-    diff: float
-    low: float
-    high: float
-    p_value: float
-    significant_drop: bool
-    pass_to_fail: list[str] = field(default_factory=list)
-    fail_to_pass: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def paired_comparison(baseline: dict[str, bool], current: dict[str, bool], z: float = Z95) -> PairedResult:
-    """Compare two runs case by case over the keys present in both (others are ignored).
-
-    Interval: Agresti-Min (see `agresti_min_interval`); test: exact McNemar. The significance flag
-    follows the interval, so it can disagree with p < 0.05 in borderline cases.
-    """
-    shared = sorted(set(baseline) & set(current))
-    pass_to_fail = [key for key in shared if baseline[key] and not current[key]]
-    fail_to_pass = [key for key in shared if not baseline[key] and current[key]]
-    n, b, c = len(shared), len(pass_to_fail), len(fail_to_pass)
-    low, high = agresti_min_interval(b, c, n, z)
-    return PairedResult(
-        n_shared=n, b=b, c=c, diff=((c - b) / n if n else 0.0), low=low, high=high,
-        p_value=mcnemar_exact_p(b, c), significant_drop=n > 0 and high < 0,
-        pass_to_fail=pass_to_fail, fail_to_pass=fail_to_pass,
-    )
-
-
 def case_verdict(k: int, n: int, threshold: float = 0.5, z: float = Z95) -> Verdict:
     """Verdict of one test case run over n samples (k passed).
 
-    n == 1: the raw outcome (an interval on one sample is always inconclusive, and a single-sample
-    run must still give pass/fail). n == 0 (all unscored): inconclusive. n > 1: pass when the
-    Wilson lower bound >= threshold, fail when the upper bound < threshold, else inconclusive -
-    so a flaky case is reported as such instead of passing or failing by luck.
+    n == 1: the raw outcome. n == 0 (all unscored): inconclusive. n > 1: pass when the Wilson lower
+    bound >= threshold, fail when the upper bound < threshold, else inconclusive - so a flaky case
+    is reported as such instead of passing or failing by luck.
     """
     if n == 0:
         return "inconclusive"

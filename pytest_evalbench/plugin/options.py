@@ -82,10 +82,17 @@ def add_gate_options(group: Any) -> None:
                     const="", default=None,
                     help="Write a baseline file to commit. Default path: benchmarks/NAME/baseline.json")
     group.addoption("--evalbench-compare", dest="evalbench_compare", metavar="PATH", nargs="?", const="",
-                    default=None, help="Compare with a baseline file (95%% intervals, flipped cases). "
+                    default=None, help="Compare with a baseline file (paired one-sided tests, corrected for multiplicity; "
+                                       "flipped cases). "
                                        "Default path: benchmarks/NAME/baseline.json")
     group.addoption("--evalbench-compare-fail", dest="evalbench_compare_fail", type=_compare_rule, metavar="RULE",
-                    help="Fail (exit 6) on drops vs the baseline: 'significant', 'drop:0.05' or 'any'")
+                    help="Fail (exit 6) on drops vs the baseline: 'significant' (exact paired test, "
+                         "significant after the run's multiplicity correction), 'drop:0.1' (observed drop "
+                         "> 0.1 and significant) or 'any' (any observed drop)")
+    group.addoption("--evalbench-correction", dest="evalbench_correction", choices=("holm", "bh"), default=None,
+                    help="Multiplicity correction over all baseline comparisons of the run: holm (family-wise "
+                         "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
+                         "gate.correction, else holm")
     group.addoption("--evalbench-html", dest="evalbench_html", metavar="PATH",
                     help="Write a self-contained HTML report (charts, demographic variants, transcripts)")
 
@@ -97,23 +104,31 @@ def _compare_rule(text: str) -> CompareRule:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _path_option(config: pytest.Config, option: str, bench_dir: Path) -> Path | None:
+    """A PATH option whose bare form means benchmarks/NAME/baseline.json."""
+    value = config.getoption(option)
+    if value is None:
+        return None
+    return Path(value).resolve() if value else bench_dir / "baseline.json"
+
+
+def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
+    """The baseline to compare with (`--evalbench-compare`, implied by `--evalbench-compare-fail`)."""
+    path = _path_option(config, "evalbench_compare", bench_dir)
+    if path is None and config.getoption("evalbench_compare_fail") is not None:
+        return bench_dir / "baseline.json"
+    return path
+
+
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
-    default = bench_dir / "baseline.json"
-
-    def path(option: str) -> Path | None:
-        value = config.getoption(option)
-        if value is None:
-            return None
-        return Path(value).resolve() if value else default
-
     html = config.getoption("evalbench_html")
     rule = config.getoption("evalbench_compare_fail")
-    compare = path("evalbench_compare")
-    if rule is not None and compare is None:
-        compare = default
-    return GateSettings(save_baseline=path("evalbench_save_baseline"), compare=compare, compare_fail=rule,
+    return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
+                        compare=compare_path(config, bench_dir), compare_fail=rule,
                         html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
-                        mode=spec_gate.mode)
+                        mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
+                        correction=config.getoption("evalbench_correction") or spec_gate.correction,
+                        alpha=spec_gate.alpha)
 
 
 def build_settings(config: pytest.Config) -> RunSettings | None:

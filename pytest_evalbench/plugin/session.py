@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from ..context import BenchmarkRun
-from ..errors import ConfigError, EvalbenchError, LLMError, TargetError
-from ..gate.outcome import GateOutcome, evaluate_gate
+from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
+from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, Record, kind_of
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..render.terminal import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
 from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
-from .options import gate_settings
+from .options import compare_path, gate_settings
 
 SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
 RECORD_KEY = pytest.StashKey[Record]()
@@ -46,6 +46,7 @@ class EvalbenchSession:
             self.bench_dir = resolve_benchmark_dir(config.rootpath / "benchmarks", settings.benchmark)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
+        self.baseline = self._read_baseline()
         self._run: BenchmarkRun | None = None
         self._kind: BenchmarkKind | None = None
         self._cases: dict[Path, list[Any]] | None = None
@@ -56,6 +57,16 @@ class EvalbenchSession:
         self.finish_error: str | None = None
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
+
+    def _read_baseline(self) -> dict[str, Any] | None:
+        """The baseline to compare with, read and validated before any LLM call (controller only)."""
+        path = compare_path(self.config, self.bench_dir)
+        if path is None or self.is_worker:
+            return None
+        try:
+            return read_baseline(path)
+        except InputError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     # ------------------------------------------------------------------ loading
     @property
@@ -209,12 +220,15 @@ class EvalbenchSession:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
         written = self.kind.write_results(records)
-        gated = written.gate_results if written.gate_results is not None else written.results
-        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
-                                gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
-                                incomplete_reasons(self.errors, exitstatus))
-        if written.table is not None:
-            outcome.table = written.table
+        settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
+        inputs = GateInputs(
+            results=written.gate_results if written.gate_results is not None else written.results,
+            outcomes=written.scores if written.outcomes is None else written.outcomes,
+            scores=written.eval_scores, rules=run.spec.thresholds,
+            baseline=self.baseline,
+            meta=run.meta(), incomplete=incomplete_reasons(self.errors, exitstatus), table=written.table)
+        outcome = evaluate_gate(inputs, settings)
+        write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)

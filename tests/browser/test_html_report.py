@@ -112,7 +112,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     results, scores, conversations = synthetic_run(OUTCOMES)
     # Baseline: beta-mini also passed m01_s002_v01 -> one pass->fail flip on beta-mini m01 now.
     base_results, base_scores, _ = synthetic_run({**OUTCOMES, ("beta-mini", "m01_s002_v01"): True})
-    comparison = compare_with_baseline(make_baseline(base_results, base_scores, {"judge": "j1"}), results, scores)
+    comparison = compare_with_baseline(make_baseline(base_results, base_scores, {"judge": "j1"}), scores)
     page = render_html(results, scores, conversations, comparison, "Demo </title> report")
     path = tmp_path_factory.mktemp("report") / "report.html"
     path.write_text(page, encoding="utf-8")

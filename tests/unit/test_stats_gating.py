@@ -1,8 +1,9 @@
-"""stats.py and gating.py: intervals against published values, tests against hand-computed
-binomials, threshold rules, compare rules and the baseline file."""
+"""gate/stats.py and gate/compare.py and gate/outcome.py: tests against published and hand-computed
+values, multiplicity corrections, threshold and compare rules, the baseline file, the gate outcome."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -13,21 +14,27 @@ from pydantic import ValidationError
 
 from pytest_evalbench.gate.compare import (
     BASELINE_SCHEMA_VERSION,
+    POOLED,
     ThresholdRules,
     check_thresholds,
-    check_thresholds_report,
     compare_with_baseline,
+    comparison_table,
     load_baseline,
     make_baseline,
     parse_compare_rule,
     summary_table,
 )
+from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
 from pytest_evalbench.gate.stats import (
     agresti_min_interval,
+    benjamini_hochberg,
+    binomial_upper_tail,
+    bootstrap_mean_interval,
     case_verdict,
+    holm,
+    mcnemar_drop_p,
     mcnemar_exact_p,
-    newcombe_diff_interval,
-    paired_comparison,
+    wilcoxon_drop_p,
     wilson_interval,
 )
 from pytest_evalbench.scenarios.aggregate import aggregate
@@ -61,66 +68,113 @@ def test_wilson_contains_estimate_and_is_a_probability(kn: tuple[int, int]) -> N
         assert low <= k / n <= high
 
 
-@pytest.mark.parametrize(("k1", "n1", "k2", "n2", "expected"), [
-    (48, 80, 56, 70, (0.0524, 0.3339)),  # Newcombe (1998b), Table II, method 10
-    (3, 10, 9, 10, (0.1705, 0.8090)),
-    (0, 20, 0, 10, (-0.1611, 0.2775)),
+@pytest.mark.parametrize(("b", "c", "exact", "mid"), [
+    (3, 0, 1 / 8, 1 / 16),  # the issue's first row: 3 of 3 flip, exact one-sided p = 0.125
+    (5, 0, 1 / 32, 1 / 64),
+    (6, 0, 1 / 64, 1 / 128),
+    (0, 6, 1.0, 1 - 1 / 128),
+    (0, 0, 1.0, 1.0),
+    (7, 3, (1 + 10 + 45 + 120) / 2**10, (1 + 10 + 45 + 60) / 2**10),
+    (15, 3, (1 + 18 + 153 + 816) / 2**18, (1 + 18 + 153 + 408) / 2**18),
 ])
-def test_newcombe_known_values(k1: int, n1: int, k2: int, n2: int, expected: tuple[float, float]) -> None:
-    assert newcombe_diff_interval(k1, n1, k2, n2) == pytest.approx(expected, abs=5e-5)
-
-
-@given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
-       st.integers(1, 300).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
-def test_newcombe_contains_difference(a: tuple[int, int], b: tuple[int, int]) -> None:
-    low, high = newcombe_diff_interval(*a, *b)
-    assert -1.0 <= low <= b[0] / b[1] - a[0] / a[1] + 1e-12 and b[0] / b[1] - a[0] / a[1] - 1e-12 <= high <= 1.0
+def test_mcnemar_one_sided_exact_and_mid_p(b: int, c: int, exact: float, mid: float) -> None:
+    assert mcnemar_drop_p(b, c) == pytest.approx(exact, rel=1e-12)
+    assert mcnemar_drop_p(b, c, mid=True) == pytest.approx(mid, rel=1e-12)
 
 
 @pytest.mark.parametrize(("b", "c", "expected"), [
-    (6, 0, 2 / 2**6),
-    (0, 6, 2 / 2**6),
-    (1, 0, 1.0),
-    (0, 0, 1.0),
-    (3, 7, 2 * (1 + 10 + 45 + 120) / 2**10),
-    (10, 2, 2 * (1 + 12 + 66) / 2**12),
+    (6, 0, 2 / 2**6), (0, 6, 2 / 2**6), (1, 0, 1.0), (0, 0, 1.0), (3, 0, 0.25),
+    (3, 7, 2 * (1 + 10 + 45 + 120) / 2**10), (10, 2, 2 * (1 + 12 + 66) / 2**12),
 ])
-def test_mcnemar_exact(b: int, c: int, expected: float) -> None:
+def test_mcnemar_two_sided(b: int, c: int, expected: float) -> None:
     assert mcnemar_exact_p(b, c) == pytest.approx(expected, rel=1e-12)
 
 
-def test_mcnemar_large_counts_do_not_underflow() -> None:
-    p = mcnemar_exact_p(5000, 5200)
-    assert 0.0 < p < 0.06
+def test_binomial_tail_large_counts_do_not_underflow() -> None:
+    assert 0.0 < mcnemar_drop_p(5200, 5000) < 0.03
+    assert binomial_upper_tail(2000, 2000) == 2.0**-2000 and binomial_upper_tail(0, 2000) == 1.0
+
+
+@given(st.integers(0, 40).flatmap(lambda m: st.tuples(st.integers(0, m), st.just(m))))
+def test_binomial_tail_matches_the_sum_of_terms(km: tuple[int, int]) -> None:
+    k, m = km
+    assert binomial_upper_tail(k, m) == pytest.approx(sum(math.comb(m, i) for i in range(k, m + 1)) / 2**m,
+                                                      rel=1e-12)
+
+
+def test_holm_and_bh_known_values() -> None:
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Holm: sorted 0.005*4, 0.01*3, 0.03*2, 0.04*1 -> 0.02, 0.03, 0.06, max(0.06, 0.04)
+    assert holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # BH: 0.04*4/4, 0.03*4/3, 0.01*4/2, 0.005*4/1, each the min with the ones above it
+    assert benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0]) and holm([]) == []
+    assert benjamini_hochberg([0.02, 0.5]) == pytest.approx([0.04, 0.5])
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=12))
+def test_holm_is_between_raw_and_bonferroni_and_keeps_order(p: list[float]) -> None:
+    adjusted = holm(p)
+    for raw, adj in zip(p, adjusted):
+        assert raw - 1e-12 <= adj <= min(1.0, raw * len(p)) + 1e-12
+    bh = benjamini_hochberg(p)
+    assert all(b <= h + 1e-12 for b, h in zip(bh, adjusted))  # BH never stricter than Holm
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    assert [adjusted[i] for i in order] == sorted(adjusted)
+
+
+def test_wilcoxon_published_example() -> None:
+    # Fisher's (1935) height differences, as in scipy.stats.wilcoxon's documentation:
+    # exact one-sided p = 0.0206298828125 for "greater"; a drop test sees the negated differences.
+    d = [6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75]
+    assert wilcoxon_drop_p([-x for x in d]) == (0.0206298828125, "exact")
+    assert wilcoxon_drop_p(d)[0] > 0.97
+    assert wilcoxon_drop_p([0, 0]) == (1.0, "no change")
+    assert wilcoxon_drop_p([-1] * 5 + [0] * 3) == (1 / 32, "exact")  # zeros dropped
+
+
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=10))
+def test_wilcoxon_exact_equals_sign_enumeration_with_ties(diffs: list[int]) -> None:
+    nonzero = [d for d in diffs if d]
+    if not nonzero:
+        return
+    absolute = sorted(abs(d) for d in nonzero)
+    rank = {v: (absolute.index(v) + len(absolute) - absolute[::-1].index(v) + 1) / 2 for v in absolute}
+    observed = sum(rank[abs(d)] for d in nonzero if d < 0)
+    hits = sum(1 for signs in itertools.product((0, 1), repeat=len(nonzero))
+               if sum(rank[abs(d)] for d, s in zip(nonzero, signs) if s) >= observed - 1e-9)
+    assert wilcoxon_drop_p(diffs) == (pytest.approx(hits / 2 ** len(nonzero)), "exact")
+
+
+def test_wilcoxon_normal_approximation_with_ties(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_evalbench.gate import stats
+    diffs = [-1] * 30 + [1] * 10 + [-2] * 20 + [2] * 10  # 70 pairs, two tie groups
+    assert wilcoxon_drop_p(diffs)[1] == "normal"  # more than EXACT_MAX pairs
+    monkeypatch.setattr(stats, "EXACT_MAX", 100)
+    exact, how = wilcoxon_drop_p(diffs)
+    assert how == "exact"
+    # by hand: |d|=1 -> mid-rank 20.5 (40 ties), |d|=2 -> 55.5 (30 ties); T- = 30*20.5 + 20*55.5
+    t_minus, mean = 30 * 20.5 + 20 * 55.5, (40 * 20.5 + 30 * 55.5) / 2
+    sd = math.sqrt((40 * 20.5**2 + 30 * 55.5**2) / 4)
+    expected = 0.5 * math.erfc((t_minus - mean - 0.5) / sd / math.sqrt(2))
+    monkeypatch.setattr(stats, "EXACT_MAX", 10)
+    approx, how = wilcoxon_drop_p(diffs)
+    assert how == "normal" and approx == pytest.approx(expected, rel=1e-9)
+    assert approx == pytest.approx(exact, abs=0.002)
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_the_mean() -> None:
+    diffs = [-1, -1, -0.5, 0, 0, 0.25, -0.75, -1, 0, -0.5]
+    low, high = bootstrap_mean_interval(diffs)
+    assert (low, high) == bootstrap_mean_interval(diffs)
+    assert low < sum(diffs) / len(diffs) < high and high < 0
+    assert bootstrap_mean_interval([0.5] * 4) == (0.5, 0.5)
 
 
 def test_agresti_min_hand_computed() -> None:
     # cells + 1/2: p_b = 6.5/12, p_c = 0.5/12, d = -0.5, var = (7/12 - 0.25)/12
     half = 1.959964 * math.sqrt((7 / 12 - 0.25) / 12)
     assert agresti_min_interval(6, 0, 10) == pytest.approx((-0.5 - half, -0.5 + half))
-
-
-def test_paired_comparison_flips() -> None:
-    baseline = {"a": True, "b": True, "c": False, "d": False, "only-base": True}
-    current = {"b": False, "a": False, "c": True, "d": False, "only-now": False}
-    result = paired_comparison(baseline, current)
-    assert (result.n_shared, result.b, result.c) == (4, 2, 1)
-    assert result.diff == pytest.approx(-0.25)
-    assert result.pass_to_fail == ["a", "b"] and result.fail_to_pass == ["c"]
-    assert result.p_value == pytest.approx(1.0)
-    assert not result.significant_drop
-    assert json.loads(json.dumps(result.to_dict()))["pass_to_fail"] == ["a", "b"]
-
-
-def test_paired_comparison_significance() -> None:
-    ten = {f"k{i}": True for i in range(10)}
-    dropped = paired_comparison(ten, {k: i >= 6 for i, k in enumerate(ten)})
-    assert dropped.b == 6 and dropped.significant_drop and dropped.p_value == pytest.approx(0.03125)
-    forty = {f"k{i:02d}": True for i in range(40)}
-    one = paired_comparison(forty, {k: k != "k00" for k in forty})
-    assert one.b == 1 and not one.significant_drop and one.p_value == 1.0
-    empty = paired_comparison({"a": True}, {"b": False})
-    assert empty.n_shared == 0 and not empty.significant_drop and (empty.low, empty.high) == (-1.0, 1.0)
 
 
 def test_case_verdict_boundaries() -> None:
@@ -134,155 +188,282 @@ def test_case_verdict_boundaries() -> None:
     assert case_verdict(8, 10, threshold=high + 1e-9) == "fail"
 
 
-# --------------------------------------------------------------------------- thresholds
+
+# --------------------------------------------------------------------------- rows
 
 
-def summary(target: str, pos: float | None, neg: float | None, by_metric: dict[str, float | None]) -> dict:
-    return {"target_model": target, "positive_pass_rate": pos, "negative_pass_rate": neg, "n_positive": 10,
-            "n_negative": 10, "n_total": 20,
-            "by_metric": {m: {"pass_rate": r, "n_passed": 0 if r is None else round(r * 10),
-                              "n_total": 0 if r is None else 10} for m, r in by_metric.items()},
-            "by_scenario": {}}
-
-
-RULES = {"min_positive_pass_rate": 0.7, "min_negative_pass_rate": 0.6, "max_drop": 0.10,
-         "per_target": {"gpt-4o-mini": {"min_positive_pass_rate": 0.8}}, "per_metric": {"m01": {"min_pass_rate": 0.5}}}
-
-
-def test_threshold_breaches_and_messages() -> None:
-    results = [summary("gpt-4o", 0.75, 0.55, {"m01": 0.4, "m02": 0.55}),
-               summary("gpt-4o-mini", 0.62, 0.9, {"m01": 0.6, "m02": 0.9})]
-    messages = [b.message for b in check_thresholds(results, RULES)]
-    assert messages == ["gpt-4o: negative_pass_rate 0.55 < 0.60", "gpt-4o: m01 pass_rate 0.40 < 0.50",
-                        "gpt-4o-mini: positive_pass_rate 0.62 < 0.80"]
-    breach = check_thresholds(results, RULES)[2]
-    assert (breach.target, breach.metric, breach.value, breach.threshold) == ("gpt-4o-mini", "positive_pass_rate",
-                                                                              0.62, 0.8)
-    assert check_thresholds([summary("x", 0.7, 0.6, {"m01": 0.5})], RULES) == []  # equal is not a breach
-    assert check_thresholds(results, None) == []
-
-
-def test_null_rates_are_no_data_notes_not_breaches() -> None:
-    results = [summary("gpt-4o", 0.9, None, {"m02": 0.9})]
-    report = check_thresholds_report(results, {**RULES, "per_target": {"ghost": {"max_drop": 0.2}}})
-    assert report.breaches == []
-    assert [n.message for n in report.notes] == ["ghost: per_target no data (per_target rule for a target without "
-                                                 "results not checked)",
-                                                 "gpt-4o: negative_pass_rate no data (min 0.60 not checked)",
-                                                 "gpt-4o: m01 no data (min 0.50 not checked)"]
-    assert all(n.kind == "no_data" for n in report.notes)
-
-
-def test_max_drop_against_baseline_results() -> None:
-    base = [summary("gpt-4o", 0.9, 0.9, {"m01": 0.9, "m02": 0.80, "m03": 0.5})]
-    now = [summary("gpt-4o", 0.9, 0.9, {"m01": 0.75, "m02": 0.70})]
-    rules = {"max_drop": 0.10, "per_metric": {"m01": {"max_drop": 0.2}}}
-    report = check_thresholds_report(now, rules, base)
-    assert [b.message for b in report.breaches] == []  # m01 allows 0.2; m02 dropped exactly 0.10
-    now[0]["by_metric"]["m02"]["pass_rate"] = 0.6
-    breaches = check_thresholds(now, rules, base)
-    assert [b.message for b in breaches] == ["gpt-4o: m02 drop 0.20 > 0.10 (0.80 -> 0.60)"]
-    assert breaches[0].kind == "max_drop"
-    assert [n.metric for n in check_thresholds_report(now, rules, base).notes] == ["m03"]
-
-
-def test_threshold_rules_validate() -> None:
-    with pytest.raises(ValidationError):
-        ThresholdRules.from_config({"min_positive_pass_rate": 1.5})
-    with pytest.raises(ValidationError):
-        ThresholdRules.from_config({"min_pass_rate_typo": 0.5})
-    rules = ThresholdRules.from_config(RULES)
-    assert rules.for_target("gpt-4o-mini").min_positive_pass_rate == 0.8
-    assert rules.for_target("gpt-4o-mini").min_negative_pass_rate == 0.6
-    assert rules.for_target("other").min_positive_pass_rate == 0.7
-
-
-# --------------------------------------------------------------------------- baseline and compare rules
-
-
-def score_rows(target: str, metric: str, outcomes: list[bool | None], mtype: str = "positive") -> list[dict]:
+def score_rows(target: str, metric: str, outcomes: list[bool | None], mtype: str = "positive",
+               sample: int = 0) -> list[dict]:
     return [{"id": f"{metric}_s{i + 1:03d}_v01", "metric_id": metric, "metric_name": metric.upper(),
              "metric_type": mtype, "target_model": target, "conv_id": f"{metric}_s{i + 1:03d}_v01__{target}",
              "present": passed, "passed": passed, "score": None if passed is None else int(passed),
-             "justification": "", "sample": 0} for i, passed in enumerate(outcomes)]
+             "justification": "", "sample": sample} for i, passed in enumerate(outcomes)]
 
 
-def run(scores: list[dict]) -> tuple[list[dict], list[dict]]:
+def results_of(scores: list[dict]) -> list[dict]:
     by_model: dict[str, list[dict]] = {}
     for row in scores:
         by_model.setdefault(row["target_model"], []).append(row)
-    return aggregate(by_model), scores
+    return aggregate(by_model)
 
 
-def baseline_of(scores: list[dict], meta: dict | None = None) -> dict:
-    results, scores = run(scores)
-    return json.loads(json.dumps(make_baseline(results, scores, meta or {"judge": "j1"})))  # as read from disk
+def baseline_of(scores: list[dict], meta: dict | None = None, evals: list[dict] | None = None) -> dict:
+    made = make_baseline(results_of(scores) if scores else [], scores, meta or {"judge": "j1"}, evals)
+    return json.loads(json.dumps(made))  # as read from disk
+
+
+def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[dict]:
+    """Metrics m01.. with n_cases rows each; (metric number, case index) in `failing` fail."""
+    return [row for m in range(1, n_metrics + 1)
+            for row in score_rows("t1", f"m{m:02d}", [(m, i) not in failing for i in range(n_cases)])]
+
+
+def gate(scores: list[dict], baseline: dict | None, rules: dict | None = None, evals: list[dict] | None = None,
+         **settings: object) -> tuple[int, list[str]]:
+    """The gate's exit status for a run whose pytest status is 0 when nothing failed, else 1."""
+    outcome = evaluate_gate(GateInputs(results=results_of(scores) if scores else [], outcomes=scores,
+                                       scores=evals or [], rules=ThresholdRules.model_validate(rules or {}),
+                                       baseline=baseline), GateSettings(**settings))  # type: ignore[arg-type]
+    status = 1 if any(r["passed"] is False for r in scores) else 0
+    return outcome.exit_code(status), outcome.lines()
+
+
+THRESHOLDS = {"mode": "thresholds"}
+SIGNIFICANT = {"mode": "thresholds", "compare_fail": parse_compare_rule("significant")}
+
+# --------------------------------------------------------------------------- the issue's table, unit level
+
+
+def test_three_of_three_flips_are_not_significant() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 3))
+    comparison = compare_with_baseline(base, score_rows("t1", "m01", [False] * 3))
+    test = comparison.get("t1", "m01")
+    assert test is not None and (test.b, test.c, test.p_value) == (3, 0, 0.125) and not test.significant
+    assert comparison.fails("significant") == []
+    code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
+    assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
+                             [t.describe() for t in comparison.tests])
+    assert lines[-1].startswith("gate: passed (1 rule held, 0 not evaluated")
+
+
+def test_five_losses_among_ten_metrics_are_noise_after_holm() -> None:
+    base = baseline_of(metrics_rows(10, 20, {(m, i) for m in (2, 3, 4, 5, 6) for i in (0,)}))
+    now = metrics_rows(10, 20, {(1, i) for i in range(5)})  # m01 loses 5; 5 cases of m02..m06 improve
+    comparison = compare_with_baseline(base, now)
+    m01 = comparison.get("t1", "m01")
+    assert m01 is not None and m01.p_value == pytest.approx(1 / 32)
+    assert m01.p_adjusted == pytest.approx(11 / 32)  # Holm over 10 metrics + the pooled test
+    pooled = comparison.get("t1", POOLED)
+    assert pooled is not None and (pooled.b, pooled.c, pooled.n_shared) == (5, 5, 200)
+    assert comparison.fails("significant") == [] and gate(now, base, **SIGNIFICANT)[0] == 0
+    bh = compare_with_baseline(base, now, correction="bh").get("t1", "m01")
+    assert bh is not None and bh.p_adjusted == pytest.approx(11 / 32) and not bh.significant
+
+
+def test_one_flip_of_three_is_not_a_max_drop_breach() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 3))
+    now = score_rows("t1", "m01", [False, True, True])
+    report = check_thresholds(results_of(now), ThresholdRules(max_drop=0.10), compare_with_baseline(base, now))
+    assert report.breaches == [] and report.held == 1 and report.unevaluated == []
+    assert gate(now, base, {"max_drop": 0.1}, **THRESHOLDS)[0] == 0
+
+
+def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
+    def case_rows(passed: bool) -> list[dict]:
+        return [{"target_model": "agent", "id": f"case-{i:02d}", "metric_id": "pass_rate", "sample": 0,
+                 "passed": passed} for i in range(30)]
+    results = [{"target_model": "agent", "positive_pass_rate": 0.0, "negative_pass_rate": None, "by_metric": {}}]
+    base = json.loads(json.dumps(make_baseline(results, case_rows(True), {})))
+    outcome = evaluate_gate(GateInputs(results=results, outcomes=case_rows(False), baseline=base),
+                            GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
+    assert outcome.exit_code(1) == EXIT_REGRESSION
+    assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
+                                   "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
+    assert "held" not in outcome.lines()[-1] or "0 rules held" in outcome.lines()[-1]
+
+
+# --------------------------------------------------------------------------- comparisons and rules
+
+
+def test_real_drop_is_significant_and_drop_rules_need_more_than_x() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 10))
+    comparison = compare_with_baseline(base, score_rows("t1", "m01", [False] * 6 + [True] * 4))
+    test = comparison.get("t1", "m01")
+    assert test is not None and test.change == pytest.approx(-0.6) and test.significant
+    assert test.p_value == pytest.approx(1 / 64) and test.p_adjusted == pytest.approx(1 / 64)  # one test, no pool
+    assert test.pass_to_fail == [f"t1|m01_s00{i}_v01|m01|0" for i in range(1, 7)]
+    assert len(comparison.fails("significant")) == 1
+    assert comparison.fails("drop:0.05")[0].startswith("t1: m01 1.00 -> 0.40 (-0.60; 6 pass->fail / 0 fail->pass")
+    assert comparison.fails("drop:0.6") == []  # a drop of exactly 0.6 is not more than 0.6
+    assert len(comparison.fails("any")) == 1
+
+
+def test_one_flip_out_of_forty_passes_every_statistical_rule() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 40))
+    comparison = compare_with_baseline(base, score_rows("t1", "m01", [False] + [True] * 39))
+    assert comparison.fails("significant") == [] and comparison.fails("drop:0.01") == []
+    assert len(comparison.fails("any")) == 1
+
+
+def test_pooled_test_catches_a_spread_drop_no_single_metric_shows() -> None:
+    base = baseline_of(metrics_rows(5, 10, set()))
+    now = metrics_rows(5, 10, {(m, i) for m in range(1, 6) for i in (0, 1)})
+    comparison = compare_with_baseline(base, now)
+    assert [t.significant for t in comparison.tests if t.kind == "pass/fail"] == [False] * 5
+    pooled = comparison.get("t1", POOLED)
+    assert pooled is not None and pooled.b == 10 and pooled.p_value == pytest.approx(2**-10) and pooled.significant
+    assert [f.split(":")[1].split()[0] for f in comparison.fails("significant")] == [POOLED]
+    report = check_thresholds(results_of(now), ThresholdRules(max_drop=0.1), comparison)
+    assert len(report.breaches) == 1 and POOLED in report.breaches[0] and report.held == 5
+
+
+def test_max_drop_per_metric_wins_over_the_target_limit() -> None:
+    base = baseline_of(metrics_rows(2, 20, set()))
+    now = metrics_rows(2, 20, {(1, i) for i in range(8)} | {(2, i) for i in range(8)})
+    comparison = compare_with_baseline(base, now)
+    rules = ThresholdRules(max_drop=0.1, per_metric={"m01": {"max_drop": 0.4}})  # type: ignore[dict-item]
+    report = check_thresholds(results_of(now), rules, comparison)
+    assert [b.split(" drop")[0] for b in report.breaches] == [f"t1: {POOLED}", "t1: m02"]
+    assert report.held == 1  # m01: drop 0.40 is not more than 0.40
+
+
+def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
+    now = score_rows("t1", "m01", [True] * 4)
+    rules = ThresholdRules.model_validate({"min_negative_pass_rate": 0.5, "max_drop": 0.1,
+                                           "per_target": {"ghost": {"min_positive_pass_rate": 0.2}}})
+    report = check_thresholds(results_of(now), rules, None)
+    assert report.held == 0 and report.breaches == []
+    assert report.unevaluated == [
+        "ghost: per_target rules not evaluated (no results for this target)",
+        "t1: negative_pass_rate min 0.50 not evaluated (no scored rows)",
+        "t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)"]
+    code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
+    assert code == 0 and lines[-1] == ("gate: passed (0 rules held, 3 not evaluated; case failures are reported, "
+                                       "not gating)")
+    assert "  NOT EVALUATED: t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)" in lines
+
+
+def test_no_shared_cases_means_not_compared() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 20))
+    renamed = [dict(r, id=r["id"].replace("_v01", "_v02")) for r in score_rows("t1", "m01", [False] * 20)]
+    comparison = compare_with_baseline(base, renamed)
+    assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
+    code, lines = gate(renamed, base, **SIGNIFICANT)
+    assert code == 0 and "NOT EVALUATED: compare rule not evaluated (no paired comparisons with the baseline)" in \
+        "\n".join(lines)
+
+
+def test_new_and_removed_metrics_never_fail() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 5))
+    comparison = compare_with_baseline(base, score_rows("t1", "m02", [False] * 5))
+    assert comparison.tests == [] and comparison.fails("any") == []
+    assert comparison.unevaluated == ["t1: m01 not compared (no scored cases in this run)",
+                                      "t1: m02 not compared (no scored cases in the baseline)"]
+
+
+def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> None:
+    def evals(scores: list[int]) -> list[dict]:
+        return [{"target_model": "agent", "id": f"c{i}", "metric_id": "RelevanceExplain", "score": s}
+                for i, s in enumerate(scores)]
+    base = baseline_of([], evals=evals([5] * 12))
+    assert base["scores"]["agent|c0|RelevanceExplain"] == 5
+    comparison = compare_with_baseline(base, [], scores=evals([3] * 8 + [5] * 4))
+    test = comparison.get("agent", "RelevanceExplain")
+    assert test is not None and test.kind == "scores" and test.method == "Wilcoxon (exact)"
+    assert test.p_value == pytest.approx(2**-8) and test.significant
+    assert test.change == pytest.approx(-2 * 8 / 12 / 4) and test.high < 0
+    assert "mean score 5.00 -> 3.67 (-1.33, bootstrap 95% CI" in test.describe()
+    assert comparison.fails("drop:0.34") == [] and len(comparison.fails("drop:0.32")) == 1
+    rules = ThresholdRules.model_validate({"per_metric": {"RelevanceExplain": {"max_drop": 0.2}}})
+    report = check_thresholds([{"target_model": "agent", "by_metric": {}}], rules, comparison)
+    assert len(report.breaches) == 1 and report.breaches[0].startswith("agent: RelevanceExplain drop 0.33 > max_drop")
+
+
+# --------------------------------------------------------------------------- baseline files
 
 
 def test_baseline_shape_and_round_trip() -> None:
     scores = score_rows("t1", "m01", [True, False, None]) + score_rows("t1", "m02", [False], "negative")
     base = baseline_of(scores, {"judge": "j1", "models": {"t1": "gpt-4o"}})
-    assert base["schema_version"] == BASELINE_SCHEMA_VERSION
+    assert base["schema_version"] == BASELINE_SCHEMA_VERSION == 2
     assert base["meta"] == {"judge": "j1", "models": {"t1": "gpt-4o"}}
     assert base["targets"]["t1"]["metrics"]["m01"] == {"n_passed": 1, "n_total": 2, "pass_rate": 0.5,
                                                         "metric_name": "M01", "metric_type": "positive"}
-    assert base["targets"]["t1"]["positive_pass_rate"] == 0.5
     assert base["cases"] == {"t1|m01_s001_v01|m01|0": True, "t1|m01_s002_v01|m01|0": False,
                              "t1|m02_s001_v01|m02|0": False}
-    assert load_baseline(base) is base
-    results, _ = run(scores)
-    same = compare_with_baseline(base, results, scores, meta={"judge": "j1", "models": {"t1": "gpt-4o"}})
-    assert all(e.change == 0 for e in same.entries) and same.meta_warnings == []
+    assert base["scores"] == {} and load_baseline(base) == base
+    same = compare_with_baseline(base, scores, meta={"judge": "j1", "models": {"t1": "gpt-4o"}})
+    assert all(t.change == 0 for t in same.tests) and same.meta_warnings == []
     assert same.fails("any") == [] and same.fails("significant") == []
     assert json.loads(json.dumps(same.to_dict()))["entries"][0]["paired"]["n_shared"] == 2
-    other = compare_with_baseline(base, results, scores, meta={"judge": "j2"})
+    other = compare_with_baseline(base, scores, meta={"judge": "j2"})
     assert other.meta_warnings == ["judge differs from the baseline: 'j1' -> 'j2'"]
 
 
-def test_load_baseline_rejects_other_versions() -> None:
+def test_version_1_baselines_are_still_read() -> None:
+    old = {"schema_version": 1, "meta": {}, "targets": {"t1": {"metrics": {}}},
+           "cases": {f"t1|m01_s{i:03d}_v01|m01|0": True for i in range(1, 11)}}
+    comparison = compare_with_baseline(old, score_rows("t1", "m01", [False] * 6 + [True] * 4))
+    assert [(t.metric_id, t.b, t.significant) for t in comparison.tests] == [("m01", 6, True)]
+
+
+def test_load_baseline_rejects_other_files() -> None:
     with pytest.raises(ValueError, match="schema_version 99 is not supported"):
         load_baseline({"schema_version": 99, "meta": {}, "targets": {}, "cases": {}})
     with pytest.raises(ValueError, match="not an evalbench baseline"):
         load_baseline([])
+    with pytest.raises(ValueError, match="case 'x' is not"):
+        load_baseline({"schema_version": 2, "meta": {}, "targets": {}, "cases": {"x": True}})
 
 
-def test_ten_case_drop_of_six_is_significant() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 10))
-    results, scores = run(score_rows("t1", "m01", [False] * 6 + [True] * 4))
-    comparison = compare_with_baseline(base, results, scores)
-    entry = comparison.get("t1", "m01")
-    assert entry is not None and entry.change == pytest.approx(-0.6)
-    assert entry.paired is not None and entry.paired.b == 6 and entry.significant_drop
-    assert entry.paired.pass_to_fail == [f"t1|m01_s00{i}_v01|m01|0" for i in range(1, 7)]
-    assert len(comparison.fails("significant")) == 1
-    assert "t1: m01 1.00 -> 0.40 (-0.60" in comparison.fails("drop:0.05")[0]
-    assert comparison.fails("drop:0.6") == []  # a drop of exactly 0.6 is not more than 0.6
-    assert len(comparison.fails("any")) == 1
+def test_threshold_rules_validate() -> None:
+    with pytest.raises(ValidationError):
+        ThresholdRules.model_validate({"min_positive_pass_rate": 1.5})
+    with pytest.raises(ValidationError):
+        ThresholdRules.model_validate({"min_pass_rate_typo": 0.5})
+    with pytest.raises(ValidationError):
+        ThresholdRules.model_validate({"per_metric": {"m01": {"max_dorp": 0.5}}})
+    rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.7, "min_negative_pass_rate": 0.6,
+                                           "per_target": {"gpt-4o-mini": {"min_positive_pass_rate": 0.8}}})
+    assert rules.for_target("gpt-4o-mini").min_positive_pass_rate == 0.8
+    assert rules.for_target("gpt-4o-mini").min_negative_pass_rate == 0.6
+    assert rules.for_target("other").min_positive_pass_rate == 0.7
+    assert rules.count() == 3
 
 
-def test_one_flip_out_of_forty_is_not_significant() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 40))
-    results, scores = run(score_rows("t1", "m01", [False] + [True] * 39))
-    comparison = compare_with_baseline(base, results, scores)
-    assert not comparison.get("t1", "m01").significant_drop
-    assert comparison.fails("significant") == [] and comparison.fails("drop:0.01") == []
-    assert len(comparison.fails("any")) == 1
+def test_min_rules_breach_and_hold() -> None:
+    results = results_of(score_rows("t1", "m01", [True, True, False, False]) +
+                         score_rows("t1", "m02", [False] * 3 + [True], "negative"))
+    rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.5, "min_negative_pass_rate": 0.6,
+                                           "per_metric": {"m01": {"min_pass_rate": 0.75}}})
+    report = check_thresholds(results, rules)
+    assert report.breaches == ["t1: negative_pass_rate 0.25 < 0.60", "t1: m01 pass_rate 0.50 < 0.75"]
+    assert report.held == 1  # positive 0.50 >= 0.50
 
 
-def test_unpaired_fallback_when_no_cases_are_shared() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 20))
-    results, scores = run([dict(r, id=r["id"].replace("_v01", "_v02")) for r in score_rows("t1", "m01", [False] * 20)])
-    entry = compare_with_baseline(base, results, scores).get("t1", "m01")
-    assert entry.paired is None and entry.change_high < 0 and entry.significant_drop
+# --------------------------------------------------------------------------- per-case verdicts
 
 
-def test_new_and_removed_metrics_never_fail() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 5))
-    results, scores = run(score_rows("t1", "m02", [False] * 5))
-    comparison = compare_with_baseline(base, results, scores)
-    assert [(e.metric_id, e.baseline is None, e.current is None) for e in comparison.entries] == [
-        ("m01", False, True), ("m02", True, False)]
-    assert comparison.fails("any") == []
+@pytest.mark.parametrize(("passes", "mode", "fail_inconclusive", "code", "verdict"), [
+    (9, "cases", False, 0, "pass"),        # the issue's row: 9/10 prints pass, so the build passes
+    (1, "cases", False, 1, "fail"),
+    (5, "cases", False, 0, "inconclusive"),
+    (5, "cases", True, 1, "inconclusive"),
+    (1, "thresholds", False, 0, "fail"),
+])
+def test_samples_build_follows_the_per_case_verdict(passes: int, mode: str, fail_inconclusive: bool, code: int,
+                                                    verdict: str) -> None:
+    rows = [row for s in range(10) for row in score_rows("t1", "m01", [s < passes], sample=s)]
+    rows += [row for s in range(10) for row in score_rows("t1", "m02", [True], sample=s)]
+    status, lines = gate(rows, None, mode=mode, fail_inconclusive=fail_inconclusive)
+    assert status == code
+    assert f"  per-case: m01_s001_v01[t1] {passes}/10 passed -> {verdict}" in lines
+    assert "  per-case: m02_s001_v01[t1] 10/10 passed -> pass" in lines
+    if mode == "cases":
+        assert lines[-1].startswith("gate: FAILED (exit 1)" if code else "gate: passed: per-case verdicts")
+
+
+# --------------------------------------------------------------------------- compare rules and tables
 
 
 @pytest.mark.parametrize(("text", "kind", "value"), [("significant", "significant", 0.0), (" ANY ", "any", 0.0),
@@ -302,22 +483,16 @@ def test_bad_compare_rule_lists_accepted_forms(text: str) -> None:
         assert form in message
 
 
-def test_summary_table_is_aligned_ascii() -> None:
-    base = baseline_of(score_rows("t1", "m01", [True] * 10) + score_rows("target-two", "m01", [True] * 3)
-                       + score_rows("target-two", "m05", [True]))
-    results, scores = run(score_rows("t1", "m01", [False] * 6 + [True] * 4) + score_rows("target-two", "m01", [True] * 3)
-                          + score_rows("target-two", "m09", [True]))
-    comparison = compare_with_baseline(base, results, scores)
-    lines = summary_table(results, comparison)
+def test_tables_are_aligned_ascii() -> None:
+    base = baseline_of(score_rows("t1", "m01", [True] * 10) + score_rows("target-two", "m01", [True] * 3))
+    now = score_rows("t1", "m01", [False] * 6 + [True] * 4) + score_rows("target-two", "m01", [True] * 3)
+    lines = summary_table(results_of(now)) + comparison_table(compare_with_baseline(base, now))
     assert all(line.isascii() for line in lines)
-    header, rule = lines[0], lines[1]
-    assert header.split()[:3] == ["target", "metric", "rate"]
-    starts = [i for i, ch in enumerate(rule) if ch == "-" and (i == 0 or rule[i - 1] == " ")]
-    row = next(line for line in lines if line.startswith("t1 ") and " m01 " in line)
+    row = next(line for line in lines if line.startswith("t1 ") and "exact McNemar" in line)
+    assert row.split() == ["t1", "m01", "exact", "McNemar", "10", "1.000", "0.400", "-0.600", "6/0", "0.0156",
+                           "0.0312", "!"]
+    header = next(i for i, line in enumerate(lines) if line.startswith("target") and "p adj" in line)
+    starts = [i for i, ch in enumerate(lines[header + 1]) if ch == "-" and (i == 0 or lines[header + 1][i - 1] == " ")]
     assert [row[s - 1] if s else " " for s in starts] == [" "] * len(starts)  # cells start at the columns
-    assert "0.400" in row and "4/10" in row and "-0.600 !" in row and "6/0" in row
-    assert any("m09" in line and "new" in line for line in lines)
-    assert any("m05" in line and "removed" in line for line in lines)
-    assert lines[-1].startswith("!")
-    plain = summary_table(results, None)
-    assert "baseline" not in plain[0] and any("[0.17, 0.69]" in line for line in plain)
+    assert any("after Holm correction over 2 tests" in line for line in lines)
+    assert any("[0.17, 0.69]" in line for line in summary_table(results_of(now)))
