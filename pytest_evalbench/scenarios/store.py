@@ -7,19 +7,101 @@ files. Every file is validated against its model and written atomically.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from ..errors import EvalbenchWarning
+from ..loading import first_error
 from ..store import USAGE_LEDGER, dump_json, ledger_totals, phase_cost, read_ledger, read_rows
 from .aggregate import aggregate
-from .models import ConversationRow, ModelResult, ScoreRow
+from .models import ConversationRow, ModelResult, ScoreRow, derive_pass
 
 RUNS_DIR = "runs"
 PHASES = ("simulate", "evaluate")
+
+
+@dataclass(frozen=True)
+class Known:
+    """What rows written by other versions or tools are completed from: the spec's metrics
+    (id -> (name, type)) and this benchmark's scenario rows (id -> row)."""
+
+    metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
+    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+Normaliser = Callable[[dict[str, Any], str, Known], dict[str, Any]]
+_reported: set[str] = set()
+
+
+def _common(row: dict[str, Any], target_id: str) -> dict[str, Any]:
+    """Spellings every writer of these files used: impactbench's `_sample`, no `conv_id`."""
+    out = {k: v for k, v in row.items() if not k.startswith("_")}
+    if "sample" not in out and isinstance(row.get("_sample"), int):
+        out["sample"] = row["_sample"]
+    out.setdefault("sample", 0)
+    target = out.get("target_model") or (out.get("target") or {}).get("id") or target_id
+    out.setdefault("conv_id", f"{out.get('id')}__{target}")
+    return out
+
+
+def normalise_conversation(row: dict[str, Any], target_id: str, known: Known) -> dict[str, Any]:
+    """A conversations.json row in this version's shape: scenario fields from scenarios.json,
+    `target` from impactbench's `target_model`."""
+    out = {**known.scenarios.get(str(row.get("id")), {}), **_common(row, target_id)}
+    if "target" not in out:
+        out["target"] = {"id": out.pop("target_model", None) or target_id, "model": None}
+    out.pop("target_model", None)
+    if not out.get("persona") and out.get("user_persona"):
+        out["persona"] = out["user_persona"]
+    out.pop("user_persona", None)
+    return out
+
+
+def normalise_score(row: dict[str, Any], target_id: str, known: Known) -> dict[str, Any]:
+    """A scores.json row in this version's shape: metric name/type from benchmark.yaml, `score`
+    and a missing `passed` derived from `present` (impactbench dropped `score`)."""
+    out = _common(row, target_id)
+    out.setdefault("target_model", target_id)
+    name, mtype = known.metrics.get(str(out.get("metric_id")), (None, None))
+    if name is not None:
+        out.setdefault("metric_name", name)
+        out.setdefault("metric_type", mtype)
+    if "present" in out and "metric_type" in out and ("score" not in out or "passed" not in out):
+        passed, score = derive_pass(out["present"], str(out["metric_type"]))
+        out.setdefault("passed", passed)
+        out.setdefault("score", score)
+    return out
+
+
+def read_result_rows(path: Path, target_id: str, model: type[BaseModel], normalise: Normaliser,
+                     known: Known) -> list[dict[str, Any]]:
+    """The usable rows of a result file on disk, whoever wrote it: each row normalised, then kept if
+    it validates. Unusable rows are reported once (file, 1-based row, first problem) and dropped, so
+    this run's rows replace them; they never stop the run."""
+    rows, bad = [], []
+    for number, raw in enumerate(read_rows(path), start=1):
+        row = normalise(raw, target_id, known)
+        try:
+            model.model_validate(row)
+        except ValidationError as exc:
+            loc, msg = first_error(exc)
+            bad.append(f"row {number}: {loc + ': ' if loc else ''}{msg}")
+            continue
+        rows.append(row)
+    if bad:
+        message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
+                   f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
+                   + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
+        if message not in _reported:
+            _reported.add(message)
+            warnings.warn(EvalbenchWarning(message), stacklevel=2)
+    return rows
 
 
 def _validated(model: type[BaseModel], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -39,12 +121,13 @@ def merge_rows(existing: list[dict[str, Any]], new: list[dict[str, Any]], order:
     return sorted(merged.values(), key=lambda r: (order.get(r["id"], len(order)), int(r.get("sample") or 0)))
 
 
-def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int]) -> None:
+def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int],
+                     known: Known = Known()) -> None:
     """Merge one target's records into its conversations.json, scores.json and cost.json."""
     conversations = [r["conversation"] for r in records if r.get("conversation")]
     scores = [r["score"] for r in records if r.get("score")]
-    conv_rows = merge_rows(read_rows(run_dir / "conversations.json"), conversations, order)
-    score_rows = merge_rows(read_rows(run_dir / "scores.json"), scores, order)
+    conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order)
+    score_rows = merge_rows(read_file_rows(run_dir, "scores.json", known), scores, order)
 
     ledger_path = run_dir / USAGE_LEDGER
     ledger = read_ledger(ledger_path)
@@ -63,24 +146,37 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     dump_json(run_dir / "cost.json", cost)
 
 
-def read_run_rows(bench_dir: Path, filename: str) -> dict[str, list[dict[str, Any]]]:
-    """The rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
+READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
+    "conversations.json": (ConversationRow, normalise_conversation),
+    "scores.json": (ScoreRow, normalise_score),
+}
+
+
+def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list[dict[str, Any]]:
+    """The usable rows of one target's conversations.json or scores.json (see read_result_rows)."""
+    model, normalise = READERS[filename]
+    return read_result_rows(run_dir / filename, run_dir.name, model, normalise, known)
+
+
+def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
+    """The usable rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
     runs = bench_dir / RUNS_DIR
     if not runs.is_dir():
         return {}
-    return {run_dir.name: read_rows(run_dir / filename)
+    return {run_dir.name: read_file_rows(run_dir, filename, known)
             for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
 
 
-def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int]) -> list[dict[str, Any]]:
+def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
+                  known: Known = Known()) -> list[dict[str, Any]]:
     """Write every touched target's run files, then results.json over all runs on disk."""
     by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_target[record["target_id"]].append(record)
     runs = bench_dir / RUNS_DIR
     for target_id in sorted(by_target):
-        write_target_run(runs / target_id, by_target[target_id], order)
-    rows_by_model = read_run_rows(bench_dir, "scores.json")
+        write_target_run(runs / target_id, by_target[target_id], order, known)
+    rows_by_model = read_run_rows(bench_dir, "scores.json", known)
     for target_id, rows in rows_by_model.items():
         for row in rows:
             row.setdefault("target_model", target_id)
