@@ -7,18 +7,15 @@ files. Every file is validated against its model and written atomically.
 
 from __future__ import annotations
 
-import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter
 
-from ..errors import EvalbenchWarning
-from ..loading import first_error
-from ..store import USAGE_LEDGER, dump_json, ledger_totals, phase_cost, read_ledger, read_rows
+from ..store import USAGE_LEDGER, dump_json, ledger_totals, phase_cost, read_ledger, read_valid_rows
 from .aggregate import aggregate
 from .models import ConversationRow, ModelResult, ScoreRow, derive_pass
 
@@ -36,7 +33,6 @@ class Known:
 
 
 Normaliser = Callable[[dict[str, Any], str, Known], dict[str, Any]]
-_reported: set[str] = set()
 
 
 def _common(row: dict[str, Any], target_id: str) -> dict[str, Any]:
@@ -77,31 +73,6 @@ def normalise_score(row: dict[str, Any], target_id: str, known: Known) -> dict[s
         out.setdefault("passed", passed)
         out.setdefault("score", score)
     return out
-
-
-def read_result_rows(path: Path, target_id: str, model: type[BaseModel], normalise: Normaliser,
-                     known: Known) -> list[dict[str, Any]]:
-    """The usable rows of a result file on disk, whoever wrote it: each row normalised, then kept if
-    it validates. Unusable rows are reported once (file, 1-based row, first problem) and dropped, so
-    this run's rows replace them; they never stop the run."""
-    rows, bad = [], []
-    for number, raw in enumerate(read_rows(path), start=1):
-        row = normalise(raw, target_id, known)
-        try:
-            model.model_validate(row)
-        except ValidationError as exc:
-            loc, msg = first_error(exc)
-            bad.append(f"row {number}: {loc + ': ' if loc else ''}{msg}")
-            continue
-        rows.append(row)
-    if bad:
-        message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
-                   f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
-                   + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
-        if message not in _reported:
-            _reported.add(message)
-            warnings.warn(EvalbenchWarning(message), stacklevel=2)
-    return rows
 
 
 def _validated(model: type[BaseModel], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -153,9 +124,9 @@ READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
 
 
 def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list[dict[str, Any]]:
-    """The usable rows of one target's conversations.json or scores.json (see read_result_rows)."""
+    """The usable rows of one target's conversations.json or scores.json, whoever wrote them."""
     model, normalise = READERS[filename]
-    return read_result_rows(run_dir / filename, run_dir.name, model, normalise, known)
+    return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
 
 
 def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
