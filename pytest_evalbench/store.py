@@ -38,15 +38,13 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
 
 
-_reported: set[str] = set()
-
-
 def read_valid_rows(path: Path, model: type[BaseModel],
                     normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
     """The usable rows of a result file on disk, whoever wrote it (an older version, another tool):
     each row normalised to this version's spelling, then kept if it validates as `model`. Unusable
-    rows are reported once per process (file, 1-based row, first problem) and dropped, so this
-    run's rows replace them; they never stop the run."""
+    rows are reported in one warning per file (file, 1-based row, first problem; pytest's warnings
+    summary shows a repeated message once) and dropped, so this run's rows replace them; they
+    never stop the run."""
     rows, bad = [], []
     for number, raw in enumerate(read_rows(path), start=1):
         row = normalise(raw)
@@ -62,9 +60,7 @@ def read_valid_rows(path: Path, model: type[BaseModel],
         message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
                    f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
                    + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
-        if message not in _reported:
-            _reported.add(message)
-            warnings.warn(EvalbenchWarning(message), stacklevel=2)
+        warnings.warn(EvalbenchWarning(message), stacklevel=2)
     return rows
 
 
