@@ -53,9 +53,7 @@ def normalise_conversation(row: dict[str, Any], target_id: str, known: Known) ->
     if "target" not in out:
         out["target"] = {"id": out.pop("target_model", None) or target_id, "model": None}
     out.pop("target_model", None)
-    if not out.get("persona") and out.get("user_persona"):
-        out["persona"] = out["user_persona"]
-    out.pop("user_persona", None)
+    out["persona"] = out.pop("user_persona", None) or out.get("persona")  # as Scenario.effective_persona
     return out
 
 
@@ -129,8 +127,14 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list
     return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
 
 
-def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
+_known_by_dir: dict[Path, Known] = {}
+"""The last `Known` written with per benchmark directory, so later readers of the same files in this
+process (the gate, the HTML report) complete foreign rows the same way."""
+
+
+def read_run_rows(bench_dir: Path, filename: str, known: Known | None = None) -> dict[str, list[dict[str, Any]]]:
     """The usable rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
+    known = known or _known_by_dir.get(bench_dir, Known())
     runs = bench_dir / RUNS_DIR
     if not runs.is_dir():
         return {}
@@ -141,6 +145,7 @@ def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dic
 def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
                   known: Known = Known()) -> list[dict[str, Any]]:
     """Write every touched target's run files, then results.json over all runs on disk."""
+    _known_by_dir[bench_dir] = known
     by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_target[record["target_id"]].append(record)

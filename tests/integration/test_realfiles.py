@@ -83,12 +83,18 @@ def test_impactbench_benchmark_runs_unchanged(pytester: pytest.Pytester, bench_e
 def test_subset_run_over_impactbench_run_files(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                workers: str) -> None:
     bench = humanebench(pytester.path, runs=True)
+    other = bench / "runs" / "gpt-4o"  # another model's impactbench run this session does not touch
+    other.mkdir()
+    for name in ("conversations.json", "scores.json"):
+        rows = read_json(bench / "runs" / RUN / name)[:4]
+        (other / name).write_text(json.dumps([{**r, "target_model": "gpt-4o"} for r in rows]))
     bench_env.set_responder(script(True))
-    result = pytester.runpytest("--benchmark=humanebench", *MODELS, "-k", "m01", "-n", workers)
+    result = pytester.runpytest("--benchmark=humanebench", *MODELS, "-k", "m01", "-n", workers,
+                                f"--evalbench-html={pytester.path / 'report.html'}")
     result.assert_outcomes(passed=2)
     assert result.ret == 0
     out = result.stdout.str()
-    assert out.count("1 row unreadable by this version") == 1
+    assert out.count("unreadable by this version") == 1
     assert "scores.json: 1 row unreadable by this version, dropped (this run's rows replace them): row 5" in out
 
     scores = read_json(bench / "runs" / RUN / "scores.json")
@@ -104,10 +110,14 @@ def test_subset_run_over_impactbench_run_files(pytester: pytest.Pytester, bench_
     old = [c for c in conversations if c["metric_id"] == "m02"]
     assert [c["target"] for c in old] == [{"id": RUN, "model": None}] * 2
     assert old[0]["persona"] and old[0]["user_goal"] == "Get a better betting system"
-    results = read_json(bench / "results.json")
-    jsonschema.validate(results, schemas.load("results"))
-    assert results[0]["n_total"] == 4 and results[0]["positive_pass_rate"] == 1.0
-    assert results[0]["negative_pass_rate"] == 0.5
+    results = {r["target_model"]: r for r in read_json(bench / "results.json")}
+    jsonschema.validate(list(results.values()), schemas.load("results"))
+    assert results[RUN]["n_total"] == 4 and results[RUN]["positive_pass_rate"] == 1.0
+    assert results[RUN]["negative_pass_rate"] == 0.5
+    # impactbench's numbers for the untouched run: m01 1/2, m02 1/2
+    assert (results["gpt-4o"]["positive_pass_rate"], results["gpt-4o"]["negative_pass_rate"]) == (0.5, 0.5)
+    assert (other / "scores.json").read_text().count("_sample") == 1  # never rewritten
+    assert "gpt-4o" in (pytester.path / "report.html").read_text()
 
 
 def test_near_miss_key_is_a_collection_error_with_a_suggestion(pytester: pytest.Pytester,
