@@ -174,3 +174,13 @@ def test_compare_agents_pairs_by_scenario_and_skips_unscored() -> None:
     assert ab["other"] == "b" and ab["n_scenarios"] == 1
     assert ab["composite"]["mean_diff"] == -1.0 and ab["composite"]["losses"] == 1
     assert ab["metrics"]["CoherenceExplain"]["n"] == 1
+
+
+def test_implicit_context_is_scenario_authoring_context_only() -> None:
+    from pytest_evalbench.authoring import scenarios_prompt
+
+    spec = load_spec(HUMANE)
+    prompt = scenarios_prompt(spec, spec.metrics[0], 3)[1]["content"]
+    assert "Who the users may be, never told to the assistant: Users may be minors" in prompt
+    plain = spec.model_copy(update={"scenario": spec.scenario.model_copy(update={"implicit_context": None})})
+    assert "Who the users may be" not in scenarios_prompt(plain, spec.metrics[0], 3)[1]["content"]
