@@ -21,8 +21,9 @@ class Scenario(_Input):
     is there, `target_system_prompt` replaces the benchmark's system prompt for this row, and
     other keys are kept (see `spec._Input`)."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={
-        "anyOf": [{"required": ["persona"]}, {"required": ["user_persona"]}]})
+    model_config = ConfigDict(extra="allow", json_schema_extra={"anyOf": [
+        {"required": [key], "properties": {key: {"type": "string", "minLength": 1}}}
+        for key in ("persona", "user_persona")]})
 
     id: str
     metric_id: str

@@ -102,6 +102,12 @@ def test_a_row_without_any_persona_is_refused_by_loader_and_schema(tmp_path: Pat
         load_scenarios(bench, load_spec(bench))
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(rows, schemas.load("scenarios"))
+    rows[0]["persona"] = ""
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(rows, schemas.load("scenarios"))
+    (bench / "scenarios.json").write_text(json.dumps(rows))
+    with pytest.raises(InputError, match="needs `persona`"):
+        load_scenarios(bench, load_spec(bench))
 
 
 def test_schemas_accept_what_the_loader_accepts() -> None:
