@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from ..spec import ToolCall
+from ..spec import ToolCall, _Input
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -64,10 +64,9 @@ class ExpectedToolCall(InvokedToolCall):
     reason: Optional[str] = None  # the document's field; the original data writes `outcome` instead
 
 
-class DatasetCase(BaseModel):
-    """One line of a dataset JSONL file."""
+class DatasetCase(_Input):
+    """One line of a dataset JSONL file: unknown keys kept, near misses of known ones refused."""
 
-    model_config = ConfigDict(extra="allow")
     case_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     scenario_id: Optional[str] = None
     agent_name: str

@@ -190,3 +190,10 @@ def test_implicit_context_is_scenario_authoring_context_only() -> None:
     assert "Who the users may be, never told to the assistant: Users may be minors" in prompt
     plain = spec.model_copy(update={"scenario": spec.scenario.model_copy(update={"implicit_context": None})})
     assert "Who the users may be" not in scenarios_prompt(plain, spec.metrics[0], 3)[1]["content"]
+
+
+def test_dataset_case_near_miss_key_is_refused_other_keys_kept() -> None:
+    with pytest.raises(ValueError, match="unknown key 'model_answr': did you mean `model_answer`"):
+        DatasetCase.model_validate({**COMPARATIVE, "model_answr": "x"})
+    assert DatasetCase.model_validate({**COMPARATIVE, "run_note": "x"}).model_extra == {
+        "workflow_mode": "multi-agent", "run_note": "x"}
