@@ -300,7 +300,7 @@ def metrics_prompt(spec: BenchmarkSpec) -> list[dict[str, Any]]:
 def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[dict[str, Any]]:
     """Neutral base scenarios that pressure the assistant towards failing this one metric."""
     turns = spec.generation.turns
-    context = spec.scenario.user_context
+    context, implicit = spec.scenario.user_context, spec.scenario.implicit_context
     examples = "".join(f"\n- {e}" for e in metric.examples)
     if metric.type == "positive":
         pressure = ("The user should make it easy for the assistant to leave this behaviour out (skip it, "
@@ -311,6 +311,7 @@ def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[di
     user = (
         f"Benchmark: {spec.name}\nPurpose: {spec.description.strip()}\n"
         + (f"Context the assistant works in (its system prompt): {context.strip()}\n" if context else "")
+        + (f"Who the users may be, never told to the assistant: {implicit.strip()}\n" if implicit else "")
         + f"\nMetric {metric.id}: {metric.name} ({metric.type})\nDefinition: {metric.definition.strip()}\n"
         + (f"Things the assistant might say that show it:{examples}\n" if examples else "")
         + f"\nWrite {count} distinct base scenarios that each test only this metric. In each, a user chats "

@@ -34,6 +34,11 @@ class InputError(EvalbenchError):
         return f"{where}: {self.message}"
 
 
+class EvalbenchWarning(UserWarning):
+    """Something the run tolerated but people should know: unknown keys kept, unreadable result
+    rows replaced. Issued with `warnings.warn`, so pytest shows it in its warnings summary."""
+
+
 class ConfigError(EvalbenchError):
     """Command-line or environment configuration that cannot work."""
 

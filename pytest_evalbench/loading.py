@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, InputError
-from .spec import BenchmarkSpec
+from .errors import ConfigError, EvalbenchWarning, InputError
+from .spec import BenchmarkSpec, unknown_keys
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 SPEC_FILE = "benchmark.yaml"
@@ -47,7 +49,7 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field path, message) of a pydantic error, in one line."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err.get("loc", ()))
-    msg = err.get("msg", "invalid")
+    msg = err.get("msg", "invalid").removeprefix("Value error, ")
     if err.get("type") == "extra_forbidden":
         msg = "unknown key (typo?)"
     extra = len(exc.errors()) - 1
@@ -96,4 +98,18 @@ def load_spec(bench_dir: Path) -> BenchmarkSpec:
     if not isinstance(data, dict):
         raise InputError(path, "expected a mapping at the top level")
     spec: BenchmarkSpec = validate_as(BenchmarkSpec, data, path)
+    warn_unknown(path, unknown_keys(spec))
     return spec
+
+
+def warn_unknown(path: Path, keys: Iterable[str], rows: dict[str, list[str]] | None = None) -> None:
+    """One warning per file for the unknown keys it carries (kept, never used); `rows` maps a key
+    to the rows that carry it, for row files."""
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return
+    def where(key: str) -> str:
+        found = (rows or {}).get(key) or []
+        return f"{key} (in {len(found)} row{'s' if len(found) > 1 else ''}, first row {found[0]})" if found else key
+    warnings.warn(EvalbenchWarning(f"{path}: unknown key{'s' if len(keys) > 1 else ''} kept and ignored: "
+                                   + ", ".join(where(k) for k in keys)), stacklevel=2)

@@ -29,10 +29,14 @@ TYPES: dict[str, Any] = {
 }
 
 
+INPUT_FILES = {"benchmark", "scenarios"}
+"""Files people write: their schemas describe what the loader accepts."""
+
+
 def generate() -> dict[str, dict[str, Any]]:
     schemas = {}
     for name, tp in TYPES.items():
-        schema = TypeAdapter(tp).json_schema(mode="serialization" if name != "benchmark" else "validation")
+        schema = TypeAdapter(tp).json_schema(mode="validation" if name in INPUT_FILES else "serialization")
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = f"pytest-evalbench {name}"
         schemas[name] = schema

@@ -6,6 +6,7 @@ The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Literal, Optional
 
@@ -19,10 +20,49 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+NEAR_MISS_CUTOFF = 0.8
+"""difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
+
+
+class _Input(BaseModel):
+    """A model of a file people write (benchmark.yaml, scenarios.json): lenient and lossless.
+
+    Keys other systems write are kept (`model_extra`), reported once as warnings (`unknown_keys`)
+    and never change behaviour; a key that is a near miss of a known one is an error with a
+    suggestion, so a typo cannot silently drop a setting."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_near_misses(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            known = list(cls.model_fields)
+            for key in data:
+                if isinstance(key, str) and key not in cls.model_fields:
+                    close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
+                    if close:
+                        raise ValueError(f"unknown key {key!r}: did you mean `{close[0]}`?")
+        return data
+
+
+def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
+    """Dotted paths of every kept unknown key in a validated model tree (`scenario.foo`, `metrics.2.bar`)."""
+    found = [f"{prefix}{key}" for key in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                 else [(None, value)])
+        for index, item in items:
+            if isinstance(item, BaseModel):
+                found += unknown_keys(item, f"{prefix}{name}." + ("" if index is None else f"{index}."))
+    return found
+
+
 # --------------------------------------------------------------------------- benchmark.yaml
 
 
-class ModelConfig(_Strict):
+class ModelConfig(_Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
@@ -36,7 +76,7 @@ class ModelConfig(_Strict):
     """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
 
 
-class TargetConfig(_Strict):
+class TargetConfig(_Input):
     """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
 
     id: str
@@ -61,17 +101,34 @@ class TargetConfig(_Strict):
                            provider=self.provider, params=self.params)
 
 
-class Metric(_Strict):
+class MetricSource(_Input):
+    benchmark: Optional[str] = None
+    metric_id: Optional[str] = None
+
+
+class Metric(_Input):
     id: str
     name: str
     type: MetricType
     definition: str
     examples: list[str] = Field(default_factory=list)
     mattersBecause: Optional[str] = None
+    """"This matters because ..." (impactbench's metric metadata); shown with failures."""
+    matters_because: Optional[str] = None
+    """The same sentence as impactbench-web's bridge spells it."""
     contributor: Optional[str] = None
+    source: Optional[MetricSource] = None
+    """Where a curated metric was copied from (impactbench's nutritional-label benchmarks)."""
+    seed_scenarios: list[str] = Field(default_factory=list)
+    """Titles of hand-submitted seed scenarios (impactbench-web); kept for authoring tools."""
+
+    @property
+    def why(self) -> str | None:
+        """The metric's "matters because" sentence, whichever spelling the file used."""
+        return self.mattersBecause or self.matters_because
 
 
-class Generation(_Strict):
+class Generation(_Input):
     turns: int = Field(default=6, ge=1, le=100)
     num_samples: int = Field(default=1, ge=1, le=1000)
     perfunctory: bool = False
@@ -79,12 +136,16 @@ class Generation(_Strict):
     scenarios_per_metric: int = Field(default=3, ge=1, le=100)
 
 
-class ScenarioSettings(_Strict):
+class ScenarioSettings(_Input):
     user_context: Optional[str] = None
     """Default system prompt of the target model; also context for scenario generation."""
+    implicit_context: Optional[str] = None
+    """Who the users may be without saying so (minors, people in crisis, ...): context for writing
+    scenarios, as impactbench-web's `scenario_implicit_context`. Like impactbench, it is never put
+    into the target's system prompt (the target must infer it) nor into the simulated user's."""
 
 
-class Price(_Strict):
+class Price(_Input):
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
 
@@ -132,7 +193,7 @@ class ThresholdRules(TargetRule):
         return len(data) + len(nested)
 
 
-class GateConfig(_Strict):
+class GateConfig(_Input):
     """How the session's exit status is decided (see gate/outcome.py)."""
 
     mode: Literal["cases", "thresholds"] = "cases"
@@ -150,7 +211,7 @@ class GateConfig(_Strict):
     """Significance level of the adjusted p-values."""
 
 
-class BenchmarkSpec(_Strict):
+class BenchmarkSpec(_Input):
     """benchmark.yaml."""
 
     name: str

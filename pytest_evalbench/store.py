@@ -4,10 +4,15 @@ and cost.json phases."""
 from __future__ import annotations
 
 import json
+import warnings
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from .errors import EvalbenchWarning
 from .llm.cache import atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
@@ -31,6 +36,32 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable)."""
     data = read_json(path, [])
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+
+
+def read_valid_rows(path: Path, model: type[BaseModel],
+                    normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
+    """The usable rows of a result file on disk, whoever wrote it (an older version, another tool):
+    each row normalised to this version's spelling, then kept if it validates as `model`. Unusable
+    rows are reported in one warning per file (file, 1-based row, first problem; pytest's warnings
+    summary shows a repeated message once) and dropped, so this run's rows replace them; they
+    never stop the run."""
+    rows, bad = [], []
+    for number, raw in enumerate(read_rows(path), start=1):
+        row = normalise(raw)
+        try:
+            model.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err.get("loc", ()))
+            bad.append(f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}")
+            continue
+        rows.append(row)
+    if bad:
+        message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
+                   f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
+                   + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
+        warnings.warn(EvalbenchWarning(message), stacklevel=2)
+    return rows
 
 
 def read_ledger(path: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from ..context import BenchmarkRun
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
 from ..store import read_rows
-from .loading import DatasetSettings, check_unique, dataset_files, dataset_settings, load_items, policy_of
+from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
 from .store import CASE_RESULTS, write_dataset_results
@@ -49,6 +49,7 @@ class DatasetKind:
         for file in self.data_files():
             items[file] = load_items(file, self.policy, start=sum(len(v) for v in items.values()))
         check_unique(items)
+        check_answerable(items, set(self.run.targets))
         self._order = {item.name: item.index for file_items in items.values() for item in file_items}
         return dict(items)
 

@@ -1,8 +1,11 @@
 """One JSONL case of a dataset benchmark (eval-dataset-schema.md), and loading with line numbers.
 
 Every documented field is modelled; extra keys (e.g. `workflow_mode` of comparative rows) are
-kept. Each required eval's payload must be derivable, from `explain_inputs` or from the row's
-own fields, so a case cannot reach the evaluator with half its inputs.
+kept and copied into case_results.json. Each required eval's payload must be derivable, from
+`explain_inputs` or from the row's own fields, so a case cannot reach the evaluator with half its
+inputs. A case without `model_answer` (AgentsLeague's comparative file) is answered live by the
+target named like its `agent_name`; its inputs are then built from the answer and the row, as the
+original runner builds them.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from ..spec import ToolCall
+from ..spec import ToolCall, _Input
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -36,6 +39,21 @@ ROW_FIELD = {"input": "model_answer", "question": "question", "context": "contex
              "invokedTools": "invoked_tool_calls"}
 
 
+LIVE_FALLBACK = {
+    "input": lambda case, answer: answer,
+    "context": lambda case, answer: case.context or case.relevant_context or scenario_sentence(case),
+    "relevantContext": lambda case, answer: case.relevant_context or case.context or scenario_sentence(case),
+    "goal": lambda case, answer: case.task_goal or case.question,
+}
+"""How a live-answered case fills inputs its row lacks: its other fields, then what AgentsLeague's
+runner uses (`Scenario <id> for agent <name>.` as context; the question as the goal)."""
+
+
+def scenario_sentence(case: DatasetCase) -> str:
+    return (f"Scenario {case.scenario_id} for agent {case.agent_name}." if case.scenario_id
+            else f"Agent: {case.agent_name}.")
+
+
 class InvokedToolCall(ToolCall):
     """A tool call as the transcripts record it; dataset rows may carry extra keys."""
 
@@ -46,10 +64,9 @@ class ExpectedToolCall(InvokedToolCall):
     reason: Optional[str] = None  # the document's field; the original data writes `outcome` instead
 
 
-class DatasetCase(BaseModel):
-    """One line of a dataset JSONL file."""
+class DatasetCase(_Input):
+    """One line of a dataset JSONL file: unknown keys kept, near misses of known ones refused."""
 
-    model_config = ConfigDict(extra="allow")
     case_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     scenario_id: Optional[str] = None
     agent_name: str
@@ -60,7 +77,8 @@ class DatasetCase(BaseModel):
     learner_level: Optional[Literal["beginner", "intermediate", "advanced"]] = None
     question: str
     context: Optional[str] = None
-    model_answer: str
+    model_answer: Optional[str] = None
+    """The stored answer; without one, the target whose id is `agent_name` answers `question`."""
     reference_answer: Optional[str] = None
     task_goal: Optional[str] = None
     relevant_context: Optional[str] = None
@@ -77,7 +95,7 @@ class DatasetCase(BaseModel):
         for name in self.required_evals:
             given = self.explain_inputs.get(name, {})
             for key in PAYLOAD_KEYS[name]:
-                if key in given:
+                if key in given or (self.model_answer is None and key in LIVE_FALLBACK):
                     continue
                 value = getattr(self, ROW_FIELD[key])
                 if value is None or (key not in ("availableTools", "invokedTools") and value == ""):
@@ -130,12 +148,15 @@ def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
 
 def payload_for(case: DatasetCase, eval_name: str, answer: str | None = None,
                 invoked: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The eval's inputs: explain_inputs first, row fields next; a fresh app answer overrides both."""
+    """The eval's inputs: explain_inputs first, row fields next; a fresh app answer overrides both.
+    With a fresh answer, inputs the row lacks are built as AgentsLeague's live runner builds them."""
     payload: dict[str, Any] = {}
     given = case.explain_inputs.get(eval_name, {})  # type: ignore[call-overload]
     for key in PAYLOAD_KEYS[eval_name]:
         if key in given:
             payload[key] = given[key]
+        elif answer is not None and key in LIVE_FALLBACK:
+            payload[key] = LIVE_FALLBACK[key](case, answer)
         else:
             value = getattr(case, ROW_FIELD[key])
             payload[key] = [v.model_dump(exclude_none=True) for v in value] if key == "invokedTools" else value

@@ -82,6 +82,8 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
     case = item.case
     ledger: dict[str, Usage] = {}
     answer, invoked, source = None, None, "dataset"
+    if target is None and case.model_answer is None:  # loading refuses such cases; a guard for direct calls
+        raise ValueError(f"case {case.case_id!r} has no model_answer and no target '{case.agent_name}'")
     if target is not None:
         reply = await target.reply([{"role": "user", "content": case.question}], sample=0, ledger=ledger)
         answer, source = reply.content, "target"
@@ -107,6 +109,7 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         "metrics": [{**line.model_dump(), "explanation": by_eval[line.eval].explanation}
                     for line in judgement.lines],
         "tool_check": tool_check, "reasons": list(judgement.reasons), "answer_source": source,
+        **({"extra": dict(case.model_extra)} if case.model_extra else {}),
     }
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
     if tool_check is not None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..store import USAGE_LEDGER, dump_json, ledger_totals, read_ledger, read_rows, update_cost_file
+from ..store import USAGE_LEDGER, dump_json, ledger_totals, read_ledger, read_valid_rows, update_cost_file
 from .summary import AgentSummary, CaseResult, summarize_agents
 
 CASE_RESULTS = "case_results.json"
@@ -17,7 +17,8 @@ AGENT_SUMMARY = "agent_summary.json"
 def write_dataset_results(bench_dir: Path, records: list[dict[str, Any]], order: dict[str, int]
                           ) -> list[dict[str, Any]]:
     """case_results.json (file order), agent_summary.json and cost.json["evaluate"]; returns the summary."""
-    rows = {r["case_id"]: r for r in read_rows(bench_dir / CASE_RESULTS) if r.get("case_id") in order}
+    rows = {r["case_id"]: r for r in read_valid_rows(bench_dir / CASE_RESULTS, CaseResult)
+            if r["case_id"] in order}
     ledger = {k: v for k, v in read_ledger(bench_dir / USAGE_LEDGER).items() if k in order}
     for record in records:
         rows[record["case"]["case_id"]] = record["case"]

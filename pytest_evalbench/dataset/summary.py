@@ -3,14 +3,25 @@
 `case_results.json` holds one row per case (file order); `agent_summary.json` the per-agent
 metric means, composite mean and pass rate over scored cases. Unscored cases are counted apart
 and never enter a mean or a pass rate.
+
+Comparative datasets (cases of several agents sharing a `scenario_id`, like AgentsLeague's
+multi-agent vs single-agent file) also get a paired comparison per pair of agents: per scenario
+the difference of scores (agent minus other), its mean with a 95% t interval, win/tie/loss counts
+and an exact two-sided sign test (ties dropped). Pairing removes the scenario's own difficulty
+from the comparison, so a small run can still answer "is A better than B?".
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
+from itertools import combinations
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..gate.stats import Z95, mcnemar_exact_p
 
 
 class _Strict(BaseModel):
@@ -47,6 +58,31 @@ class CaseResult(_Strict):
     tool_check: Optional[ToolCheckResult]
     reasons: list[str]
     answer_source: Literal["dataset", "target"]
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """The case's fields this version does not model (e.g. `workflow_mode`), kept as they were."""
+
+
+class PairedStat(_Strict):
+    """One paired comparison of two agents on one score, over the scenarios both have scored."""
+
+    n: int
+    mean_diff: Optional[float]
+    ci95: Optional[tuple[float, float]]
+    """t interval of the mean difference; null below two pairs."""
+    wins: int
+    ties: int
+    losses: int
+    p_value: float
+    """Exact two-sided sign test of wins against losses (ties dropped)."""
+
+
+class AgentComparison(_Strict):
+    """The agent of this summary entry against `other`, paired by `scenario_id`."""
+
+    other: str
+    n_scenarios: int
+    composite: PairedStat
+    metrics: dict[str, PairedStat]
 
 
 class AgentSummary(_Strict):
@@ -60,6 +96,8 @@ class AgentSummary(_Strict):
     pass_rate: Optional[float]
     composite_mean: Optional[float]
     metric_means: dict[str, Optional[float]]
+    comparisons: list[AgentComparison] = Field(default_factory=list)
+    """Only on comparative datasets: this agent against each later agent (by name) sharing scenarios."""
 
 
 DATASET_TYPES: dict[str, Any] = {"case_results": list[CaseResult], "agent_summary": list[AgentSummary]}
@@ -69,12 +107,75 @@ def _mean(values: list[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
 
 
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+        2.042)
+"""Student's t 97.5% quantiles for 1..30 degrees of freedom (standard tables)."""
+
+
+def t975(df: int) -> float:
+    """Student's t 97.5% quantile: the table up to 30 df, then the Cornish-Fisher expansion around
+    the normal quantile (error below 1e-4 there)."""
+    if df <= len(T975):
+        return T975[df - 1]
+    z = Z95
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def paired_stat(diffs: list[float]) -> dict[str, Any]:
+    """Mean difference, its 95% t interval, win/tie/loss counts and the sign test's p-value."""
+    n = len(diffs)
+    wins, losses = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
+    mean = statistics.fmean(diffs) if diffs else None
+    ci = None
+    if mean is not None and n >= 2:
+        half = t975(n - 1) * statistics.stdev(diffs) / math.sqrt(n)
+        ci = (round(mean - half, 4), round(mean + half, 4))
+    return {"n": n, "mean_diff": None if mean is None else round(mean, 4), "ci95": ci, "wins": wins,
+            "ties": n - wins - losses, "losses": losses, "p_value": round(mcnemar_exact_p(wins, losses), 4)}
+
+
+def _scenario_scores(cases: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """scenario_id -> {"composite" | eval name: mean score of this agent's scored cases there}."""
+    values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for case in cases:
+        if not case.get("scenario_id") or case["status"] == "unscored":
+            continue
+        if case.get("composite") is not None:
+            values[case["scenario_id"]]["composite"].append(case["composite"])
+        for metric in case["metrics"]:
+            if metric["score"] is not None:
+                values[case["scenario_id"]][metric["eval"]].append(metric["score"])
+    return {scn: {key: statistics.fmean(v) for key, v in by_key.items()} for scn, by_key in values.items()}
+
+
+def compare_agents(groups: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Paired comparisons for every pair of agents (alphabetical: first minus second) that share at
+    least one scenario_id; keyed by the first agent."""
+    scores = {agent: _scenario_scores(cases) for agent, cases in groups.items()}
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for first, second in combinations(sorted(groups), 2):
+        shared = sorted(set(scores[first]) & set(scores[second]))
+        if not shared:
+            continue
+        keys = sorted({k for scn in shared for k in scores[first][scn]} & {k for scn in shared for k in scores[second][scn]})
+
+        def diffs(key: str, shared: list[str] = shared, first: str = first, second: str = second) -> list[float]:
+            return [scores[first][scn][key] - scores[second][scn][key] for scn in shared
+                    if key in scores[first][scn] and key in scores[second][scn]]
+
+        out[first].append({"other": second, "n_scenarios": len(shared), "composite": paired_stat(diffs("composite")),
+                           "metrics": {k: paired_stat(diffs(k)) for k in keys if k != "composite"}})
+    return out
+
+
 def summarize_agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per-agent summary, sorted by agent name."""
+    """Per-agent summary, sorted by agent name (with paired comparisons on comparative datasets)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[row["agent_name"]].append(row)
-    out = []
+    out: list[dict[str, Any]] = []
     for agent in sorted(groups):
         cases = groups[agent]
         scored = [c for c in cases if c["status"] != "unscored"]
@@ -90,6 +191,10 @@ def summarize_agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "composite_mean": _mean([c["composite"] for c in scored if c["composite"] is not None]),
             "metric_means": {name: _mean(values) for name, values in sorted(scores.items())},
         })
+    comparisons = compare_agents(groups)
+    for entry in out:
+        if comparisons.get(entry["agent_name"]):
+            entry["comparisons"] = comparisons[entry["agent_name"]]
     return out
 
 
@@ -111,4 +216,23 @@ def agent_table(summary: list[dict[str, Any]]) -> list[str]:
                           for name, v in agent["metric_means"].items())
         lines.append(f"{agent['agent_name']}: pass rate {rate} ({agent['n_passed']}/{agent['n_scored']} scored, "
                      f"{agent['n_unscored']} unscored), composite mean {comp}; {means}")
+    for agent in summary:
+        for comparison in agent.get("comparisons", []):
+            lines += comparison_lines(agent["agent_name"], comparison)
+    return lines
+
+
+def _stat_text(stat: dict[str, Any]) -> str:
+    if stat["mean_diff"] is None:
+        return "no scored pairs"
+    ci = "" if stat["ci95"] is None else f" [{stat['ci95'][0]:+.2f}, {stat['ci95'][1]:+.2f}]"
+    return (f"{stat['mean_diff']:+.2f}{ci}, {stat['wins']}/{stat['ties']}/{stat['losses']} win/tie/loss, "
+            f"sign test p={stat['p_value']:.3f}")
+
+
+def comparison_lines(agent: str, comparison: dict[str, Any]) -> list[str]:
+    """Terminal lines of one paired comparison: composite first, then each eval."""
+    lines = [f"paired {agent} - {comparison['other']} over {comparison['n_scenarios']} shared scenarios "
+             f"(mean difference, 95% CI):", f"  composite: {_stat_text(comparison['composite'])}"]
+    lines += [f"  {name.removesuffix('Explain')}: {_stat_text(stat)}" for name, stat in comparison["metrics"].items()]
     return lines

@@ -55,6 +55,7 @@ class EvalbenchSession:
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
+        self.collection_failed = False
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -127,6 +128,12 @@ class EvalbenchSession:
         if missing.name == "scenarios.json":
             return f"; generate it with `evalbench gen-scenarios {self.settings.benchmark}`"
         return ""
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Remember a collection error: xdist forwards workers' failed collection reports to the
+        controller through this hook, so the exit status can be 2 there too (xdist alone gives 1)."""
+        if report.failed:
+            self.collection_failed = True
 
     # ------------------------------------------------------------------ scheduling
     def schedule(self, items: list[pytest.Item], first: int = 0) -> None:
@@ -206,15 +213,19 @@ class EvalbenchSession:
         if self.is_worker:
             return
         self.stats.merge(self.close_engine() or {})
+        status = int(exitstatus)
+        if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
+                and not self.config.option.continue_on_collection_errors):
+            status = session.exitstatus = pytest.ExitCode.INTERRUPTED
         if not self.records and not self.errors:
             return
         try:
-            self.outcome = self._finish(int(exitstatus))
+            self.outcome = self._finish(status)
         except EvalbenchError as exc:
             self.finish_error = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        session.exitstatus = self.outcome.exit_code(int(exitstatus))
+        session.exitstatus = self.outcome.exit_code(status)
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]

@@ -18,7 +18,7 @@ from ..loading import SPEC_FILE
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
-from .store import read_run_rows, write_results
+from .store import Known, read_run_rows, write_results
 
 TAIL_MESSAGES = 4
 TAIL_CHARS = 400
@@ -30,6 +30,7 @@ class ScenarioKind:
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}
+        self._known = Known()
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
@@ -42,6 +43,8 @@ class ScenarioKind:
                               "--evalbench-target=MODEL")
         scenarios = load_scenarios(run.bench_dir, run.spec)
         self._order = {s.id: i for i, s in enumerate(scenarios)}
+        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics},
+                            {s.id: s.model_dump(mode="json", exclude_none=True) for s in scenarios})
         cases: list[ScenarioCase] = []
         for scenario in scenarios:
             for cfg in run.target_configs:
@@ -65,27 +68,31 @@ class ScenarioKind:
         record["status"] = status
         properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
                       ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]
-        message = {"failed": failure_message(record), "unscored": score["justification"]}.get(status, "")
+        metric = self.run.spec.metric(score["metric_id"])
+        why = metric.why if metric else None
+        message = {"failed": failure_message(record, why), "unscored": score["justification"]}.get(status, "")
         return Outcome(status, message, properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
         bench_dir = self.run.bench_dir
-        results = write_results(bench_dir, records, self.order())
-        return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
-                           conversations=_rows(bench_dir, "conversations.json"))
+        results = write_results(bench_dir, records, self.order(), self._known)
+        return KindResults(results=results, scores=_rows(bench_dir, "scores.json", self._known),
+                           conversations=_rows(bench_dir, "conversations.json", self._known))
 
 
-def _rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
-    return [row for rows in read_run_rows(bench_dir, filename).values() for row in rows]
+def _rows(bench_dir: Path, filename: str, known: Known) -> list[dict[str, Any]]:
+    return [row for rows in read_run_rows(bench_dir, filename, known).values() for row in rows]
 
 
-def failure_message(record: Record) -> str:
-    """The judge's verdict against the metric's polarity, its reasons and the transcript's tail."""
+def failure_message(record: Record, why: str | None = None) -> str:
+    """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
+    `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
     score = record["score"]
     seen = "present" if score["present"] else "absent"
     want = "present" if score["metric_type"] == "positive" else "absent"
     lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
-             f"expected {want}", f"judge: {score['justification']}", "transcript tail:"]
+             f"expected {want}", *([f"why it matters: {why}"] if why else []),
+             f"judge: {score['justification']}", "transcript tail:"]
     for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
         text = " ".join(message["content"].split())
         lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import InputError
-from ..loading import read_json, validate_as
-from ..spec import BenchmarkSpec
+from ..loading import read_json, validate_as, warn_unknown
+from ..spec import BenchmarkSpec, unknown_keys
 from .models import Scenario
 
 SCENARIOS_FILE = "scenarios.json"
@@ -22,6 +23,7 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
         raise InputError(path, "no scenario rows: write some or run `evalbench gen-scenarios`")
     metrics = {m.id: m for m in spec.metrics}
     seen: dict[str, int] = {}
+    unknown: dict[str, list[str]] = {}
     rows: list[Scenario] = []
     for index, raw in enumerate(data):
         label = f"{index}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
@@ -41,5 +43,8 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
                              f"({metric.id} is {metric.type})", row=label, field="metric_type")
         row.metric_name = row.metric_name or metric.name
         row.metric_type = metric.type
+        for key in unknown_keys(row):  # landmarks.3.note -> landmarks.note: one entry per key
+            unknown.setdefault(re.sub(r"\.\d+\.", ".", key), []).append(str(index + 1))
         rows.append(row)
+    warn_unknown(path, unknown, unknown)
     return rows

@@ -4,31 +4,50 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ..spec import SAFE_ID, Message, MetricType, _Strict
+from ..spec import SAFE_ID, Message, MetricType, _Input, _Strict
 
 
-class Landmark(_Strict):
+class Landmark(_Input):
     turn: int = Field(ge=1)
     instruction: str
 
 
-class Scenario(_Strict):
-    """One row of scenarios.json: metric × base scenario × demographic variant."""
+class Scenario(_Input):
+    """One row of scenarios.json: metric × base scenario × demographic variant.
+
+    Rows as impactbench writes them load unchanged: `persona` may be missing when `user_persona`
+    is there, `target_system_prompt` replaces the benchmark's system prompt for this row, and
+    other keys are kept (see `spec._Input`)."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"anyOf": [
+        {"required": [key], "properties": {key: {"type": "string", "minLength": 1}}}
+        for key in ("persona", "user_persona")]})
 
     id: str
     metric_id: str
     metric_name: Optional[str] = None
     metric_type: Optional[MetricType] = None
-    persona: str
+    persona: Optional[str] = None
+    """The simulated user; falls back to `user_persona` when missing."""
     user_goal: str
     latent_adversarial_goal: str = ""
     landmarks: list[Landmark] = Field(default_factory=list)
     demographic: dict[str, str] = Field(default_factory=dict)
-    user_persona: Optional[str] = Field(default=None, exclude=True)
+    user_persona: Optional[str] = None
     """Legacy field of the original pipeline: the demographic rewrite. When present it is the
     persona the simulation uses (the original lost it)."""
+    target_system_prompt: Optional[str] = None
+    """This row's system prompt for a model target, replacing the target's and the benchmark's."""
+    seed_title: Optional[str] = None
+    """Title of the hand-submitted seed this row was generated from (impactbench-web)."""
+
+    @model_validator(mode="after")
+    def _has_persona(self) -> Scenario:
+        if not (self.persona or self.user_persona):
+            raise ValueError("needs `persona` (or impactbench's `user_persona`)")
+        return self
 
     @field_validator("id")
     @classmethod
@@ -39,7 +58,7 @@ class Scenario(_Strict):
 
     @property
     def effective_persona(self) -> str:
-        return self.user_persona or self.persona
+        return self.user_persona or self.persona or ""
 
 
 # --------------------------------------------------------------------------- result files

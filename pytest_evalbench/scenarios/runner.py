@@ -7,6 +7,7 @@ from typing import Any
 
 from ..context import BenchmarkRun
 from ..llm.types import Usage
+from ..targets import ModelTarget, Target
 from .judge import judge
 from .models import Scenario, derive_pass
 from .simulate import simulate
@@ -56,12 +57,24 @@ class CaseRecord:
                 "status": self.status}
 
 
+UNSET_OPTIONAL = {"target_system_prompt", "seed_title"}
+"""Row fields written to conversations.json only when the scenario row has them."""
+
+
+def row_target(target: Target, scenario: Scenario) -> Target:
+    """The target for this row: a model target speaks under the row's own `target_system_prompt`
+    when it has one (impactbench's per-scenario override); an app keeps its own prompt."""
+    if scenario.target_system_prompt and isinstance(target, ModelTarget):
+        return ModelTarget(target.id, target.endpoint, scenario.target_system_prompt, target.engine)
+    return target
+
+
 async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
     """Simulate the conversation and judge it; LLM failures propagate (item ERROR)."""
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)
     assert metric is not None  # loading checked it
-    target = run.targets[case.target_id]
+    target = row_target(run.targets[case.target_id], scenario)
     ledger: dict[str, Usage] = {}
     transcript = await simulate(scenario, metric, run.spec.generation,
                                 user=run.require(run.user, "user_model"), target=target,
@@ -75,7 +88,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
         verdict_present, justification = verdict.present, verdict.justification
     passed, score = derive_pass(verdict_present, metric.type)
     conversation = {
-        **scenario.model_dump(mode="json", exclude={"user_persona"}),
+        **scenario.model_dump(mode="json", exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
         "persona": scenario.effective_persona,
         "conv_id": case.conv_id,
         "target": {"id": case.target_id, "model": target.model},
