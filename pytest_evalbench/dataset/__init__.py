@@ -25,6 +25,8 @@ from .summary import agent_table, as_target_results
 class DatasetKind:
     """The dataset kind of the protocol in `kinds.py`."""
 
+    roles = ("evaluator_model",)
+
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}

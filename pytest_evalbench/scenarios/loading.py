@@ -13,7 +13,8 @@ SCENARIOS_FILE = "scenarios.json"
 
 
 def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
-    """Parse scenarios.json, check each row against the spec's metrics, fill metric name/type."""
+    """Parse scenarios.json, check each row against the spec's metrics and turns, fill metric name/type.
+    Rows are numbered from 1 in errors."""
     path = bench_dir / SCENARIOS_FILE
     data = read_json(path)
     if not isinstance(data, list):
@@ -24,13 +25,13 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
     seen: dict[str, int] = {}
     rows: list[Scenario] = []
     for index, raw in enumerate(data):
-        label = f"{index}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
+        label = f"{index + 1}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
         row: Scenario = validate_as(Scenario, raw, path, row=label)
         if row.id in seen:
             raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
-        seen[row.id] = index
+        seen[row.id] = index + 1
         metric = metrics.get(row.metric_id)
         if metric is None:
             known = ", ".join(metrics) or "none: benchmark.yaml has no metrics"
@@ -39,6 +40,11 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
         if row.metric_type is not None and row.metric_type != metric.type:
             raise InputError(path, f"metric_type {row.metric_type!r} contradicts benchmark.yaml "
                              f"({metric.id} is {metric.type})", row=label, field="metric_type")
+        turns = spec.generation.turns
+        for number, landmark in enumerate(row.landmarks):
+            if spec.generation.landmarks and landmark.turn > turns:
+                raise InputError(path, f"landmark turn {landmark.turn} is beyond generation.turns ({turns}) of "
+                                 "benchmark.yaml, so it would never fire", row=label, field=f"landmarks.{number}.turn")
         row.metric_name = row.metric_name or metric.name
         row.metric_type = metric.type
         rows.append(row)

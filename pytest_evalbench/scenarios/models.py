@@ -6,11 +6,11 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from ..spec import SAFE_ID, Message, MetricType, _Strict
+from ..spec import Int, Message, MetricType, _Strict, check_id
 
 
 class Landmark(_Strict):
-    turn: int = Field(ge=1)
+    turn: Int = Field(ge=1)
     instruction: str
 
 
@@ -33,9 +33,7 @@ class Scenario(_Strict):
     @field_validator("id")
     @classmethod
     def _safe_id(cls, value: str) -> str:
-        if not SAFE_ID.match(value):
-            raise ValueError(f"scenario id {value!r} must match {SAFE_ID.pattern}")
-        return value
+        return check_id(value, "scenario id")
 
     @property
     def effective_persona(self) -> str:

@@ -96,7 +96,8 @@ def test_bad_compare_rule_and_missing_baseline(pytester: pytest.Pytester, bench_
     bench_env.set_responder(script(True))
     result = pytester.runpytest("--benchmark=demo", "--evalbench-compare")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*baseline.json: baseline file not found; create it with --evalbench-save-baseline*"])
+    result.stderr.fnmatch_lines(["*baseline.json: baseline file not found; create it with --evalbench-save-baseline*"])
+    assert bench_env.requests == []  # checked before the first call
 
 
 def test_incomplete_beats_everything(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
