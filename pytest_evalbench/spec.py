@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 MAX_ID_LENGTH = 100
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,%d}$" % (MAX_ID_LENGTH - 1))
+SAFE_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}$")
 """Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids."""
 _WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -26,7 +26,7 @@ def check_id(value: str, what: str) -> str:
         raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
                          f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
                          "and not ending with '.' (it names files and test ids)")
-    if value.split(".")[0].lower() in _WINDOWS_DEVICES:
+    if value.split(".", maxsplit=1)[0].lower() in _WINDOWS_DEVICES:
         raise ValueError(f"{what} {value!r} is a reserved device name on Windows")
     return value
 

@@ -12,11 +12,12 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..spec import Num
 from .stats import Z95, PairedResult, RateEstimate, newcombe_diff_interval, paired_comparison
 
 BASELINE_SCHEMA_VERSION = 1
 EPS = 1e-9  # rates are rounded to 4 places upstream; 0.8 - 0.75 must not count as > 0.05
-Rate = Optional[float]
+Rate = Optional[Num]  # a YAML `true` is not a rate
 
 
 class _Rules(BaseModel):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..loading import read_json, validate_as
-from ..spec import BenchmarkSpec
+from ..spec import MAX_ID_LENGTH, BenchmarkSpec
 from .models import Scenario
 
 SCENARIOS_FILE = "scenarios.json"
@@ -25,7 +25,8 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
     seen: dict[str, int] = {}
     rows: list[Scenario] = []
     for index, raw in enumerate(data):
-        label = f"{index + 1}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
+        shown = str(raw.get("id"))[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
+        label = f"{index + 1}" + (f" (id {shown})" if shown is not None else "")
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
         row: Scenario = validate_as(Scenario, raw, path, row=label)
