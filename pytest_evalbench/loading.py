@@ -90,8 +90,9 @@ def read_text(path: Path) -> str:
             raise InputError(path, f"file is {name} encoded; save it as UTF-8")
     if len(data) >= 2 and (data[0] == 0) != (data[1] == 0):
         raise InputError(path, "file looks UTF-16 encoded (NUL bytes); save it as UTF-8")
+    data = data.removeprefix(b"\xef\xbb\xbf")
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(path, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8",

@@ -114,6 +114,20 @@ def test_case_ids_are_bounded_and_safe(tmp_path: Path) -> None:
         assert (info.value.line, info.value.field) == (1, "case_id")
 
 
+def test_dataset_files_get_the_same_file_checks(tmp_path: Path) -> None:
+    case = {"case_id": "c1", "agent_name": "a", "question": "q", "model_answer": "x",
+            "required_evals": ["FluencyExplain"], "threshold_profile": "p"}
+    path = tmp_path / "cases.jsonl"
+    for data, line, message in ((json.dumps(case).encode("utf-16"), None, "file is UTF-16 encoded"),
+                                ((json.dumps(case) + "\n" + "[" * 3000 + "]" * 3000 + "\n").encode(), 2,
+                                 "nested deeper than 64 levels"),
+                                (b"\xef\xbb\xbf" + json.dumps(case).encode() + b"\n\xff\n", 2, r"not UTF-8 \(byte 0xff\)")):
+        path.write_bytes(data)
+        with pytest.raises(DatasetError, match=message) as info:
+            load_cases(path)
+        assert info.value.line == line
+
+
 @pytest.mark.parametrize(("thresholds", "expected"), [
     ({"min_positive_pass_rat": 0.5}, "*benchmark.yaml, row thresholds, field 'min_positive_pass_rat': unknown key*"),
     ({"min_positive_pass_rate": True}, "*row thresholds, field 'min_positive_pass_rate'*not true/false*"),
