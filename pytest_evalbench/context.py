@@ -33,7 +33,7 @@ CACHE_DIR = ".evalbench-cache"
 def select_targets(spec: BenchmarkSpec, requested: list[str]) -> list[TargetConfig]:
     """`--evalbench-target` values: an existing target id selects it; `id=model` or a bare model
     name replaces the list with new targets that inherit the first target's endpoint settings.
-    A value whose id is not safe as a file name is a ConfigError (see `check_target_option`)."""
+    A value whose id is not safe as a file name is a ConfigError (see `parse_target_option`)."""
     if not requested:
         return list(spec.targets)
     by_id = {t.id: t for t in spec.targets}
