@@ -7,27 +7,33 @@ engine, the user model, the judge and the targets. Nothing here imports pytest.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
+from .gate.compare import ThresholdRules, load_baseline
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint
+from .loading import SPEC_FILE, read_json, validate_as
 from .settings import RunSettings
-from .spec import BenchmarkSpec, ModelConfig, TargetConfig
+from .spec import MAX_ID_LENGTH, BenchmarkSpec, EnvRef, ModelConfig, TargetConfig, check_id
 from .targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+ROLE_OPTIONS = {"user_model": "--evalbench-user-model", "evaluator_model": "--evalbench-judge-model"}
+"""The command-line option that supplies each role when benchmark.yaml has none."""
 CACHE_DIR = ".evalbench-cache"
 """The response cache's default directory, inside the benchmark directory."""
 
 
 def select_targets(spec: BenchmarkSpec, requested: list[str]) -> list[TargetConfig]:
     """`--evalbench-target` values: an existing target id selects it; `id=model` or a bare model
-    name replaces the list with new targets that inherit the first target's endpoint settings."""
+    name replaces the list with new targets that inherit the first target's endpoint settings.
+    A value whose id is not safe as a file name is a ConfigError (see `parse_target_option`)."""
     if not requested:
         return list(spec.targets)
     by_id = {t.id: t for t in spec.targets}
@@ -37,24 +43,56 @@ def select_targets(spec: BenchmarkSpec, requested: list[str]) -> list[TargetConf
         if value in by_id:
             chosen.append(by_id[value])
             continue
-        target_id, _, model = value.partition("=") if "=" in value else (value.replace("/", "-"), "", value)
+        target_id, model = parse_target_option(value)
         inherit = base.model_dump(exclude={"id", "model"}) if base else {}
         chosen.append(TargetConfig(id=target_id, model=model, **inherit))
     return chosen
 
 
+def parse_target_option(value: str) -> tuple[str, str]:
+    """(target id, model) of an `--evalbench-target` value `ID=MODEL` or `MODEL` (whose id is the
+    model name with other characters than letters, digits, '.', '_', '-' replaced by '-');
+    ConfigError if unusable."""
+    target_id, _, model = value.partition("=") if "=" in value else (re.sub(r"[^A-Za-z0-9._-]", "-", value), "", value)
+    try:
+        check_id(target_id, "target id")
+    except ValueError as exc:
+        raise ConfigError(f"--evalbench-target={value[:MAX_ID_LENGTH]!r}: {exc}") from None
+    if not model.strip():
+        raise ConfigError(f"--evalbench-target={value!r}: no model after '='")
+    return target_id, model
+
+
 def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[str, str], *,
                      model_override: str | None = None) -> Endpoint:
-    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY."""
+    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY. Unset variables the endpoint needs
+    (an explicit `api_key_env`, header `{env: NAME}` values, OPENAI_API_KEY for the OpenAI API
+    itself) are listed in `missing_env` for the preflight; nothing is sent with a placeholder."""
     key_source = config.api_key_env or "OPENAI_API_KEY"
     provider = settings.provider or config.provider
+    base_url = settings.base_url or config.base_url or env.get("OPENAI_BASE_URL") or None
+    headers: dict[str, str] = {}
+    missing: list[str] = []
+    for name, value in config.headers.items():
+        if isinstance(value, EnvRef):
+            if env.get(value.env):
+                headers[name] = env[value.env]
+            else:
+                missing.append(value.env)
+        else:
+            headers[name] = value
+    api_key = env.get(key_source) or None
+    if api_key is None and (config.api_key_env or base_url is None):
+        missing.insert(0, key_source)
     return Endpoint(
         model=model_override or config.model,
-        base_url=settings.base_url or config.base_url or env.get("OPENAI_BASE_URL") or None,
+        base_url=base_url,
         provider=provider,
         params=dict(config.params),
-        api_key=env.get(key_source) or None,
+        api_key=api_key,
         key_source=key_source,
+        headers=headers,
+        missing_env=tuple(missing) if provider != "local" else (),
     )
 
 
@@ -112,6 +150,61 @@ class BenchmarkRun:
 
     def require(self, endpoint: Endpoint | None, key: str) -> Endpoint:
         if endpoint is None:
-            raise ConfigError(f"{self.bench_dir / 'benchmark.yaml'}: `{key}` is missing "
-                              f"(or pass --evalbench-{'user' if key == 'user_model' else 'judge'}-model)")
+            raise ConfigError(f"{self.bench_dir / SPEC_FILE}: this {self.spec.kind} benchmark needs `{key}` "
+                              f"and it is missing: add `{key}:` to benchmark.yaml or pass {ROLE_OPTIONS[key]}=MODEL")
         return endpoint
+
+    def preflight(self, roles: Iterable[str], baseline: Path | None = None,
+                  outputs: Iterable[Path] = ()) -> None:
+        """Everything that would otherwise fail after money is spent, checked before the first call:
+        the roles the kind needs, credentials (each unset variable named once), threshold rules,
+        the baseline to compare with and the directories of files to write. Raises ConfigError
+        or InputError with one line."""
+        spec_file = self.bench_dir / SPEC_FILE
+        endpoints: dict[str, Endpoint] = {}
+        for key in roles:
+            endpoints[key] = self.require({"user_model": self.user, "evaluator_model": self.evaluator}[key], key)
+        for target_id, target in self.targets.items():
+            if isinstance(target, ModelTarget):
+                endpoints[f"target '{target_id}'"] = target.endpoint
+        if self.settings.cache_mode != "replay":
+            self._check_credentials(endpoints)
+        self._check_thresholds(spec_file)
+        if baseline is not None:
+            if not baseline.is_file():
+                raise ConfigError(f"{baseline}: baseline file not found; create it with --evalbench-save-baseline")
+            try:
+                load_baseline(read_json(baseline))
+            except ValueError as exc:
+                raise InputError(baseline, str(exc)) from None
+        for path in outputs:
+            if not path.parent.is_dir():
+                raise ConfigError(f"{path}: directory {path.parent} does not exist")
+
+    def _check_credentials(self, endpoints: dict[str, Endpoint]) -> None:
+        users: dict[str, list[str]] = {}
+        for who, endpoint in endpoints.items():
+            for name in endpoint.missing_env:
+                users.setdefault(name, []).append(who)
+        if users:
+            names = "; ".join(f"{name} (needed by {', '.join(who)})" for name, who in users.items())
+            raise ConfigError(f"environment variable{'s' if len(users) > 1 else ''} not set: {names}. Set "
+                              f"{'them' if len(users) > 1 else 'it'}, or replay a recorded cache with "
+                              "--evalbench-cache=replay")
+
+    def _check_thresholds(self, spec_file: Path) -> None:
+        rules: ThresholdRules = validate_as(ThresholdRules, self.spec.thresholds or {}, spec_file,
+                                            row="thresholds")
+        if self.spec.metrics:
+            for metric_id in rules.per_metric:
+                if self.spec.metric(metric_id) is None:
+                    raise InputError(spec_file, f"unknown metric id {metric_id!r}; metrics: "
+                                     f"{', '.join(m.id for m in self.spec.metrics)}", row="thresholds",
+                                     field=f"per_metric.{metric_id}")
+        if self.spec.kind == "scenarios":
+            known = [t.id for t in self.spec.targets] + [t.id for t in self.target_configs]
+            for target_id in rules.per_target:
+                if target_id not in known:
+                    raise InputError(spec_file, f"unknown target id {target_id!r}; targets: "
+                                     f"{', '.join(dict.fromkeys(known))}", row="thresholds",
+                                     field=f"per_target.{target_id}")

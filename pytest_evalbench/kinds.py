@@ -68,6 +68,9 @@ class BenchmarkKind(Protocol):
     """What the pytest layer asks of a benchmark kind."""
 
     run: BenchmarkRun
+    roles: tuple[str, ...]
+    """The benchmark.yaml role keys every item needs ("user_model", "evaluator_model"): checked,
+    with their credentials, before the first call (`BenchmarkRun.preflight`)."""
 
     def data_files(self) -> list[Path]:
         """The files whose rows become items (they are collected by pytest)."""

@@ -8,12 +8,39 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MAX_ID_LENGTH = 100
+SAFE_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}$")
+"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids."""
+_WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 MetricType = Literal["positive", "negative"]
+
+
+def check_id(value: str, what: str) -> str:
+    """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
+    if not SAFE_ID.match(value) or value.endswith("."):
+        raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
+                         f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
+                         "and not ending with '.' (it names files and test ids)")
+    if value.split(".", maxsplit=1)[0].lower() in _WINDOWS_DEVICES:
+        raise ValueError(f"{what} {value!r} is a reserved device name on Windows")
+    return value
+
+
+def _not_bool(value: Any) -> Any:
+    """YAML `true` is not the number 1 (pydantic's lax mode would accept it)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Num = Annotated[float, BeforeValidator(_not_bool)]
 
 
 class _Strict(BaseModel):
@@ -62,18 +89,50 @@ def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- benchmark.yaml
 
 
+def _env_name(value: str) -> str:
+    if not ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+
+
+class EnvRef(_Strict):
+    """A header value read from an environment variable: `{env: NAME}` (never written anywhere)."""
+
+    env: EnvName
+
+
+HeaderValue = Union[str, EnvRef]
+
+
+def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not an HTTP header name")
+        if isinstance(value, str) and ("\r" in value or "\n" in value):
+            raise ValueError(f"header {name!r}: a value cannot contain line breaks")
+    return headers
+
+
+Headers = Annotated[dict[str, HeaderValue], AfterValidator(_check_headers)]
+
+
 class ModelConfig(_Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
     base_url: Optional[str] = None
     """Endpoint; defaults to OPENAI_BASE_URL (then the OpenAI API)."""
-    api_key_env: Optional[str] = None
+    api_key_env: Optional[EnvName] = None
     """Name of the environment variable holding the key; defaults to OPENAI_API_KEY."""
     provider: Literal["openai", "local"] = "openai"
     """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
+    headers: Headers = Field(default_factory=dict)
+    """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
 
 
 class TargetConfig(_Input):
@@ -82,23 +141,22 @@ class TargetConfig(_Input):
     id: str
     model: Optional[str] = None
     base_url: Optional[str] = None
-    api_key_env: Optional[str] = None
+    api_key_env: Optional[EnvName] = None
     provider: Literal["openai", "local"] = "openai"
     system_prompt: Optional[str] = None
     params: dict[str, Any] = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
 
     @field_validator("id")
     @classmethod
     def _safe_id(cls, value: str) -> str:
-        if not SAFE_ID.match(value):
-            raise ValueError(f"target id {value!r} must match {SAFE_ID.pattern} (it names a directory)")
-        return value
+        return check_id(value, "target id")
 
     def as_model(self) -> ModelConfig:
         """The endpoint part of a model target."""
         assert self.model is not None
         return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                           provider=self.provider, params=self.params)
+                           provider=self.provider, params=self.params, headers=self.headers)
 
 
 class MetricSource(_Input):
@@ -127,13 +185,18 @@ class Metric(_Input):
         """The metric's "matters because" sentence, whichever spelling the file used."""
         return self.mattersBecause or self.matters_because
 
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_id(value, "metric id")
+
 
 class Generation(_Input):
-    turns: int = Field(default=6, ge=1, le=100)
-    num_samples: int = Field(default=1, ge=1, le=1000)
+    turns: Int = Field(default=6, ge=1, le=100)
+    num_samples: Int = Field(default=1, ge=1, le=1000)
     perfunctory: bool = False
     landmarks: bool = True
-    scenarios_per_metric: int = Field(default=3, ge=1, le=100)
+    scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
 
 
 class ScenarioSettings(_Input):
@@ -146,11 +209,11 @@ class ScenarioSettings(_Input):
 
 
 class Price(_Input):
-    input_per_million: float = Field(ge=0)
-    output_per_million: float = Field(ge=0)
+    input_per_million: Num = Field(ge=0)
+    output_per_million: Num = Field(ge=0)
 
 
-Rate = Optional[float]
+Rate = Optional[Num]  # a YAML `true` is not a rate
 
 
 class MetricRule(_Strict):
@@ -200,14 +263,14 @@ class GateConfig(_Input):
     """cases: a failed case fails the build (with num_samples > 1: a case whose per-case verdict is
     "fail"). thresholds: failed cases are reported, but only threshold/baseline regressions and
     incomplete runs fail the build."""
-    case_pass_rate: float = Field(default=0.5, ge=0, le=1)
+    case_pass_rate: Num = Field(default=0.5, ge=0, le=1)
     """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
     fail_inconclusive: bool = False
     """With num_samples > 1 and mode cases: an inconclusive case fails the build too."""
     correction: Literal["holm", "bh"] = "holm"
     """Multiplicity correction over all baseline comparisons of a run: Holm (family-wise error
     rate) or Benjamini-Hochberg (false discovery rate)."""
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    alpha: Num = Field(default=0.05, gt=0, lt=1)
     """Significance level of the adjusted p-values."""
 
 

@@ -28,6 +28,8 @@ CASE_METRIC = "pass_rate"
 class DatasetKind:
     """The dataset kind of the protocol in `kinds.py`."""
 
+    roles = ("evaluator_model",)
+
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}

@@ -10,13 +10,14 @@ original runner builds them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..spec import ToolCall, _Input
+from ..errors import InputError
+from ..loading import parse_json, read_text
+from ..spec import ToolCall, _Input, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -67,7 +68,7 @@ class ExpectedToolCall(InvokedToolCall):
 class DatasetCase(_Input):
     """One line of a dataset JSONL file: unknown keys kept, near misses of known ones refused."""
 
-    case_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    case_id: str
     scenario_id: Optional[str] = None
     agent_name: str
     phase: Optional[Literal["preparation", "assessment"]] = None
@@ -89,6 +90,11 @@ class DatasetCase(_Input):
     required_evals: list[EvalName] = Field(min_length=1)
     threshold_profile: str
     expected_contract: Optional[str] = None
+
+    @field_validator("case_id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_id(value, "case_id")
 
     @model_validator(mode="after")
     def _payloads_derivable(self) -> DatasetCase:
@@ -114,20 +120,21 @@ class DatasetError(Exception):
 
 
 def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
-    """(line number, case) for every non-blank line; the first problem raises DatasetError."""
+    """(line number, case) for every non-blank line; the first problem (size, encoding, JSON syntax,
+    nesting, schema) raises DatasetError."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DatasetError(path, None, None, "file not found") from None
+        text = read_text(path)
+    except InputError as exc:
+        raise DatasetError(path, exc.row if isinstance(exc.row, int) else None, None, exc.message) from None
     cases: list[tuple[int, DatasetCase]] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(path, number, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+            data = parse_json(line, path, row=number)
+        except InputError as exc:
+            raise DatasetError(path, number, None, exc.message) from None
         if not isinstance(data, dict):
             raise DatasetError(path, number, None, "expected a JSON object")
         try:

@@ -108,6 +108,8 @@ class OpenAITransport:
     public `post()` with the request body as JSON (`cast_to=object`): the SDK still builds the
     request, authenticates and raises its typed errors, but skips its per-call type
     transformation and response models, which cost more CPU than the HTTP exchange itself.
+    A role's `headers` go with each of its requests (not into the client, which is shared by
+    every role with the same URL and key).
     httpx-level timeouts bound each phase; `timeout` also bounds the whole call, so a server
     that trickles bytes cannot hold a slot for ever.
     """
@@ -134,7 +136,8 @@ class OpenAITransport:
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:
             client = self.client_for(endpoint.base_url, endpoint.api_key)
-        request = client.post("/chat/completions", body=body, cast_to=object)
+        options: openai.RequestOptions = {"headers": endpoint.headers} if endpoint.headers else {}
+        request = client.post("/chat/completions", body=body, cast_to=object, options=options)
         return parse_completion(await asyncio.wait_for(request, self.timeout + 1.0))
 
     async def aclose(self) -> None:

@@ -10,8 +10,10 @@ from typing import Any
 class Endpoint:
     """A resolved chat model: where to send requests and how to shape them.
 
-    `api_key` is excluded from repr and from cache keys; `identity` names the endpoint in
-    cache keys without the random port of a local server.
+    `api_key` and `headers` (resolved values, possibly secrets from the environment) are excluded
+    from repr, comparison and cache keys; `identity` names the endpoint in cache keys without the
+    random port of a local server. `missing_env` lists the environment variables the endpoint
+    needs that are unset (checked once before the run, see `BenchmarkRun.preflight`).
     """
 
     model: str
@@ -20,6 +22,8 @@ class Endpoint:
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     api_key: str | None = field(default=None, repr=False, compare=False)
     key_source: str = "OPENAI_API_KEY"
+    headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False, compare=False)
+    missing_env: tuple[str, ...] = ()
 
     @property
     def identity(self) -> str:

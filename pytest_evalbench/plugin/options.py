@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from ..context import parse_target_option
+from ..errors import ConfigError
 from ..gate.compare import CompareRule, parse_compare_rule
 from ..gate.outcome import GateSettings
 from ..llm.cache import CACHE_MODES
@@ -138,12 +140,18 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         return None
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
+    targets = list(config.getoption("evalbench_targets"))
+    for value in targets:
+        try:
+            parse_target_option(value)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
     if max_cost is not None and hasattr(config, "workerinput") and workers > 1:
         max_cost /= workers  # each xdist worker spends at most its share of the budget
     return RunSettings(
         benchmark=name,
-        targets=list(config.getoption("evalbench_targets")),
+        targets=targets,
         user_model=config.getoption("evalbench_user_model"),
         judge_model=config.getoption("evalbench_judge_model"),
         base_url=config.getoption("evalbench_base_url"),

@@ -98,6 +98,22 @@ class EvalbenchSession:
         return (f"evalbench: benchmark={s.benchmark} cache={s.cache_mode} concurrency={s.engine.concurrency}"
                 + (f" provider={s.provider}" if s.provider else ""))
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Preflight, once per run (controller or single process, before xdist starts workers): what
+        would otherwise fail after money is spent is a usage error (exit 4) before the first call."""
+        if self.is_worker or self.config.option.collectonly:
+            return
+        try:
+            run, kind = self.run, self.kind  # data files load in collection, where warnings are captured
+        except EvalbenchError:
+            return  # a benchmark or data file that does not load is reported by collection (exit 2)
+        gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
+        try:
+            run.preflight(kind.roles, gate.compare, [p for p in (gate.save_baseline, gate.html) if p])
+        except EvalbenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
     # ------------------------------------------------------------------ collection hooks
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         """Never walk result and cache directories of the benchmark."""

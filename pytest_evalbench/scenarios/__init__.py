@@ -27,6 +27,8 @@ TAIL_CHARS = 400
 class ScenarioKind:
     """The scenario kind of the protocol in `kinds.py`."""
 
+    roles = ("user_model", "evaluator_model")
+
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}

@@ -7,14 +7,15 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..loading import read_json, validate_as, warn_unknown
-from ..spec import BenchmarkSpec, unknown_keys
+from ..spec import MAX_ID_LENGTH, BenchmarkSpec, unknown_keys
 from .models import Scenario
 
 SCENARIOS_FILE = "scenarios.json"
 
 
 def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
-    """Parse scenarios.json, check each row against the spec's metrics, fill metric name/type."""
+    """Parse scenarios.json, check each row against the spec's metrics and turns, fill metric name/type.
+    Rows are numbered from 1 in errors."""
     path = bench_dir / SCENARIOS_FILE
     data = read_json(path)
     if not isinstance(data, list):
@@ -26,13 +27,14 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
     unknown: dict[str, list[str]] = {}
     rows: list[Scenario] = []
     for index, raw in enumerate(data):
-        label = f"{index}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
+        shown = str(raw.get("id"))[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
+        label = f"{index + 1}" + (f" (id {shown})" if shown is not None else "")
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
         row: Scenario = validate_as(Scenario, raw, path, row=label)
         if row.id in seen:
             raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
-        seen[row.id] = index
+        seen[row.id] = index + 1
         metric = metrics.get(row.metric_id)
         if metric is None:
             known = ", ".join(metrics) or "none: benchmark.yaml has no metrics"
@@ -41,6 +43,11 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
         if row.metric_type is not None and row.metric_type != metric.type:
             raise InputError(path, f"metric_type {row.metric_type!r} contradicts benchmark.yaml "
                              f"({metric.id} is {metric.type})", row=label, field="metric_type")
+        turns = spec.generation.turns
+        for number, landmark in enumerate(row.landmarks):
+            if spec.generation.landmarks and landmark.turn > turns:
+                raise InputError(path, f"landmark turn {landmark.turn} is beyond generation.turns ({turns}) of "
+                                 "benchmark.yaml, so it would never fire", row=label, field=f"landmarks.{number}.turn")
         row.metric_name = row.metric_name or metric.name
         row.metric_type = metric.type
         for key in unknown_keys(row):  # landmarks.3.note -> landmarks.note: one entry per key

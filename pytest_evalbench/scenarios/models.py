@@ -6,11 +6,11 @@ from typing import Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ..spec import SAFE_ID, Message, MetricType, _Input, _Strict
+from ..spec import Int, Message, MetricType, _Input, _Strict, check_id
 
 
 class Landmark(_Input):
-    turn: int = Field(ge=1)
+    turn: Int = Field(ge=1)
     instruction: str
 
 
@@ -52,9 +52,7 @@ class Scenario(_Input):
     @field_validator("id")
     @classmethod
     def _safe_id(cls, value: str) -> str:
-        if not SAFE_ID.match(value):
-            raise ValueError(f"scenario id {value!r} must match {SAFE_ID.pattern}")
-        return value
+        return check_id(value, "scenario id")
 
     @property
     def effective_persona(self) -> str:
