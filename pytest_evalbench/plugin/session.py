@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, LLMError, TargetError
 from ..gate.outcome import GateOutcome, evaluate_gate
 from ..kinds import BenchmarkKind, Record, kind_of
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.terminal import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
+from ..render.terminal import LAST_RUN, summary_lines, write_run_running, write_run_status
 from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import gate_settings
@@ -29,6 +30,7 @@ from .options import gate_settings
 SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
 RECORD_KEY = pytest.StashKey[Record]()
 RESULT_DIRS = ("runs", ".evalbench-cache")
+PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
 class Unscored(EvalbenchError):
@@ -50,12 +52,27 @@ class EvalbenchSession:
         self._kind: BenchmarkKind | None = None
         self._cases: dict[Path, list[Any]] | None = None
         self.records: dict[str, Record] = {}
-        self.errors: dict[str, str] = {}
+        self.tally = Completeness()
+        self.errors = self.tally.errors
+        self.dropped: list[str] = []
+        self._case_prefix = self._nodeid_prefix(config, self.bench_dir)
+        self._status_started = False
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
+
+    @staticmethod
+    def _nodeid_prefix(config: pytest.Config, bench_dir: Path) -> str:
+        """Node ids of the benchmark's items start with this (everything collected there is a case)."""
+        try:
+            return bench_dir.relative_to(config.rootpath).as_posix() + "/"
+        except ValueError:
+            return ""
+
+    def is_case(self, nodeid: str) -> bool:
+        return nodeid.startswith(self._case_prefix) and "::" in nodeid
 
     # ------------------------------------------------------------------ loading
     @property
@@ -136,7 +153,21 @@ class EvalbenchSession:
             return
         if session.testsfailed or self.config.option.collectonly:
             return
+        self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.schedule(session.items)
+
+    def selected(self, ids: list[str]) -> None:
+        """Controller side: these items must each end scored or counted; the first call marks
+        last_run.json "running" (a run killed from here on never leaves "complete" behind)."""
+        ids = [i for i in ids if self.is_case(i)]
+        self.tally.select(ids)
+        if ids and not self._status_started:
+            self._status_started = True
+            write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, len(self.tally.selected))
+
+    def worker_died(self, report: pytest.TestReport) -> None:
+        """xdist lost the worker running this item: it is counted, never silently dropped."""
+        report.evalbench_error = WORKER_DIED  # type: ignore[attr-defined]
 
     def record_for(self, item: pytest.Item) -> Record:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR."""
@@ -167,20 +198,33 @@ class EvalbenchSession:
                 exc.kind if isinstance(exc, LLMError) else "error")
             report.longrepr = f"evalbench {kind}: {exc}"
             report.evalbench_error = kind  # type: ignore[attr-defined]
+        elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
+            report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
+        if OUTCOME_KEY in item.stash:
+            report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
         if call.when == "teardown" and RECORD_KEY in item.stash:
             report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side (and no-xdist runs): keep the last record and error of every item."""
-        if self.is_worker:
+        """Controller side (and no-xdist runs): keep every item's record, status and first error;
+        any failure other than the kind's own `failed` verdict, and any skip, is an error."""
+        if self.is_worker or not self.is_case(report.nodeid):
             return
+        nodeid = report.nodeid
+        status = getattr(report, "evalbench_status", None)
         error = getattr(report, "evalbench_error", None)
+        if error is None and report.failed and not (report.when == "call" and status == "failed"):
+            error = "crashed"
+        if error is None and report.skipped:
+            error = "skipped"
         if error:
-            self.errors[report.nodeid] = error
+            self.tally.error(nodeid, error)
+        if status is not None and report.when == "teardown":
+            self.tally.status(nodeid, status)
         record = getattr(report, "evalbench", None)
         if record is not None:
-            self.records[report.nodeid] = record
+            self.records[nodeid] = record
 
     def close_engine(self) -> dict[str, Any] | None:
         """Stop this process's engine; its counters, or None if it never started."""
@@ -195,12 +239,13 @@ class EvalbenchSession:
         if self.is_worker:
             return
         self.stats.merge(self.close_engine() or {})
-        if not self.records and not self.errors:
+        if not self._status_started and not self.records and not self.errors:
             return
         try:
             self.outcome = self._finish(int(exitstatus))
         except EvalbenchError as exc:
             self.finish_error = str(exc)
+            write_run_status(self.bench_dir / LAST_RUN, self, None)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         session.exitstatus = self.outcome.exit_code(int(exitstatus))
@@ -209,10 +254,12 @@ class EvalbenchSession:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
         written = self.kind.write_results(records)
+        self.dropped = written.dropped
+        incomplete = self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         gated = written.gate_results if written.gate_results is not None else written.results
         outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
                                 gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
-                                incomplete_reasons(self.errors, exitstatus))
+                                incomplete)
         if written.table is not None:
             outcome.table = written.table
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)

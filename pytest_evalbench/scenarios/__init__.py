@@ -70,9 +70,12 @@ class ScenarioKind:
 
     def write_results(self, records: list[Record]) -> KindResults:
         bench_dir = self.run.bench_dir
-        results = write_results(bench_dir, records, self.order())
+        run = self.run
+        targets = {t.id for t in run.spec.targets} | {t.id for t in run.target_configs}
+        results, dropped = write_results(bench_dir, records, self.order(), targets=targets,
+                                         samples=run.spec.generation.num_samples)
         return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
-                           conversations=_rows(bench_dir, "conversations.json"))
+                           conversations=_rows(bench_dir, "conversations.json"), dropped=dropped)
 
 
 def _rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
