@@ -188,6 +188,22 @@ def test_rows_no_longer_configured_are_dropped_once(pytester: pytest.Pytester, b
     again.stdout.no_fnmatch_line("dropped *")
 
 
+def test_dataset_cases_no_longer_in_the_files_are_dropped_once(pytester: pytest.Pytester,
+                                                               bench_env: FakeLLMServer) -> None:
+    from test_dataset import example_rows, scores, write_dataset
+
+    bench = write_dataset(pytester.path)
+    bench_env.set_responder(scores({}))
+    pytester.runpytest("--benchmark=agents").assert_outcomes(passed=4)
+    write_dataset(pytester.path, cases=example_rows()[:2])
+    result = pytester.runpytest("--benchmark=agents")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["dropped 2 rows of cases no longer in the data files, from case_results.json"])
+    assert len(read_json(bench / "case_results.json")) == 2
+    assert last_run(bench)["dropped"] == ["2 rows of cases no longer in the data files, from case_results.json"]
+    pytester.runpytest("--benchmark=agents").stdout.no_fnmatch_line("dropped *")
+
+
 # ---------------------------------------------------------------------------- concurrent sessions
 def _write_own_row(bench: str, record: dict[str, Any], order: dict[str, int], trials: int, barrier: Any) -> None:
     for trial in range(trials):
