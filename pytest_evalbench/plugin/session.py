@@ -103,6 +103,14 @@ class EvalbenchSession:
         return (f"evalbench: benchmark={s.benchmark} cache={s.cache_mode} concurrency={s.engine.concurrency}"
                 + (f" provider={s.provider}" if s.provider else ""))
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Controller side: last_run.json says "running" until the final state replaces it, so a
+        killed run never leaves an earlier "complete" behind (`--collect-only` leaves it alone)."""
+        if self.is_worker or self.config.option.collectonly:
+            return
+        self._status_started = True
+        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark)
+
     # ------------------------------------------------------------------ collection hooks
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
         """Never walk result and cache directories of the benchmark."""
@@ -157,13 +165,8 @@ class EvalbenchSession:
         self.schedule(session.items)
 
     def selected(self, ids: list[str]) -> None:
-        """Controller side: these items must each end scored or counted; the first call marks
-        last_run.json "running" (a run killed from here on never leaves "complete" behind)."""
-        ids = [i for i in ids if self.is_case(i)]
-        self.tally.select(ids)
-        if ids and not self._status_started:
-            self._status_started = True
-            write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, len(self.tally.selected))
+        """Controller side: these items must each end scored or counted."""
+        self.tally.select([i for i in ids if self.is_case(i)])
 
     def worker_died(self, report: pytest.TestReport) -> None:
         """xdist lost the worker running this item: it is counted, never silently dropped."""
@@ -239,7 +242,10 @@ class EvalbenchSession:
         if self.is_worker:
             return
         self.stats.merge(self.close_engine() or {})
-        if not self._status_started and not self.records and not self.errors:
+        if not self._status_started:
+            return
+        if not self.tally.selected and not self.records and not self.errors:
+            write_run_status(self.bench_dir / LAST_RUN, self, None)  # collection error or nothing selected
             return
         try:
             self.outcome = self._finish(int(exitstatus))

@@ -42,21 +42,22 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def write_run_running(path: Path, benchmark: str, selected: int) -> None:
-    """Written when the first item is known to be selected: a run that dies leaves "running"."""
-    status = {"benchmark": benchmark, "started_at": _now(), "status": "running", "selected": selected}
+def write_run_running(path: Path, benchmark: str) -> None:
+    """Written at session start: a run that dies before its end leaves "running"."""
+    status = {"benchmark": benchmark, "started_at": _now(), "status": "running"}
     atomic_write_text(path, json.dumps(status, indent=2) + "\n")
 
 
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:
-    """The final record of the session: complete, incomplete (and why, per item) or error (no
-    gate outcome: the finish step itself failed)."""
+    """The final record of the session: complete, incomplete (and why, per item), error (the
+    finish step failed) or "not run" (no item ran: collection error or nothing selected)."""
     tally = session.tally
     not_scored = tally.unaccounted()
     status = {
         "benchmark": session.settings.benchmark,
         "finished_at": _now(),
-        "status": "error" if outcome is None else "incomplete" if outcome.incomplete else "complete",
+        "status": ("error" if session.finish_error else "not run") if outcome is None
+        else "incomplete" if outcome.incomplete else "complete",
         "incomplete": outcome.incomplete if outcome is not None else [],
         "errors": dict(sorted(session.errors.items())),
         "selected": len(tally.selected),
@@ -68,6 +69,6 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "regressions": outcome.regressions if outcome is not None else [],
         "llm": session.stats.to_json(),
     }
-    if outcome is None:
+    if session.finish_error:
         status["error"] = session.finish_error
     atomic_write_text(path, json.dumps(status, indent=2) + "\n")

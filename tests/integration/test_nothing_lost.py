@@ -158,8 +158,18 @@ def pytest_evalbench_make_target(config, target):
     write_benchmark(pytester.path, scenarios=rows(1), generation={"turns": 1}, targets=[{"id": "app"}])
     result = pytester.runpytest_subprocess("--benchmark=demo")
     assert result.ret == -signal.SIGKILL
-    status = last_run(bench)
-    assert (status["status"], status["selected"]) == ("running", 1)
+    assert last_run(bench)["status"] == "running"
+
+
+def test_collection_error_replaces_complete(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=rows(1), generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    pytester.runpytest("--benchmark=demo", "--collect-only")
+    assert last_run(bench)["status"] == "complete"  # listing cases is not a run
+    (bench / "scenarios.json").write_text("[{]")
+    assert pytester.runpytest("--benchmark=demo").ret == pytest.ExitCode.INTERRUPTED
+    assert (last_run(bench)["status"], last_run(bench)["selected"]) == ("not run", 0)
 
 
 # ---------------------------------------------------------------------------- configured rows only
