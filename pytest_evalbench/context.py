@@ -132,7 +132,7 @@ class BenchmarkRun:
         for cfg in self.target_configs:
             app = make_app(cfg) if make_app else None
             if app is not None:
-                self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model)
+                self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model, settings.engine)
             elif cfg.model:
                 self.targets[cfg.id] = ModelTarget(cfg.id, resolve_endpoint(cfg.as_model(), settings, env),
                                                    cfg.system_prompt or spec.scenario.user_context

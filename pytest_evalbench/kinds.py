@@ -62,6 +62,8 @@ class KindResults:
     conversations: list[dict[str, Any]] = field(default_factory=list)
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
+    dropped: list[str] = field(default_factory=list)
+    """Rows of earlier runs dropped because their case, sample or target is no longer configured."""
 
 
 class BenchmarkKind(Protocol):

@@ -6,18 +6,39 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from .errors import EvalbenchWarning
+from .errors import ConfigError, EvalbenchWarning
 from .llm.cache import atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
 
 USAGE_LEDGER = ".usage.json"
+RESULTS_LOCK = ".results.lock"
+LOCK_TIMEOUT = 600.0
+
+
+@contextmanager
+def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the benchmark's exclusive result-file lock for a read-merge-write (portable: `filelock`
+    uses fcntl/msvcrt, released by the OS if the holder dies), so concurrent sessions lose no rows."""
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(bench_dir / RESULTS_LOCK))
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        raise ConfigError(f"{bench_dir / RESULTS_LOCK}: another session has held the result files for "
+                          f"{timeout:.0f}s; results of this session were not written") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def dump_json(path: Path, data: Any) -> None:
@@ -62,6 +83,11 @@ def read_valid_rows(path: Path, model: type[BaseModel],
                    + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
         warnings.warn(EvalbenchWarning(message), stacklevel=2)
     return rows
+
+
+def count_rows(n: int, what: str) -> list[str]:
+    """`["3 rows of <what>"]`, or [] for none: how dropped rows are reported."""
+    return [f"{n} row{'s' if n > 1 else ''} of {what}"] if n else []
 
 
 def read_ledger(path: Path) -> dict[str, Any]:

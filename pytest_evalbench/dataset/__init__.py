@@ -73,10 +73,11 @@ class DatasetKind:
         return Outcome(case["status"], record["message"], properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        summary = write_dataset_results(self.run.bench_dir, records, self.order())
+        summary, dropped = write_dataset_results(self.run.bench_dir, records, self.order())
         rows = read_rows(self.run.bench_dir / CASE_RESULTS)
         return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary),
-                           outcomes=case_outcome_rows(rows), eval_scores=eval_score_rows(rows))
+                           outcomes=case_outcome_rows(rows), eval_scores=eval_score_rows(rows),
+                           dropped=dropped)
 
 
 def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,7 +3,10 @@
 The key is the sha256 of the canonical JSON of everything that changes the output (endpoint
 identity, model, messages, parameters, response format, sample index, re-ask attempt) and never
 the API key. Files are written atomically (temp file + os.replace), so concurrent xdist workers
-never see half an entry; an unreadable entry is a miss.
+never see half an entry. A replayed entry is verified first: it must be stored under its own key,
+its request must hash to that key (an entry copied over another one is caught) and its response
+must be a usable completion; otherwise `get` raises `CorruptEntry` (the engine refetches and
+overwrites it, or names the file in replay mode). Empty answers are never written.
 """
 
 from __future__ import annotations
@@ -20,6 +23,52 @@ CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
 CACHE_VERSION = 1
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+
+
+class CorruptEntry(Exception):
+    """A cache file that exists but must not be replayed; names the file and what is wrong."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+def usable_response(response: dict[str, Any]) -> bool:
+    """Whether an answer is worth keeping: some text or some tool calls."""
+    content = response.get("content")
+    return bool((isinstance(content, str) and content.strip()) or response.get("tool_calls"))
+
+
+def response_problem(response: Any) -> str | None:
+    """Why a stored response cannot be replayed as a completion, or None when it can."""
+    if not isinstance(response, dict):
+        return "its response is not a JSON object"
+    for name in ("content", "finish_reason"):
+        if response.get(name) is not None and not isinstance(response[name], str):
+            return f"its response's {name} is {type(response[name]).__name__}, not text"
+    calls = response.get("tool_calls")
+    if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+        return "its response's tool_calls is not a list of objects"
+    for name in ("input_tokens", "output_tokens"):
+        value = response.get(name, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"its response's {name} is {value!r}, not a token count"
+    if not usable_response(response):
+        return "its response is empty (no text, no tool calls)"
+    return None
+
+
+def entry_problem(key: str, entry: Any) -> str | None:
+    """Why a cache file's content must not be replayed for `key`, or None when it is sound."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    if entry.get("key") != key:
+        return f"stored under key {str(entry.get('key'))[:12]!r}, not under its file name"
+    request = entry.get("request")
+    if not isinstance(request, dict) or cache_key(request) != key:
+        return "its stored request does not hash to its key (edited, or copied from another entry)"
+    return response_problem(entry.get("response"))
 
 
 def canonical_json(data: Any) -> str:
@@ -66,14 +115,26 @@ class ResponseCache:
         return self.directory / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The verified response stored for `key`; None when there is none (or this mode does not
+        read); `CorruptEntry` when a file is there but must not be replayed."""
         if not self.reads:
             return None
+        path = self.path_for(key)
         try:
-            entry = json.loads(self.path_for(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return None
-        response = entry.get("response") if isinstance(entry, dict) else None
-        return response if isinstance(response, dict) else None
+        except (OSError, ValueError) as exc:
+            raise CorruptEntry(path, f"unreadable ({type(exc).__name__})") from None
+        try:
+            entry = json.loads(text)
+        except (ValueError, RecursionError):
+            raise CorruptEntry(path, "not valid JSON") from None
+        problem = entry_problem(key, entry)
+        if problem is not None:
+            raise CorruptEntry(path, problem)
+        response: dict[str, Any] = entry["response"]
+        return response
 
     def forget(self, keys: list[str]) -> None:
         """Drop entries (an answer chain that ended unusable), unless this mode must not write."""
@@ -86,7 +147,8 @@ class ResponseCache:
                 pass
 
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
-        if not self.writes:
+        """Store an answer; empty ones never (a transient empty reply must not be replayed forever)."""
+        if not self.writes or not usable_response(response):
             return
         entry = {"key": key, "request": request, "response": response}
         atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
-from .cache import ResponseCache, cache_key
+from .cache import CorruptEntry, ResponseCache, cache_key
 from .pricing import PriceTable
 from .rate_limit import SharedRateLimit
 from .transport import Failure, OpenAITransport, classify
@@ -47,6 +47,8 @@ class EngineSettings:
     max_cost: float | None = None
     rate_limit: float | None = None
     """Requests per minute, shared across processes through a file in the cache directory."""
+    max_reply_chars: int = 50_000
+    """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
 
 
 @dataclass
@@ -234,7 +236,7 @@ class Engine:
         body = self.request_body(endpoint, messages, schema, tools)
         material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
         key = cache_key(material)
-        cached = self.cache.get(key)
+        cached = self._cached(key, role, endpoint.model)
         if cached is not None:
             self.stats.cache_hits += 1
             completion = Completion.from_json(cached, cached=True, key=key)
@@ -267,6 +269,18 @@ class Engine:
         if not completion.cached:
             self.stats.spent += cost
         return completion
+
+    def _cached(self, key: str, role: str, model: str) -> dict[str, Any] | None:
+        """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
+        mode an error naming the file."""
+        try:
+            return self.cache.get(key)
+        except CorruptEntry as exc:
+            self.stats.failures["corrupt cache entry"] += 1
+            if self.cache.mode == "replay":
+                raise LLMError("corrupt cache entry", f"{exc}; re-record it with --evalbench-cache=on",
+                               role=role, model=model) from None
+            return None
 
     async def _fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion:
         settings = self.settings

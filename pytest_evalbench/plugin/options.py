@@ -76,6 +76,9 @@ def add_options(parser: pytest.Parser) -> None:
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
     group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
                     metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
+    group.addoption("--evalbench-max-reply-chars", dest="evalbench_max_reply_chars", type=positive_int,
+                    default=50_000, metavar="N",
+                    help="Cut longer target replies to N characters (noted in the transcript). Default: %(default)s")
     add_gate_options(group)
 
 
@@ -165,5 +168,6 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
             rate_limit=config.getoption("evalbench_rate_limit") or None,
+            max_reply_chars=config.getoption("evalbench_max_reply_chars"),
         ),
     )

@@ -9,19 +9,21 @@ to the controller; the controller alone merges, writes, gates and sets the exit 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, Record, kind_of
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.terminal import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
+from ..render.terminal import LAST_RUN, summary_lines, write_run_running, write_run_status
 from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
@@ -29,6 +31,7 @@ from .options import compare_path, gate_settings
 SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
 RECORD_KEY = pytest.StashKey[Record]()
 RESULT_DIRS = ("runs", ".evalbench-cache")
+PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
 class Unscored(EvalbenchError):
@@ -50,8 +53,13 @@ class EvalbenchSession:
         self._run: BenchmarkRun | None = None
         self._kind: BenchmarkKind | None = None
         self._cases: dict[Path, list[Any]] | None = None
+        self._load_warnings: list[warnings.WarningMessage] = []
         self.records: dict[str, Record] = {}
-        self.errors: dict[str, str] = {}
+        self.tally = Completeness()
+        self.errors = self.tally.errors
+        self.dropped: list[str] = []
+        self._case_prefix = self._nodeid_prefix(config, self.bench_dir)
+        self._status_started = False
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
@@ -68,6 +76,17 @@ class EvalbenchSession:
             return read_baseline(path)
         except InputError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+    @staticmethod
+    def _nodeid_prefix(config: pytest.Config, bench_dir: Path) -> str:
+        """Node ids of the benchmark's items start with this (everything collected there is a case)."""
+        try:
+            return bench_dir.relative_to(config.rootpath).as_posix() + "/"
+        except ValueError:
+            return ""
+
+    def is_case(self, nodeid: str) -> bool:
+        return nodeid.startswith(self._case_prefix) and "::" in nodeid
 
     # ------------------------------------------------------------------ loading
     @property
@@ -91,6 +110,9 @@ class EvalbenchSession:
         """The cases of one data file (every file is loaded once per process)."""
         if self._cases is None:
             self._cases = self.kind.load_cases()
+        for caught in self._load_warnings:
+            warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+        self._load_warnings = []
         return self._cases.get(path, [])
 
     def header(self) -> str:
@@ -101,18 +123,27 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Preflight, once per run (controller or single process, before xdist starts workers): what
-        would otherwise fail after money is spent is a usage error (exit 4) before the first call."""
+        would otherwise fail after money is spent is a usage error (exit 4) before the first call.
+        Then last_run.json says "running" until the final state replaces it, so a killed run never
+        leaves an earlier "complete" behind (`--collect-only` leaves it alone)."""
         if self.is_worker or self.config.option.collectonly:
             return
         try:
-            run, kind = self.run, self.kind  # data files load in collection, where warnings are captured
+            run, kind = self.run, self.kind
+            with warnings.catch_warnings(record=True) as caught:  # shown in collection, where pytest reports them
+                warnings.simplefilter("always")
+                self._cases = kind.load_cases()
+            self._load_warnings = list(caught)
         except EvalbenchError:
-            return  # a benchmark or data file that does not load is reported by collection (exit 2)
-        gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
-        try:
-            run.preflight(kind.roles, gate.compare, [p for p in (gate.save_baseline, gate.html) if p])
-        except EvalbenchError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            run = None  # a benchmark or data file that does not load is reported by collection (exit 2)
+        if run is not None:
+            gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
+            try:
+                run.preflight(kind.roles, gate.compare, [p for p in (gate.save_baseline, gate.html) if p])
+            except EvalbenchError as exc:
+                raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
+        self._status_started = True
+        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark)
 
     # ------------------------------------------------------------------ collection hooks
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
@@ -170,7 +201,16 @@ class EvalbenchSession:
             return
         if session.testsfailed or self.config.option.collectonly:
             return
+        self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.schedule(session.items)
+
+    def selected(self, ids: list[str]) -> None:
+        """Controller side: these items must each end scored or counted."""
+        self.tally.select([i for i in ids if self.is_case(i)])
+
+    def worker_died(self, report: pytest.TestReport) -> None:
+        """xdist lost the worker running this item: it is counted, never silently dropped."""
+        report.evalbench_error = WORKER_DIED  # type: ignore[attr-defined]
 
     def record_for(self, item: pytest.Item) -> Record:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR."""
@@ -201,20 +241,33 @@ class EvalbenchSession:
                 exc.kind if isinstance(exc, LLMError) else "error")
             report.longrepr = f"evalbench {kind}: {exc}"
             report.evalbench_error = kind  # type: ignore[attr-defined]
+        elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
+            report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
+        if OUTCOME_KEY in item.stash:
+            report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
         if call.when == "teardown" and RECORD_KEY in item.stash:
             report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Controller side (and no-xdist runs): keep the last record and error of every item."""
-        if self.is_worker:
+        """Controller side (and no-xdist runs): keep every item's record, status and first error;
+        any failure other than the kind's own `failed` verdict, and any skip, is an error."""
+        if self.is_worker or not self.is_case(report.nodeid):
             return
+        nodeid = report.nodeid
+        status = getattr(report, "evalbench_status", None)
         error = getattr(report, "evalbench_error", None)
+        if error is None and report.failed and not (report.when == "call" and status == "failed"):
+            error = "crashed"
+        if error is None and report.skipped:
+            error = "skipped"
         if error:
-            self.errors[report.nodeid] = error
+            self.tally.error(nodeid, error)
+        if status is not None and report.when == "teardown":
+            self.tally.status(nodeid, status)
         record = getattr(report, "evalbench", None)
         if record is not None:
-            self.records[report.nodeid] = record
+            self.records[nodeid] = record
 
     def close_engine(self) -> dict[str, Any] | None:
         """Stop this process's engine; its counters, or None if it never started."""
@@ -233,12 +286,16 @@ class EvalbenchSession:
         if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
                 and not self.config.option.continue_on_collection_errors):
             status = session.exitstatus = pytest.ExitCode.INTERRUPTED
-        if not self.records and not self.errors:
+        if not self._status_started:
+            return
+        if not self.tally.selected and not self.records and not self.errors:
+            write_run_status(self.bench_dir / LAST_RUN, self, None)  # collection error or nothing selected
             return
         try:
             self.outcome = self._finish(status)
         except EvalbenchError as exc:
             self.finish_error = str(exc)
+            write_run_status(self.bench_dir / LAST_RUN, self, None)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         session.exitstatus = self.outcome.exit_code(status)
@@ -247,13 +304,14 @@ class EvalbenchSession:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
         written = self.kind.write_results(records)
+        self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
             results=written.gate_results if written.gate_results is not None else written.results,
             outcomes=written.scores if written.outcomes is None else written.outcomes,
             scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline,
-            meta=run.meta(), incomplete=incomplete_reasons(self.errors, exitstatus), table=written.table)
+            meta=run.meta(), incomplete=self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED), table=written.table)
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)

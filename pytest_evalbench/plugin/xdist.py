@@ -6,6 +6,9 @@ hand their engine counters to the controller through `workeroutput`.
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -49,9 +52,74 @@ class ControllerHooks:
         self.config.stash[SESSION_KEY].stats.merge(getattr(node, "workeroutput", {}).get(STATS_OUTPUT, {}))
 
 
+class SelectionHooks:
+    """Registered on the xdist controller, which collects nothing itself: learn the selected items
+    from each worker's collection (taken after `-k`/`-m`/`--lf` deselection) and count an item
+    whose worker died as such."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.config.option.collectonly:
+            self.config.stash[SESSION_KEY].selected(list(ids))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        self.config.stash[SESSION_KEY].worker_died(report)
+
+
+ORPHAN_EXIT = 3
+"""Exit status of a worker that stopped because its controller is gone."""
+
+
+def controller_alive(pid: int) -> bool:
+    """Whether the process that started this worker still runs (POSIX: we were not re-parented)."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
+        if not handle:
+            return False
+        try:
+            return bool(kernel32.WaitForSingleObject(handle, 0) == 0x102)  # WAIT_TIMEOUT: still running
+        finally:
+            kernel32.CloseHandle(handle)
+    return os.getppid() == pid
+
+
+class OrphanWatchdog:
+    """Registered on xdist workers: a worker whose controller died (kill -9, OOM) exits at once
+    instead of paying for LLM calls whose results nobody can receive."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.parent = os.getppid()
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="evalbench-orphan-watchdog", daemon=True)
+
+    def start(self) -> OrphanWatchdog:
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not controller_alive(self.parent):
+                sys.stderr.write(f"evalbench: xdist controller (pid {self.parent}) is gone; worker stops\n")
+                sys.stderr.flush()
+                os._exit(ORPHAN_EXIT)
+
+    def pytest_unconfigure(self) -> None:
+        self._stop.set()
+
+
 def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
+        config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
     elif config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
+        config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")

@@ -77,9 +77,14 @@ class ScenarioKind:
 
     def write_results(self, records: list[Record]) -> KindResults:
         bench_dir = self.run.bench_dir
-        results = write_results(bench_dir, records, self.order(), self._known)
+        run = self.run
+        # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
+        # targets come from the command line alone (impactbench's style), other models' runs stay.
+        targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
+        results, dropped = write_results(bench_dir, records, self.order(), targets=targets,
+                                         samples=run.spec.generation.num_samples, known=self._known)
         return KindResults(results=results, scores=_rows(bench_dir, "scores.json", self._known),
-                           conversations=_rows(bench_dir, "conversations.json", self._known))
+                           conversations=_rows(bench_dir, "conversations.json", self._known), dropped=dropped)
 
 
 def _rows(bench_dir: Path, filename: str, known: Known) -> list[dict[str, Any]]:

@@ -1,8 +1,10 @@
 """Writing the documented result files: merge this session's rows into what is on disk.
 
 A subset run (node id, -k, --lf) replaces only the rows it produced; rows of cases that did not
-run stay. Rows are ordered by scenario order, then sample, so `-n 4` and `-n 0` write identical
-files. Every file is validated against its model and written atomically.
+run stay, unless their scenario, sample or target is no longer configured (those are dropped and
+reported once). Rows are ordered by scenario order, then sample, so `-n 4` and `-n 0` write
+identical files. Every file is validated against its model and written atomically, the whole
+read-merge-write under the benchmark's result lock.
 """
 
 from __future__ import annotations
@@ -15,12 +17,23 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from ..store import USAGE_LEDGER, dump_json, ledger_totals, phase_cost, read_ledger, read_valid_rows
+from ..store import (
+    USAGE_LEDGER,
+    count_rows,
+    dump_json,
+    ledger_totals,
+    phase_cost,
+    read_ledger,
+    read_rows,
+    read_valid_rows,
+    results_lock,
+)
 from .aggregate import aggregate
 from .models import ConversationRow, ModelResult, ScoreRow, derive_pass
 
 RUNS_DIR = "runs"
 PHASES = ("simulate", "evaluate")
+RUN_FILES = ("conversations.json", "scores.json", "cost.json", USAGE_LEDGER)
 
 
 @dataclass(frozen=True)
@@ -82,21 +95,36 @@ def row_key(row: dict[str, Any]) -> tuple[str, int]:
     return str(row.get("id")), int(row.get("sample") or 0)
 
 
+def configured(row: dict[str, Any], order: dict[str, int], samples: int | None) -> bool:
+    """Whether an earlier run's row still belongs to the benchmark: known scenario, sample in range."""
+    return row.get("id") in order and (samples is None or row_key(row)[1] < samples)
+
+
 def merge_rows(existing: list[dict[str, Any]], new: list[dict[str, Any]], order: dict[str, int],
-               ) -> list[dict[str, Any]]:
-    """New rows replace old ones with the same (id, sample); rows of unknown scenarios are dropped."""
-    merged = {row_key(r): r for r in existing if r.get("id") in order}
+               samples: int | None = None) -> list[dict[str, Any]]:
+    """New rows replace old ones with the same (id, sample); rows of unknown scenarios, and of
+    samples beyond `samples`, are dropped."""
+    merged = {row_key(r): r for r in existing if configured(r, order, samples)}
     merged.update({row_key(r): r for r in new})
     return sorted(merged.values(), key=lambda r: (order.get(r["id"], len(order)), int(r.get("sample") or 0)))
 
 
+def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int | None) -> list[str]:
+    """What merging drops from an earlier run's rows, counted per reason."""
+    unknown = sum(1 for r in rows if r.get("id") not in order)
+    beyond = sum(1 for r in rows if r.get("id") in order and not configured(r, order, samples))
+    return (count_rows(unknown, "scenarios no longer in scenarios.json")
+            + count_rows(beyond, f"samples beyond num_samples={samples}"))
+
+
 def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int],
-                     known: Known = Known()) -> None:
-    """Merge one target's records into its conversations.json, scores.json and cost.json."""
+                     samples: int | None = None, known: Known = Known()) -> list[str]:
+    """Merge one target's records into its conversations.json, scores.json and cost.json; what was dropped."""
     conversations = [r["conversation"] for r in records if r.get("conversation")]
     scores = [r["score"] for r in records if r.get("score")]
-    conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order)
-    score_rows = merge_rows(read_file_rows(run_dir, "scores.json", known), scores, order)
+    old_scores = read_file_rows(run_dir, "scores.json", known)
+    conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order, samples)
+    score_rows = merge_rows(old_scores, scores, order, samples)
 
     ledger_path = run_dir / USAGE_LEDGER
     ledger = read_ledger(ledger_path)
@@ -113,6 +141,19 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     dump_json(run_dir / "scores.json", _validated(ScoreRow, score_rows))
     dump_json(ledger_path, ledger)
     dump_json(run_dir / "cost.json", cost)
+    return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped_rows(old_scores, order, samples)]
+
+
+def drop_target_run(run_dir: Path) -> str:
+    """Remove the result files of a target that is no longer configured (and its directory if empty)."""
+    rows = len(read_rows(run_dir / "scores.json"))
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    try:
+        run_dir.rmdir()
+    except OSError:
+        pass  # the user keeps other files there
+    return f"{rows} row{'s' if rows != 1 else ''} of {RUNS_DIR}/{run_dir.name}/: target '{run_dir.name}' is no longer configured"
 
 
 READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
@@ -142,16 +183,33 @@ def read_run_rows(bench_dir: Path, filename: str, known: Known | None = None) ->
             for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
 
 
-def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
-                  known: Known = Known()) -> list[dict[str, Any]]:
-    """Write every touched target's run files, then results.json over all runs on disk."""
+def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int], *,
+                  targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
+                  ) -> tuple[list[dict[str, Any]], list[str]]:
+    """Under the result lock: write every touched target's run files, drop rows (and target runs)
+    no longer configured, then results.json over all runs on disk. Returns it and what was dropped."""
     _known_by_dir[bench_dir] = known
+    with results_lock(bench_dir):
+        return _write_results(bench_dir, records, order, targets, samples, known)
+
+
+def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
+                   targets: set[str] | None, samples: int | None, known: Known,
+                   ) -> tuple[list[dict[str, Any]], list[str]]:
     by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_target[record["target_id"]].append(record)
     runs = bench_dir / RUNS_DIR
-    for target_id in sorted(by_target):
-        write_target_run(runs / target_id, by_target[target_id], order, known)
+    on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
+    dropped: list[str] = []
+    for target_id in sorted(on_disk | set(by_target)):
+        if target_id not in by_target:
+            if targets is not None and target_id not in targets:
+                dropped.append(drop_target_run(runs / target_id))
+                continue
+            if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
+                continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
+        dropped += write_target_run(runs / target_id, by_target.get(target_id, []), order, samples, known)
     rows_by_model = read_run_rows(bench_dir, "scores.json", known)
     for target_id, rows in rows_by_model.items():
         for row in rows:
@@ -159,4 +217,4 @@ def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dic
     results = aggregate(rows_by_model)
     if rows_by_model:
         dump_json(bench_dir / "results.json", _validated(ModelResult, results))
-    return results
+    return results, dropped

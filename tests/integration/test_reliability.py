@@ -146,6 +146,7 @@ def pytest_evalbench_make_target(config, target):
         "doomed" if "m01_s003_v01" in json.dumps(r) else "hello")))
     result = pytester.runpytest("--benchmark=demo", "-n", "2")
     result.stdout.fnmatch_lines(["*worker*crashed*"])
+    assert result.ret == EXIT_INCOMPLETE  # the lost row is counted, never silently missing
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) + outcomes.get("errors", 0) >= 1
     ids = [r["id"] for r in read_json(bench / "runs" / "app" / "scores.json")]

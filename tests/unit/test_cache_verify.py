@@ -1,0 +1,73 @@
+"""The response cache replays only entries that verify, and never stores empty answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key
+
+REQUEST = {"endpoint": "http://x/v1", "body": {"model": "m", "messages": []}, "sample": 0, "attempt": 0}
+RESPONSE = {"content": "hi", "tool_calls": None, "finish_reason": "stop", "input_tokens": 3, "output_tokens": 1}
+
+
+def stored(tmp_path: Path, **response: Any) -> tuple[ResponseCache, str]:
+    cache = ResponseCache(tmp_path, "on")
+    key = cache_key(REQUEST)
+    cache.put(key, REQUEST, {**RESPONSE, **response})
+    return cache, key
+
+
+def test_sound_entry_replays(tmp_path: Path) -> None:
+    cache, key = stored(tmp_path)
+    assert cache.get(key) == RESPONSE
+    assert ResponseCache(tmp_path, "replay").get(key) == RESPONSE
+    assert ResponseCache(tmp_path, "refresh").get(key) is None
+    assert cache.get(cache_key({**REQUEST, "sample": 1})) is None  # absent: a plain miss
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"content": 42}, "content is int, not text"),
+    ({"input_tokens": "7"}, "input_tokens is '7', not a token count"),
+    ({"output_tokens": True}, "output_tokens is True, not a token count"),
+    ({"tool_calls": "call"}, "tool_calls is not a list of objects"),
+])
+def test_malformed_response_is_corrupt(tmp_path: Path, change: dict[str, Any], reason: str) -> None:
+    cache, key = stored(tmp_path)
+    path = cache.path_for(key)
+    entry = json.loads(path.read_text())
+    entry["response"].update(change)
+    path.write_text(json.dumps(entry))
+    with pytest.raises(CorruptEntry, match=reason) as info:
+        cache.get(key)
+    assert info.value.path == path
+
+
+def test_entry_copied_under_another_key_is_corrupt(tmp_path: Path) -> None:
+    cache, key = stored(tmp_path)
+    other = {**REQUEST, "sample": 1}
+    other_key = cache_key(other)
+    cache.put(other_key, other, {**RESPONSE, "content": "other answer"})
+    entry = json.loads(cache.path_for(other_key).read_text())
+    cache.path_for(key).write_text(json.dumps({**entry, "key": key}))
+    with pytest.raises(CorruptEntry, match="does not hash to its key"):
+        cache.get(key)
+    cache.path_for(key).write_text(json.dumps(entry))  # the file of another key, unchanged
+    with pytest.raises(CorruptEntry, match="not under its file name"):
+        cache.get(key)
+
+
+@pytest.mark.parametrize("response", [{"content": ""}, {"content": "  \n"}, {"content": None}])
+def test_empty_answers_are_never_stored(tmp_path: Path, response: dict[str, Any]) -> None:
+    cache, key = stored(tmp_path, **response)
+    assert not cache.path_for(key).exists()
+    assert cache.get(key) is None
+
+
+def test_tool_calls_alone_are_an_answer(tmp_path: Path) -> None:
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    cache, key = stored(tmp_path, content=None, tool_calls=calls)
+    assert cache.get(key) == {**RESPONSE, "content": None, "tool_calls": calls}
