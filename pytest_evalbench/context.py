@@ -17,7 +17,7 @@ from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint
 from .settings import RunSettings
-from .spec import BenchmarkSpec, ModelConfig, TargetConfig
+from .spec import DEFAULT_MAX_TOKENS, BenchmarkSpec, ModelConfig, TargetConfig
 from .targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -44,26 +44,28 @@ def select_targets(spec: BenchmarkSpec, requested: list[str]) -> list[TargetConf
 
 
 def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[str, str], *,
-                     model_override: str | None = None) -> Endpoint:
-    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY."""
+                     model_override: str | None = None, max_tokens: int | None = None) -> Endpoint:
+    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY; `max_tokens` is the role's default,
+    which the config's `params` override."""
     key_source = config.api_key_env or "OPENAI_API_KEY"
     provider = settings.provider or config.provider
     return Endpoint(
         model=model_override or config.model,
         base_url=settings.base_url or config.base_url or env.get("OPENAI_BASE_URL") or None,
         provider=provider,
-        params=dict(config.params),
+        params={**({"max_tokens": max_tokens} if max_tokens else {}), **config.params},
         api_key=env.get(key_source) or None,
         key_source=key_source,
     )
 
 
 def role_endpoint(config: ModelConfig | None, override: str | None, settings: RunSettings,
-                  env: Mapping[str, str]) -> Endpoint | None:
+                  env: Mapping[str, str], *, max_tokens: int | None = None) -> Endpoint | None:
     """The user model or judge: benchmark.yaml's entry, or the command line's model alone; None if neither."""
     if config is None and override is None:
         return None
-    return resolve_endpoint(config or ModelConfig(model=override or ""), settings, env, model_override=override)
+    return resolve_endpoint(config or ModelConfig(model=override or ""), settings, env, model_override=override,
+                            max_tokens=max_tokens)
 
 
 def open_engine(bench_dir: Path, spec: BenchmarkSpec, engine: EngineSettings, cache_mode: str,
@@ -84,8 +86,10 @@ class BenchmarkRun:
         self.settings = settings
         env = os.environ if env is None else env
         self.engine = open_engine(bench_dir, spec, settings.engine, settings.cache_mode, settings.cache_dir)
-        self.user = role_endpoint(spec.user_model, settings.user_model, settings, env)
-        self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env)
+        self.user = role_endpoint(spec.user_model, settings.user_model, settings, env,
+                                  max_tokens=DEFAULT_MAX_TOKENS["conversation"])
+        self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env,
+                                       max_tokens=DEFAULT_MAX_TOKENS["judge"])
         self.target_configs = select_targets(spec, settings.targets)
         if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
@@ -96,8 +100,9 @@ class BenchmarkRun:
             if app is not None:
                 self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model)
             elif cfg.model:
-                self.targets[cfg.id] = ModelTarget(cfg.id, resolve_endpoint(cfg.as_model(), settings, env),
-                                                   cfg.system_prompt or spec.scenario.user_context
+                endpoint = resolve_endpoint(cfg.as_model(), settings, env,
+                                            max_tokens=DEFAULT_MAX_TOKENS["conversation"])
+                self.targets[cfg.id] = ModelTarget(cfg.id, endpoint, cfg.system_prompt or spec.scenario.user_context
                                                    or DEFAULT_SYSTEM_PROMPT, self.engine)
             else:
                 raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: target '{cfg.id}' has no `model` and no "

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MetricType = Literal["positive", "negative"]
+DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
+"""Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
+simulated user and the targets hold conversations, the judge writes a short verdict."""
 
 
 class _Strict(BaseModel):

@@ -308,3 +308,27 @@ def test_perfunctory_typos_are_reproducible(pytester: pytest.Pytester, bench_env
     assert transcripts[0] == transcripts[1] != long[len("Message: "):].strip()
     target_saw = [r["messages"][1]["content"] for r in bench_env.requests if r["model"] == TARGET]
     assert target_saw == transcripts
+
+
+def test_ending_before_any_reply_is_reasked_with_a_new_attempt(pytester: pytest.Pytester,
+                                                               bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")], generation={"turns": 2})
+    asked: list[int] = []
+
+    def user(request: dict[str, Any]) -> str:
+        said = sum(1 for m in request["messages"] if m["role"] == "assistant" and "Message:" not in m["content"])
+        asked.append(len(request["messages"]))
+        if said == 0 and len(request["messages"]) == 2:  # first attempt of turn 1: ends at once
+            return "Thought: I give up\nMessage: terminate conversation"
+        return "Thought: fine\nMessage: I need a packing list"
+
+    bench_env.set_responder(script(True, user=user))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    conv = read_json(bench / "runs" / "tgt" / "conversations.json")
+    assert [m["role"] for m in conv[0]["transcript"]] == ["user", "assistant", "user", "assistant"]
+    user_requests = [r for r in bench_env.requests if r["model"] == USER]
+    assert "cannot end now" in user_requests[1]["messages"][-1]["content"]
+    # a rerun replays every attempt from the cache: same transcript, no request
+    before = len(bench_env.requests)
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    assert len(bench_env.requests) == before
