@@ -22,6 +22,14 @@ from .policy import ScoringPolicy, failure_message, judge_case
 from .tool_check import check_tool_calls
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
+NOT_APPLICABLE = ("not applicable: no tool call was expected and none was invoked (excluded from the composite "
+                  "and the hard-fail rule)")
+
+
+def tool_eval_not_applicable(case: DatasetCase, payload: dict[str, Any]) -> bool:
+    """ToolCallAccuracy has nothing to judge when no tool is expected and none was invoked: a case that
+    rightly needs no tool must not score 1 on it (a hard fail)."""
+    return not case.expected_tool_calls and not payload.get("invokedTools")
 
 
 @dataclass(frozen=True)
@@ -87,11 +95,21 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         answer, source = reply.content, "target"
         invoked = [call.model_dump(exclude_none=True) for call in reply.tool_calls]
     evals = list(case.required_evals)
+    not_applicable = TOOL_EVAL in evals and tool_eval_not_applicable(case, payload_for(case, TOOL_EVAL, answer,
+                                                                                          invoked))
+    if not_applicable:
+        evals.remove(TOOL_EVAL)
     outcomes = await asyncio.gather(*[
         run_eval(name, payload_for(case, name, answer, invoked), evaluator=evaluator, engine=engine, ledger=ledger)
         for name in evals])
     by_eval = dict(zip(evals, outcomes))
     judgement = judge_case({name: o.score for name, o in by_eval.items()}, policy, case.threshold_profile)
+    metrics = [{**line.model_dump(), "explanation": by_eval[line.eval].explanation} for line in judgement.lines]
+    reasons = list(judgement.reasons)
+    if not_applicable:
+        metrics.append({"eval": TOOL_EVAL, "score": None, "threshold": policy.thresholds.get(TOOL_EVAL),
+                        "passed": None, "explanation": NOT_APPLICABLE, "not_applicable": True})
+        reasons.append(f"{TOOL_EVAL}: {NOT_APPLICABLE}")
     tool_check = None
     if TOOL_EVAL in by_eval or case.expected_tool_calls:
         check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
@@ -104,11 +122,11 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         "passed": None if judgement.status == "unscored" else judgement.status == "passed",
         "composite": None if judgement.composite is None else round(judgement.composite, 4),
         "pass_mark": judgement.pass_mark,
-        "metrics": [{**line.model_dump(), "explanation": by_eval[line.eval].explanation}
-                    for line in judgement.lines],
-        "tool_check": tool_check, "reasons": list(judgement.reasons), "answer_source": source,
+        "metrics": metrics, "tool_check": tool_check, "reasons": reasons, "answer_source": source,
     }
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
+    if not_applicable:
+        message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
         message += f"\ntool check: {tool_check['summary']}"
     return DatasetRecord(benchmark, row, message, ledger)

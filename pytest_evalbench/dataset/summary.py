@@ -23,6 +23,9 @@ class MetricResult(_Strict):
     threshold: Optional[float]
     passed: Optional[bool]
     explanation: str
+    not_applicable: bool = False
+    """True when the eval had nothing to judge (ToolCallAccuracy with no tool expected and none invoked):
+    excluded from the composite and the hard-fail rule."""
 
 
 class ToolCheckResult(_Strict):

@@ -224,3 +224,20 @@ def test_every_eval_kind_runs_through_the_evaluator(pytester: pytest.Pytester, b
         "prep_default"]["weights"]
     expected = sum(given[k] * w for k, w in weights.items()) / sum(weights.values())
     assert row["composite"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_tool_accuracy_not_applicable_without_expected_or_invoked_tools(pytester: pytest.Pytester,
+                                                                         bench_env: FakeLLMServer) -> None:
+    case = example_case(2, required_evals=["TaskAdherenceExplain", "CoherenceExplain", "ToolCallAccuracyExplain"])
+    assert case["expected_tool_calls"] == [] and case["invoked_tool_calls"] == []
+    bench = write_dataset(pytester.path, cases=[case])
+    bench_env.set_responder(scores({"ToolCallAccuracyExplain": 1}))  # a hard fail, were it asked
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "ToolCallAccuracyExplain" not in {eval_of(r) for r in bench_env.requests}
+    [row] = read_json(bench / "case_results.json")
+    tool_line = row["metrics"][-1]
+    assert tool_line["eval"] == "ToolCallAccuracyExplain" and tool_line["not_applicable"] is True
+    assert tool_line["score"] is None and row["composite"] == 5.0
+    assert any("not applicable" in reason for reason in row["reasons"])
+    jsonschema.validate(read_json(bench / "case_results.json"), schemas.load("case_results"))
