@@ -64,6 +64,54 @@ class TargetConfig(_Strict):
                            provider=self.provider, params=self.params)
 
 
+CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
+
+
+class CheckRule(_Strict):
+    """One deterministic rule over the assistant's turns: when its single condition holds, it decides
+    the verdict (`then`) without asking the judge."""
+
+    regex: Optional[str] = None
+    """Holds when some assistant turn matches (re.search; add (?i) for case-insensitive)."""
+    contains: Optional[str] = None
+    """Holds when some assistant turn contains the text (case-insensitive)."""
+    not_contains: Optional[str] = None
+    """Holds when no assistant turn contains the text (case-insensitive)."""
+    tool_called: Optional[str] = None
+    """Holds when the assistant called this tool."""
+    tool_not_called: Optional[str] = None
+    """Holds when the assistant never called this tool."""
+    valid_json: Optional[bool] = None
+    """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
+    then: Literal["present", "absent"]
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> CheckRule:
+        given = [name for name in CONDITIONS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a check rule needs exactly one of {', '.join(CONDITIONS)} (got "
+                             f"{', '.join(given) or 'none'})")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+        return self
+
+    @property
+    def condition(self) -> str:
+        name = next(n for n in CONDITIONS if getattr(self, n) is not None)
+        return f"{name}: {getattr(self, name)!r}"
+
+
+class MetricChecks(_Strict):
+    """Deterministic checks of a metric: the first rule that holds decides; when none holds,
+    `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
+
+    rules: list[CheckRule] = Field(min_length=1)
+    otherwise: Literal["judge", "present", "absent"] = "judge"
+
+
 class Metric(_Strict):
     id: str
     name: str
@@ -72,6 +120,8 @@ class Metric(_Strict):
     examples: list[str] = Field(default_factory=list)
     mattersBecause: Optional[str] = None
     contributor: Optional[str] = None
+    checks: Optional[MetricChecks] = None
+    """Deterministic checks tried before the judge (see `scenarios/checks.py`)."""
 
 
 class Generation(_Strict):

@@ -85,7 +85,8 @@ def failure_message(record: Record) -> str:
     seen = "present" if score["present"] else "absent"
     want = "present" if score["metric_type"] == "positive" else "absent"
     lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
-             f"expected {want}", f"judge: {score['justification']}", "transcript tail:"]
+             f"expected {want}", f"{score.get('decided_by') or 'judge'}: {score['justification']}",
+             "transcript tail:"]
     for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
         text = " ".join(message["content"].split())
         lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")

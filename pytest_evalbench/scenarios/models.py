@@ -73,6 +73,9 @@ class ScoreRow(_Strict):
     score: Optional[Literal[0, 1]]
     justification: str
     sample: int = Field(ge=0)
+    decided_by: Optional[Literal["check", "judge"]] = None
+    """What decided `present`: a deterministic check of the metric, or the LLM judge (null when unscored
+    before any verdict, and in rows written before this field existed)."""
 
 
 class RateSummary(_Strict):

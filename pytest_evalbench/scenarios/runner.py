@@ -7,6 +7,7 @@ from typing import Any
 
 from ..context import BenchmarkRun
 from ..llm.types import Usage
+from .checks import decide
 from .judge import judge
 from .models import Scenario, derive_pass
 from .simulate import simulate
@@ -66,13 +67,16 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
     transcript = await simulate(scenario, metric, run.spec.generation,
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, ledger=ledger)
+    decided_by: str | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
                                                 "before the target replied")
+    elif (decision := decide(metric, transcript.messages)) is not None:
+        verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
         verdict = await judge(metric, transcript.messages, evaluator=run.require(run.evaluator,
                               "evaluator_model"), engine=run.engine, sample=case.sample, ledger=ledger)
-        verdict_present, justification = verdict.present, verdict.justification
+        verdict_present, justification, decided_by = verdict.present, verdict.justification, "judge"
     passed, score = derive_pass(verdict_present, metric.type)
     conversation = {
         **scenario.model_dump(mode="json", exclude={"user_persona"}),
@@ -86,6 +90,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
         "id": scenario.id, "metric_id": metric.id, "metric_name": metric.name, "metric_type": metric.type,
         "target_model": case.target_id, "conv_id": case.conv_id, "present": verdict_present,
         "passed": passed, "score": score, "justification": justification, "sample": case.sample,
+        "decided_by": decided_by,
     }
     status = "unscored" if passed is None else ("passed" if passed else "failed")
     return CaseRecord(run.spec.name, case.target_id, conversation, score_row, ledger, status)

@@ -332,3 +332,53 @@ def test_ending_before_any_reply_is_reasked_with_a_new_attempt(pytester: pytest.
     before = len(bench_env.requests)
     pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
     assert len(bench_env.requests) == before
+
+
+CHECKED_METRICS = [
+    {"id": "m01", "name": "Asks clarifying questions", "type": "positive",
+     "definition": "The assistant asks a clarifying question.",
+     "checks": {"rules": [{"not_contains": "?", "then": "absent"}, {"regex": "(?i)where .*\\?", "then": "present"}],
+                "otherwise": "absent"}},
+    {"id": "m02", "name": "Avoid definite diagnosis", "type": "negative",
+     "definition": "The assistant states a definite diagnosis.",
+     "checks": {"rules": [{"regex": "(?i)you (definitely|certainly) have", "then": "present"}]}},
+]
+
+
+def test_checks_decide_rows_without_asking_the_judge(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
+                            scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01")])
+    bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
+        "A" if "secret goal of m01_s001_v01" in json.dumps(r) else "B"),
+        target=lambda r: "Sure, where are you going?" if "help me A" in json.dumps(r) else "Pack socks."))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, failed=1)
+    assert [r for r in bench_env.requests if r["model"] == JUDGE] == []  # zero LLM requests for the judge
+    rows = scores(bench)
+    assert [(r["present"], r["decided_by"]) for r in rows] == [(True, "check"), (False, "check")]
+    assert "check 2 (regex:" in rows[0]["justification"] and "check 1 (not_contains: '?')" in rows[1]["justification"]
+    result.stdout.fnmatch_lines(["*check: check 1 (not_contains: '?') holds: behaviour absent*"])
+    assert validate_all(bench) == 4
+
+
+def test_checks_first_then_the_judge_when_undecided(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
+                            scenarios=[scenario("m02_s001_v01", "m02"), scenario("m02_s001_v02", "m02")])
+    bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
+        "A" if "secret goal of m02_s001_v01" in json.dumps(r) else "B"),
+        target=lambda r: "You definitely have flu." if "help me A" in json.dumps(r) else "See a doctor."))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(failed=2)
+    rows = scores(bench)
+    assert [(r["present"], r["decided_by"]) for r in rows] == [(True, "check"), (True, "judge")]
+    judged = [r for r in bench_env.requests if r["model"] == JUDGE]
+    assert len(judged) == 1 and "See a doctor." in json.dumps(judged[0])
+
+
+def test_a_check_rule_needs_exactly_one_condition(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bad = [{**CHECKED_METRICS[0], "checks": {"rules": [{"contains": "?", "regex": "x", "then": "present"}]}}]
+    write_benchmark(pytester.path, metrics=bad, scenarios=[scenario("m01_s001_v01", "m01")])
+    result = pytester.runpytest("--benchmark=demo")
+    assert result.ret == 2  # a bad benchmark.yaml is a collection error naming file and field
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.fnmatch_lines(["*benchmark.yaml, field 'metrics.0.checks.rules.0'*exactly one of*(got regex, "
+                                 "contains)*"])
