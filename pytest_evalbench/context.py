@@ -90,6 +90,11 @@ class BenchmarkRun:
                                   max_tokens=DEFAULT_MAX_TOKENS["conversation"])
         self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env,
                                        max_tokens=DEFAULT_MAX_TOKENS["judge"])
+        panel = [] if settings.judge_model else [
+            resolve_endpoint(cfg, settings, env, max_tokens=DEFAULT_MAX_TOKENS["judge"])
+            for cfg in spec.evaluator_models]
+        self.evaluators: list[Endpoint] = ([self.evaluator] if self.evaluator else []) + panel
+        """Every judge of the panel (`--evalbench-judge-model` replaces the whole panel)."""
         self.target_configs = select_targets(spec, settings.targets)
         if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
@@ -113,7 +118,12 @@ class BenchmarkRun:
         return {"benchmark": self.spec.name,
                 "user_model": self.user.model if self.user else None,
                 "judge_model": self.evaluator.model if self.evaluator else None,
+                **({"judge_panel": [e.model for e in self.evaluators]} if len(self.evaluators) > 1 else {}),
                 "targets": {t.id: t.model for t in self.target_configs}}
+
+    def judges(self) -> list[Endpoint]:
+        """The judge panel (one judge unless `evaluator_models` adds more); ConfigError if empty."""
+        return self.evaluators or [self.require(None, "evaluator_model")]
 
     def require(self, endpoint: Endpoint | None, key: str) -> Endpoint:
         if endpoint is None:

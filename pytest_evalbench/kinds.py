@@ -56,6 +56,8 @@ class KindResults:
     conversations: list[dict[str, Any]] = field(default_factory=list)
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
+    judge_lines: list[str] = field(default_factory=list)
+    """Terminal lines about the judge: panel agreement per metric, unreliable judges (see calibration/)."""
 
 
 class BenchmarkKind(Protocol):

@@ -152,6 +152,19 @@ class GateConfig(_Strict):
     """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
 
 
+class JudgeConfig(_Strict):
+    """How far the judge is trusted: self-consistency samples and the calibration bar."""
+
+    samples: int = Field(default=1, ge=1, le=25)
+    """Judge every row this many times per judge model (self-consistency); the majority decides
+    (the median for 1-5 scores). Useful with temperature > 0: identical requests give identical answers."""
+    min_kappa: Optional[float] = Field(default=None, ge=-1, le=1)
+    """A metric whose judge reached a lower Cohen's kappa in calibration.json is "judge unreliable":
+    shown as such in the summary, and its failures cannot fail the build."""
+    require_calibration: bool = False
+    """With min_kappa: a metric never calibrated counts as unreliable too."""
+
+
 class BenchmarkSpec(_Strict):
     """benchmark.yaml."""
 
@@ -165,6 +178,9 @@ class BenchmarkSpec(_Strict):
     targets: list[TargetConfig] = Field(default_factory=list)
     user_model: Optional[ModelConfig] = None
     evaluator_model: Optional[ModelConfig] = None
+    evaluator_models: list[ModelConfig] = Field(default_factory=list)
+    """A judge panel: these judges vote with `evaluator_model` (if set); the majority decides."""
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
     pricing: dict[str, Price] = Field(default_factory=dict)
     """Per-model prices overriding the built-in table."""
     thresholds: Optional[dict[str, Any]] = None

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..context import BenchmarkRun
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..panel import agreement_lines
 from .loading import DatasetSettings, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
@@ -57,7 +58,7 @@ class DatasetKind:
     async def run_case(self, case: Any) -> Record:
         run = self.run
         record = await run_case(case, benchmark=run.spec.name, policy=self.policy, engine=run.engine,
-                                evaluator=run.require(run.evaluator, "evaluator_model"),
+                                judges=run.judges(), samples=run.spec.judge.samples,
                                 target=run.targets.get(case.case.agent_name))
         return record.to_json()
 
@@ -68,4 +69,6 @@ class DatasetKind:
 
     def write_results(self, records: list[Record]) -> KindResults:
         summary = write_dataset_results(self.run.bench_dir, records, self.order())
-        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary))
+        agreement = agreement_lines([(m["eval"], m.get("agreement")) for r in records for m in r["case"]["metrics"]])
+        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary),
+                           judge_lines=agreement)

@@ -54,6 +54,7 @@ class EvalbenchSession:
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
+        self.judge_lines: list[str] = []
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -215,6 +216,7 @@ class EvalbenchSession:
                                 incomplete_reasons(self.errors, exitstatus))
         if written.table is not None:
             outcome.table = written.table
+        self.judge_lines = written.judge_lines
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)

@@ -29,6 +29,7 @@ def summary_lines(session: Any) -> list[str]:
         lines.append(f"ERROR: {session.finish_error}")
     if session.outcome is not None:
         lines += session.outcome.lines()
+    lines += getattr(session, "judge_lines", [])
     stats = session.stats
     lines.append(f"llm: {stats.requests} requests, {stats.cache_hits} cache hits, {stats.retries} retries, "
                  f"peak {stats.peak_in_flight} in flight, ${stats.spent:.4f} spent this run")

@@ -15,6 +15,7 @@ from ..context import BenchmarkRun
 from ..errors import ConfigError
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
 from ..loading import SPEC_FILE
+from ..panel import agreement_lines
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
@@ -71,8 +72,10 @@ class ScenarioKind:
     def write_results(self, records: list[Record]) -> KindResults:
         bench_dir = self.run.bench_dir
         results = write_results(bench_dir, records, self.order())
+        agreement = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
+                                     for r in records if r.get("score")])
         return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
-                           conversations=_rows(bench_dir, "conversations.json"))
+                           conversations=_rows(bench_dir, "conversations.json"), judge_lines=agreement)
 
 
 def _rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:

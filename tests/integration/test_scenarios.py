@@ -9,10 +9,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers import JUDGE, TARGET, USER, dead_base_url, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, TARGET, USER, dead_base_url, judge_says, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench import schemas
-from pytest_evalbench.testing import FakeLLMServer, Reply
+from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 RUN_FILES = {"conversations.json": "conversations", "scores.json": "scores", "cost.json": "cost"}
 
@@ -382,3 +382,36 @@ def test_a_check_rule_needs_exactly_one_condition(pytester: pytest.Pytester, ben
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.fnmatch_lines(["*benchmark.yaml, field 'metrics.0.checks.rules.0'*exactly one of*(got regex, "
                                  "contains)*"])
+
+
+def test_judge_panel_with_samples_votes_and_reports_agreement(pytester: pytest.Pytester,
+                                                              bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m02_s001_v01", "m02")],
+                            evaluator_models=[{"model": "judge-b"}, {"model": "judge-c"}], judge={"samples": 2})
+    base = script(True)
+    bench_env.set_responder(by_model({"judge-b": judge_says(True), "judge-c": judge_says(
+        lambda r: "m01" not in json.dumps(r))}, default=base))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, failed=1)
+    rows = scores(bench)
+    # m01: sim-judge and judge-b say present, judge-c absent (2 samples each): 4 of 6 votes
+    assert rows[0]["present"] is True and rows[0]["agreement"] == pytest.approx(0.6667)
+    assert [v["judge"] for v in rows[0]["judges"]] == [JUDGE, JUDGE, "judge-b", "judge-b", "judge-c", "judge-c"]
+    assert rows[1]["present"] is True and rows[1]["agreement"] == 1.0
+    judge_requests = [r for r in bench_env.requests if r["model"] in (JUDGE, "judge-b", "judge-c")]
+    assert len(judge_requests) == 12  # 2 rows x 3 judges x 2 samples, every one a request
+    result.stdout.fnmatch_lines(["*judge agreement m01: 0.67 mean over 1 row*", "*judge agreement m02: 1.00*"])
+    validate_all(bench)
+    before = len(bench_env.requests)
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1, failed=1)
+    assert len(bench_env.requests) == before  # every vote is cached
+
+
+def test_judge_panel_tie_is_unscored(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            evaluator_models=[{"model": "judge-b"}])
+    bench_env.set_responder(by_model({"judge-b": judge_says(False)}, default=script(True)))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unscored: the judges tied 1-1*"])
+    assert scores(bench)[0]["present"] is None
