@@ -41,6 +41,8 @@ class Outcome:
     status: Status
     message: str = ""
     properties: list[tuple[str, Any]] = field(default_factory=list)
+    convicts: bool = True
+    """False for a failure whose judge is unreliable (see calibration/): reported as xfailed."""
 
 
 @dataclass
@@ -85,9 +87,12 @@ class BenchmarkKind(Protocol):
 
 
 def kind_of(run: BenchmarkRun) -> BenchmarkKind:
-    """The kind named by benchmark.yaml's `kind:`."""
+    """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
+    from .calibration import CalibrationKind
     from .dataset import DatasetKind
     from .scenarios import ScenarioKind
 
+    if run.settings.calibrate:
+        return CalibrationKind(run)
     kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind]] = {"scenarios": ScenarioKind, "dataset": DatasetKind}
     return kinds[run.spec.kind](run)

@@ -74,6 +74,9 @@ def add_options(parser: pytest.Parser) -> None:
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
     group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
                     metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
+    group.addoption("--evalbench-calibrate", dest="evalbench_calibrate", action="store_true", default=False,
+                    help="Judge the human-labelled examples of benchmarks/NAME/calibration.jsonl (one test each) "
+                         "and write calibration.json: agreement and Cohen's kappa per metric")
     add_gate_options(group)
 
 
@@ -135,6 +138,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         provider=config.getoption("evalbench_provider"),
         cache_mode=config.getoption("evalbench_cache"),
         cache_dir=Path(cache_dir).resolve() if cache_dir else None,
+        calibrate=bool(config.getoption("evalbench_calibrate")),
         engine=EngineSettings(
             concurrency=config.getoption("evalbench_concurrency"),
             timeout=config.getoption("evalbench_timeout"),

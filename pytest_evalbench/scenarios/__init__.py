@@ -8,14 +8,18 @@ context, store); never pytest, never another kind.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..errors import ConfigError
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
+from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
@@ -31,6 +35,13 @@ class ScenarioKind:
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Metric id -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        judge = judge_name(run.evaluators)
+        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
@@ -67,15 +78,30 @@ class ScenarioKind:
         properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
                       ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]
         message = {"failed": failure_message(record), "unscored": score["justification"]}.get(status, "")
+        why = self.unreliable.get(score["metric_id"])
+        if status == "failed" and why:
+            return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
+                           properties, convicts=False)
         return Outcome(status, message, properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
         bench_dir = self.run.bench_dir
         results = write_results(bench_dir, records, self.order())
-        agreement = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
-                                     for r in records if r.get("score")])
-        return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
-                           conversations=_rows(bench_dir, "conversations.json"), judge_lines=agreement)
+        lines = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
+                                 for r in records if r.get("score")])
+        scores = _rows(bench_dir, "scores.json")
+        gate_results = None
+        if self.unreliable:
+            # failures judged by an unreliable judge are shown, never counted against the build
+            failures = Counter(r["score"]["metric_id"] for r in records if r.get("status") == "failed")
+            lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
+            scores = [r for r in scores if r["metric_id"] not in self.unreliable]
+            by_target: dict[str, list[dict[str, Any]]] = {}
+            for row in scores:
+                by_target.setdefault(row["target_model"], []).append(row)
+            gate_results = aggregate(by_target)
+        return KindResults(results=results, gate_results=gate_results, scores=scores,
+                           conversations=_rows(bench_dir, "conversations.json"), judge_lines=lines)
 
 
 def _rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
