@@ -49,6 +49,9 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
 
 def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> list[str]:
     """Summary lines: each unreliable judge, why, and what happened to its failures."""
-    return [f"judge unreliable for {key}: {why}; its {failures.get(key, 0)} failure"
-            f"{'s' if failures.get(key, 0) != 1 else ''} are reported as xfailed and cannot fail the build"
-            for key, why in sorted(unreliable.items())]
+    def count(key: str) -> str:
+        n = failures.get(key, 0)
+        return f"{n} failure is" if n == 1 else f"{n} failures are"
+
+    return [f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate, its "
+            f"{count(key)} reported as xfailed and cannot fail the build" for key, why in sorted(unreliable.items())]

@@ -97,8 +97,8 @@ class DatasetKind:
                 if record["case"]["status"] == "failed":
                     failures.update(self.unreliable_in(record["case"]))
             lines += reliability_lines(self.unreliable, dict(failures))
-            kept = [row for row in read_rows(self.run.bench_dir / CASE_RESULTS)
-                    if not (row["status"] == "failed" and self.unreliable_in(row))]
+            # every case whose verdict rests on an unreliable judge leaves the gate's numbers
+            kept = [row for row in read_rows(self.run.bench_dir / CASE_RESULTS) if not self.unreliable_in(row)]
             gated = summarize_agents(kept)
         return KindResults(results=summary, gate_results=as_target_results(gated), table=agent_table(summary),
                            judge_lines=lines)

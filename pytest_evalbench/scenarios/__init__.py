@@ -43,6 +43,10 @@ class ScenarioKind:
         judge = judge_name(run.evaluators)
         return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
 
+    def judged_unreliably(self, score: dict[str, Any]) -> bool:
+        """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
+        return score["metric_id"] in self.unreliable and score.get("decided_by") != "check"
+
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
 
@@ -78,7 +82,7 @@ class ScenarioKind:
         properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
                       ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]
         message = {"failed": failure_message(record), "unscored": score["justification"]}.get(status, "")
-        why = self.unreliable.get(score["metric_id"])
+        why = self.unreliable.get(score["metric_id"]) if self.judged_unreliably(score) else None
         if status == "failed" and why:
             return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
                            properties, convicts=False)
@@ -92,10 +96,12 @@ class ScenarioKind:
         scores = _rows(bench_dir, "scores.json")
         gate_results = None
         if self.unreliable:
-            # failures judged by an unreliable judge are shown, never counted against the build
-            failures = Counter(r["score"]["metric_id"] for r in records if r.get("status") == "failed")
+            # failures judged by an unreliable judge are shown (xfailed), never counted against the build
+            failures = Counter(r["score"]["metric_id"] for r in records
+                               if r.get("status") == "failed" and self.judged_unreliably(r["score"]))
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
-            scores = [r for r in scores if r["metric_id"] not in self.unreliable]
+            # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
+            scores = [r for r in scores if not self.judged_unreliably(r)]
             by_target: dict[str, list[dict[str, Any]]] = {}
             for row in scores:
                 by_target.setdefault(row["target_model"], []).append(row)
