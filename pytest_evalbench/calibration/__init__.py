@@ -60,6 +60,7 @@ class CalibrationKind:
         ledger: dict[str, Usage] = {}
         judges = run.judges()
         label = case.label
+        expected: Any
         if isinstance(label, MetricLabel):
             metric = run.spec.metric(label.metric_id)
             assert metric is not None  # loading checked it

@@ -16,7 +16,7 @@ from typing import Any
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..errors import ConfigError
-from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..kinds import JudgedRowHook, KindResults, Outcome, Record, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from .aggregate import aggregate
@@ -77,7 +77,7 @@ class ScenarioKind:
         score = record["score"]
         judged_row(score, record)
         score["passed"], score["score"] = derive_pass(score["present"], score["metric_type"])
-        status = "unscored" if score["passed"] is None else ("passed" if score["passed"] else "failed")
+        status: Status = "unscored" if score["passed"] is None else ("passed" if score["passed"] else "failed")
         record["status"] = status
         properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
                       ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]

@@ -100,3 +100,29 @@ def test_shipped_label_sets_load() -> None:
     for name, n in (("demo", 12), ("agents", 12)):
         bench = ROOT / "benchmarks" / name
         assert len(load_labels(bench / "calibration.jsonl", load_spec(bench))) == n
+
+
+def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    import shutil
+
+    import yaml
+
+    bench = pytester.path / "benchmarks" / "agents"
+    shutil.copytree(ROOT / "benchmarks" / "agents", bench, ignore=shutil.ignore_patterns(".evalbench-cache"))
+    spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
+    spec["evaluator_model"] = {"model": JUDGE}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec))
+    labels = [json.loads(line) for line in (bench / "calibration.jsonl").read_text().splitlines()]
+
+    def label_of(request: dict[str, Any]) -> int:  # a perfect judge for TaskAdherence, "3" for every other eval
+        response = request["messages"][-1]["content"].rsplit("RESPONSE:\n", 1)[-1]  # the response comes last
+        match = [r["score"] for r in labels if r["eval"] == "TaskAdherenceExplain" and r["inputs"]["input"] == response]
+        return match[0] if "TaskAdherence" in json.dumps(request["response_format"]) and match else 3
+
+    bench_env.set_responder(lambda r: {"explanation": "e", "score": label_of(r)})
+    pytester.runpytest("--benchmark=agents", "--evalbench-calibrate")
+    entries = {e["eval"]: e for e in read_json(bench / "calibration.json")}
+    assert list(entries) == ["RelevanceExplain", "CoherenceExplain", "TaskAdherenceExplain"]  # evaluator order
+    assert entries["TaskAdherenceExplain"]["kappa"] == 1.0 and entries["TaskAdherenceExplain"]["weighting"] == "quadratic"
+    assert entries["RelevanceExplain"]["kappa"] == pytest.approx(0.0) and entries["RelevanceExplain"]["n"] == 4
+    assert entries["CoherenceExplain"]["confusion"]["5"]["3"] == 1
