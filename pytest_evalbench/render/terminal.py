@@ -52,6 +52,7 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "rows_recorded": len(session.records),
         "threshold_breaches": outcome.breaches,
         "regressions": outcome.regressions,
+        "judge": list(getattr(session, "judge_lines", [])),
         "llm": session.stats.to_json(),
     }
     atomic_write_text(path, json.dumps(status, indent=2) + "\n")

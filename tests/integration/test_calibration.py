@@ -79,6 +79,7 @@ def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: F
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=1, xfailed=1)
     assert result.ret == 0
+    assert any("judge unreliable for m02" in line for line in read_json(bench / "last_run.json")["judge"])
     result.stdout.fnmatch_lines(["*judge unreliable for m02: kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
                                  "its judge-decided rows are outside the gate, its 1 failure is reported as xfailed "
                                  "and cannot fail the build*"])
