@@ -57,7 +57,11 @@ def kappa_interval(labels: Sequence[Hashable], verdicts: Sequence[Hashable], cat
     if len(values) < BOOTSTRAP // 2:
         return None
     values.sort()
-    return [round(values[int(0.025 * (len(values) - 1))], 4), round(values[int(0.975 * (len(values) - 1))], 4)]
+    return [_round(values[int(0.025 * (len(values) - 1))]), _round(values[int(0.975 * (len(values) - 1))])]
+
+
+def _round(value: float) -> float:
+    return round(value, 4) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def _name(category: Any) -> str:
@@ -80,7 +84,7 @@ def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: 
         "n": len(pairs),
         "unscored": len(labels) - len(pairs),
         "agreement": round(sum(1 for a, b in pairs if a == b) / len(pairs), 4) if pairs else None,
-        "kappa": None if value is None else round(value, 4),
+        "kappa": None if value is None else _round(value),
         "kappa_ci": kappa_interval(scored_labels, scored_verdicts, categories, weighted=weighted),
         "weighting": "quadratic" if weighted else "none",
         "confusion": confusion,
