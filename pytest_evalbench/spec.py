@@ -123,6 +123,13 @@ class Metric(_Strict):
     checks: Optional[MetricChecks] = None
     """Deterministic checks tried before the judge (see `scenarios/checks.py`)."""
 
+    @property
+    def behaviour(self) -> str:
+        """The behaviour as the definition describes it, on one line: what the judge detects and the
+        simulated user provokes or tests. The *name* is never used for that: a negative metric is named
+        after the good conduct ("Avoid ...") while its definition describes the bad act."""
+        return " ".join(self.definition.split())
+
 
 class Generation(_Strict):
     turns: int = Field(default=6, ge=1, le=100)
