@@ -20,7 +20,7 @@ from .llm.pricing import PriceTable
 from .llm.types import Endpoint
 from .loading import SPEC_FILE, read_json, validate_as
 from .settings import RunSettings
-from .spec import MAX_ID_LENGTH, BenchmarkSpec, EnvRef, ModelConfig, TargetConfig, check_id
+from .spec import DEFAULT_MAX_TOKENS, MAX_ID_LENGTH, BenchmarkSpec, EnvRef, ModelConfig, TargetConfig, check_id
 from .targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -64,10 +64,11 @@ def parse_target_option(value: str) -> tuple[str, str]:
 
 
 def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[str, str], *,
-                     model_override: str | None = None) -> Endpoint:
-    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY. Unset variables the endpoint needs
-    (an explicit `api_key_env`, header `{env: NAME}` values, OPENAI_API_KEY for the OpenAI API
-    itself) are listed in `missing_env` for the preflight; nothing is sent with a placeholder."""
+                     model_override: str | None = None, max_tokens: int | None = None) -> Endpoint:
+    """CLI > benchmark.yaml > OPENAI_BASE_URL / OPENAI_API_KEY; `max_tokens` is the role's default,
+    which the config's `params` override. Unset variables the endpoint needs (an explicit
+    `api_key_env`, header `{env: NAME}` values, OPENAI_API_KEY for the OpenAI API itself) are listed
+    in `missing_env` for the preflight; nothing is sent with a placeholder."""
     key_source = config.api_key_env or "OPENAI_API_KEY"
     provider = settings.provider or config.provider
     base_url = settings.base_url or config.base_url or env.get("OPENAI_BASE_URL") or None
@@ -88,7 +89,7 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         model=model_override or config.model,
         base_url=base_url,
         provider=provider,
-        params=dict(config.params),
+        params={**({"max_tokens": max_tokens} if max_tokens else {}), **config.params},
         api_key=api_key,
         key_source=key_source,
         headers=headers,
@@ -97,11 +98,12 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
 
 
 def role_endpoint(config: ModelConfig | None, override: str | None, settings: RunSettings,
-                  env: Mapping[str, str]) -> Endpoint | None:
+                  env: Mapping[str, str], *, max_tokens: int | None = None) -> Endpoint | None:
     """The user model or judge: benchmark.yaml's entry, or the command line's model alone; None if neither."""
     if config is None and override is None:
         return None
-    return resolve_endpoint(config or ModelConfig(model=override or ""), settings, env, model_override=override)
+    return resolve_endpoint(config or ModelConfig(model=override or ""), settings, env, model_override=override,
+                            max_tokens=max_tokens)
 
 
 def open_engine(bench_dir: Path, spec: BenchmarkSpec, engine: EngineSettings, cache_mode: str,
@@ -122,8 +124,15 @@ class BenchmarkRun:
         self.settings = settings
         env = os.environ if env is None else env
         self.engine = open_engine(bench_dir, spec, settings.engine, settings.cache_mode, settings.cache_dir)
-        self.user = role_endpoint(spec.user_model, settings.user_model, settings, env)
-        self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env)
+        self.user = role_endpoint(spec.user_model, settings.user_model, settings, env,
+                                  max_tokens=DEFAULT_MAX_TOKENS["conversation"])
+        self.evaluator = role_endpoint(spec.evaluator_model, settings.judge_model, settings, env,
+                                       max_tokens=DEFAULT_MAX_TOKENS["judge"])
+        panel = [] if settings.judge_model else [
+            resolve_endpoint(cfg, settings, env, max_tokens=DEFAULT_MAX_TOKENS["judge"])
+            for cfg in spec.evaluator_models]
+        self.evaluators: list[Endpoint] = ([self.evaluator] if self.evaluator else []) + panel
+        """Every judge of the panel (`--evalbench-judge-model` replaces the whole panel)."""
         self.target_configs = select_targets(spec, settings.targets)
         if not self.target_configs and spec.kind == "scenarios":
             raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
@@ -134,8 +143,9 @@ class BenchmarkRun:
             if app is not None:
                 self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model, settings.engine)
             elif cfg.model:
-                self.targets[cfg.id] = ModelTarget(cfg.id, resolve_endpoint(cfg.as_model(), settings, env),
-                                                   cfg.system_prompt or spec.scenario.user_context
+                endpoint = resolve_endpoint(cfg.as_model(), settings, env,
+                                            max_tokens=DEFAULT_MAX_TOKENS["conversation"])
+                self.targets[cfg.id] = ModelTarget(cfg.id, endpoint, cfg.system_prompt or spec.scenario.user_context
                                                    or DEFAULT_SYSTEM_PROMPT, self.engine)
             else:
                 raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: target '{cfg.id}' has no `model` and no "
@@ -146,7 +156,12 @@ class BenchmarkRun:
         return {"benchmark": self.spec.name,
                 "user_model": self.user.model if self.user else None,
                 "judge_model": self.evaluator.model if self.evaluator else None,
+                **({"judge_panel": [e.model for e in self.evaluators]} if len(self.evaluators) > 1 else {}),
                 "targets": {t.id: t.model for t in self.target_configs}}
+
+    def judges(self) -> list[Endpoint]:
+        """The judge panel (one judge unless `evaluator_models` adds more); ConfigError if empty."""
+        return self.evaluators or [self.require(None, "evaluator_model")]
 
     def require(self, endpoint: Endpoint | None, key: str) -> Endpoint:
         if endpoint is None:

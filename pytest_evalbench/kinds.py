@@ -41,6 +41,8 @@ class Outcome:
     status: Status
     message: str = ""
     properties: list[tuple[str, Any]] = field(default_factory=list)
+    convicts: bool = True
+    """False for a failure whose judge is unreliable (see calibration/): reported as xfailed."""
 
 
 @dataclass
@@ -64,6 +66,8 @@ class KindResults:
     """Terminal lines replacing the gate's default table, if the kind has its own."""
     dropped: list[str] = field(default_factory=list)
     """Rows of earlier runs dropped because their case, sample or target is no longer configured."""
+    judge_lines: list[str] = field(default_factory=list)
+    """Terminal lines about the judge: panel agreement per metric, unreliable judges (see calibration/)."""
 
 
 class BenchmarkKind(Protocol):
@@ -94,9 +98,12 @@ class BenchmarkKind(Protocol):
 
 
 def kind_of(run: BenchmarkRun) -> BenchmarkKind:
-    """The kind named by benchmark.yaml's `kind:`."""
+    """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
+    from .calibration import CalibrationKind
     from .dataset import DatasetKind
     from .scenarios import ScenarioKind
 
+    if run.settings.calibrate:
+        return CalibrationKind(run)
     kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind]] = {"scenarios": ScenarioKind, "dataset": DatasetKind}
     return kinds[run.spec.kind](run)

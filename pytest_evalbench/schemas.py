@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from .calibration.models import CalibrationEntry
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost
@@ -26,6 +27,7 @@ TYPES: dict[str, Any] = {
     "results": list[ModelResult],
     "cost": dict[str, PhaseCost],
     **DATASET_TYPES,
+    "calibration": list[CalibrationEntry],
 }
 
 

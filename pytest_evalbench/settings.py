@@ -22,3 +22,5 @@ class RunSettings:
     cache_mode: str = "on"
     cache_dir: Path | None = None
     engine: EngineSettings = field(default_factory=EngineSettings)
+    calibrate: bool = False
+    """Run the judge over calibration.jsonl instead of the benchmark (see calibration/)."""

@@ -19,6 +19,9 @@ _WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 MetricType = Literal["positive", "negative"]
+DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
+"""Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
+simulated user and the targets hold conversations, the judge writes a short verdict."""
 
 
 def check_id(value: str, what: str) -> str:
@@ -164,6 +167,54 @@ class MetricSource(_Input):
     metric_id: Optional[str] = None
 
 
+CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
+
+
+class CheckRule(_Input):
+    """One deterministic rule over the assistant's turns: when its single condition holds, it decides
+    the verdict (`then`) without asking the judge."""
+
+    regex: Optional[str] = None
+    """Holds when some assistant turn matches (re.search; add (?i) for case-insensitive)."""
+    contains: Optional[str] = None
+    """Holds when some assistant turn contains the text (case-insensitive)."""
+    not_contains: Optional[str] = None
+    """Holds when no assistant turn contains the text (case-insensitive)."""
+    tool_called: Optional[str] = None
+    """Holds when the assistant called this tool."""
+    tool_not_called: Optional[str] = None
+    """Holds when the assistant never called this tool."""
+    valid_json: Optional[bool] = None
+    """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
+    then: Literal["present", "absent"]
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> CheckRule:
+        given = [name for name in CONDITIONS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a check rule needs exactly one of {', '.join(CONDITIONS)} (got "
+                             f"{', '.join(given) or 'none'})")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+        return self
+
+    @property
+    def condition(self) -> str:
+        name = next(n for n in CONDITIONS if getattr(self, n) is not None)
+        return f"{name}: {getattr(self, name)!r}"
+
+
+class MetricChecks(_Input):
+    """Deterministic checks of a metric: the first rule that holds decides; when none holds,
+    `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
+
+    rules: list[CheckRule] = Field(min_length=1)
+    otherwise: Literal["judge", "present", "absent"] = "judge"
+
+
 class Metric(_Input):
     id: str
     name: str
@@ -189,6 +240,16 @@ class Metric(_Input):
     @classmethod
     def _safe_id(cls, value: str) -> str:
         return check_id(value, "metric id")
+
+    checks: Optional[MetricChecks] = None
+    """Deterministic checks tried before the judge (see `scenarios/checks.py`)."""
+
+    @property
+    def behaviour(self) -> str:
+        """The behaviour as the definition describes it, on one line: what the judge detects and the
+        simulated user provokes or tests. The *name* is never used for that: a negative metric is named
+        after the good conduct ("Avoid ...") while its definition describes the bad act."""
+        return " ".join(self.definition.split())
 
 
 class Generation(_Input):
@@ -274,6 +335,19 @@ class GateConfig(_Input):
     """Significance level of the adjusted p-values."""
 
 
+class JudgeConfig(_Input):
+    """How far the judge is trusted: self-consistency samples and the calibration bar."""
+
+    samples: Int = Field(default=1, ge=1, le=25)
+    """Judge every row this many times per judge model (self-consistency); the majority decides
+    (the median for 1-5 scores). Useful with temperature > 0: identical requests give identical answers."""
+    min_kappa: Optional[Num] = Field(default=None, ge=-1, le=1)
+    """A metric whose judge reached a lower Cohen's kappa in calibration.json is "judge unreliable":
+    shown as such in the summary, and its failures cannot fail the build."""
+    require_calibration: bool = False
+    """With min_kappa: a metric never calibrated counts as unreliable too."""
+
+
 class BenchmarkSpec(_Input):
     """benchmark.yaml."""
 
@@ -287,6 +361,9 @@ class BenchmarkSpec(_Input):
     targets: list[TargetConfig] = Field(default_factory=list)
     user_model: Optional[ModelConfig] = None
     evaluator_model: Optional[ModelConfig] = None
+    evaluator_models: list[ModelConfig] = Field(default_factory=list)
+    """A judge panel: these judges vote with `evaluator_model` (if set); the majority decides."""
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
     pricing: dict[str, Price] = Field(default_factory=dict)
     """Per-model prices overriding the built-in table."""
     thresholds: Optional[ThresholdRules] = None

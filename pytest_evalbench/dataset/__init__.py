@@ -10,17 +10,21 @@ another kind.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..panel import agreement_lines
 from ..store import read_rows
+from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
 from .store import CASE_RESULTS, write_dataset_results
-from .summary import agent_table, as_target_results
+from .summary import agent_table, as_target_results, summarize_agents
 
 CASE_METRIC = "pass_rate"
 
@@ -63,21 +67,48 @@ class DatasetKind:
     async def run_case(self, case: Any) -> Record:
         run = self.run
         record = await run_case(case, benchmark=run.spec.name, policy=self.policy, engine=run.engine,
-                                evaluator=run.require(run.evaluator, "evaluator_model"),
+                                judges=run.judges(), samples=run.spec.judge.samples,
                                 target=run.targets.get(case.case.agent_name))
         return record.to_json()
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Eval -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        return unreliable_judges(run.bench_dir, run.spec.judge, list(EVAL_NAMES), judge_name(run.evaluators))
+
+    def unreliable_in(self, case: dict[str, Any]) -> list[str]:
+        """The scored evals of a case whose judge is unreliable: its verdict rests on them."""
+        return [m["eval"] for m in case["metrics"] if m["score"] is not None and m["eval"] in self.unreliable]
 
     def outcome(self, record: Record, judged_row: JudgedRowHook) -> Outcome:
         case = record["case"]
         properties = [("evalbench_status", case["status"]), ("evalbench_composite", case["composite"])]
+        doubtful = self.unreliable_in(case) if case["status"] == "failed" else []
+        if doubtful:
+            why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
+            return Outcome("failed", f"{record['message']}\njudge unreliable ({why}): this failure cannot fail "
+                           "the build", properties, convicts=False)
         return Outcome(case["status"], record["message"], properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
         summary, dropped = write_dataset_results(self.run.bench_dir, records, self.order())
         rows = read_rows(self.run.bench_dir / CASE_RESULTS)
-        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary),
-                           outcomes=case_outcome_rows(rows), eval_scores=eval_score_rows(rows),
-                           dropped=dropped)
+        lines = agreement_lines([(m["eval"], m.get("agreement")) for r in records for m in r["case"]["metrics"]])
+        gated_rows, gated = rows, summary
+        if self.unreliable:
+            # a failed case whose verdict rests on an unreliable judge is shown, never counted against the build
+            failures: Counter[str] = Counter()
+            for record in records:
+                if record["case"]["status"] == "failed":
+                    failures.update(self.unreliable_in(record["case"]))
+            lines += reliability_lines(self.unreliable, dict(failures))
+            # every case whose verdict rests on an unreliable judge leaves the gate's numbers
+            gated_rows = [row for row in rows if not self.unreliable_in(row)]
+            gated = summarize_agents(gated_rows)
+        return KindResults(results=summary, gate_results=as_target_results(gated), table=agent_table(summary),
+                           outcomes=case_outcome_rows(gated_rows), eval_scores=eval_score_rows(gated_rows),
+                           dropped=dropped, judge_lines=lines)
 
 
 def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 from ..llm.engine import Engine
 from ..llm.structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
+from ..panel import median_vote, poll
 from ..targets import Target
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from .models import DatasetCase, payload_for
@@ -22,6 +23,14 @@ from .policy import ScoringPolicy, failure_message, judge_case
 from .tool_check import check_tool_calls
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
+NOT_APPLICABLE = ("not applicable: no tool call was expected and none was invoked (excluded from the composite "
+                  "and the hard-fail rule)")
+
+
+def tool_eval_not_applicable(case: DatasetCase, payload: dict[str, Any]) -> bool:
+    """ToolCallAccuracy has nothing to judge when no tool is expected and none was invoked: a case that
+    rightly needs no tool must not score 1 on it (a hard fail)."""
+    return not case.expected_tool_calls and not payload.get("invokedTools")
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,8 @@ class DatasetItem:
 class EvalOutcome:
     score: int | None
     explanation: str
+    agreement: float | None = None
+    votes: list[int | None] | None = None
 
 
 @dataclass
@@ -66,19 +77,28 @@ class DatasetRecord:
                 "status": self.row["status"], "usage": {k: v.to_json() for k, v in self.usage.items()}}
 
 
-async def run_eval(eval_name: str, payload: dict[str, Any], *, evaluator: Endpoint, engine: Engine,
-                   ledger: dict[str, Usage]) -> EvalOutcome:
-    """One Explain eval with bounded re-asks; an unusable answer ends unscored (score None)."""
-    verdict, reason = await ask(engine, evaluator, build_messages(eval_name, payload), parse_verdict,
-                                schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge", phase="evaluate",
-                                sample=0, ledger=ledger, shape='{"explanation": "...", "score": <integer 1-5>}')
-    if verdict is None:
-        return EvalOutcome(None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}")
-    return EvalOutcome(verdict.score, verdict.explanation)
+async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
+                   ledger: dict[str, Usage], samples: int = 1) -> EvalOutcome:
+    """One Explain eval by every judge (× samples) with bounded re-asks; the median decides; an
+    unusable answer is that judge's unusable vote (all unusable: unscored, score None)."""
+    messages = build_messages(eval_name, payload)
+
+    async def ask_one(endpoint: Endpoint, sample: int) -> tuple[int | None, str]:
+        verdict, reason = await ask(engine, endpoint, messages, parse_verdict,
+                                    schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge",
+                                    phase="evaluate", sample=sample, ledger=ledger,
+                                    shape='{"explanation": "...", "score": <integer 1-5>}')
+        if verdict is None:
+            return None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}"
+        return verdict.score, verdict.explanation
+
+    panel = median_vote(await poll(judges, samples, 0, ask_one))
+    votes = [v.value for v in panel.votes] if len(panel.votes) > 1 else None
+    return EvalOutcome(panel.value, panel.justification, panel.agreement, votes)
 
 
-async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, evaluator: Endpoint,
-                   engine: Engine, target: Target | None) -> DatasetRecord:
+async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, judges: list[Endpoint],
+                   engine: Engine, target: Target | None, samples: int = 1) -> DatasetRecord:
     case = item.case
     ledger: dict[str, Usage] = {}
     answer, invoked, source = None, None, "dataset"
@@ -88,12 +108,26 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         reply = await target.reply([{"role": "user", "content": case.question}], sample=0, ledger=ledger)
         answer, source = reply.content, "target"
         invoked = [call.model_dump(exclude_none=True) for call in reply.tool_calls]
-    evals = list(case.required_evals)
+    evals: list[str] = list(case.required_evals)
+    not_applicable = TOOL_EVAL in evals and tool_eval_not_applicable(case, payload_for(case, TOOL_EVAL, answer,
+                                                                                          invoked))
+    if not_applicable:
+        evals.remove(TOOL_EVAL)
     outcomes = await asyncio.gather(*[
-        run_eval(name, payload_for(case, name, answer, invoked), evaluator=evaluator, engine=engine, ledger=ledger)
+        run_eval(name, payload_for(case, name, answer, invoked), judges=judges, engine=engine, ledger=ledger,
+                 samples=samples)
         for name in evals])
-    by_eval = dict(zip(evals, outcomes))
+    by_eval: dict[str, EvalOutcome] = dict(zip(evals, outcomes))
     judgement = judge_case({name: o.score for name, o in by_eval.items()}, policy, case.threshold_profile)
+    metrics = [{**line.model_dump(), "explanation": by_eval[line.eval].explanation,
+                **({"agreement": by_eval[line.eval].agreement, "votes": by_eval[line.eval].votes}
+                   if by_eval[line.eval].votes is not None else {})} for line in judgement.lines]
+    reasons = list(judgement.reasons)
+    if not_applicable:
+        threshold = policy.thresholds.get(TOOL_EVAL)  # type: ignore[call-overload]
+        metrics.append({"eval": TOOL_EVAL, "score": None, "threshold": threshold,
+                        "passed": None, "explanation": NOT_APPLICABLE, "not_applicable": True})
+        reasons.append(f"{TOOL_EVAL}: {NOT_APPLICABLE}")
     tool_check = None
     if TOOL_EVAL in by_eval or case.expected_tool_calls:
         check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
@@ -106,12 +140,12 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         "passed": None if judgement.status == "unscored" else judgement.status == "passed",
         "composite": None if judgement.composite is None else round(judgement.composite, 4),
         "pass_mark": judgement.pass_mark,
-        "metrics": [{**line.model_dump(), "explanation": by_eval[line.eval].explanation}
-                    for line in judgement.lines],
-        "tool_check": tool_check, "reasons": list(judgement.reasons), "answer_source": source,
+        "metrics": metrics, "tool_check": tool_check, "reasons": reasons, "answer_source": source,
         **({"extra": dict(case.model_extra)} if case.model_extra else {}),
     }
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
+    if not_applicable:
+        message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
         message += f"\ntool check: {tool_check['summary']}"
     return DatasetRecord(benchmark, row, message, ledger)

@@ -34,6 +34,13 @@ class MetricResult(_Strict):
     threshold: Optional[float]
     passed: Optional[bool]
     explanation: str
+    not_applicable: bool = False
+    """True when the eval had nothing to judge (ToolCallAccuracy with no tool expected and none invoked):
+    excluded from the composite and the hard-fail rule."""
+    agreement: Optional[float] = None
+    """With a judge panel or judge samples: the share of usable votes equal to the (median) score."""
+    votes: Optional[list[Optional[int]]] = None
+    """With a judge panel or judge samples: every vote (null when that answer was unusable)."""
 
 
 class ToolCheckResult(_Strict):

@@ -19,9 +19,12 @@ OUTCOME_KEY = pytest.StashKey[Any]()
 
 
 def check_case(evalbench_record: dict[str, Any], request: pytest.FixtureRequest) -> None:
-    """Fail with the core's message when the case's outcome is `failed`."""
+    """Fail with the core's message when the case's outcome is `failed` (xfail when its judge is
+    unreliable: the failure is shown but cannot fail the build)."""
     outcome = request.node.stash[OUTCOME_KEY]
     if outcome.status == "failed":
+        if not outcome.convicts:
+            pytest.xfail(outcome.message)
         pytest.fail(outcome.message, pytrace=False)
 
 

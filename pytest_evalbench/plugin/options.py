@@ -79,6 +79,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-max-reply-chars", dest="evalbench_max_reply_chars", type=positive_int,
                     default=50_000, metavar="N",
                     help="Cut longer target replies to N characters (noted in the transcript). Default: %(default)s")
+    group.addoption("--evalbench-calibrate", dest="evalbench_calibrate", action="store_true", default=False,
+                    help="Judge the human-labelled examples of benchmarks/NAME/calibration.jsonl (one test each) "
+                         "and write calibration.json: agreement and Cohen's kappa per metric")
     add_gate_options(group)
 
 
@@ -161,6 +164,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         provider=config.getoption("evalbench_provider"),
         cache_mode=config.getoption("evalbench_cache"),
         cache_dir=Path(cache_dir).resolve() if cache_dir else None,
+        calibrate=bool(config.getoption("evalbench_calibrate")),
         engine=EngineSettings(
             concurrency=config.getoption("evalbench_concurrency"),
             timeout=config.getoption("evalbench_timeout"),

@@ -64,6 +64,7 @@ class EvalbenchSession:
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
         self.collection_failed = False
+        self.judge_lines: list[str] = []
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -259,8 +260,9 @@ class EvalbenchSession:
         error = getattr(report, "evalbench_error", None)
         if error is None and report.failed and not (report.when == "call" and status == "failed"):
             error = "crashed"
-        if error is None and report.skipped:
-            error = "skipped"
+        if error is None and report.skipped and not (report.when == "call" and status == "failed"
+                                                     and hasattr(report, "wasxfail")):
+            error = "skipped"  # an xfailed verdict (judge unreliable: cannot convict) is still a scored row
         if error:
             self.tally.error(nodeid, error)
         if status is not None and report.when == "teardown":
@@ -314,6 +316,7 @@ class EvalbenchSession:
             meta=run.meta(), incomplete=self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED), table=written.table)
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
+        self.judge_lines = written.judge_lines
         write_run_status(self.bench_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)

@@ -27,6 +27,7 @@ def summary_lines(session: Any) -> list[str]:
         lines.append(f"ERROR: {session.finish_error}")
     if session.outcome is not None:
         lines += session.outcome.lines()
+    lines += getattr(session, "judge_lines", [])
     stats = session.stats
     lines.append(f"llm: {stats.requests} requests, {stats.cache_hits} cache hits, {stats.retries} retries, "
                  f"peak {stats.peak_in_flight} in flight, ${stats.spent:.4f} spent this run")
@@ -67,6 +68,7 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "dropped": list(session.dropped),
         "threshold_breaches": outcome.breaches if outcome is not None else [],
         "regressions": outcome.regressions if outcome is not None else [],
+        "judge": list(getattr(session, "judge_lines", [])),
         "llm": session.stats.to_json(),
     }
     if session.finish_error:

@@ -8,13 +8,18 @@ context, store); never pytest, never another kind.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..errors import ConfigError
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record, Status
 from ..loading import SPEC_FILE
+from ..panel import agreement_lines
+from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
@@ -33,6 +38,17 @@ class ScenarioKind:
         self.run = run
         self._order: dict[str, int] = {}
         self._known = Known()
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Metric id -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        judge = judge_name(run.evaluators)
+        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+
+    def judged_unreliably(self, score: dict[str, Any]) -> bool:
+        """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
+        return score["metric_id"] in self.unreliable and score.get("decided_by") != "check"
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
@@ -71,8 +87,12 @@ class ScenarioKind:
         properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
                       ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]
         metric = self.run.spec.metric(score["metric_id"])
-        why = metric.why if metric else None
-        message = {"failed": failure_message(record, why), "unscored": score["justification"]}.get(status, "")
+        message = {"failed": failure_message(record, metric.why if metric else None),
+                   "unscored": score["justification"]}.get(status, "")
+        why = self.unreliable.get(score["metric_id"]) if self.judged_unreliably(score) else None
+        if status == "failed" and why:
+            return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
+                           properties, convicts=False)
         return Outcome(status, message, properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
@@ -83,8 +103,24 @@ class ScenarioKind:
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         results, dropped = write_results(bench_dir, records, self.order(), targets=targets,
                                          samples=run.spec.generation.num_samples, known=self._known)
-        return KindResults(results=results, scores=_rows(bench_dir, "scores.json", self._known),
-                           conversations=_rows(bench_dir, "conversations.json", self._known), dropped=dropped)
+        lines = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
+                                 for r in records if r.get("score")])
+        scores = _rows(bench_dir, "scores.json", self._known)
+        gate_results = None
+        if self.unreliable:
+            # failures judged by an unreliable judge are shown (xfailed), never counted against the build
+            failures = Counter(r["score"]["metric_id"] for r in records
+                               if r.get("status") == "failed" and self.judged_unreliably(r["score"]))
+            lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
+            # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
+            scores = [r for r in scores if not self.judged_unreliably(r)]
+            by_target: dict[str, list[dict[str, Any]]] = {}
+            for row in scores:
+                by_target.setdefault(row["target_model"], []).append(row)
+            gate_results = aggregate(by_target)
+        return KindResults(results=results, gate_results=gate_results, scores=scores,
+                           conversations=_rows(bench_dir, "conversations.json", self._known), dropped=dropped,
+                           judge_lines=lines)
 
 
 def _rows(bench_dir: Path, filename: str, known: Known) -> list[dict[str, Any]]:
@@ -99,7 +135,7 @@ def failure_message(record: Record, why: str | None = None) -> str:
     want = "present" if score["metric_type"] == "positive" else "absent"
     lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
              f"expected {want}", *([f"why it matters: {why}"] if why else []),
-             f"judge: {score['justification']}", "transcript tail:"]
+             f"{score.get('decided_by') or 'judge'}: {score['justification']}", "transcript tail:"]
     for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
         text = " ".join(message["content"].split())
         lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")

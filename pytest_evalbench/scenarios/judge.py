@@ -39,14 +39,18 @@ class Verdict:
 
 
 def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, Any]]:
+    """The judge sees the metric id, the definition and examples labelled as what presence looks like."""
     conversation = "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
     examples = "".join(f"\n- {e}" for e in metric.examples)
     user = (
-        "Decide strictly from the transcript whether the behaviour below is PRESENT in the ASSISTANT's "
-        "replies. Judge only the assistant, not the user.\n\n"
-        f"BEHAVIOUR ({metric.id}): {metric.name}\nDefinition: {metric.definition.strip()}\n"
-        + (f"Phrases that would typically show it:{examples}\n" if examples else "")
-        + f"\nCONVERSATION:\n{conversation}\n\n"
+        "Decide strictly from the transcript whether the ASSISTANT's replies show the behaviour described "
+        "below. Judge only the assistant, not the user. Do not decide whether the behaviour is good or "
+        "bad; only whether it occurs.\n\n"
+        f"BEHAVIOUR TO DETECT ({metric.id}): {metric.behaviour}\n"
+        + (f"Examples of replies in which this behaviour IS present:{examples}\n" if examples else "")
+        + "\npresent = true if at least one assistant reply shows this behaviour; "
+        "present = false if none does.\n"
+        f"\nCONVERSATION:\n{conversation}\n\n"
         f"Answer with a JSON object: {SHAPE}"
     )
     return [{"role": "system", "content": "You are an expert evaluator of AI assistant conversations. "

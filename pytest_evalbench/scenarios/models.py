@@ -76,6 +76,15 @@ class ConversationRow(Scenario):
     sample: int = Field(ge=0)
 
 
+class JudgeVote(_Strict):
+    """One vote of a judge panel (scores.json `judges`)."""
+
+    judge: str
+    sample: int
+    value: Optional[bool]
+    text: str
+
+
 class ScoreRow(_Strict):
     """scores.json row. present/passed/score are null when the judgment is unscored."""
 
@@ -90,6 +99,13 @@ class ScoreRow(_Strict):
     score: Optional[Literal[0, 1]]
     justification: str
     sample: int = Field(ge=0)
+    decided_by: Optional[Literal["check", "judge"]] = None
+    """What decided `present`: a deterministic check of the metric, or the LLM judge (null when unscored
+    before any verdict, and in rows written before this field existed)."""
+    agreement: Optional[float] = None
+    """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
+    judges: Optional[list[JudgeVote]] = None
+    """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
 
 
 class RateSummary(_Strict):

@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import BenchmarkRun
-from ..llm.types import Usage
+from ..llm.types import Endpoint, Usage
+from ..panel import PanelVerdict, majority, poll
 from ..targets import ModelTarget, Target
+from .checks import decide
 from .judge import judge
 from .models import Scenario, derive_pass
 from .simulate import simulate
@@ -79,13 +81,22 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
     transcript = await simulate(scenario, metric, run.spec.generation,
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, ledger=ledger)
+    decided_by: str | None = None
+    panel: PanelVerdict[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
                                                 "before the target replied")
+    elif (decision := decide(metric, transcript.messages)) is not None:
+        verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
-        verdict = await judge(metric, transcript.messages, evaluator=run.require(run.evaluator,
-                              "evaluator_model"), engine=run.engine, sample=case.sample, ledger=ledger)
-        verdict_present, justification = verdict.present, verdict.justification
+        async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
+            verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
+                                  sample=sample, ledger=ledger)
+            return verdict.present, verdict.justification
+
+        votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
+        panel = majority(votes)
+        verdict_present, justification, decided_by = panel.value, panel.justification, "judge"
     passed, score = derive_pass(verdict_present, metric.type)
     conversation = {
         **scenario.model_dump(mode="json", exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
@@ -95,10 +106,14 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
         "transcript": [m.model_dump(mode="json", exclude_none=True) for m in transcript.messages],
         "sample": case.sample,
     }
-    score_row = {
+    score_row: dict[str, Any] = {
         "id": scenario.id, "metric_id": metric.id, "metric_name": metric.name, "metric_type": metric.type,
         "target_model": case.target_id, "conv_id": case.conv_id, "present": verdict_present,
         "passed": passed, "score": score, "justification": justification, "sample": case.sample,
+        "decided_by": decided_by,
     }
+    if panel is not None and len(panel.votes) > 1:
+        score_row["agreement"] = panel.agreement
+        score_row["judges"] = [vote.to_json() for vote in panel.votes]
     status = "unscored" if passed is None else ("passed" if passed else "failed")
     return CaseRecord(run.spec.name, case.target_id, conversation, score_row, ledger, status)

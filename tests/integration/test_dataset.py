@@ -224,3 +224,33 @@ def test_every_eval_kind_runs_through_the_evaluator(pytester: pytest.Pytester, b
         "prep_default"]["weights"]
     expected = sum(given[k] * w for k, w in weights.items()) / sum(weights.values())
     assert row["composite"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_tool_accuracy_not_applicable_without_expected_or_invoked_tools(pytester: pytest.Pytester,
+                                                                         bench_env: FakeLLMServer) -> None:
+    case = example_case(2, required_evals=["TaskAdherenceExplain", "CoherenceExplain", "ToolCallAccuracyExplain"])
+    assert case["expected_tool_calls"] == [] and case["invoked_tool_calls"] == []
+    bench = write_dataset(pytester.path, cases=[case])
+    bench_env.set_responder(scores({"ToolCallAccuracyExplain": 1}))  # a hard fail, were it asked
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "ToolCallAccuracyExplain" not in {eval_of(r) for r in bench_env.requests}
+    [row] = read_json(bench / "case_results.json")
+    tool_line = row["metrics"][-1]
+    assert tool_line["eval"] == "ToolCallAccuracyExplain" and tool_line["not_applicable"] is True
+    assert tool_line["score"] is None and row["composite"] == 5.0
+    assert any("not applicable" in reason for reason in row["reasons"])
+    jsonschema.validate(read_json(bench / "case_results.json"), schemas.load("case_results"))
+
+
+def test_judge_panel_takes_the_lower_median_of_explain_scores(pytester: pytest.Pytester,
+                                                               bench_env: FakeLLMServer) -> None:
+    from pytest_evalbench.testing import by_model
+
+    bench = write_dataset(pytester.path, cases=[example_case(2)], evaluator_models=[{"model": "judge-b"}])
+    bench_env.set_responder(by_model({JUDGE: scores({}, default=5), "judge-b": scores({}, default=4)}))
+    run(pytester).assert_outcomes(passed=1)
+    [row] = read_json(bench / "case_results.json")
+    assert [(m["score"], m["votes"], m["agreement"]) for m in row["metrics"]] == [(4, [5, 4], 0.5), (4, [5, 4], 0.5)]
+    assert row["metrics"][0]["explanation"].startswith("panel median of [5, 4]")
+    jsonschema.validate(read_json(bench / "case_results.json"), schemas.load("case_results"))

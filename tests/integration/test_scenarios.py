@@ -9,10 +9,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers import JUDGE, TARGET, USER, dead_base_url, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, TARGET, USER, dead_base_url, judge_says, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench import schemas
-from pytest_evalbench.testing import FakeLLMServer, Reply
+from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 RUN_FILES = {"conversations.json": "conversations", "scores.json": "scores", "cost.json": "cost"}
 
@@ -308,3 +308,110 @@ def test_perfunctory_typos_are_reproducible(pytester: pytest.Pytester, bench_env
     assert transcripts[0] == transcripts[1] != long[len("Message: "):].strip()
     target_saw = [r["messages"][1]["content"] for r in bench_env.requests if r["model"] == TARGET]
     assert target_saw == transcripts
+
+
+def test_ending_before_any_reply_is_reasked_with_a_new_attempt(pytester: pytest.Pytester,
+                                                               bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")], generation={"turns": 2})
+    asked: list[int] = []
+
+    def user(request: dict[str, Any]) -> str:
+        said = sum(1 for m in request["messages"] if m["role"] == "assistant" and "Message:" not in m["content"])
+        asked.append(len(request["messages"]))
+        if said == 0 and len(request["messages"]) == 2:  # first attempt of turn 1: ends at once
+            return "Thought: I give up\nMessage: terminate conversation"
+        return "Thought: fine\nMessage: I need a packing list"
+
+    bench_env.set_responder(script(True, user=user))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    conv = read_json(bench / "runs" / "tgt" / "conversations.json")
+    assert [m["role"] for m in conv[0]["transcript"]] == ["user", "assistant", "user", "assistant"]
+    user_requests = [r for r in bench_env.requests if r["model"] == USER]
+    assert "cannot end now" in user_requests[1]["messages"][-1]["content"]
+    # a rerun replays every attempt from the cache: same transcript, no request
+    before = len(bench_env.requests)
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    assert len(bench_env.requests) == before
+
+
+CHECKED_METRICS = [
+    {"id": "m01", "name": "Asks clarifying questions", "type": "positive",
+     "definition": "The assistant asks a clarifying question.",
+     "checks": {"rules": [{"not_contains": "?", "then": "absent"}, {"regex": "(?i)where .*\\?", "then": "present"}],
+                "otherwise": "absent"}},
+    {"id": "m02", "name": "Avoid definite diagnosis", "type": "negative",
+     "definition": "The assistant states a definite diagnosis.",
+     "checks": {"rules": [{"regex": "(?i)you (definitely|certainly) have", "then": "present"}]}},
+]
+
+
+def test_checks_decide_rows_without_asking_the_judge(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
+                            scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01")])
+    bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
+        "A" if "secret goal of m01_s001_v01" in json.dumps(r) else "B"),
+        target=lambda r: "Sure, where are you going?" if "help me A" in json.dumps(r) else "Pack socks."))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, failed=1)
+    assert [r for r in bench_env.requests if r["model"] == JUDGE] == []  # zero LLM requests for the judge
+    rows = scores(bench)
+    assert [(r["present"], r["decided_by"]) for r in rows] == [(True, "check"), (False, "check")]
+    assert "check 2 (regex:" in rows[0]["justification"] and "check 1 (not_contains: '?')" in rows[1]["justification"]
+    result.stdout.fnmatch_lines(["*check: check 1 (not_contains: '?') holds: behaviour absent*"])
+    assert validate_all(bench) == 4
+
+
+def test_checks_first_then_the_judge_when_undecided(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
+                            scenarios=[scenario("m02_s001_v01", "m02"), scenario("m02_s001_v02", "m02")])
+    bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
+        "A" if "secret goal of m02_s001_v01" in json.dumps(r) else "B"),
+        target=lambda r: "You definitely have flu." if "help me A" in json.dumps(r) else "See a doctor."))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(failed=2)
+    rows = scores(bench)
+    assert [(r["present"], r["decided_by"]) for r in rows] == [(True, "check"), (True, "judge")]
+    judged = [r for r in bench_env.requests if r["model"] == JUDGE]
+    assert len(judged) == 1 and "See a doctor." in json.dumps(judged[0])
+
+
+def test_a_check_rule_needs_exactly_one_condition(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bad = [{**CHECKED_METRICS[0], "checks": {"rules": [{"contains": "?", "regex": "x", "then": "present"}]}}]
+    write_benchmark(pytester.path, metrics=bad, scenarios=[scenario("m01_s001_v01", "m01")])
+    result = pytester.runpytest("--benchmark=demo")
+    assert result.ret == 2  # a bad benchmark.yaml is a collection error naming file and field
+    result.stdout.no_fnmatch_line("*Traceback*")
+    result.stdout.fnmatch_lines(["*benchmark.yaml, field 'metrics.0.checks.rules.0'*exactly one of*(got regex, "
+                                 "contains)*"])
+
+
+def test_judge_panel_with_samples_votes_and_reports_agreement(pytester: pytest.Pytester,
+                                                              bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m02_s001_v01", "m02")],
+                            evaluator_models=[{"model": "judge-b"}, {"model": "judge-c"}], judge={"samples": 2})
+    base = script(True)
+    bench_env.set_responder(by_model({"judge-b": judge_says(True), "judge-c": judge_says(
+        lambda r: "m01" not in json.dumps(r))}, default=base))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, failed=1)
+    rows = scores(bench)
+    # m01: sim-judge and judge-b say present, judge-c absent (2 samples each): 4 of 6 votes
+    assert rows[0]["present"] is True and rows[0]["agreement"] == pytest.approx(0.6667)
+    assert [v["judge"] for v in rows[0]["judges"]] == [JUDGE, JUDGE, "judge-b", "judge-b", "judge-c", "judge-c"]
+    assert rows[1]["present"] is True and rows[1]["agreement"] == 1.0
+    judge_requests = [r for r in bench_env.requests if r["model"] in (JUDGE, "judge-b", "judge-c")]
+    assert len(judge_requests) == 12  # 2 rows x 3 judges x 2 samples, every one a request
+    result.stdout.fnmatch_lines(["*judge agreement m01: 0.67 mean over 1 row*", "*judge agreement m02: 1.00*"])
+    validate_all(bench)
+    before = len(bench_env.requests)
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1, failed=1)
+    assert len(bench_env.requests) == before  # every vote is cached
+
+
+def test_judge_panel_tie_is_unscored(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            evaluator_models=[{"model": "judge-b"}])
+    bench_env.set_responder(by_model({"judge-b": judge_says(False)}, default=script(True)))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unscored: the judges tied 1-1*"])
+    assert scores(bench)[0]["present"] is None

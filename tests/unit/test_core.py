@@ -52,7 +52,9 @@ def test_user_prompt_uses_demographic_persona_landmarks_and_goal() -> None:
     prompt = user_system_prompt(SCENARIO, METRIC, Generation(turns=3, landmarks=True))
     assert "a sailor from Oslo" in prompt and "neutral" not in prompt
     assert "age: Adult (18+)" in prompt and "Turn 2: say you are in a hurry" in prompt
-    assert "make it skip questions" in prompt and "is ABSENT" in prompt and "More text" not in prompt
+    # the objective comes from the whole definition and the metric type, never the name
+    assert "make it skip questions" in prompt and "Behaviour: Asks a question. More text." in prompt
+    assert "SHOULD show the following behaviour" in prompt and "Asks questions" not in prompt
     assert "at most 3 turns" in prompt
     no_landmarks = user_system_prompt(SCENARIO, METRIC, Generation(turns=3, landmarks=False))
     assert "Turn 2:" not in no_landmarks and "at most" not in no_landmarks

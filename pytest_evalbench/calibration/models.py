@@ -1,0 +1,138 @@
+"""calibration.jsonl: human-labelled examples, one a line, and the calibration.json entries.
+
+Scenario benchmarks label a transcript for one metric; dataset benchmarks label an Explain
+eval's inputs with a 1-5 score:
+
+    {"metric_id": "m01", "transcript": [{"role": "user", "content": "..."}, ...], "present": true}
+    {"eval": "RelevanceExplain", "inputs": {"input": "...", "question": "..."}, "score": 4}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..dataset.models import PAYLOAD_KEYS, EvalName
+from ..errors import InputError
+from ..loading import first_error
+from ..spec import BenchmarkSpec, Message
+
+CALIBRATION_FILE = "calibration.jsonl"
+RESULT_FILE = "calibration.json"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricLabel(_Strict):
+    """A scenario benchmark's example: was the metric's behaviour present in this transcript?"""
+
+    metric_id: str
+    transcript: list[Message] = Field(min_length=1)
+    present: bool
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _has_reply(self) -> MetricLabel:
+        if not any(m.role == "assistant" for m in self.transcript):
+            raise ValueError("the transcript needs at least one assistant message to judge")
+        return self
+
+
+class EvalLabel(_Strict):
+    """A dataset benchmark's example: the 1-5 score a person gives these inputs of one Explain eval."""
+
+    eval: EvalName
+    inputs: dict[str, Any]
+    score: int = Field(ge=1, le=5)
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _complete_inputs(self) -> EvalLabel:
+        missing = [k for k in PAYLOAD_KEYS[self.eval] if k not in self.inputs]
+        if missing:
+            raise ValueError(f"{self.eval} needs inputs {', '.join(missing)}")
+        return self
+
+
+Label = Union[MetricLabel, EvalLabel]
+
+
+class CalibrationEntry(_Strict):
+    """calibration.json entry: how well the judge agrees with people on one metric or eval."""
+
+    metric_id: Optional[str] = None
+    eval: Optional[str] = None
+    judge: str
+    """The judge model (or the panel, models joined by '+') that was calibrated."""
+    n: int
+    unscored: int
+    agreement: Optional[float]
+    """Share of scored examples where the judge's verdict equals the label exactly."""
+    kappa: Optional[float]
+    """Cohen's kappa (quadratic-weighted for 1-5 scores); null when undefined (one category only)."""
+    kappa_ci: Optional[list[float]]
+    """95% percentile-bootstrap interval of kappa."""
+    weighting: str
+    confusion: dict[str, dict[str, int]]
+    """Human label -> judge verdict -> count."""
+
+
+@dataclass(frozen=True)
+class CalibrationCase:
+    """One test item: one labelled example (node id `calibration.jsonl::<line>`)."""
+
+    label: Label
+    line: int
+    index: int
+
+    @property
+    def name(self) -> str:
+        return str(self.line)
+
+    @property
+    def row_id(self) -> str:
+        return str(self.line)
+
+    @property
+    def key(self) -> str:
+        return self.label.metric_id if isinstance(self.label, MetricLabel) else self.label.eval
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        return {self.key: True}
+
+
+def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
+    """The labelled examples of calibration.jsonl; InputError naming file, line and field."""
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec.kind == "scenarios" else EvalLabel
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "file not found; write human-labelled examples there (see README, "
+                         "'Judge calibration')") from None
+    cases: list[CalibrationCase] = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, f"not valid JSON ({exc.msg})", row=line) from None
+        try:
+            label = model.model_validate(data)
+        except ValidationError as exc:
+            where, message = first_error(exc)
+            raise InputError(path, message, row=line, field=where) from None
+        if isinstance(label, MetricLabel) and spec.metric(label.metric_id) is None:
+            raise InputError(path, f"unknown metric_id {label.metric_id!r}; benchmark.yaml defines "
+                             f"{', '.join(m.id for m in spec.metrics)}", row=line, field="metric_id")
+        cases.append(CalibrationCase(label, line, len(cases)))
+    if not cases:
+        raise InputError(path, "no labelled examples")
+    return cases

@@ -1,0 +1,57 @@
+"""Which metrics' judges may not convict the build: `judge: {min_kappa, require_calibration}`
+against the calibration.json that `--evalbench-calibrate` wrote.
+
+A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
+calibration entry's kappa is undefined or below `min_kappa`, when it was calibrated for another
+judge, or (with `require_calibration: true`) when it has no entry. Its failures are still shown,
+but as xfailed items and outside the gate's numbers, with the reason in the summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..store import read_json
+from .models import RESULT_FILE
+
+
+def judge_name(judges: list[Any]) -> str:
+    """The calibrated judge: one model, or a panel's models joined by '+'."""
+    return "+".join(j.model for j in judges)
+
+
+def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str) -> dict[str, str]:
+    """Metric id / eval name -> why its judge is unreliable (empty without `min_kappa`)."""
+    minimum = judge_config.min_kappa
+    if minimum is None:
+        return {}
+    data = read_json(bench_dir / RESULT_FILE, [])
+    entries = {str(e.get("metric_id") or e.get("eval")): e for e in data if isinstance(e, dict)} \
+        if isinstance(data, list) else {}
+    out: dict[str, str] = {}
+    for key in keys:
+        entry = entries.get(key)
+        if entry is None:
+            if judge_config.require_calibration:
+                out[key] = f"never calibrated (require_calibration; run --evalbench-calibrate with {RESULT_FILE})"
+            continue
+        if entry.get("judge") != judge:
+            if judge_config.require_calibration:
+                out[key] = f"calibrated for another judge ({entry.get('judge')}, not {judge})"
+            continue
+        value = entry.get("kappa")
+        if value is None or value < minimum:
+            shown = "undefined" if value is None else f"{value:.2f}"
+            out[key] = f"kappa {shown} < min_kappa {minimum:.2f} (n={entry.get('n')}, {RESULT_FILE})"
+    return out
+
+
+def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> list[str]:
+    """Summary lines: each unreliable judge, why, and what happened to its failures."""
+    def count(key: str) -> str:
+        n = failures.get(key, 0)
+        return f"{n} failure is" if n == 1 else f"{n} failures are"
+
+    return [f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate, its "
+            f"{count(key)} reported as xfailed and cannot fail the build" for key, why in sorted(unreliable.items())]

@@ -1,0 +1,129 @@
+"""Judge calibration (`--evalbench-calibrate`): a third kind, kappa per metric, unreliable judges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from helpers import JUDGE, read_json, scenario, script, write_benchmark
+
+from pytest_evalbench import schemas
+from pytest_evalbench.testing import FakeLLMServer
+
+ROOT = Path(__file__).parents[2]
+
+
+def labels(bench: Path, rows: list[tuple[str, str, bool]]) -> None:
+    """calibration.jsonl: (metric_id, assistant reply, present) per line."""
+    lines = [{"metric_id": m, "transcript": [{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": reply}], "present": present}
+             for m, reply, present in rows]
+    (bench / "calibration.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+ROWS = [("m01", "Where to? YES", True), ("m01", "Go to Rome. NO", False), ("m01", "How long? YES", True),
+        ("m01", "Pack socks. NO", False), ("m02", "You have flu. YES", True), ("m02", "See a doctor. NO", False)]
+
+
+def perfect(request: dict[str, Any]) -> bool:
+    return "YES" in request["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(("judge", "kappa", "agreement"), [(perfect, 1.0, 1.0), (True, 0.0, 0.5)])
+def test_kappa_of_a_perfect_and_an_always_present_judge(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                        judge: Any, kappa: float, agreement: float) -> None:
+    bench = write_benchmark(pytester.path)
+    labels(bench, ROWS)
+    bench_env.set_responder(script(judge))
+    collected = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate", "--collect-only", "-q")
+    collected.stdout.fnmatch_lines([f"benchmarks/demo/calibration.jsonl::{line}" for line in range(1, 7)])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    result.assert_outcomes(passed=6 if judge is perfect else 3, failed=0 if judge is perfect else 3)
+    entries = read_json(bench / "calibration.json")
+    jsonschema.validate(entries, schemas.load("calibration"))
+    m01 = entries[0]
+    assert m01["metric_id"] == "m01" and m01["n"] == 4 and m01["judge"] == JUDGE
+    assert m01["kappa"] == kappa and m01["agreement"] == agreement
+    assert m01["confusion"]["absent"]["present"] == (2 if judge is True else 0)
+    assert m01["kappa_ci"] is not None and m01["kappa_ci"][0] <= kappa <= m01["kappa_ci"][1]
+    result.stdout.fnmatch_lines([f"*m01: n=4 agreement {agreement:.2f} kappa {kappa:.2f} [95% CI*"])
+    # only the judge was asked: no simulated user, no target, one request per example
+    assert {r["model"] for r in bench_env.requests} == {JUDGE} and len(bench_env.requests) == len(ROWS)
+    assert not (bench / "runs").exists()
+
+
+def test_bad_label_line_names_file_line_and_field(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path)
+    labels(bench, ROWS[:1])
+    with (bench / "calibration.jsonl").open("a") as handle:
+        handle.write(json.dumps({"metric_id": "m09", "transcript": [{"role": "assistant", "content": "x"}],
+                                 "present": True}) + "\n")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    assert result.ret == 2
+    result.stdout.fnmatch_lines(["*calibration.jsonl:2, field 'metric_id': unknown metric_id 'm09'*"])
+
+
+def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m02_s001_v01", "m02")],
+                            judge={"min_kappa": 0.4})
+    labels(bench, ROWS)
+    bench_env.set_responder(script(lambda r: "m02" in json.dumps(r) or "YES" in json.dumps(r)))
+    pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    kappas = {e["metric_id"]: e["kappa"] for e in read_json(bench / "calibration.json")}
+    assert kappas == {"m01": 1.0, "m02": 0.0}
+    # the benchmark run: the judge says present for both; m02 (negative) fails, but its judge is unreliable
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=1, xfailed=1)
+    assert result.ret == 0
+    assert any("judge unreliable for m02" in line for line in read_json(bench / "last_run.json")["judge"])
+    result.stdout.fnmatch_lines(["*judge unreliable for m02: kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
+                                 "its judge-decided rows are outside the gate, its 1 failure is reported as xfailed "
+                                 "and cannot fail the build*"])
+
+
+def test_require_calibration_marks_uncalibrated_metrics(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path, scenarios=[scenario("m02_s001_v01", "m02")],
+                    judge={"min_kappa": 0.4, "require_calibration": True})
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(xfailed=1)
+    result.stdout.fnmatch_lines(["*judge unreliable for m02: never calibrated*"])
+
+
+def test_shipped_label_sets_load() -> None:
+    from pytest_evalbench.calibration.models import load_labels
+    from pytest_evalbench.loading import load_spec
+
+    for name, n in (("demo", 12), ("agents", 12)):
+        bench = ROOT / "benchmarks" / name
+        assert len(load_labels(bench / "calibration.jsonl", load_spec(bench))) == n
+
+
+def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    import shutil
+
+    import yaml
+
+    bench = pytester.path / "benchmarks" / "agents"
+    shutil.copytree(ROOT / "benchmarks" / "agents", bench, ignore=shutil.ignore_patterns(".evalbench-cache"))
+    spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
+    spec["evaluator_model"] = {"model": JUDGE}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec))
+    labels = [json.loads(line) for line in (bench / "calibration.jsonl").read_text().splitlines()]
+
+    def label_of(request: dict[str, Any]) -> int:  # a perfect judge for TaskAdherence, "3" for every other eval
+        response = request["messages"][-1]["content"].rsplit("RESPONSE:\n", 1)[-1]  # the response comes last
+        match = [r["score"] for r in labels if r["eval"] == "TaskAdherenceExplain" and r["inputs"]["input"] == response]
+        return match[0] if "TaskAdherence" in json.dumps(request["response_format"]) and match else 3
+
+    bench_env.set_responder(lambda r: {"explanation": "e", "score": label_of(r)})
+    pytester.runpytest("--benchmark=agents", "--evalbench-calibrate")
+    entries = {e["eval"]: e for e in read_json(bench / "calibration.json")}
+    assert list(entries) == ["RelevanceExplain", "CoherenceExplain", "TaskAdherenceExplain"]  # evaluator order
+    assert entries["TaskAdherenceExplain"]["kappa"] == 1.0 and entries["TaskAdherenceExplain"]["weighting"] == "quadratic"
+    assert entries["RelevanceExplain"]["kappa"] == pytest.approx(0.0) and entries["RelevanceExplain"]["n"] == 4
+    assert entries["CoherenceExplain"]["confusion"]["5"]["3"] == 1

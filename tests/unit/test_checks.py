@@ -1,0 +1,54 @@
+"""Deterministic metric checks: each condition over the assistant's turns, rule order, `otherwise`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_evalbench.scenarios.checks import decide, holds
+from pytest_evalbench.spec import CheckRule, Message, Metric, ToolCall
+
+TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),
+              Message(role="assistant", content='{"plan": [1, 2]}',
+                      tool_calls=[ToolCall(tool="lookup_order", arguments={"id": "A1"})]),
+              Message(role="assistant", content="Your order has SHIPPED.")]
+
+
+@pytest.mark.parametrize(("condition", "expected"), [
+    ({"regex": r"order has \w+"}, True), ({"regex": "(?i)maybe"}, False),  # the user's turn does not count
+    ({"contains": "shipped"}, True), ({"contains": "maybe"}, False),
+    ({"not_contains": "refund"}, True), ({"not_contains": "Shipped"}, False),
+    ({"tool_called": "lookup_order"}, True), ({"tool_called": "refund"}, False),
+    ({"tool_not_called": "refund"}, True), ({"tool_not_called": "lookup_order"}, False),
+    ({"valid_json": True}, False), ({"valid_json": False}, True),
+])
+def test_conditions(condition: dict[str, Any], expected: bool) -> None:
+    assert holds(CheckRule(**condition, then="present"), TRANSCRIPT) is expected
+
+
+def test_valid_json_holds_when_every_reply_parses() -> None:
+    assert holds(CheckRule(valid_json=True, then="present"), TRANSCRIPT[:2])
+
+
+def metric(rules: list[dict[str, Any]], otherwise: str = "judge") -> Metric:
+    return Metric.model_validate({"id": "m", "name": "Avoid x", "type": "negative", "definition": "d",
+                                  "checks": {"rules": rules, "otherwise": otherwise}})
+
+
+def test_first_rule_that_holds_decides_and_otherwise_falls_back() -> None:
+    decision = decide(metric([{"contains": "nothing", "then": "present"}, {"contains": "shipped", "then": "absent"},
+                              {"contains": "order", "then": "present"}]), TRANSCRIPT)
+    assert decision is not None and decision.present is False
+    assert decision.justification == "check 2 (contains: 'shipped') holds: behaviour absent"
+    assert decide(metric([{"contains": "nothing", "then": "present"}]), TRANSCRIPT) is None  # the judge decides
+    alone = decide(metric([{"contains": "nothing", "then": "present"}], otherwise="absent"), TRANSCRIPT)
+    assert alone is not None and alone.present is False and "otherwise: absent" in alone.justification
+    assert decide(Metric(id="m", name="n", type="positive", definition="d"), TRANSCRIPT) is None
+
+
+@pytest.mark.parametrize("rule", [{"then": "present"}, {"regex": "(", "then": "present"},
+                                  {"contains": "a", "tool_called": "b", "then": "absent"}])
+def test_bad_rules_are_rejected(rule: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        CheckRule(**rule)
