@@ -56,6 +56,10 @@ class KindResults:
     conversations: list[dict[str, Any]] = field(default_factory=list)
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    """Per-case result rows for reports (case_results.json rows), when the kind has them."""
+    files: list[Path] = field(default_factory=list)
+    """The result files and directories written, for the summary line saying where results went."""
 
 
 class BenchmarkKind(Protocol):

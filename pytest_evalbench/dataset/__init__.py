@@ -15,10 +15,11 @@ from typing import Any
 
 from ..context import BenchmarkRun
 from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..store import read_rows
 from .loading import DatasetSettings, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
-from .store import write_dataset_results
+from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
 from .summary import agent_table, as_target_results
 
 
@@ -67,5 +68,8 @@ class DatasetKind:
         return Outcome(case["status"], record["message"], properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        summary = write_dataset_results(self.run.bench_dir, records, self.order())
-        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary))
+        bench_dir = self.run.bench_dir
+        summary = write_dataset_results(bench_dir, records, self.order())
+        return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary),
+                           cases=read_rows(bench_dir / CASE_RESULTS),
+                           files=[bench_dir / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])

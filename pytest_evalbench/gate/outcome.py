@@ -18,7 +18,6 @@ from typing import Any
 from ..errors import InputError
 from ..llm.cache import atomic_write_text
 from ..loading import validate_as
-from ..render.html import render_html
 from ..scenarios.store import read_run_rows
 from .compare import (
     CompareRule,
@@ -41,7 +40,6 @@ class GateSettings:
     save_baseline: Path | None = None
     compare: Path | None = None
     compare_fail: CompareRule | None = None
-    html: Path | None = None
     case_pass_rate: float = 0.5
     mode: str = "cases"  # cases | thresholds
 
@@ -58,6 +56,8 @@ class GateOutcome:
     written: list[str] = field(default_factory=list)
     mode: str = "cases"
     rules: int = 0
+    comparison: Comparison | None = None
+    """The baseline comparison behind `flips`/`regressions` (read by render/ for reports)."""
 
     def exit_code(self, pytest_status: int) -> int:
         """Combine pytest's own status with the gate; usage/internal errors are left alone."""
@@ -135,6 +135,7 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
         except ValueError as exc:
             raise InputError(settings.compare, str(exc)) from None
         comparison = compare_with_baseline(baseline, results, scores, meta)
+        outcome.comparison = comparison
         for entry in comparison.entries:
             if entry.paired is not None and entry.paired.pass_to_fail:
                 flipped = ", ".join(k.split("|", 1)[1] for k in entry.paired.pass_to_fail)
@@ -150,9 +151,4 @@ def evaluate_gate(bench_dir: Path, thresholds: dict[str, Any] | None, results: l
     if settings.save_baseline is not None:
         atomic_write_text(settings.save_baseline, json.dumps(make_baseline(results, scores, meta), indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")
-    if settings.html is not None:
-        html = render_html(results, scores, run_rows(bench_dir, "conversations.json"), comparison,
-                           f"evalbench: {meta.get('benchmark')}")
-        atomic_write_text(settings.html, html)
-        outcome.written.append(f"HTML report {settings.html}")
     return outcome

@@ -87,7 +87,13 @@ def add_gate_options(group: Any) -> None:
     group.addoption("--evalbench-compare-fail", dest="evalbench_compare_fail", type=_compare_rule, metavar="RULE",
                     help="Fail (exit 6) on drops vs the baseline: 'significant', 'drop:0.05' or 'any'")
     group.addoption("--evalbench-html", dest="evalbench_html", metavar="PATH",
-                    help="Write a self-contained HTML report (charts, demographic variants, transcripts)")
+                    help="Where the self-contained HTML report goes (always written; 'none' skips it). "
+                         "Default: benchmarks/NAME/report.html")
+    group.addoption("--evalbench-markdown", dest="evalbench_markdown", metavar="PATH",
+                    help="Also write a Markdown summary here (it is appended to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption("--evalbench-progress-every", dest="evalbench_progress_every", type=float, default=30.0,
+                    metavar="SECONDS", help="Without a terminal (CI logs), print a progress line at most this "
+                                            "often; 0 after every item, -1 never. Default: %(default)s")
 
 
 def _compare_rule(text: str) -> CompareRule:
@@ -106,13 +112,12 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
             return None
         return Path(value).resolve() if value else default
 
-    html = config.getoption("evalbench_html")
     rule = config.getoption("evalbench_compare_fail")
     compare = path("evalbench_compare")
     if rule is not None and compare is None:
         compare = default
     return GateSettings(save_baseline=path("evalbench_save_baseline"), compare=compare, compare_fail=rule,
-                        html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
+                        case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode)
 
 

@@ -9,6 +9,7 @@ to the controller; the controller alone merges, writes, gates and sets the exit 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,23 @@ import pytest
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, LLMError, TargetError
 from ..gate.outcome import GateOutcome, evaluate_gate
-from ..kinds import BenchmarkKind, Record, kind_of
+from ..kinds import BenchmarkKind, KindResults, Record, kind_of
+from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.terminal import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
+from ..render.gate_view import gate_view, node_key
+from ..render.history import HISTORY, append_history, read_history
+from ..render.html import render_html
+from ..render.markdown import render_markdown, write_markdown
+from ..render.progress import Counts, ProgressReporter
+from ..render.summary import RunSummary, build_summary
+from ..render.terminal import (
+    LAST_RUN,
+    incomplete_reasons,
+    summary_lines,
+    transcript_text,
+    write_run_status,
+)
 from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import gate_settings
@@ -54,6 +68,14 @@ class EvalbenchSession:
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
+        self.written: KindResults | None = None
+        self.summary: RunSummary | None = None
+        self.messages: dict[str, str] = {}
+        """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
+        self.failed: set[str] = set()
+        self.finished: set[str] = set()
+        self.total = 0
+        self.progress: ProgressReporter | None = None
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -167,6 +189,10 @@ class EvalbenchSession:
                 exc.kind if isinstance(exc, LLMError) else "error")
             report.longrepr = f"evalbench {kind}: {exc}"
             report.evalbench_error = kind  # type: ignore[attr-defined]
+        if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
+            full = transcript_text(item.stash[RECORD_KEY])
+            if full:
+                report.longrepr = f"{report.longrepr}\n{full}"
         if call.when == "teardown" and RECORD_KEY in item.stash:
             report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
         return report
@@ -178,9 +204,11 @@ class EvalbenchSession:
         error = getattr(report, "evalbench_error", None)
         if error:
             self.errors[report.nodeid] = error
+            self.messages[report.nodeid] = str(report.longrepr).splitlines()[0] if report.longrepr else error
         record = getattr(report, "evalbench", None)
         if record is not None:
             self.records[report.nodeid] = record
+        self._track_progress(report)
 
     def close_engine(self) -> dict[str, Any] | None:
         """Stop this process's engine; its counters, or None if it never started."""
@@ -202,13 +230,15 @@ class EvalbenchSession:
         except EvalbenchError as exc:
             self.finish_error = str(exc)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            self.write_reports(int(session.exitstatus))
             return
         session.exitstatus = self.outcome.exit_code(int(exitstatus))
+        self.write_reports(int(session.exitstatus))
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
-        written = self.kind.write_results(records)
+        written = self.written = self.kind.write_results(records)
         gated = written.gate_results if written.gate_results is not None else written.results
         outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
                                 gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
@@ -220,12 +250,113 @@ class EvalbenchSession:
                                                   results=written.results, records=records)
         return outcome
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Pass rates with intervals, gate results and the LLM traffic of the run."""
+    # ------------------------------------------------------------------ reports people read
+    def _report_path(self, option: str, default: Path | None) -> Path | None:
+        """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
+        value = self.config.getoption(option)
+        if value is None:
+            return default
+        return None if value.lower() == "none" else Path(value).resolve()
+
+    def write_reports(self, exit_code: int) -> None:
+        """Build the run's summary once; write the HTML report, the history line and the Markdown
+        summary from it (the terminal summary renders the same object)."""
+        files: list[tuple[str, str]] = []
+        if self.written is not None:
+            files += [(p.name, str(p)) for p in self.written.files]
+        files.append(("status", str(self.bench_dir / LAST_RUN)))
+        if self.outcome is not None:
+            files += [("baseline", w.split(" ", 1)[1]) for w in self.outcome.written if w.startswith("baseline ")]
+        html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
+        markdown_path = self._report_path("evalbench_markdown", None)
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        history_path = self.bench_dir / HISTORY
+        files += [("report", str(html_path))] if html_path else []
+        files.append(("history", str(history_path)))
+        files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
+        node_ids = {}
+        for nodeid, record in self.records.items():
+            score = record.get("score") or {}
+            if record.get("target_id") and score.get("id"):
+                node_ids[node_key(record["target_id"], score["id"], int(score.get("sample") or 0))] = nodeid
+        gate = gate_view(self.outcome, exit_code, len(self.failed), node_ids, self.finish_error)
+        meta = self.run.meta() if self._run is not None else {"benchmark": self.settings.benchmark}
+        summary = build_summary(kind=self.run.spec.kind if self._run is not None else "", written=self.written,
+                                gate=gate, meta=meta, stats=self.stats, errors=self.messages,
+                                recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
+                                files=files)
+        self.summary = summary
+        if self.written is not None:
+            append_history(history_path, summary)
+        summary.history = read_history(history_path)
+        if html_path is not None:
+            atomic_write_text(html_path, render_html(summary))
+        markdown = render_markdown(summary, str(html_path) if html_path else None)
+        if markdown_path is not None:
+            write_markdown(markdown_path, markdown, append=False)
+        if step_summary:
+            write_markdown(Path(step_summary), markdown, append=True)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Start the progress line once the number of items is known (controller only)."""
         if self.is_worker:
             return
+        self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        every = self.config.getoption("evalbench_progress_every")
+        if reporter is None or self.config.option.collectonly or every < 0:
+            return
+        live = bool(reporter.isatty) and self.config.getoption("verbose") <= 0 and every > 0
+        self.progress = ProgressReporter(reporter, live=live, every=every)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """With the live progress line, our items print no letters (the line counts them instead)."""
+        if self.progress is None or not self.progress.live or report.when != "call" or not self._ours(report):
+            return None
+        return report.outcome, "", ""
+
+    def _ours(self, report: pytest.TestReport) -> bool:
+        try:
+            return (self.config.rootpath / report.location[0]).parent == self.bench_dir
+        except (TypeError, IndexError):
+            return False
+
+    def _track_progress(self, report: pytest.TestReport) -> None:
+        if report.failed and report.when == "call":
+            self.failed.add(report.nodeid)
+        if report.when != "teardown" or self.progress is None or not self._ours(report):
+            return
+        self.finished.add(report.nodeid)
+        counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)), failed=len(self.failed),
+                        errored=len(self.errors))
+        if self._run is not None and not self.config.pluginmanager.hasplugin("dsession"):
+            engine = self._run.engine
+            counts.in_flight, counts.requests, counts.cache_hits = (engine.in_flight, engine.stats.requests,
+                                                                    engine.stats.cache_hits)
+            counts.tokens = sum(u.input_tokens + u.output_tokens for u in engine.stats.usage.values())
+            counts.cost = engine.stats.spent
+        self.progress.update(counts)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """One section rendered from the run's summary: rates, problems, cost, where results went and,
+        last, the gate's verdict and why."""
+        if self.is_worker:
+            return
+        if self.progress is not None:
+            self.progress.finish()
+        if self.summary is None:
+            if self.finish_error:
+                terminalreporter.section("evalbench")
+                terminalreporter.write_line(f"ERROR: {self.finish_error}")
+            return
         terminalreporter.section("evalbench")
-        for line in summary_lines(self):
+        base = self.bench_dir
+        try:
+            base = base.relative_to(Path.cwd())
+        except ValueError:
+            pass
+        for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

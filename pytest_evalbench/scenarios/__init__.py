@@ -18,9 +18,10 @@ from ..loading import SPEC_FILE
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
-from .store import read_run_rows, write_results
+from .store import RUNS_DIR, read_run_rows, write_results
 
-TAIL_MESSAGES = 4
+TAIL_MESSAGES = 2
+"""A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
 TAIL_CHARS = 400
 
 
@@ -72,7 +73,8 @@ class ScenarioKind:
         bench_dir = self.run.bench_dir
         results = write_results(bench_dir, records, self.order())
         return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
-                           conversations=_rows(bench_dir, "conversations.json"))
+                           conversations=_rows(bench_dir, "conversations.json"),
+                           files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
 
 
 def _rows(bench_dir: Path, filename: str) -> list[dict[str, Any]]:
@@ -85,7 +87,7 @@ def failure_message(record: Record) -> str:
     seen = "present" if score["present"] else "absent"
     want = "present" if score["metric_type"] == "positive" else "absent"
     lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
-             f"expected {want}", f"judge: {score['justification']}", "transcript tail:"]
+             f"expected {want}", f"judge: {score['justification']}", "last exchange:"]
     for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
         text = " ".join(message["content"].split())
         lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
