@@ -335,9 +335,15 @@ _JS = r"""
     if (q('f-count')) q('f-count').textContent = shown + ' shown';
   }
   for (const c of controls) { c.addEventListener('input', apply); c.addEventListener('change', apply); }
-  const m = location.hash.match(/^#(?:open|conv)=(.+)$/);
-  if (m) { const d = document.querySelector('[data-testid="' + CSS.escape(decodeURIComponent(m[1])) + '"]');
-           if (d) { d.open = true; d.scrollIntoView(); } }
+  // Filters and an open item can be preset in the URL: #failed=1&metric=m01&target=t&demo=age: x&q=text&open=<testid>
+  const params = new URLSearchParams(location.hash.slice(1));
+  const preset = {'f-metric': 'metric', 'f-target': 'target', 'f-demo': 'demo', 'f-search': 'q'};
+  for (const [id, key] of Object.entries(preset)) if (q(id) && params.has(key)) q(id).value = params.get(key);
+  if (q('f-failed') && params.get('failed') === '1') q('f-failed').checked = true;
+  if (params.has('open')) {
+    const d = document.querySelector('[data-testid="' + CSS.escape(params.get('open')) + '"]');
+    if (d) { d.open = true; d.scrollIntoView(); }
+  }
   apply();
 })();
 """
