@@ -149,3 +149,14 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             rate_limit=config.getoption("evalbench_rate_limit") or None,
         ),
     )
+
+
+def benchmark_hint(root: Path, args: list[str]) -> str | None:
+    """"Pass --benchmark=NAME" when a collected path is (inside) a benchmark directory."""
+    for arg in args:
+        path = (root / arg.split("::")[0]).resolve()
+        for candidate in (path, *path.parents):
+            if (candidate / "benchmark.yaml").is_file() and candidate.parent.name == "benchmarks":
+                return (f"evalbench: {arg} is a benchmark; its cases run only with "
+                        f"`pytest --benchmark={candidate.name}`")
+    return None

@@ -204,7 +204,7 @@ class EvalbenchSession:
         error = getattr(report, "evalbench_error", None)
         if error:
             self.errors[report.nodeid] = error
-            self.messages[report.nodeid] = str(report.longrepr).splitlines()[0] if report.longrepr else error
+            self._collapse_repeated(report, error)
         record = getattr(report, "evalbench", None)
         if record is not None:
             self.records[report.nodeid] = record
@@ -321,6 +321,15 @@ class EvalbenchSession:
             return (self.config.rootpath / report.location[0]).parent == self.bench_dir
         except (TypeError, IndexError):
             return False
+
+    def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
+        """A configuration problem that hits every item is shown in full once: later items with the
+        same message point at the first one (the summary counts them: "500 items: <message>")."""
+        message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
+        first = next((node for node, seen in self.messages.items() if seen == message), None)
+        self.messages[report.nodeid] = message
+        if first is not None:
+            report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
 
     def _track_progress(self, report: pytest.TestReport) -> None:
         if report.failed and report.when == "call":

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from helpers import read_json, script, write_benchmark
+from helpers import read_json
 
 from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.outcome import GateOutcome
