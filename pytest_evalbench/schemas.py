@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from .dataset.models import DatasetCase
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost
@@ -25,14 +26,18 @@ TYPES: dict[str, Any] = {
     "scores": list[ScoreRow],
     "results": list[ModelResult],
     "cost": dict[str, PhaseCost],
+    "cases": DatasetCase,
     **DATASET_TYPES,
 }
+"""`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read)."""
+VALIDATION = {"benchmark", "cases"}
+"""Input files: their schemas describe what is accepted (validation mode), not what is written."""
 
 
 def generate() -> dict[str, dict[str, Any]]:
     schemas = {}
     for name, tp in TYPES.items():
-        schema = TypeAdapter(tp).json_schema(mode="serialization" if name != "benchmark" else "validation")
+        schema = TypeAdapter(tp).json_schema(mode="validation" if name in VALIDATION else "serialization")
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = f"pytest-evalbench {name}"
         schemas[name] = schema
