@@ -23,7 +23,7 @@ def load_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> list[Scenario]:
     metrics = {m.id: m for m in spec.metrics}
     seen: dict[str, int] = {}
     rows: list[Scenario] = []
-    for index, raw in enumerate(data):
+    for index, raw in enumerate(data, start=1):  # 1-based, as people count rows
         label = f"{index}" + (f" (id {raw.get('id')})" if isinstance(raw, dict) and "id" in raw else "")
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
