@@ -163,8 +163,8 @@ def pytest_evalbench_make_target(config, target):
     (None, [{"id": "m01_s001_v01", "metric_id": "m01", "user_goal": "x"}],
      "*scenarios.json, row 1 (id m01_s001_v01), field 'persona': Field required*"),
     (None, [scenario("m09_s001_v01", "m09")], "*field 'metric_id': unknown metric id 'm09'; benchmark.yaml defines m01, m02*"),
-    (None, [scenario("m01_s001_v01", "m01"), scenario("m01_s001_v01", "m01")], "*scenarios.json, row 2 (id m01_s001_v01), field 'id': "
-     "duplicate id 'm01_s001_v01' (also row 1)*"),
+    (None, [scenario("m01_s001_v01", "m01"), scenario("m01_s001_v01", "m01")],
+     "*scenarios.json, row 2 (id m01_s001_v01), field 'id': duplicate id 'm01_s001_v01' (also row 1)*"),
     (None, [scenario("m01_s001_v01", "m01", metric_type="negative")], "*field 'metric_type'*contradicts*"),
     (None, [scenario("m01_s001_v01", "m01", landmarks=[{"turn": "x", "instruction": "i"}])],
      "*field 'landmarks.0.turn'*"),
