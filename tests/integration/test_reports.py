@@ -139,3 +139,34 @@ def test_hint_when_a_benchmark_is_collected_without_benchmark(pytester: pytest.P
     result = pytester.runpytest("benchmarks/demo")
     result.stdout.fnmatch_lines(["evalbench: benchmarks/demo is a benchmark; its cases run only with "
                                  "`pytest --benchmark=demo`"])
+
+
+def test_live_progress_line_on_a_terminal(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """On a TTY the line is redrawn in place (carriage returns) and replaces pytest's dots."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "--benchmark=demo", "-p", "no:cacheprovider"],
+                            cwd=pytester.path, stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    out = b"".join(chunks).decode("utf-8", "replace")
+    assert "\revalbench: 4/4 done (2 failed, 0 errors)" in out
+    assert "in flight" in out and "took " in out
+    assert "scenarios.json ..FF" not in out  # no per-item letters under the live line
