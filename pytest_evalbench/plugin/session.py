@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ..context import BenchmarkRun
+from ..context import BenchmarkRun, resolve_endpoint, role_endpoint, select_targets
 from ..errors import ConfigError, EvalbenchError, LLMError, TargetError
 from ..gate.outcome import GateOutcome, evaluate_gate
 from ..kinds import BenchmarkKind, KindResults, Record, kind_of
@@ -297,10 +297,31 @@ class EvalbenchSession:
         if step_summary:
             write_markdown(Path(step_summary), markdown, append=True)
 
+    def missing_keys(self) -> list[str]:
+        """Roles that would need the network on every call (cache off/refresh) but have no API key:
+        a configuration problem known before the run, so it is reported once instead of per item."""
+        if self.settings.cache_mode not in ("off", "refresh"):
+            return []  # with a cache, hits need no key: only a miss can tell
+        spec, settings = load_spec(self.bench_dir), self.settings
+        roles = [("user", role_endpoint(spec.user_model, settings.user_model, settings, os.environ)),
+                 ("judge", role_endpoint(spec.evaluator_model, settings.judge_model, settings, os.environ))]
+        roles += [(f"target '{t.id}'", resolve_endpoint(t.as_model(), settings, os.environ))
+                  for t in select_targets(spec, settings.targets) if t.model]
+        return [f"{role} model '{ep.model}': no API key; set {ep.key_source} (or api_key_env in benchmark.yaml)"
+                for role, ep in roles
+                if ep is not None and ep.provider != "local" and not ep.api_key and ep.base_url is None]
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Start the progress line once the number of items is known (controller only)."""
+        """Report a missing API key once, before the run; start the progress line (controller only)."""
         if self.is_worker:
             return
+        if session.items and not self.config.option.collectonly:
+            try:
+                missing = self.missing_keys()
+            except EvalbenchError:
+                missing = []  # a broken benchmark is reported by collection
+            if missing:
+                raise pytest.UsageError("evalbench: every item would fail: " + "; ".join(missing))
         self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         every = self.config.getoption("evalbench_progress_every")

@@ -170,3 +170,17 @@ def test_live_progress_line_on_a_terminal(pytester: pytest.Pytester, bench_env: 
     assert "\revalbench: 4/4 done (2 failed, 0 errors)" in out
     assert "in flight" in out and "took " in out
     assert "scenarios.json ..FF" not in out  # no per-item letters under the live line
+
+
+def test_missing_key_is_one_usage_error_before_the_run(pytester: pytest.Pytester, fake_llm: FakeLLMServer,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the cache off every call needs the network: a missing key is known before the run."""
+    write_benchmark(pytester.path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*evalbench: every item would fail: user model 'sim-user': no API key; "
+                                 "set OPENAI_API_KEY*judge model 'sim-judge'*target 'tgt' model 'sim-target'*"])
+    assert fake_llm.requests == []
+    result.stdout.no_fnmatch_line("*ERROR at setup*")
