@@ -23,7 +23,7 @@ from ..kinds import BenchmarkKind, KindResults, Record, kind_of
 from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.gate_view import gate_view, node_key
+from ..render.gate_view import gate_view, node_ids_of
 from ..render.history import HISTORY, append_history, read_history
 from ..render.html import render_html
 from ..render.markdown import render_markdown, write_markdown
@@ -265,37 +265,34 @@ class EvalbenchSession:
         if self.written is not None:
             files += [(p.name, str(p)) for p in self.written.files]
         files.append(("status", str(self.bench_dir / LAST_RUN)))
-        if self.outcome is not None:
-            files += [("baseline", w.split(" ", 1)[1]) for w in self.outcome.written if w.startswith("baseline ")]
+        gate = gate_view(self.outcome, exit_code, len(self.failed), node_ids_of(self.records), self.finish_error)
+        files += [("baseline", path) for path in gate.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         history_path = self.bench_dir / HISTORY
         files += [("report", str(html_path))] if html_path else []
-        files.append(("history", str(history_path)))
+        files += [("history", str(history_path))] if self.written is not None else []
         files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
-        node_ids = {}
-        for nodeid, record in self.records.items():
-            score = record.get("score") or {}
-            if record.get("target_id") and score.get("id"):
-                node_ids[node_key(record["target_id"], score["id"], int(score.get("sample") or 0))] = nodeid
-        gate = gate_view(self.outcome, exit_code, len(self.failed), node_ids, self.finish_error)
         meta = self.run.meta() if self._run is not None else {"benchmark": self.settings.benchmark}
         summary = build_summary(kind=self.run.spec.kind if self._run is not None else "", written=self.written,
                                 gate=gate, meta=meta, stats=self.stats, errors=self.messages,
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files)
         self.summary = summary
-        if self.written is not None:
-            append_history(history_path, summary)
-        summary.history = read_history(history_path)
-        if html_path is not None:
-            atomic_write_text(html_path, render_html(summary))
-        markdown = render_markdown(summary, str(html_path) if html_path else None)
-        if markdown_path is not None:
-            write_markdown(markdown_path, markdown, append=False)
-        if step_summary:
-            write_markdown(Path(step_summary), markdown, append=True)
+        try:
+            if self.written is not None:
+                append_history(history_path, summary)
+            summary.history = read_history(history_path)
+            if html_path is not None:
+                atomic_write_text(html_path, render_html(summary))
+            markdown = render_markdown(summary, str(html_path) if html_path else None)
+            if markdown_path is not None:
+                write_markdown(markdown_path, markdown, append=False)
+            if step_summary:
+                write_markdown(Path(step_summary), markdown, append=True)
+        except OSError as exc:  # a report that cannot be written must not hide the run's outcome
+            summary.errors.append(f"could not write a report: {exc}")
 
     def missing_keys(self) -> list[str]:
         """Roles that would need the network on every call (cache off/refresh) but have no API key:

@@ -35,6 +35,11 @@ class GateView:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def baseline_files(self) -> list[str]:
+        """Paths of baseline files the gate wrote (its `written` entries read "baseline <path>")."""
+        return [w.split(" ", 1)[1] for w in self.written if w.startswith("baseline ")]
+
 
 def flip_keys(comparison: Any) -> list[str]:
     """The `target|id|metric|sample` keys of cases that flipped pass -> fail against the baseline."""
@@ -49,6 +54,16 @@ def flip_keys(comparison: Any) -> list[str]:
 def node_key(target: str, row_id: str, sample: int) -> str:
     """The key `node_ids` maps to a node id: matches a flipped case's `target|id|metric|sample`."""
     return f"{target}|{row_id}|{sample}"
+
+
+def node_ids_of(records: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """`node_key` -> node id for the records of this session that are judged conversations."""
+    out = {}
+    for nodeid, record in records.items():
+        score = record.get("score") or {}
+        if record.get("target_id") and score.get("id"):
+            out[node_key(record["target_id"], score["id"], int(score.get("sample") or 0))] = nodeid
+    return out
 
 
 def _flip_node_id(key: str, node_ids: dict[str, str]) -> str:

@@ -39,8 +39,13 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
 
 
 def append_history(path: Path, summary: RunSummary) -> None:
-    """Append this run's line (a single write of one line: concurrent appenders never interleave)."""
+    """Append this run's line in one write; after a torn last line (a killed writer) start a new line,
+    so only the torn entry is lost."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(history_entry(summary), sort_keys=True, ensure_ascii=False) + "\n"
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(line)
+    with path.open("a+b") as fh:
+        if fh.tell() > 0:
+            fh.seek(-1, 2)
+            if fh.read(1) != b"\n":
+                line = "\n" + line
+        fh.write(line.encode("utf-8"))
