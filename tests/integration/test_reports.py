@@ -184,3 +184,16 @@ def test_missing_key_is_one_usage_error_before_the_run(pytester: pytest.Pytester
                                  "set OPENAI_API_KEY*judge model 'sim-judge'*target 'tgt' model 'sim-target'*"])
     assert fake_llm.requests == []
     result.stdout.no_fnmatch_line("*ERROR at setup*")
+
+
+def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, spec=THRESHOLD_GATE)
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2")
+    result.stdout.fnmatch_lines(["llm: * requests, *; $0.0000 spent this run; $0.0000 priced usage of the results, "
+                                 "cached replays included (as in cost.json); no price for sim-judge, sim-target, "
+                                 "sim-user (counted as $0; add `pricing:` to benchmark.yaml)"])
+    cost = json.loads((bench / "runs" / "tgt" / "cost.json").read_text())
+    assert {phase: entry["cached_replays_counted"] for phase, entry in cost.items()} == {"simulate": True,
+                                                                                         "evaluate": True}
