@@ -308,17 +308,21 @@ class EvalbenchSession:
                 for role, ep in roles
                 if ep is not None and ep.provider != "local" and not ep.api_key and ep.base_url is None]
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Report a missing API key once, before the run (the controller, also under xdist)."""
+        if self.is_worker or self.config.option.collectonly:
+            return
+        try:
+            missing = self.missing_keys()
+        except (EvalbenchError, ValueError):
+            return  # a broken benchmark is reported by collection
+        if missing:
+            raise pytest.UsageError("evalbench: every item would fail: " + "; ".join(missing))
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Report a missing API key once, before the run; start the progress line (controller only)."""
+        """Start the progress line once the number of items is known (controller only)."""
         if self.is_worker:
             return
-        if session.items and not self.config.option.collectonly:
-            try:
-                missing = self.missing_keys()
-            except EvalbenchError:
-                missing = []  # a broken benchmark is reported by collection
-            if missing:
-                raise pytest.UsageError("evalbench: every item would fail: " + "; ".join(missing))
         self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         every = self.config.getoption("evalbench_progress_every")

@@ -43,7 +43,8 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines = [f"benchmark {summary.benchmark}: {summary.recorded} item{'s' if summary.recorded != 1 else ''} "
              f"recorded, {summary.failed} failed, {summary.errored} errored"]
     lines += [f"ERROR {e}" for e in summary.errors]
-    lines += gate.table
+    lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    lines += [f"warning: {w}" for w in (summary.scenario or {}).get("warnings", [])]
     lines += [f"  per-case: {v}" for v in gate.verdicts]
     lines += [f"  no data: {n}" for n in gate.notes]
     lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]

@@ -178,7 +178,7 @@ def test_missing_key_is_one_usage_error_before_the_run(pytester: pytest.Pytester
     write_benchmark(pytester.path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*evalbench: every item would fail: user model 'sim-user': no API key; "
                                  "set OPENAI_API_KEY*judge model 'sim-judge'*target 'tgt' model 'sim-target'*"])

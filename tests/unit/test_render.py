@@ -81,3 +81,13 @@ def test_sparkline_needs_two_points() -> None:
     assert "<svg" not in sparkline_svg([0.5])
     svg = sparkline_svg([1.0, None, 0.0])
     assert svg.startswith("<svg") and "http" not in svg.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_meta_warnings_in_words() -> None:
+    from pytest_evalbench.render.summary import meta_warnings
+
+    baseline = {"benchmark": "demo", "judge_model": "j1", "targets": {"fake-gpt": "fake-gpt", "old": "m"}}
+    current = {"benchmark": "demo", "judge_model": "j2", "targets": {"fake-gpt": "gpt-4o", "new": "n"}}
+    assert meta_warnings(baseline, current) == [
+        "judge_model differs from the baseline: j1 -> j2",
+        "targets differ from the baseline: fake-gpt: fake-gpt -> gpt-4o; added new (n); removed old (m)"]
