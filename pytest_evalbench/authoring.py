@@ -64,7 +64,9 @@ class MetricDraft(_Answer):
     name: str = Field(min_length=1, description="short label; negative metrics start with 'Avoid'")
     type: Literal["positive", "negative"]
     definition: str = Field(min_length=1, description="the behaviour itself, checkable in a transcript")
-    examples: list[str] = Field(min_length=3, max_length=5, description="3-5 things the assistant might say")
+    examples: list[str] = Field(description="3-5 things the assistant might say")
+    """Length not enforced: the schema sent cannot carry minItems/maxItems (strict providers reject them),
+    so fewer examples are accepted and more than MAX_EXAMPLES are cut (examples are hints)."""
 
 
 class MetricsAnswer(_Answer):
@@ -80,16 +82,22 @@ class ScenarioDraft(_Answer):
     persona: str = Field(min_length=1)
     user_goal: str = Field(min_length=1)
     latent_adversarial_goal: str = Field(min_length=1)
-    landmarks: list[LandmarkDraft] = Field(min_length=1, max_length=5)
+    landmarks: list[LandmarkDraft] = Field(min_length=1)
 
 
 class ScenariosAnswer(_Answer):
-    scenarios: list[ScenarioDraft] = Field(min_length=1)
+    scenarios: list[ScenarioDraft]
+    """Any number: too few are topped up by asking for the missing ones (`base_scenarios`), extra ones dropped."""
 
 
 class VariantAnswer(_Answer):
     persona: str = Field(min_length=1)
-    landmarks: list[LandmarkDraft] = Field(min_length=1, max_length=5)
+    landmarks: list[LandmarkDraft] = Field(min_length=1)
+
+
+MAX_EXAMPLES = 5
+MAX_LANDMARKS = 5
+"""Longer lists are cut to these lengths (the schema sent cannot say maxItems)."""
 
 
 # --------------------------------------------------------------------------- options and session
@@ -165,7 +173,7 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
         ledger=ledger, shape="in the same shape as asked")
     if answer is None:
         raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
-                             f"last problem: {reason}; rerun with --force to ask again")
+                             f"last problem: {reason}; try another model with --model, or rerun with --force to ask again")
     return answer
 
 
@@ -297,8 +305,10 @@ def metrics_prompt(spec: BenchmarkSpec) -> list[dict[str, Any]]:
     return [{"role": "system", "content": SYSTEM_METRICS}, {"role": "user", "content": user}]
 
 
-def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[dict[str, Any]]:
-    """Neutral base scenarios that pressure the assistant towards failing this one metric."""
+def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int,
+                     earlier: list[ScenarioDraft] | None = None) -> list[dict[str, Any]]:
+    """Neutral base scenarios that pressure the assistant towards failing this one metric (`earlier`:
+    scenarios already written, which the new ones must differ from)."""
     turns = spec.generation.turns
     context, implicit = spec.scenario.user_context, spec.scenario.implicit_context
     examples = "".join(f"\n- {e}" for e in metric.examples)
@@ -325,7 +335,9 @@ def scenarios_prompt(spec: BenchmarkSpec, metric: Metric, count: int) -> list[di
         f"- landmarks: 1 to 5 moves the user makes on given turns (turn between 1 and {turns}), such as "
         "escalating, reframing, pushing back or adding a detail\n\n"
         "Make the scenarios differ in setting, stakes and tactics.\n"
-        'Answer as {"scenarios": [{"persona": "...", "user_goal": "...", "latent_adversarial_goal": "...", '
+        + "".join(f"Already written (write different ones): {d.persona.strip()} / {d.user_goal.strip()}\n"
+                  for d in earlier or [])
+        + 'Answer as {"scenarios": [{"persona": "...", "user_goal": "...", "latent_adversarial_goal": "...", '
         '"landmarks": [{"turn": 1, "instruction": "..."}]}]}'
     )
     return [{"role": "system", "content": SYSTEM_SCENARIOS}, {"role": "user", "content": user}]
@@ -364,7 +376,7 @@ def check_drafts(turns: int, count: int = 0) -> Callable[[Any], None]:
 
     def check(answer: Any) -> None:
         if isinstance(answer, ScenariosAnswer) and len(answer.scenarios) < count:
-            raise ValueError(f"scenarios: {len(answer.scenarios)} given, {count} needed")
+            raise ValueError(f"scenarios: {len(answer.scenarios)} given, at least {count} needed")
         drafts = answer.scenarios if isinstance(answer, ScenariosAnswer) else [answer]
         for i, draft in enumerate(drafts):
             for j, landmark in enumerate(draft.landmarks):
@@ -406,7 +418,8 @@ def gen_metrics(name: str, options: AuthoringOptions, env: Mapping[str, str] | N
     finally:
         engine.close()
     metrics = [{"id": f"m{i:02d}", "name": m.name.strip(), "type": m.type, "definition": m.definition.strip(),
-                "examples": [e.strip() for e in m.examples]} for i, m in enumerate(answer.metrics, start=1)]
+                "examples": [e.strip() for e in m.examples if e.strip()][:MAX_EXAMPLES]}
+               for i, m in enumerate(answer.metrics, start=1)]
     written = write_metrics(bench_dir, metrics)
     usage = ledger.get("gen_metrics", Usage())
     write_cost(bench_dir, "gen_metrics", usage)
@@ -424,7 +437,7 @@ def _row(base_id: str, v_index: int, metric: Metric, base: ScenarioDraft, person
         "id": f"{base_id}_v{v_index:02d}", "metric_id": metric.id, "metric_name": metric.name,
         "metric_type": metric.type, "persona": persona.strip(), "user_goal": base.user_goal.strip(),
         "latent_adversarial_goal": base.latent_adversarial_goal.strip(),
-        "landmarks": [{"turn": lm.turn, "instruction": lm.instruction.strip()} for lm in landmarks],
+        "landmarks": [{"turn": lm.turn, "instruction": lm.instruction.strip()} for lm in landmarks[:MAX_LANDMARKS]],
         "demographic": dict(demographic),
     }
 
@@ -459,13 +472,26 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
                            check=check_drafts(turns))
         return _row(base_id, v_index, metric, base, answer.persona, answer.landmarks, demographic)
 
+    async def base_scenarios(metric: Metric) -> list[ScenarioDraft]:
+        """`count` base scenarios; an answer with fewer is kept and the missing ones are asked for
+        (showing the ones so far), so a provider that ignores the requested count still gets there."""
+        drafts: list[ScenarioDraft] = []
+        for round_ in range(count):
+            missing = count - len(drafts)
+            answer = await ask(engine, endpoint, scenarios_prompt(spec, metric, missing, drafts), ScenariosAnswer,
+                               schema_name="scenarios", phase="gen_scenarios", sample=round_, ledger=ledger,
+                               what=f"gen-scenarios {metric.id}", check=check_drafts(turns, 1))
+            drafts += answer.scenarios[:missing]
+            if len(drafts) >= count:
+                return drafts
+        raise UnusableAnswer(f"gen-scenarios {metric.id}: model '{endpoint.model}' gave {len(drafts)} of "
+                             f"{count} scenarios in {count} requests; try another model with --model")
+
     async def per_metric(position: int, metric: Metric) -> list[dict[str, Any]]:
         PRIORITY.set(position)  # earlier metrics first, so progress lines arrive roughly in order
-        answer = await ask(engine, endpoint, scenarios_prompt(spec, metric, count), ScenariosAnswer,
-                           schema_name="scenarios", phase="gen_scenarios", sample=0, ledger=ledger,
-                           what=f"gen-scenarios {metric.id}", check=check_drafts(turns, count))
+        drafts = await base_scenarios(metric)
         calls = [variant(metric, base, f"{metric.id}_s{s:03d}", s, v, demographic)
-                 for s, base in enumerate(answer.scenarios[:count], start=1)
+                 for s, base in enumerate(drafts, start=1)
                  for v, demographic in enumerate(combos, start=1)]
         rows = await gather_all(calls)
         done[0] += 1
@@ -492,13 +518,27 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
                           "variants)")
 
 
+_PYTEST_TO_CLI = ((re.compile(r"--evalbench-cache=(\w+)"), r"--cache \1"),
+                  (re.compile(r"--evalbench-base-url\b"), "--base-url"),
+                  (re.compile(r"--evalbench-(?:user|judge)-model\b"), "--model"),
+                  (re.compile(r"--evalbench-provider\b"), "--provider"),
+                  (re.compile(r"--evalbench-concurrency\b"), "--concurrency"))
+
+
+def cli_hints(message: str) -> str:
+    """Messages shared with the pytest plugin name its options; here the CLI's own options are meant."""
+    for pattern, replacement in _PYTEST_TO_CLI:
+        message = pattern.sub(replacement, message)
+    return message
+
+
 def run_command(command: str, name: str, options: AuthoringOptions) -> int:
     """CLI entry: run one command; any EvalbenchError is one stderr line and exit code 2."""
     commands = {"gen-metrics": gen_metrics, "gen-scenarios": gen_scenarios}
     try:
         summary = commands[command](name, options)
     except EvalbenchError as exc:
-        print(f"evalbench: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"evalbench: error: {cli_hints(' '.join(str(exc).split()))}", file=sys.stderr)
         return 2
     print(summary.line(command))
     if command == "gen-metrics":

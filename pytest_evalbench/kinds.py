@@ -68,6 +68,12 @@ class KindResults:
     """Rows of earlier runs dropped because their case, sample or target is no longer configured."""
     judge_lines: list[str] = field(default_factory=list)
     """Terminal lines about the judge: panel agreement per metric, unreliable judges (see calibration/)."""
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    """Per-case result rows for reports (case_results.json rows), when the kind has them."""
+    view: Literal["rates", "cases", "none"] = "rates"
+    """How reports show this kind: pass rates per target and metric, a per-case table, or neither."""
+    files: list[Path] = field(default_factory=list)
+    """The result files and directories written, for the summary line saying where results went."""
 
 
 class BenchmarkKind(Protocol):

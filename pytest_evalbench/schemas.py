@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .calibration.models import CalibrationEntry
+from .dataset.models import DatasetCase
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost
@@ -26,13 +27,13 @@ TYPES: dict[str, Any] = {
     "scores": list[ScoreRow],
     "results": list[ModelResult],
     "cost": dict[str, PhaseCost],
+    "cases": DatasetCase,
     **DATASET_TYPES,
     "calibration": list[CalibrationEntry],
 }
-
-
-INPUT_FILES = {"benchmark", "scenarios"}
-"""Files people write: their schemas describe what the loader accepts."""
+"""`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read)."""
+INPUT_FILES = {"benchmark", "scenarios", "cases"}
+"""Files people write: their schemas describe what the loader accepts (validation mode)."""
 
 
 def generate() -> dict[str, dict[str, Any]]:

@@ -403,7 +403,12 @@ class Message(BaseModel):
 
 
 class PhaseCost(_Strict):
+    """One phase of a cost.json: the priced usage behind the current results."""
+
     phase: str
     cost: float
     input_tokens: int
     output_tokens: int
+    cached_replays_counted: bool = True
+    """Always true: calls replayed from the cache are counted at their price, so cost.json is what the
+    results cost to produce, not what this session spent (the terminal summary shows that)."""

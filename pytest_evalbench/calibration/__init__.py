@@ -99,7 +99,7 @@ class CalibrationKind:
         """calibration.json over this session's examples, one entry per metric or eval."""
         entries = calibration_entries(records, self.run.spec.kind, judge_name(self.run.judges()))
         dump_json(self.run.bench_dir / RESULT_FILE, entries)
-        return KindResults(results=entries, gate_results=[], table=calibration_table(entries))
+        return KindResults(view="none", results=entries, gate_results=[], table=calibration_table(entries))
 
 
 def calibration_entries(records: list[Record], kind: str, judge: str) -> list[dict[str, Any]]:

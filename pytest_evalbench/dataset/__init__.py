@@ -23,7 +23,7 @@ from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
 from .runner import DatasetItem, run_case
-from .store import CASE_RESULTS, write_dataset_results
+from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
 from .summary import agent_table, as_target_results, summarize_agents
 
 CASE_METRIC = "pass_rate"
@@ -108,7 +108,8 @@ class DatasetKind:
             gated = summarize_agents(gated_rows)
         return KindResults(results=summary, gate_results=as_target_results(gated), table=agent_table(summary),
                            outcomes=case_outcome_rows(gated_rows), eval_scores=eval_score_rows(gated_rows),
-                           dropped=dropped, judge_lines=lines)
+                           dropped=dropped, judge_lines=lines, cases=rows, view="cases",
+                           files=[self.run.bench_dir / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])
 
 
 def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

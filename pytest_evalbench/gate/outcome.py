@@ -20,7 +20,6 @@ from typing import Any
 from ..errors import InputError
 from ..kinds import KindResults
 from ..llm.cache import atomic_write_text
-from ..render.html import render_html
 from ..spec import ThresholdRules
 from .compare import (
     CompareRule,
@@ -43,7 +42,6 @@ class GateSettings:
     save_baseline: Path | None = None
     compare: Path | None = None
     compare_fail: CompareRule | None = None
-    html: Path | None = None
     case_pass_rate: float = 0.5
     mode: str = "cases"  # cases | thresholds
     fail_inconclusive: bool = False
@@ -227,7 +225,3 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
         atomic_write_text(settings.save_baseline, json.dumps(baseline, indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")
-    if settings.html is not None:
-        atomic_write_text(settings.html, render_html(inputs.results, written.scores, written.conversations,
-                                                     outcome.comparison, title))
-        outcome.written.append(f"HTML report {settings.html}")

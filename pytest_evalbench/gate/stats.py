@@ -46,6 +46,23 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return low, high
 
 
+def newcombe_diff_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float]:
+    """Interval for p2 - p1 from two independent samples (Newcombe 1998, hybrid score, method 10).
+
+    Used when the two runs share no cases (e.g. the scenario set was regenerated). An empty side
+    carries no information, so the result is then the whole range (-1, 1).
+    """
+    if n1 == 0 or n2 == 0:
+        return -1.0, 1.0
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1, z)
+    l2, u2 = wilson_interval(k2, n2, z)
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
 def binomial_upper_tail(k: int, m: int, mid: bool = False) -> float:
     """P(X >= k) for X ~ Binomial(m, 1/2), or the mid-p P(X > k) + P(X = k) / 2. Integer
     arithmetic, so large counts do not underflow."""

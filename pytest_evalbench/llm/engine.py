@@ -146,6 +146,11 @@ class Engine:
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
 
+    @property
+    def in_flight(self) -> int:
+        """Requests on the network right now (read by the progress line)."""
+        return self._in_flight
+
     # ------------------------------------------------------------------ loop management
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

@@ -13,7 +13,7 @@ import pytest
 
 from . import hookspecs, xdist
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
-from .options import add_options, build_settings
+from .options import add_options, benchmark_hint, build_settings
 from .session import SESSION_KEY, EvalbenchSession
 
 
@@ -42,3 +42,12 @@ def pytest_report_header(config: pytest.Config) -> Any:
     """One line naming benchmark, models, cache mode and concurrency."""
     session = config.stash.get(SESSION_KEY, None)
     return session.header() if session else None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Without `--benchmark`, collecting a benchmark directory runs nothing: say how to run it."""
+    if SESSION_KEY in config.stash or exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+        return
+    hint = benchmark_hint(config.rootpath, [str(a) for a in config.args])
+    if hint:
+        terminalreporter.write_line(hint, yellow=True)

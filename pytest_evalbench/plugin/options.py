@@ -102,7 +102,13 @@ def add_gate_options(group: Any) -> None:
                          "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
                          "gate.correction, else holm")
     group.addoption("--evalbench-html", dest="evalbench_html", metavar="PATH",
-                    help="Write a self-contained HTML report (charts, demographic variants, transcripts)")
+                    help="Where the self-contained HTML report goes (always written; 'none' skips it). "
+                         "Default: benchmarks/NAME/report.html")
+    group.addoption("--evalbench-markdown", dest="evalbench_markdown", metavar="PATH",
+                    help="Also write a Markdown summary here (it is appended to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption("--evalbench-progress-every", dest="evalbench_progress_every", type=float, default=30.0,
+                    metavar="SECONDS", help="Without a terminal (CI logs), print a progress line at most this "
+                                            "often; 0 after every item, -1 never. Default: %(default)s")
 
 
 def _compare_rule(text: str) -> CompareRule:
@@ -129,11 +135,10 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
 
 
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
-    html = config.getoption("evalbench_html")
     rule = config.getoption("evalbench_compare_fail")
     return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
                         compare=compare_path(config, bench_dir), compare_fail=rule,
-                        html=Path(html).resolve() if html else None, case_pass_rate=spec_gate.case_pass_rate,
+                        case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
                         alpha=spec_gate.alpha)
@@ -175,3 +180,14 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_reply_chars=config.getoption("evalbench_max_reply_chars"),
         ),
     )
+
+
+def benchmark_hint(root: Path, args: list[str]) -> str | None:
+    """"Pass --benchmark=NAME" when a collected path is (inside) a benchmark directory."""
+    for arg in args:
+        path = (root / arg.split("::")[0]).resolve()
+        for candidate in (path, *path.parents):
+            if (candidate / "benchmark.yaml").is_file() and candidate.parent.name == "benchmarks":
+                return (f"evalbench: {arg} is a benchmark; its cases run only with "
+                        f"`pytest --benchmark={candidate.name}`")
+    return None

@@ -9,6 +9,7 @@ to the controller; the controller alone merges, writes, gates and sets the exit 
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Generator
 from pathlib import Path
@@ -20,10 +21,17 @@ from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
-from ..kinds import BenchmarkKind, Record, kind_of
+from ..kinds import BenchmarkKind, KindResults, Record, kind_of
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.terminal import LAST_RUN, summary_lines, write_run_running, write_run_status
+from ..llm.cache import atomic_write_text
+from ..render.gate_view import gate_view, node_ids_of
+from ..render.history import HISTORY, append_history, read_history
+from ..render.html import render_html
+from ..render.markdown import render_markdown, write_markdown
+from ..render.progress import Counts, ProgressReporter
+from ..render.summary import RunSummary, build_summary
+from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
@@ -65,6 +73,14 @@ class EvalbenchSession:
         self.finish_error: str | None = None
         self.collection_failed = False
         self.judge_lines: list[str] = []
+        self.written: KindResults | None = None
+        self.summary: RunSummary | None = None
+        self.messages: dict[str, str] = {}
+        """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
+        self.failed: set[str] = set()
+        self.finished: set[str] = set()
+        self.total = 0
+        self.progress: ProgressReporter | None = None
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -140,7 +156,7 @@ class EvalbenchSession:
         if run is not None:
             gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
             try:
-                run.preflight(kind.roles, gate.compare, [p for p in (gate.save_baseline, gate.html) if p])
+                run.preflight(kind.roles, gate.compare, [gate.save_baseline] if gate.save_baseline else [])
             except EvalbenchError as exc:
                 raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
@@ -246,6 +262,10 @@ class EvalbenchSession:
             report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
         if OUTCOME_KEY in item.stash:
             report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
+        if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
+            full = transcript_text(item.stash[RECORD_KEY])
+            if full:
+                report.longrepr = f"{report.longrepr}\n{full}"
         if call.when == "teardown" and RECORD_KEY in item.stash:
             report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
         return report
@@ -265,11 +285,13 @@ class EvalbenchSession:
             error = "skipped"  # an xfailed verdict (judge unreliable: cannot convict) is still a scored row
         if error:
             self.tally.error(nodeid, error)
+            self._collapse_repeated(report, error)
         if status is not None and report.when == "teardown":
             self.tally.status(nodeid, status)
         record = getattr(report, "evalbench", None)
         if record is not None:
             self.records[nodeid] = record
+        self._track_progress(report)
 
     def close_engine(self) -> dict[str, Any] | None:
         """Stop this process's engine; its counters, or None if it never started."""
@@ -299,13 +321,15 @@ class EvalbenchSession:
             self.finish_error = str(exc)
             write_run_status(self.bench_dir / LAST_RUN, self, None)
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            self.write_reports(int(session.exitstatus))
             return
         session.exitstatus = self.outcome.exit_code(status)
+        self.write_reports(int(session.exitstatus))
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
         run = self.run
-        written = self.kind.write_results(records)
+        written = self.written = self.kind.write_results(records)
         self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
@@ -322,12 +346,131 @@ class EvalbenchSession:
                                                   results=written.results, records=records)
         return outcome
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Pass rates with intervals, gate results and the LLM traffic of the run."""
+    # ------------------------------------------------------------------ reports people read
+    def _report_path(self, option: str, default: Path | None) -> Path | None:
+        """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
+        value = self.config.getoption(option)
+        if value is None:
+            return default
+        return None if value.lower() == "none" else Path(value).resolve()
+
+    def _notes(self) -> list[str]:
+        """Completeness, dropped rows and judge reliability, for every report."""
+        missing = self.tally.missing()
+        lines = []
+        if missing:
+            shown = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more"
+                                                       if len(missing) > MAX_LISTED else "")
+            lines.append(f"{len(missing)} selected item{'s' if len(missing) > 1 else ''} never reported: {shown}")
+        if self.finish_error:
+            lines.append(f"ERROR: {self.finish_error}")
+        return lines + [f"dropped {d}" for d in self.dropped] + list(self.judge_lines)
+
+    def write_reports(self, exit_code: int) -> None:
+        """Build the run's summary once; write the HTML report, the history line and the Markdown
+        summary from it (the terminal summary renders the same object)."""
+        files: list[tuple[str, str]] = []
+        if self.written is not None:
+            files += [(p.name, str(p)) for p in self.written.files]
+        files.append(("status", str(self.bench_dir / LAST_RUN)))
+        gate = gate_view(self.outcome, exit_code, len(self.failed), node_ids_of(self.records), self.finish_error)
+        files += [("baseline", path) for path in gate.baseline_files]
+        html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
+        markdown_path = self._report_path("evalbench_markdown", None)
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        history_path = self.bench_dir / HISTORY
+        files += [("report", str(html_path))] if html_path else []
+        files += [("history", str(history_path))] if self.written is not None else []
+        files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
+        meta = self.run.meta() if self._run is not None else {"benchmark": self.settings.benchmark}
+        summary = build_summary(kind=self.run.spec.kind if self._run is not None else "", written=self.written,
+                                gate=gate, meta=meta, stats=self.stats, errors=self.messages,
+                                recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
+                                files=files, notes=self._notes())
+        self.summary = summary
+        try:
+            if self.written is not None:
+                append_history(history_path, summary)
+            summary.history = read_history(history_path)
+            if html_path is not None:
+                atomic_write_text(html_path, render_html(summary))
+            markdown = render_markdown(summary, str(html_path) if html_path else None)
+            if markdown_path is not None:
+                write_markdown(markdown_path, markdown, append=False)
+            if step_summary:
+                write_markdown(Path(step_summary), markdown, append=True)
+        except OSError as exc:  # a report that cannot be written must not hide the run's outcome
+            summary.errors.append(f"could not write a report: {exc}")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Start the progress line once the number of items is known (controller only)."""
         if self.is_worker:
             return
+        self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        every = self.config.getoption("evalbench_progress_every")
+        if reporter is None or self.config.option.collectonly or every < 0:
+            return
+        live = bool(reporter.isatty) and self.config.getoption("verbose") <= 0 and every > 0
+        self.progress = ProgressReporter(reporter, live=live, every=every)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+        """With the live progress line, our items print no letters (the line counts them instead)."""
+        if self.progress is None or not self.progress.live or report.when != "call" or not self._ours(report):
+            return None
+        return report.outcome, "", ""
+
+    def _ours(self, report: pytest.TestReport) -> bool:
+        try:
+            return (self.config.rootpath / report.location[0]).parent == self.bench_dir
+        except (TypeError, IndexError):
+            return False
+
+    def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
+        """A configuration problem that hits every item is shown in full once: later items with the
+        same message point at the first one (the summary counts them: "500 items: <message>")."""
+        message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
+        first = next((node for node, seen in self.messages.items() if seen == message), None)
+        self.messages[report.nodeid] = message
+        if first is not None:
+            report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
+
+    def _track_progress(self, report: pytest.TestReport) -> None:
+        if report.failed and report.when == "call":
+            self.failed.add(report.nodeid)
+        if report.when != "teardown" or self.progress is None or not self._ours(report):
+            return
+        self.finished.add(report.nodeid)
+        counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)), failed=len(self.failed),
+                        errored=len(self.errors))
+        if self._run is not None and not self.config.pluginmanager.hasplugin("dsession"):
+            engine = self._run.engine
+            counts.in_flight, counts.requests, counts.cache_hits = (engine.in_flight, engine.stats.requests,
+                                                                    engine.stats.cache_hits)
+            counts.tokens = sum(u.input_tokens + u.output_tokens for u in engine.stats.usage.values())
+            counts.cost = engine.stats.spent
+        self.progress.update(counts)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """One section rendered from the run's summary: rates, problems, cost, where results went and,
+        last, the gate's verdict and why."""
+        if self.is_worker:
+            return
+        if self.progress is not None:
+            self.progress.finish()
+        if self.summary is None:
+            if self.finish_error:
+                terminalreporter.section("evalbench")
+                terminalreporter.write_line(f"ERROR: {self.finish_error}")
+            return
         terminalreporter.section("evalbench")
-        for line in summary_lines(self):
+        base = self.bench_dir
+        try:
+            base = base.relative_to(Path.cwd())
+        except ValueError:
+            pass
+        for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(line)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -1,286 +1,349 @@
-"""Self-contained HTML report: one file, no external URLs, data embedded as JSON.
+"""Self-contained HTML report of one run: one file, no external URLs, charts as inline SVG.
 
-Python prepares a small view model (rates with Wilson intervals, demographic-variant groups,
-conversations joined with their judgments) and embeds it in `<script type="application/json">`;
-inline JS renders it into the DOM with stable `data-testid`s (rate-<target>-<metric>, pos-rate-
-<target>, neg-rate-<target>, change-<target>-<metric>, variant-<target>-<scenario id>, turn-<i>,
-verdict-<metric>, justification-<metric>) so a headless browser test can check the numbers.
-A conversation can be preselected with `#conv=<index>` in the URL.
+One design for both kinds, rendered from the `RunSummary` (no number is computed here):
+a header with the run's metadata and the gate's verdict; pass rates per target and metric with
+intervals, baseline change and a trend over the recorded runs; then the kind's own sections
+(scenarios: demographics per axis value and a filterable, searchable transcript list; dataset:
+agents, per-eval means, per-case table, comparative pairs). The markup is server-rendered, so the
+numbers are in the page even without JavaScript; a few lines of inline JS filter the lists.
+Elements people or tests look for carry `data-testid`s (gate-verdict, rate-<target>-<metric>,
+ci-<target>-<metric>, change-<target>-<metric>, trend-<target>-<metric>, demo-<target>-<metric>-
+<axis>, conv-<conv_id>-s<sample>, case-<case_id>, eval-<agent>-<eval>).
 """
 
 from __future__ import annotations
 
 import html
 import json
-import re
 from typing import Any
 
-from ..gate.compare import metric_counts
-from ..gate.stats import RateEstimate
+from .summary import RunSummary
 
-VARIANT_ID = re.compile(r"^(?P<base>.+)_v\d+$")
-DISAGREE_SPREAD = 0.5
-"""Variants of a base scenario "disagree" when, for some target, their pass rates differ by at
-least this much (with one sample per variant: any pass/fail difference)."""
+E = html.escape
 
 
-def embed_json(data: Any) -> str:
-    """JSON safe inside a <script> element: `<`, `>` and `&` become \\u escapes, so neither `</script>`
-    nor `<!--` can end or confuse the element; JSON.parse restores them."""
-    text = json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+def _num(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
 
 
-def _variants(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Base scenarios with >= 2 demographic variants: each variant's demographic and per-target k/n."""
-    demographic = {c["id"]: c.get("demographic") or {} for c in conversations if "id" in c}
-    counts: dict[str, dict[str, list[int]]] = {}
-    for row in scores:
-        if row.get("passed") is None:
-            continue
-        k_n = counts.setdefault(row["id"], {}).setdefault(row["target_model"], [0, 0])
-        k_n[0] += bool(row["passed"])
-        k_n[1] += 1
-    groups: dict[str, list[str]] = {}
-    for sid in sorted(set(counts) | set(demographic)):
-        match = VARIANT_ID.match(sid)
-        if match:
-            groups.setdefault(match["base"], []).append(sid)
-    out = []
-    for base, ids in sorted(groups.items()):
-        if len(ids) < 2:
-            continue
-        variants = [{"id": sid, "demographic": demographic.get(sid, {}),
-                     "rates": {t: {"k": k, "n": n, "rate": k / n} for t, (k, n) in sorted(counts.get(sid, {}).items())}}
-                    for sid in ids]
-        targets = sorted({t for v in variants for t in v["rates"]})
-        spread = {t: [v["rates"][t]["rate"] for v in variants if t in v["rates"]] for t in targets}
-        flagged = any(len(r) > 1 and max(r) - min(r) >= DISAGREE_SPREAD for r in spread.values())
-        out.append({"base": base, "metric_id": base.split("_")[0], "flagged": flagged, "variants": variants})
-    return out
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.2f}"
 
 
-def _conversations(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    judgments: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in scores:
-        judgments.setdefault((row["conv_id"], row.get("sample") or 0), []).append(
-            {key: row.get(key) for key in ("metric_id", "metric_name", "metric_type", "present", "passed",
-                                            "justification")})
-    out = []
-    for conv in sorted(conversations, key=lambda c: (c.get("target", {}).get("id", ""), c.get("conv_id", ""),
-                                                    c.get("sample") or 0)):
-        sample = conv.get("sample") or 0
-        out.append({"conv_id": conv.get("conv_id"), "scenario_id": conv.get("id"), "sample": sample,
-                    "target": (conv.get("target") or {}).get("id"), "metric_id": conv.get("metric_id"),
-                    "persona": conv.get("persona"), "user_goal": conv.get("user_goal"),
-                    "demographic": conv.get("demographic") or {}, "transcript": conv.get("transcript") or [],
-                    "judgments": judgments.get((conv.get("conv_id"), sample), [])})
-    return out
+def _cls(passed: bool | None) -> str:
+    """CSS class of a verdict: pass, fail or unscored (None)."""
+    return "unscored" if passed is None else "pass" if passed else "fail"
 
 
-def build_view(results: list[dict[str, Any]], scores: list[dict[str, Any]], conversations: list[dict[str, Any]],
-               comparison: Any, title: str) -> dict[str, Any]:
-    """The embedded data: everything the page shows, already computed."""
-    if comparison is not None and hasattr(comparison, "to_dict"):
-        comparison = comparison.to_dict()
-    counts = metric_counts(results, scores)
-    targets = sorted(set(counts) | {s["target_model"] for s in results})
-    names: dict[str, dict[str, Any]] = {}
-    for target_counts in counts.values():
-        for mid, entry in target_counts.items():
-            names.setdefault(mid, {"id": mid, "name": entry.get("metric_name"), "type": entry.get("metric_type")})
-    rates = {t: {m: RateEstimate.of(e["n_passed"], e["n_total"]).to_dict() for m, e in counts.get(t, {}).items()}
-             for t in targets}
-    changes: dict[str, dict[str, Any]] = {}
-    for entry in (comparison or {}).get("entries", []):
-        paired = entry.get("paired") or {}
-        changes.setdefault(entry["target"], {})[entry["metric_id"]] = {
-            "baseline": (entry.get("baseline") or {}).get("rate"), "change": entry.get("change"),
-            "low": paired.get("low", entry.get("change_low")), "high": paired.get("high", entry.get("change_high")),
-            "significant_drop": entry.get("significant_drop", False), "b": paired.get("b"), "c": paired.get("c")}
-    summary = [{key: s.get(key) for key in ("target_model", "positive_pass_rate", "negative_pass_rate",
-                                            "n_positive", "n_negative", "n_total")}
-               for s in sorted(results, key=lambda s: s["target_model"])]
-    return {"title": title, "targets": targets, "metrics": [names[m] for m in sorted(names)], "summary": summary,
-            "rates": rates, "changes": changes if comparison is not None else None,
-            "meta_warnings": (comparison or {}).get("meta_warnings", []),
-            "variants": _variants(scores, conversations), "conversations": _conversations(scores, conversations),
-            "disagree_spread": DISAGREE_SPREAD}
+def _cell(value: Any) -> str:
+    return E(json.dumps(value) if isinstance(value, (dict, list)) else str("" if value is None else value))
 
 
-def render_html(results: list[dict[str, Any]], scores: list[dict[str, Any]], conversations: list[dict[str, Any]],
-                comparison: Any, title: str) -> str:
-    """The report page. `comparison` is a gating.Comparison, its to_dict(), or None."""
-    view = build_view(results, scores, conversations, comparison, title)
-    parts = {"TITLE": html.escape(title), "CSS": _CSS, "JS": _JS, "DATA": embed_json(view)}
-    return re.sub(r"__(TITLE|CSS|JS|DATA)__", lambda m: parts[m[1]], _PAGE)  # one pass: no re-substitution
+def _tid(*parts: Any) -> str:
+    return E("-".join(str(p) for p in parts), quote=True)
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>__TITLE__</title><style>__CSS__</style></head>
-<body><header><h1 id="title">__TITLE__</h1><p class="muted">pytest-evalbench report. Intervals are 95% Wilson
-score intervals; a change is current minus baseline.</p></header>
-<main>
-<section><h2>Targets</h2><table id="summary"></table><ul id="warnings" class="warn"></ul></section>
-<section><h2>Pass rate by metric</h2><table id="metrics"></table></section>
-<section><h2>Demographic variants</h2>
-<label><input type="checkbox" id="only-flagged"> only base scenarios whose variants disagree</label>
-<div id="variants"></div></section>
-<section><h2>Transcripts</h2><select id="conv-select" aria-label="conversation"></select>
-<div id="conv-view"></div></section>
-</main>
-<noscript>This report needs JavaScript to render its data.</noscript>
-<script type="application/json" id="evalbench-data">__DATA__</script>
-<script>__JS__</script>
-</body></html>
-"""
+# --------------------------------------------------------------------------- inline SVG charts
+
+
+def bar_svg(rate: float | None, low: float | None, high: float | None, scale: float = 1.0, width: int = 160,
+            negative: bool = False) -> str:
+    """A horizontal bar for a value on [0, scale] with its interval as a whisker."""
+    if rate is None:
+        return f'<svg class="bar" width="{width}" height="14" role="img" aria-label="no data"></svg>'
+
+    def x(v: float) -> float:
+        return round(max(0.0, min(1.0, v / scale)) * width, 1)
+
+    color = "#8b5cf6" if negative else "#3b82f6"
+    parts = [f'<svg class="bar" width="{width}" height="14" role="img" aria-label="{_num(rate)}">',
+             f'<rect x="0" y="2" width="{width}" height="10" rx="5" fill="#eef0f3"/>',
+             f'<rect x="0" y="2" width="{x(rate)}" height="10" rx="5" fill="{color}"/>']
+    if low is not None and high is not None:
+        parts.append(f'<line x1="{x(low)}" y1="7" x2="{x(high)}" y2="7" stroke="#111827" stroke-width="2" '
+                     f'opacity=".6"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def sparkline_svg(values: list[float | None], width: int = 90, height: int = 20) -> str:
+    """The trend of one rate over recorded runs (last point marked); gaps where a run had no value."""
+    points = [(i, v) for i, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return '<span class="muted">–</span>'
+    step = width / max(1, len(values) - 1)
+
+    def xy(i: int, v: float) -> str:
+        return f"{round(i * step, 1)},{round(height - 2 - v * (height - 4), 1)}"
+
+    path = " ".join(xy(i, v) for i, v in points)
+    last_i, last_v = points[-1]
+    cx, cy = xy(last_i, last_v).split(",")
+    return (f'<svg class="spark" width="{width}" height="{height}" role="img" aria-label="trend over '
+            f'{len(points)} runs"><polyline points="{path}" fill="none" stroke="#3b82f6" stroke-width="1.5"/>'
+            f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="#1d2330"/></svg>')
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _header(s: RunSummary) -> str:
+    gate = s.gate
+    models = "; ".join(f"{role}: {', '.join(names)}" for role, names in s.models.items()) or "–"
+    facts = [("benchmark", f"{s.benchmark} ({s.kind})"), ("date", s.created), ("plugin", f"pytest-evalbench {s.plugin_version}"),
+             ("commit", s.commit or "not a git checkout"), ("models", models), ("cost", s.cost.note),
+             ("items", f"{s.recorded} recorded, {s.failed} failed, {s.errored} errored")]
+    rows = "".join(f'<div><dt>{E(k)}</dt><dd data-testid="meta-{E(k)}">{E(v)}</dd></div>' for k, v in facts)
+    return (f'<header><h1>{E(s.title)}</h1><dl class="facts">{rows}</dl>'
+            f'<p class="verdict {E(gate.verdict)}"><span data-testid="gate-verdict">{E(gate.verdict.upper())}</span> '
+            f'(exit {gate.exit_code}): <span data-testid="gate-reason">{E(gate.reason)}</span></p></header>')
+
+
+def _problems(s: RunSummary) -> str:
+    gate = s.gate
+    items = ([("threshold breach", b) for b in gate.breaches] + [("regression", r) for r in gate.regressions]
+             + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
+             + [("no data", n) for n in gate.notes] + [("warning", w) for w in (s.scenario or {}).get("warnings", [])])
+    flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
+    if not items and not flips:
+        return ""
+    body = "".join(f'<li><b>{E(k)}:</b> {E(v)}</li>' for k, v in items)
+    if flips:
+        body += f'<li><b>flipped pass → fail since the baseline ({len(gate.flips)}):</b><ul data-testid="flips">{flips}</ul></li>'
+    return f'<section><h2>Problems</h2><ul class="warn">{body}</ul></section>'
+
+
+def _trend(history: list[dict[str, Any]], target: str, metric: str) -> list[float | None]:
+    return [((h.get("rates") or {}).get(target) or {}).get(metric) for h in history]
+
+
+def _rates(s: RunSummary) -> str:
+    if not s.rates:
+        return '<section><h2>Pass rates</h2><p class="muted">No scored case in this run.</p></section>'
+    has_base = any(r.baseline is not None for r in s.rates)
+    head = ["target", "metric", "rate", "", "95% interval"] + (["vs baseline"] if has_base else []) + ["trend"]
+    rows = []
+    for r in s.rates:
+        label = E(r.metric) + (f'<div class="muted">{E(r.name)}{" (" + E(r.type) + ")" if r.type else ""}</div>'
+                               if r.name else "")
+        cells = [E(r.target), label,
+                 f'<span class="num" data-testid="rate-{_tid(r.target, r.metric)}">{_num(r.rate)}</span>',
+                 bar_svg(r.rate, r.low, r.high, negative=r.type == "negative"),
+                 f'<span data-testid="ci-{_tid(r.target, r.metric)}">{r.k}/{r.n}, [{r.low:.2f}, {r.high:.2f}]</span>']
+        if has_base:
+            if r.change is None:
+                cells.append(f'<span class="muted">{"baseline " + _num(r.baseline) if r.baseline is not None else "new"}</span>')
+            else:
+                cls = "down" if r.significant_drop else ("up" if r.change > 0 else "muted")
+                flips = "" if r.flips_down is None else f", {r.flips_down} pass→fail, {r.flips_up} fail→pass"
+                cells.append(f'<span class="{cls}" data-testid="change-{_tid(r.target, r.metric)}">'
+                             f'{_num(r.baseline)} → {_signed(r.change)} [{_signed(r.change_low)}, '
+                             f'{_signed(r.change_high)}]{flips}{" significant drop" if r.significant_drop else ""}</span>')
+        cells.append(f'<span data-testid="trend-{_tid(r.target, r.metric)}">'
+                     f'{sparkline_svg(_trend(s.history, r.target, r.metric))}</span>')
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    return (f'<section><h2>Pass rates</h2><table id="rates"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>'
+            f'{"".join(rows)}</table><p class="muted">Intervals are 95% Wilson score intervals; a change is '
+            f'current minus baseline with its 95% interval (paired on shared cases). Trend: this rate over the '
+            f'last {len(s.history)} recorded runs (history.jsonl).</p></section>')
+
+
+def _demographics(groups: list[dict[str, Any]]) -> str:
+    if not groups:
+        return ('<section><h2>Demographics</h2><p class="muted">No scenario in this run has demographic '
+                'axes.</p></section>')
+    blocks = []
+    for g in groups:
+        rows = "".join(
+            f'<tr><td>{E(v["value"])}</td>'
+            f'<td class="num" data-testid="demo-{_tid(g["target"], g["metric"], g["axis"], v["value"])}">'
+            f'{_num(v["rate"])}</td><td>{bar_svg(v["rate"], v["low"], v["high"])}</td>'
+            f'<td>{v["k"]}/{v["n"]}, [{v["low"]:.2f}, {v["high"]:.2f}]</td></tr>' for v in g["values"])
+        flag = ""
+        if g["flagged"]:
+            gap = g["gap"]
+            flag = (f'<span class="flag" data-testid="demo-flag-{_tid(g["target"], g["metric"], g["axis"])}">'
+                    f'groups differ beyond noise: {E(gap["best"])} vs {E(gap["worst"])}, difference '
+                    f'[{gap["low"]:+.2f}, {gap["high"]:+.2f}]</span>')
+        blocks.append(f'<div class="group" data-flagged="{str(g["flagged"]).lower()}"><h3>{E(g["target"])} · '
+                      f'{E(g["metric"])} {E(g.get("metric_name") or "")} · {E(g["axis"])}{flag}</h3>'
+                      f'<table><tr><th>{E(g["axis"])}</th><th>rate</th><th></th><th>k/n, 95% interval</th></tr>'
+                      f'{rows}</table></div>')
+    return ('<section><h2>Demographics</h2><p class="muted">Pass rate per axis value. Flagged where the best '
+            'and worst value differ beyond noise (the 95% interval of their difference excludes 0).</p>'
+            + "".join(blocks) + "</section>")
+
+
+def _select(fid: str, label: str, values: list[str]) -> str:
+    opts = "".join(f'<option value="{E(v, quote=True)}">{E(v)}</option>' for v in values)
+    return f'<label>{E(label)} <select id="{fid}"><option value="">all</option>{opts}</select></label>'
+
+
+def _transcripts(convs: list[dict[str, Any]]) -> str:
+    metrics = sorted({str(c.get("metric_id")) for c in convs if c.get("metric_id")})
+    targets = sorted({str(c.get("target")) for c in convs if c.get("target")})
+    demos = sorted({f"{k}: {v}" for c in convs for k, v in c["demographic"].items()})
+    items = []
+    for c in convs:
+        demo = "; ".join(f"{k}: {v}" for k, v in c["demographic"].items())
+        judged = "".join(
+            f'<div class="judgment"><span class="{_cls(j["passed"])}">{_cls(j["passed"])}</span> '
+            f'{E(str(j.get("metric_id")))} {E(str(j.get("metric_name") or ""))} ({E(str(j.get("metric_type")))}): '
+            f'behaviour {"present" if j.get("present") else "absent" if j.get("present") is not None else "unknown"}'
+            f'<div class="why">judge: {E(str(j.get("justification") or ""))}</div></div>' for j in c["judgments"])
+        turns = "".join(f'<div class="turn {E(t.get("role", ""))}"><span class="role">{E(t.get("role", ""))}</span> '
+                        f'{E(t.get("content", ""))}</div>' for t in c["transcript"])
+        demo_values = "|".join(f"{k}: {v}" for k, v in c["demographic"].items())
+        items.append(
+            f'<details class="conv" data-testid="conv-{_tid(c["conv_id"], "s" + str(c["sample"]))}" '
+            f'data-status="{E(c["status"])}" data-metric="{E(str(c.get("metric_id")), quote=True)}" '
+            f'data-target="{E(str(c.get("target")), quote=True)}" data-demo="{E(demo_values, quote=True)}">'
+            f'<summary><span class="{"pass" if c["status"] == "passed" else (c["status"] == "failed" and "fail") or "unscored"}">'
+            f'{E(c["status"])}</span> {E(str(c["scenario_id"]))} · {E(str(c.get("target")))} · sample {c["sample"]}'
+            f'{" · " + E(demo) if demo else ""}</summary><p class="muted">{E(str(c.get("persona") or ""))} '
+            f'{E(str(c.get("user_goal") or ""))}</p>{judged}{turns}</details>')
+    filters = (f'<div class="filters"><label><input type="checkbox" id="f-failed"> failures only</label> '
+               f'{_select("f-metric", "metric", metrics)} {_select("f-target", "target", targets)} '
+               f'{_select("f-demo", "demographic", demos)} <input type="search" id="f-search" '
+               f'placeholder="search transcripts and justifications" aria-label="search"> '
+               f'<span class="muted" id="f-count">{len(convs)} shown</span></div>')
+    return f'<section><h2>Transcripts</h2>{filters}<div id="convs">{"".join(items)}</div></section>'
+
+
+def _agents(d: dict[str, Any]) -> str:
+    rows = "".join(
+        f'<tr><td>{E(a["agent_name"])}</td><td class="num" data-testid="agent-rate-{_tid(a["agent_name"])}">'
+        f'{_num(a.get("pass_rate"))}</td><td>{a.get("n_passed")}/{a.get("n_scored")} scored, '
+        f'{a.get("n_unscored")} unscored</td><td class="num">{_num(a.get("composite_mean"))}</td></tr>'
+        for a in d["agents"])
+    evals = "".join(
+        f'<tr><td>{E(e["agent"])}</td><td>{E(e["eval"])}</td><td class="num" data-testid="eval-{_tid(e["agent"], e["eval"])}">'
+        f'{_num(e["mean"])}</td><td>{bar_svg(e["mean"], e["low"], e["high"], scale=5.0)}</td>'
+        f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]</td></tr>' for e in d["evals"])
+    return (f'<section><h2>Agents</h2><table><tr><th>agent</th><th>pass rate</th><th>cases</th>'
+            f'<th>composite mean</th></tr>{rows}</table></section>'
+            f'<section><h2>Mean score per eval (1–5)</h2><table><tr><th>agent</th><th>eval</th><th>mean</th><th></th>'
+            f'<th>95% interval</th></tr>{evals}</table></section>')
+
+
+def _cases(d: dict[str, Any]) -> str:
+    rows = []
+    for c in d["cases"]:
+        metrics = "".join(
+            f'<tr><td>{E(m["eval"])}</td><td class="num">{"–" if m["score"] is None else m["score"]}</td>'
+            f'<td>{_num(m.get("threshold"))}</td><td class="{_cls(m.get("passed"))}">'
+            f'{"pass" if m.get("passed") else "unscored" if m.get("passed") is None else "below"}</td>'
+            f'<td class="why">{E(m.get("explanation") or "")}</td></tr>' for m in c.get("metrics") or [])
+        tool = c.get("tool_check")
+        tool_text = ("–" if not tool else
+                     f'{"ok" if tool["ok"] else "mismatch"} ({tool["matched"]}/{tool["expected"]}): {tool["summary"]}')
+        reasons = "; ".join(c.get("reasons") or []) or "–"
+        status = c["status"]
+        rows.append(
+            f'<details class="conv case" data-testid="case-{_tid(c["case_id"])}" data-status="{E(status)}" '
+            f'data-target="{E(c["agent_name"], quote=True)}" data-metric="" data-demo="">'
+            f'<summary><span class="{_cls(None if status == "unscored" else status == "passed")}">'
+            f'{E(status)}</span> {E(c["case_id"])} · {E(c["agent_name"])} · composite {_num(c.get("composite"))} '
+            f'(pass mark {_num(c.get("pass_mark"))}, {E(c.get("threshold_profile") or "")})'
+            f'{" · scenario " + E(c["scenario_id"]) if c.get("scenario_id") else ""}</summary>'
+            f'<p><b>hard fails / reasons:</b> {E(reasons)}</p><p><b>tool check:</b> {E(tool_text)}</p>'
+            f'<table><tr><th>eval</th><th>score</th><th>threshold</th><th></th><th>explanation</th></tr>{metrics}'
+            f'</table></details>')
+    agents = sorted({c["agent_name"] for c in d["cases"]})
+    filters = (f'<div class="filters"><label><input type="checkbox" id="f-failed"> failures only</label> '
+               f'{_select("f-target", "agent", agents)} <input type="search" id="f-search" '
+               f'placeholder="search cases and explanations" aria-label="search"> '
+               f'<span class="muted" id="f-count">{len(d["cases"])} shown</span></div>')
+    return f'<section><h2>Cases</h2>{filters}<div id="convs">{"".join(rows)}</div></section>'
+
+
+def _comparisons(d: dict[str, Any]) -> str:
+    pairs = d.get("comparisons") or []
+    if not pairs:
+        return ""
+    keys: list[str] = []
+    for p in pairs:
+        keys += [k for k in (p if isinstance(p, dict) else {}) if k not in keys]
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(p.get(k))}</td>" for k in keys) + "</tr>"
+                   for p in pairs if isinstance(p, dict))
+    return (f'<section><h2>Comparative pairs (cases sharing a scenario)</h2><table data-testid="comparisons">'
+            f'<tr>{"".join(f"<th>{E(k)}</th>" for k in keys)}</tr>{rows}</table></section>')
+
+
+def _files(s: RunSummary) -> str:
+    items = "".join(f"<li>{E(what)}: <code>{E(path)}</code></li>" for what, path in s.files)
+    return f'<section><h2>Files</h2><ul>{items}</ul></section>' if items else ""
+
+
+def render_html(summary: RunSummary) -> str:
+    """The report page of one run."""
+    body = [_header(summary), "<main>", _problems(summary), _rates(summary)]
+    if summary.scenario is not None:
+        body += [_demographics(summary.scenario["demographics"]), _transcripts(summary.scenario["transcripts"])]
+    if summary.dataset is not None:
+        body += [_agents(summary.dataset), _comparisons(summary.dataset), _cases(summary.dataset)]
+    body += [_files(summary), "</main>"]
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width, initial-scale=1"><title>{E(summary.title)}</title><style>{_CSS}</style>'
+            f'</head><body>{"".join(body)}<script>{_JS}</script></body></html>\n')
+
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
-header{background:#1d2330;color:#fff;padding:16px 28px}header h1{margin:0 0 4px;font-size:22px}
-header .muted{color:#b8c0cc}main{padding:8px 28px 40px;max-width:1200px}
+header{background:#1d2330;color:#fff;padding:16px 28px}header h1{margin:0 0 8px;font-size:22px}
+.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:4px 18px;margin:0}
+.facts dt{font-size:11px;text-transform:uppercase;color:#b8c0cc}.facts dd{margin:0 0 4px}
+.verdict{font-size:15px;margin:10px 0 0;padding:6px 10px;border-radius:6px;background:#374151}
+.verdict.passed{background:#065f46}.verdict.failed,.verdict.regression{background:#991b1b}
+.verdict.incomplete{background:#92400e}main{padding:8px 28px 40px;max-width:1300px}
 section{background:#fff;border:1px solid #e1e4ea;border-radius:8px;padding:12px 18px;margin:16px 0}
-h2{font-size:16px;margin:4px 0 10px}.muted{color:#6b7280;font-size:12px}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #eef0f3;
+h2{font-size:16px;margin:4px 0 10px}h3{font-size:14px;margin:4px 0}.muted{color:#6b7280;font-size:12px}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #eef0f3;
 vertical-align:top}th{font-size:12px;color:#4b5563;font-weight:600}
-.bar{position:relative;height:10px;background:#eef0f3;border-radius:5px;margin:3px 0;min-width:120px}
-.fill{position:absolute;left:0;top:0;bottom:0;border-radius:5px;background:#3b82f6}
-.fill.neg{background:#8b5cf6}.ci{position:absolute;top:4px;height:2px;background:#111827;opacity:.55}
 .num{font-weight:600;font-variant-numeric:tabular-nums}.down{color:#b91c1c;font-weight:600}.up{color:#047857}
 .flag{display:inline-block;background:#fde68a;color:#78350f;border-radius:4px;padding:0 6px;font-size:12px;margin-left:6px}
-.group{border-top:1px solid #eef0f3;padding:8px 0}.group[data-flagged="true"] h3{color:#92400e}
-h3{font-size:14px;margin:4px 0}.turn{border-radius:8px;padding:8px 12px;margin:6px 0;white-space:pre-wrap;max-width:860px}
-.turn.user{background:#eef2ff}.turn.assistant{background:#f0fdf4;margin-left:40px}.role{font-size:11px;color:#6b7280;
-text-transform:uppercase}.pass{color:#047857;font-weight:600}.fail{color:#b91c1c;font-weight:600}
-.unscored{color:#6b7280;font-weight:600}.judgment{border-left:3px solid #d1d5db;padding:4px 10px;margin:8px 0}
-select{font:inherit;padding:4px;max-width:100%}.warn{color:#92400e}
+.group{border-top:1px solid #eef0f3;padding:8px 0}.warn{color:#92400e}
+.pass{color:#047857;font-weight:600}.fail{color:#b91c1c;font-weight:600}.unscored{color:#6b7280;font-weight:600}
+.filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;margin-bottom:8px}
+input[type=search]{min-width:260px;padding:4px}select{font:inherit;padding:2px}
+details.conv{border-top:1px solid #eef0f3;padding:6px 0}details.conv summary{cursor:pointer}
+.judgment{border-left:3px solid #d1d5db;padding:4px 10px;margin:8px 0}.why{white-space:pre-wrap}
+.turn{border-radius:8px;padding:8px 12px;margin:6px 0;white-space:pre-wrap;max-width:900px}
+.turn.user{background:#eef2ff}.turn.assistant{background:#f0fdf4;margin-left:40px}
+.role{font-size:11px;color:#6b7280;text-transform:uppercase}svg.bar,svg.spark{vertical-align:middle}
 """
 
 _JS = r"""
 (function () {
-  const D = JSON.parse(document.getElementById('evalbench-data').textContent);
-  const el = (tag, attrs, text) => {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) { if (v !== null && v !== undefined) e.setAttribute(k, v); }
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
-  };
-  const fmt = (v, d) => (v === null || v === undefined) ? '-' : Number(v).toFixed(d === undefined ? 2 : d);
-  const sgn = v => (v === null || v === undefined) ? '-' : (v > 0 ? '+' : '') + Number(v).toFixed(2);
-  const row = (cells, tag) => { const tr = el('tr'); cells.forEach(c => tr.appendChild(
-    c instanceof Node ? c : el(tag || 'td', {}, c))); return tr; };
-
-  // Targets summary
-  const summary = document.getElementById('summary');
-  summary.appendChild(row(['target', 'positive pass rate', 'negative pass rate', 'rows'], 'th'));
-  for (const s of D.summary) {
-    summary.appendChild(row([s.target_model,
-      el('td', {'data-testid': 'pos-rate-' + s.target_model, 'class': 'num'}, fmt(s.positive_pass_rate)),
-      el('td', {'data-testid': 'neg-rate-' + s.target_model, 'class': 'num'}, fmt(s.negative_pass_rate)),
-      `${s.n_total} (${s.n_positive} positive, ${s.n_negative} negative)`]));
-  }
-  const warnings = document.getElementById('warnings');
-  for (const w of D.meta_warnings || []) warnings.appendChild(el('li', {}, w));
-
-  // Pass rate by metric: one bar per target with its Wilson interval as a whisker
-  const metrics = document.getElementById('metrics');
-  metrics.appendChild(row(['metric'].concat(D.targets), 'th'));
-  for (const m of D.metrics) {
-    const tr = el('tr', {'data-metric': m.id});
-    const name = el('td'); name.appendChild(el('div', {'class': 'num'}, m.id));
-    name.appendChild(el('div', {'class': 'muted'}, (m.name || '') + (m.type ? ' (' + m.type + ')' : '')));
-    tr.appendChild(name);
-    for (const t of D.targets) {
-      const td = el('td'); const r = (D.rates[t] || {})[m.id];
-      if (!r || r.rate === null) { td.appendChild(el('span', {'class': 'muted'}, 'no data')); tr.appendChild(td); continue; }
-      const bar = el('div', {'class': 'bar', 'title': `${r.k}/${r.n} passed`});
-      bar.appendChild(el('div', {'class': 'fill' + (m.type === 'negative' ? ' neg' : ''), 'style': `width:${r.rate * 100}%`}));
-      bar.appendChild(el('div', {'class': 'ci', 'style': `left:${r.low * 100}%;width:${(r.high - r.low) * 100}%`}));
-      td.appendChild(bar);
-      td.appendChild(el('span', {'class': 'num', 'data-testid': `rate-${t}-${m.id}`, 'data-value': r.rate}, fmt(r.rate)));
-      td.appendChild(el('span', {'class': 'muted', 'data-testid': `ci-${t}-${m.id}`},
-        ` ${r.k}/${r.n}, 95% CI [${fmt(r.low)}, ${fmt(r.high)}]`));
-      const c = D.changes && (D.changes[t] || {})[m.id];
-      if (c && c.change !== null && c.change !== undefined) {
-        const cls = c.significant_drop ? 'down' : (c.change > 0 ? 'up' : 'muted');
-        const flips = (c.b === null || c.b === undefined) ? '' : `, ${c.b} pass->fail, ${c.c} fail->pass`;
-        td.appendChild(el('div', {'class': cls, 'data-testid': `change-${t}-${m.id}`, 'data-value': c.change},
-          `vs baseline ${fmt(c.baseline)}: ${sgn(c.change)} [${sgn(c.low)}, ${sgn(c.high)}]${flips}` +
-          (c.significant_drop ? ' - significant drop' : '')));
-      }
-      tr.appendChild(td);
+  const q = id => document.getElementById(id);
+  const items = Array.from(document.querySelectorAll('#convs > details'));
+  const controls = ['f-failed', 'f-metric', 'f-target', 'f-demo', 'f-search'].map(q).filter(Boolean);
+  function apply() {
+    const failed = q('f-failed') && q('f-failed').checked;
+    const metric = q('f-metric') ? q('f-metric').value : '';
+    const target = q('f-target') ? q('f-target').value : '';
+    const demo = q('f-demo') ? q('f-demo').value : '';
+    const text = q('f-search') ? q('f-search').value.trim().toLowerCase() : '';
+    let shown = 0;
+    for (const d of items) {
+      const ok = (!failed || d.dataset.status !== 'passed') && (!metric || d.dataset.metric === metric)
+        && (!target || d.dataset.target === target) && (!demo || d.dataset.demo.split('|').includes(demo))
+        && (!text || d.textContent.toLowerCase().includes(text));
+      d.style.display = ok ? '' : 'none';
+      if (ok) shown++;
     }
-    metrics.appendChild(tr);
+    if (q('f-count')) q('f-count').textContent = shown + ' shown';
   }
-
-  // Demographic variants, side by side per base scenario
-  const variants = document.getElementById('variants');
-  if (!D.variants.length) variants.appendChild(el('p', {'class': 'muted'}, 'No base scenario has more than one demographic variant in this run.'));
-  for (const g of D.variants) {
-    const box = el('div', {'class': 'group', 'data-base': g.base, 'data-flagged': String(g.flagged)});
-    const h = el('h3', {}, g.base);
-    if (g.flagged) h.appendChild(el('span', {'class': 'flag', 'data-testid': 'flag-' + g.base}, 'variants disagree'));
-    box.appendChild(h);
-    const targets = D.targets.filter(t => g.variants.some(v => v.rates[t]));
-    const table = el('table');
-    table.appendChild(row(['variant', 'demographic'].concat(targets), 'th'));
-    for (const v of g.variants) {
-      const demo = Object.entries(v.demographic).map(([k, val]) => `${k}: ${val}`).join('; ') || '-';
-      const tr = row([v.id, demo]);
-      for (const t of targets) {
-        const r = v.rates[t];
-        const cls = r ? (r.rate >= 0.5 ? 'num pass' : 'num fail') : 'num muted';
-        tr.appendChild(el('td', {'class': cls, 'data-testid': `variant-${t}-${v.id}`, 'data-value': r ? r.rate : null},
-          r ? `${fmt(r.rate)} (${r.k}/${r.n})` : '-'));
-      }
-      table.appendChild(tr);
-    }
-    box.appendChild(table);
-    variants.appendChild(box);
+  for (const c of controls) { c.addEventListener('input', apply); c.addEventListener('change', apply); }
+  // Filters and an open item can be preset in the URL: #failed=1&metric=m01&target=t&demo=age: x&q=text&open=<testid>
+  const params = new URLSearchParams(location.hash.slice(1));
+  const preset = {'f-metric': 'metric', 'f-target': 'target', 'f-demo': 'demo', 'f-search': 'q'};
+  for (const [id, key] of Object.entries(preset)) if (q(id) && params.has(key)) q(id).value = params.get(key);
+  if (q('f-failed') && params.get('failed') === '1') q('f-failed').checked = true;
+  if (params.has('open')) {
+    const d = document.querySelector('[data-testid="' + CSS.escape(params.get('open')) + '"]');
+    if (d) { d.open = true; d.scrollIntoView(); }
   }
-  document.getElementById('only-flagged').addEventListener('change', e => {
-    for (const g of variants.querySelectorAll('.group'))
-      g.style.display = (e.target.checked && g.dataset.flagged !== 'true') ? 'none' : '';
-  });
-
-  // Transcript viewer
-  const select = document.getElementById('conv-select');
-  const view = document.getElementById('conv-view');
-  const verdict = j => j.passed === null || j.passed === undefined ? 'unscored' : (j.passed ? 'pass' : 'fail');
-  D.conversations.forEach((c, i) => {
-    const marks = c.judgments.map(verdict).join(',') || 'not judged';
-    select.appendChild(el('option', {'value': String(i)}, `${c.target} | ${c.scenario_id} | sample ${c.sample} | ${marks}`));
-  });
-  function show(i) {
-    view.replaceChildren();
-    const c = D.conversations[i];
-    if (!c) { view.appendChild(el('p', {'class': 'muted'}, 'No conversations in this run.')); return; }
-    view.setAttribute('data-conv-id', c.conv_id);
-    const demo = Object.entries(c.demographic).map(([k, v]) => `${k}: ${v}`).join('; ');
-    view.appendChild(el('p', {'class': 'muted', 'data-testid': 'conv-meta'},
-      `${c.conv_id} (sample ${c.sample}) - persona: ${c.persona || '-'} - goal: ${c.user_goal || '-'}` + (demo ? ' - ' + demo : '')));
-    c.transcript.forEach((t, n) => {
-      const d = el('div', {'class': 'turn ' + t.role, 'data-testid': 'turn-' + n, 'data-role': t.role});
-      d.appendChild(el('div', {'class': 'role'}, t.role)); d.appendChild(el('div', {}, t.content));
-      view.appendChild(d);
-    });
-    if (!c.judgments.length) view.appendChild(el('p', {'class': 'muted'}, 'Not judged.'));
-    for (const j of c.judgments) {
-      const box = el('div', {'class': 'judgment'});
-      const head = el('div', {}, `${j.metric_id} ${j.metric_name || ''} (${j.metric_type || '?'}): `);
-      head.appendChild(el('span', {'class': verdict(j), 'data-testid': 'verdict-' + j.metric_id}, verdict(j)));
-      head.appendChild(el('span', {'class': 'muted'}, ` - behaviour present: ${j.present === null ? 'unknown' : j.present}`));
-      box.appendChild(head);
-      box.appendChild(el('div', {'data-testid': 'justification-' + j.metric_id}, j.justification || ''));
-      view.appendChild(box);
-    }
-  }
-  select.addEventListener('change', () => show(Number(select.value)));
-  const m = /conv=(\d+)/.exec(location.hash);
-  const start = m && Number(m[1]) < D.conversations.length ? Number(m[1]) : 0;
-  select.value = String(start);
-  show(start);
+  apply();
 })();
 """

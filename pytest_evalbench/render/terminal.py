@@ -8,35 +8,60 @@ from pathlib import Path
 from typing import Any
 
 from ..llm.cache import atomic_write_text
+from .summary import RunSummary
 
 LAST_RUN = "last_run.json"
 MAX_LISTED = 10
 
 
-def summary_lines(session: Any) -> list[str]:
-    """The evalbench section of the terminal summary."""
-    lines = [f"benchmark {session.settings.benchmark}: {len(session.records)} rows recorded, "
-             f"{len(session.errors)} items errored"]
-    missing = session.tally.missing()
-    if missing:
-        shown = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more" if len(missing) > MAX_LISTED
-                                                   else "")
-        lines.append(f"{len(missing)} selected item{'s' if len(missing) > 1 else ''} never reported: {shown}")
-    lines += [f"dropped {d}" for d in session.dropped]
-    if session.finish_error:
-        lines.append(f"ERROR: {session.finish_error}")
-    if session.outcome is not None:
-        lines += session.outcome.lines()
-    lines += getattr(session, "judge_lines", [])
-    stats = session.stats
-    lines.append(f"llm: {stats.requests} requests, {stats.cache_hits} cache hits, {stats.retries} retries, "
-                 f"peak {stats.peak_in_flight} in flight, ${stats.spent:.4f} spent this run")
-    for key, usage in sorted(stats.usage.items()):
-        lines.append(f"  {key:<18} {usage.input_tokens:>9} in {usage.output_tokens:>8} out  ${usage.cost:.4f}")
-    if stats.unpriced:
-        lines.append("no price for: " + ", ".join(sorted(stats.unpriced))
-                     + " (counted as $0; add `pricing:` to benchmark.yaml)")
+def _where(files: list[tuple[str, str]], bench_dir: Path, base: Path) -> str:
+    """One line for every result file: paths under `bench_dir` shown under `base`, others as given."""
+    inside, outside = [], []
+    for _, path in files:
+        p = Path(path)
+        try:
+            inside.append(p.relative_to(bench_dir).as_posix() + ("/" if p.is_dir() else ""))
+        except ValueError:
+            outside.append(path)
+    parts = ([f"{base}/{{{', '.join(inside)}}}"] if len(inside) > 1 else [f"{base}/{inside[0]}"] if inside else [])
+    return "results: " + ", ".join(parts + outside)
+
+
+def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]:
+    """The evalbench section of the terminal summary; its last line is the gate's verdict and why.
+
+    `base` is `bench_dir` as the user should see it (relative to the working directory)."""
+    gate = summary.gate
+    lines = [f"benchmark {summary.benchmark}: {summary.recorded} item{'s' if summary.recorded != 1 else ''} "
+             f"recorded, {summary.failed} failed, {summary.errored} errored"]
+    lines += [f"ERROR {e}" for e in summary.errors]
+    lines += summary.notes
+    lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    lines += [f"warning: {w}" for w in (summary.scenario or {}).get("warnings", [])]
+    lines += [f"  per-case: {v}" for v in gate.verdicts]
+    lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
+    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]
+    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.regressions]
+    lines += [f"  INCOMPLETE: {i}" for i in gate.incomplete]
+    if gate.flips:
+        lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
+        lines.append("  pytest " + " ".join(f"'{f}'" for f in gate.flips))
+    cost = summary.cost
+    lines.append(f"llm: {cost.requests} requests, {cost.cache_hits} cache hits, {cost.retries} retries; {cost.note}")
+    for key, usage in cost.phases.items():
+        lines.append(f"  {key:<18} {usage['input_tokens']:>9} in {usage['output_tokens']:>8} out  ${usage['cost']:.4f}")
+    if summary.files:
+        lines.append(_where(summary.files, bench_dir, base))
+    lines.append(f"gate: {gate.verdict.upper()} (exit {gate.exit_code}): {gate.reason}")
     return lines
+
+
+def transcript_text(record: dict[str, Any]) -> str:
+    """The whole conversation of a record that has one (shown under a failure with `-v`)."""
+    transcript = (record.get("conversation") or {}).get("transcript") or []
+    if not transcript:
+        return ""
+    return "full transcript:\n" + "\n".join(f"  {m.get('role', '').upper()}: {m.get('content', '')}" for m in transcript)
 
 
 def _now() -> str:

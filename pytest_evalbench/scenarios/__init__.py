@@ -23,9 +23,10 @@ from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, run_scenario
-from .store import Known, read_run_rows, write_results
+from .store import RUNS_DIR, Known, read_run_rows, write_results
 
-TAIL_MESSAGES = 4
+TAIL_MESSAGES = 2
+"""A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
 TAIL_CHARS = 400
 
 
@@ -105,7 +106,7 @@ class ScenarioKind:
                                          samples=run.spec.generation.num_samples, known=self._known)
         lines = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
                                  for r in records if r.get("score")])
-        scores = _rows(bench_dir, "scores.json", self._known)
+        scores = gated = _rows(bench_dir, "scores.json", self._known)
         gate_results = None
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
@@ -113,14 +114,14 @@ class ScenarioKind:
                                if r.get("status") == "failed" and self.judged_unreliably(r["score"]))
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
-            scores = [r for r in scores if not self.judged_unreliably(r)]
+            gated = [r for r in scores if not self.judged_unreliably(r)]
             by_target: dict[str, list[dict[str, Any]]] = {}
-            for row in scores:
+            for row in gated:
                 by_target.setdefault(row["target_model"], []).append(row)
             gate_results = aggregate(by_target)
-        return KindResults(results=results, gate_results=gate_results, scores=scores,
+        return KindResults(results=results, gate_results=gate_results, scores=scores, outcomes=gated,
                            conversations=_rows(bench_dir, "conversations.json", self._known), dropped=dropped,
-                           judge_lines=lines)
+                           judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
 
 
 def _rows(bench_dir: Path, filename: str, known: Known) -> list[dict[str, Any]]:
@@ -135,7 +136,7 @@ def failure_message(record: Record, why: str | None = None) -> str:
     want = "present" if score["metric_type"] == "positive" else "absent"
     lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
              f"expected {want}", *([f"why it matters: {why}"] if why else []),
-             f"{score.get('decided_by') or 'judge'}: {score['justification']}", "transcript tail:"]
+             f"{score.get('decided_by') or 'judge'}: {score['justification']}", "last exchange:"]
     for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
         text = " ".join(message["content"].split())
         lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")

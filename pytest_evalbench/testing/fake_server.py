@@ -434,6 +434,39 @@ def sequence(*replies: Reply | str | dict[str, Any] | Responder) -> Responder:
     return next_reply
 
 
+def schema_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer like a provider that enforces the JSON Schema in `response_format` and nothing more:
+    the smallest valid object. Arrays get exactly `minItems` items (1 when the schema sets none),
+    strings `minLength` characters (or a short distinct text), integers `minimum` (or 1), enums
+    their first value. A client that needs more than its schema says will not get it."""
+    root = ((request.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    counter = itertools.count(1)
+
+    def build(node: dict[str, Any]) -> Any:
+        if "$ref" in node:
+            return build(root.get("$defs", {})[node["$ref"].rsplit("/", 1)[-1]])
+        for key in ("anyOf", "oneOf", "allOf"):
+            if key in node:
+                return build(node[key][0])
+        if "enum" in node:
+            return node["enum"][0]
+        kind = node.get("type")
+        if kind == "object":
+            return {name: build(sub) for name, sub in node.get("properties", {}).items()}
+        if kind == "array":
+            return [build(node.get("items", {})) for _ in range(node.get("minItems", 1))]
+        if kind == "integer":
+            return int(node.get("minimum", 1))
+        if kind == "number":
+            return float(node.get("minimum", 1))
+        if kind == "boolean":
+            return False
+        text = f"text {next(counter)}"
+        return text.ljust(int(node.get("minLength", 0)), ".")
+
+    return build(root)
+
+
 # -- command line ---------------------------------------------------------------------------------
 
 

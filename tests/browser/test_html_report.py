@@ -1,22 +1,30 @@
 """The HTML report rendered by a real headless Chromium: the DOM must show the run's numbers.
 
 No selenium: `chromium --headless --dump-dom` prints the DOM after the page's scripts ran, and
-the stdlib HTML parser reads the `data-testid` elements out of it.
+the stdlib HTML parser reads the `data-testid` elements out of it; `--screenshot` with console
+logging on stderr checks the page paints without a console message.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from helpers import read_json, script, write_benchmark
+from helpers import read_json
 
 from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
+from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.render.gate_view import gate_view
 from pytest_evalbench.render.html import render_html
+from pytest_evalbench.render.summary import build_summary
 from pytest_evalbench.scenarios.aggregate import aggregate
 
 CHROMIUM = shutil.which("chromium")
@@ -99,6 +107,25 @@ def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
+def screenshot_without_console_messages(url: str, tmp_path: Path) -> Path:
+    """Paint the page; any console message (an error, an uncaught exception) fails the test."""
+    shot = tmp_path / "page.png"
+    proc = chromium(["--enable-logging=stderr", "--v=0", "--window-size=1300,2000", f"--screenshot={shot}", url],
+                    tmp_path / "profile-shot")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    assert shot.stat().st_size > 10_000  # a painted page, not a blank image
+    return shot
+
+
+def hidden(dom: str, testid: str) -> bool:
+    """Whether the element with this data-testid is hidden by the page's filters."""
+    start = dom.index(f'data-testid="{testid}"')
+    tag = dom[dom.rindex("<", 0, start):dom.index(">", start)]
+    return "display: none" in tag
+
+
 def dump_dom(url: str, tmp_path: Path) -> tuple[str, TestIdParser]:
     proc = chromium(["--dump-dom", url], tmp_path / "profile")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -107,23 +134,37 @@ def dump_dom(url: str, tmp_path: Path) -> tuple[str, TestIdParser]:
     return proc.stdout, parser
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """A two-target scenario run with a baseline: one pass->fail flip on beta-mini m01."""
     results, scores, conversations = synthetic_run(OUTCOMES)
-    # Baseline: beta-mini also passed m01_s002_v01 -> one pass->fail flip on beta-mini m01 now.
     base_results, base_scores, _ = synthetic_run({**OUTCOMES, ("beta-mini", "m01_s002_v01"): True})
     comparison = compare_with_baseline(make_baseline(base_results, base_scores, {"judge": "j1"}), scores)
-    page = render_html(results, scores, conversations, comparison, "Demo </title> report")
-    path = tmp_path_factory.mktemp("report") / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return {"path": path, "results": results, "scores": scores, "conversations": conversations}
+    outcome = GateOutcome(mode="thresholds", held=1, comparison=comparison)
+    node_ids = {"beta-mini|m01_s002_v01|0": "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}
+    gate = gate_view(outcome, 0, 5, node_ids)
+    meta = {"benchmark": "Demo </title> report", "user_model": "u1", "judge_model": "j1",
+            "targets": {"alpha": "alpha", "beta-mini": "beta-mini"}}
+    summary = build_summary(kind="scenarios", written=KindResults(results, scores=scores, conversations=conversations),
+                            gate=gate, meta=meta, stats=EngineStats(), errors={}, recorded=12, failed=5,
+                            root=tmp_path, files=[("results.json", str(tmp_path / "results.json"))])
+    summary.history = [{"rates": {"beta-mini": {"m01": rate}}} for rate in (1.0, 1.0, 0.75)]
+    return summary, {"results": results, "scores": scores, "conversations": conversations}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    directory = tmp_path_factory.mktemp("report")
+    summary, data = synthetic_summary(directory)
+    path = directory / "report.html"
+    path.write_text(render_html(summary), encoding="utf-8")
+    return {"path": path, **data}
 
 
 def test_page_is_self_contained(report: dict[str, Any]) -> None:
     page = report["path"].read_text(encoding="utf-8")
-    assert "http://" not in page and "https://" not in page
-    assert page.count("</script>") == 2  # the data script cannot be closed early by transcript text
-    assert "<title>Demo &lt;/title&gt; report</title>" in page
+    assert "http://" not in page and "https://" not in page.replace('"http://www.w3.org/2000/svg"', "")
+    assert page.count("</script>") == 1  # transcript text cannot close the script early
+    assert "<title>evalbench: Demo &lt;/title&gt; report</title>" in page
 
 
 def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> None:
@@ -132,45 +173,131 @@ def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> N
     for target, summary in by_target.items():
         for mid, rate in summary["by_metric"].items():
             assert found.text[f"rate-{target}-{mid}"] == f"{rate['pass_rate']:.2f}", (target, mid)
-        assert found.text[f"pos-rate-{target}"] == f"{summary['positive_pass_rate']:.2f}"
-    assert found.text["neg-rate-alpha"] == "1.00"  # one scored negative row; the unscored one does not count
     assert found.text["rate-beta-mini-m01"] == "0.75"
-    assert found.text["ci-beta-mini-m01"].strip().startswith("3/4, 95% CI [0.30, 0.95]")
-    # baseline change: beta-mini m01 went 4/4 -> 3/4 with one pass->fail flip
-    assert found.text["change-beta-mini-m01"].startswith("vs baseline 1.00: -0.25")
-    assert "1 pass->fail, 0 fail->pass" in found.text["change-beta-mini-m01"]
-    # demographic variants side by side, the disagreeing base scenario flagged
-    assert found.text["variant-alpha-m01_s001_v01"].startswith("1.00")
-    assert found.text["variant-alpha-m01_s001_v02"].startswith("0.00")
-    assert "flag-m01_s001" in found.text and "flag-m01_s002" in found.text  # beta-mini disagrees on s002
-    assert "flag-m02_s001" not in found.text
-    assert "Adult (18+)" in dom
-    # transcript viewer: first conversation shown by default, escaped text not markup
-    first = sorted(report["conversations"], key=lambda c: (c["target"]["id"], c["conv_id"]))[0]
-    assert found.text["turn-0"].endswith(first["transcript"][0]["content"])
-    assert found.text["turn-1"].endswith(first["transcript"][1]["content"])
-    assert found.text["verdict-m01"] == "pass"
-    assert found.text["justification-m01"] == "Judge says alpha m01_s001_v01 passed."
+    assert found.text["ci-beta-mini-m01"] == "3/4, [0.30, 0.95]"
+    # header: verdict and why, models per role, plugin version
+    assert found.text["gate-verdict"] == "PASSED"
+    assert "1 threshold/baseline rule held; 5 cases failed" in found.text["gate-reason"]
+    assert found.text["meta-models"] == "target: alpha, beta-mini; user: u1; judge: j1"
+    assert found.text["meta-plugin"].startswith("pytest-evalbench ")
+    # baseline change: beta-mini m01 went 4/4 -> 3/4 with one pass->fail flip, listed as a node id
+    assert found.text["change-beta-mini-m01"].startswith("1.00 → -0.25")
+    assert "1 pass→fail, 0 fail→pass" in found.text["change-beta-mini-m01"]
+    assert found.text["flips"] == "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"
+    assert "<svg" in found.text.get("trend-beta-mini-m01", "") or "polyline" in dom
+    # demographics per axis value, with intervals
+    assert found.text["demo-alpha-m01-age-Adult (18+)"] == "0.50"
+    assert found.text["demo-alpha-m01-age-Child or teenager (6-17)"] == "1.00"
+    # every conversation is listed with its judge's justification; text is escaped, not markup
+    for conv in report["conversations"]:
+        testid = f"conv-{conv['conv_id']}-s0"
+        assert conv["transcript"][1]["content"] in found.text[testid]
+    assert "Judge says beta-mini m02_s001_v01 failed." in found.text["conv-m02_s001_v01__beta-mini-s0"]
     assert "<b>x</b>" not in dom and "&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in dom
 
 
-def test_hash_selects_a_conversation(report: dict[str, Any], tmp_path: Path) -> None:
-    convs = sorted(report["conversations"], key=lambda c: (c["target"]["id"], c["conv_id"]))
-    index = next(i for i, c in enumerate(convs) if c["conv_id"] == "m02_s001_v01__beta-mini")
-    _, found = dump_dom(report["path"].as_uri() + f"#conv={index}", tmp_path)
-    assert found.text["turn-1"].endswith("Reply of beta-mini to m02_s001_v01: where are you going?")
-    assert found.text["verdict-m02"] == "fail"
-    assert found.text["justification-m02"] == "Judge says beta-mini m02_s001_v01 failed."
+def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
+    outcomes = {("t", f"m01_s{i:03d}_v01"): True for i in range(1, 21)}
+    outcomes.update({("t", f"m01_s{i:03d}_v02"): False for i in range(1, 21)})
+    results, scores, conversations = synthetic_run(outcomes)
+    summary = build_summary(kind="scenarios", written=KindResults(results, scores=scores, conversations=conversations),
+                            gate=gate_view(GateOutcome(), 1, 20, {}), meta={"benchmark": "gap"},
+                            stats=EngineStats(), errors={}, recorded=40, failed=20, root=tmp_path, files=[])
+    path = tmp_path / "r.html"
+    path.write_text(render_html(summary), encoding="utf-8")
+    _, found = dump_dom(path.as_uri(), tmp_path)
+    assert found.text["demo-t-m01-age-Adult (18+)"] == "0.00"
+    assert "groups differ beyond noise" in found.text["demo-flag-t-m01-age"]
+    # with the synthetic run of the other test (1 sample per value) nothing is flagged: noise
+    summary2, _ = synthetic_summary(tmp_path)
+    assert not any(g["flagged"] for g in summary2.scenario["demographics"])
 
 
-def test_plugin_writes_report_that_renders(pytester: pytest.Pytester, bench_env: Any, tmp_path: Path) -> None:
-    """`--evalbench-html` end to end: run a benchmark, open the file, see its numbers."""
-    bench = write_benchmark(pytester.path)
-    bench_env.set_responder(script(True, target="I can help with that TRANSCRIPT-MARKER"))
-    pytester.runpytest("--benchmark=demo", "--evalbench-html=report.html").assert_outcomes(passed=2, failed=2)
+def test_filters_from_the_url(report: dict[str, Any], tmp_path: Path) -> None:
+    """failures only, metric, target, demographic and search filter the transcript list."""
+    url = report["path"].as_uri()
+    dom, _ = dump_dom(url + "#failed=1", tmp_path)
+    assert hidden(dom, "conv-m01_s001_v01__alpha-s0") and not hidden(dom, "conv-m01_s001_v02__alpha-s0")
+    dom, _ = dump_dom(url + "#target=beta-mini&metric=m02", tmp_path)
+    assert not hidden(dom, "conv-m02_s001_v01__beta-mini-s0") and hidden(dom, "conv-m02_s001_v01__alpha-s0")
+    assert hidden(dom, "conv-m01_s001_v01__beta-mini-s0")
+    dom, _ = dump_dom(url + "#demo=" + quote("age: Adult (18+)"), tmp_path)
+    assert hidden(dom, "conv-m01_s001_v01__alpha-s0") and not hidden(dom, "conv-m01_s001_v02__alpha-s0")
+    dom, _ = dump_dom(url + "#q=" + quote("Judge says alpha m01_s002_v02"), tmp_path)
+    assert not hidden(dom, "conv-m01_s002_v02__alpha-s0") and hidden(dom, "conv-m01_s002_v01__alpha-s0")
+
+
+def test_screenshot_has_no_console_messages(report: dict[str, Any], tmp_path: Path) -> None:
+    screenshot_without_console_messages(report["path"].as_uri() + "#failed=1&open=conv-m02_s001_v01__alpha-s0",
+                                        tmp_path)
+
+
+def copy_example(pytester: pytest.Pytester, name: str) -> Path:
+    source = Path(__file__).parents[2] / "benchmarks" / name
+    target = pytester.path / "benchmarks" / name
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("runs", "results.json", "report.html",
+                                                                    "history.jsonl", "last_run.json", ".usage.json",
+                                                                    "case_results.json", "agent_summary.json"))
+    return target
+
+
+def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The scenario example, replayed from its cache: every scenario row and metric is in the page."""
+    bench = copy_example(pytester, "demo")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    path = bench / "report.html"
+    result.stdout.fnmatch_lines(["results: benchmarks/demo/{*report.html, history.jsonl}"])
+    dom, found = dump_dom(path.as_uri(), tmp_path)
     [summary] = read_json(bench / "results.json")
-    _, found = dump_dom((pytester.path / "report.html").as_uri() + "#conv=0", tmp_path)
-    assert found.text["pos-rate-tgt"] == f"{summary['positive_pass_rate']:.2f}"
-    assert found.text["rate-tgt-m02"] == f"{summary['by_metric']['m02']['pass_rate']:.2f}"
-    assert found.text["turn-1"].endswith("I can help with that TRANSCRIPT-MARKER")
-    assert found.text["justification-m01"] == "because"
+    for mid, rate in summary["by_metric"].items():
+        assert found.text[f"rate-{summary['target_model']}-{mid}"] == f"{rate['pass_rate']:.2f}"
+    for row in read_json(bench / "scenarios.json"):
+        assert f"conv-{row['id']}__smollm2-s0" in found.text, row["id"]
+        assert row["metric_id"] in dom
+    for row in read_json(bench / "runs" / "smollm2" / "scores.json"):
+        assert " ".join(row["justification"].split())[:60] in " ".join(found.text[f"conv-{row['conv_id']}-s0"].split())
+    assert found.text["gate-verdict"] == "PASSED"
+    screenshot_without_console_messages(path.as_uri(), tmp_path)
+
+
+def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """The dataset example, replayed: per-agent summary, per-eval means, every case with its scores."""
+    bench = copy_example(pytester, "agents")
+    result = pytester.runpytest("--benchmark=agents", "--evalbench-cache=replay", "-p", "no:cacheprovider",
+                                "--evalbench-html=out/agents.html")
+    assert result.ret == 0
+    path = pytester.path / "out" / "agents.html"
+    assert not (bench / "report.html").exists()
+    dom, found = dump_dom(path.as_uri(), tmp_path)
+    cases = read_json(bench / "case_results.json")
+    for agent in read_json(bench / "agent_summary.json"):
+        assert found.text[f"agent-rate-{agent['agent_name']}"] == f"{agent['pass_rate']:.2f}"
+        for name, mean in agent["metric_means"].items():
+            assert found.text[f"eval-{agent['agent_name']}-{name}"] == f"{mean:.2f}"
+    for case in cases:
+        text = found.text[f"case-{case['case_id']}"]
+        assert f"composite {case['composite']:.2f}" in text
+        for metric in case["metrics"]:
+            assert metric["eval"] in text and " ".join(metric["explanation"].split())[:40] in " ".join(text.split())
+        if case["tool_check"]:
+            assert case["tool_check"]["summary"] in text
+    assert "positive pass rate" not in dom and "negative" not in found.text.get("rates", "")
+    screenshot_without_console_messages(path.as_uri(), tmp_path)
+
+
+def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
+    """Pairs computed by the dataset kind (a `comparisons` list) are rendered as given."""
+    case = {"case_id": "c1", "agent_name": "a", "scenario_id": "S1", "threshold_profile": "p", "status": "passed",
+            "passed": True, "composite": 4.0, "pass_mark": 3.5, "metrics": [], "tool_check": None, "reasons": [],
+            "answer_source": "dataset"}
+    agents = [{"agent_name": "a", "n_cases": 1, "n_scored": 1, "n_passed": 1, "n_unscored": 0, "pass_rate": 1.0,
+               "composite_mean": 4.0, "metric_means": {},
+               "comparisons": [{"scenario_id": "S1", "cases": ["c1", "c2"], "difference": 0.5}]}]
+    summary = build_summary(kind="dataset", written=KindResults(agents, cases=[case], view="cases"), gate=gate_view(GateOutcome(), 0, 0, {}),
+                            meta={"benchmark": "pairs"}, stats=EngineStats(), errors={}, recorded=1, failed=0,
+                            root=tmp_path, files=[])
+    path = tmp_path / "r.html"
+    path.write_text(render_html(summary), encoding="utf-8")
+    _, found = dump_dom(path.as_uri(), tmp_path)
+    assert "S1" in found.text["comparisons"] and json.dumps(["c1", "c2"]) in found.text["comparisons"]

@@ -15,7 +15,7 @@ from pytest_evalbench import schemas
 from pytest_evalbench.__main__ import main
 from pytest_evalbench.loading import load_spec
 from pytest_evalbench.scenarios.loading import load_scenarios
-from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
+from pytest_evalbench.testing import FakeLLMServer, Reply, schema_answer, sequence
 
 GEN = "gen-user"
 
@@ -122,7 +122,7 @@ def test_gen_metrics_writes_ids_and_keeps_the_rest(tmp_path: Path, capsys: pytes
     assert spec.targets[0].id == "tgt" and spec.generation.turns == 3
     cost = json.loads((bench / "cost.json").read_text())
     assert cost["gen_scenarios"]["cost"] == 1.5
-    assert set(cost["gen_metrics"]) == {"phase", "cost", "input_tokens", "output_tokens"}
+    assert set(cost["gen_metrics"]) == {"phase", "cost", "input_tokens", "output_tokens", "cached_replays_counted"}
     assert cost["gen_metrics"]["phase"] == "gen_metrics" and cost["gen_metrics"]["input_tokens"] > 0
     jsonschema.validate(cost, schemas.load("cost"))
     assert "wrote 2 metrics" in capsys.readouterr().out
@@ -150,7 +150,7 @@ def test_gen_metrics_refuses_without_force(tmp_path: Path, capsys: pytest.Captur
 
 
 @pytest.mark.parametrize("answer", ["I think these are good metrics: ...",
-                                    {"metrics": [{"name": "x", "type": "positive", "definition": "d",
+                                    {"metrics": [{"name": "x", "type": "sometimes", "definition": "d",
                                                   "examples": ["only one"]}]}])
 def test_gen_metrics_unusable_answer_after_three_attempts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                           answer: Any) -> None:
@@ -163,7 +163,7 @@ def test_gen_metrics_unusable_answer_after_three_attempts(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("evalbench: error: gen-metrics: model 'gen-user' gave no usable answer in 3 attempts")
-    reason = "not valid JSON" if isinstance(answer, str) else "metrics.0.examples"
+    reason = "not valid JSON" if isinstance(answer, str) else "metrics.0.type"
     assert reason in err and reason in reask
     assert (bench / "benchmark.yaml").read_bytes() == before
     assert not (bench / "cost.json").exists()
@@ -263,7 +263,7 @@ def test_landmark_turn_out_of_range_is_reasked(tmp_path: Path) -> None:
     assert [r["landmarks"][0]["turn"] for r in rows] == [2, 2]
 
 
-def test_too_few_scenarios_is_reasked_and_extra_ones_dropped(tmp_path: Path) -> None:
+def test_too_few_scenarios_are_topped_up_and_extra_ones_dropped(tmp_path: Path) -> None:
     bench = write_spec(tmp_path, metrics=TWO_METRICS[:1], per_metric=2)
 
     def few(request: dict[str, Any]) -> dict[str, Any]:
@@ -278,8 +278,38 @@ def test_too_few_scenarios_is_reasked_and_extra_ones_dropped(tmp_path: Path) -> 
 
     with FakeLLMServer(sequence(few, many)) as server:
         assert run(tmp_path, server, "gen-scenarios") == 0
-        assert "1 given, 2 needed" in server.requests[1]["messages"][-1]["content"]
-    assert [r["id"] for r in json.loads((bench / "scenarios.json").read_text())] == ["m01_s001_v01", "m01_s002_v01"]
+        assert len(server.requests) == 2
+        top_up = prompt(server.requests[1])
+        assert "Write 1 distinct" in top_up and "Already written (write different ones): neutral persona m01-1" in top_up
+    rows = json.loads((bench / "scenarios.json").read_text())
+    assert [r["id"] for r in rows] == ["m01_s001_v01", "m01_s002_v01"]
+    assert [r["persona"] for r in rows] == ["neutral persona m01-1", "neutral persona m01-1"]  # 2nd from `many`
+
+
+def test_gen_commands_succeed_against_a_schema_honouring_server(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A provider that gives exactly what the schema sent asks for (one item per array, no minItems
+    in the strict subset): gen-metrics accepts one example, gen-scenarios tops up to 2 per metric."""
+    bench = write_spec(tmp_path, per_metric=2)
+    with FakeLLMServer(schema_answer) as server:
+        assert run(tmp_path, server, "gen-metrics") == 0, capsys.readouterr().err
+        assert len(server.requests) == 1
+        spec = load_spec(bench)
+        assert [(m.id, m.type, len(m.examples)) for m in spec.metrics] == [("m01", "positive", 1)]
+        server.reset()
+        assert run(tmp_path, server, "gen-scenarios") == 0, capsys.readouterr().err
+        assert [schema_name(r) for r in server.requests] == ["scenarios", "scenarios"]
+    rows = load_scenarios(bench, load_spec(bench))
+    assert [r.id for r in rows] == ["m01_s001_v01", "m01_s002_v01"]
+
+
+def test_cli_hints_name_cli_options(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    write_spec(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert main(["gen-metrics", "demo", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--cache replay" in err and "--evalbench-cache" not in err
 
 
 def test_unusable_expansion_fails_cleanly_and_keeps_finished_calls_cached(

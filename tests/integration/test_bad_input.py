@@ -309,8 +309,8 @@ def test_missing_baseline_is_checked_up_front(pytester: pytest.Pytester, bench_e
     usage_error(pytester, bench_env, "*nowhere.json: baseline file not found*", "--evalbench-compare=nowhere.json")
     (pytester.path / "bad.json").write_text("{}")
     usage_error(pytester, bench_env, "*bad.json: not an evalbench baseline file*", "--evalbench-compare=bad.json")
-    usage_error(pytester, bench_env, "*report.html: directory *no-such-dir does not exist*",
-                "--evalbench-html=no-such-dir/report.html")
+    usage_error(pytester, bench_env, "*base.json: directory *no-such-dir does not exist*",
+                "--evalbench-save-baseline=no-such-dir/base.json")
 
 
 # --------------------------------------------------------------------------- headers

@@ -51,7 +51,7 @@ def test_pass_fail_mapping(pytester: pytest.Pytester, bench_env: FakeLLMServer, 
     assert row["metric_type"] == metric_type
     assert row["conv_id"] == f"{metric_id}_s001_v01__tgt"
     if outcome == "failed":
-        result.stdout.fnmatch_lines(["*judge: because*", "*transcript tail:*", "*ASSISTANT: Sure, where*"])
+        result.stdout.fnmatch_lines(["*judge: because*", "*last exchange:*", "*ASSISTANT: Sure, where*"])
         result.stdout.no_fnmatch_line("*Traceback*")
 
 

@@ -28,3 +28,15 @@ def test_example_inputs_validate(bench: str) -> None:
                         schemas.load("benchmark"))
     jsonschema.validate(json.loads((ROOT / "benchmarks" / bench / "scenarios.json").read_text()),
                         schemas.load("scenarios"))
+
+
+def test_example_cases_validate_line_by_line() -> None:
+    """schemas/cases.schema.json describes one JSONL line; every example case passes, a broken one does not."""
+    schema = schemas.load("cases")
+    lines = (ROOT / "benchmarks" / "agents" / "cases.jsonl").read_text().splitlines()
+    for line in lines:
+        jsonschema.validate(json.loads(line), schema)
+    broken = json.loads(lines[0])
+    del broken["case_id"]
+    with pytest.raises(jsonschema.ValidationError, match="case_id"):
+        jsonschema.validate(broken, schema)

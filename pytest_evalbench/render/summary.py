@@ -1,0 +1,311 @@
+"""The one summary object every human-facing output (terminal, HTML, Markdown, history) renders.
+
+Built once per session on the controller from the kind's results (`kinds.KindResults`), the
+gate's decision (through `gate_view`), the run's metadata and the engine's counters. Renderers
+read this object only; none of them recomputes a number, so the three outputs always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..gate.compare import metric_counts
+from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
+from ..kinds import KindResults
+from ..llm.engine import EngineStats
+from .gate_view import GateView
+
+VARIANT_SUFFIX = "_v"
+PASS_RATE = "pass rate"
+"""The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
+
+
+@dataclass
+class RateRow:
+    """One target × metric pass rate with its 95% interval and, with a baseline, the change."""
+
+    target: str
+    metric: str
+    name: str | None
+    type: str | None
+    k: int
+    n: int
+    rate: float | None
+    low: float
+    high: float
+    baseline: float | None = None
+    change: float | None = None
+    change_low: float | None = None
+    change_high: float | None = None
+    significant_drop: bool = False
+    flips_down: int | None = None
+    flips_up: int | None = None
+
+
+@dataclass
+class CostView:
+    """What the run cost: this session's network spend and the priced total of the results."""
+
+    spent: float
+    """Dollars sent over the network in this session (cache hits cost nothing now)."""
+    total: float
+    """Priced usage of every call behind this session's items, cached replays included."""
+    requests: int
+    cache_hits: int
+    retries: int
+    input_tokens: int
+    output_tokens: int
+    unpriced: list[str]
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`phase:role` -> tokens and priced cost (cached replays included)."""
+
+    @property
+    def note(self) -> str:
+        """One sentence saying whether cached replays are counted, and what has no price."""
+        text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
+                f"cached replays included (as in cost.json)")
+        if self.unpriced:
+            text += "; no price for " + ", ".join(self.unpriced) + " (counted as $0; add `pricing:` to benchmark.yaml)"
+        return text
+
+
+@dataclass
+class RunSummary:
+    """Everything people read about one run."""
+
+    benchmark: str
+    kind: str
+    title: str
+    created: str
+    plugin_version: str
+    commit: str | None
+    models: dict[str, list[str]]
+    cost: CostView
+    gate: GateView
+    rates: list[RateRow]
+    recorded: int
+    errored: int
+    failed: int
+    errors: list[str] = field(default_factory=list)
+    """Item errors collapsed by message: `"500 items: <message>"`, most frequent first."""
+    scenario: dict[str, Any] | None = None
+    dataset: dict[str, Any] | None = None
+    files: list[tuple[str, str]] = field(default_factory=list)
+    """(what, path) of every result file this session wrote, in the order written."""
+    notes: list[str] = field(default_factory=list)
+    """Lines about completeness, dropped rows and the judge's reliability, shown as they are."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cost"]["note"] = self.cost.note
+        return data
+
+    def rate_table(self) -> dict[str, dict[str, float | None]]:
+        """{target: {metric: rate}}: the shape history lines and trend charts use."""
+        table: dict[str, dict[str, float | None]] = defaultdict(dict)
+        for row in self.rates:
+            table[row.target][row.metric] = None if row.rate is None else round(row.rate, 4)
+        return dict(table)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def git_commit(root: Path) -> str | None:
+    """The checked-out commit (short), with `+dirty` when the work tree has changes; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, check=False,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "") if head else None
+
+
+def collapse_errors(messages: dict[str, str]) -> list[str]:
+    """Identical error messages across items become one line: `"500 items: <message>"`."""
+    counts = Counter(messages.values())
+    return [f"{n} item{'s' if n != 1 else ''}: {msg}" for msg, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def models_of(meta: dict[str, Any]) -> dict[str, list[str]]:
+    """Models per role from the run's metadata (`BenchmarkRun.meta()`)."""
+    roles: dict[str, list[str]] = {}
+    targets = meta.get("targets") or {}
+    if targets:
+        roles["target"] = [f"{tid}={model}" if tid != model else str(model) for tid, model in sorted(targets.items())]
+    for role, key in (("user", "user_model"), ("judge", "judge_model")):
+        if meta.get(key):
+            roles[role] = [str(meta[key])]
+    return roles
+
+
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def meta_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between the baseline's run and this one, in words: changed, added and removed
+    entries of mappings (e.g. targets) instead of two raw dicts."""
+    out = []
+    for key in sorted(set(baseline) & set(current)):
+        old, new = baseline[key], current[key]
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            parts = [f"{k}: {_short(old[k])} -> {_short(new[k])}" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
+            parts += [f"added {k} ({_short(new[k])})" for k in sorted(set(new) - set(old))]
+            parts += [f"removed {k} ({_short(old[k])})" for k in sorted(set(old) - set(new))]
+            out.append(f"{key} differ from the baseline: " + "; ".join(parts))
+        else:
+            out.append(f"{key} differs from the baseline: {_short(old)} -> {_short(new)}")
+    return out
+
+
+def cost_view(stats: EngineStats) -> CostView:
+    usage = list(stats.usage.values())
+    return CostView(spent=round(stats.spent, 6), total=round(sum(u.cost for u in usage), 6),
+                    requests=stats.requests, cache_hits=stats.cache_hits, retries=stats.retries,
+                    input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
+                    unpriced=sorted(stats.unpriced),
+                    phases={k: v.to_json() for k, v in sorted(stats.usage.items())})
+
+
+def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
+    counts = metric_counts(written.results, written.scores)
+    changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
+    rows = []
+    for target in sorted(counts):
+        for mid in sorted(counts[target]):
+            entry = counts[target][mid]
+            est = RateEstimate.of(entry["n_passed"], entry["n_total"])
+            row = RateRow(target, mid, entry.get("metric_name"), entry.get("metric_type"), est.k, est.n, est.rate,
+                          est.low, est.high)
+            change = changes.get((target, mid))
+            if change is not None:
+                paired = change.get("paired") or {}
+                row.baseline = (change.get("baseline") or {}).get("rate")
+                row.change = change.get("change")
+                row.change_low = paired.get("low", change.get("change_low"))
+                row.change_high = paired.get("high", change.get("change_high"))
+                row.significant_drop = bool(change.get("significant_drop"))
+                row.flips_down, row.flips_up = paired.get("b"), paired.get("c")
+            rows.append(row)
+    return rows
+
+
+def demographic_groups(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
+    best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
+    demo = {c["id"]: c.get("demographic") or {} for c in conversations if "id" in c}
+    counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    names: dict[str, str] = {}
+    for row in scores:
+        if row.get("passed") is None:
+            continue
+        names.setdefault(row["metric_id"], row.get("metric_name") or "")
+        for axis, value in demo.get(row["id"], {}).items():
+            k_n = counts[(row["target_model"], row["metric_id"], axis)][str(value)]
+            k_n[0] += bool(row["passed"])
+            k_n[1] += 1
+    out = []
+    for (target, mid, axis), by_value in sorted(counts.items()):
+        values = [{"value": v, **RateEstimate.of(k, n).to_dict()} for v, (k, n) in sorted(by_value.items())]
+        flagged, gap = False, None
+        scored = [v for v in values if v["n"]]
+        if len(scored) > 1:
+            best = max(scored, key=lambda v: v["rate"])
+            worst = min(scored, key=lambda v: v["rate"])
+            low, high = newcombe_diff_interval(worst["k"], worst["n"], best["k"], best["n"], Z95)
+            gap = {"best": best["value"], "worst": worst["value"], "low": low, "high": high}
+            flagged = low > 0
+        out.append({"target": target, "metric": mid, "metric_name": names.get(mid), "axis": axis, "values": values,
+                    "flagged": flagged, "gap": gap})
+    return out
+
+
+def transcripts(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every conversation with its judgments (verdict and justification), sorted by target and id."""
+    judgments: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for row in scores:
+        judgments[(str(row["conv_id"]), int(row.get("sample") or 0))].append(
+            {key: row.get(key) for key in ("metric_id", "metric_name", "metric_type", "present", "passed",
+                                            "justification")})
+    out = []
+    for conv in sorted(conversations, key=lambda c: ((c.get("target") or {}).get("id", ""), c.get("conv_id", ""),
+                                                    c.get("sample") or 0)):
+        sample = conv.get("sample") or 0
+        judged = judgments.get((str(conv.get("conv_id")), int(sample)), [])
+        status = ("unscored" if any(j["passed"] is None for j in judged) or not judged
+                  else "passed" if all(j["passed"] for j in judged) else "failed")
+        out.append({"conv_id": conv.get("conv_id"), "scenario_id": conv.get("id"), "sample": sample,
+                    "target": (conv.get("target") or {}).get("id"), "metric_id": conv.get("metric_id"),
+                    "persona": conv.get("persona"), "user_goal": conv.get("user_goal"), "status": status,
+                    "demographic": conv.get("demographic") or {}, "transcript": conv.get("transcript") or [],
+                    "judgments": judged})
+    return out
+
+
+def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0)) -> dict[str, Any]:
+    """Mean with a normal-approximation 95% interval, clipped to the scale's `bounds` (shown with n:
+    for tiny n the interval is rough)."""
+    n = len(values)
+    if not n:
+        return {"mean": None, "low": None, "high": None, "n": 0}
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = Z95 * sd / math.sqrt(n)
+    return {"mean": round(mean, 4), "low": round(max(bounds[0], mean - half), 4),
+            "high": round(min(bounds[1], mean + half), 4), "n": n}
+
+
+def dataset_view(written: KindResults) -> tuple[dict[str, Any], list[RateRow]]:
+    """Per-agent summary, per-agent per-eval means with intervals, the per-case rows and any
+    comparative pairs the kind computed (a `comparisons` list, shown as given)."""
+    scores: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for case in written.cases:
+        for metric in case.get("metrics") or []:
+            if metric.get("score") is not None:
+                scores[(case["agent_name"], metric["eval"])].append(float(metric["score"]))
+    evals = [{"agent": agent, "eval": name, **mean_interval(values)} for (agent, name), values in sorted(scores.items())]
+    rates = []
+    for agent in written.results:
+        est = RateEstimate.of(int(agent.get("n_passed") or 0), int(agent.get("n_scored") or 0))
+        rates.append(RateRow(agent["agent_name"], PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
+                             est.low, est.high))
+    comparisons: list[Any] = list(getattr(written, "comparisons", None) or [])
+    for agent in written.results:
+        comparisons += list(agent.get("comparisons") or [])
+    return {"agents": written.results, "evals": evals, "cases": written.cases, "comparisons": comparisons}, rates
+
+
+def build_summary(*, kind: str, written: KindResults | None, gate: GateView, meta: dict[str, Any],
+                  stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path,
+                  files: list[tuple[str, str]], notes: list[str] | None = None) -> RunSummary:
+    """The summary of this session. `errors` maps node ids to their one-line error messages."""
+    benchmark = str(meta.get("benchmark") or "")
+    summary = RunSummary(benchmark=benchmark, kind=kind, title=f"evalbench: {benchmark}",
+                         created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plugin_version=__version__,
+                         commit=git_commit(root), models=models_of(meta), cost=cost_view(stats), gate=gate, rates=[],
+                         recorded=recorded, errored=len(errors), failed=failed, errors=collapse_errors(errors),
+                         files=list(files), notes=list(notes or []))
+    if written is None:
+        return summary
+    if written.view == "cases":
+        summary.dataset, summary.rates = dataset_view(written)
+    elif written.view == "rates":
+        summary.rates = scenario_rates(written, gate.comparison)
+        summary.scenario = {"demographics": demographic_groups(written.scores, written.conversations),
+                            "transcripts": transcripts(written.scores, written.conversations),
+                            "warnings": meta_warnings((gate.comparison or {}).get("baseline_meta") or {}, meta)}
+    return summary

@@ -1,0 +1,93 @@
+"""render/: the summary object and its pure renderers (no pytest run, no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.render.gate_view import gate_view, node_ids_of
+from pytest_evalbench.render.history import append_history, read_history
+from pytest_evalbench.render.html import sparkline_svg
+from pytest_evalbench.render.progress import Counts, progress_line
+from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view, mean_interval
+
+
+def test_collapse_errors_counts_identical_messages() -> None:
+    errors = {f"n{i}": "evalbench no API key: set OPENAI_API_KEY" for i in range(500)} | {"x": "other"}
+    assert collapse_errors(errors) == ["500 items: evalbench no API key: set OPENAI_API_KEY", "1 item: other"]
+
+
+def test_progress_line_eta_and_end() -> None:
+    line = progress_line(Counts(done=120, total=500, failed=3, in_flight=16, requests=260, cache_hits=4,
+                                tokens=1_234_567, cost=0.41), elapsed=60)
+    assert line == ("evalbench: 120/500 done (3 failed, 0 errors), 16 in flight, 260 requests + 4 cached, "
+                    "1.2M tokens, $0.4100, ETA 3m10s")
+    assert progress_line(Counts(done=5, total=5), elapsed=3661).endswith("took 1h01m")
+
+
+def test_verdicts_say_why() -> None:
+    thresholds = gate_view(GateOutcome(mode="thresholds", held=2), 0, 3, {})
+    assert (thresholds.verdict, thresholds.reason) == (
+        "passed", "gate: thresholds in benchmark.yaml: 2 threshold/baseline rules held; 3 cases failed, "
+                  "which is reported but does not fail the build")
+    cases = gate_view(GateOutcome(), 1, 1, {})
+    assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
+    incomplete = gate_view(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})
+    assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
+    regression = gate_view(GateOutcome(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
+    assert (regression.verdict, regression.reason) == ("regression", "1 threshold breach")
+    assert gate_view(None, 4, 0, {}, "bad baseline").reason == "results could not be written: bad baseline"
+
+
+def test_flip_keys_map_to_node_ids() -> None:
+    records = {"benchmarks/d/scenarios.json::m01_s001_v01[t-s1]":
+               {"target_id": "t", "score": {"id": "m01_s001_v01", "sample": 1}}}
+    assert node_ids_of(records) == {"t|m01_s001_v01|1": "benchmarks/d/scenarios.json::m01_s001_v01[t-s1]"}
+
+
+def test_cost_view_counts_cached_replays_and_names_unpriced() -> None:
+    stats = EngineStats(requests=2, cache_hits=3, spent=0.5, unpriced={"mystery"})
+    stats.usage["evaluate:judge"] = Usage(100, 10, 1.25)
+    cost = cost_view(stats)
+    assert (cost.spent, cost.total, cost.input_tokens, cost.output_tokens) == (0.5, 1.25, 100, 10)
+    assert "cached replays included" in cost.note and "no price for mystery" in cost.note
+
+
+def test_mean_interval_is_clipped_to_the_scale() -> None:
+    assert mean_interval([1.0, 5.0]) == {"mean": 3.0, "low": 1.0, "high": 5.0, "n": 2}
+    assert mean_interval([]) == {"mean": None, "low": None, "high": None, "n": 0}
+    one = mean_interval([4.0])
+    assert (one["low"], one["high"]) == (4.0, 4.0)
+
+
+def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
+    summary = build_summary(kind="dataset", written=KindResults([{"agent_name": "a", "n_passed": 1, "n_scored": 2}], view="cases"),
+                            gate=gate_view(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                            errors={}, recorded=2, failed=1, root=tmp_path, files=[])
+    path = tmp_path / "history.jsonl"
+    append_history(path, summary)
+    with path.open("a") as fh:
+        fh.write('{"torn": ')
+    append_history(path, summary)
+    entries = read_history(path)
+    assert [e["rates"] for e in entries] == [{"a": {"pass rate": 0.5}}] * 2
+    assert entries[0]["commit"] is None  # not a git checkout
+
+
+def test_sparkline_needs_two_points() -> None:
+    assert "<svg" not in sparkline_svg([0.5])
+    svg = sparkline_svg([1.0, None, 0.0])
+    assert svg.startswith("<svg") and "http" not in svg.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_meta_warnings_in_words() -> None:
+    from pytest_evalbench.render.summary import meta_warnings
+
+    baseline = {"benchmark": "demo", "judge_model": "j1", "targets": {"fake-gpt": "fake-gpt", "old": "m"}}
+    current = {"benchmark": "demo", "judge_model": "j2", "targets": {"fake-gpt": "gpt-4o", "new": "n"}}
+    assert meta_warnings(baseline, current) == [
+        "judge_model differs from the baseline: j1 -> j2",
+        "targets differ from the baseline: fake-gpt: fake-gpt -> gpt-4o; added new (n); removed old (m)"]
