@@ -3,6 +3,11 @@
 `--benchmark` has no prefix by design (`pytest --benchmark=<name>`); it coexists with
 pytest-benchmark because argparse abbreviations are off and its options all read
 `--benchmark-*`. Every other option is `--evalbench-*` with an `evalbench_*` dest.
+
+Import cost matters here: pytest loads this module in every run of a project that has the plugin
+installed, so it imports nothing beyond the standard library and pytest at module level. Option
+*declarations* stay light; whatever resolving them needs (engine, gate, pydantic models) is
+imported inside the functions that run only with `--benchmark`. Add new options the same way.
 """
 
 from __future__ import annotations
@@ -10,15 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..gate.compare import CompareRule, parse_compare_rule
-from ..gate.outcome import GateSettings
 from ..llm.cache import CACHE_MODES
-from ..llm.engine import EngineSettings
-from ..settings import RunSettings
+
+if TYPE_CHECKING:
+    from ..gate.compare import CompareRule
+    from ..gate.outcome import GateSettings
+    from ..settings import RunSettings
 
 
 def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:
@@ -91,6 +97,8 @@ def add_gate_options(group: Any) -> None:
 
 
 def _compare_rule(text: str) -> CompareRule:
+    from ..gate.compare import parse_compare_rule
+
     try:
         return parse_compare_rule(text)
     except ValueError as exc:
@@ -98,6 +106,8 @@ def _compare_rule(text: str) -> CompareRule:
 
 
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
+    from ..gate.outcome import GateSettings
+
     default = bench_dir / "baseline.json"
 
     def path(option: str) -> Path | None:
@@ -121,6 +131,9 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     name = config.getoption("evalbench_benchmark")
     if not name:
         return None
+    from ..llm.engine import EngineSettings
+    from ..settings import RunSettings
+
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .session import SESSION_KEY
+from .collect import SESSION_KEY
 
 STATS_OUTPUT = "evalbench_stats"
 
