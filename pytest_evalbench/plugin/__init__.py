@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from . import hookspecs
-from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
 from .collect import SESSION_KEY
+from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
 from .options import add_options, build_settings
 
 

@@ -17,7 +17,7 @@ from ..errors import EvalbenchError
 if TYPE_CHECKING:
     from .session import EvalbenchSession
 
-SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
+SESSION_KEY: pytest.StashKey[EvalbenchSession] = pytest.StashKey()
 """The session object in `config.stash`. Defined here, in a module loaded with the plugin, so the key
 is one object for the whole process even when pytester's in-process runs drop lazily imported modules."""
 CASE_KEY = pytest.StashKey[Any]()

@@ -23,7 +23,7 @@ from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..render.terminal import LAST_RUN, incomplete_reasons, summary_lines, write_run_status
 from ..settings import RunSettings
-from .collect import CASE_KEY, OUTCOME_KEY, SESSION_KEY, BrokenBenchmark, CaseFile, CaseItem
+from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import gate_settings
 
 RECORD_KEY = pytest.StashKey[Record]()
