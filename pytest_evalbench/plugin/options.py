@@ -13,7 +13,6 @@ imported inside the functions that run only with `--benchmark`. Add new options 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +66,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-cache-dir", dest="evalbench_cache_dir", metavar="DIR",
                     help="Cache directory. Default: benchmarks/NAME/.evalbench-cache")
     group.addoption("--evalbench-concurrency", dest="evalbench_concurrency", type=positive_int, default=16,
-                    metavar="N", help="LLM requests in flight per process. Default: %(default)s")
+                    metavar="N", help="LLM requests in flight in total (xdist workers split them). "
+                                      "Default: %(default)s")
     group.addoption("--evalbench-timeout", dest="evalbench_timeout", type=_non_negative_float, default=60.0,
                     metavar="SECONDS", help="Per-request timeout. Default: %(default)s")
     group.addoption("--evalbench-max-attempts", dest="evalbench_max_attempts", type=positive_int, default=5,
@@ -136,9 +136,14 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
 
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if max_cost is not None and hasattr(config, "workerinput") and workers > 1:
-        max_cost /= workers  # each xdist worker spends at most its share of the budget
+    concurrency = config.getoption("evalbench_concurrency")
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
+        # each xdist worker spends at most its share of the budget and keeps its share of the
+        # requests in flight, so the totals stay what the options say
+        from .xdist import worker_share
+
+        max_cost, concurrency = worker_share(workerinput, max_cost, concurrency)
     return RunSettings(
         benchmark=name,
         targets=list(config.getoption("evalbench_targets")),
@@ -149,7 +154,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         cache_mode=config.getoption("evalbench_cache"),
         cache_dir=Path(cache_dir).resolve() if cache_dir else None,
         engine=EngineSettings(
-            concurrency=config.getoption("evalbench_concurrency"),
+            concurrency=concurrency,
             timeout=config.getoption("evalbench_timeout"),
             max_attempts=config.getoption("evalbench_max_attempts"),
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
