@@ -80,6 +80,9 @@ def add_options(parser: pytest.Parser) -> None:
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
     group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
                     metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
+    group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("aiohttp", "openai"),
+                    default="aiohttp", help="HTTP client: aiohttp (raw JSON on one shared session, least CPU) "
+                                            "or openai (the official SDK). Default: %(default)s")
     add_gate_options(group)
 
 
@@ -160,5 +163,6 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
             rate_limit=config.getoption("evalbench_rate_limit") or None,
+            transport=config.getoption("evalbench_transport"),
         ),
     )
