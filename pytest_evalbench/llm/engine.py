@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from .cache import ResponseCache, cache_key
 from .pricing import PriceTable
-from .rate_limit import SharedRateLimit
+from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
 from .transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport
 from .types import Completion, Endpoint, Usage
 
@@ -47,6 +47,8 @@ class EngineSettings:
     max_cost: float | None = None
     rate_limit: float | None = None
     """Requests per minute, shared across processes through a file in the cache directory."""
+    token_limit: float | None = None
+    """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
     transport: str = "aiohttp"
     """"aiohttp" (raw JSON on one shared session) or "openai" (the official SDK)."""
 
@@ -92,6 +94,12 @@ def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
     if isinstance(out.get("items"), dict):
         out["items"] = bounded_strings(out["items"], limit)
     return out
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Tokens a request may use before its answer says: ~4 characters a token, plus the output cap."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", ())) // 4 + 1
+    return prompt + int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
 
 
 class PrioritySemaphore:
@@ -146,6 +154,8 @@ class Engine:
         self._pending: dict[str, asyncio.Future[Completion]] = {}
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
+        self._tokens = TokenRate(settings.token_limit) if settings.token_limit else None
+        self._adaptive: dict[str, AdaptiveConcurrency] = {}
 
     @property
     def transport(self) -> AiohttpTransport | OpenAITransport:
@@ -350,26 +360,55 @@ class Engine:
 
     async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion | Failure:
         assert self._semaphore is not None
-        await self._semaphore.acquire(PRIORITY.get())
+        ident = endpoint.identity
+        gate = self._adaptive.get(ident)
+        if gate is None:
+            gate = self._adaptive[ident] = AdaptiveConcurrency(self.settings.concurrency)
+        started_round = await gate.acquire()
+        try:
+            await self._semaphore.acquire(PRIORITY.get())
+        except BaseException:
+            gate.release(started_round, limited=False)
+            raise
         limit = self.settings.max_cost
         if limit is not None and self.stats.spent >= limit:
             # checked after the wait for a slot, so at most the calls already in flight overshoot
             self._semaphore.release()
+            gate.release(started_round, limited=False)
             raise BudgetExhausted(self.stats.spent, limit, role, endpoint.model)
-        if self._rate is not None:
-            await self._rate.wait()
+        limited = False
         self._in_flight += 1
-        self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
         try:
+            if self._rate is not None:
+                await self._rate.wait()
+            estimate = 0
+            if self._tokens is not None:
+                estimate = estimate_tokens(body)
+                await self._tokens.wait(estimate)
+            self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
             self.stats.requests += 1
-            return await self.transport.complete(endpoint, body)
+            headers: dict[str, str] = {}
+            completion = await self.transport.complete(endpoint, body, headers)
+            if self._tokens is not None:
+                self._tokens.correct(estimate, completion.input_tokens + completion.output_tokens)
+            self._hold_off(ident, exhausted_for(headers))
+            return completion
         except (asyncio.CancelledError, EvalbenchError):
             raise
         except Exception as exc:
-            return classify(exc)
+            failure = classify(exc)
+            limited = failure.kind == "rate limited"
+            self._hold_off(ident, exhausted_for(failure.headers))
+            return failure
         finally:
             self._in_flight -= 1
             self._semaphore.release()
+            gate.release(started_round, limited)
+
+    def _hold_off(self, ident: str, seconds: float | None) -> None:
+        """The provider's rate headers say its window is used up: start nothing new there until it resets."""
+        if seconds:
+            self._cooldown[ident] = max(self._cooldown.get(ident, 0.0), time.monotonic() + seconds)
 
     def _backoff(self, attempt: int, failure: Failure) -> float:
         if failure.retry_after is not None:

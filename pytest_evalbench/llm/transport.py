@@ -174,7 +174,9 @@ class AiohttpTransport:
                                               raise_for_status=False, auto_decompress=True)
         return self._session
 
-    async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None) -> Completion:
+        """One chat completion; `headers_out` receives the response's rate-limit headers."""
         session = self._session or self._open()
         if endpoint.provider == "local":
             base: str | None = await asyncio.to_thread(self.local.ensure_started)
@@ -194,6 +196,12 @@ class AiohttpTransport:
             if response.status >= 400:
                 raise HTTPStatusError(response.status, _error_message(raw, response.reason),
                                       {k.lower(): v for k, v in response.headers.items()})
+            if headers_out is not None:
+                remaining = response.headers.get("x-ratelimit-remaining-requests")
+                tokens = response.headers.get("x-ratelimit-remaining-tokens")
+                if remaining is not None or tokens is not None:
+                    headers_out.update((k.lower(), v) for k, v in response.headers.items()
+                                       if k.lower().startswith("x-ratelimit-"))
         return parse_completion(json.loads(raw))
 
     async def aclose(self) -> None:
@@ -235,7 +243,9 @@ class OpenAITransport:
             self._clients[slot] = client
         return client
 
-    async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None) -> Completion:
+        """One chat completion (rate headers of successful answers are not read through the SDK)."""
         if endpoint.provider == "local":
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:

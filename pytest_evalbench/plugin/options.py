@@ -80,6 +80,9 @@ def add_options(parser: pytest.Parser) -> None:
                     metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
     group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
                     metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
+    group.addoption("--evalbench-token-limit", dest="evalbench_token_limit", type=_non_negative_float,
+                    default=None, metavar="TPM",
+                    help="At most TPM tokens (prompt + completion) per minute, split across xdist workers")
     group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("aiohttp", "openai"),
                     default="aiohttp", help="HTTP client: aiohttp (raw JSON on one shared session, least CPU) "
                                             "or openai (the official SDK). Default: %(default)s")
@@ -140,13 +143,15 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
     concurrency = config.getoption("evalbench_concurrency")
+    token_limit = config.getoption("evalbench_token_limit") or None
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
-        # each xdist worker spends at most its share of the budget and keeps its share of the
-        # requests in flight, so the totals stay what the options say
+        # each xdist worker spends at most its share of the budget and of the tokens per minute and
+        # keeps its share of the requests in flight, so the totals stay what the options say
         from .xdist import worker_share
 
         max_cost, concurrency = worker_share(workerinput, max_cost, concurrency)
+        token_limit = token_limit / int(workerinput["workercount"]) if token_limit else None
     return RunSettings(
         benchmark=name,
         targets=list(config.getoption("evalbench_targets")),
@@ -163,6 +168,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
             rate_limit=config.getoption("evalbench_rate_limit") or None,
+            token_limit=token_limit,
             transport=config.getoption("evalbench_transport"),
         ),
     )
