@@ -22,3 +22,5 @@ class RunSettings:
     cache_mode: str = "on"
     cache_dir: Path | None = None
     engine: EngineSettings = field(default_factory=EngineSettings)
+    shard: tuple[int, int] | None = None
+    """(K, N) of `--evalbench-shard=K/N`: run the K-th of N balanced parts, write under shards/K-of-N/."""

@@ -67,5 +67,5 @@ class DatasetKind:
         return Outcome(case["status"], record["message"], properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        summary = write_dataset_results(self.run.bench_dir, records, self.order())
+        summary = write_dataset_results(self.run.output_dir, records, self.order())
         return KindResults(results=summary, gate_results=as_target_results(summary), table=agent_table(summary))

@@ -41,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
         xdist.register(config)
+        if settings.shard:
+            from .shards import ShardPlugin
+
+            config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -40,6 +40,18 @@ def positive_int(text: str) -> int:
     return int(_number(text, int, 1, "a whole number", "must be at least 1"))
 
 
+def shard(text: str) -> tuple[int, int]:
+    """`K/N` with 1 <= K <= N."""
+    index, _, count = text.partition("/")
+    try:
+        k, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (e.g. 2/4)") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: K must be between 1 and N")
+    return k, n
+
+
 def _non_negative_float(text: str) -> float:
     return float(_number(text, float, 0, "a number", "must not be negative"))
 
@@ -83,6 +95,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-token-limit", dest="evalbench_token_limit", type=_non_negative_float,
                     default=None, metavar="TPM",
                     help="At most TPM tokens (prompt + completion) per minute, split across xdist workers")
+    group.addoption("--evalbench-shard", dest="evalbench_shard", type=shard, default=None, metavar="K/N",
+                    help="Run only the K-th of N balanced parts of the items (by hash of node id) and write "
+                         "results under benchmarks/NAME/shards/K-of-N/; combine with `evalbench merge`")
     group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("aiohttp", "openai"),
                     default="aiohttp", help="HTTP client: aiohttp (raw JSON on one shared session, least CPU) "
                                             "or openai (the official SDK). Default: %(default)s")
@@ -161,6 +176,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         provider=config.getoption("evalbench_provider"),
         cache_mode=config.getoption("evalbench_cache"),
         cache_dir=Path(cache_dir).resolve() if cache_dir else None,
+        shard=config.getoption("evalbench_shard"),
         engine=EngineSettings(
             concurrency=concurrency,
             timeout=config.getoption("evalbench_timeout"),

@@ -27,7 +27,7 @@ from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import gate_settings
 
 RECORD_KEY = pytest.StashKey[Record]()
-RESULT_DIRS = ("runs", ".evalbench-cache")
+RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 
 
 class Unscored(EvalbenchError):
@@ -209,12 +209,12 @@ class EvalbenchSession:
         run = self.run
         written = self.kind.write_results(records)
         gated = written.gate_results if written.gate_results is not None else written.results
-        outcome = evaluate_gate(self.bench_dir, run.spec.thresholds, gated,
+        outcome = evaluate_gate(run.output_dir, run.spec.thresholds, gated,
                                 gate_settings(self.config, self.bench_dir, run.spec.gate), run.meta(),
                                 incomplete_reasons(self.errors, exitstatus))
         if written.table is not None:
             outcome.table = written.table
-        write_run_status(self.bench_dir / LAST_RUN, self, outcome)
+        write_run_status(run.output_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)
         return outcome

@@ -69,7 +69,7 @@ class ScenarioKind:
         return Outcome(status, message, properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        bench_dir = self.run.bench_dir
+        bench_dir = self.run.output_dir
         results = write_results(bench_dir, records, self.order())
         return KindResults(results=results, scores=_rows(bench_dir, "scores.json"),
                            conversations=_rows(bench_dir, "conversations.json"))
