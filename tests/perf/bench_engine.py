@@ -194,7 +194,7 @@ def run_pytest(root: Path, *args: str) -> dict[str, float]:
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_engine", "-q",
-                           "--tb=no", *args], cwd=root, env=env, capture_output=True, text=True)
+                           "--tb=no", *args], check=False, cwd=root, env=env, capture_output=True, text=True)
     result = {"process": time.perf_counter() - start, "exit": float(done.returncode)}
     if probe.is_file():
         result.update(json.loads(probe.read_text()))
@@ -220,7 +220,7 @@ def startup(root: Path) -> tuple[float, float, float]:
             subprocess.run(base + extra, cwd=root, capture_output=True, check=True)
             times[label].append(time.perf_counter() - start)
     trace = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest_evalbench.plugin"],
-                           capture_output=True, text=True, cwd=root).stderr
+                           capture_output=True, text=True, cwd=root, check=True).stderr
     own = sum(int(m.group(1)) for m in re.finditer(r"import time:\s+(\d+) \|\s+\d+ \|\s+(\S+)", trace)
               if m.group(2).strip().startswith("pytest_evalbench"))
     return statistics.median(times["with"]), statistics.median(times["without"]), own / 1000
