@@ -297,12 +297,15 @@ class Engine:
         The answer stays in `_pending` until it is on disk, so an identical call meanwhile is
         served from memory exactly as it would be from the file (same counts, no second request).
         """
+        if not self.cache.reads:
+            del self._pending[key]  # `refresh` asks again for an identical later call, as before
         if not self.cache.writes:
-            del self._pending[key]
             return
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
         written = self._writer.submit(self.cache.put, key, material, completion.to_json())
+        if not self.cache.reads:
+            return
         loop = asyncio.get_running_loop()
 
         def done(_: object) -> None:
@@ -364,7 +367,7 @@ class Engine:
         gate = self._adaptive.get(ident)
         if gate is None:
             gate = self._adaptive[ident] = AdaptiveConcurrency(self.settings.concurrency)
-        started_round = await gate.acquire()
+        started_round = await gate.acquire(PRIORITY.get())
         try:
             await self._semaphore.acquire(PRIORITY.get())
         except BaseException:

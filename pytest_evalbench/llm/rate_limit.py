@@ -9,9 +9,10 @@ crashed worker leaves nothing locked (the kernel drops the lock with the process
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import os
 import time
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -56,7 +57,8 @@ class AdaptiveConcurrency:
 
     A 429 halves the limit (once per round: answers to requests sent before the last cut do not
     cut again); every success adds 1/limit, so the limit grows back by about one per round of
-    successful requests, up to the configured concurrency.
+    successful requests, up to the configured concurrency. Waiters are served lowest priority
+    value first, like the engine's semaphore, so a throttled endpoint still finishes early items first.
     """
 
     def __init__(self, ceiling: int) -> None:
@@ -65,21 +67,24 @@ class AdaptiveConcurrency:
         self.in_flight = 0
         self.round = 0
         self.cuts = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
 
-    async def acquire(self) -> int:
+    async def acquire(self, priority: int = 0) -> int:
         """Wait for a slot; return the round the request starts in (hand it back to `release`)."""
-        if self.in_flight >= int(self.limit) or self._waiters:
-            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(future)
-            try:
-                await future
-            except asyncio.CancelledError:
-                if future.done() and not future.cancelled():
-                    self._wake(1)
-                raise
-        else:
+        if self.in_flight < int(self.limit) and not self._waiters:
             self.in_flight += 1
+            return self.round
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future))
+        self._wake(int(self.limit) - self.in_flight)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted, then cancelled: give the slot back
+                self.in_flight -= 1
+                self._wake(int(self.limit) - self.in_flight)
+            raise
         return self.round
 
     def release(self, started_round: int, limited: bool) -> None:
@@ -95,7 +100,7 @@ class AdaptiveConcurrency:
 
     def _wake(self, slots: int) -> None:
         while slots > 0 and self._waiters:
-            future = self._waiters.popleft()
+            _, _, future = heapq.heappop(self._waiters)
             if not future.done():
                 self.in_flight += 1
                 future.set_result(None)

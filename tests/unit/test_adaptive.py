@@ -139,3 +139,26 @@ def test_token_limit_through_the_engine(tmp_path: Path) -> None:
             engine.close()
     # 4 x 200 tokens at 200/s: the last may start at 3 s minus one second of burst
     assert time.monotonic() - started >= 1.5
+
+
+def test_a_throttled_endpoint_still_serves_early_items_first() -> None:
+    async def run() -> list[int]:
+        gate = AdaptiveConcurrency(1)
+        first = await gate.acquire()
+        order: list[int] = []
+
+        async def one(priority: int) -> None:
+            started = await gate.acquire(priority)
+            order.append(priority)
+            gate.release(started, limited=False)
+
+        tasks = [asyncio.create_task(one(p)) for p in (5, 1, 3)]
+        await asyncio.sleep(0)
+        cancelled = asyncio.create_task(one(0))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        gate.release(first, limited=False)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(run()) == [1, 3, 5]
