@@ -1,13 +1,36 @@
-"""pytest-evalbench: LLM evaluations as pytest tests (`pytest --benchmark=<name>`)."""
+"""pytest-evalbench: LLM evaluations as pytest tests (`pytest --benchmark=<name>`).
+
+The public names are resolved on first use (PEP 562): pytest imports this package for its
+plugin entry point in every run, and the models behind these names pull in pydantic, which an
+unrelated test run should not pay for.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
-from .scenarios.models import Scenario
-from .spec import BenchmarkSpec, Metric, TargetConfig
-from .targets import TargetReply
+
+if TYPE_CHECKING:
+    from .scenarios.models import Scenario
+    from .spec import BenchmarkSpec, Metric, TargetConfig
+    from .targets import TargetReply
 
 __version__ = "0.1.0"
+
+_LAZY = {"Scenario": ".scenarios.models", "BenchmarkSpec": ".spec", "Metric": ".spec",
+         "TargetConfig": ".spec", "TargetReply": ".targets"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BenchmarkSpec",

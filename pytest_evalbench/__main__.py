@@ -39,7 +39,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="Draft metrics from benchmark.yaml's name and description (written into it)")
     sub.add_parser("gen-scenarios", parents=[common],
                    help="Write scenarios.json: base scenarios per metric x demographic variants")
+    merge = sub.add_parser("merge", help="Combine --evalbench-shard outputs into the files one unsharded run "
+                                         "writes (in benchmarks/NAME/)")
+    merge.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
+    merge.add_argument("dirs", nargs="+", type=Path, metavar="DIR",
+                       help="shard directories (benchmarks/NAME/shards/K-of-N or downloaded CI artifacts)")
+    merge.add_argument("--root", type=Path, default=None, metavar="DIR",
+                       help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
+    if args.command == "merge":
+        return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "schemas":
         from .schemas import write
 
@@ -52,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
                                base_url=args.base_url, model=args.model, concurrency=args.concurrency,
                                provider=args.provider)
     return run_command(args.command, args.name, options)
+
+
+def _merge(root: Path, name: str, dirs: list[Path]) -> int:
+    from .errors import EvalbenchError
+    from .merge import merge_shards
+
+    try:
+        bench_dir, count = merge_shards(root, name, dirs)
+    except EvalbenchError as exc:
+        print(f"evalbench merge: {exc}", file=sys.stderr)
+        return 4
+    print(f"merged {count} records from {len(dirs)} shard(s) into {bench_dir}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -113,6 +113,14 @@ def open_engine(bench_dir: Path, spec: BenchmarkSpec, engine: EngineSettings, ca
     return Engine(engine, ResponseCache(cache_dir or bench_dir / CACHE_DIR, cache_mode), prices)  # type: ignore[arg-type]
 
 
+SHARDS_DIR = "shards"
+
+
+def shard_dir(bench_dir: Path, shard: tuple[int, int]) -> Path:
+    """benchmarks/NAME/shards/K-of-N: one CI shard's result files (combined by `evalbench merge`)."""
+    return bench_dir / SHARDS_DIR / f"{shard[0]}-of-{shard[1]}"
+
+
 class BenchmarkRun:
     """A loaded benchmark plus engine, endpoints and targets for this process."""
 
@@ -122,6 +130,8 @@ class BenchmarkRun:
         self.bench_dir = bench_dir
         self.spec = spec
         self.settings = settings
+        self.output_dir = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir
+        """Where result files go: the benchmark directory, or a shard's own directory under it."""
         env = os.environ if env is None else env
         self.engine = open_engine(bench_dir, spec, settings.engine, settings.cache_mode, settings.cache_dir)
         self.user = role_endpoint(spec.user_model, settings.user_model, settings, env,

@@ -24,3 +24,5 @@ class RunSettings:
     engine: EngineSettings = field(default_factory=EngineSettings)
     calibrate: bool = False
     """Run the judge over calibration.jsonl instead of the benchmark (see calibration/)."""
+    shard: tuple[int, int] | None = None
+    """(K, N) of `--evalbench-shard=K/N`: run the K-th of N balanced parts, write under shards/K-of-N/."""

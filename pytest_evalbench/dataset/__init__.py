@@ -92,8 +92,9 @@ class DatasetKind:
         return Outcome(case["status"], record["message"], properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        summary, dropped = write_dataset_results(self.run.bench_dir, records, self.order())
-        rows = read_rows(self.run.bench_dir / CASE_RESULTS)
+        out = self.run.output_dir
+        summary, dropped = write_dataset_results(out, records, self.order())
+        rows = read_rows(out / CASE_RESULTS)
         lines = agreement_lines([(m["eval"], m.get("agreement")) for r in records for m in r["case"]["metrics"]])
         gated_rows, gated = rows, summary
         if self.unreliable:
@@ -109,7 +110,7 @@ class DatasetKind:
         return KindResults(results=summary, gate_results=as_target_results(gated), table=agent_table(summary),
                            outcomes=case_outcome_rows(gated_rows), eval_scores=eval_score_rows(gated_rows),
                            dropped=dropped, judge_lines=lines, cases=rows, view="cases",
-                           files=[self.run.bench_dir / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])
+                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])
 
 
 def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

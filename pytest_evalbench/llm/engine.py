@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from .cache import CorruptEntry, ResponseCache, cache_key
 from .pricing import PriceTable
-from .rate_limit import SharedRateLimit
-from .transport import Failure, OpenAITransport, classify
+from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
+from .transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport
 from .types import Completion, Endpoint, Usage
 
 T = TypeVar("T")
@@ -49,6 +49,10 @@ class EngineSettings:
     """Requests per minute, shared across processes through a file in the cache directory."""
     max_reply_chars: int = 50_000
     """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
+    token_limit: float | None = None
+    """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
+    transport: str = "aiohttp"
+    """"aiohttp" (raw JSON on one shared session) or "openai" (the official SDK)."""
 
 
 @dataclass
@@ -94,6 +98,12 @@ def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
     return out
 
 
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """Tokens a request may use before its answer says: ~4 characters a token, plus the output cap."""
+    prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", ())) // 4 + 1
+    return prompt + int(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+
+
 class PrioritySemaphore:
     """A semaphore whose waiters are served lowest priority value first (FIFO among equals)."""
 
@@ -128,12 +138,13 @@ class Engine:
     """Runs LLM pipelines concurrently for a synchronous caller (pytest)."""
 
     def __init__(self, settings: EngineSettings, cache: ResponseCache, prices: PriceTable,
-                 transport: OpenAITransport | None = None) -> None:
+                 transport: AiohttpTransport | OpenAITransport | None = None) -> None:
         self.settings = settings
         self.cache = cache
         self.prices = prices
         self.stats = EngineStats()
-        self.transport = transport or OpenAITransport(settings.timeout)
+        self._transport = transport
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._semaphore: PrioritySemaphore | None = None
@@ -145,6 +156,15 @@ class Engine:
         self._pending: dict[str, asyncio.Future[Completion]] = {}
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
+        self._tokens = TokenRate(settings.token_limit) if settings.token_limit else None
+        self._adaptive: dict[str, AdaptiveConcurrency] = {}
+
+    @property
+    def transport(self) -> AiohttpTransport | OpenAITransport:
+        """Built at the first cache miss: a fully replayed run never loads an HTTP client."""
+        if self._transport is None:
+            self._transport = make_transport(self.settings.transport, self.settings.timeout)
+        return self._transport
 
     @property
     def in_flight(self) -> int:
@@ -204,7 +224,8 @@ class Engine:
             future.cancel()
 
         async def shutdown() -> None:
-            await self.transport.aclose()
+            if self._transport is not None:
+                await self._transport.aclose()
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
@@ -214,6 +235,9 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._loop = None
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)  # every answer received is on disk before the run ends
+            self._writer = None
 
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
@@ -256,14 +280,13 @@ class Engine:
             self._pending[key] = pending
             try:
                 completion = dataclasses.replace(await self._fetch(endpoint, body, role), key=key)
-                self.cache.put(key, material, completion.to_json())
-                pending.set_result(completion)
             except BaseException as exc:
                 pending.set_exception(exc)
                 pending.exception()  # retrieved: waiters re-raise it, nobody logs it as lost
-                raise
-            finally:
                 del self._pending[key]
+                raise
+            pending.set_result(completion)
+            self._write_behind(key, material, completion)
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
                                 local=endpoint.provider == "local")
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)
@@ -286,6 +309,38 @@ class Engine:
                 raise LLMError("corrupt cache entry", f"{exc}; re-record it with --evalbench-cache=on",
                                role=role, model=model) from None
             return None
+
+    def _write_behind(self, key: str, material: dict[str, Any], completion: Completion) -> None:
+        """Write the cache entry on the writer thread, off the event loop (one file write is ~0.5 ms).
+
+        The answer stays in `_pending` until it is on disk, so an identical call meanwhile is
+        served from memory exactly as it would be from the file (same counts, no second request).
+        """
+        if not self.cache.reads:
+            del self._pending[key]  # `refresh` asks again for an identical later call, as before
+        if not self.cache.writes:
+            return
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
+        written = self._writer.submit(self.cache.put, key, material, completion.to_json())
+        if not self.cache.reads:
+            return
+        loop = asyncio.get_running_loop()
+
+        def done(_: object) -> None:
+            try:
+                loop.call_soon_threadsafe(self._pending.pop, key, None)
+            except RuntimeError:  # the loop is closed: the run is over, nobody asks any more
+                pass
+
+        written.add_done_callback(done)
+
+    async def forget(self, keys: list[str]) -> None:
+        """Drop cache entries, after any of their writes still queued (same writer thread, FIFO)."""
+        if self._writer is None:
+            self.cache.forget(keys)
+            return
+        await asyncio.wrap_future(self._writer.submit(self.cache.forget, keys))
 
     async def _fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion:
         settings = self.settings
@@ -327,26 +382,55 @@ class Engine:
 
     async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion | Failure:
         assert self._semaphore is not None
-        await self._semaphore.acquire(PRIORITY.get())
+        ident = endpoint.identity
+        gate = self._adaptive.get(ident)
+        if gate is None:
+            gate = self._adaptive[ident] = AdaptiveConcurrency(self.settings.concurrency)
+        started_round = await gate.acquire(PRIORITY.get())
+        try:
+            await self._semaphore.acquire(PRIORITY.get())
+        except BaseException:
+            gate.release(started_round, limited=False)
+            raise
         limit = self.settings.max_cost
         if limit is not None and self.stats.spent >= limit:
             # checked after the wait for a slot, so at most the calls already in flight overshoot
             self._semaphore.release()
+            gate.release(started_round, limited=False)
             raise BudgetExhausted(self.stats.spent, limit, role, endpoint.model)
-        if self._rate is not None:
-            await self._rate.wait()
+        limited = False
         self._in_flight += 1
-        self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
         try:
+            if self._rate is not None:
+                await self._rate.wait()
+            estimate = 0
+            if self._tokens is not None:
+                estimate = estimate_tokens(body)
+                await self._tokens.wait(estimate)
+            self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
             self.stats.requests += 1
-            return await self.transport.complete(endpoint, body)
+            headers: dict[str, str] = {}
+            completion = await self.transport.complete(endpoint, body, headers)
+            if self._tokens is not None:
+                self._tokens.correct(estimate, completion.input_tokens + completion.output_tokens)
+            self._hold_off(ident, exhausted_for(headers))
+            return completion
         except (asyncio.CancelledError, EvalbenchError):
             raise
         except Exception as exc:
-            return classify(exc)
+            failure = classify(exc)
+            limited = failure.kind == "rate limited"
+            self._hold_off(ident, exhausted_for(failure.headers))
+            return failure
         finally:
             self._in_flight -= 1
             self._semaphore.release()
+            gate.release(started_round, limited)
+
+    def _hold_off(self, ident: str, seconds: float | None) -> None:
+        """The provider's rate headers say its window is used up: start nothing new there until it resets."""
+        if seconds:
+            self._cooldown[ident] = max(self._cooldown.get(ident, 0.0), time.monotonic() + seconds)
 
     def _backoff(self, attempt: int, failure: Failure) -> float:
         if failure.retry_after is not None:

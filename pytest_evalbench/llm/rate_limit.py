@@ -1,4 +1,5 @@
-"""A requests-per-minute limit shared by every process on the machine (xdist workers included).
+"""Rate limits: requests per minute shared by every process on the machine (xdist workers
+included), tokens per minute per process, and concurrency that adapts to 429s per endpoint.
 
 Each request reserves the next free slot in a tiny state file under an exclusive `fcntl` lock,
 then sleeps until its slot: the spacing holds across workers without a coordinator, and a
@@ -8,9 +9,11 @@ crashed worker leaves nothing locked (the kernel drops the lock with the process
 from __future__ import annotations
 
 import asyncio
-import fcntl
+import heapq
+import itertools
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -26,6 +29,8 @@ class SharedRateLimit:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            import fcntl  # POSIX only: the plugin must stay importable on Windows
+
             fcntl.flock(fd, fcntl.LOCK_EX)
             raw = os.read(fd, 64)
             try:
@@ -45,3 +50,123 @@ class SharedRateLimit:
         delay = slot - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
+
+
+class AdaptiveConcurrency:
+    """Requests in flight to one endpoint, adapted to what the provider accepts (AIMD).
+
+    A 429 halves the limit (once per round: answers to requests sent before the last cut do not
+    cut again); every success adds 1/limit, so the limit grows back by about one per round of
+    successful requests, up to the configured concurrency. Waiters are served lowest priority
+    value first, like the engine's semaphore, so a throttled endpoint still finishes early items first.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = float(max(1, ceiling))
+        self.limit = self.ceiling
+        self.in_flight = 0
+        self.round = 0
+        self.cuts = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    async def acquire(self, priority: int = 0) -> int:
+        """Wait for a slot; return the round the request starts in (hand it back to `release`)."""
+        if self.in_flight < int(self.limit) and not self._waiters:
+            self.in_flight += 1
+            return self.round
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future))
+        self._wake(int(self.limit) - self.in_flight)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted, then cancelled: give the slot back
+                self.in_flight -= 1
+                self._wake(int(self.limit) - self.in_flight)
+            raise
+        return self.round
+
+    def release(self, started_round: int, limited: bool) -> None:
+        self.in_flight -= 1
+        if limited:
+            if started_round == self.round:
+                self.limit = max(1.0, self.limit / 2)
+                self.round += 1
+                self.cuts += 1
+        else:
+            self.limit = min(self.ceiling, self.limit + 1 / self.limit)
+        self._wake(int(self.limit) - self.in_flight)
+
+    def _wake(self, slots: int) -> None:
+        while slots > 0 and self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                self.in_flight += 1
+                future.set_result(None)
+                slots -= 1
+
+
+class TokenRate:
+    """At most `per_minute` tokens per minute in this process, by a virtual schedule (GCRA).
+
+    A request reserves its estimated tokens before it starts and waits until the schedule lets it
+    go (one second of burst); the true count from the response corrects the schedule afterwards.
+    """
+
+    BURST_SECONDS = 1.0
+
+    def __init__(self, per_minute: float) -> None:
+        self.per_second = per_minute / 60.0
+        self._due = 0.0
+
+    async def wait(self, tokens: int) -> None:
+        now = time.monotonic()
+        due = max(self._due, now)
+        self._due = due + tokens / self.per_second
+        delay = due - now - self.BURST_SECONDS
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def correct(self, estimated: int, actual: int) -> None:
+        self._due += (actual - estimated) / self.per_second
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_reset(text: str | None) -> float | None:
+    """OpenAI's reset durations ("1s", "6m0s", "20ms", "0.5s") or plain seconds -> seconds."""
+    if not text:
+        return None
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total, number = 0.0, ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isdigit() or ch == ".":
+            number += ch
+            i += 1
+            continue
+        unit = "ms" if text.startswith("ms", i) else ch
+        if unit not in _UNITS or not number:
+            return None
+        total += float(number) * _UNITS[unit]
+        number = ""
+        i += len(unit)
+    return total if not number else None
+
+
+def exhausted_for(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to hold off when the rate headers say the requests or tokens of the window are used up."""
+    if not headers:
+        return None
+    waits = []
+    for kind in ("requests", "tokens"):
+        remaining = headers.get(f"x-ratelimit-remaining-{kind}")
+        if remaining is not None and remaining.strip() in ("0", "0.0"):
+            waits.append(parse_reset(headers.get(f"x-ratelimit-reset-{kind}")) or 1.0)
+    return max(waits) if waits else None

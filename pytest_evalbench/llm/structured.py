@@ -100,5 +100,5 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
             messages = [*messages, {"role": "assistant", "content": completion.content or ""},
                         {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with only "
                          f"the corrected JSON object {shape}."}]
-    engine.cache.forget(keys)
+    await engine.forget(keys)
     return None, reason

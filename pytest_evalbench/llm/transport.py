@@ -1,7 +1,18 @@
-"""One chat request through the official `openai` client, with errors classified.
+"""One chat request over HTTP, with errors classified.
 
-The SDK's own retries are switched off (max_retries=0): the engine owns retry policy so that it
-is bounded in count and total time, honours Retry-After and is visible in statistics.
+Two transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
+
+- `AiohttpTransport` (the default): one shared aiohttp session for the run, the request body
+  serialised once, the response body read as bytes and parsed once into a `Completion`. This is
+  the hot path: at high concurrency a single pytest process is bound by client CPU, and the SDK
+  layers (request building, the httpx-on-aiohttp shim, response models) cost about twice the
+  HTTP exchange itself.
+- `OpenAITransport` (`--evalbench-transport=openai`): the official SDK, for endpoints that
+  need its specifics.
+
+Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is
+bounded in count and total time, honours Retry-After and is visible in statistics. `openai` and
+`aiohttp` are imported when a transport is first built, never when this module is imported.
 """
 
 from __future__ import annotations
@@ -9,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import openai
-
 from .local_server import LocalServer
 from .types import Completion, Endpoint
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+TRANSPORTS = ("aiohttp", "openai")
 
 
 @dataclass(frozen=True)
@@ -27,15 +41,26 @@ class Failure:
     retryable: bool
     retry_after: float | None = None
     connection: bool = False
+    headers: Mapping[str, str] | None = None
+    """Response headers of an HTTP error (rate-limit hints for the engine), when there was one."""
 
 
-def _retry_after(response: Any) -> float | None:
+class HTTPStatusError(Exception):
+    """An HTTP error status from the raw transport (the SDK raises its own APIStatusError)."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status_code = status
+        self.message = message
+        self.headers = headers
+
+
+def _retry_after(headers: Any) -> float | None:
     try:
-        value = response.headers.get("retry-after")
+        value = headers.get("retry-after")
         return max(0.0, float(value)) if value is not None else None
     except (AttributeError, TypeError, ValueError):
         return None
-
 
 def _transport_kind(exc: BaseException) -> str | None:
     """httpx/httpx2 transport errors can escape the SDK unwrapped (seen with openai 3.x + httpx2)."""
@@ -68,28 +93,41 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
+def _status_failure(status: int, message: str, headers: Mapping[str, str]) -> Failure:
+    message = f"HTTP {status}: {_short(message)}"
+    if status == 429:
+        return Failure("rate limited", message, True, _retry_after(headers), headers=headers)
+    if status >= 500 or status in (408, 409):
+        return Failure("server error", message, True, _retry_after(headers), headers=headers)
+    return Failure("request rejected", message, False, headers=headers)
+
+
+def _errors(module: str, *names: str) -> tuple[type[BaseException], ...]:
+    """Exception classes of a library, if something already imported it (else none can be raised)."""
+    loaded = sys.modules.get(module)
+    return tuple(getattr(loaded, name) for name in names) if loaded is not None else ()
+
+
 def classify(exc: BaseException) -> Failure:
-    """Map an exception from the SDK to a Failure (never leaks the request headers)."""
+    """Map an exception from either transport to a Failure (never leaks the request headers)."""
     chain = _cause_chain(exc)
     transport = "connection" if _refused(chain) else _transport_kind(exc)
     unreachable = Failure("connection error", f"cannot reach the endpoint ({type(chain[-1]).__name__})",
                           True, connection=True)
     if transport == "connection":
         return unreachable
-    if isinstance(exc, (openai.APITimeoutError, TimeoutError)) or transport == "timeout":
+    if isinstance(exc, HTTPStatusError):
+        return _status_failure(exc.status_code, exc.message, exc.headers)
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError, *_errors("openai", "APITimeoutError"),
+                        *_errors("aiohttp", "ServerTimeoutError"))) or transport == "timeout":
         return Failure("timeout", "request timed out", True)
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, _errors("openai", "APIConnectionError") + _errors("aiohttp", "ClientConnectionError")):
         return unreachable
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        message = f"HTTP {status}: {_short(exc.message)}"
-        if status == 429:
-            return Failure("rate limited", message, True, _retry_after(exc.response))
-        if status >= 500 or status in (408, 409):
-            return Failure("server error", message, True, _retry_after(exc.response))
-        return Failure("request rejected", message, False)
-    if isinstance(exc, (openai.APIResponseValidationError, json.JSONDecodeError, ValueError, KeyError,
-                        IndexError, AttributeError, TypeError)):
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.APIStatusError):
+        return _status_failure(exc.status_code, exc.message, exc.response.headers)
+    if isinstance(exc, (*_errors("openai", "APIResponseValidationError"), *_errors("aiohttp", "ClientPayloadError"),
+                        json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):
         return Failure("bad response", f"unusable HTTP 200 body ({type(exc).__name__})", True)
     return Failure("error", f"{type(exc).__name__}: {_short(str(exc))}", False)
 
@@ -97,6 +135,82 @@ def classify(exc: BaseException) -> Failure:
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _error_message(raw: bytes, reason: str | None) -> str:
+    """The `error.message` of an OpenAI-style error body, else the status line's reason."""
+    try:
+        error = json.loads(raw).get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        if isinstance(message, str) and message:
+            return message
+    except (ValueError, AttributeError):
+        pass
+    return reason or "error"
+
+
+class AiohttpTransport:
+    """Raw JSON over one shared aiohttp session (created on the engine loop at the first call).
+
+    `timeout` bounds the whole call (connect, send, wait, read), so a server that trickles bytes
+    cannot hold a slot for ever. The connector has no connection cap of its own: the engine's
+    semaphore is the one limit on requests in flight.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.local = LocalServer()
+        self._session: Any = None
+        self._timeout: Any = None
+        self._urls: dict[str | None, str] = {}
+        self._headers: dict[str | None, dict[str, str]] = {}
+
+    def _open(self) -> Any:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._timeout = aiohttp.ClientTimeout(total=self.timeout)
+        self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
+                                              raise_for_status=False, auto_decompress=True)
+        return self._session
+
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None) -> Completion:
+        """One chat completion; `headers_out` receives the response's rate-limit headers."""
+        session = self._session or self._open()
+        if endpoint.provider == "local":
+            base: str | None = await asyncio.to_thread(self.local.ensure_started)
+        else:
+            base = endpoint.base_url
+        url = self._urls.get(base)
+        if url is None:
+            url = self._urls[base] = (base or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        headers = self._headers.get(endpoint.api_key)
+        if headers is None:
+            headers = self._headers[endpoint.api_key] = {
+                "Authorization": f"Bearer {endpoint.api_key or 'no-key'}", "Content-Type": "application/json",
+                "Accept": "application/json"}
+        if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
+            headers = {**headers, **endpoint.headers}
+        async with session.post(url, data=json.dumps(body).encode(), headers=headers,
+                                timeout=self._timeout) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                raise HTTPStatusError(response.status, _error_message(raw, response.reason),
+                                      {k.lower(): v for k, v in response.headers.items()})
+            if headers_out is not None:
+                remaining = response.headers.get("x-ratelimit-remaining-requests")
+                tokens = response.headers.get("x-ratelimit-remaining-tokens")
+                if remaining is not None or tokens is not None:
+                    headers_out.update((k.lower(), v) for k, v in response.headers.items()
+                                       if k.lower().startswith("x-ratelimit-"))
+        return parse_completion(json.loads(raw))
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await asyncio.to_thread(self.local.stop)
 
 
 class OpenAITransport:
@@ -116,11 +230,13 @@ class OpenAITransport:
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._clients: dict[tuple[str | None, str | None], openai.AsyncOpenAI] = {}
+        self._clients: dict[tuple[str | None, str | None], Any] = {}
         self._tls: ssl.SSLContext | None = None
         self.local = LocalServer()
 
-    def client_for(self, base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
+    def client_for(self, base_url: str | None, api_key: str | None) -> Any:
+        import openai
+
         slot = (base_url, api_key)
         client = self._clients.get(slot)
         if client is None:
@@ -131,7 +247,9 @@ class OpenAITransport:
             self._clients[slot] = client
         return client
 
-    async def complete(self, endpoint: Endpoint, body: dict[str, Any]) -> Completion:
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None) -> Completion:
+        """One chat completion (rate headers of successful answers are not read through the SDK)."""
         if endpoint.provider == "local":
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:
@@ -149,10 +267,17 @@ class OpenAITransport:
 
 def _http_client(tls: ssl.SSLContext, timeout: float) -> Any:
     """The SDK's aiohttp-backed client when `openai[aiohttp]` is installed, else its httpx default."""
+    import openai
+
     try:
         return openai.DefaultAioHttpClient(verify=tls, timeout=timeout)
     except RuntimeError:  # the extra is missing (a minimal install): same behaviour, more CPU
         return openai.DefaultAsyncHttpxClient(verify=tls, timeout=timeout)
+
+
+def make_transport(name: str, timeout: float) -> AiohttpTransport | OpenAITransport:
+    """The transport `--evalbench-transport` names."""
+    return OpenAITransport(timeout) if name == "openai" else AiohttpTransport(timeout)
 
 
 def parse_completion(data: Any) -> Completion:

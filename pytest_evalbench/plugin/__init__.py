@@ -2,7 +2,9 @@
 
 Every hook here is a line or two that delegates; the work lives in `session.py` (pytest glue)
 and in the pytest-free core. Without `--benchmark` the plugin registers nothing else, so normal
-test runs are unaffected.
+test runs are unaffected and pay only for this module, `options`, `hookspecs` and `fixtures`
+(standard library and pytest): the session, the engine, pydantic models, aiohttp and openai are
+imported in `pytest_configure` once `--benchmark` is given (tests/unit/test_import_cost.py).
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs, xdist
+from . import hookspecs
+from .collect import SESSION_KEY
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
 from .options import add_options, benchmark_hint, build_settings
-from .session import SESSION_KEY, EvalbenchSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,10 +34,17 @@ def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""
     settings = build_settings(config)
     if settings is not None:
+        from . import xdist
+        from .session import EvalbenchSession
+
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
         xdist.register(config)
+        if settings.shard:
+            from .shards import ShardPlugin
+
+            config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -8,12 +8,18 @@ users can override `evalbench_*` fixtures like any other.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import EvalbenchError
 
+if TYPE_CHECKING:
+    from .session import EvalbenchSession
+
+SESSION_KEY: pytest.StashKey[EvalbenchSession] = pytest.StashKey()
+"""The session object in `config.stash`. Defined here, in a module loaded with the plugin, so the key
+is one object for the whole process even when pytester's in-process runs drop lazily imported modules."""
 CASE_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[Any]()
 
@@ -49,8 +55,6 @@ class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
 
     def collect(self) -> Iterator[CaseItem]:
-        from .session import SESSION_KEY
-
         session = self.config.stash[SESSION_KEY]
         try:
             cases = session.cases_for(self.path)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .collect import CASE_KEY
+from .collect import CASE_KEY, SESSION_KEY
 
 
 @pytest.fixture
@@ -22,6 +22,4 @@ def evalbench_case(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The judged result of this item: conversation, score row and usage (waits for the engine)."""
-    from .session import SESSION_KEY
-
     return request.config.stash[SESSION_KEY].record_for(request.node)

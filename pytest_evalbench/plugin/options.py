@@ -3,24 +3,27 @@
 `--benchmark` has no prefix by design (`pytest --benchmark=<name>`); it coexists with
 pytest-benchmark because argparse abbreviations are off and its options all read
 `--benchmark-*`. Every other option is `--evalbench-*` with an `evalbench_*` dest.
+
+Import cost matters here: pytest loads this module in every run of a project that has the plugin
+installed, so it imports nothing beyond the standard library and pytest at module level. Option
+*declarations* stay light; whatever resolving them needs (engine, gate, pydantic models) is
+imported inside the functions that run only with `--benchmark`. Add new options the same way.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..context import parse_target_option
-from ..errors import ConfigError
-from ..gate.compare import CompareRule, parse_compare_rule
-from ..gate.outcome import GateSettings
 from ..llm.cache import CACHE_MODES
-from ..llm.engine import EngineSettings
-from ..settings import RunSettings
+
+if TYPE_CHECKING:
+    from ..gate.compare import CompareRule
+    from ..gate.outcome import GateSettings
+    from ..settings import RunSettings
 
 
 def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:
@@ -35,6 +38,18 @@ def _number(text: str, kind: type[int] | type[float], least: float, noun: str, r
 
 def positive_int(text: str) -> int:
     return int(_number(text, int, 1, "a whole number", "must be at least 1"))
+
+
+def shard(text: str) -> tuple[int, int]:
+    """`K/N` with 1 <= K <= N."""
+    index, _, count = text.partition("/")
+    try:
+        k, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (e.g. 2/4)") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"{text!r}: K must be between 1 and N")
+    return k, n
 
 
 def _non_negative_float(text: str) -> float:
@@ -63,7 +78,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-cache-dir", dest="evalbench_cache_dir", metavar="DIR",
                     help="Cache directory. Default: benchmarks/NAME/.evalbench-cache")
     group.addoption("--evalbench-concurrency", dest="evalbench_concurrency", type=positive_int, default=16,
-                    metavar="N", help="LLM requests in flight per process. Default: %(default)s")
+                    metavar="N", help="LLM requests in flight in total (xdist workers split them). "
+                                      "Default: %(default)s")
     group.addoption("--evalbench-timeout", dest="evalbench_timeout", type=_non_negative_float, default=60.0,
                     metavar="SECONDS", help="Per-request timeout. Default: %(default)s")
     group.addoption("--evalbench-max-attempts", dest="evalbench_max_attempts", type=positive_int, default=5,
@@ -82,6 +98,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-calibrate", dest="evalbench_calibrate", action="store_true", default=False,
                     help="Judge the human-labelled examples of benchmarks/NAME/calibration.jsonl (one test each) "
                          "and write calibration.json: agreement and Cohen's kappa per metric")
+    group.addoption("--evalbench-token-limit", dest="evalbench_token_limit", type=_non_negative_float,
+                    default=None, metavar="TPM",
+                    help="At most TPM tokens (prompt + completion) per minute, split across xdist workers")
+    group.addoption("--evalbench-shard", dest="evalbench_shard", type=shard, default=None, metavar="K/N",
+                    help="Run only the K-th of N balanced parts of the items (by hash of node id) and write "
+                         "results under benchmarks/NAME/shards/K-of-N/; combine with `evalbench merge`")
+    group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("aiohttp", "openai"),
+                    default="aiohttp", help="HTTP client: aiohttp (raw JSON on one shared session, least CPU) "
+                                            "or openai (the official SDK). Default: %(default)s")
     add_gate_options(group)
 
 
@@ -112,6 +137,8 @@ def add_gate_options(group: Any) -> None:
 
 
 def _compare_rule(text: str) -> CompareRule:
+    from ..gate.compare import parse_compare_rule
+
     try:
         return parse_compare_rule(text)
     except ValueError as exc:
@@ -135,6 +162,8 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
 
 
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
+    from ..gate.outcome import GateSettings
+
     rule = config.getoption("evalbench_compare_fail")
     return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
                         compare=compare_path(config, bench_dir), compare_fail=rule,
@@ -149,17 +178,30 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     name = config.getoption("evalbench_benchmark")
     if not name:
         return None
+    from ..llm.engine import EngineSettings
+    from ..settings import RunSettings
+
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
+    from ..context import parse_target_option
+    from ..errors import ConfigError
+
     targets = list(config.getoption("evalbench_targets"))
     for value in targets:
         try:
             parse_target_option(value)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    if max_cost is not None and hasattr(config, "workerinput") and workers > 1:
-        max_cost /= workers  # each xdist worker spends at most its share of the budget
+    concurrency = config.getoption("evalbench_concurrency")
+    token_limit = config.getoption("evalbench_token_limit") or None
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
+        # each xdist worker spends at most its share of the budget and of the tokens per minute and
+        # keeps its share of the requests in flight, so the totals stay what the options say
+        from .xdist import worker_share
+
+        max_cost, concurrency = worker_share(workerinput, max_cost, concurrency)
+        token_limit = token_limit / int(workerinput["workercount"]) if token_limit else None
     return RunSettings(
         benchmark=name,
         targets=targets,
@@ -170,14 +212,17 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         cache_mode=config.getoption("evalbench_cache"),
         cache_dir=Path(cache_dir).resolve() if cache_dir else None,
         calibrate=bool(config.getoption("evalbench_calibrate")),
+        shard=config.getoption("evalbench_shard"),
         engine=EngineSettings(
-            concurrency=config.getoption("evalbench_concurrency"),
+            concurrency=concurrency,
             timeout=config.getoption("evalbench_timeout"),
             max_attempts=config.getoption("evalbench_max_attempts"),
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
             rate_limit=config.getoption("evalbench_rate_limit") or None,
             max_reply_chars=config.getoption("evalbench_max_reply_chars"),
+            token_limit=token_limit,
+            transport=config.getoption("evalbench_transport"),
         ),
     )
 

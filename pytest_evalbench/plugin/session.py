@@ -36,9 +36,8 @@ from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
 
-SESSION_KEY = pytest.StashKey["EvalbenchSession"]()
 RECORD_KEY = pytest.StashKey[Record]()
-RESULT_DIRS = ("runs", ".evalbench-cache")
+RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
@@ -341,7 +340,7 @@ class EvalbenchSession:
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines
-        write_run_status(self.bench_dir / LAST_RUN, self, outcome)
+        write_run_status(run.output_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
                                                   results=written.results, records=records)
         return outcome

@@ -97,7 +97,7 @@ class ScenarioKind:
         return Outcome(status, message, properties)
 
     def write_results(self, records: list[Record]) -> KindResults:
-        bench_dir = self.run.bench_dir
+        bench_dir = self.run.output_dir
         run = self.run
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.

@@ -110,7 +110,7 @@ class _HTTPServer(ThreadingHTTPServer):
     """ThreadingHTTPServer tuned for many short keep-alive requests and a quiet stderr."""
 
     daemon_threads = True
-    request_queue_size = 256
+    request_queue_size = 1024  # a burst of 128+ new connections must not wait on SYN retries
     allow_reuse_address = True
     owner: FakeLLMServer
 
@@ -180,7 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         if path == "/v1/_stats":  # out-of-process use (performance script): counters as JSON
             owner = self.server.owner
-            body = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency}
+            body: dict[str, Any] = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency,
+                    "rejected": owner.rejected}
             self._send(200, json.dumps(body).encode())
         elif path in ("/v1/models", "/models"):
             body = {"object": "list",
@@ -199,13 +200,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.owner.reset()
             if "latency" in control:
                 self.server.owner.latency = float(control["latency"])
+            if "max_in_flight" in control:
+                self.server.owner.max_in_flight = control["max_in_flight"]
             self._send(200, b"{}")
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(404, f"no route for POST {path}"))
             return
         owner = self.server.owner
-        owner._enter()
+        if not owner._enter():
+            self._send(429, _error_body(429, "too many requests in flight"), owner.limit_headers)
+            return
         answer: tuple[int, bytes, dict[str, str]] | None = None
         try:
             answer = self._chat(owner, raw)
@@ -286,6 +291,12 @@ class FakeLLMServer:
         self.latency: float = latency
         self.requests: list[dict[str, Any]] = []
         self.peak_concurrency: int = 0
+        self.max_in_flight: int | None = None
+        """Enforced limit: a request beyond it is answered 429 at once (not recorded, counted in
+        `rejected`), as a provider's concurrency or rate limiter would."""
+        self.limit_headers: dict[str, str] = {}
+        """Headers of those 429s (e.g. Retry-After, x-ratelimit-remaining-requests)."""
+        self.rejected = 0
         self._responder: Responder = responder or _echo_ok
         self._port = port
         self._lock = threading.Lock()
@@ -360,6 +371,7 @@ class FakeLLMServer:
         with self._lock:
             self.requests.clear()
             self.peak_concurrency = 0
+            self.rejected = 0
 
     # -- used by the handler ----------------------------------------------------------------------
 
@@ -371,10 +383,15 @@ class FakeLLMServer:
         with self._lock:
             return next(self._ids)
 
-    def _enter(self) -> None:
+    def _enter(self) -> bool:
+        """Count a request in; False (and counted as rejected) when it is over `max_in_flight`."""
         with self._lock:
+            if self.max_in_flight is not None and self._active >= self.max_in_flight:
+                self.rejected += 1
+                return False
             self._active += 1
             self.peak_concurrency = max(self.peak_concurrency, self._active)
+            return True
 
     def _leave(self) -> None:
         with self._lock:

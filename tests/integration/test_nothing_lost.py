@@ -100,14 +100,17 @@ def pytest_evalbench_make_target(config, target):
                             generation={"turns": 1})
     bench_env.set_responder(script(True, user=user_names_row))
     result = pytester.runpytest("--benchmark=demo", "-n", "2")
-    result.stdout.fnmatch_lines(["*worker*crashed while running*m01_s003_v01*", "*INCOMPLETE: 1 item worker died*"])
+    # Each worker prefetches its whole share, so the worker that runs the killer dies with the item it
+    # was running (maybe not the killer itself); the killer then kills the worker it is handed to.
+    result.stdout.fnmatch_lines(["*worker*crashed while running*", "*INCOMPLETE: * worker died*"])
     assert result.ret == EXIT_INCOMPLETE
     status = last_run(bench)
     assert status["status"] == "incomplete"
-    assert status["not_scored"] == {NODE.format("m01_s003_v01", "app"): "worker died"}
-    assert (status["selected"], status["scored"]) == (6, 5)
+    lost = status["not_scored"]
+    assert NODE.format("m01_s003_v01", "app") in lost and set(lost.values()) == {"worker died"}
+    assert (status["selected"], status["scored"]) == (6, 6 - len(lost))
     ids = [r["id"] for r in read_json(bench / "runs" / "app" / "scores.json")]
-    assert len(ids) == 5 and "m01_s003_v01" not in ids
+    assert len(ids) == 6 - len(lost) and "m01_s003_v01" not in ids
 
 
 def test_xdist_deselection_is_not_incompleteness(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -1,38 +1,178 @@
-"""Engine performance script (not part of the test suite): prints ratios measured in one run.
+"""Engine performance script (not part of the test suite): prints, in one run, what issue #19 asks.
 
-    python tests/perf/bench_engine.py [--n 200] [--turns 3] [--latency 0.1] [--concurrency 1 16 64]
+    python tests/perf/bench_engine.py [--n 200] [--turns 3] [--latency 0.1] [--concurrency 16 64 128]
 
-For each concurrency it runs `pytest --benchmark=perf` in one process (no xdist) against the
-project's fake server with injected latency and prints wall time, the ideal time
-ceil(N / C) x calls-per-conversation x latency, their ratio, requests made and the peak
-concurrency the server saw. Then: per-item time at zero latency (cold: includes the openai
-client; warm cache: the plugin alone), a warm rerun's request count, and the collection time
-of a 10,000-row scenarios.json.
+1. wall / ideal at each concurrency for this project (`pytest --benchmark=perf`, one process, cache
+   off) and for a floor client written here (plain aiohttp, the same call chains: per item
+   `turns` x (user, target) + judge, one after the other); ideal = ceil(N / C) x calls x latency.
+   "process" is the whole pytest run (startup and collection included), "loop" the test loop;
+   CPU per request is the client's process CPU during its loop / requests.
+2. Startup cost of having the plugin installed on an unrelated one-test run (median of 5,
+   interleaved with `-p no:evalbench`) and the import time of the plugin's modules.
+3. `-n 2` against one process at the middle concurrency: process wall and request counts.
+4. Peak RSS of one process at N = 10,000 (1 turn, so the run stays short).
+
+The fake server here is aiohttp in its own process (TCP_NODELAY, listen backlog 1024), so it is
+not the bottleneck: the floor client's ratio shows what the server allows.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
+import asyncio
 import json
 import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import pytest
-import yaml
+HERE = Path(__file__).resolve().parent
+PROBE_ENV = "EVALBENCH_PERF_PROBE"
 
-from pytest_evalbench.testing import by_model
+
+# ---------------------------------------------------------------------- fake server (own process)
+def serve(port: int) -> None:
+    """An OpenAI-compatible endpoint: sim-user / sim-target / sim-judge, latency set over /control."""
+    from aiohttp import web
+
+    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0}
+
+    def answer(request: dict[str, Any]) -> str:
+        model = request.get("model")
+        if model == "sim-user":
+            persona = request["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0]
+            return f"Thought: t\nMessage: hello {len(request['messages'])} from {persona}"
+        if model == "sim-judge":
+            return json.dumps({"justification": "asked", "present": True})
+        return "Sure, tell me more?"
+
+    async def chat(http: web.Request) -> web.Response:
+        state["requests"] += 1
+        state["active"] += 1
+        state["peak"] = max(state["peak"], state["active"])
+        try:
+            request = json.loads(await http.read())
+            if state["latency"]:
+                await asyncio.sleep(state["latency"])
+            body = {"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": answer(request)}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+            return web.Response(body=json.dumps(body).encode(), content_type="application/json")
+        finally:
+            state["active"] -= 1
+
+    async def control(http: web.Request) -> web.Response:
+        body = json.loads(await http.read())
+        if body.get("reset"):
+            state.update(requests=0, peak=0)
+        if "latency" in body:
+            state["latency"] = float(body["latency"])
+        return web.json_response({})
+
+    async def stats(http: web.Request) -> web.Response:
+        return web.json_response({"requests": state["requests"], "peak_concurrency": state["peak"]})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_post("/v1/_control", control)
+        app.router.add_get("/v1/_stats", stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", port, backlog=1024)  # aiohttp sets TCP_NODELAY itself
+        await site.start()
+        print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+class Server:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+
+    def control(self, **body: object) -> None:
+        request = urllib.request.Request(f"{self.base_url}/_control", data=json.dumps(body).encode(), method="POST")
+        urllib.request.urlopen(request).read()
+
+    def stats(self) -> dict[str, int]:
+        return dict(json.loads(urllib.request.urlopen(f"{self.base_url}/_stats").read()))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+# ---------------------------------------------------------------------- floor client (own process)
+def floor(base_url: str, n: int, turns: int, concurrency: int) -> None:
+    """Plain aiohttp, same chains as the plugin: prints loop seconds and CPU seconds as JSON."""
+    import aiohttp
+
+    async def main() -> None:
+        semaphore = asyncio.Semaphore(concurrency)
+        url = f"{base_url}/chat/completions"
+        headers = {"Authorization": "Bearer sk-perf", "Content-Type": "application/json"}
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def call(model: str, messages: list[dict[str, str]]) -> str:
+                async with semaphore, session.post(url, data=json.dumps({"model": model, "messages": messages}),
+                                                   headers=headers) as response:
+                    return str(json.loads(await response.read())["choices"][0]["message"]["content"])
+
+            async def chain(i: int) -> None:
+                system = f"You are a user.\nWHO YOU ARE: person {i}\n"
+                history: list[dict[str, str]] = []
+                for _ in range(turns):
+                    said = await call("sim-user", [{"role": "system", "content": system}, *history])
+                    history.append({"role": "user", "content": said.split("Message: ")[1]})
+                    reply = await call("sim-target", history)
+                    history.append({"role": "assistant", "content": reply})
+                await call("sim-judge", [{"role": "user", "content": json.dumps(history)}])
+
+            await asyncio.gather(*(chain(i) for i in range(n)))
+
+    cpu, start = time.process_time(), time.perf_counter()
+    asyncio.run(main())
+    print(json.dumps({"loop": time.perf_counter() - start, "cpu": time.process_time() - cpu}))
+
+
+# ---------------------------------------------------------------------- the plugin's runs
+class Probe:
+    """pytest plugin loaded into the measured run: loop wall, loop CPU and peak RSS to a file."""
+
+    def __init__(self) -> None:
+        self.start = self.cpu = 0.0
+
+    def pytest_runtestloop(self) -> None:
+        self.start, self.cpu = time.perf_counter(), time.process_time()
+
+    def pytest_sessionfinish(self) -> None:
+        import resource
+
+        Path(os.environ[PROBE_ENV]).write_text(json.dumps({
+            "loop": time.perf_counter() - self.start, "cpu": time.process_time() - self.cpu,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def pytest_configure(config: Any) -> None:
+    """Loaded as `-p bench_engine` in the measured run (controller only)."""
+    if os.environ.get(PROBE_ENV) and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(Probe(), "bench-probe")
 
 
 def write_bench(root: Path, n: int, turns: int) -> None:
+    import yaml
+
     bench = root / "benchmarks" / "perf"
     bench.mkdir(parents=True, exist_ok=True)
     spec = {"name": "perf", "description": "engine benchmark",
@@ -47,74 +187,43 @@ def write_bench(root: Path, n: int, turns: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
-RESPONDER = by_model({
-    # every conversation distinct (the persona names the row), so no call is deduplicated
-    "sim-user": lambda r: f"Thought: t\nMessage: hello {len(r['messages'])} from "
-                          + r["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0],
-    "sim-target": lambda r: "Sure, tell me more?",
-    "sim-judge": lambda r: {"justification": "asked", "present": True},
-})
+def run_pytest(root: Path, *args: str) -> dict[str, float]:
+    """One pytest process: whole-process wall plus what the probe saw."""
+    probe = root / "probe.json"
+    env = {**os.environ, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_engine", "-q",
+                           "--tb=no", *args], check=False, cwd=root, env=env, capture_output=True, text=True)
+    result = {"process": time.perf_counter() - start, "exit": float(done.returncode)}
+    if probe.is_file():
+        result.update(json.loads(probe.read_text()))
+        probe.unlink()
+    return result
 
 
-class ServerProcess:
-    """The fake server in its own process, as a real endpoint would be (no GIL shared with pytest)."""
-
-    def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
-        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_evalbench.testing.fake_server",
-                                      "--responder", "bench_engine:RESPONDER"], stdout=subprocess.PIPE, env=env,
-                                     text=True)
-        assert self.proc.stdout is not None
-        self.base_url = self.proc.stdout.readline().strip()
-
-    def control(self, **body: object) -> None:
-        request = urllib.request.Request(f"{self.base_url}/_control", data=json.dumps(body).encode(), method="POST")
-        urllib.request.urlopen(request).read()
-
-    def stats(self) -> dict[str, int]:
-        return json.loads(urllib.request.urlopen(f"{self.base_url}/_stats").read())
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+def run_floor(server: Server, n: int, turns: int, conc: int) -> dict[str, float]:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--floor", server.base_url, str(n), str(turns), str(conc)],
+                         capture_output=True, text=True, check=True).stdout
+    return {"process": time.perf_counter() - start, **json.loads(out)}
 
 
-@contextlib.contextmanager
-def server_process() -> Iterator[ServerProcess]:
-    server = ServerProcess()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-class LoopTimer:
-    """Times the test loop alone: from the first test to the last (startup and collection excluded)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> object:
-        start = time.perf_counter()
-        try:
-            return (yield)
-        finally:
-            self.seconds = time.perf_counter() - start
-
-
-def run_pytest(root: Path, *args: str) -> tuple[float, float, int]:
-    """Run pytest in this process; return (whole-process seconds, test-loop seconds, exit code)."""
-    cwd = os.getcwd()
-    os.chdir(root)
-    timer = LoopTimer()
-    try:
-        start = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):
-            code = pytest.main(["-p", "no:cacheprovider", "-p", "no:xdist", "-q", *args], plugins=[timer])
-        return time.perf_counter() - start, timer.seconds, int(code)
-    finally:
-        os.chdir(cwd)
+def startup(root: Path) -> tuple[float, float, float]:
+    """Median wall of an unrelated one-test run with and without the plugin; plugin import ms."""
+    (root / "test_plain.py").write_text("def test_ok():\n    assert True\n")
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plain.py"]
+    for _ in range(5):
+        for label, extra in (("with", []), ("without", ["-p", "no:evalbench"])):
+            start = time.perf_counter()
+            subprocess.run(base + extra, cwd=root, capture_output=True, check=True)
+            times[label].append(time.perf_counter() - start)
+    trace = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest_evalbench.plugin"],
+                           capture_output=True, text=True, cwd=root, check=True).stderr
+    own = sum(int(m.group(1)) for m in re.finditer(r"import time:\s+(\d+) \|\s+\d+ \|\s+(\S+)", trace)
+              if m.group(2).strip().startswith("pytest_evalbench"))
+    return statistics.median(times["with"]), statistics.median(times["without"]), own / 1000
 
 
 def main() -> int:
@@ -122,40 +231,72 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.1)
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--collect-rows", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128])
+    parser.add_argument("--rss-rows", type=int, default=10_000)
+    parser.add_argument("--rss-latency", type=float, default=0.05)
     args = parser.parse_args()
     calls = 2 * args.turns + 1
-    os.environ["OPENAI_API_KEY"] = "sk-perf"
-    with tempfile.TemporaryDirectory() as tmp, server_process() as server:
-        root = Path(tmp)
-        write_bench(root, args.n, args.turns)
-        base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}"]
-        print(f"N={args.n} scenarios x {args.turns} turns = {calls} calls each; latency {args.latency * 1000:.0f} ms")
-        print("wall = the test loop (first test to last); process = the whole pytest run incl. startup")
-        print(f"{'C':>4} {'wall s':>8} {'ideal s':>8} {'ratio':>6} {'process':>8} {'requests':>9} {'peak':>5}")
-        for conc in args.concurrency:
+    began = time.perf_counter()
+    server = Server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            write_bench(root, args.n, args.turns)
+            base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off"]
+            print(f"N={args.n} x ({args.turns} turns + judge) = {calls} chained calls each; latency "
+                  f"{args.latency * 1000:.0f} ms; ideal = ceil(N/C) x {calls} x latency")
+            print(f"{'C':>4} {'client':>8} {'ideal s':>8} {'process s':>9} {'process/ideal':>13} {'loop/ideal':>10} "
+                  f"{'CPU/req ms':>10} {'requests':>8} {'peak':>5}")
+            middle = args.concurrency[len(args.concurrency) // 2]
+            one_process: dict[str, float] = {}
+            for conc in args.concurrency:
+                ideal = math.ceil(args.n / conc) * calls * args.latency
+                for client in ("floor", "evalbench"):
+                    server.control(reset=True, latency=args.latency)
+                    if client == "floor":
+                        r = run_floor(server, args.n, args.turns, conc)
+                    else:
+                        r = run_pytest(root, *base, f"--evalbench-concurrency={conc}")
+                    stats = server.stats()
+                    if client == "evalbench" and conc == middle:
+                        one_process = {**r, "requests": stats["requests"]}
+                    print(f"{conc:>4} {client:>8} {ideal:>8.2f} {r['process']:>9.2f} {r['process'] / ideal:>13.2f} "
+                          f"{r['loop'] / ideal:>10.2f} {r['cpu'] / max(1, stats['requests']) * 1000:>10.2f} "
+                          f"{stats['requests']:>8} {stats['peak_concurrency']:>5}"
+                          + (f"  (exit {r['exit']:.0f})" if r.get("exit") else ""), flush=True)
+
             server.control(reset=True, latency=args.latency)
-            process, wall, code = run_pytest(root, *base, "--evalbench-cache=off", f"--evalbench-concurrency={conc}")
-            ideal = math.ceil(args.n / conc) * calls * args.latency
-            stats = server.stats()
-            print(f"{conc:>4} {wall:>8.2f} {ideal:>8.2f} {wall / ideal:>6.2f} {process:>8.2f} {stats['requests']:>9} "
-                  f"{stats['peak_concurrency']:>5}" + ("" if code == 0 else f"  (exit {code})"), flush=True)
+            xd = run_pytest(root, *base, f"--evalbench-concurrency={middle}", "-n", "2")
+            xd_requests = server.stats()["requests"]
+            print(f"\n-n 2 vs one process at C={middle}: process {xd['process']:.2f} s vs {one_process['process']:.2f} s "
+                  f"(ratio {xd['process'] / one_process['process']:.2f}); requests {xd_requests} vs "
+                  f"{one_process['requests']:.0f}" + (f"  (exit {xd['exit']:.0f})" if xd.get("exit") else ""))
 
-        server.control(reset=True, latency=0.0)
-        _, cold, _ = run_pytest(root, *base, "--evalbench-cache=refresh", "--evalbench-concurrency=16")
-        server.control(reset=True)
-        _, warm, _ = run_pytest(root, *base, "--evalbench-cache=replay")
-        print(f"zero latency, cold (openai client included): {cold / args.n * 1000:.2f} ms per item")
-        print(f"zero latency, warm cache (plugin only):        {warm / args.n * 1000:.2f} ms per item, "
-              f"{server.stats()['requests']} requests")
+            with_plugin, without, own_ms = startup(root)
+            print(f"\nstartup, unrelated one-test run (median of 5): {with_plugin * 1000:.0f} ms with the plugin, "
+                  f"{without * 1000:.0f} ms with -p no:evalbench (difference {(with_plugin - without) * 1000:+.0f} ms); "
+                  f"importing pytest_evalbench.plugin: {own_ms:.1f} ms (-X importtime, own modules)")
 
-        big = root / "big"
-        write_bench(big, args.collect_rows, args.turns)
-        process, _, _ = run_pytest(big, "--benchmark=perf", "--collect-only")
-        print(f"collection of {args.collect_rows} rows: {process:.2f} s (whole pytest process, startup included)")
+            big = root / "big"
+            write_bench(big, args.rss_rows, 1)
+            server.control(reset=True, latency=args.rss_latency)
+            r = run_pytest(big, "--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
+                           f"--evalbench-concurrency={middle}")
+            ideal = math.ceil(args.rss_rows / middle) * 3 * args.rss_latency
+            print(f"\nN={args.rss_rows} (1 turn + judge, {args.rss_latency * 1000:.0f} ms, C={middle}): peak RSS "
+                  f"{r.get('rss_mb', float('nan')):.0f} MB; process {r['process']:.1f} s, ideal {ideal:.1f} s "
+                  f"(ratio {r['process'] / ideal:.2f}); requests {server.stats()['requests']}"
+                  + (f"  (exit {r['exit']:.0f})" if r.get("exit") else ""))
+    finally:
+        server.stop()
+    print(f"\nscript run time {time.perf_counter() - began:.0f} s")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve(0)
+    elif len(sys.argv) > 1 and sys.argv[1] == "--floor":
+        floor(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        sys.exit(main())

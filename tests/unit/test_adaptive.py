@@ -1,0 +1,164 @@
+"""Adaptive concurrency per endpoint, rate headers and the tokens-per-minute limit."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.engine import Engine, EngineSettings
+from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, TokenRate, exhausted_for, parse_reset
+from pytest_evalbench.llm.types import Endpoint
+from pytest_evalbench.testing import FakeLLMServer, Reply
+
+
+def test_aimd_cuts_once_per_round_and_grows_back_slowly() -> None:
+    async def run() -> None:
+        gate = AdaptiveConcurrency(8)
+        rounds = [await gate.acquire() for _ in range(8)]
+        for started in rounds[:4]:
+            gate.release(started, limited=True)  # four 429s from one round: one cut
+        assert (gate.limit, gate.cuts) == (4.0, 1)
+        for started in rounds[4:]:
+            gate.release(started, limited=False)
+        assert 4.9 < gate.limit < 5.1  # +1/limit per success: about one per round of successes
+        later = await gate.acquire()
+        gate.release(later, limited=True)
+        assert gate.cuts == 2 and gate.limit < 2.6
+
+    asyncio.run(run())
+
+
+def test_waiters_wait_for_the_adapted_limit() -> None:
+    async def run() -> list[int]:
+        gate = AdaptiveConcurrency(4)
+        first = await gate.acquire()
+        gate.release(first, limited=True)  # limit 2
+        peak, active = 0, 0
+
+        async def one() -> None:
+            nonlocal peak, active
+            started = await gate.acquire()
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.01)
+            active -= 1
+            gate.release(started, limited=False)
+
+        await asyncio.gather(*(one() for _ in range(10)))
+        return [peak, gate.in_flight]
+
+    peak, in_flight = asyncio.run(run())
+    assert peak <= 4 and in_flight == 0
+
+
+def test_reset_durations_and_exhausted_windows() -> None:
+    assert parse_reset("1s") == 1.0 and parse_reset("6m0s") == 360.0 and parse_reset("20ms") == 0.02
+    assert parse_reset("0.5") == 0.5 and parse_reset("1m30.5s") == 90.5 and parse_reset("soon") is None
+    assert exhausted_for({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2s"}) == 2.0
+    assert exhausted_for({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "250ms",
+                          "x-ratelimit-remaining-requests": "5"}) == 0.25
+    assert exhausted_for({"x-ratelimit-remaining-requests": "3"}) is None and exhausted_for(None) is None
+
+
+def test_token_rate_spaces_requests_by_their_tokens() -> None:
+    async def run() -> float:
+        rate = TokenRate(60_000)  # 1000 tokens a second, one second of burst
+        started = time.monotonic()
+        for _ in range(10):
+            await rate.wait(200)
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(run())
+    assert 0.7 < elapsed < 2.0  # 2000 tokens: the last starts at 1.8 s minus the burst
+
+
+def _engine(tmp_path: Path, **settings: object) -> Engine:
+    return Engine(EngineSettings(backoff_base=0.05, backoff_cap=0.5, **settings),  # type: ignore[arg-type]
+                  ResponseCache(tmp_path, "off"), PriceTable())
+
+
+def _calls(engine: Engine, endpoint: Endpoint, count: int, size: int = 0) -> list[str | None]:
+    async def many() -> list[str | None]:
+        calls = [engine.complete(endpoint, [{"role": "user", "content": f"q{i}".ljust(size)}], role="target",
+                                 phase="simulate", sample=0) for i in range(count)]
+        return [c.content for c in await asyncio.gather(*calls)]
+
+    return engine.run(many())
+
+
+@pytest.mark.parametrize("with_headers", [False, True])
+def test_concurrency_adapts_to_a_server_limit(tmp_path: Path, with_headers: bool) -> None:
+    with FakeLLMServer(lambda r: "ok", latency=0.1) as server:
+        server.max_in_flight = 4
+        if with_headers:
+            server.limit_headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "50ms"}
+        engine = _engine(tmp_path, concurrency=16, max_attempts=8)
+        endpoint = Endpoint(model="m", base_url=server.base_url, api_key="k")
+        try:
+            assert _calls(engine, endpoint, 48) == ["ok"] * 48
+        finally:
+            engine.close()
+        gate = engine._adaptive[endpoint.identity]
+        assert gate.cuts >= 1 and gate.limit < 16
+        # a fixed 16 in flight against 4 allowed would be refused 12 of 16 every round
+        assert server.rejected <= 24 and len(server.requests) == 48
+
+
+def test_rate_headers_on_success_hold_the_endpoint(tmp_path: Path) -> None:
+    arrivals: list[float] = []
+
+    def respond(request: dict) -> Reply:
+        arrivals.append(time.monotonic())
+        return Reply(content="ok", headers={"x-ratelimit-remaining-requests": "0",
+                                            "x-ratelimit-reset-requests": "400ms"})
+
+    with FakeLLMServer(respond) as server:
+        engine = _engine(tmp_path)
+        endpoint = Endpoint(model="m", base_url=server.base_url, api_key="k")
+        try:
+            _calls(engine, endpoint, 1)
+            _calls(engine, endpoint, 1)
+        finally:
+            engine.close()
+    assert arrivals[1] - arrivals[0] >= 0.35
+
+
+def test_token_limit_through_the_engine(tmp_path: Path) -> None:
+    with FakeLLMServer(lambda r: Reply(content="ok", prompt_tokens=200, completion_tokens=0)) as server:
+        engine = _engine(tmp_path, token_limit=12_000)  # 200 tokens a second
+        endpoint = Endpoint(model="m", base_url=server.base_url, api_key="k")
+        started = time.monotonic()
+        try:
+            _calls(engine, endpoint, 4, size=800)  # estimated at 200 tokens each, as answered
+        finally:
+            engine.close()
+    # 4 x 200 tokens at 200/s: the last may start at 3 s minus one second of burst
+    assert time.monotonic() - started >= 1.5
+
+
+def test_a_throttled_endpoint_still_serves_early_items_first() -> None:
+    async def run() -> list[int]:
+        gate = AdaptiveConcurrency(1)
+        first = await gate.acquire()
+        order: list[int] = []
+
+        async def one(priority: int) -> None:
+            started = await gate.acquire(priority)
+            order.append(priority)
+            gate.release(started, limited=False)
+
+        tasks = [asyncio.create_task(one(p)) for p in (5, 1, 3)]
+        await asyncio.sleep(0)
+        cancelled = asyncio.create_task(one(0))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        gate.release(first, limited=False)
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(run()) == [1, 3, 5]

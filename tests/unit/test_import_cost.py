@@ -1,0 +1,42 @@
+"""Having the plugin installed must cost an unrelated test run next to nothing: no heavy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest_evalbench.plugin.session",
+         "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport")
+
+
+def _loaded_after(code: str, cwd: Path) -> list[str]:
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_the_plugin_imports_nothing_heavy(tmp_path: Path) -> None:
+    assert _loaded_after("import pytest_evalbench.plugin", tmp_path) == []
+
+
+def test_unrelated_run_with_the_plugin_imports_nothing_heavy(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text("def test_ok():\n    assert True\n")
+
+    def run(*extra: str) -> str:
+        args = ["-q", "-p", "no:cacheprovider", *extra, "test_plain.py"]
+        return f"import pytest\nassert pytest.main({args!r}) == 0"
+
+    # other installed plugins may import some of these themselves: compare with the plugin disabled
+    assert _loaded_after(run(), tmp_path) == _loaded_after(run("-p", "no:evalbench"), tmp_path)
+
+
+def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
+    # the counter-check: the probe does see the heavy modules once --benchmark is given
+    bench = tmp_path / "benchmarks" / "b"
+    bench.mkdir(parents=True)
+    (bench / "benchmark.yaml").write_text("name: b\n")
+    run = "import pytest\npytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=b', '--collect-only'])"
+    loaded = _loaded_after(run, tmp_path)
+    assert "pytest_evalbench.plugin.session" in loaded and "pydantic" in loaded
