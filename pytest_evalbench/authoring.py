@@ -20,7 +20,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -177,7 +177,7 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
     return answer
 
 
-async def gather_all(awaitables: list[Awaitable[Any]]) -> list[Any]:
+async def gather_all(awaitables: Sequence[Awaitable[Any]]) -> list[Any]:
     """Like asyncio.gather, but lets every call finish (and be cached) before raising the first error,
     so a rerun resumes from everything that did succeed."""
     results = await asyncio.gather(*awaitables, return_exceptions=True)

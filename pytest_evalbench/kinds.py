@@ -80,7 +80,9 @@ class BenchmarkKind(Protocol):
     """What the pytest layer asks of a benchmark kind."""
 
     run: BenchmarkRun
-    roles: tuple[str, ...]
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The model roles (`user_model`, `evaluator_model`) a run of this kind needs; checked up front."""
     """The benchmark.yaml role keys every item needs ("user_model", "evaluator_model"): checked,
     with their credentials, before the first call (`BenchmarkRun.preflight`)."""
 
@@ -109,7 +111,6 @@ def kind_of(run: BenchmarkRun) -> BenchmarkKind:
     from .dataset import DatasetKind
     from .scenarios import ScenarioKind
 
-    if run.settings.calibrate:
-        return CalibrationKind(run)
-    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind]] = {"scenarios": ScenarioKind, "dataset": DatasetKind}
-    return kinds[run.spec.kind](run)
+    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind]] = {"scenarios": ScenarioKind, "dataset": DatasetKind,
+                                                                  "calibration": CalibrationKind}
+    return kinds["calibration" if run.settings.calibrate else run.spec.kind](run)

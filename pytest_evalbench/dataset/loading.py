@@ -59,7 +59,7 @@ def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[Datase
         cases = load_cases(path)
     except DatasetError as exc:
         raise InputError(path, exc.message, row=exc.line, field=exc.field) from None
-    items = []
+    items: list[DatasetItem] = []
     for line, case in cases:
         if case.threshold_profile not in policy.profiles:
             raise InputError(path, f"unknown threshold_profile {case.threshold_profile!r}; the policy defines "

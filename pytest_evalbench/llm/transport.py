@@ -254,7 +254,7 @@ class OpenAITransport:
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:
             client = self.client_for(endpoint.base_url, endpoint.api_key)
-        options: openai.RequestOptions = {"headers": endpoint.headers} if endpoint.headers else {}
+        options: dict[str, Any] = {"headers": endpoint.headers} if endpoint.headers else {}
         request = client.post("/chat/completions", body=body, cast_to=object, options=options)
         return parse_completion(await asyncio.wait_for(request, self.timeout + 1.0))
 

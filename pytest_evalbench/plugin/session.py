@@ -22,9 +22,9 @@ from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, KindResults, Record, kind_of
+from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..llm.cache import atomic_write_text
 from ..render.gate_view import gate_view, node_ids_of
 from ..render.history import HISTORY, append_history, read_history
 from ..render.html import render_html
@@ -336,7 +336,8 @@ class EvalbenchSession:
             outcomes=written.scores if written.outcomes is None else written.outcomes,
             scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline,
-            meta=run.meta(), incomplete=self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED), table=written.table)
+            meta=run.meta(), table=written.table,
+            incomplete=self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines

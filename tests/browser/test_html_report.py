@@ -294,7 +294,8 @@ def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
     agents = [{"agent_name": "a", "n_cases": 1, "n_scored": 1, "n_passed": 1, "n_unscored": 0, "pass_rate": 1.0,
                "composite_mean": 4.0, "metric_means": {},
                "comparisons": [{"scenario_id": "S1", "cases": ["c1", "c2"], "difference": 0.5}]}]
-    summary = build_summary(kind="dataset", written=KindResults(agents, cases=[case], view="cases"), gate=gate_view(GateOutcome(), 0, 0, {}),
+    written = KindResults(agents, cases=[case], view="cases")
+    summary = build_summary(kind="dataset", written=written, gate=gate_view(GateOutcome(), 0, 0, {}),
                             meta={"benchmark": "pairs"}, stats=EngineStats(), errors={}, recorded=1, failed=0,
                             root=tmp_path, files=[])
     path = tmp_path / "r.html"

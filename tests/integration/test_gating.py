@@ -216,7 +216,8 @@ def test_issue_row_3_one_flip_of_three_is_not_a_max_drop(pytester: pytest.Pytest
     result = baseline_then(pytester, {"m01_s002_v01": False})
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; 1 case failed*"])
+    result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
+                                 "1 case failed*"])
 
 
 def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

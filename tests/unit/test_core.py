@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import threading
@@ -214,7 +215,7 @@ def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         results = pool.starmap(_reserve_slots, [(str(tmp_path / "rl"), 5), (str(tmp_path / "rl"), 5)])
     slots = sorted(s for r in results for s in r)
-    gaps = [b - a for a, b in zip(slots, slots[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
     assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
 
 

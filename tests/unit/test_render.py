@@ -64,7 +64,8 @@ def test_mean_interval_is_clipped_to_the_scale() -> None:
 
 
 def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
-    summary = build_summary(kind="dataset", written=KindResults([{"agent_name": "a", "n_passed": 1, "n_scored": 2}], view="cases"),
+    written = KindResults([{"agent_name": "a", "n_passed": 1, "n_scored": 2}], view="cases")
+    summary = build_summary(kind="dataset", written=written,
                             gate=gate_view(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
                             errors={}, recorded=2, failed=1, root=tmp_path, files=[])
     path = tmp_path / "history.jsonl"
