@@ -144,9 +144,6 @@ class BenchmarkRun:
         self.evaluators: list[Endpoint] = ([self.evaluator] if self.evaluator else []) + panel
         """Every judge of the panel (`--evalbench-judge-model` replaces the whole panel)."""
         self.target_configs = select_targets(spec, settings.targets)
-        if not self.target_configs and spec.kind == "scenarios":
-            raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: no targets; add a `targets:` list or pass "
-                              "--evalbench-target=MODEL")
         self.targets: dict[str, Target] = {}
         for cfg in self.target_configs:
             app = make_app(cfg) if make_app else None

@@ -103,7 +103,8 @@ def _problems(s: RunSummary) -> str:
     gate = s.gate
     items = ([("threshold breach", b) for b in gate.breaches] + [("regression", r) for r in gate.regressions]
              + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
-             + [("no data", n) for n in gate.notes] + [("warning", w) for w in (s.scenario or {}).get("warnings", [])])
+             + [("not evaluated", n) for n in gate.notes] + [("warning", w) for w in (s.scenario or {}).get("warnings", [])]
+             + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
     flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
     if not items and not flips:
         return ""

@@ -258,6 +258,7 @@ def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
     for row in read_json(bench / "runs" / "smollm2" / "scores.json"):
         assert " ".join(row["justification"].split())[:60] in " ".join(found.text[f"conv-{row['conv_id']}-s0"].split())
     assert found.text["gate-verdict"] == "PASSED"
+    assert "judge unreliable" in dom and "m02" in dom  # the demo's calibration shows kappa 0 for m02's judge
     screenshot_without_console_messages(path.as_uri(), tmp_path)
 
 
