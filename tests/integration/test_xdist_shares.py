@@ -42,4 +42,4 @@ def test_other_dist_modes_keep_xdist_scheduling(pytester: pytest.Pytester, bench
     bench_env.set_responder(script(True, user=distinct_user))
     result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", "loadfile", "-v")
     result.assert_outcomes(passed=4)
-    assert set(re.findall(r"\[(gw\d)\] \[", result.stdout.str())) == {"gw0"}  # one file, one worker
+    assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
