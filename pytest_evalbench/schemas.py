@@ -1,4 +1,5 @@
-"""JSON Schemas of every file pytest-evalbench reads or writes, generated from the pydantic models (`spec.py`, `scenarios/models.py`, `dataset/`, `calibration/`).
+"""JSON Schemas of every file pytest-evalbench reads or writes, generated from the pydantic models
+(`spec.py`, `scenarios/models.py`, `dataset/`, `calibration/`).
 
 The generated files ship in `pytest_evalbench/schemas/`; a test asserts they are current, and the
 integration tests validate every written file against them with `jsonschema`.
