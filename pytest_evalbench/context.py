@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError
-from .gate.compare import ThresholdRules, load_baseline
+from .gate.compare import ThresholdRules
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint
-from .loading import SPEC_FILE, read_json, validate_as
+from .loading import SPEC_FILE
 from .settings import RunSettings
 from .spec import DEFAULT_MAX_TOKENS, MAX_ID_LENGTH, BenchmarkSpec, EnvRef, ModelConfig, TargetConfig, check_id
 from .targets import AppTarget, ModelTarget, Target
@@ -176,12 +176,11 @@ class BenchmarkRun:
                               f"and it is missing: add `{key}:` to benchmark.yaml or pass {ROLE_OPTIONS[key]}=MODEL")
         return endpoint
 
-    def preflight(self, roles: Iterable[str], baseline: Path | None = None,
-                  outputs: Iterable[Path] = ()) -> None:
+    def preflight(self, roles: Iterable[str], outputs: Iterable[Path] = ()) -> None:
         """Everything that would otherwise fail after money is spent, checked before the first call:
-        the roles the kind needs, credentials (each unset variable named once), threshold rules,
-        the baseline to compare with and the directories of files to write. Raises ConfigError
-        or InputError with one line."""
+        the roles the kind needs, credentials (each unset variable named once), threshold ids and the
+        directories of files to write (the baseline to compare with is read and validated once, by
+        the session at configure time). Raises ConfigError or InputError with one line."""
         spec_file = self.bench_dir / SPEC_FILE
         endpoints: dict[str, Endpoint] = {}
         for key in roles:
@@ -192,13 +191,6 @@ class BenchmarkRun:
         if self.settings.cache_mode != "replay":
             self._check_credentials(endpoints)
         self._check_thresholds(spec_file)
-        if baseline is not None:
-            if not baseline.is_file():
-                raise ConfigError(f"{baseline}: baseline file not found; create it with --evalbench-save-baseline")
-            try:
-                load_baseline(read_json(baseline))
-            except ValueError as exc:
-                raise InputError(baseline, str(exc)) from None
         for path in outputs:
             if not path.parent.is_dir():
                 raise ConfigError(f"{path}: directory {path.parent} does not exist")
@@ -215,8 +207,7 @@ class BenchmarkRun:
                               "--evalbench-cache=replay")
 
     def _check_thresholds(self, spec_file: Path) -> None:
-        rules: ThresholdRules = validate_as(ThresholdRules, self.spec.thresholds or {}, spec_file,
-                                            row="thresholds")
+        rules = self.spec.thresholds or ThresholdRules()  # validated with benchmark.yaml
         if self.spec.metrics:
             for metric_id in rules.per_metric:
                 if self.spec.metric(metric_id) is None:

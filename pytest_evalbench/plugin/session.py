@@ -155,7 +155,7 @@ class EvalbenchSession:
         if run is not None:
             gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
             try:
-                run.preflight(kind.roles, gate.compare, [gate.save_baseline] if gate.save_baseline else [])
+                run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [])
             except EvalbenchError as exc:
                 raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
