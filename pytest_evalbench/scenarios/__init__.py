@@ -102,11 +102,11 @@ class ScenarioKind:
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        results, dropped = write_results(bench_dir, records, self.order(), targets=targets,
-                                         samples=run.spec.generation.num_samples, known=self._known)
+        results, dropped, scores = write_results(bench_dir, records, self.order(), targets=targets,
+                                                 samples=run.spec.generation.num_samples, known=self._known)
         lines = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
                                  for r in records if r.get("score")])
-        scores = gated = _rows(bench_dir, "scores.json", self._known)
+        gated = scores
         gate_results = None
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
@@ -120,12 +120,9 @@ class ScenarioKind:
                 by_target.setdefault(row["target_model"], []).append(row)
             gate_results = aggregate(by_target)
         return KindResults(results=results, gate_results=gate_results, scores=scores, outcomes=gated,
-                           conversations=_rows(bench_dir, "conversations.json", self._known), dropped=dropped,
+                           conversations=[row for rows in read_run_rows(bench_dir, "conversations.json", self._known).values()
+                                          for row in rows], dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
-
-
-def _rows(bench_dir: Path, filename: str, known: Known) -> list[dict[str, Any]]:
-    return [row for rows in read_run_rows(bench_dir, filename, known).values() for row in rows]
 
 
 def failure_message(record: Record, why: str | None = None) -> str:

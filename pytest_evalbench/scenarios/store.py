@@ -168,14 +168,8 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list
     return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
 
 
-_known_by_dir: dict[Path, Known] = {}
-"""The last `Known` written with per benchmark directory, so later readers of the same files in this
-process (the gate, the HTML report) complete foreign rows the same way."""
-
-
-def read_run_rows(bench_dir: Path, filename: str, known: Known | None = None) -> dict[str, list[dict[str, Any]]]:
+def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
     """The usable rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
-    known = known or _known_by_dir.get(bench_dir, Known())
     runs = bench_dir / RUNS_DIR
     if not runs.is_dir():
         return {}
@@ -185,17 +179,17 @@ def read_run_rows(bench_dir: Path, filename: str, known: Known | None = None) ->
 
 def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  ) -> tuple[list[dict[str, Any]], list[str]]:
+                  ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
-    no longer configured, then results.json over all runs on disk. Returns it and what was dropped."""
-    _known_by_dir[bench_dir] = known
+    no longer configured, then results.json over all runs on disk. Returns it, what was dropped and
+    the scores.json rows it was aggregated from (every target's, in target order)."""
     with results_lock(bench_dir):
         return _write_results(bench_dir, records, order, targets, samples, known)
 
 
 def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
-                   ) -> tuple[list[dict[str, Any]], list[str]]:
+                   ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
     by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in records:
         by_target[record["target_id"]].append(record)
@@ -217,4 +211,4 @@ def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: di
     results = aggregate(rows_by_model)
     if rows_by_model:
         dump_json(bench_dir / "results.json", _validated(ModelResult, results))
-    return results, dropped
+    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
