@@ -14,6 +14,7 @@ p-values are adjusted together (Holm by default).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -324,12 +325,31 @@ def compare_with_baseline(baseline: dict[str, Any], outcomes: list[dict[str, Any
     for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
         test.p_adjusted = p_adj
         test.significant = test.change < 0 and p_adj < alpha
-    warnings = []
-    if meta is not None:
-        for name in sorted(set(meta) & set(baseline["meta"])):
-            if meta[name] != baseline["meta"][name]:
-                warnings.append(f"{name} differs from the baseline: {baseline['meta'][name]!r} -> {meta[name]!r}")
+    warnings = meta_warnings(baseline["meta"], meta) if meta is not None else []
     return Comparison(tests, correction, alpha, unevaluated, dict(baseline["meta"]), warnings)
+
+
+def _short(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def meta_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What differs between the baseline's run and this one, in words: changed, added and removed
+    entries of mappings (e.g. targets) instead of two raw dicts."""
+    out = []
+    for key in sorted(set(baseline) & set(current)):
+        old, new = baseline[key], current[key]
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            parts = [f"{k}: {_short(old[k])} -> {_short(new[k])}" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
+            parts += [f"added {k} ({_short(new[k])})" for k in sorted(set(new) - set(old))]
+            parts += [f"removed {k} ({_short(old[k])})" for k in sorted(set(old) - set(new))]
+            out.append(f"{key} differ from the baseline: " + "; ".join(parts))
+        else:
+            out.append(f"{key} differs from the baseline: {_short(old)} -> {_short(new)}")
+    return out
+
 
 
 # --------------------------------------------------------------------------- threshold rules

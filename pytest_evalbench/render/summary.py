@@ -7,7 +7,6 @@ read this object only; none of them recomputes a number, so the three outputs al
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import time
@@ -150,28 +149,6 @@ def models_of(meta: dict[str, Any]) -> dict[str, list[str]]:
     return roles
 
 
-def _short(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-
-
-def meta_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What differs between the baseline's run and this one, in words: changed, added and removed
-    entries of mappings (e.g. targets) instead of two raw dicts."""
-    out = []
-    for key in sorted(set(baseline) & set(current)):
-        old, new = baseline[key], current[key]
-        if old == new:
-            continue
-        if isinstance(old, dict) and isinstance(new, dict):
-            parts = [f"{k}: {_short(old[k])} -> {_short(new[k])}" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
-            parts += [f"added {k} ({_short(new[k])})" for k in sorted(set(new) - set(old))]
-            parts += [f"removed {k} ({_short(old[k])})" for k in sorted(set(old) - set(new))]
-            out.append(f"{key} differ from the baseline: " + "; ".join(parts))
-        else:
-            out.append(f"{key} differs from the baseline: {_short(old)} -> {_short(new)}")
-    return out
-
-
 def cost_view(stats: EngineStats) -> CostView:
     usage = list(stats.usage.values())
     return CostView(spent=round(stats.spent, 6), total=round(sum(u.cost for u in usage), 6),
@@ -307,5 +284,5 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
         summary.rates = scenario_rates(written, gate.comparison)
         summary.scenario = {"demographics": demographic_groups(written.scores, written.conversations),
                             "transcripts": transcripts(written.scores, written.conversations),
-                            "warnings": meta_warnings((gate.comparison or {}).get("baseline_meta") or {}, meta)}
+                            "warnings": list((gate.comparison or {}).get("meta_warnings") or [])}
     return summary

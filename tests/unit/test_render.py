@@ -85,7 +85,7 @@ def test_sparkline_needs_two_points() -> None:
 
 
 def test_meta_warnings_in_words() -> None:
-    from pytest_evalbench.render.summary import meta_warnings
+    from pytest_evalbench.gate.compare import meta_warnings
 
     baseline = {"benchmark": "demo", "judge_model": "j1", "targets": {"fake-gpt": "fake-gpt", "old": "m"}}
     current = {"benchmark": "demo", "judge_model": "j2", "targets": {"fake-gpt": "gpt-4o", "new": "n"}}

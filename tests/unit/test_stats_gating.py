@@ -397,7 +397,7 @@ def test_baseline_shape_and_round_trip() -> None:
     assert same.fails("any") == [] and same.fails("significant") == []
     assert json.loads(json.dumps(same.to_dict()))["entries"][0]["paired"]["n_shared"] == 2
     other = compare_with_baseline(base, scores, meta={"judge": "j2"})
-    assert other.meta_warnings == ["judge differs from the baseline: 'j1' -> 'j2'"]
+    assert other.meta_warnings == ["judge differs from the baseline: j1 -> j2"]
 
 
 def test_version_1_baselines_are_still_read() -> None:
