@@ -67,17 +67,22 @@ def _agreement(votes: list[Vote[V]], value: V) -> float | None:
     return round(sum(1 for v in usable if v.value == value) / len(usable), 4)
 
 
-def _unusable(votes: list[Vote[V]]) -> str:
-    return "; ".join(f"{v.judge}#{v.sample}: {v.text}" for v in votes)
+def _settled(votes: list[Vote[V]]) -> PanelVerdict[V] | None:
+    """The verdict when there is nothing to aggregate: a lone vote as it is, or no usable vote (unscored)."""
+    if len(votes) == 1:
+        return PanelVerdict(votes[0].value, votes[0].text, None, votes)
+    if all(v.value is None for v in votes):
+        unusable = "; ".join(f"{v.judge}#{v.sample}: {v.text}" for v in votes)
+        return PanelVerdict(None, f"unscored: no judge gave a usable answer ({unusable})", None, votes)
+    return None
 
 
 def majority(votes: list[Vote[bool]]) -> PanelVerdict[bool]:
     """The majority of the usable yes/no votes; a tie or no usable vote is unscored, with its reason."""
-    if len(votes) == 1:
-        return PanelVerdict(votes[0].value, votes[0].text, None, votes)
+    settled = _settled(votes)
+    if settled is not None:
+        return settled
     usable = [v for v in votes if v.value is not None]
-    if not usable:
-        return PanelVerdict(None, f"unscored: no judge gave a usable answer ({_unusable(votes)})", None, votes)
     counts = Counter(bool(v.value) for v in usable)
     if counts[True] == counts[False]:
         return PanelVerdict(None, f"unscored: the judges tied {counts[True]}-{counts[False]} "
@@ -90,11 +95,10 @@ def majority(votes: list[Vote[bool]]) -> PanelVerdict[bool]:
 
 def median_vote(votes: list[Vote[int]]) -> PanelVerdict[int]:
     """The median of the usable 1-5 scores (the lower one of an even count: a tie never rounds up)."""
-    if len(votes) == 1:
-        return PanelVerdict(votes[0].value, votes[0].text, None, votes)
+    settled = _settled(votes)
+    if settled is not None:
+        return settled
     usable = [v for v in votes if v.value is not None]
-    if not usable:
-        return PanelVerdict(None, f"unscored: no judge gave a usable answer ({_unusable(votes)})", None, votes)
     value = int(statistics.median_low(int(v.value) for v in usable if v.value is not None))
     first = next(v for v in usable if v.value == value)
     scores = ", ".join(str(v.value) for v in usable)
