@@ -1,24 +1,33 @@
 """The benchmark-kind protocol and its registry: the only module that names the kinds.
 
-A kind (`scenarios/`, `dataset/`) knows how to load its cases, run one case into a record,
-decide a record's outcome, write its result files and summarise them. The pytest layer calls
-this protocol and never branches on the kind; a third kind is a new subpackage plus one line in
-`KINDS`.
+A kind (`scenarios/`, `dataset/`, `calibration/`) knows how to load its cases, run one case into
+a typed record, decide a record's outcome, write its result files and summarise them. The pytest
+layer calls this protocol and never branches on the kind; a third kind is a new subpackage plus
+one line in `kind_of`. Records are the kind's own types; they become JSON only where they cross
+the worker -> controller boundary and in the `pytest_evalbench_*` hook payloads
+(`record_to_json` / `record_from_json`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from .context import BenchmarkRun
+from .gate.rows import EvalScore, ModelResult, OutcomeRow
+
+if TYPE_CHECKING:
+    from .dataset.summary import AgentSummary, CaseResult
+    from .scenarios.models import ConversationRow, ScoreRow
 
 Status = Literal["passed", "failed", "unscored"]
-Record = dict[str, Any]
-"""What one item produced, as JSON: it travels from an xdist worker to the controller."""
-JudgedRowHook = Callable[[dict[str, Any], Record], None]
+JSONRecord = dict[str, Any]
+"""A record as JSON: how it travels from an xdist worker to the controller, and what hooks see."""
+JudgedRowHook = Callable[[dict[str, Any], JSONRecord], None]
+"""Calls `pytest_evalbench_judged_row(row, record)`: the row (mutable) and the record, as JSON."""
+R = TypeVar("R")
 
 
 class Case(Protocol):
@@ -50,34 +59,35 @@ class KindResults:
     """What a kind wrote and what the gate and the summary need from it."""
 
     results: list[dict[str, Any]]
-    """The kind's summary file entries (results.json, agent_summary.json): the results hook's payload."""
-    gate_results: list[dict[str, Any]] | None = None
-    """results.json-shaped per-target summaries for the gate, when `results` has another shape."""
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    """The kind's summary file entries as written (results.json, agent_summary.json): the results
+    hook's payload (JSON by contract)."""
+    rates: list[ModelResult] = field(default_factory=list)
+    """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
+    outcomes: list[OutcomeRow] = field(default_factory=list)
+    """Per-row pass/fail units the gate pairs against a baseline (and groups into per-case verdicts)."""
+    eval_scores: list[EvalScore] = field(default_factory=list)
+    """Per-case numeric scores (1..5) the gate pairs against a baseline (dataset evals), or empty."""
+    scores: list[ScoreRow] = field(default_factory=list)
     """scores.json rows (the HTML report's judgments)."""
-    outcomes: list[dict[str, Any]] | None = None
-    """Per-row pass/fail units the gate pairs against a baseline, in scores.json shape
-    (`target_model`, `id`, `metric_id`, `sample`, `passed`; passed None = unscored); None: `scores`."""
-    eval_scores: list[dict[str, Any]] = field(default_factory=list)
-    """Per-case numeric scores the gate pairs against a baseline (`target_model`, `id`,
-    `metric_id`, `score` on 1..5; dataset evals), or empty."""
-    conversations: list[dict[str, Any]] = field(default_factory=list)
+    conversations: list[ConversationRow] = field(default_factory=list)
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
     dropped: list[str] = field(default_factory=list)
     """Rows of earlier runs dropped because their case, sample or target is no longer configured."""
     judge_lines: list[str] = field(default_factory=list)
     """Terminal lines about the judge: panel agreement per metric, unreliable judges (see calibration/)."""
-    cases: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[CaseResult] = field(default_factory=list)
     """Per-case result rows for reports (case_results.json rows), when the kind has them."""
+    agents: list[AgentSummary] = field(default_factory=list)
+    """Per-agent summaries for reports (agent_summary.json entries), when the kind has them."""
     view: Literal["rates", "cases", "none"] = "rates"
     """How reports show this kind: pass rates per target and metric, a per-case table, or neither."""
     files: list[Path] = field(default_factory=list)
     """The result files and directories written, for the summary line saying where results went."""
 
 
-class BenchmarkKind(Protocol):
-    """What the pytest layer asks of a benchmark kind."""
+class BenchmarkKind(Protocol[R]):
+    """What the pytest layer asks of a benchmark kind whose items produce records of type R."""
 
     run: BenchmarkRun
     @property
@@ -95,22 +105,30 @@ class BenchmarkKind(Protocol):
     def order(self) -> dict[str, int]:
         """Row id -> position in the data files: result files keep this order."""
 
-    async def run_case(self, case: Any) -> Record:
+    async def run_case(self, case: Any) -> R:
         """The LLM work of one item; LLM and app failures propagate (the item ERRORs)."""
 
-    def outcome(self, record: Record, judged_row: JudgedRowHook) -> Outcome:
-        """Decide the record's status once (may update the record's derived fields)."""
+    def outcome(self, record: R, judged_row: JudgedRowHook) -> Outcome:
+        """Decide the record's status, the one place it is decided (after the judged-row hook);
+        sets the record's derived fields."""
 
-    def write_results(self, records: list[Record]) -> KindResults:
-        """Merge this session's records into the result files on disk and summarise them."""
+    def write_results(self, records: Iterable[R]) -> KindResults:
+        """Merge this session's records into the result files on disk and summarise them.
+        `records` come in node-id order and may be iterated only once (they can stream from disk)."""
+
+    def record_to_json(self, record: R) -> JSONRecord:
+        """The record as JSON, for the xdist report, shard files and hook payloads."""
+
+    def record_from_json(self, data: JSONRecord) -> R:
+        """The inverse of `record_to_json` (on the controller, and when merging shards)."""
 
 
-def kind_of(run: BenchmarkRun) -> BenchmarkKind:
+def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
     """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
     from .calibration import CalibrationKind
     from .dataset import DatasetKind
     from .scenarios import ScenarioKind
 
-    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind]] = {"scenarios": ScenarioKind, "dataset": DatasetKind,
+    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind[Any]]] = {"scenarios": ScenarioKind, "dataset": DatasetKind,
                                                                   "calibration": CalibrationKind}
     return kinds["calibration" if run.settings.calibrate else run.spec.kind](run)

@@ -57,5 +57,6 @@ def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, 
             records[node_id] = record
     run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
                        make_app=lambda target: _NotCalled())
-    kind_of(run).write_results([records[k] for k in sorted(records)])
+    kind = kind_of(run)
+    kind.write_results(kind.record_from_json(records[k]) for k in sorted(records))
     return bench_dir, len(records)

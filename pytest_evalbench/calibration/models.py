@@ -10,7 +10,7 @@ eval's inputs with a 1-5 score:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
+from ..kinds import Status
+from ..llm.types import Usage
 from ..loading import first_error
 from ..spec import BenchmarkSpec, Message
 
@@ -106,6 +108,32 @@ class CalibrationCase:
     @property
     def keywords(self) -> dict[str, Any]:
         return {self.key: True}
+
+
+@dataclass
+class CalibrationRecord:
+    """What one labelled example produced: the label, the judge's verdict and why. `status` is
+    set by `CalibrationKind.outcome`."""
+
+    benchmark: str
+    line: int
+    key: str
+    label: bool | int
+    verdict: bool | int | None
+    justification: str
+    usage: dict[str, Usage] = field(default_factory=dict)
+    status: Optional[Status] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "kind": "calibration", "line": self.line, "key": self.key,
+                "label": self.label, "verdict": self.verdict, "justification": self.justification,
+                "status": self.status, "usage": {k: v.to_json() for k, v in self.usage.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CalibrationRecord:
+        return cls(data["benchmark"], data["line"], data["key"], data["label"], data["verdict"],
+                   data["justification"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
+                   data.get("status"))
 
 
 def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:

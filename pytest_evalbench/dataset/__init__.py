@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
-from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..kinds import JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
-from ..store import read_rows
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
-from .runner import DatasetItem, run_case
+from .runner import DatasetItem, DatasetRecord, run_case
 from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
-from .summary import agent_table, as_target_results, summarize_agents
+from .summary import CaseResult, agent_table, as_target_results, summarize_agents
 
 CASE_METRIC = "pass_rate"
 
@@ -64,12 +64,17 @@ class DatasetKind:
             self.load_cases()
         return self._order
 
-    async def run_case(self, case: Any) -> Record:
+    async def run_case(self, case: Any) -> DatasetRecord:
         run = self.run
-        record = await run_case(case, benchmark=run.spec.name, policy=self.policy, engine=run.engine,
-                                judges=run.judges(), samples=run.spec.judge.samples,
-                                target=run.targets.get(case.case.agent_name))
+        return await run_case(case, benchmark=run.spec.name, policy=self.policy, engine=run.engine,
+                              judges=run.judges(), samples=run.spec.judge.samples,
+                              target=run.targets.get(case.case.agent_name))
+
+    def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
         return record.to_json()
+
+    def record_from_json(self, data: dict[str, Any]) -> DatasetRecord:
+        return DatasetRecord.from_json(data)
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -77,49 +82,46 @@ class DatasetKind:
         run = self.run
         return unreliable_judges(run.bench_dir, run.spec.judge, list(EVAL_NAMES), judge_name(run.evaluators))
 
-    def unreliable_in(self, case: dict[str, Any]) -> list[str]:
+    def unreliable_in(self, case: CaseResult) -> list[str]:
         """The scored evals of a case whose judge is unreliable: its verdict rests on them."""
-        return [m["eval"] for m in case["metrics"] if m["score"] is not None and m["eval"] in self.unreliable]
+        return [m.eval for m in case.metrics if m.score is not None and m.eval in self.unreliable]
 
-    def outcome(self, record: Record, judged_row: JudgedRowHook) -> Outcome:
-        case = record["case"]
-        properties = [("evalbench_status", case["status"]), ("evalbench_composite", case["composite"])]
-        doubtful = self.unreliable_in(case) if case["status"] == "failed" else []
+    def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook) -> Outcome:
+        """The scoring policy decided the case's status when it ran (`runner.run_case`); this reads it."""
+        case = record.case
+        properties = [("evalbench_status", case.status), ("evalbench_composite", case.composite)]
+        doubtful = self.unreliable_in(case) if case.status == "failed" else []
         if doubtful:
             why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
-            return Outcome("failed", f"{record['message']}\njudge unreliable ({why}): this failure cannot fail "
+            return Outcome("failed", f"{record.message}\njudge unreliable ({why}): this failure cannot fail "
                            "the build", properties, convicts=False)
-        return Outcome(case["status"], record["message"], properties)
+        return Outcome(case.status, record.message, properties)
 
-    def write_results(self, records: list[Record]) -> KindResults:
+    def write_results(self, records: Iterable[DatasetRecord]) -> KindResults:
+        """One pass over the records (they may stream from disk), counting agreement and unreliable
+        failures on the way to the store."""
         out = self.run.output_dir
-        summary, dropped = write_dataset_results(out, records, self.order())
-        rows = read_rows(out / CASE_RESULTS)
-        lines = agreement_lines([(m["eval"], m.get("agreement")) for r in records for m in r["case"]["metrics"]])
+        agreement: list[tuple[str, float | None]] = []
+        failures: Counter[str] = Counter()
+
+        def counted(records: Iterable[DatasetRecord]) -> Iterable[DatasetRecord]:
+            for record in records:
+                agreement.extend((m.eval, m.agreement) for m in record.case.metrics)
+                if record.case.status == "failed":
+                    failures.update(self.unreliable_in(record.case))
+                yield record
+
+        rows, summary, dropped = write_dataset_results(out, counted(records), self.order())
+        lines = agreement_lines(agreement)
         gated_rows, gated = rows, summary
         if self.unreliable:
             # a failed case whose verdict rests on an unreliable judge is shown, never counted against the build
-            failures: Counter[str] = Counter()
-            for record in records:
-                if record["case"]["status"] == "failed":
-                    failures.update(self.unreliable_in(record["case"]))
             lines += reliability_lines(self.unreliable, dict(failures))
             # every case whose verdict rests on an unreliable judge leaves the gate's numbers
             gated_rows = [row for row in rows if not self.unreliable_in(row)]
             gated = summarize_agents(gated_rows)
-        return KindResults(results=summary, gate_results=as_target_results(gated), table=agent_table(summary),
-                           outcomes=case_outcome_rows(gated_rows), eval_scores=eval_score_rows(gated_rows),
-                           dropped=dropped, judge_lines=lines, cases=rows, view="cases",
+        return KindResults(results=[a.to_json() for a in summary], rates=as_target_results(gated),
+                           table=agent_table(summary), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
+                           eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
+                           judge_lines=lines, cases=rows, agents=summary, view="cases",
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])
-
-
-def case_outcome_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One pass/fail unit per case for the gate: the agent is the target, `pass_rate` the metric."""
-    return [{"target_model": r["agent_name"], "id": r["case_id"], "metric_id": CASE_METRIC, "sample": 0,
-             "passed": r["passed"]} for r in rows]
-
-
-def eval_score_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every scored eval of every case, paired with the baseline by agent, case_id and eval."""
-    return [{"target_model": r["agent_name"], "id": r["case_id"], "metric_id": m["eval"], "score": m["score"]}
-            for r in rows for m in r["metrics"] if m["score"] is not None]

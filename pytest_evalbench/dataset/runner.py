@@ -20,6 +20,7 @@ from ..targets import Target
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from .models import DatasetCase, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
+from .summary import CaseResult
 from .tool_check import check_tool_calls
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
@@ -65,16 +66,23 @@ class EvalOutcome:
 
 @dataclass
 class DatasetRecord:
-    """What one dataset item produced; travels from worker to controller as `to_json()`."""
+    """What one dataset item produced: its case_results.json row (status decided by the scoring
+    policy), the failure message and the usage."""
 
     benchmark: str
-    row: dict[str, Any]
+    case: CaseResult
     message: str
     usage: dict[str, Usage] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "kind": "dataset", "case": self.row, "message": self.message,
-                "status": self.row["status"], "usage": {k: v.to_json() for k, v in self.usage.items()}}
+        """The record as it crosses the worker -> controller boundary and the hooks see it."""
+        return {"benchmark": self.benchmark, "kind": "dataset", "case": self.case.to_json(), "message": self.message,
+                "status": self.case.status, "usage": {k: v.to_json() for k, v in self.usage.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DatasetRecord:
+        return cls(data["benchmark"], CaseResult.model_validate(data["case"]), data["message"],
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()})
 
 
 async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
@@ -148,4 +156,4 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
         message += f"\ntool check: {tool_check['summary']}"
-    return DatasetRecord(benchmark, row, message, ledger)
+    return DatasetRecord(benchmark, CaseResult.model_validate(row), message, ledger)

@@ -21,6 +21,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..gate.rows import EvalScore, ModelResult, OutcomeRow
 from ..gate.stats import Z95, mcnemar_exact_p
 
 
@@ -68,6 +69,20 @@ class CaseResult(_Strict):
     extra: dict[str, Any] = Field(default_factory=dict)
     """The case's fields this version does not model (e.g. `workflow_mode`), kept as they were."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The file's row: optional keys (`extra`, a metric's `not_applicable`, `agreement`, `votes`)
+        only when the row was made with them."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def outcome_row(self, metric: str) -> OutcomeRow:
+        """The case as one pass/fail unit for the gate: the agent is the target, `metric` names it."""
+        return OutcomeRow(self.agent_name, self.case_id, metric, 0, self.passed)
+
+    def eval_scores(self) -> list[EvalScore]:
+        """Every scored eval of the case, paired with the baseline by agent, case_id and eval."""
+        return [EvalScore(self.agent_name, self.case_id, m.eval, float(m.score)) for m in self.metrics
+                if m.score is not None]
+
 
 class PairedStat(_Strict):
     """One paired comparison of two agents on one score, over the scenarios both have scored."""
@@ -106,6 +121,10 @@ class AgentSummary(_Strict):
     comparisons: list[AgentComparison] = Field(default_factory=list)
     """Only on comparative datasets: this agent against each later agent (by name) sharing scenarios."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The file's entry: `comparisons` only when there are some."""
+        return self.model_dump(mode="json", exclude={"comparisons"} if not self.comparisons else None)
+
 
 DATASET_TYPES: dict[str, Any] = {"case_results": list[CaseResult], "agent_summary": list[AgentSummary]}
 
@@ -130,7 +149,7 @@ def t975(df: int) -> float:
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
 
 
-def paired_stat(diffs: list[float]) -> dict[str, Any]:
+def paired_stat(diffs: list[float]) -> PairedStat:
     """Mean difference, its 95% t interval, win/tie/loss counts and the sign test's p-value."""
     n = len(diffs)
     wins, losses = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
@@ -139,29 +158,29 @@ def paired_stat(diffs: list[float]) -> dict[str, Any]:
     if mean is not None and n >= 2:
         half = t975(n - 1) * statistics.stdev(diffs) / math.sqrt(n)
         ci = (round(mean - half, 4), round(mean + half, 4))
-    return {"n": n, "mean_diff": None if mean is None else round(mean, 4), "ci95": ci, "wins": wins,
-            "ties": n - wins - losses, "losses": losses, "p_value": round(mcnemar_exact_p(wins, losses), 4)}
+    return PairedStat(n=n, mean_diff=None if mean is None else round(mean, 4), ci95=ci, wins=wins,
+                      ties=n - wins - losses, losses=losses, p_value=round(mcnemar_exact_p(wins, losses), 4))
 
 
-def _scenario_scores(cases: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def _scenario_scores(cases: list[CaseResult]) -> dict[str, dict[str, float]]:
     """scenario_id -> {"composite" | eval name: mean score of this agent's scored cases there}."""
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for case in cases:
-        if not case.get("scenario_id") or case["status"] == "unscored":
+        if not case.scenario_id or case.status == "unscored":
             continue
-        if case.get("composite") is not None:
-            values[case["scenario_id"]]["composite"].append(case["composite"])
-        for metric in case["metrics"]:
-            if metric["score"] is not None:
-                values[case["scenario_id"]][metric["eval"]].append(metric["score"])
+        if case.composite is not None:
+            values[case.scenario_id]["composite"].append(case.composite)
+        for metric in case.metrics:
+            if metric.score is not None:
+                values[case.scenario_id][metric.eval].append(metric.score)
     return {scn: {key: statistics.fmean(v) for key, v in by_key.items()} for scn, by_key in values.items()}
 
 
-def compare_agents(groups: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+def compare_agents(groups: dict[str, list[CaseResult]]) -> dict[str, list[AgentComparison]]:
     """Paired comparisons for every pair of agents (alphabetical: first minus second) that share at
     least one scenario_id; keyed by the first agent."""
     scores = {agent: _scenario_scores(cases) for agent, cases in groups.items()}
-    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    out: dict[str, list[AgentComparison]] = defaultdict(list)
     for first, second in combinations(sorted(groups), 2):
         shared = sorted(set(scores[first]) & set(scores[second]))
         if not shared:
@@ -172,74 +191,73 @@ def compare_agents(groups: dict[str, list[dict[str, Any]]]) -> dict[str, list[di
             return [scores[first][scn][key] - scores[second][scn][key] for scn in shared
                     if key in scores[first][scn] and key in scores[second][scn]]
 
-        out[first].append({"other": second, "n_scenarios": len(shared), "composite": paired_stat(diffs("composite")),
-                           "metrics": {k: paired_stat(diffs(k)) for k in keys if k != "composite"}})
+        out[first].append(AgentComparison(other=second, n_scenarios=len(shared), composite=paired_stat(diffs("composite")),
+                                          metrics={k: paired_stat(diffs(k)) for k in keys if k != "composite"}))
     return out
 
 
-def summarize_agents(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize_agents(rows: list[CaseResult]) -> list[AgentSummary]:
     """Per-agent summary, sorted by agent name (with paired comparisons on comparative datasets)."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
     for row in rows:
-        groups[row["agent_name"]].append(row)
-    out: list[dict[str, Any]] = []
+        groups[row.agent_name].append(row)
+    comparisons = compare_agents(groups)
+    out: list[AgentSummary] = []
     for agent in sorted(groups):
         cases = groups[agent]
-        scored = [c for c in cases if c["status"] != "unscored"]
+        scored = [c for c in cases if c.status != "unscored"]
         scores: dict[str, list[float]] = defaultdict(list)
         for case in cases:
-            for metric in case["metrics"]:
-                if metric["score"] is not None:
-                    scores[metric["eval"]].append(metric["score"])
-        out.append({
-            "agent_name": agent, "n_cases": len(cases), "n_scored": len(scored),
-            "n_passed": sum(1 for c in scored if c["passed"]), "n_unscored": len(cases) - len(scored),
-            "pass_rate": _mean([1.0 if c["passed"] else 0.0 for c in scored]),
-            "composite_mean": _mean([c["composite"] for c in scored if c["composite"] is not None]),
-            "metric_means": {name: _mean(values) for name, values in sorted(scores.items())},
-        })
-    comparisons = compare_agents(groups)
-    for entry in out:
-        if comparisons.get(entry["agent_name"]):
-            entry["comparisons"] = comparisons[entry["agent_name"]]
+            for metric in case.metrics:
+                if metric.score is not None:
+                    scores[metric.eval].append(metric.score)
+        entry = AgentSummary(
+            agent_name=agent, n_cases=len(cases), n_scored=len(scored),
+            n_passed=sum(1 for c in scored if c.passed), n_unscored=len(cases) - len(scored),
+            pass_rate=_mean([1.0 if c.passed else 0.0 for c in scored]),
+            composite_mean=_mean([c.composite for c in scored if c.composite is not None]),
+            metric_means={name: _mean(values) for name, values in sorted(scores.items())})
+        if comparisons.get(agent):
+            entry.comparisons = comparisons[agent]
+        out.append(entry)
     return out
 
 
-def as_target_results(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Agent summaries in results.json shape, so `thresholds:` gate dataset benchmarks too: each agent
+def as_target_results(summary: list[AgentSummary]) -> list[ModelResult]:
+    """Agent summaries as per-target rates, so `thresholds:` gate dataset benchmarks too: each agent
     is a target and a passed case counts as a passed positive row."""
-    return [{"target_model": a["agent_name"], "positive_pass_rate": a["pass_rate"], "negative_pass_rate": None,
-             "n_positive": a["n_cases"], "n_negative": 0, "n_total": a["n_cases"], "by_metric": {}, "by_scenario": {}}
+    return [ModelResult(target_model=a.agent_name, positive_pass_rate=a.pass_rate, negative_pass_rate=None,
+                        n_positive=a.n_cases, n_negative=0, n_total=a.n_cases, by_metric={}, by_scenario={})
             for a in summary]
 
 
-def agent_table(summary: list[dict[str, Any]]) -> list[str]:
+def agent_table(summary: list[AgentSummary]) -> list[str]:
     """Terminal lines: per agent pass rate, composite mean and metric means."""
     lines = []
     for agent in summary:
-        rate = "-" if agent["pass_rate"] is None else f"{agent['pass_rate']:.3f}"
-        comp = "-" if agent["composite_mean"] is None else f"{agent['composite_mean']:.2f}"
+        rate = "-" if agent.pass_rate is None else f"{agent.pass_rate:.3f}"
+        comp = "-" if agent.composite_mean is None else f"{agent.composite_mean:.2f}"
         means = ", ".join(f"{name.removesuffix('Explain')} {'-' if v is None else f'{v:.2f}'}"
-                          for name, v in agent["metric_means"].items())
-        lines.append(f"{agent['agent_name']}: pass rate {rate} ({agent['n_passed']}/{agent['n_scored']} scored, "
-                     f"{agent['n_unscored']} unscored), composite mean {comp}; {means}")
+                          for name, v in agent.metric_means.items())
+        lines.append(f"{agent.agent_name}: pass rate {rate} ({agent.n_passed}/{agent.n_scored} scored, "
+                     f"{agent.n_unscored} unscored), composite mean {comp}; {means}")
     for agent in summary:
-        for comparison in agent.get("comparisons", []):
-            lines += comparison_lines(agent["agent_name"], comparison)
+        for comparison in agent.comparisons:
+            lines += comparison_lines(agent.agent_name, comparison)
     return lines
 
 
-def _stat_text(stat: dict[str, Any]) -> str:
-    if stat["mean_diff"] is None:
+def _stat_text(stat: PairedStat) -> str:
+    if stat.mean_diff is None:
         return "no scored pairs"
-    ci = "" if stat["ci95"] is None else f" [{stat['ci95'][0]:+.2f}, {stat['ci95'][1]:+.2f}]"
-    return (f"{stat['mean_diff']:+.2f}{ci}, {stat['wins']}/{stat['ties']}/{stat['losses']} win/tie/loss, "
-            f"sign test p={stat['p_value']:.3f}")
+    ci = "" if stat.ci95 is None else f" [{stat.ci95[0]:+.2f}, {stat.ci95[1]:+.2f}]"
+    return (f"{stat.mean_diff:+.2f}{ci}, {stat.wins}/{stat.ties}/{stat.losses} win/tie/loss, "
+            f"sign test p={stat.p_value:.3f}")
 
 
-def comparison_lines(agent: str, comparison: dict[str, Any]) -> list[str]:
+def comparison_lines(agent: str, comparison: AgentComparison) -> list[str]:
     """Terminal lines of one paired comparison: composite first, then each eval."""
-    lines = [f"paired {agent} - {comparison['other']} over {comparison['n_scenarios']} shared scenarios "
-             f"(mean difference, 95% CI):", f"  composite: {_stat_text(comparison['composite'])}"]
-    lines += [f"  {name.removesuffix('Explain')}: {_stat_text(stat)}" for name, stat in comparison["metrics"].items()]
+    lines = [f"paired {agent} - {comparison.other} over {comparison.n_scenarios} shared scenarios "
+             f"(mean difference, 95% CI):", f"  composite: {_stat_text(comparison.composite)}"]
+    lines += [f"  {name.removesuffix('Explain')}: {_stat_text(stat)}" for name, stat in comparison.metrics.items()]
     return lines

@@ -2,11 +2,10 @@
 
 Pure functions over in-memory rows; no I/O, no pytest. The gate reads two kinds of rows:
 
-* outcome rows (scores.json shape: `target_model`, `id`, `metric_id`, `sample`, `passed`; passed
-  None = unscored): one pass/fail unit each, keyed `<target>|<id>|<metric_id>|<sample>` (target
-  and row ids cannot contain `|`, see spec.SAFE_ID);
-* score rows (`target_model`, `id`, `metric_id`, `score`): numeric per-eval scores of dataset
-  cases on a 1..5 scale, keyed `<target>|<id>|<metric_id>`.
+* outcome rows (`rows.OutcomeRow`: target, id, metric_id, sample, passed; passed None =
+  unscored): one pass/fail unit each, keyed `<target>|<id>|<metric_id>|<sample>`;
+* score rows (`rows.EvalScore`): numeric per-eval scores of dataset cases on a 1..5 scale,
+  keyed `<target>|<id>|<metric_id>`.
 
 Every comparison pairs the cases both runs scored; the tests of one run form one family whose
 p-values are adjusted together (Holm by default).
@@ -16,10 +15,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..spec import MetricRule, TargetRule, ThresholdRules
+from .rows import EvalScore, ModelResult, OutcomeRow
 from .stats import (
     RateEstimate,
     adjust,
@@ -41,68 +42,70 @@ SCORE_RANGE = 4.0  # scores run 1..5: drops of scores are compared with drop:X /
 # --------------------------------------------------------------------------- rows and keys
 
 
-def case_key(row: dict[str, Any]) -> str:
-    return f"{row['target_model']}|{row['id']}|{row['metric_id']}|{row.get('sample') or 0}"
+def case_outcomes(rows: Iterable[OutcomeRow]) -> dict[str, bool]:
+    """Pass/fail per scored unit (`OutcomeRow.key`); unscored rows have no outcome."""
+    return {r.key: r.passed for r in rows if r.passed is not None}
 
 
-def score_key(row: dict[str, Any]) -> str:
-    return f"{row['target_model']}|{row['id']}|{row['metric_id']}"
+def case_scores(rows: Iterable[EvalScore]) -> dict[str, float]:
+    """Numeric score per scored (target, case, eval) (`EvalScore.key`)."""
+    return {r.key: r.score for r in rows}
 
 
-def case_outcomes(rows: list[dict[str, Any]]) -> dict[str, bool]:
-    """Pass/fail per scored unit (case_key); unscored rows have no outcome."""
-    return {case_key(r): bool(r["passed"]) for r in rows if r.get("passed") is not None}
+@dataclass
+class MetricCount:
+    """One target x metric: scored rows, passes and the rate, with the metric's label."""
+
+    n_passed: int
+    n_total: int
+    pass_rate: float | None = None
+    metric_name: str | None = None
+    metric_type: str | None = None
 
 
-def case_scores(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Numeric score per scored (target, case, eval) (score_key)."""
-    return {score_key(r): float(r["score"]) for r in rows if r.get("score") is not None}
-
-
-def metric_counts(results: list[dict[str, Any]], scores: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{target: {metric_id: {n_passed, n_total, pass_rate, metric_name, metric_type}}}: counts from
-    the scored outcome rows, falling back to results.json `by_metric` for targets without rows."""
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    labels: dict[str, tuple[Any, Any]] = {}
+def metric_counts(results: list[ModelResult], outcomes: list[OutcomeRow]) -> dict[str, dict[str, MetricCount]]:
+    """{target: {metric_id: counts}}: from the scored outcome rows, falling back to the
+    results.json `by_metric` of targets without rows."""
+    out: dict[str, dict[str, MetricCount]] = {}
+    labels: dict[str, tuple[str | None, str | None]] = {}
     from_rows: dict[str, dict[str, list[int]]] = {}
-    for row in scores:
-        labels.setdefault(row["metric_id"], (row.get("metric_name"), row.get("metric_type")))
-        if row.get("passed") is not None:
-            counts = from_rows.setdefault(row["target_model"], {}).setdefault(row["metric_id"], [0, 0])
-            counts[0] += bool(row["passed"])
+    for row in outcomes:
+        labels.setdefault(row.metric_id, (row.metric_name, row.metric_type))
+        if row.passed is not None:
+            counts = from_rows.setdefault(row.target, {}).setdefault(row.metric_id, [0, 0])
+            counts[0] += row.passed
             counts[1] += 1
     for target, metrics in from_rows.items():
         for mid, (k, n) in metrics.items():
-            out.setdefault(target, {})[mid] = {"n_passed": k, "n_total": n}
+            out.setdefault(target, {})[mid] = MetricCount(k, n)
     for summary in results:
-        if summary["target_model"] in from_rows:
+        if summary.target_model in from_rows:
             continue
-        for mid, rate in (summary.get("by_metric") or {}).items():
-            out.setdefault(summary["target_model"], {})[mid] = {"n_passed": rate["n_passed"], "n_total": rate["n_total"]}
+        for mid, rate in summary.by_metric.items():
+            out.setdefault(summary.target_model, {})[mid] = MetricCount(rate.n_passed, rate.n_total)
     for entries in out.values():
         for mid, entry in entries.items():
-            k, n = entry["n_passed"], entry["n_total"]
-            name, mtype = labels.get(mid, (None, None))
-            entry.update(pass_rate=round(k / n, 4) if n else None, metric_name=name, metric_type=mtype)
+            entry.pass_rate = round(entry.n_passed / entry.n_total, 4) if entry.n_total else None
+            entry.metric_name, entry.metric_type = labels.get(mid, (None, None))
     return out
 
 
 # --------------------------------------------------------------------------- baseline files
 
 
-def make_baseline(results: list[dict[str, Any]], outcomes: list[dict[str, Any]], meta: dict[str, Any],
-                  scores: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def make_baseline(results: list[ModelResult], outcomes: list[OutcomeRow], meta: dict[str, Any],
+                  scores: list[EvalScore] | None = None) -> dict[str, Any]:
     """A versioned, JSON-serialisable baseline: per target its rates (for people reading the file)
     plus the per-case outcome of every scored unit and every per-eval score, so a later run can be
     compared case by case (paired)."""
     counts = metric_counts(results, outcomes)
-    rates = {s["target_model"]: s for s in results}
+    rates = {s.target_model: s for s in results}
     targets = {}
     for target in sorted(set(counts) | set(rates)):
-        summary = rates.get(target, {})
-        targets[target] = {"positive_pass_rate": summary.get("positive_pass_rate"),
-                           "negative_pass_rate": summary.get("negative_pass_rate"),
-                           "metrics": dict(sorted(counts.get(target, {}).items()))}
+        summary = rates.get(target)
+        targets[target] = {"positive_pass_rate": summary.positive_pass_rate if summary else None,
+                           "negative_pass_rate": summary.negative_pass_rate if summary else None,
+                           "metrics": {mid: asdict(c) for mid, c in sorted(counts.get(target, {}).items())}}
     return {"schema_version": BASELINE_SCHEMA_VERSION, "meta": dict(meta), "targets": targets,
             "cases": dict(sorted(case_outcomes(outcomes).items())),
             "scores": dict(sorted(case_scores(scores or []).items()))}
@@ -284,8 +287,8 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
                       sum(diffs) / n, low, high, p, f"Wilcoxon ({how})")
 
 
-def compare_with_baseline(baseline: dict[str, Any], outcomes: list[dict[str, Any]], meta: dict[str, Any] | None = None,
-                          *, scores: list[dict[str, Any]] | None = None, correction: str = "holm",
+def compare_with_baseline(baseline: dict[str, Any], outcomes: list[OutcomeRow], meta: dict[str, Any] | None = None,
+                          *, scores: list[EvalScore] | None = None, correction: str = "holm",
                           alpha: float = 0.05) -> Comparison:
     """Current run vs a `make_baseline` dict: every paired test, with p-values adjusted over the
     whole family. `meta` (the current run's, same shape as the baseline's) yields warnings for keys
@@ -362,7 +365,7 @@ class RuleReport:
     held: int = 0
 
 
-def check_thresholds(results: list[dict[str, Any]], rules: ThresholdRules | None,
+def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
                      comparison: Comparison | None = None) -> RuleReport:
     """Every configured rule: breached, held, or not evaluated (a null rate, a target without
     results, or a max_drop without a baseline comparison). min rules read the results.json-shaped
@@ -381,22 +384,22 @@ def check_thresholds(results: list[dict[str, Any]], rules: ThresholdRules | None
         else:
             report.held += 1
 
-    seen = {s["target_model"] for s in results}
+    seen = {s.target_model for s in results}
     for name in sorted(set(rules.per_target) - seen):
         report.unevaluated.append(f"{name}: per_target rules not evaluated (no results for this target)")
-    for summary in sorted(results, key=lambda s: s["target_model"]):
-        target = summary["target_model"]
+    for summary in sorted(results, key=lambda s: s.target_model):
+        target = summary.target_model
         rule = rules.for_target(target)
-        by_metric = summary.get("by_metric") or {}
-        minimum(target, "positive_pass_rate", summary.get("positive_pass_rate"), rule.min_positive_pass_rate)
-        minimum(target, "negative_pass_rate", summary.get("negative_pass_rate"), rule.min_negative_pass_rate)
+        minimum(target, "positive_pass_rate", summary.positive_pass_rate, rule.min_positive_pass_rate)
+        minimum(target, "negative_pass_rate", summary.negative_pass_rate, rule.min_negative_pass_rate)
         for mid, mrule in sorted(rules.per_metric.items()):
-            minimum(target, f"{mid} pass_rate", (by_metric.get(mid) or {}).get("pass_rate"), mrule.min_pass_rate)
+            rate = summary.by_metric.get(mid)
+            minimum(target, f"{mid} pass_rate", rate.pass_rate if rate else None, mrule.min_pass_rate)
         _max_drops(target, rules, rule, summary, comparison, report)
     return report
 
 
-def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: dict[str, Any],
+def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: ModelResult,
                comparison: Comparison | None, report: RuleReport) -> None:
     """The max_drop rules of one target: per metric (its own limit or the target's) and pooled."""
     per_metric = {mid: m.max_drop for mid, m in rules.per_metric.items() if m.max_drop is not None}
@@ -407,7 +410,7 @@ def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: di
         return
     wanted: dict[str, float] = {}
     if rule.max_drop is not None:
-        wanted.update(dict.fromkeys(summary.get("by_metric") or {}, rule.max_drop))
+        wanted.update(dict.fromkeys(summary.by_metric, rule.max_drop))
         wanted.update({t.metric_id: rule.max_drop for t in comparison.tests
                        if t.target == target and t.kind != "scores"})
     wanted.update(per_metric)
@@ -436,17 +439,17 @@ def _align(rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def summary_table(results: list[dict[str, Any]]) -> list[str]:
+def summary_table(results: list[ModelResult]) -> list[str]:
     """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
     95% Wilson interval."""
     rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
     counts = metric_counts(results, [])
-    for s in sorted(results, key=lambda s: s["target_model"]):
-        target = s["target_model"]
-        rows.append([target, "(positive)", _fmt(s.get("positive_pass_rate")), str(s.get("n_positive", "-")), ""])
-        rows.append([target, "(negative)", _fmt(s.get("negative_pass_rate")), str(s.get("n_negative", "-")), ""])
+    for s in sorted(results, key=lambda s: s.target_model):
+        target = s.target_model
+        rows.append([target, "(positive)", _fmt(s.positive_pass_rate), str(s.n_positive), ""])
+        rows.append([target, "(negative)", _fmt(s.negative_pass_rate), str(s.n_negative), ""])
         for mid, c in sorted(counts.get(target, {}).items()):
-            est = RateEstimate.of(c["n_passed"], c["n_total"])
+            est = RateEstimate.of(c.n_passed, c.n_total)
             rows.append([target, mid, _fmt(est.rate), f"{est.k}/{est.n}", f"[{est.low:.2f}, {est.high:.2f}]"])
     return _align(rows)
 

@@ -31,6 +31,7 @@ from .compare import (
     make_baseline,
     summary_table,
 )
+from .rows import EvalScore, ModelResult, OutcomeRow
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6
@@ -53,11 +54,11 @@ class GateSettings:
 class GateInputs:
     """Everything the gate reads, in memory (the kind's `KindResults` plus the run's context)."""
 
-    results: list[dict[str, Any]]
-    """results.json-shaped per-target summaries (min rules, the rates table)."""
-    outcomes: list[dict[str, Any]] = field(default_factory=list)
-    """Pass/fail unit rows (scores.json shape) paired with the baseline."""
-    scores: list[dict[str, Any]] = field(default_factory=list)
+    results: list[ModelResult]
+    """Per-target rate summaries (min rules, the rates table)."""
+    outcomes: list[OutcomeRow] = field(default_factory=list)
+    """Pass/fail units paired with the baseline (and grouped into per-case verdicts)."""
+    scores: list[EvalScore] = field(default_factory=list)
     """Per-eval numeric score rows (dataset) paired with the baseline."""
     rules: ThresholdRules | None = None
     baseline: dict[str, Any] | None = None
@@ -150,16 +151,16 @@ class GateOutcome:
         return out
 
 
-def case_verdicts(outcomes: list[dict[str, Any]], threshold: float) -> list[CaseVerdict]:
+def case_verdicts(outcomes: list[OutcomeRow], threshold: float) -> list[CaseVerdict]:
     """For num_samples > 1: per (target, case) the pass count over its scored samples and a
     Wilson-bound verdict; empty when no case has more than one sample."""
     groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
     samples: dict[tuple[str, str], int] = defaultdict(int)
     for row in outcomes:
-        key = (row["target_model"], row["id"])
+        key = (row.target, row.id)
         samples[key] += 1
-        if row.get("passed") is not None:
-            groups[key].append(bool(row["passed"]))
+        if row.passed is not None:
+            groups[key].append(row.passed)
     if not any(n > 1 for n in samples.values()):
         return []
     out = []

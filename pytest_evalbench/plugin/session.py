@@ -21,7 +21,7 @@ from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
-from ..kinds import BenchmarkKind, KindResults, Record, kind_of
+from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
 from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
@@ -36,7 +36,7 @@ from ..settings import RunSettings
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
 
-RECORD_KEY = pytest.StashKey[Record]()
+RECORD_KEY = pytest.StashKey[JSONRecord]()
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
@@ -58,10 +58,11 @@ class EvalbenchSession:
             raise pytest.UsageError(str(exc)) from None
         self.baseline = self._read_baseline()
         self._run: BenchmarkRun | None = None
-        self._kind: BenchmarkKind | None = None
+        self._kind: BenchmarkKind[Any] | None = None
         self._cases: dict[Path, list[Any]] | None = None
         self._load_warnings: list[warnings.WarningMessage] = []
-        self.records: dict[str, Record] = {}
+        self.records: dict[str, JSONRecord] = {}
+        """Node id -> the item's record as JSON (as the teardown report carried it)."""
         self.tally = Completeness()
         self.errors = self.tally.errors
         self.dropped: list[str] = []
@@ -117,7 +118,7 @@ class EvalbenchSession:
         return self._run
 
     @property
-    def kind(self) -> BenchmarkKind:
+    def kind(self) -> BenchmarkKind[Any]:
         if self._kind is None:
             self._kind = kind_of(self.run)
         return self._kind
@@ -228,21 +229,23 @@ class EvalbenchSession:
         """xdist lost the worker running this item: it is counted, never silently dropped."""
         report.evalbench_error = WORKER_DIED  # type: ignore[attr-defined]
 
-    def record_for(self, item: pytest.Item) -> Record:
-        """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR."""
+    def record_for(self, item: pytest.Item) -> JSONRecord:
+        """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
+        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload."""
         assert isinstance(item, CaseItem)
         record = self._future(item, 0).result()  # usually prefetched: priority unused
 
-        def judged_row(row: dict[str, Any], rec: Record) -> None:
+        def judged_row(row: dict[str, Any], rec: JSONRecord) -> None:
             self.config.hook.pytest_evalbench_judged_row(config=self.config, row=row, record=rec)
 
         outcome = self.kind.outcome(record, judged_row)
+        data = self.kind.record_to_json(record)
         item.user_properties.extend(outcome.properties)
-        item.stash[RECORD_KEY] = record
+        item.stash[RECORD_KEY] = data
         item.stash[OUTCOME_KEY] = outcome
         if outcome.status == "unscored":
             raise Unscored(outcome.message or "unscored")
-        return record
+        return data
 
     # ------------------------------------------------------------------ reporting
     @pytest.hookimpl(wrapper=True)
@@ -326,15 +329,13 @@ class EvalbenchSession:
         self.write_reports(int(session.exitstatus))
 
     def _finish(self, exitstatus: int) -> GateOutcome:
-        records = [self.records[k] for k in sorted(self.records)]
         run = self.run
-        written = self.written = self.kind.write_results(records)
+        kind = self.kind
+        written = self.written = kind.write_results(kind.record_from_json(self.records[k]) for k in sorted(self.records))
         self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
-            results=written.gate_results if written.gate_results is not None else written.results,
-            outcomes=written.scores if written.outcomes is None else written.outcomes,
-            scores=written.eval_scores, rules=run.spec.thresholds,
+            results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline,
             meta=run.meta(), table=written.table,
             incomplete=self.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
@@ -343,7 +344,8 @@ class EvalbenchSession:
         self.judge_lines = written.judge_lines
         write_run_status(run.output_dir / LAST_RUN, self, outcome)
         self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
-                                                  results=written.results, records=records)
+                                                  results=written.results,
+                                                  records=[self.records[k] for k in sorted(self.records)])
         return outcome
 
     # ------------------------------------------------------------------ reports people read

@@ -13,7 +13,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..gate.compare import metric_counts
@@ -21,6 +21,9 @@ from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from .gate_view import GateView
+
+if TYPE_CHECKING:
+    from ..scenarios.models import ConversationRow, ScoreRow
 
 VARIANT_SUFFIX = "_v"
 PASS_RATE = "pass rate"
@@ -159,14 +162,14 @@ def cost_view(stats: EngineStats) -> CostView:
 
 
 def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
-    counts = metric_counts(written.results, written.scores)
+    counts = metric_counts([], [row.outcome_row() for row in written.scores])
     changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
     rows = []
     for target in sorted(counts):
         for mid in sorted(counts[target]):
             entry = counts[target][mid]
-            est = RateEstimate.of(entry["n_passed"], entry["n_total"])
-            row = RateRow(target, mid, entry.get("metric_name"), entry.get("metric_type"), est.k, est.n, est.rate,
+            est = RateEstimate.of(entry.n_passed, entry.n_total)
+            row = RateRow(target, mid, entry.metric_name, entry.metric_type, est.k, est.n, est.rate,
                           est.low, est.high)
             change = changes.get((target, mid))
             if change is not None:
@@ -181,19 +184,19 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     return rows
 
 
-def demographic_groups(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[dict[str, Any]]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
-    demo = {c["id"]: c.get("demographic") or {} for c in conversations if "id" in c}
+    demo = {c.id: c.demographic for c in conversations}
     counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     names: dict[str, str] = {}
     for row in scores:
-        if row.get("passed") is None:
+        if row.passed is None:
             continue
-        names.setdefault(row["metric_id"], row.get("metric_name") or "")
-        for axis, value in demo.get(row["id"], {}).items():
-            k_n = counts[(row["target_model"], row["metric_id"], axis)][str(value)]
-            k_n[0] += bool(row["passed"])
+        names.setdefault(row.metric_id, row.metric_name or "")
+        for axis, value in demo.get(row.id, {}).items():
+            k_n = counts[(row.target_model, row.metric_id, axis)][str(value)]
+            k_n[0] += row.passed
             k_n[1] += 1
     out = []
     for (target, mid, axis), by_value in sorted(counts.items()):
@@ -211,25 +214,23 @@ def demographic_groups(scores: list[dict[str, Any]], conversations: list[dict[st
     return out
 
 
-def transcripts(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every conversation with its judgments (verdict and justification), sorted by target and id."""
+def transcripts(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[dict[str, Any]]:
+    """Every conversation with its judgments (verdict and justification), sorted by target and id.
+    (A conversation's shown status summarises its rows' verdicts; it decides nothing.)"""
     judgments: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for row in scores:
-        judgments[(str(row["conv_id"]), int(row.get("sample") or 0))].append(
-            {key: row.get(key) for key in ("metric_id", "metric_name", "metric_type", "present", "passed",
-                                            "justification")})
+        judgments[(row.conv_id, row.sample)].append(
+            {"metric_id": row.metric_id, "metric_name": row.metric_name, "metric_type": row.metric_type,
+             "present": row.present, "passed": row.passed, "justification": row.justification})
     out = []
-    for conv in sorted(conversations, key=lambda c: ((c.get("target") or {}).get("id", ""), c.get("conv_id", ""),
-                                                    c.get("sample") or 0)):
-        sample = conv.get("sample") or 0
-        judged = judgments.get((str(conv.get("conv_id")), int(sample)), [])
+    for conv in sorted(conversations, key=lambda c: (c.target.id, c.conv_id, c.sample)):
+        judged = judgments.get((conv.conv_id, conv.sample), [])
         status = ("unscored" if any(j["passed"] is None for j in judged) or not judged
                   else "passed" if all(j["passed"] for j in judged) else "failed")
-        out.append({"conv_id": conv.get("conv_id"), "scenario_id": conv.get("id"), "sample": sample,
-                    "target": (conv.get("target") or {}).get("id"), "metric_id": conv.get("metric_id"),
-                    "persona": conv.get("persona"), "user_goal": conv.get("user_goal"), "status": status,
-                    "demographic": conv.get("demographic") or {}, "transcript": conv.get("transcript") or [],
-                    "judgments": judged})
+        out.append({"conv_id": conv.conv_id, "scenario_id": conv.id, "sample": conv.sample,
+                    "target": conv.target.id, "metric_id": conv.metric_id, "persona": conv.persona,
+                    "user_goal": conv.user_goal, "status": status, "demographic": conv.demographic,
+                    "transcript": [m.model_dump(mode="json", exclude_none=True) for m in conv.transcript], "judgments": judged})
     return out
 
 
@@ -251,19 +252,18 @@ def dataset_view(written: KindResults) -> tuple[dict[str, Any], list[RateRow]]:
     comparative pairs the kind computed (a `comparisons` list, shown as given)."""
     scores: dict[tuple[str, str], list[float]] = defaultdict(list)
     for case in written.cases:
-        for metric in case.get("metrics") or []:
-            if metric.get("score") is not None:
-                scores[(case["agent_name"], metric["eval"])].append(float(metric["score"]))
+        for metric in case.metrics:
+            if metric.score is not None:
+                scores[(case.agent_name, metric.eval)].append(float(metric.score))
     evals = [{"agent": agent, "eval": name, **mean_interval(values)} for (agent, name), values in sorted(scores.items())]
     rates = []
-    for agent in written.results:
-        est = RateEstimate.of(int(agent.get("n_passed") or 0), int(agent.get("n_scored") or 0))
-        rates.append(RateRow(agent["agent_name"], PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
+    for agent in written.agents:
+        est = RateEstimate.of(agent.n_passed, agent.n_scored)
+        rates.append(RateRow(agent.agent_name, PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
                              est.low, est.high))
-    comparisons: list[Any] = list(getattr(written, "comparisons", None) or [])
-    for agent in written.results:
-        comparisons += list(agent.get("comparisons") or [])
-    return {"agents": written.results, "evals": evals, "cases": written.cases, "comparisons": comparisons}, rates
+    comparisons = [c.model_dump(mode="json") for agent in written.agents for c in agent.comparisons]
+    return {"agents": [a.to_json() for a in written.agents], "evals": evals,
+            "cases": [c.to_json() for c in written.cases], "comparisons": comparisons}, rates
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateView, meta: dict[str, Any],

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..errors import ConfigError
-from ..kinds import JudgedRowHook, KindResults, Outcome, Record, Status
+from ..kinds import JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
-from .models import derive_pass
+from .models import ConversationRow, ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, run_scenario
 from .store import RUNS_DIR, Known, read_run_rows, write_results
 
@@ -47,9 +48,9 @@ class ScenarioKind:
         judge = judge_name(run.evaluators)
         return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
 
-    def judged_unreliably(self, score: dict[str, Any]) -> bool:
+    def judged_unreliably(self, score: ScoreRow) -> bool:
         """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
-        return score["metric_id"] in self.unreliable and score.get("decided_by") != "check"
+        return score.metric_id in self.unreliable and score.decided_by != "check"
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
@@ -76,65 +77,83 @@ class ScenarioKind:
             self.load_cases()
         return self._order
 
-    async def run_case(self, case: Any) -> Record:
-        return (await run_scenario(self.run, case)).to_json()
+    async def run_case(self, case: Any) -> ScenarioRecord:
+        return await run_scenario(self.run, case)
 
-    def outcome(self, record: Record, judged_row: JudgedRowHook) -> Outcome:
-        score = record["score"]
-        judged_row(score, record)
-        score["passed"], score["score"] = derive_pass(score["present"], score["metric_type"])
-        status: Status = "unscored" if score["passed"] is None else ("passed" if score["passed"] else "failed")
-        record["status"] = status
-        properties = [("evalbench_present", score["present"]), ("evalbench_passed", score["passed"]),
-                      ("evalbench_score", score["score"]), ("evalbench_justification", score["justification"])]
-        metric = self.run.spec.metric(score["metric_id"])
+    def record_to_json(self, record: ScenarioRecord) -> dict[str, Any]:
+        return record.to_json()
+
+    def record_from_json(self, data: dict[str, Any]) -> ScenarioRecord:
+        return ScenarioRecord.from_json(data)
+
+    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook) -> Outcome:
+        """The judged-row hook sees the score row as JSON and may change it; then, and only here,
+        `passed`/`score` and the status are derived from `present`."""
+        row = record.score.to_json()
+        judged_row(row, record.to_json())
+        score = record.score = ScoreRow.model_validate(row)
+        score.passed, score.score = derive_pass(score.present, score.metric_type)
+        status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
+        record.status = status
+        properties = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
+                      ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
+        metric = self.run.spec.metric(score.metric_id)
         message = {"failed": failure_message(record, metric.why if metric else None),
-                   "unscored": score["justification"]}.get(status, "")
-        why = self.unreliable.get(score["metric_id"]) if self.judged_unreliably(score) else None
+                   "unscored": score.justification}.get(status, "")
+        why = self.unreliable.get(score.metric_id) if self.judged_unreliably(score) else None
         if status == "failed" and why:
             return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
                            properties, convicts=False)
         return Outcome(status, message, properties)
 
-    def write_results(self, records: list[Record]) -> KindResults:
+    def write_results(self, records: Iterable[ScenarioRecord]) -> KindResults:
+        """One pass over the records (they may stream from disk): the store merges them into the
+        run files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
+        agreement: list[tuple[str, float | None]] = []
+        failures: Counter[str] = Counter()
+
+        def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
+            for record in records:
+                agreement.append((record.score.metric_id, record.score.agreement))
+                if record.status == "failed" and self.judged_unreliably(record.score):
+                    failures[record.score.metric_id] += 1
+                yield record
+
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        results, dropped, scores = write_results(bench_dir, records, self.order(), targets=targets,
+        results, dropped, scores = write_results(bench_dir, counted(records), self.order(), targets=targets,
                                                  samples=run.spec.generation.num_samples, known=self._known)
-        lines = agreement_lines([(r["score"]["metric_id"], r["score"].get("agreement"))
-                                 for r in records if r.get("score")])
-        gated = scores
-        gate_results = None
+        lines = agreement_lines(agreement)
+        gated, rates = scores, results
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
-            failures = Counter(r["score"]["metric_id"] for r in records
-                               if r.get("status") == "failed" and self.judged_unreliably(r["score"]))
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
             gated = [r for r in scores if not self.judged_unreliably(r)]
-            by_target: dict[str, list[dict[str, Any]]] = {}
+            by_target: dict[str, list[ScoreRow]] = {}
             for row in gated:
-                by_target.setdefault(row["target_model"], []).append(row)
-            gate_results = aggregate(by_target)
-        return KindResults(results=results, gate_results=gate_results, scores=scores, outcomes=gated,
-                           conversations=[row for rows in read_run_rows(bench_dir, "conversations.json", self._known).values()
-                                          for row in rows], dropped=dropped,
+                by_target.setdefault(row.target_model, []).append(row)
+            rates = aggregate(by_target)
+        conversations = [ConversationRow.model_validate(row) for rows in
+                         read_run_rows(bench_dir, "conversations.json", self._known).values() for row in rows]
+        return KindResults(results=[r.model_dump(mode="json") for r in results], rates=rates, scores=scores,
+                           outcomes=[r.outcome_row() for r in gated], conversations=conversations, dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
 
 
-def failure_message(record: Record, why: str | None = None) -> str:
+def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
     `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
-    score = record["score"]
-    seen = "present" if score["present"] else "absent"
-    want = "present" if score["metric_type"] == "positive" else "absent"
-    lines = [f"{score['metric_id']} {score['metric_name']!r} ({score['metric_type']}): behaviour {seen}, "
+    score = record.score
+    seen = "present" if score.present else "absent"
+    want = "present" if score.metric_type == "positive" else "absent"
+    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
              f"expected {want}", *([f"why it matters: {why}"] if why else []),
-             f"{score.get('decided_by') or 'judge'}: {score['justification']}", "last exchange:"]
-    for message in record["conversation"]["transcript"][-TAIL_MESSAGES:]:
-        text = " ".join(message["content"].split())
-        lines.append(f"  {message['role'].upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
+             f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
+    for message in record.conversation.transcript[-TAIL_MESSAGES:]:
+        text = " ".join(message.content.split())
+        lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
     return "\n".join(lines)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from ..gate.rows import ModelResult, OutcomeRow, RateSummary
+from ..kinds import Status
+from ..llm.types import Usage
 from ..spec import Int, Message, MetricType, _Input, _Strict, check_id
+
+__all__ = ["ConversationRow", "JudgeVote", "Landmark", "ModelResult", "RateSummary", "Scenario", "ScenarioRecord",
+           "ScoreRow", "TargetRef", "derive_pass"]
 
 
 class Landmark(_Input):
@@ -67,6 +74,10 @@ class TargetRef(_Strict):
     model: Optional[str]
 
 
+UNSET_OPTIONAL = {"target_system_prompt", "seed_title"}
+"""Row fields written to conversations.json only when the scenario row has them."""
+
+
 class ConversationRow(Scenario):
     """conversations.json row: the scenario extended with the transcript."""
 
@@ -74,6 +85,17 @@ class ConversationRow(Scenario):
     target: TargetRef
     transcript: list[Message]
     sample: int = Field(ge=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's row: the scenario's fields (`persona` the effective one, no `user_persona`), the
+        scenario row's other keys, then the conversation; messages without their null fields."""
+        data = self.model_dump(mode="json", exclude={"user_persona", "transcript",
+                                                     *UNSET_OPTIONAL - self.model_fields_set})
+        for key in ("conv_id", "target"):
+            data[key] = data.pop(key)
+        data["transcript"] = [m.model_dump(mode="json", exclude_none=True) for m in self.transcript]
+        data["sample"] = data.pop("sample")
+        return data
 
 
 class JudgeVote(_Strict):
@@ -107,30 +129,45 @@ class ScoreRow(_Strict):
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
 
+    def to_json(self) -> dict[str, Any]:
+        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel."""
+        return self.model_dump(mode="json", exclude={"agreement", "judges"} if self.judges is None else None)
 
-class RateSummary(_Strict):
-    pass_rate: Optional[float]
-    n_passed: int
-    n_total: int
-
-
-class ModelResult(_Strict):
-    """results.json entry."""
-
-    target_model: str
-    positive_pass_rate: Optional[float]
-    negative_pass_rate: Optional[float]
-    n_positive: int
-    n_negative: int
-    n_total: int
-    by_metric: dict[str, RateSummary]
-    by_scenario: dict[str, RateSummary]
+    def outcome_row(self) -> OutcomeRow:
+        """The pass/fail unit the gate pairs with the baseline."""
+        return OutcomeRow(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
+                          self.metric_type)
 
 
-def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, int | None]:
+def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, Literal[0, 1] | None]:
     """`passed` and `score` from the judge's `present` (output-schema.md): a negative metric
     passes when the behaviour is absent. Unscored stays unscored."""
     if present is None:
         return None, None
     passed = present if metric_type == "positive" else not present
-    return passed, int(passed)
+    return passed, 1 if passed else 0
+
+
+@dataclass
+class ScenarioRecord:
+    """What one scenario item produced. `status` and the score's `passed`/`score` stay unset until
+    `ScenarioKind.outcome` derives them, once, after the judged-row hook."""
+
+    benchmark: str
+    target_id: str
+    conversation: ConversationRow
+    score: ScoreRow
+    usage: dict[str, Usage]
+    status: Optional[Status] = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as it crosses the worker -> controller boundary and the hooks see it."""
+        return {"benchmark": self.benchmark, "target_id": self.target_id, "conversation": self.conversation.to_json(),
+                "score": self.score.to_json(), "usage": {k: v.to_json() for k, v in self.usage.items()},
+                "status": self.status}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ScenarioRecord:
+        return cls(data["benchmark"], data["target_id"], ConversationRow.model_validate(data["conversation"]),
+                   ScoreRow.model_validate(data["score"]),
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"))

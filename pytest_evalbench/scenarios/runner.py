@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..context import BenchmarkRun
 from ..llm.types import Endpoint, Usage
@@ -11,7 +11,7 @@ from ..panel import PanelVerdict, majority, poll
 from ..targets import ModelTarget, Target
 from .checks import decide
 from .judge import judge
-from .models import Scenario, derive_pass
+from .models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
 from .simulate import simulate
 
 
@@ -42,27 +42,6 @@ class ScenarioCase:
         return {self.scenario.metric_id: True, self.target_id: True, str(self.scenario.metric_type): True}
 
 
-@dataclass
-class CaseRecord:
-    """What one item produced; travels from worker to controller as `to_json()`."""
-
-    benchmark: str
-    target_id: str
-    conversation: dict[str, Any] | None
-    score: dict[str, Any] | None
-    usage: dict[str, Usage]
-    status: str  # passed | failed | unscored
-
-    def to_json(self) -> dict[str, Any]:
-        return {"benchmark": self.benchmark, "target_id": self.target_id, "conversation": self.conversation,
-                "score": self.score, "usage": {k: v.to_json() for k, v in self.usage.items()},
-                "status": self.status}
-
-
-UNSET_OPTIONAL = {"target_system_prompt", "seed_title"}
-"""Row fields written to conversations.json only when the scenario row has them."""
-
-
 def row_target(target: Target, scenario: Scenario) -> Target:
     """The target for this row: a model target speaks under the row's own `target_system_prompt`
     when it has one (impactbench's per-scenario override); an app keeps its own prompt."""
@@ -71,8 +50,9 @@ def row_target(target: Target, scenario: Scenario) -> Target:
     return target
 
 
-async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
-    """Simulate the conversation and judge it; LLM failures propagate (item ERROR)."""
+async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
+    """Simulate the conversation and judge it; LLM failures propagate (item ERROR). Pass/fail is
+    left to `ScenarioKind.outcome`, after the judged-row hook."""
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)
     assert metric is not None  # loading checked it
@@ -81,7 +61,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
     transcript = await simulate(scenario, metric, run.spec.generation,
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, ledger=ledger)
-    decided_by: str | None = None
+    decided_by: Literal["check", "judge"] | None = None
     panel: PanelVerdict[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
@@ -97,23 +77,18 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> CaseRecord:
         votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
         panel = majority(votes)
         verdict_present, justification, decided_by = panel.value, panel.justification, "judge"
-    passed, score = derive_pass(verdict_present, metric.type)
-    conversation = {
-        **scenario.model_dump(mode="json", exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
+    conversation = ConversationRow.model_validate({
+        **scenario.model_dump(exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
         "persona": scenario.effective_persona,
         "conv_id": case.conv_id,
         "target": {"id": case.target_id, "model": target.model},
-        "transcript": [m.model_dump(mode="json", exclude_none=True) for m in transcript.messages],
+        "transcript": transcript.messages,
         "sample": case.sample,
-    }
-    score_row: dict[str, Any] = {
-        "id": scenario.id, "metric_id": metric.id, "metric_name": metric.name, "metric_type": metric.type,
-        "target_model": case.target_id, "conv_id": case.conv_id, "present": verdict_present,
-        "passed": passed, "score": score, "justification": justification, "sample": case.sample,
-        "decided_by": decided_by,
-    }
+    })
+    score_row = ScoreRow(id=scenario.id, metric_id=metric.id, metric_name=metric.name, metric_type=metric.type,
+                         target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
+                         score=None, justification=justification, sample=case.sample, decided_by=decided_by)
     if panel is not None and len(panel.votes) > 1:
-        score_row["agreement"] = panel.agreement
-        score_row["judges"] = [vote.to_json() for vote in panel.votes]
-    status = "unscored" if passed is None else ("passed" if passed else "failed")
-    return CaseRecord(run.spec.name, case.target_id, conversation, score_row, ledger, status)
+        score_row.agreement = panel.agreement
+        score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]
+    return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, ledger)

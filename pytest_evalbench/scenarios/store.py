@@ -29,7 +29,7 @@ from ..store import (
     results_lock,
 )
 from .aggregate import aggregate
-from .models import ConversationRow, ModelResult, ScoreRow, derive_pass
+from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 RUNS_DIR = "runs"
 PHASES = ("simulate", "evaluate")
@@ -117,11 +117,11 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int],
+def write_target_run(run_dir: Path, records: list[ScenarioRecord], order: dict[str, int],
                      samples: int | None = None, known: Known = Known()) -> list[str]:
     """Merge one target's records into its conversations.json, scores.json and cost.json; what was dropped."""
-    conversations = [r["conversation"] for r in records if r.get("conversation")]
-    scores = [r["score"] for r in records if r.get("score")]
+    conversations = [r.conversation.to_json() for r in records]
+    scores = [r.score.to_json() for r in records]
     old_scores = read_file_rows(run_dir, "scores.json", known)
     conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order, samples)
     score_rows = merge_rows(old_scores, scores, order, samples)
@@ -129,9 +129,8 @@ def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[s
     ledger_path = run_dir / USAGE_LEDGER
     ledger = read_ledger(ledger_path)
     for record in records:
-        if record.get("conversation"):
-            conv = record["conversation"]
-            ledger[f"{conv['id']}|{conv['sample']}"] = record["usage"]
+        ledger[f"{record.conversation.id}|{record.conversation.sample}"] = {k: v.to_json()
+                                                                          for k, v in record.usage.items()}
     live = {f"{r['id']}|{r['sample']}" for r in conv_rows}
     ledger = {k: v for k, v in sorted(ledger.items()) if k in live}
     totals = ledger_totals(ledger)
@@ -177,22 +176,23 @@ def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dic
             for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
 
 
-def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int], *,
+def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
+                  ) -> tuple[list[ModelResult], list[str], list[ScoreRow]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns it, what was dropped and
-    the scores.json rows it was aggregated from (every target's, in target order)."""
+    the scores.json rows it was aggregated from (every target's, in target order). `records` is
+    read once."""
     with results_lock(bench_dir):
         return _write_results(bench_dir, records, order, targets, samples, known)
 
 
-def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
+def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
-                   ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
-    by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
+                   ) -> tuple[list[ModelResult], list[str], list[ScoreRow]]:
+    by_target: dict[str, list[ScenarioRecord]] = defaultdict(list)
     for record in records:
-        by_target[record["target_id"]].append(record)
+        by_target[record.target_id].append(record)
     runs = bench_dir / RUNS_DIR
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
@@ -204,11 +204,9 @@ def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: di
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id, []), order, samples, known)
-    rows_by_model = read_run_rows(bench_dir, "scores.json", known)
-    for target_id, rows in rows_by_model.items():
-        for row in rows:
-            row.setdefault("target_model", target_id)
+    rows_by_model = {target_id: [ScoreRow.model_validate(row) for row in rows]
+                     for target_id, rows in read_run_rows(bench_dir, "scores.json", known).items()}
     results = aggregate(rows_by_model)
     if rows_by_model:
-        dump_json(bench_dir / "results.json", _validated(ModelResult, results))
+        dump_json(bench_dir / "results.json", [r.model_dump(mode="json") for r in results])
     return results, dropped, [row for rows in rows_by_model.values() for row in rows]

@@ -1,0 +1,67 @@
+"""The typed rows the gate reads: per-target rate summaries, pass/fail units and per-eval scores.
+
+Kinds hand these to the gate (through `KindResults`); the gate never sees a result file's JSON.
+`ModelResult` (one target's rates) is the results.json entry; dataset agents are shown in that shape too.
+The two row types are plain slotted dataclasses: tens of thousands are made per session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RateSummary(BaseModel):
+    # no docstring: the JSON schema of results.json (schemas/) is generated from this model
+    model_config = ConfigDict(extra="forbid")
+    pass_rate: Optional[float]
+    n_passed: int
+    n_total: int
+
+
+class ModelResult(BaseModel):
+    """results.json entry."""
+
+    model_config = ConfigDict(extra="forbid")
+    target_model: str
+    positive_pass_rate: Optional[float]
+    negative_pass_rate: Optional[float]
+    n_positive: int
+    n_negative: int
+    n_total: int
+    by_metric: dict[str, RateSummary]
+    by_scenario: dict[str, RateSummary]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRow:
+    """One pass/fail unit paired with the baseline, keyed `<target>|<id>|<metric_id>|<sample>`
+    (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored."""
+
+    target: str
+    id: str
+    metric_id: str
+    sample: int
+    passed: Optional[bool]
+    metric_name: Optional[str] = None
+    metric_type: Optional[str] = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}|{self.id}|{self.metric_id}|{self.sample}"
+
+
+@dataclass(frozen=True, slots=True)
+class EvalScore:
+    """One scored eval of one dataset case (1..5), keyed `<target>|<id>|<metric_id>`."""
+
+    target: str
+    id: str
+    metric_id: str
+    score: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}|{self.id}|{self.metric_id}"
