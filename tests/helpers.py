@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 USER, TARGET, JUDGE = "sim-user", "sim-target", "sim-judge"
@@ -79,3 +80,14 @@ def dead_base_url() -> str:
     url = server.base_url
     server.stop()
     return url
+
+
+def score_row(row: dict[str, Any]) -> ScoreRow:
+    """A typed scores.json row from the fields a test cares about (the rest filled in)."""
+    target = row.get("target_model", "t1")
+    full = {"metric_id": row.get("id", "m01")[:3], "metric_name": "metric", "metric_type": "positive",
+            "target_model": target, "conv_id": f"{row.get('id')}__{target}", "present": row.get("passed"),
+            "passed": None, "score": None, "justification": "", "sample": 0, **row}
+    if full["passed"] is not None:
+        full["score"] = int(full["passed"])
+    return ScoreRow.model_validate(full)

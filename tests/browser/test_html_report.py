@@ -25,7 +25,10 @@ from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.gate_view import gate_view
 from pytest_evalbench.render.html import render_html
 from pytest_evalbench.render.summary import build_summary
+from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
+from pytest_evalbench.gate.rows import ModelResult
 from pytest_evalbench.scenarios.aggregate import aggregate
+from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")
@@ -65,10 +68,18 @@ def synthetic_run(outcomes: dict[tuple[str, str], bool | None]) -> tuple[list, l
             "target": {"id": target, "model": target}, "sample": 0,
             "transcript": [{"role": "user", "content": f"Hello from {sid} to {target} {INJECTION}"},
                            {"role": "assistant", "content": f"Reply of {target} to {sid}: where are you going?"}]})
-    by_model: dict[str, list] = {}
-    for row in scores:
-        by_model.setdefault(row["target_model"], []).append(row)
-    return aggregate(by_model), scores, conversations
+    typed = [ScoreRow.model_validate(row) for row in scores]
+    by_model: dict[str, list[ScoreRow]] = {}
+    for row in typed:
+        by_model.setdefault(row.target_model, []).append(row)
+    return aggregate(by_model), typed, [ConversationRow.model_validate(c) for c in conversations]
+
+
+def written_of(results: list[ModelResult], scores: list[ScoreRow], conversations: list[ConversationRow]
+               ) -> KindResults:
+    """What the scenario kind hands the report for these rows."""
+    return KindResults([r.model_dump(mode="json") for r in results], rates=results, scores=scores,
+                       outcomes=[r.outcome_row() for r in scores], conversations=conversations)
 
 
 class TestIdParser(HTMLParser):
@@ -138,13 +149,14 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     """A two-target scenario run with a baseline: one pass->fail flip on beta-mini m01."""
     results, scores, conversations = synthetic_run(OUTCOMES)
     base_results, base_scores, _ = synthetic_run({**OUTCOMES, ("beta-mini", "m01_s002_v01"): True})
-    comparison = compare_with_baseline(make_baseline(base_results, base_scores, {"judge": "j1"}), scores)
+    comparison = compare_with_baseline(make_baseline(base_results, [r.outcome_row() for r in base_scores],
+                                                     {"judge": "j1"}), [r.outcome_row() for r in scores])
     outcome = GateOutcome(mode="thresholds", held=1, comparison=comparison)
     node_ids = {"beta-mini|m01_s002_v01|0": "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}
     gate = gate_view(outcome, 0, 5, node_ids)
     meta = {"benchmark": "Demo </title> report", "user_model": "u1", "judge_model": "j1",
             "targets": {"alpha": "alpha", "beta-mini": "beta-mini"}}
-    summary = build_summary(kind="scenarios", written=KindResults(results, scores=scores, conversations=conversations),
+    summary = build_summary(kind="scenarios", written=written_of(results, scores, conversations),
                             gate=gate, meta=meta, stats=EngineStats(), errors={}, recorded=12, failed=5,
                             root=tmp_path, files=[("results.json", str(tmp_path / "results.json"))])
     summary.history = [{"rates": {"beta-mini": {"m01": rate}}} for rate in (1.0, 1.0, 0.75)]
@@ -169,10 +181,10 @@ def test_page_is_self_contained(report: dict[str, Any]) -> None:
 
 def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> None:
     dom, found = dump_dom(report["path"].as_uri(), tmp_path)
-    by_target = {s["target_model"]: s for s in report["results"]}
+    by_target = {s.target_model: s for s in report["results"]}
     for target, summary in by_target.items():
-        for mid, rate in summary["by_metric"].items():
-            assert found.text[f"rate-{target}-{mid}"] == f"{rate['pass_rate']:.2f}", (target, mid)
+        for mid, rate in summary.by_metric.items():
+            assert found.text[f"rate-{target}-{mid}"] == f"{rate.pass_rate:.2f}", (target, mid)
     assert found.text["rate-beta-mini-m01"] == "0.75"
     assert found.text["ci-beta-mini-m01"] == "3/4, [0.30, 0.95]"
     # header: verdict and why, models per role, plugin version
@@ -190,8 +202,8 @@ def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> N
     assert found.text["demo-alpha-m01-age-Child or teenager (6-17)"] == "1.00"
     # every conversation is listed with its judge's justification; text is escaped, not markup
     for conv in report["conversations"]:
-        testid = f"conv-{conv['conv_id']}-s0"
-        assert conv["transcript"][1]["content"] in found.text[testid]
+        testid = f"conv-{conv.conv_id}-s0"
+        assert conv.transcript[1].content in found.text[testid]
     assert "Judge says beta-mini m02_s001_v01 failed." in found.text["conv-m02_s001_v01__beta-mini-s0"]
     assert "<b>x</b>" not in dom and "&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in dom
 
@@ -200,7 +212,7 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
     outcomes = {("t", f"m01_s{i:03d}_v01"): True for i in range(1, 21)}
     outcomes.update({("t", f"m01_s{i:03d}_v02"): False for i in range(1, 21)})
     results, scores, conversations = synthetic_run(outcomes)
-    summary = build_summary(kind="scenarios", written=KindResults(results, scores=scores, conversations=conversations),
+    summary = build_summary(kind="scenarios", written=written_of(results, scores, conversations),
                             gate=gate_view(GateOutcome(), 1, 20, {}), meta={"benchmark": "gap"},
                             stats=EngineStats(), errors={}, recorded=40, failed=20, root=tmp_path, files=[])
     path = tmp_path / "r.html"
@@ -288,18 +300,18 @@ def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> Non
 
 
 def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
-    """Pairs computed by the dataset kind (a `comparisons` list) are rendered as given."""
-    case = {"case_id": "c1", "agent_name": "a", "scenario_id": "S1", "threshold_profile": "p", "status": "passed",
-            "passed": True, "composite": 4.0, "pass_mark": 3.5, "metrics": [], "tool_check": None, "reasons": [],
-            "answer_source": "dataset"}
-    agents = [{"agent_name": "a", "n_cases": 1, "n_scored": 1, "n_passed": 1, "n_unscored": 0, "pass_rate": 1.0,
-               "composite_mean": 4.0, "metric_means": {},
-               "comparisons": [{"scenario_id": "S1", "cases": ["c1", "c2"], "difference": 0.5}]}]
-    written = KindResults(agents, cases=[case], view="cases")
+    """Pairs computed by the dataset kind (an agent's `comparisons`) are rendered as given."""
+    case = CaseResult.model_validate({
+        "case_id": "c1", "agent_name": "a", "scenario_id": "S1", "threshold_profile": "p", "status": "passed",
+        "passed": True, "composite": 4.0, "pass_mark": 3.5, "metrics": [], "tool_check": None, "reasons": [],
+        "answer_source": "dataset"})
+    other = CaseResult.model_validate({**case.to_json(), "case_id": "c2", "agent_name": "b", "composite": 3.5})
+    agents = summarize_agents([case, other])
+    written = KindResults([a.to_json() for a in agents], agents=agents, cases=[case, other], view="cases")
     summary = build_summary(kind="dataset", written=written, gate=gate_view(GateOutcome(), 0, 0, {}),
                             meta={"benchmark": "pairs"}, stats=EngineStats(), errors={}, recorded=1, failed=0,
                             root=tmp_path, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
     _, found = dump_dom(path.as_uri(), tmp_path)
-    assert "S1" in found.text["comparisons"] and json.dumps(["c1", "c2"]) in found.text["comparisons"]
+    assert "n_scenarios" in found.text["comparisons"] and '"mean_diff": 0.5' in found.text["comparisons"]

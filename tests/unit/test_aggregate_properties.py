@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from helpers import score_row
 
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import derive_pass
@@ -68,7 +69,8 @@ def test_results_recomputed_from_scores_match(rows: list[dict[str, Any]]) -> Non
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         grouped[row["target_model"]].append(row)
-    assert aggregate(dict(grouped)) == reference(rows)
+    typed = {target: [score_row(r) for r in group] for target, group in grouped.items()}
+    assert [r.model_dump() for r in aggregate(typed)] == reference(rows)
 
 
 @given(ROWS, ROWS)

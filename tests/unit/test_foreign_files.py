@@ -14,7 +14,7 @@ import yaml
 
 from pytest_evalbench import schemas
 from pytest_evalbench.dataset.models import DatasetCase, payload_for
-from pytest_evalbench.dataset.summary import compare_agents, paired_stat, t975
+from pytest_evalbench.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
 from pytest_evalbench.errors import EvalbenchWarning, InputError
 from pytest_evalbench.loading import load_spec
 from pytest_evalbench.scenarios.loading import load_scenarios
@@ -157,17 +157,21 @@ def test_unanswered_case_gets_its_inputs_built_from_the_answer_and_row() -> None
 def test_paired_stat_numbers() -> None:
     stat = paired_stat([1, 0.5, 0, -0.2, 1.2])
     # mean 0.5, sd sqrt(1.48/4), t(4) = 2.776: half width 0.7552; sign test 3 vs 1: 2 * 5/16
-    assert stat == {"n": 5, "mean_diff": 0.5, "ci95": (-0.2552, 1.2552), "wins": 3, "ties": 1, "losses": 1,
-                    "p_value": 0.625}
-    assert paired_stat([0.4])["ci95"] is None
-    assert paired_stat([])["mean_diff"] is None
+    assert stat.model_dump() == {"n": 5, "mean_diff": 0.5, "ci95": (-0.2552, 1.2552), "wins": 3, "ties": 1,
+                                 "losses": 1, "p_value": 0.625}
+    assert paired_stat([0.4]).ci95 is None
+    assert paired_stat([]).mean_diff is None
     for df, ref in ((40, 2.0211), (60, 2.0003), (120, 1.9799), (10, 2.228)):
         assert abs(t975(df) - ref) < 1e-3
 
 
-def case_row(agent: str, scenario: str, composite: float | None, score: int | None) -> dict[str, Any]:
-    return {"agent_name": agent, "scenario_id": scenario, "status": "unscored" if composite is None else "passed",
-            "composite": composite, "metrics": [{"eval": "CoherenceExplain", "score": score}]}
+def case_row(agent: str, scenario: str, composite: float | None, score: int | None) -> CaseResult:
+    return CaseResult(case_id=f"{agent}-{scenario}", agent_name=agent, scenario_id=scenario,
+                      threshold_profile="default", status="unscored" if composite is None else "passed",
+                      passed=None if composite is None else True, composite=composite, pass_mark=3.0,
+                      metrics=[MetricResult(eval="CoherenceExplain", score=score, threshold=3.0,
+                                            passed=None if score is None else True, explanation="")],
+                      tool_check=None, reasons=[], answer_source="dataset")
 
 
 def test_compare_agents_pairs_by_scenario_and_skips_unscored() -> None:
@@ -177,9 +181,9 @@ def test_compare_agents_pairs_by_scenario_and_skips_unscored() -> None:
     out = compare_agents(groups)
     assert list(out) == ["a"]
     [ab] = out["a"]
-    assert ab["other"] == "b" and ab["n_scenarios"] == 1
-    assert ab["composite"]["mean_diff"] == -1.0 and ab["composite"]["losses"] == 1
-    assert ab["metrics"]["CoherenceExplain"]["n"] == 1
+    assert ab.other == "b" and ab.n_scenarios == 1
+    assert ab.composite.mean_diff == -1.0 and ab.composite.losses == 1
+    assert ab.metrics["CoherenceExplain"].n == 1
 
 
 def test_implicit_context_is_scenario_authoring_context_only() -> None:

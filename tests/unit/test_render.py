@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.dataset.summary import AgentSummary
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.llm.types import Usage
@@ -64,7 +65,9 @@ def test_mean_interval_is_clipped_to_the_scale() -> None:
 
 
 def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
-    written = KindResults([{"agent_name": "a", "n_passed": 1, "n_scored": 2}], view="cases")
+    agent = AgentSummary(agent_name="a", n_cases=2, n_scored=2, n_passed=1, n_unscored=0, pass_rate=0.5,
+                         composite_mean=None, metric_means={})
+    written = KindResults([agent.to_json()], agents=[agent], view="cases")
     summary = build_summary(kind="dataset", written=written,
                             gate=gate_view(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
                             errors={}, recorded=2, failed=1, root=tmp_path, files=[])

@@ -3,6 +3,7 @@ values, multiplicity corrections, threshold and compare rules, the baseline file
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -37,7 +38,9 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
+from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
 from pytest_evalbench.scenarios.aggregate import aggregate
+from pytest_evalbench.scenarios.models import ScoreRow
 
 # --------------------------------------------------------------------------- stats
 
@@ -193,38 +196,41 @@ def test_case_verdict_boundaries() -> None:
 
 
 def score_rows(target: str, metric: str, outcomes: list[bool | None], mtype: str = "positive",
-               sample: int = 0) -> list[dict]:
-    return [{"id": f"{metric}_s{i + 1:03d}_v01", "metric_id": metric, "metric_name": metric.upper(),
-             "metric_type": mtype, "target_model": target, "conv_id": f"{metric}_s{i + 1:03d}_v01__{target}",
-             "present": passed, "passed": passed, "score": None if passed is None else int(passed),
-             "justification": "", "sample": sample} for i, passed in enumerate(outcomes)]
+               sample: int = 0) -> list[OutcomeRow]:
+    return [OutcomeRow(target, f"{metric}_s{i + 1:03d}_v01", metric, sample, passed, metric.upper(), mtype)
+            for i, passed in enumerate(outcomes)]
 
 
-def results_of(scores: list[dict]) -> list[dict]:
-    by_model: dict[str, list[dict]] = {}
-    for row in scores:
-        by_model.setdefault(row["target_model"], []).append(row)
+def results_of(scores: list[OutcomeRow]) -> list[ModelResult]:
+    """results.json of these rows, aggregated as the scenario kind does."""
+    by_model: dict[str, list[ScoreRow]] = {}
+    for r in scores:
+        by_model.setdefault(r.target, []).append(ScoreRow(
+            id=r.id, metric_id=r.metric_id, metric_name=r.metric_name or "", metric_type=r.metric_type or "positive",
+            target_model=r.target, conv_id=f"{r.id}__{r.target}", present=r.passed, passed=r.passed,
+            score=None if r.passed is None else int(r.passed), justification="", sample=r.sample))
     return aggregate(by_model)
 
 
-def baseline_of(scores: list[dict], meta: dict | None = None, evals: list[dict] | None = None) -> dict:
+def baseline_of(scores: list[OutcomeRow], meta: dict | None = None, evals: list[EvalScore] | None = None) -> dict:
     made = make_baseline(results_of(scores) if scores else [], scores, meta or {"judge": "j1"}, evals)
     return json.loads(json.dumps(made))  # as read from disk
 
 
-def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[dict]:
+def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[OutcomeRow]:
     """Metrics m01.. with n_cases rows each; (metric number, case index) in `failing` fail."""
     return [row for m in range(1, n_metrics + 1)
             for row in score_rows("t1", f"m{m:02d}", [(m, i) not in failing for i in range(n_cases)])]
 
 
-def gate(scores: list[dict], baseline: dict | None, rules: dict | None = None, evals: list[dict] | None = None,
+def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = None,
+         evals: list[EvalScore] | None = None,
          **settings: object) -> tuple[int, list[str]]:
     """The gate's exit status for a run whose pytest status is 0 when nothing failed, else 1."""
     outcome = evaluate_gate(GateInputs(results=results_of(scores) if scores else [], outcomes=scores,
                                        scores=evals or [], rules=ThresholdRules.model_validate(rules or {}),
                                        baseline=baseline), GateSettings(**settings))  # type: ignore[arg-type]
-    status = 1 if any(r["passed"] is False for r in scores) else 0
+    status = 1 if any(r.passed is False for r in scores) else 0
     return outcome.exit_code(status), outcome.lines()
 
 
@@ -269,10 +275,10 @@ def test_one_flip_of_three_is_not_a_max_drop_breach() -> None:
 
 
 def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
-    def case_rows(passed: bool) -> list[dict]:
-        return [{"target_model": "agent", "id": f"case-{i:02d}", "metric_id": "pass_rate", "sample": 0,
-                 "passed": passed} for i in range(30)]
-    results = [{"target_model": "agent", "positive_pass_rate": 0.0, "negative_pass_rate": None, "by_metric": {}}]
+    def case_rows(passed: bool) -> list[OutcomeRow]:
+        return [OutcomeRow("agent", f"case-{i:02d}", "pass_rate", 0, passed) for i in range(30)]
+    results = [ModelResult(target_model="agent", positive_pass_rate=0.0, negative_pass_rate=None, n_positive=30,
+                           n_negative=0, n_total=30, by_metric={}, by_scenario={})]
     base = json.loads(json.dumps(make_baseline(results, case_rows(True), {})))
     outcome = evaluate_gate(GateInputs(results=results, outcomes=case_rows(False), baseline=base),
                             GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
@@ -345,7 +351,7 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
 
 def test_no_shared_cases_means_not_compared() -> None:
     base = baseline_of(score_rows("t1", "m01", [True] * 20))
-    renamed = [dict(r, id=r["id"].replace("_v01", "_v02")) for r in score_rows("t1", "m01", [False] * 20)]
+    renamed = [dataclasses.replace(r, id=r.id.replace("_v01", "_v02")) for r in score_rows("t1", "m01", [False] * 20)]
     comparison = compare_with_baseline(base, renamed)
     assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
     code, lines = gate(renamed, base, **SIGNIFICANT)
@@ -362,9 +368,8 @@ def test_new_and_removed_metrics_never_fail() -> None:
 
 
 def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> None:
-    def evals(scores: list[int]) -> list[dict]:
-        return [{"target_model": "agent", "id": f"c{i}", "metric_id": "RelevanceExplain", "score": s}
-                for i, s in enumerate(scores)]
+    def evals(scores: list[int]) -> list[EvalScore]:
+        return [EvalScore("agent", f"c{i}", "RelevanceExplain", s) for i, s in enumerate(scores)]
     base = baseline_of([], evals=evals([5] * 12))
     assert base["scores"]["agent|c0|RelevanceExplain"] == 5
     comparison = compare_with_baseline(base, [], scores=evals([3] * 8 + [5] * 4))
@@ -375,7 +380,9 @@ def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> 
     assert "mean score 5.00 -> 3.67 (-1.33, bootstrap 95% CI" in test.describe()
     assert comparison.fails("drop:0.34") == [] and len(comparison.fails("drop:0.32")) == 1
     rules = ThresholdRules.model_validate({"per_metric": {"RelevanceExplain": {"max_drop": 0.2}}})
-    report = check_thresholds([{"target_model": "agent", "by_metric": {}}], rules, comparison)
+    report = check_thresholds([ModelResult(target_model="agent", positive_pass_rate=None, negative_pass_rate=None,
+                                           n_positive=0, n_negative=0, n_total=0, by_metric={}, by_scenario={})],
+                              rules, comparison)
     assert len(report.breaches) == 1 and report.breaches[0].startswith("agent: RelevanceExplain drop 0.33 > max_drop")
 
 
