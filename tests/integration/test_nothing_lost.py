@@ -18,6 +18,7 @@ import pytest
 from helpers import JUDGE, TARGET, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.scenarios.models import ScenarioRecord
 from pytest_evalbench.scenarios.store import write_results
 from pytest_evalbench.testing import FakeLLMServer
 
@@ -221,7 +222,7 @@ def test_dataset_cases_no_longer_in_the_files_are_dropped_once(pytester: pytest.
 def _write_own_row(bench: str, record: dict[str, Any], order: dict[str, int], trials: int, barrier: Any) -> None:
     for trial in range(trials):
         barrier.wait()
-        write_results(Path(bench) / f"t{trial}", [record], order)
+        write_results(Path(bench) / f"t{trial}", [ScenarioRecord.from_json(record)], order)
 
 
 def test_concurrent_writers_lose_no_rows(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -234,7 +235,8 @@ def test_concurrent_writers_lose_no_rows(pytester: pytest.Pytester, bench_env: F
     conversations = read_json(bench / "runs" / "tgt" / "conversations.json")
     scores = read_json(bench / "runs" / "tgt" / "scores.json")
     order = {r["id"]: i for i, r in enumerate(rows(writers))}
-    records = [{"target_id": "tgt", "conversation": c, "score": s, "usage": {}} for c, s in zip(conversations, scores)]
+    records = [{"benchmark": "demo", "target_id": "tgt", "conversation": c, "score": s, "usage": {}}
+               for c, s in zip(conversations, scores)]
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     barrier = context.Barrier(writers)
     procs = [context.Process(target=_write_own_row, args=(str(pytester.path / "race"), r, order, trials, barrier))
