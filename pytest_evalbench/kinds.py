@@ -26,7 +26,8 @@ Status = Literal["passed", "failed", "unscored"]
 JSONRecord = dict[str, Any]
 """A record as JSON: how it travels from an xdist worker to the controller, and what hooks see."""
 JudgedRowHook = Callable[[dict[str, Any], JSONRecord], None]
-"""Calls `pytest_evalbench_judged_row(row, record)`: the row (mutable) and the record, as JSON."""
+"""Calls `pytest_evalbench_judged_row(row, record)`: the row (mutable) and the record, as JSON.
+The session passes None when no plugin implements the hook (the JSON is then never built)."""
 R = TypeVar("R")
 
 
@@ -108,7 +109,7 @@ class BenchmarkKind(Protocol[R]):
     async def run_case(self, case: Any) -> R:
         """The LLM work of one item; LLM and app failures propagate (the item ERRORs)."""
 
-    def outcome(self, record: R, judged_row: JudgedRowHook) -> Outcome:
+    def outcome(self, record: R, judged_row: JudgedRowHook | None) -> Outcome:
         """Decide the record's status, the one place it is decided (after the judged-row hook);
         sets the record's derived fields."""
 

@@ -96,7 +96,7 @@ class CalibrationKind:
     def record_from_json(self, data: dict[str, Any]) -> CalibrationRecord:
         return CalibrationRecord.from_json(data)
 
-    def outcome(self, record: CalibrationRecord, judged_row: JudgedRowHook) -> Outcome:
+    def outcome(self, record: CalibrationRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The item passes when the judge agrees with the label (decided here, once)."""
         status: Status = ("unscored" if record.verdict is None else
                           "passed" if record.verdict == record.label else "failed")

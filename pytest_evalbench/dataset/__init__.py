@@ -86,7 +86,7 @@ class DatasetKind:
         """The scored evals of a case whose judge is unreliable: its verdict rests on them."""
         return [m.eval for m in case.metrics if m.score is not None and m.eval in self.unreliable]
 
-    def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook) -> Outcome:
+    def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The scoring policy decided the case's status when it ran (`runner.run_case`); this reads it."""
         case = record.case
         properties = [("evalbench_status", case.status), ("evalbench_composite", case.composite)]

@@ -32,7 +32,8 @@ def pytest_evalbench_judged_row(config: pytest.Config, row: dict[str, Any], reco
     """Inspect or adjust a judged score row before it is recorded (runs where the item ran).
 
     `row` is the scores.json row (mutable: add nothing outside the documented fields); `record`
-    holds the conversation and usage. Changing `present` re-derives `passed`/`score` afterwards.
+    holds the conversation and usage (both as JSON). `passed`/`score` are null here: they are
+    derived from `present`, once, after this hook (so changing `present` decides them).
     """
 
 

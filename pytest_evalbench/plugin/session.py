@@ -235,10 +235,12 @@ class EvalbenchSession:
         assert isinstance(item, CaseItem)
         record = self._future(item, 0).result()  # usually prefetched: priority unused
 
-        def judged_row(row: dict[str, Any], rec: JSONRecord) -> None:
-            self.config.hook.pytest_evalbench_judged_row(config=self.config, row=row, record=rec)
+        hook = self.config.hook.pytest_evalbench_judged_row
 
-        outcome = self.kind.outcome(record, judged_row)
+        def judged_row(row: dict[str, Any], rec: JSONRecord) -> None:
+            hook(config=self.config, row=row, record=rec)
+
+        outcome = self.kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         data = self.kind.record_to_json(record)
         item.user_properties.extend(outcome.properties)
         item.stash[RECORD_KEY] = data

@@ -86,12 +86,14 @@ class ScenarioKind:
     def record_from_json(self, data: dict[str, Any]) -> ScenarioRecord:
         return ScenarioRecord.from_json(data)
 
-    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook) -> Outcome:
+    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
         `passed`/`score` and the status are derived from `present`."""
-        row = record.score.to_json()
-        judged_row(row, record.to_json())
-        score = record.score = ScoreRow.model_validate(row)
+        if judged_row is not None:
+            row = record.score.to_json()
+            judged_row(row, record.to_json())
+            record.score = ScoreRow.model_validate(row)
+        score = record.score
         score.passed, score.score = derive_pass(score.present, score.metric_type)
         status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
         record.status = status
