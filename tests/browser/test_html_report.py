@@ -7,7 +7,6 @@ logging on stderr checks the page paints without a console message.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -18,15 +17,15 @@ from urllib.parse import quote
 import pytest
 from helpers import read_json
 
+from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
 from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.rows import ModelResult
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.gate_view import gate_view
 from pytest_evalbench.render.html import render_html
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
-from pytest_evalbench.gate.rows import ModelResult
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from helpers import score_row
 from hypothesis import given
 from hypothesis import strategies as st
-from helpers import score_row
 
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import derive_pass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.dataset.summary import AgentSummary
+from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.llm.types import Usage

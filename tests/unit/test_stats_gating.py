@@ -26,6 +26,7 @@ from pytest_evalbench.gate.compare import (
     summary_table,
 )
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
 from pytest_evalbench.gate.stats import (
     agresti_min_interval,
     benjamini_hochberg,
@@ -38,7 +39,6 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
-from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import ScoreRow
 
