@@ -93,11 +93,30 @@ def metric_counts(results: list[ModelResult], outcomes: list[OutcomeRow]) -> dic
 # --------------------------------------------------------------------------- baseline files
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A baseline in memory: the run's metadata, per-target rates (for people reading the file) and
+    the paired units a later run is compared with, case by case."""
+
+    meta: dict[str, Any]
+    targets: dict[str, Any]
+    """Per target: its rates and per-metric counts; informative only, never compared."""
+    cases: dict[str, bool]
+    """`OutcomeRow.key` -> passed, for every scored pass/fail unit."""
+    scores: dict[str, float]
+    """`EvalScore.key` -> score (1..5), for every scored eval of a dataset case."""
+    schema_version: int = BASELINE_SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The baseline file's content (`--evalbench-save-baseline`)."""
+        return {"schema_version": self.schema_version, "meta": self.meta, "targets": self.targets,
+                "cases": self.cases, "scores": self.scores}
+
+
 def make_baseline(results: list[ModelResult], outcomes: list[OutcomeRow], meta: dict[str, Any],
-                  scores: list[EvalScore] | None = None) -> dict[str, Any]:
-    """A versioned, JSON-serialisable baseline: per target its rates (for people reading the file)
-    plus the per-case outcome of every scored unit and every per-eval score, so a later run can be
-    compared case by case (paired)."""
+                  scores: list[EvalScore] | None = None) -> Baseline:
+    """This run as a baseline: per target its rates plus the per-case outcome of every scored unit
+    and every per-eval score, so a later run can be compared case by case (paired)."""
     counts = metric_counts(results, outcomes)
     rates = {s.target_model: s for s in results}
     targets = {}
@@ -106,12 +125,11 @@ def make_baseline(results: list[ModelResult], outcomes: list[OutcomeRow], meta: 
         targets[target] = {"positive_pass_rate": summary.positive_pass_rate if summary else None,
                            "negative_pass_rate": summary.negative_pass_rate if summary else None,
                            "metrics": {mid: asdict(c) for mid, c in sorted(counts.get(target, {}).items())}}
-    return {"schema_version": BASELINE_SCHEMA_VERSION, "meta": dict(meta), "targets": targets,
-            "cases": dict(sorted(case_outcomes(outcomes).items())),
-            "scores": dict(sorted(case_scores(scores or []).items()))}
+    return Baseline(dict(meta), targets, dict(sorted(case_outcomes(outcomes).items())),
+                    dict(sorted(case_scores(scores or []).items())))
 
 
-def load_baseline(data: Any) -> dict[str, Any]:
+def load_baseline(data: Any) -> Baseline:
     """Validate a parsed baseline file (versions 1 and 2; version 1 has no `scores`); ValueError
     says what is wrong (the caller adds the file name)."""
     if not isinstance(data, dict) or "schema_version" not in data:
@@ -128,7 +146,13 @@ def load_baseline(data: Any) -> dict[str, Any]:
     bad = [k for k, v in data["cases"].items() if len(k.split("|")) != 4 or not isinstance(v, bool)]
     if bad:
         raise ValueError(f"baseline file: case {bad[0]!r} is not '<target>|<id>|<metric>|<sample>': true/false")
-    return {**data, "scores": data.get("scores", {})}
+    scores = data.get("scores", {})
+    bad = [k for k, v in scores.items()
+           if len(k.split("|")) != 3 or isinstance(v, bool) or not isinstance(v, (int, float))]
+    if bad:
+        raise ValueError(f"baseline file: score {bad[0]!r} is not '<target>|<id>|<eval>': <number>")
+    return Baseline(data["meta"], data["targets"], data["cases"], {k: float(v) for k, v in scores.items()},
+                    data["schema_version"])
 
 
 # --------------------------------------------------------------------------- compare rules
@@ -287,15 +311,14 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
                       sum(diffs) / n, low, high, p, f"Wilcoxon ({how})")
 
 
-def compare_with_baseline(baseline: dict[str, Any], outcomes: list[OutcomeRow], meta: dict[str, Any] | None = None,
+def compare_with_baseline(baseline: Baseline, outcomes: list[OutcomeRow], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
                           alpha: float = 0.05) -> Comparison:
-    """Current run vs a `make_baseline` dict: every paired test, with p-values adjusted over the
-    whole family. `meta` (the current run's, same shape as the baseline's) yields warnings for keys
-    whose values differ, e.g. the judge model."""
-    baseline = load_baseline(baseline)
-    old_cases, new_cases = _group(baseline["cases"], 4), _group(case_outcomes(outcomes), 4)
-    old_scores, new_scores = _group(baseline["scores"], 3), _group(case_scores(scores or []), 3)
+    """Current run vs a baseline: every paired test, with p-values adjusted over the whole family.
+    `meta` (the current run's, same shape as the baseline's) yields warnings for keys whose values
+    differ, e.g. the judge model."""
+    old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
+    old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
     unevaluated: list[str] = []
 
@@ -328,8 +351,8 @@ def compare_with_baseline(baseline: dict[str, Any], outcomes: list[OutcomeRow], 
     for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
         test.p_adjusted = p_adj
         test.significant = test.change < 0 and p_adj < alpha
-    warnings = meta_warnings(baseline["meta"], meta) if meta is not None else []
-    return Comparison(tests, correction, alpha, unevaluated, dict(baseline["meta"]), warnings)
+    warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
+    return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings)
 
 
 def _short(value: Any) -> str:

@@ -22,6 +22,7 @@ from ..kinds import KindResults
 from ..llm.cache import atomic_write_text
 from ..spec import ThresholdRules
 from .compare import (
+    Baseline,
     CompareRule,
     Comparison,
     check_thresholds,
@@ -61,7 +62,7 @@ class GateInputs:
     scores: list[EvalScore] = field(default_factory=list)
     """Per-eval numeric score rows (dataset) paired with the baseline."""
     rules: ThresholdRules | None = None
-    baseline: dict[str, Any] | None = None
+    baseline: Baseline | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)
     table: list[str] | None = None
@@ -204,7 +205,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
 # --------------------------------------------------------------------------- files
 
 
-def read_baseline(path: Path) -> dict[str, Any]:
+def read_baseline(path: Path) -> Baseline:
     """A baseline file, validated; InputError names the file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -224,5 +225,5 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
     conversations), when asked for."""
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
-        atomic_write_text(settings.save_baseline, json.dumps(baseline, indent=1) + "\n")
+        atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n")
         outcome.written.append(f"baseline {settings.save_baseline}")

@@ -20,6 +20,7 @@ import pytest
 from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
+from ..gate.compare import Baseline
 from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
 from ..llm.cache import atomic_write_text
@@ -84,7 +85,7 @@ class EvalbenchSession:
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
-    def _read_baseline(self) -> dict[str, Any] | None:
+    def _read_baseline(self) -> Baseline | None:
         """The baseline to compare with, read and validated before any LLM call (controller only)."""
         path = compare_path(self.config, self.bench_dir)
         if path is None or self.is_worker:

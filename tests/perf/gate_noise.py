@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from typing import Any
 
 from pytest_evalbench.gate.compare import make_baseline, parse_compare_rule
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.rows import ModelResult, OutcomeRow, RateSummary
 from pytest_evalbench.spec import ThresholdRules
 
 METRICS = (1, 5, 10)
@@ -45,20 +45,22 @@ def latent(rng: random.Random) -> float:
     return rng.uniform(0.2, 0.8)
 
 
-def draw(probs: dict[tuple[str, str], float], samples: int, rng: random.Random) -> list[dict[str, Any]]:
-    return [{"target_model": "t", "id": case, "metric_id": metric, "sample": s, "passed": rng.random() < p}
+def draw(probs: dict[tuple[str, str], float], samples: int, rng: random.Random) -> list[OutcomeRow]:
+    return [OutcomeRow("t", case, metric, s, rng.random() < p)
             for (metric, case), p in probs.items() for s in range(samples)]
 
 
-def summaries(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """results.json-shaped summary of one run (max_drop reads its metric list)."""
+def summaries(rows: list[OutcomeRow]) -> list[ModelResult]:
+    """The per-target rates of one run (max_drop reads its metric list)."""
     by_metric: dict[str, list[int]] = {}
     for row in rows:
-        k_n = by_metric.setdefault(row["metric_id"], [0, 0])
-        k_n[0] += row["passed"]
+        k_n = by_metric.setdefault(row.metric_id, [0, 0])
+        k_n[0] += bool(row.passed)
         k_n[1] += 1
-    return [{"target_model": "t", "positive_pass_rate": None, "negative_pass_rate": None,
-             "by_metric": {m: {"n_passed": k, "n_total": n, "pass_rate": k / n} for m, (k, n) in by_metric.items()}}]
+    return [ModelResult(target_model="t", positive_pass_rate=None, negative_pass_rate=None, n_positive=len(rows),
+                        n_negative=0, n_total=len(rows), by_scenario={},
+                        by_metric={m: RateSummary(n_passed=k, n_total=n, pass_rate=k / n)
+                                   for m, (k, n) in by_metric.items()})]
 
 
 def settings_for(rule: str) -> tuple[GateSettings, ThresholdRules | None]:

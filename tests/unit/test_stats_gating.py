@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from pytest_evalbench.gate.compare import (
     BASELINE_SCHEMA_VERSION,
     POOLED,
+    Baseline,
     ThresholdRules,
     check_thresholds,
     compare_with_baseline,
@@ -212,9 +213,10 @@ def results_of(scores: list[OutcomeRow]) -> list[ModelResult]:
     return aggregate(by_model)
 
 
-def baseline_of(scores: list[OutcomeRow], meta: dict | None = None, evals: list[EvalScore] | None = None) -> dict:
+def baseline_of(scores: list[OutcomeRow], meta: dict | None = None,
+                evals: list[EvalScore] | None = None) -> Baseline:
     made = make_baseline(results_of(scores) if scores else [], scores, meta or {"judge": "j1"}, evals)
-    return json.loads(json.dumps(made))  # as read from disk
+    return load_baseline(json.loads(json.dumps(made.to_json())))  # as read from disk
 
 
 def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[OutcomeRow]:
@@ -279,7 +281,7 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
         return [OutcomeRow("agent", f"case-{i:02d}", "pass_rate", 0, passed) for i in range(30)]
     results = [ModelResult(target_model="agent", positive_pass_rate=0.0, negative_pass_rate=None, n_positive=30,
                            n_negative=0, n_total=30, by_metric={}, by_scenario={})]
-    base = json.loads(json.dumps(make_baseline(results, case_rows(True), {})))
+    base = load_baseline(json.loads(json.dumps(make_baseline(results, case_rows(True), {}).to_json())))
     outcome = evaluate_gate(GateInputs(results=results, outcomes=case_rows(False), baseline=base),
                             GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
     assert outcome.exit_code(1) == EXIT_REGRESSION
@@ -371,7 +373,7 @@ def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> 
     def evals(scores: list[int]) -> list[EvalScore]:
         return [EvalScore("agent", f"c{i}", "RelevanceExplain", s) for i, s in enumerate(scores)]
     base = baseline_of([], evals=evals([5] * 12))
-    assert base["scores"]["agent|c0|RelevanceExplain"] == 5
+    assert base.scores["agent|c0|RelevanceExplain"] == 5
     comparison = compare_with_baseline(base, [], scores=evals([3] * 8 + [5] * 4))
     test = comparison.get("agent", "RelevanceExplain")
     assert test is not None and test.kind == "scores" and test.method == "Wilcoxon (exact)"
@@ -392,13 +394,14 @@ def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> 
 def test_baseline_shape_and_round_trip() -> None:
     scores = score_rows("t1", "m01", [True, False, None]) + score_rows("t1", "m02", [False], "negative")
     base = baseline_of(scores, {"judge": "j1", "models": {"t1": "gpt-4o"}})
-    assert base["schema_version"] == BASELINE_SCHEMA_VERSION == 2
-    assert base["meta"] == {"judge": "j1", "models": {"t1": "gpt-4o"}}
-    assert base["targets"]["t1"]["metrics"]["m01"] == {"n_passed": 1, "n_total": 2, "pass_rate": 0.5,
-                                                        "metric_name": "M01", "metric_type": "positive"}
-    assert base["cases"] == {"t1|m01_s001_v01|m01|0": True, "t1|m01_s002_v01|m01|0": False,
-                             "t1|m02_s001_v01|m02|0": False}
-    assert base["scores"] == {} and load_baseline(base) == base
+    assert base.schema_version == BASELINE_SCHEMA_VERSION == 2
+    assert base.meta == {"judge": "j1", "models": {"t1": "gpt-4o"}}
+    assert base.targets["t1"]["metrics"]["m01"] == {"n_passed": 1, "n_total": 2, "pass_rate": 0.5,
+                                                     "metric_name": "M01", "metric_type": "positive"}
+    assert base.cases == {"t1|m01_s001_v01|m01|0": True, "t1|m01_s002_v01|m01|0": False,
+                          "t1|m02_s001_v01|m02|0": False}
+    assert base.scores == {} and load_baseline(base.to_json()) == base
+    assert list(base.to_json()) == ["schema_version", "meta", "targets", "cases", "scores"]
     same = compare_with_baseline(base, scores, meta={"judge": "j1", "models": {"t1": "gpt-4o"}})
     assert all(t.change == 0 for t in same.tests) and same.meta_warnings == []
     assert same.fails("any") == [] and same.fails("significant") == []
@@ -410,7 +413,7 @@ def test_baseline_shape_and_round_trip() -> None:
 def test_version_1_baselines_are_still_read() -> None:
     old = {"schema_version": 1, "meta": {}, "targets": {"t1": {"metrics": {}}},
            "cases": {f"t1|m01_s{i:03d}_v01|m01|0": True for i in range(1, 11)}}
-    comparison = compare_with_baseline(old, score_rows("t1", "m01", [False] * 6 + [True] * 4))
+    comparison = compare_with_baseline(load_baseline(old), score_rows("t1", "m01", [False] * 6 + [True] * 4))
     assert [(t.metric_id, t.b, t.significant) for t in comparison.tests] == [("m01", 6, True)]
 
 
@@ -421,6 +424,9 @@ def test_load_baseline_rejects_other_files() -> None:
         load_baseline([])
     with pytest.raises(ValueError, match="case 'x' is not"):
         load_baseline({"schema_version": 2, "meta": {}, "targets": {}, "cases": {"x": True}})
+    with pytest.raises(ValueError, match=r"score 'a\|c1\|RelevanceExplain' is not"):
+        load_baseline({"schema_version": 2, "meta": {}, "targets": {}, "cases": {},
+                       "scores": {"a|c1|RelevanceExplain": "five"}})
 
 
 def test_threshold_rules_validate() -> None:
