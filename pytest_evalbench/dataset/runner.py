@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..llm.engine import Engine
 from ..llm.structured import MAX_ATTEMPTS, ask
@@ -20,7 +20,7 @@ from ..targets import Target
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from .models import DatasetCase, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
-from .summary import CaseResult
+from .summary import CaseResult, MetricResult, ToolCheckResult
 from .tool_check import check_tool_calls
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
@@ -109,7 +109,8 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
                    engine: Engine, target: Target | None, samples: int = 1) -> DatasetRecord:
     case = item.case
     ledger: dict[str, Usage] = {}
-    answer, invoked, source = None, None, "dataset"
+    answer, invoked = None, None
+    source: Literal["dataset", "target"] = "dataset"
     if target is None and case.model_answer is None:  # loading refuses such cases; a guard for direct calls
         raise ValueError(f"case {case.case_id!r} has no model_answer and no target '{case.agent_name}'")
     if target is not None:
@@ -127,33 +128,36 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
         for name in evals])
     by_eval: dict[str, EvalOutcome] = dict(zip(evals, outcomes))
     judgement = judge_case({name: o.score for name, o in by_eval.items()}, policy, case.threshold_profile)
-    metrics = [{**line.model_dump(), "explanation": by_eval[line.eval].explanation,
-                **({"agreement": by_eval[line.eval].agreement, "votes": by_eval[line.eval].votes}
-                   if by_eval[line.eval].votes is not None else {})} for line in judgement.lines]
+    metrics: list[MetricResult] = []
+    for line in judgement.lines:
+        outcome = by_eval[line.eval]
+        metric = MetricResult(eval=line.eval, score=line.score, threshold=line.threshold, passed=line.passed,
+                              explanation=outcome.explanation)
+        if outcome.votes is not None:  # a panel's figures are written only with a panel
+            metric.agreement, metric.votes = outcome.agreement, outcome.votes
+        metrics.append(metric)
     reasons = list(judgement.reasons)
     if not_applicable:
         threshold = policy.thresholds.get(TOOL_EVAL)  # type: ignore[call-overload]
-        metrics.append({"eval": TOOL_EVAL, "score": None, "threshold": threshold,
-                        "passed": None, "explanation": NOT_APPLICABLE, "not_applicable": True})
+        metrics.append(MetricResult(eval=TOOL_EVAL, score=None, threshold=threshold, passed=None,
+                                    explanation=NOT_APPLICABLE, not_applicable=True))
         reasons.append(f"{TOOL_EVAL}: {NOT_APPLICABLE}")
     tool_check = None
     if TOOL_EVAL in by_eval or case.expected_tool_calls:
         check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
                                  else case.invoked_tool_calls)
-        tool_check = {"ok": check.ok, "matched": check.matched, "expected": check.expected,
-                      "summary": check.summary}
-    row = {
-        "case_id": case.case_id, "agent_name": case.agent_name, "scenario_id": case.scenario_id,
-        "threshold_profile": judgement.profile, "status": judgement.status,
-        "passed": None if judgement.status == "unscored" else judgement.status == "passed",
-        "composite": None if judgement.composite is None else round(judgement.composite, 4),
-        "pass_mark": judgement.pass_mark,
-        "metrics": metrics, "tool_check": tool_check, "reasons": reasons, "answer_source": source,
-        **({"extra": dict(case.model_extra)} if case.model_extra else {}),
-    }
+        tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
+                                     summary=check.summary)
+    row = CaseResult(
+        case_id=case.case_id, agent_name=case.agent_name, scenario_id=case.scenario_id,
+        threshold_profile=judgement.profile, status=judgement.status,
+        passed=None if judgement.status == "unscored" else judgement.status == "passed",
+        composite=None if judgement.composite is None else round(judgement.composite, 4),
+        pass_mark=judgement.pass_mark, metrics=metrics, tool_check=tool_check, reasons=reasons,
+        answer_source=source, **({"extra": dict(case.model_extra)} if case.model_extra else {}))
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
     if not_applicable:
         message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
-        message += f"\ntool check: {tool_check['summary']}"
-    return DatasetRecord(benchmark, CaseResult.model_validate(row), message, ledger)
+        message += f"\ntool check: {tool_check.summary}"
+    return DatasetRecord(benchmark, row, message, ledger)
