@@ -17,7 +17,7 @@ import html
 import json
 from typing import Any
 
-from .summary import RunSummary
+from .summary import DatasetView, RunSummary
 
 E = html.escape
 
@@ -211,62 +211,59 @@ def _transcripts(convs: list[dict[str, Any]]) -> str:
     return f'<section><h2>Transcripts</h2>{filters}<div id="convs">{"".join(items)}</div></section>'
 
 
-def _agents(d: dict[str, Any]) -> str:
+def _agents(d: DatasetView) -> str:
     rows = "".join(
-        f'<tr><td>{E(a["agent_name"])}</td><td class="num" data-testid="agent-rate-{_tid(a["agent_name"])}">'
-        f'{_num(a.get("pass_rate"))}</td><td>{a.get("n_passed")}/{a.get("n_scored")} scored, '
-        f'{a.get("n_unscored")} unscored</td><td class="num">{_num(a.get("composite_mean"))}</td></tr>'
-        for a in d["agents"])
+        f'<tr><td>{E(a.agent_name)}</td><td class="num" data-testid="agent-rate-{_tid(a.agent_name)}">'
+        f'{_num(a.pass_rate)}</td><td>{a.n_passed}/{a.n_scored} scored, '
+        f'{a.n_unscored} unscored</td><td class="num">{_num(a.composite_mean)}</td></tr>'
+        for a in d.agents)
     evals = "".join(
         f'<tr><td>{E(e["agent"])}</td><td>{E(e["eval"])}</td><td class="num" data-testid="eval-{_tid(e["agent"], e["eval"])}">'
         f'{_num(e["mean"])}</td><td>{bar_svg(e["mean"], e["low"], e["high"], scale=5.0)}</td>'
-        f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]</td></tr>' for e in d["evals"])
+        f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]</td></tr>' for e in d.evals)
     return (f'<section><h2>Agents</h2><table><tr><th>agent</th><th>pass rate</th><th>cases</th>'
             f'<th>composite mean</th></tr>{rows}</table></section>'
             f'<section><h2>Mean score per eval (1–5)</h2><table><tr><th>agent</th><th>eval</th><th>mean</th><th></th>'
             f'<th>95% interval</th></tr>{evals}</table></section>')
 
 
-def _cases(d: dict[str, Any]) -> str:
+def _cases(d: DatasetView) -> str:
     rows = []
-    for c in d["cases"]:
+    for c in d.cases:
         metrics = "".join(
-            f'<tr><td>{E(m["eval"])}</td><td class="num">{"–" if m["score"] is None else m["score"]}</td>'
-            f'<td>{_num(m.get("threshold"))}</td><td class="{_cls(m.get("passed"))}">'
-            f'{"pass" if m.get("passed") else "unscored" if m.get("passed") is None else "below"}</td>'
-            f'<td class="why">{E(m.get("explanation") or "")}</td></tr>' for m in c.get("metrics") or [])
-        tool = c.get("tool_check")
+            f'<tr><td>{E(m.eval)}</td><td class="num">{"–" if m.score is None else m.score}</td>'
+            f'<td>{_num(m.threshold)}</td><td class="{_cls(m.passed)}">'
+            f'{"pass" if m.passed else "unscored" if m.passed is None else "below"}</td>'
+            f'<td class="why">{E(m.explanation or "")}</td></tr>' for m in c.metrics)
+        tool = c.tool_check
         tool_text = ("–" if not tool else
-                     f'{"ok" if tool["ok"] else "mismatch"} ({tool["matched"]}/{tool["expected"]}): {tool["summary"]}')
-        reasons = "; ".join(c.get("reasons") or []) or "–"
-        status = c["status"]
+                     f'{"ok" if tool.ok else "mismatch"} ({tool.matched}/{tool.expected}): {tool.summary}')
+        reasons = "; ".join(c.reasons) or "–"
+        status = c.status
         rows.append(
-            f'<details class="conv case" data-testid="case-{_tid(c["case_id"])}" data-status="{E(status)}" '
-            f'data-target="{E(c["agent_name"], quote=True)}" data-metric="" data-demo="">'
+            f'<details class="conv case" data-testid="case-{_tid(c.case_id)}" data-status="{E(status)}" '
+            f'data-target="{E(c.agent_name, quote=True)}" data-metric="" data-demo="">'
             f'<summary><span class="{_cls(None if status == "unscored" else status == "passed")}">'
-            f'{E(status)}</span> {E(c["case_id"])} · {E(c["agent_name"])} · composite {_num(c.get("composite"))} '
-            f'(pass mark {_num(c.get("pass_mark"))}, {E(c.get("threshold_profile") or "")})'
-            f'{" · scenario " + E(c["scenario_id"]) if c.get("scenario_id") else ""}</summary>'
+            f'{E(status)}</span> {E(c.case_id)} · {E(c.agent_name)} · composite {_num(c.composite)} '
+            f'(pass mark {_num(c.pass_mark)}, {E(c.threshold_profile or "")})'
+            f'{" · scenario " + E(c.scenario_id) if c.scenario_id else ""}</summary>'
             f'<p><b>hard fails / reasons:</b> {E(reasons)}</p><p><b>tool check:</b> {E(tool_text)}</p>'
             f'<table><tr><th>eval</th><th>score</th><th>threshold</th><th></th><th>explanation</th></tr>{metrics}'
             f'</table></details>')
-    agents = sorted({c["agent_name"] for c in d["cases"]})
+    agents = sorted({c.agent_name for c in d.cases})
     filters = (f'<div class="filters"><label><input type="checkbox" id="f-failed"> failures only</label> '
                f'{_select("f-target", "agent", agents)} <input type="search" id="f-search" '
                f'placeholder="search cases and explanations" aria-label="search"> '
-               f'<span class="muted" id="f-count">{len(d["cases"])} shown</span></div>')
+               f'<span class="muted" id="f-count">{len(d.cases)} shown</span></div>')
     return f'<section><h2>Cases</h2>{filters}<div id="convs">{"".join(rows)}</div></section>'
 
 
-def _comparisons(d: dict[str, Any]) -> str:
-    pairs = d.get("comparisons") or []
+def _comparisons(d: DatasetView) -> str:
+    pairs = [c.model_dump(mode="json") for c in d.comparisons]
     if not pairs:
         return ""
-    keys: list[str] = []
-    for p in pairs:
-        keys += [k for k in (p if isinstance(p, dict) else {}) if k not in keys]
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(p.get(k))}</td>" for k in keys) + "</tr>"
-                   for p in pairs if isinstance(p, dict))
+    keys = list(pairs[0])
+    rows = "".join("<tr>" + "".join(f"<td>{_cell(p[k])}</td>" for k in keys) + "</tr>" for p in pairs)
     return (f'<section><h2>Comparative pairs (cases sharing a scenario)</h2><table data-testid="comparisons">'
             f'<tr>{"".join(f"<th>{E(k)}</th>" for k in keys)}</tr>{rows}</table></section>')
 

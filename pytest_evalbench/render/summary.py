@@ -23,6 +23,7 @@ from ..llm.engine import EngineStats
 from .gate_view import GateView
 
 if TYPE_CHECKING:
+    from ..dataset.summary import AgentComparison, AgentSummary, CaseResult
     from ..scenarios.models import ConversationRow, ScoreRow
 
 VARIANT_SUFFIX = "_v"
@@ -80,6 +81,17 @@ class CostView:
 
 
 @dataclass
+class DatasetView:
+    """A dataset run for people: the per-agent summaries and per-case rows as the kind made them, the
+    per-agent per-eval means with intervals, and the comparative pairs."""
+
+    agents: list[AgentSummary]
+    evals: list[dict[str, Any]]
+    cases: list[CaseResult]
+    comparisons: list[AgentComparison]
+
+
+@dataclass
 class RunSummary:
     """Everything people read about one run."""
 
@@ -99,7 +111,7 @@ class RunSummary:
     errors: list[str] = field(default_factory=list)
     """Item errors collapsed by message: `"500 items: <message>"`, most frequent first."""
     scenario: dict[str, Any] | None = None
-    dataset: dict[str, Any] | None = None
+    dataset: DatasetView | None = None
     files: list[tuple[str, str]] = field(default_factory=list)
     """(what, path) of every result file this session wrote, in the order written."""
     notes: list[str] = field(default_factory=list)
@@ -247,7 +259,7 @@ def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0))
             "high": round(min(bounds[1], mean + half), 4), "n": n}
 
 
-def dataset_view(written: KindResults) -> tuple[dict[str, Any], list[RateRow]]:
+def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
     """Per-agent summary, per-agent per-eval means with intervals, the per-case rows and any
     comparative pairs the kind computed (a `comparisons` list, shown as given)."""
     scores: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -261,9 +273,8 @@ def dataset_view(written: KindResults) -> tuple[dict[str, Any], list[RateRow]]:
         est = RateEstimate.of(agent.n_passed, agent.n_scored)
         rates.append(RateRow(agent.agent_name, PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
                              est.low, est.high))
-    comparisons = [c.model_dump(mode="json") for agent in written.agents for c in agent.comparisons]
-    return {"agents": [a.to_json() for a in written.agents], "evals": evals,
-            "cases": [c.to_json() for c in written.cases], "comparisons": comparisons}, rates
+    comparisons = [c for agent in written.agents for c in agent.comparisons]
+    return DatasetView(written.agents, evals, written.cases, comparisons), rates
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateView, meta: dict[str, Any],
