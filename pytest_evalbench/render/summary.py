@@ -90,6 +90,11 @@ class DatasetView:
     cases: list[CaseResult]
     comparisons: list[AgentComparison]
 
+    def to_json(self) -> dict[str, Any]:
+        return {"agents": [a.to_json() for a in self.agents], "evals": self.evals,
+                "cases": [c.to_json() for c in self.cases],
+                "comparisons": [c.model_dump(mode="json") for c in self.comparisons]}
+
 
 @dataclass
 class RunSummary:
@@ -121,6 +126,8 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["cost"]["note"] = self.cost.note
+        if self.dataset is not None:
+            data["dataset"] = self.dataset.to_json()
         return data
 
     def rate_table(self) -> dict[str, dict[str, float | None]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pytest_evalbench.dataset.summary import AgentSummary
@@ -78,6 +79,7 @@ def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
     append_history(path, summary)
     entries = read_history(path)
     assert [e["rates"] for e in entries] == [{"a": {"pass rate": 0.5}}] * 2
+    assert json.loads(json.dumps(summary.to_json()))["dataset"]["agents"] == [agent.to_json()]
     assert entries[0]["commit"] is None  # not a git checkout
 
 
