@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-from .context import BenchmarkRun
 from .gate.rows import EvalScore, ModelResult, OutcomeRow
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rows' modules import this one (Status); the run pulls the engine in
+    from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
     from .scenarios.models import ConversationRow, ScoreRow
 

@@ -67,9 +67,10 @@ class _Input(BaseModel):
     @classmethod
     def _no_near_misses(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            known = list(cls.model_fields)
+            fields = cls.model_fields  # a descriptor: read once (rows are validated by the thousand)
+            known = list(fields)
             for key in data:
-                if isinstance(key, str) and key not in cls.model_fields:
+                if isinstance(key, str) and key not in fields:
                     close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
                     if close:
                         raise ValueError(f"unknown key {key!r}: did you mean `{close[0]}`?")

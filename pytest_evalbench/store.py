@@ -9,7 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
@@ -19,6 +19,7 @@ from .llm.cache import atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
 
+M = TypeVar("M", bound=BaseModel)
 USAGE_LEDGER = ".usage.json"
 RESULTS_LOCK = ".results.lock"
 LOCK_TIMEOUT = 600.0
@@ -61,27 +62,31 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def read_valid_rows(path: Path, model: type[BaseModel],
                     normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
+    """The usable rows of a result file on disk as JSON (see `read_valid`)."""
+    return [row for row, _ in read_valid(path, model, normalise, stacklevel=3)]
+
+
+def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict, *,
+               stacklevel: int = 2) -> list[tuple[dict[str, Any], M]]:
     """The usable rows of a result file on disk, whoever wrote it (an older version, another tool):
-    each row normalised to this version's spelling, then kept if it validates as `model`. Unusable
-    rows are reported in one warning per file (file, 1-based row, first problem; pytest's warnings
-    summary shows a repeated message once) and dropped, so this run's rows replace them; they
-    never stop the run."""
+    each row normalised to this version's spelling, then kept if it validates as `model` (as JSON,
+    to merge and write back unchanged, and as the model). Unusable rows are reported in one warning
+    per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
+    once) and dropped, so this run's rows replace them; they never stop the run."""
     rows, bad = [], []
     for number, raw in enumerate(read_rows(path), start=1):
         row = normalise(raw)
         try:
-            model.model_validate(row)
+            rows.append((row, model.model_validate(row)))
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err.get("loc", ()))
             bad.append(f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}")
-            continue
-        rows.append(row)
     if bad:
         message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
                    f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
                    + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
-        warnings.warn(EvalbenchWarning(message), stacklevel=2)
+        warnings.warn(EvalbenchWarning(message), stacklevel=stacklevel)
     return rows
 
 

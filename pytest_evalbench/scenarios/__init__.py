@@ -22,9 +22,9 @@ from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
-from .models import ConversationRow, ScenarioRecord, ScoreRow, derive_pass
+from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, run_scenario
-from .store import RUNS_DIR, Known, read_run_rows, write_results
+from .store import RUNS_DIR, Known, read_run_conversations, write_results
 
 TAIL_MESSAGES = 2
 """A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
@@ -139,8 +139,7 @@ class ScenarioKind:
             for row in gated:
                 by_target.setdefault(row.target_model, []).append(row)
             rates = aggregate(by_target)
-        conversations = [ConversationRow.model_validate(row) for rows in
-                         read_run_rows(bench_dir, "conversations.json", self._known).values() for row in rows]
+        conversations = read_run_conversations(bench_dir, self._known)
         return KindResults(results=[r.model_dump(mode="json") for r in results], rates=rates, scores=scores,
                            outcomes=[r.outcome_row() for r in gated], conversations=conversations, dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])

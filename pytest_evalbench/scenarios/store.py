@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from ..store import (
     USAGE_LEDGER,
@@ -25,6 +26,7 @@ from ..store import (
     phase_cost,
     read_ledger,
     read_rows,
+    read_valid,
     read_valid_rows,
     results_lock,
 )
@@ -86,11 +88,6 @@ def normalise_score(row: dict[str, Any], target_id: str, known: Known) -> dict[s
     return out
 
 
-def _validated(model: type[BaseModel], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    TypeAdapter(list[model]).validate_python(rows)  # type: ignore[valid-type]
-    return rows
-
-
 def row_key(row: dict[str, Any]) -> tuple[str, int]:
     return str(row.get("id")), int(row.get("sample") or 0)
 
@@ -136,8 +133,8 @@ def write_target_run(run_dir: Path, records: list[ScenarioRecord], order: dict[s
     totals = ledger_totals(ledger)
     cost = {phase: phase_cost(phase, totals[phase]) for phase in PHASES}
 
-    dump_json(run_dir / "conversations.json", _validated(ConversationRow, conv_rows))
-    dump_json(run_dir / "scores.json", _validated(ScoreRow, score_rows))
+    dump_json(run_dir / "conversations.json", conv_rows)  # old rows were validated as read, new ones are typed
+    dump_json(run_dir / "scores.json", score_rows)
     dump_json(ledger_path, ledger)
     dump_json(run_dir / "cost.json", cost)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped_rows(old_scores, order, samples)]
@@ -167,13 +164,29 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list
     return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
 
 
+def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:
+    """`runs/<target>/` of every target that has that file, in target order."""
+    runs = bench_dir / RUNS_DIR
+    return [d for d in sorted(runs.iterdir()) if (d / filename).is_file()] if runs.is_dir() else []
+
+
 def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
     """The usable rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
-    runs = bench_dir / RUNS_DIR
-    if not runs.is_dir():
-        return {}
-    return {run_dir.name: read_file_rows(run_dir, filename, known)
-            for run_dir in sorted(runs.iterdir()) if (run_dir / filename).is_file()}
+    return {run_dir.name: read_file_rows(run_dir, filename, known) for run_dir in _run_dirs(bench_dir, filename)}
+
+
+def read_run_scores(bench_dir: Path, known: Known = Known()) -> dict[str, list[ScoreRow]]:
+    """Every target's usable scores.json rows, typed, by target id."""
+    return {d.name: [row for _, row in read_valid(d / "scores.json", ScoreRow,
+                                                  partial(normalise_score, target_id=d.name, known=known))]
+            for d in _run_dirs(bench_dir, "scores.json")}
+
+
+def read_run_conversations(bench_dir: Path, known: Known = Known()) -> list[ConversationRow]:
+    """Every target's usable conversations.json rows, typed, in target order."""
+    return [row for d in _run_dirs(bench_dir, "conversations.json")
+            for _, row in read_valid(d / "conversations.json", ConversationRow,
+                                     partial(normalise_conversation, target_id=d.name, known=known))]
 
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
@@ -204,8 +217,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id, []), order, samples, known)
-    rows_by_model = {target_id: [ScoreRow.model_validate(row) for row in rows]
-                     for target_id, rows in read_run_rows(bench_dir, "scores.json", known).items()}
+    rows_by_model = read_run_scores(bench_dir, known)
     results = aggregate(rows_by_model)
     if rows_by_model:
         dump_json(bench_dir / "results.json", [r.model_dump(mode="json") for r in results])
