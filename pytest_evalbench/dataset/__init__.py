@@ -22,7 +22,7 @@ from ..panel import agreement_lines
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
-from .runner import DatasetItem, DatasetRecord, run_case
+from .runner import DatasetItem, DatasetRecord, decide, run_case
 from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
 from .summary import CaseResult, agent_table, as_target_results, summarize_agents
 
@@ -66,9 +66,8 @@ class DatasetKind:
 
     async def run_case(self, case: Any) -> DatasetRecord:
         run = self.run
-        return await run_case(case, benchmark=run.spec.name, policy=self.policy, engine=run.engine,
-                              judges=run.judges(), samples=run.spec.judge.samples,
-                              target=run.targets.get(case.case.agent_name))
+        return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
+                              samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
 
     def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
         return record.to_json()
@@ -87,8 +86,8 @@ class DatasetKind:
         return [m.eval for m in case.metrics if m.score is not None and m.eval in self.unreliable]
 
     def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
-        """The scoring policy decided the case's status when it ran (`runner.run_case`); this reads it."""
-        case = record.case
+        """The scoring policy decides the case here, once (`runner.decide`); no hook runs for dataset cases."""
+        case = decide(record, self.policy)
         properties = [("evalbench_status", case.status), ("evalbench_composite", case.composite)]
         doubtful = self.unreliable_in(case) if case.status == "failed" else []
         if doubtful:

@@ -65,14 +65,34 @@ class EvalOutcome:
 
 
 @dataclass
+class EvalResults:
+    """What one case's evals produced, before the scoring policy decides the case."""
+
+    case: DatasetCase
+    by_eval: dict[str, EvalOutcome]
+    not_applicable: bool
+    """ToolCallAccuracy had nothing to judge (see `tool_eval_not_applicable`)."""
+    tool_check: ToolCheckResult | None
+    source: Literal["dataset", "target"]
+
+
+@dataclass
 class DatasetRecord:
-    """What one dataset item produced: its case_results.json row (status decided by the scoring
-    policy), the failure message and the usage."""
+    """What one dataset item produced: its evals' results, until `DatasetKind.outcome` applies the
+    scoring policy (`decide`, the one place a case's status is decided); then the
+    case_results.json row it decided and the failure message."""
 
     benchmark: str
-    case: CaseResult
-    message: str
     usage: dict[str, Usage] = field(default_factory=dict)
+    evals: EvalResults | None = None
+    decided: CaseResult | None = None
+    message: str = ""
+
+    @property
+    def case(self) -> CaseResult:
+        """The decided row (records read back from JSON always have one)."""
+        assert self.decided is not None, "DatasetKind.outcome decides the case first"
+        return self.decided
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
@@ -81,8 +101,8 @@ class DatasetRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DatasetRecord:
-        return cls(data["benchmark"], CaseResult.model_validate(data["case"]), data["message"],
-                   {k: Usage.from_json(v) for k, v in data["usage"].items()})
+        return cls(data["benchmark"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
+                   decided=CaseResult.model_validate(data["case"]), message=data["message"])
 
 
 async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
@@ -105,8 +125,10 @@ async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endp
     return EvalOutcome(panel.value, panel.justification, panel.agreement, votes)
 
 
-async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, judges: list[Endpoint],
-                   engine: Engine, target: Target | None, samples: int = 1) -> DatasetRecord:
+async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,
+                   target: Target | None, samples: int = 1) -> DatasetRecord:
+    """(Optionally) ask the team's app, run the case's evals and the tool check; the scoring policy
+    decides the case later (`decide`, from `DatasetKind.outcome`)."""
     case = item.case
     ledger: dict[str, Usage] = {}
     answer, invoked = None, None
@@ -127,6 +149,20 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
                  samples=samples)
         for name in evals])
     by_eval: dict[str, EvalOutcome] = dict(zip(evals, outcomes))
+    tool_check = None
+    if TOOL_EVAL in by_eval or case.expected_tool_calls:
+        check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
+                                 else case.invoked_tool_calls)
+        tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
+                                     summary=check.summary)
+    return DatasetRecord(benchmark, ledger, EvalResults(case, by_eval, not_applicable, tool_check, source))
+
+
+def decide(record: DatasetRecord, policy: ScoringPolicy) -> CaseResult:
+    """Apply the scoring policy to the record's eval results: the case's status, composite and
+    per-eval lines (its case_results.json row) and the failure message, set on the record."""
+    assert record.evals is not None, "a record read back from JSON was decided already"
+    case, by_eval = record.evals.case, record.evals.by_eval
     judgement = judge_case({name: o.score for name, o in by_eval.items()}, policy, case.threshold_profile)
     metrics: list[MetricResult] = []
     for line in judgement.lines:
@@ -137,27 +173,23 @@ async def run_case(item: DatasetItem, *, benchmark: str, policy: ScoringPolicy, 
             metric.agreement, metric.votes = outcome.agreement, outcome.votes
         metrics.append(metric)
     reasons = list(judgement.reasons)
-    if not_applicable:
+    if record.evals.not_applicable:
         threshold = policy.thresholds.get(TOOL_EVAL)  # type: ignore[call-overload]
         metrics.append(MetricResult(eval=TOOL_EVAL, score=None, threshold=threshold, passed=None,
                                     explanation=NOT_APPLICABLE, not_applicable=True))
         reasons.append(f"{TOOL_EVAL}: {NOT_APPLICABLE}")
-    tool_check = None
-    if TOOL_EVAL in by_eval or case.expected_tool_calls:
-        check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
-                                 else case.invoked_tool_calls)
-        tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
-                                     summary=check.summary)
+    tool_check = record.evals.tool_check
     row = CaseResult(
         case_id=case.case_id, agent_name=case.agent_name, scenario_id=case.scenario_id,
         threshold_profile=judgement.profile, status=judgement.status,
         passed=None if judgement.status == "unscored" else judgement.status == "passed",
         composite=None if judgement.composite is None else round(judgement.composite, 4),
         pass_mark=judgement.pass_mark, metrics=metrics, tool_check=tool_check, reasons=reasons,
-        answer_source=source, **({"extra": dict(case.model_extra)} if case.model_extra else {}))
+        answer_source=record.evals.source, **({"extra": dict(case.model_extra)} if case.model_extra else {}))
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
-    if not_applicable:
+    if record.evals.not_applicable:
         message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
         message += f"\ntool check: {tool_check.summary}"
-    return DatasetRecord(benchmark, row, message, ledger)
+    record.decided, record.message = row, message
+    return row

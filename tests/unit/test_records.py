@@ -68,7 +68,7 @@ def test_every_kinds_record_survives_the_xdist_boundary() -> None:
         "metrics": [{"eval": "RelevanceExplain", "score": 4, "threshold": 3.0, "passed": True, "explanation": "x"},
                     {"eval": "ToolCallAccuracyExplain", "score": None, "threshold": 3.0, "passed": None,
                      "explanation": "n/a", "not_applicable": True}]})
-    dataset_rec = DatasetRecord("agents", case, "ok", {"evaluate": Usage(1, 2, 0.0)})
+    dataset_rec = DatasetRecord("agents", {"evaluate": Usage(1, 2, 0.0)}, decided=case, message="ok")
     data = json.loads(json.dumps(dataset_rec.to_json()))
     assert DatasetRecord.from_json(data).to_json() == data
     # optional keys appear only where the row was made with them
@@ -114,7 +114,7 @@ def test_stores_read_their_records_in_one_pass(tmp_path: Path) -> None:
     case = {"case_id": "c1", "agent_name": "a", "scenario_id": None, "threshold_profile": "p", "status": "passed",
             "passed": True, "composite": 4.0, "pass_mark": 3.5, "reasons": [], "answer_source": "dataset",
             "tool_check": None, "metrics": []}
-    cases, summary, _ = write_dataset_results(tmp_path / "d", OnePass([DatasetRecord("agents", CaseResult.model_validate(case),
-                                                                                     "ok")]), {"c1": 0})
+    record = DatasetRecord("agents", decided=CaseResult.model_validate(case))
+    cases, summary, _ = write_dataset_results(tmp_path / "d", OnePass([record]), {"c1": 0})
     assert [c.case_id for c in cases] == ["c1"] and summary[0].pass_rate == 1.0
     assert json.loads((tmp_path / "d" / "case_results.json").read_text()) == [case]
