@@ -17,7 +17,7 @@ import html
 import json
 from typing import Any
 
-from .summary import DatasetView, RunSummary
+from .summary import DatasetView, DemographicGroup, RunSummary, TranscriptView
 
 E = html.escape
 
@@ -103,7 +103,7 @@ def _problems(s: RunSummary) -> str:
     gate = s.gate
     items = ([("threshold breach", b) for b in gate.breaches] + [("regression", r) for r in gate.regressions]
              + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
-             + [("not evaluated", n) for n in gate.notes] + [("warning", w) for w in (s.scenario or {}).get("warnings", [])]
+             + [("not evaluated", n) for n in gate.notes] + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
     flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
     if not items and not flips:
@@ -149,26 +149,26 @@ def _rates(s: RunSummary) -> str:
             f'last {len(s.history)} recorded runs (history.jsonl).</p></section>')
 
 
-def _demographics(groups: list[dict[str, Any]]) -> str:
+def _demographics(groups: list[DemographicGroup]) -> str:
     if not groups:
         return ('<section><h2>Demographics</h2><p class="muted">No scenario in this run has demographic '
                 'axes.</p></section>')
     blocks = []
     for g in groups:
         rows = "".join(
-            f'<tr><td>{E(v["value"])}</td>'
-            f'<td class="num" data-testid="demo-{_tid(g["target"], g["metric"], g["axis"], v["value"])}">'
-            f'{_num(v["rate"])}</td><td>{bar_svg(v["rate"], v["low"], v["high"])}</td>'
-            f'<td>{v["k"]}/{v["n"]}, [{v["low"]:.2f}, {v["high"]:.2f}]</td></tr>' for v in g["values"])
+            f'<tr><td>{E(value)}</td>'
+            f'<td class="num" data-testid="demo-{_tid(g.target, g.metric, g.axis, value)}">'
+            f'{_num(v.rate)}</td><td>{bar_svg(v.rate, v.low, v.high)}</td>'
+            f'<td>{v.k}/{v.n}, [{v.low:.2f}, {v.high:.2f}]</td></tr>' for value, v in g.values)
         flag = ""
-        if g["flagged"]:
-            gap = g["gap"]
-            flag = (f'<span class="flag" data-testid="demo-flag-{_tid(g["target"], g["metric"], g["axis"])}">'
-                    f'groups differ beyond noise: {E(gap["best"])} vs {E(gap["worst"])}, difference '
-                    f'[{gap["low"]:+.2f}, {gap["high"]:+.2f}]</span>')
-        blocks.append(f'<div class="group" data-flagged="{str(g["flagged"]).lower()}"><h3>{E(g["target"])} · '
-                      f'{E(g["metric"])} {E(g.get("metric_name") or "")} · {E(g["axis"])}{flag}</h3>'
-                      f'<table><tr><th>{E(g["axis"])}</th><th>rate</th><th></th><th>k/n, 95% interval</th></tr>'
+        if g.flagged and g.gap is not None:
+            gap = g.gap
+            flag = (f'<span class="flag" data-testid="demo-flag-{_tid(g.target, g.metric, g.axis)}">'
+                    f'groups differ beyond noise: {E(gap.best)} vs {E(gap.worst)}, difference '
+                    f'[{gap.low:+.2f}, {gap.high:+.2f}]</span>')
+        blocks.append(f'<div class="group" data-flagged="{str(g.flagged).lower()}"><h3>{E(g.target)} · '
+                      f'{E(g.metric)} {E(g.metric_name or "")} · {E(g.axis)}{flag}</h3>'
+                      f'<table><tr><th>{E(g.axis)}</th><th>rate</th><th></th><th>k/n, 95% interval</th></tr>'
                       f'{rows}</table></div>')
     return ('<section><h2>Demographics</h2><p class="muted">Pass rate per axis value. Flagged where the best '
             'and worst value differ beyond noise (the 95% interval of their difference excludes 0).</p>'
@@ -180,29 +180,31 @@ def _select(fid: str, label: str, values: list[str]) -> str:
     return f'<label>{E(label)} <select id="{fid}"><option value="">all</option>{opts}</select></label>'
 
 
-def _transcripts(convs: list[dict[str, Any]]) -> str:
-    metrics = sorted({str(c.get("metric_id")) for c in convs if c.get("metric_id")})
-    targets = sorted({str(c.get("target")) for c in convs if c.get("target")})
-    demos = sorted({f"{k}: {v}" for c in convs for k, v in c["demographic"].items()})
+def _transcripts(views: list[TranscriptView]) -> str:
+    convs = [v.conversation for v in views]
+    metrics = sorted({c.metric_id for c in convs if c.metric_id})
+    targets = sorted({c.target.id for c in convs if c.target.id})
+    demos = sorted({f"{k}: {v}" for c in convs for k, v in c.demographic.items()})
     items = []
-    for c in convs:
-        demo = "; ".join(f"{k}: {v}" for k, v in c["demographic"].items())
+    for view in views:
+        c, status = view.conversation, view.status
+        demo = "; ".join(f"{k}: {v}" for k, v in c.demographic.items())
         judged = "".join(
-            f'<div class="judgment"><span class="{_cls(j["passed"])}">{_cls(j["passed"])}</span> '
-            f'{E(str(j.get("metric_id")))} {E(str(j.get("metric_name") or ""))} ({E(str(j.get("metric_type")))}): '
-            f'behaviour {"present" if j.get("present") else "absent" if j.get("present") is not None else "unknown"}'
-            f'<div class="why">judge: {E(str(j.get("justification") or ""))}</div></div>' for j in c["judgments"])
-        turns = "".join(f'<div class="turn {E(t.get("role", ""))}"><span class="role">{E(t.get("role", ""))}</span> '
-                        f'{E(t.get("content", ""))}</div>' for t in c["transcript"])
-        demo_values = "|".join(f"{k}: {v}" for k, v in c["demographic"].items())
+            f'<div class="judgment"><span class="{_cls(j.passed)}">{_cls(j.passed)}</span> '
+            f'{E(j.metric_id)} {E(j.metric_name or "")} ({E(j.metric_type)}): '
+            f'behaviour {"present" if j.present else "absent" if j.present is not None else "unknown"}'
+            f'<div class="why">judge: {E(j.justification or "")}</div></div>' for j in view.judgments)
+        turns = "".join(f'<div class="turn {E(t.role)}"><span class="role">{E(t.role)}</span> '
+                        f'{E(t.content)}</div>' for t in c.transcript)
+        demo_values = "|".join(f"{k}: {v}" for k, v in c.demographic.items())
         items.append(
-            f'<details class="conv" data-testid="conv-{_tid(c["conv_id"], "s" + str(c["sample"]))}" '
-            f'data-status="{E(c["status"])}" data-metric="{E(str(c.get("metric_id")), quote=True)}" '
-            f'data-target="{E(str(c.get("target")), quote=True)}" data-demo="{E(demo_values, quote=True)}">'
-            f'<summary><span class="{"pass" if c["status"] == "passed" else (c["status"] == "failed" and "fail") or "unscored"}">'
-            f'{E(c["status"])}</span> {E(str(c["scenario_id"]))} · {E(str(c.get("target")))} · sample {c["sample"]}'
-            f'{" · " + E(demo) if demo else ""}</summary><p class="muted">{E(str(c.get("persona") or ""))} '
-            f'{E(str(c.get("user_goal") or ""))}</p>{judged}{turns}</details>')
+            f'<details class="conv" data-testid="conv-{_tid(c.conv_id, "s" + str(c.sample))}" '
+            f'data-status="{E(status)}" data-metric="{E(c.metric_id, quote=True)}" '
+            f'data-target="{E(c.target.id, quote=True)}" data-demo="{E(demo_values, quote=True)}">'
+            f'<summary><span class="{"pass" if status == "passed" else (status == "failed" and "fail") or "unscored"}">'
+            f'{E(status)}</span> {E(c.id)} · {E(c.target.id)} · sample {c.sample}'
+            f'{" · " + E(demo) if demo else ""}</summary><p class="muted">{E(c.persona or "")} '
+            f'{E(c.user_goal or "")}</p>{judged}{turns}</details>')
     filters = (f'<div class="filters"><label><input type="checkbox" id="f-failed"> failures only</label> '
                f'{_select("f-metric", "metric", metrics)} {_select("f-target", "target", targets)} '
                f'{_select("f-demo", "demographic", demos)} <input type="search" id="f-search" '
@@ -277,7 +279,7 @@ def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
     body = [_header(summary), "<main>", _problems(summary), _rates(summary)]
     if summary.scenario is not None:
-        body += [_demographics(summary.scenario["demographics"]), _transcripts(summary.scenario["transcripts"])]
+        body += [_demographics(summary.scenario.demographics), _transcripts(summary.scenario.transcripts)]
     if summary.dataset is not None:
         body += [_agents(summary.dataset), _comparisons(summary.dataset), _cases(summary.dataset)]
     body += [_files(summary), "</main>"]

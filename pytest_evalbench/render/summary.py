@@ -81,6 +81,55 @@ class CostView:
 
 
 @dataclass
+class DemographicGap:
+    """The best and worst value of one demographic axis and the 95% interval of their difference."""
+
+    best: str
+    worst: str
+    low: float
+    high: float
+
+
+@dataclass
+class DemographicGroup:
+    """One target × metric × demographic axis: the pass rate per axis value."""
+
+    target: str
+    metric: str
+    metric_name: str | None
+    axis: str
+    values: list[tuple[str, RateEstimate]]
+    flagged: bool = False
+    """The best and worst value differ beyond noise (`gap` excludes 0)."""
+    gap: DemographicGap | None = None
+
+
+@dataclass
+class TranscriptView:
+    """One conversation with its judgments and the status they add up to (shown, never decided here)."""
+
+    conversation: ConversationRow
+    status: str
+    judgments: list[ScoreRow]
+
+
+@dataclass
+class ScenarioView:
+    """A scenario run for people: demographics, every transcript, and the baseline's warnings."""
+
+    demographics: list[DemographicGroup]
+    transcripts: list[TranscriptView]
+    warnings: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"demographics": [{**asdict(g), "values": [{"value": v, **est.to_dict()} for v, est in g.values]}
+                                 for g in self.demographics],
+                "transcripts": [{"conversation": t.conversation.to_json(), "status": t.status,
+                                 "judgments": [j.to_json() for j in t.judgments]} for t in self.transcripts],
+                "warnings": self.warnings}
+
+
+@dataclass
 class DatasetView:
     """A dataset run for people: the per-agent summaries and per-case rows as the kind made them, the
     per-agent per-eval means with intervals, and the comparative pairs."""
@@ -115,7 +164,7 @@ class RunSummary:
     failed: int
     errors: list[str] = field(default_factory=list)
     """Item errors collapsed by message: `"500 items: <message>"`, most frequent first."""
-    scenario: dict[str, Any] | None = None
+    scenario: ScenarioView | None = None
     dataset: DatasetView | None = None
     files: list[tuple[str, str]] = field(default_factory=list)
     """(what, path) of every result file this session wrote, in the order written."""
@@ -128,6 +177,8 @@ class RunSummary:
         data["cost"]["note"] = self.cost.note
         if self.dataset is not None:
             data["dataset"] = self.dataset.to_json()
+        if self.scenario is not None:
+            data["scenario"] = self.scenario.to_json()
         return data
 
     def rate_table(self) -> dict[str, dict[str, float | None]]:
@@ -203,7 +254,7 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     return rows
 
 
-def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[dict[str, Any]]:
+def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
     demo = {c.id: c.demographic for c in conversations}
@@ -219,37 +270,31 @@ def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationR
             k_n[1] += 1
     out = []
     for (target, mid, axis), by_value in sorted(counts.items()):
-        values = [{"value": v, **RateEstimate.of(k, n).to_dict()} for v, (k, n) in sorted(by_value.items())]
-        flagged, gap = False, None
-        scored = [v for v in values if v["n"]]
+        values = [(v, RateEstimate.of(k, n)) for v, (k, n) in sorted(by_value.items())]
+        group = DemographicGroup(target, mid, names.get(mid), axis, values)
+        scored = [(v, est) for v, est in values if est.n]
         if len(scored) > 1:
-            best = max(scored, key=lambda v: v["rate"])
-            worst = min(scored, key=lambda v: v["rate"])
-            low, high = newcombe_diff_interval(worst["k"], worst["n"], best["k"], best["n"], Z95)
-            gap = {"best": best["value"], "worst": worst["value"], "low": low, "high": high}
-            flagged = low > 0
-        out.append({"target": target, "metric": mid, "metric_name": names.get(mid), "axis": axis, "values": values,
-                    "flagged": flagged, "gap": gap})
+            best = max(scored, key=lambda v: v[1].rate or 0.0)
+            worst = min(scored, key=lambda v: v[1].rate or 0.0)
+            low, high = newcombe_diff_interval(worst[1].k, worst[1].n, best[1].k, best[1].n, Z95)
+            group.gap = DemographicGap(best[0], worst[0], low, high)
+            group.flagged = low > 0
+        out.append(group)
     return out
 
 
-def transcripts(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[dict[str, Any]]:
+def transcripts(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[TranscriptView]:
     """Every conversation with its judgments (verdict and justification), sorted by target and id.
     (A conversation's shown status summarises its rows' verdicts; it decides nothing.)"""
-    judgments: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    judgments: dict[tuple[str, int], list[ScoreRow]] = defaultdict(list)
     for row in scores:
-        judgments[(row.conv_id, row.sample)].append(
-            {"metric_id": row.metric_id, "metric_name": row.metric_name, "metric_type": row.metric_type,
-             "present": row.present, "passed": row.passed, "justification": row.justification})
+        judgments[(row.conv_id, row.sample)].append(row)
     out = []
     for conv in sorted(conversations, key=lambda c: (c.target.id, c.conv_id, c.sample)):
         judged = judgments.get((conv.conv_id, conv.sample), [])
-        status = ("unscored" if any(j["passed"] is None for j in judged) or not judged
-                  else "passed" if all(j["passed"] for j in judged) else "failed")
-        out.append({"conv_id": conv.conv_id, "scenario_id": conv.id, "sample": conv.sample,
-                    "target": conv.target.id, "metric_id": conv.metric_id, "persona": conv.persona,
-                    "user_goal": conv.user_goal, "status": status, "demographic": conv.demographic,
-                    "transcript": [m.model_dump(mode="json", exclude_none=True) for m in conv.transcript], "judgments": judged})
+        status = ("unscored" if any(j.passed is None for j in judged) or not judged
+                  else "passed" if all(j.passed for j in judged) else "failed")
+        out.append(TranscriptView(conv, status, judged))
     return out
 
 
@@ -300,7 +345,7 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
         summary.rates = scenario_rates(written, gate.comparison)
-        summary.scenario = {"demographics": demographic_groups(written.scores, written.conversations),
-                            "transcripts": transcripts(written.scores, written.conversations),
-                            "warnings": list((gate.comparison or {}).get("meta_warnings") or [])}
+        summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations),
+                                        transcripts(written.scores, written.conversations),
+                                        list((gate.comparison or {}).get("meta_warnings") or []))
     return summary

@@ -37,7 +37,7 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += [f"ERROR {e}" for e in summary.errors]
     lines += summary.notes
     lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
-    lines += [f"warning: {w}" for w in (summary.scenario or {}).get("warnings", [])]
+    lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
     lines += [f"  per-case: {v}" for v in gate.verdicts]
     lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
     lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]

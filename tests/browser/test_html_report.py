@@ -7,6 +7,7 @@ logging on stderr checks the page paints without a console message.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -219,9 +220,13 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
     _, found = dump_dom(path.as_uri(), tmp_path)
     assert found.text["demo-t-m01-age-Adult (18+)"] == "0.00"
     assert "groups differ beyond noise" in found.text["demo-flag-t-m01-age"]
+    data = json.loads(json.dumps(summary.to_json()))["scenario"]  # the typed views serialise
+    assert data["demographics"][0]["flagged"] and data["demographics"][0]["values"][0]["value"] == "Adult (18+)"
+    assert [(t["conversation"]["id"], t["status"], t["judgments"][0]["passed"]) for t in data["transcripts"][:2]] == [
+        ("m01_s001_v01", "passed", True), ("m01_s001_v02", "failed", False)]
     # with the synthetic run of the other test (1 sample per value) nothing is flagged: noise
     summary2, _ = synthetic_summary(tmp_path)
-    assert not any(g["flagged"] for g in summary2.scenario["demographics"])
+    assert summary2.scenario is not None and not any(g.flagged for g in summary2.scenario.demographics)
 
 
 def test_filters_from_the_url(report: dict[str, Any], tmp_path: Path) -> None:
