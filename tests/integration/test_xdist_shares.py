@@ -43,3 +43,18 @@ def test_other_dist_modes_keep_xdist_scheduling(pytester: pytest.Pytester, bench
     result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", "loadfile", "-v")
     result.assert_outcomes(passed=4)
     assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
+
+
+def test_workers_collecting_different_items_is_a_clear_collection_error(pytester: pytest.Pytester,
+                                                                        bench_env: FakeLLMServer) -> None:
+    pytester.makeconftest("""
+def pytest_collection_modifyitems(config, items):
+    if getattr(config, "workerinput", {}).get("workerid") == "gw1":
+        del items[-1]
+""")
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    result = pytester.runpytest("--benchmark=demo", "-n", "2")
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*", "*-*m01_s004_v01*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["llm: 0 requests, *"])  # no worker started its share: nothing was paid for
