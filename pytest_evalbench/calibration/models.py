@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
+from ..kinds import spec_kind
 from ..loading import first_error
 from ..spec import BenchmarkSpec, Message
 
@@ -110,7 +111,7 @@ class CalibrationCase:
 
 def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
     """The labelled examples of calibration.jsonl; InputError naming file, line and field."""
-    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec.kind == "scenarios" else EvalLabel
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec_kind(spec).judged == "metrics" else EvalLabel
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
-from ..kinds import JudgedRowHook, KindResults, Outcome, Record
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Record
 from ..panel import agreement_lines
 from ..store import read_rows
 from .explain import EVAL_NAMES
@@ -33,6 +33,9 @@ class DatasetKind:
     """The dataset kind of the protocol in `kinds.py`."""
 
     roles = ("evaluator_model",)
+    judged: ClassVar[Judged] = "evals"
+    thresholds_name_targets: ClassVar[bool] = False
+    generated_from_metrics: ClassVar[bool] = False
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

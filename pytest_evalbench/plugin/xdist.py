@@ -339,6 +339,14 @@ class OrphanWatchdog:
         self._stop.set()
 
 
+def distributes(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller that hands items to workers: xdist's own
+    condition (a `--dist` mode and `--tx` nodes, which `-n N` sets), read through its options, so it
+    holds however the plugin was loaded (`-p xdist.plugin` registers it under another name)."""
+    return (not hasattr(config, "workerinput") and not config.option.collectonly
+            and config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None)))
+
+
 def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     if hasattr(config, "workerinput"):
@@ -346,7 +354,7 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if config.workerinput.get(SHARES_INPUT):
             config.pluginmanager.register(SharePrefetch(config), "evalbench-xdist-prefetch")
-    elif config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
+    elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
         if uses_shares(config):
