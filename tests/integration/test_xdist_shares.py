@@ -58,3 +58,37 @@ def pytest_collection_modifyitems(config, items):
     result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*", "*-*m01_s004_v01*"])
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["llm: 0 requests, *"])  # no worker started its share: nothing was paid for
+
+
+def test_shares_also_when_xdist_is_loaded_by_module_name(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With plugin autoload off, `-p xdist.plugin` registers xdist under another name: the glue must
+    still see that xdist distributes (shares, whole-share prefetch, the workers' counters)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    bench_env.latency = 0.3
+    result = pytester.runpytest_subprocess("-p", "pytest_evalbench.plugin", "-p", "xdist.plugin", "--benchmark=demo",
+                                           "-n", "2", "-v", "--evalbench-cache=off", "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=12)
+    assert 4 < bench_env.peak_concurrency <= 8
+    ran_on = {row: gw for gw, row in re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED \S+::(m01_s\d+_v01)",
+                                                  result.stdout.str())}
+    assert [ran_on[r["id"]] for r in ROWS] == ["gw0"] * 6 + ["gw1"] * 6
+    result.stdout.fnmatch_lines(["llm: 36 requests, *"])  # the workers' counters reached the controller
+
+
+def test_the_interpreter_skips_its_final_collection_and_later_exit_handlers_still_run(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A benchmark process freezes its objects at exit, so the final garbage collections skip the
+    imported module graph (xdist's controller waits for every worker to exit); exit handlers
+    registered before the plugin's (coverage saves its data in one) run after it."""
+    out = pytester.path / "frozen.txt"
+    pytester.makeconftest(f"""
+import atexit, gc
+atexit.register(lambda: open({str(out)!r}, "w").write(str(gc.get_freeze_count())))
+""")
+    write_benchmark(pytester.path, scenarios=ROWS[:2], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.runpytest_subprocess("--benchmark=demo", "-n", "2").assert_outcomes(passed=2)
+    assert int(out.read_text()) > 10_000
