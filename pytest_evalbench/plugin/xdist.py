@@ -1,11 +1,13 @@
-"""xdist glue, registered only when pytest-xdist is active; public hooks only.
+"""xdist glue, registered only when pytest-xdist distributes; public hooks and xdist's public
+scheduler protocol only (no private attribute of pytest or xdist).
 
 Workers hand their engine counters to the controller through `workeroutput`. With the share
-scheduler (`ShareScheduling`, chosen through `pytest_xdist_make_scheduler` for `--dist load`,
-xdist's default with `-n`, and `--dist worksteal`), every worker receives one fixed contiguous
-share of the items up front and starts the LLM work of its whole share before its first test
-(`SharePrefetch`), so the worker's engine always has work to keep `concurrency` requests in
-flight; no item is run twice; a dead worker's remaining items go to the live workers.
+scheduler (`ShareScheduling`, our own implementation of `xdist.scheduler.protocol.Scheduling`,
+chosen through `pytest_xdist_make_scheduler` for `--dist load`, xdist's default with `-n`, and
+`--dist worksteal`), every worker receives one fixed contiguous share of the items up front and
+starts the LLM work of its whole share when its first item runs (`SharePrefetch`), so the worker's
+engine always has work to keep its part of `concurrency` requests in flight; no item is run twice;
+a dead worker's remaining items go to the live workers.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +27,9 @@ from .collect import SESSION_KEY
 STATS_OUTPUT = "evalbench_stats"
 SHARES_INPUT = "evalbench_shares"
 """Set in `workerinput` by the controller when the share scheduler runs this session."""
+FILES_INPUT = "evalbench_whole_files"
+"""Set in `workerinput` by the controller when xdist sends each data file to one worker (workers
+themselves see `--dist no`)."""
 SHARED_DISTS = ("load", "worksteal")
 
 
@@ -272,6 +278,39 @@ class SharePrefetch:
         self.config.stash[SESSION_KEY].schedule(session.items[start:stop], start)
 
 
+WHOLE_FILE_DISTS = ("loadfile", "loadscope")
+"""xdist modes that send every item of a data file to one worker (a case's scope is its file)."""
+
+
+class FilePrefetch:
+    """Worker side for `--dist loadfile`/`loadscope`: xdist sends all items of a data file to one
+    worker, so when a file's first item runs this worker starts the LLM work of the whole file
+    (otherwise it would run one item at a time). A replacement of a crashed worker, which gets
+    only the remaining items, starts each when it runs."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.started: set[Path] = set()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        if item.path in self.started or worker_index(self.config.workerinput) is None:  # type: ignore[attr-defined]
+            return
+        self.started.add(item.path)
+        items = item.session.items
+        first = next(i for i, other in enumerate(items) if other.path == item.path)
+        count = sum(1 for other in items if other.path == item.path)
+        self.config.stash[SESSION_KEY].schedule(items[first:first + count], first)
+
+
+class WholeFileController:
+    """Controller side of `--dist loadfile`/`loadscope`: tells workers that each data file is theirs."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[FILES_INPUT] = True
+
+
 def uses_shares(config: pytest.Config) -> bool:
     return str(config.getoption("dist", "no")) in SHARED_DISTS
 
@@ -354,8 +393,12 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if config.workerinput.get(SHARES_INPUT):
             config.pluginmanager.register(SharePrefetch(config), "evalbench-xdist-prefetch")
+        elif config.workerinput.get(FILES_INPUT):
+            config.pluginmanager.register(FilePrefetch(config), "evalbench-xdist-prefetch")
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
         if uses_shares(config):
             config.pluginmanager.register(ShareController(config), "evalbench-xdist-shares")
+        elif str(config.getoption("dist", "no")) in WHOLE_FILE_DISTS:
+            config.pluginmanager.register(WholeFileController(), "evalbench-xdist-files")

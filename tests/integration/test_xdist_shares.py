@@ -37,12 +37,18 @@ def test_each_worker_runs_one_contiguous_share_and_prefetches_all_of_it(pytester
     assert len(bench_env.requests) == with_xdist == 12 * 3
 
 
-def test_other_dist_modes_keep_xdist_scheduling(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+@pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
+def test_whole_file_modes_keep_xdist_scheduling_and_start_the_whole_file(pytester: pytest.Pytester,
+                                                                         bench_env: FakeLLMServer, dist: str) -> None:
+    write_benchmark(pytester.path, scenarios=ROWS[:8], generation={"turns": 1})
     bench_env.set_responder(script(True, user=distinct_user))
-    result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", "loadfile", "-v")
-    result.assert_outcomes(passed=4)
+    bench_env.latency = 0.3
+    result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", dist, "-v", "--evalbench-cache=off",
+                                "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=8)
     assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
+    assert bench_env.peak_concurrency == 4  # that worker's half of the concurrency, not one item at a time
+    assert len(bench_env.requests) == 8 * 3  # nothing twice
 
 
 def test_workers_collecting_different_items_is_a_clear_collection_error(pytester: pytest.Pytester,
