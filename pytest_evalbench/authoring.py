@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import schemas
 from .context import open_engine, role_endpoint
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
+from .kinds import spec_kind
 from .llm import structured
 from .llm.cache import CacheMode, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
@@ -447,7 +448,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     bench_dir = benchmark_dir(options, name)
     spec = load_spec(bench_dir)
     spec_path, out_path = bench_dir / SPEC_FILE, bench_dir / SCENARIOS_FILE
-    if spec.kind != "scenarios":
+    if not spec_kind(spec).generated_from_metrics:
         raise ConfigError(f"{spec_path}: kind is {spec.kind!r}; gen-scenarios only writes scenario benchmarks")
     if not spec.metrics:
         raise InputError(spec_path, "no metrics yet; run gen-metrics first (or write them by hand)",

@@ -14,6 +14,7 @@ from typing import Any
 
 from .errors import ConfigError, InputError
 from .gate.compare import ThresholdRules
+from .kinds import spec_kind
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
@@ -214,7 +215,7 @@ class BenchmarkRun:
                     raise InputError(spec_file, f"unknown metric id {metric_id!r}; metrics: "
                                      f"{', '.join(m.id for m in self.spec.metrics)}", row="thresholds",
                                      field=f"per_metric.{metric_id}")
-        if self.spec.kind == "scenarios":
+        if spec_kind(self.spec).thresholds_name_targets:
             known = [t.id for t in self.spec.targets] + [t.id for t in self.target_configs]
             for target_id in rules.per_target:
                 if target_id not in known:

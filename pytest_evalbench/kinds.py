@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
 from .gate.rows import EvalScore, ModelResult, OutcomeRow
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the rows' modules import this one (Status); the run pulls t
     from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
     from .scenarios.models import ConversationRow, ScoreRow
+    from .spec import BenchmarkSpec
 
 Status = Literal["passed", "failed", "unscored"]
 JSONRecord = dict[str, Any]
@@ -124,12 +125,41 @@ class BenchmarkKind(Protocol[R]):
         """The inverse of `record_to_json` (on the controller, and when merging shards)."""
 
 
-def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
-    """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
-    from .calibration import CalibrationKind
+Judged = Literal["metrics", "evals"]
+
+
+class SpecKind(BenchmarkKind[Any], Protocol):
+    """A kind benchmark.yaml's `kind:` names, with what code outside the kind asks of it before (or
+    without) a run, as class attributes: a new kind states them instead of edits across the tree."""
+
+    judged: ClassVar[Judged]
+    """What the judge decides per item: binary metrics (present/absent) or evals scored 1..5.
+    Calibration labels and their agreement statistics follow it."""
+    thresholds_name_targets: ClassVar[bool]
+    """Whether `thresholds.per_target` keys are benchmark.yaml target ids (checked before any call)
+    rather than names the data brings (dataset agents)."""
+    generated_from_metrics: ClassVar[bool]
+    """Whether `evalbench gen-scenarios` writes this kind's data file from its metrics."""
+
+    def __init__(self, run: BenchmarkRun) -> None: ...
+
+
+def spec_kinds() -> dict[str, type[SpecKind]]:
+    """benchmark.yaml `kind:` value -> the kind's class (imported on first use)."""
     from .dataset import DatasetKind
     from .scenarios import ScenarioKind
 
-    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind[Any]]] = {"scenarios": ScenarioKind, "dataset": DatasetKind,
-                                                                  "calibration": CalibrationKind}
+    return {"scenarios": ScenarioKind, "dataset": DatasetKind}
+
+
+def spec_kind(spec: BenchmarkSpec) -> type[SpecKind]:
+    """The class of the kind benchmark.yaml names."""
+    return spec_kinds()[spec.kind]
+
+
+def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
+    """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
+    from .calibration import CalibrationKind
+
+    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind[Any]]] = {**spec_kinds(), "calibration": CalibrationKind}
     return kinds["calibration" if run.settings.calibrate else run.spec.kind](run)

@@ -22,7 +22,7 @@ from typing import Any
 from ..context import BenchmarkRun
 from ..dataset.explain import EVAL_NAMES
 from ..dataset.runner import run_eval
-from ..kinds import JudgedRowHook, KindResults, Outcome, Status
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
 from ..llm.types import Endpoint, Usage
 from ..panel import majority, poll
 from ..scenarios.judge import judge
@@ -110,17 +110,17 @@ class CalibrationKind:
 
     def write_results(self, records: Iterable[CalibrationRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
-        entries = calibration_entries(records, self.run.spec.kind, judge_name(self.run.judges()))
+        entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
         dump_json(self.run.bench_dir / RESULT_FILE, [e.model_dump(exclude_none=False) for e in entries])
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))
 
 
-def calibration_entries(records: Iterable[CalibrationRecord], kind: str, judge: str) -> list[CalibrationEntry]:
+def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str) -> list[CalibrationEntry]:
     groups: dict[str, list[CalibrationRecord]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r.line):
         groups[record.key].append(record)
-    weighted = kind != "scenarios"
+    weighted = judged == "evals"
     categories: list[Any] = [True, False] if not weighted else [1, 2, 3, 4, 5]
     order = list(EVAL_NAMES) if weighted else sorted(groups)
     entries = []

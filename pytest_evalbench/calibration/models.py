@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
-from ..kinds import Status
+from ..kinds import Status, spec_kind
 from ..llm.types import Usage
 from ..loading import first_error
 from ..spec import BenchmarkSpec, Message
@@ -138,7 +138,7 @@ class CalibrationRecord:
 
 def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
     """The labelled examples of calibration.jsonl; InputError naming file, line and field."""
-    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec.kind == "scenarios" else EvalLabel
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec_kind(spec).judged == "metrics" else EvalLabel
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

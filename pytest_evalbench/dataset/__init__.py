@@ -13,11 +13,11 @@ import functools
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
-from ..kinds import JudgedRowHook, KindResults, Outcome
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
@@ -33,6 +33,9 @@ class DatasetKind:
     """The dataset kind of the protocol in `kinds.py`."""
 
     roles = ("evaluator_model",)
+    judged: ClassVar[Judged] = "evals"
+    thresholds_name_targets: ClassVar[bool] = False
+    generated_from_metrics: ClassVar[bool] = False
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

@@ -27,7 +27,6 @@ from .compare import (
     Comparison,
     check_thresholds,
     compare_with_baseline,
-    comparison_table,
     load_baseline,
     make_baseline,
     summary_table,
@@ -120,36 +119,6 @@ class GateOutcome:
         if self.cases:  # num_samples > 1: the per-case verdicts decide, not single samples
             return 1 if self.failed_cases else 0
         return pytest_status
-
-    def lines(self) -> list[str]:
-        out = list(self.table)
-        if self.comparison is not None:
-            out += comparison_table(self.comparison)
-        out += [f"  per-case: {v}" for v in self.verdicts]
-        out += [f"  flipped pass->fail since baseline: {f}" for f in self.flips]
-        out += [f"  NOT EVALUATED: {n}" for n in self.notes]
-        out += [f"  THRESHOLD BREACH: {b}" for b in self.breaches]
-        out += [f"  REGRESSION vs baseline: {r}" for r in self.regressions]
-        out += [f"  INCOMPLETE: {i}" for i in self.incomplete]
-        out += [f"  wrote {w}" for w in self.written]
-        rules = f"{self.held} rule{'s' if self.held != 1 else ''} held, {len(self.notes)} not evaluated"
-        if self.incomplete:
-            out.append("gate: INCOMPLETE run (exit 7): the numbers above cannot pass or fail the build")
-        elif self.breaches or self.regressions:
-            out.append(f"gate: REGRESSION (exit 6; {len(self.breaches) + len(self.regressions)} failed, {rules})")
-        elif self.mode == "thresholds":
-            out.append(f"gate: passed ({rules}; case failures are reported, not gating)")
-        elif self.cases:
-            counts = {v: sum(1 for c in self.cases if c.verdict == v) for v in ("pass", "inconclusive", "fail")}
-            tally = ", ".join(f"{n} {v}" for v, n in counts.items())
-            if self.failed_cases:
-                out.append(f"gate: FAILED (exit 1): per-case verdicts {tally}; {rules}")
-            else:
-                out.append(f"gate: passed: per-case verdicts {tally} (single failed samples do not fail "
-                           f"the build; inconclusive cases {'fail' if self.fail_inconclusive else 'do not'}); {rules}")
-        elif self.held or self.notes:
-            out.append(f"gate: {rules}")
-        return out
 
 
 def case_verdicts(outcomes: list[OutcomeRow], threshold: float) -> list[CaseVerdict]:

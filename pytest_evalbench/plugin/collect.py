@@ -42,9 +42,13 @@ class CaseItem(pytest.Function):
         self.stash[CASE_KEY] = case
         node_id = getattr(self, "_id", None)
         if node_id is not None and hasattr(type(node_id), "parse"):
-            # pytest >= 9.2 keeps structured ids and offers no public way to give a Function a
-            # "[params]" suffix without a callspec; without it --lf (which parses stored ids) would
-            # never match the item. The only private attribute this package touches.
+            # pytest >= 9.2 keeps structured ids (path, names, params) and --lf/--nf compare them with
+            # the stored ids parsed back; Function derives params only from a callspec, which only
+            # Metafunc.parametrize builds (CallSpec and Metafunc's constructor are private), and does
+            # not forward Node's `nodeid=`. Items made by pytest's own parametrization would need a
+            # Module with a synthesized `obj`, which pytest imports as Python under
+            # `collect_imported_tests = false`, and would get ASCII-escaped ids (not byte-identical).
+            # So this one private attribute stays (tests: --lf, --nf, --sw in test_scenarios.py).
             self._id = type(node_id).parse(str(node_id))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -1,29 +1,35 @@
-"""xdist glue, registered only when pytest-xdist is active; public hooks only.
+"""xdist glue, registered only when pytest-xdist distributes; public hooks and xdist's public
+scheduler protocol only (no private attribute of pytest or xdist).
 
 Workers hand their engine counters to the controller through `workeroutput`. With the share
-scheduler (`ShareScheduling`, chosen through `pytest_xdist_make_scheduler` for `--dist load`,
-xdist's default with `-n`, and `--dist worksteal`), every worker receives one fixed contiguous
-share of the items up front and starts the LLM work of its whole share before its first test
-(`SharePrefetch`), so the worker's engine always has work to keep `concurrency` requests in
-flight; no item is run twice; a dead worker's remaining items go to the live workers.
+scheduler (`ShareScheduling`, our own implementation of `xdist.scheduler.protocol.Scheduling`,
+chosen through `pytest_xdist_make_scheduler` for `--dist load`, xdist's default with `-n`, and
+`--dist worksteal`), every worker receives one fixed contiguous share of the items up front and
+starts the LLM work of its whole share when its first item runs (`SharePrefetch`), so the worker's
+engine always has work to keep its part of `concurrency` requests in flight; no item is run twice;
+a dead worker's remaining items go to the live workers.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScheduling
 
 from .collect import SESSION_KEY
 
 STATS_OUTPUT = "evalbench_stats"
 SHARES_INPUT = "evalbench_shares"
 """Set in `workerinput` by the controller when the share scheduler runs this session."""
+FILES_INPUT = "evalbench_whole_files"
+"""Set in `workerinput` by the controller when xdist sends each data file to one worker (workers
+themselves see `--dist no`)."""
 SHARED_DISTS = ("load", "worksteal")
 
 
@@ -81,38 +87,120 @@ def worker_share(workerinput: Mapping[str, Any], max_cost: float | None, concurr
     return (max_cost / workers if max_cost is not None else None), max(1, stop - start)
 
 
-class ShareScheduling(LoadScheduling):
-    """xdist's load scheduler, but every initial worker gets its whole contiguous share at once.
+class ShareScheduling:
+    """A scheduler for xdist's public protocol (`xdist.scheduler.protocol.Scheduling`): every initial
+    worker gets its whole contiguous share at once.
 
-    A worker is told to shut down only when it holds its last item, so while any worker is alive
-    the items of one that died (all but the crashing one, which xdist reports) can be handed to it.
+    A worker is told to shut down only when it holds its last item (xdist runs an item once the
+    next one, or the shutdown, has arrived), so while any worker is alive the items of one that died
+    (all but the crashing one, which xdist reports) can be handed to it.
     """
 
-    collection: list[str] | None
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        self.config = config
+        self.log: Callable[..., None] = log.sharesched if log is not None else (lambda *args: None)
+        self.node2collection: dict[Any, list[str]] = {}
+        self.node2pending: dict[Any, list[int]] = {}
+        """Per live worker, the indices it was sent and has not finished, in the order it runs them."""
+        self.pending: list[int] = []
+        """Indices owned by no live worker yet (shares of workers that died or never came up)."""
+        self.collection: list[str] | None = None
+        self.expected: int | None = None
+        """How many workers xdist starts (`workercount` of the first one): collection is complete when
+        that many have reported theirs."""
+
+    # ---------------------------------------------------------------- protocol
+    @property
+    def nodes(self) -> list[Any]:
+        return list(self.node2pending)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return self.expected is not None and len(self.node2collection) >= self.expected
+
+    @property
+    def tests_finished(self) -> bool:
+        return (self.collection_is_completed and not self.pending
+                and all(len(pending) < 2 for pending in self.node2pending.values()))
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.pending) or any(self.node2pending.values())
+
+    def add_node(self, node: Any) -> None:
+        assert node not in self.node2pending
+        if self.expected is None:
+            self.expected = int(node.workerinput["workercount"])
+        self.node2pending[node] = []
+
+    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+        assert node in self.node2pending
+        if self.collection is not None and list(collection) != self.collection:
+            # a replacement of a crashed worker collected something else: it gets no items
+            self.log(collection_diff(self.collection, collection, "the first workers", node.gateway.id))
+            node.shutdown()
+            return
+        self.node2collection[node] = list(collection)
+
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        self.node2pending[node].remove(item_index)
+        self._check(node)
+
+    def mark_test_pending(self, item: str) -> None:
+        assert self.collection is not None
+        self.pending.insert(0, self.collection.index(item))
+        self._hand_out()
+
+    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+        raise NotImplementedError("the share scheduler never steals items")
+
+    def remove_node(self, node: Any) -> str | None:
+        """Forget a worker that finished or died; a dead one's remaining items go to the live ones.
+        Returns the item it was running when it died (xdist reports that one as crashed)."""
+        pending = self.node2pending.pop(node)
+        if not pending or self.collection is None:
+            return None
+        crashed = self.collection[pending.pop(0)]
+        self.pending.extend(pending)
+        self._hand_out()
+        return crashed
 
     def schedule(self) -> None:
         assert self.collection_is_completed
         if self.collection is not None:
-            self._hand_out()
+            self._hand_out()  # a replacement worker came up: it may take unowned items
             return
-        if not self._check_nodes_have_same_collection():
+        if not self._same_collections():
             self.log("**Different tests collected, aborting run**")
             return
-        collection: list[str] = next(iter(self.node2collection.values()))
-        self.collection = collection
-        count = len(collection)
+        collection = self.collection = next(iter(self.node2collection.values()))
         owned: set[int] = set()
         for node in self.nodes:
             index = worker_index(node.workerinput)
             if index is None:
                 continue
-            start, stop = share_bounds(count, self.numnodes, index)
+            start, stop = share_bounds(len(collection), int(node.workerinput["workercount"]), index)
             owned.update(range(start, stop))
             self._send(node, list(range(start, stop)))
-        self.pending[:] = [i for i in range(count) if i not in owned]  # shares of workers that never came up
+        self.pending[:] = [i for i in range(len(collection)) if i not in owned]  # shares of absent workers
         self._hand_out()
 
-    def check_schedule(self, node: Any, duration: float = 0) -> None:
+    # ---------------------------------------------------------------- ours
+    def _same_collections(self) -> bool:
+        """Whether every worker collected the same items; if not, each difference is reported as a
+        collection error (the run then ends with exit 2, running nothing)."""
+        (first, reference), *others = self.node2collection.items()
+        same = True
+        for node, collection in others:
+            diff = collection_diff(reference, collection, first.gateway.id, node.gateway.id)
+            if diff:
+                same = False
+                self.log(diff)
+                self.config.hook.pytest_collectreport(report=pytest.CollectReport(
+                    nodeid=node.gateway.id, outcome="failed", longrepr=diff, result=[]))
+        return same
+
+    def _check(self, node: Any) -> None:
         if node.shutting_down:
             return
         if self.pending:
@@ -122,7 +210,7 @@ class ShareScheduling(LoadScheduling):
 
     def _hand_out(self) -> None:
         """Split the unowned items evenly over the live workers; shut down those with nothing left."""
-        live = [node for node in self.nodes if not node.shutting_down]
+        live = [node for node in self.nodes if not node.shutting_down and node in self.node2collection]
         if self.pending and live:
             pending, self.pending[:] = list(self.pending), []
             for n, node in enumerate(live):
@@ -136,6 +224,16 @@ class ShareScheduling(LoadScheduling):
         if indices:
             self.node2pending[node].extend(indices)
             node.send_runtest_some(indices)
+
+
+def collection_diff(reference: Sequence[str], other: Sequence[str], reference_id: str, other_id: str) -> str | None:
+    """Why two workers' collections differ (a unified diff of their node ids), or None if they don't."""
+    if list(reference) == list(other):
+        return None
+    diff = "\n".join(line.rstrip() for line in difflib.unified_diff(list(reference), list(other),
+                                                                     fromfile=reference_id, tofile=other_id))
+    return (f"Different tests were collected between {reference_id} and {other_id}; every worker must "
+            f"collect the same benchmark items. The difference is:\n{diff}")
 
 
 class ShareController:
@@ -154,7 +252,9 @@ class ShareController:
 
 
 class SharePrefetch:
-    """Worker side: start the LLM work of this worker's whole share before its first test.
+    """Worker side: start the LLM work of this worker's whole share when its first item is about
+    to run, that is once the controller has checked that every worker collected the same items and
+    sent the shares (a mismatch then costs no LLM call).
 
     Items handed over from a dead worker are not prefetched: they start when they run, so an item
     that kills its process takes at most itself down with the next worker.
@@ -162,15 +262,53 @@ class SharePrefetch:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.started = False
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        if self.started:
+            return
+        self.started = True
+        session = item.session
         workerinput: Mapping[str, Any] = self.config.workerinput  # type: ignore[attr-defined]
         index = worker_index(workerinput)
-        if index is None or session.testsfailed or self.config.option.collectonly:
+        if index is None:
             return
         start, stop = share_bounds(len(session.items), int(workerinput["workercount"]), index)
         self.config.stash[SESSION_KEY].schedule(session.items[start:stop], start)
+
+
+WHOLE_FILE_DISTS = ("loadfile", "loadscope")
+"""xdist modes that send every item of a data file to one worker (a case's scope is its file)."""
+
+
+class FilePrefetch:
+    """Worker side for `--dist loadfile`/`loadscope`: xdist sends all items of a data file to one
+    worker, so when a file's first item runs this worker starts the LLM work of the whole file
+    (otherwise it would run one item at a time). A replacement of a crashed worker, which gets
+    only the remaining items, starts each when it runs."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.started: set[Path] = set()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> None:
+        if item.path in self.started or worker_index(self.config.workerinput) is None:  # type: ignore[attr-defined]
+            return
+        self.started.add(item.path)
+        items = item.session.items
+        first = next(i for i, other in enumerate(items) if other.path == item.path)
+        count = sum(1 for other in items if other.path == item.path)
+        self.config.stash[SESSION_KEY].schedule(items[first:first + count], first)
+
+
+class WholeFileController:
+    """Controller side of `--dist loadfile`/`loadscope`: tells workers that each data file is theirs."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[FILES_INPUT] = True
 
 
 def uses_shares(config: pytest.Config) -> bool:
@@ -240,6 +378,14 @@ class OrphanWatchdog:
         self._stop.set()
 
 
+def distributes(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller that hands items to workers: xdist's own
+    condition (a `--dist` mode and `--tx` nodes, which `-n N` sets), read through its options, so it
+    holds however the plugin was loaded (`-p xdist.plugin` registers it under another name)."""
+    return (not hasattr(config, "workerinput") and not config.option.collectonly
+            and config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None)))
+
+
 def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     if hasattr(config, "workerinput"):
@@ -247,8 +393,12 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if config.workerinput.get(SHARES_INPUT):
             config.pluginmanager.register(SharePrefetch(config), "evalbench-xdist-prefetch")
-    elif config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
+        elif config.workerinput.get(FILES_INPUT):
+            config.pluginmanager.register(FilePrefetch(config), "evalbench-xdist-prefetch")
+    elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
         if uses_shares(config):
             config.pluginmanager.register(ShareController(config), "evalbench-xdist-shares")
+        elif str(config.getoption("dist", "no")) in WHOLE_FILE_DISTS:
+            config.pluginmanager.register(WholeFileController(), "evalbench-xdist-files")

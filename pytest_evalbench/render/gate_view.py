@@ -76,7 +76,7 @@ def _flip_node_id(key: str, node_ids: dict[str, str]) -> str:
 
 def _table(outcome: Any, comparison: Any) -> list[str]:
     """The gate's rate table, then its baseline comparison table (raw and adjusted p per test)."""
-    from ..gate.outcome import comparison_table
+    from ..gate.compare import comparison_table
 
     return list(getattr(outcome, "table", [])) + (comparison_table(comparison) if comparison is not None else [])
 
@@ -117,7 +117,7 @@ def _verdict(view: GateView, exit_code: int, failed: int, rules: int) -> tuple[s
     if exit_code not in (0, 1):
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
     if view.mode == "thresholds":
-        held = (f"{rules} threshold/baseline rule{'s' if rules != 1 else ''} held" if rules
+        held = (f"{rules} threshold/baseline rule{'s' if rules != 1 else ''} held" if rules or view.notes
                 else "no threshold rules are configured")
         if view.notes:
             held += f", {len(view.notes)} not evaluated"

@@ -12,12 +12,12 @@ import functools
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..calibration.reliability import judge_name, reliability_lines, unreliable_judges
 from ..context import BenchmarkRun
 from ..errors import ConfigError
-from ..kinds import JudgedRowHook, KindResults, Outcome, Status
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from .aggregate import aggregate
@@ -35,6 +35,9 @@ class ScenarioKind:
     """The scenario kind of the protocol in `kinds.py`."""
 
     roles = ("user_model", "evaluator_model")
+    judged: ClassVar[Judged] = "metrics"
+    thresholds_name_targets: ClassVar[bool] = True
+    generated_from_metrics: ClassVar[bool] = True
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

@@ -121,6 +121,26 @@ def test_last_failed_reruns_only_failures(pytester: pytest.Pytester, bench_env: 
     result.assert_outcomes(failed=2)
 
 
+def test_new_first_and_stepwise_know_the_items_of_the_last_run(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    """--nf and --sw compare stored node ids with the items' structured ids (pytest >= 9.2 parses the
+    stored ids into path, names and params): ours must parse back to the same thing."""
+    bench = write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo", "-p", "cacheprovider").assert_outcomes(passed=2, failed=2)
+    rows = [*read_json(bench / "scenarios.json"), scenario("m01_s009_v01", "m01")]
+    (bench / "scenarios.json").write_text(json.dumps(rows))
+    result = pytester.runpytest("--benchmark=demo", "-p", "cacheprovider", "--nf", "-v")
+    result.assert_outcomes(passed=3, failed=2)
+    ran = re.findall(r"::(m\d+_s\d+_v\d+)\[tgt-s0\] (?:PASSED|FAILED)", result.stdout.str())
+    assert ran[0] == "m01_s009_v01" and sorted(ran[1:]) == sorted(r["id"] for r in rows[:4])
+    first = pytester.runpytest("--benchmark=demo", "-p", "cacheprovider", "--sw", "-v")
+    stopped_at = re.findall(r"::(\S+) FAILED", first.stdout.str())
+    assert len(stopped_at) == 1
+    again = pytester.runpytest("--benchmark=demo", "-p", "cacheprovider", "--sw", "-v")
+    assert re.findall(r"::(\S+) (?:PASSED|FAILED)", again.stdout.str())[0] == stopped_at[0]
+
+
 def test_samples_and_targets_multiply_items(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
                             generation={"turns": 1, "num_samples": 2},

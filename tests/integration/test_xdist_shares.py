@@ -37,9 +37,64 @@ def test_each_worker_runs_one_contiguous_share_and_prefetches_all_of_it(pytester
     assert len(bench_env.requests) == with_xdist == 12 * 3
 
 
-def test_other_dist_modes_keep_xdist_scheduling(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+@pytest.mark.parametrize("dist", ["loadfile", "loadscope"])
+def test_whole_file_modes_keep_xdist_scheduling_and_start_the_whole_file(pytester: pytest.Pytester,
+                                                                         bench_env: FakeLLMServer, dist: str) -> None:
+    write_benchmark(pytester.path, scenarios=ROWS[:8], generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    bench_env.latency = 0.3
+    result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", dist, "-v", "--evalbench-cache=off",
+                                "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=8)
+    assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
+    assert bench_env.peak_concurrency == 4  # that worker's half of the concurrency, not one item at a time
+    assert len(bench_env.requests) == 8 * 3  # nothing twice
+
+
+def test_workers_collecting_different_items_is_a_clear_collection_error(pytester: pytest.Pytester,
+                                                                        bench_env: FakeLLMServer) -> None:
+    pytester.makeconftest("""
+def pytest_collection_modifyitems(config, items):
+    if getattr(config, "workerinput", {}).get("workerid") == "gw1":
+        del items[-1]
+""")
     write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
     bench_env.set_responder(script(True, user=distinct_user))
-    result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", "loadfile", "-v")
-    result.assert_outcomes(passed=4)
-    assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
+    result = pytester.runpytest("--benchmark=demo", "-n", "2")
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*", "*-*m01_s004_v01*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["llm: 0 requests, *"])  # no worker started its share: nothing was paid for
+
+
+def test_shares_also_when_xdist_is_loaded_by_module_name(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """With plugin autoload off, `-p xdist.plugin` registers xdist under another name: the glue must
+    still see that xdist distributes (shares, whole-share prefetch, the workers' counters)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    bench_env.latency = 0.3
+    result = pytester.runpytest_subprocess("-p", "pytest_evalbench.plugin", "-p", "xdist.plugin", "--benchmark=demo",
+                                           "-n", "2", "-v", "--evalbench-cache=off", "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=12)
+    assert 4 < bench_env.peak_concurrency <= 8
+    ran_on = {row: gw for gw, row in re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED \S+::(m01_s\d+_v01)",
+                                                  result.stdout.str())}
+    assert [ran_on[r["id"]] for r in ROWS] == ["gw0"] * 6 + ["gw1"] * 6
+    result.stdout.fnmatch_lines(["llm: 36 requests, *"])  # the workers' counters reached the controller
+
+
+def test_the_interpreter_skips_its_final_collection_and_later_exit_handlers_still_run(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A benchmark process freezes its objects at exit, so the final garbage collections skip the
+    imported module graph (xdist's controller waits for every worker to exit); exit handlers
+    registered before the plugin's (coverage saves its data in one) run after it."""
+    out = pytester.path / "frozen.txt"
+    pytester.makeconftest(f"""
+import atexit, gc
+atexit.register(lambda: open({str(out)!r}, "w").write(str(gc.get_freeze_count())))
+""")
+    write_benchmark(pytester.path, scenarios=ROWS[:2], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.runpytest_subprocess("--benchmark=demo", "-n", "2").assert_outcomes(passed=2)
+    assert int(out.read_text()) > 10_000

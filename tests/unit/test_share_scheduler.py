@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from pytest_evalbench.plugin.xdist import ShareScheduling, share_bounds, worker_index, worker_share
 
 
+class FakeHooks:
+    def __init__(self) -> None:
+        self.reports: list[pytest.CollectReport] = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.reports.append(report)
+
+
 class FakeConfig:
-    def __init__(self, workers: int) -> None:
-        self.values = {"tx": [f"{workers}*popen"], "maxschedchunk": None}
+    """Only what the scheduler may use: the public hook caller."""
 
-    def getvalue(self, name: str) -> Any:
-        return self.values[name]
-
-    getoption = getvalue
+    def __init__(self) -> None:
+        self.hook = FakeHooks()
 
 
 class FakeNode:
@@ -51,7 +54,7 @@ def test_worker_index_and_concurrency_split() -> None:
 
 
 def scheduler(count: int, workers: int) -> tuple[ShareScheduling, list[FakeNode]]:
-    sched = ShareScheduling(FakeConfig(workers))  # type: ignore[arg-type]
+    sched = ShareScheduling(FakeConfig())  # type: ignore[arg-type]
     nodes = [FakeNode(f"gw{i}", workers) for i in range(workers)]
     collection = [f"t.py::test_{i}" for i in range(count)]
     for node in nodes:
@@ -79,3 +82,78 @@ def test_a_dead_workers_items_go_to_the_live_ones_once() -> None:
     everything = [*a.sent, 4, 5, *c.sent]
     assert sorted(everything) == list(range(12))  # nothing lost, nothing twice
     assert not sched.tests_finished
+
+
+def test_it_is_xdists_public_protocol_not_a_subclass() -> None:
+    from xdist.scheduler import LoadScheduling
+    from xdist.scheduler.protocol import Scheduling
+
+    assert not issubclass(ShareScheduling, LoadScheduling)
+    members = [m for m in vars(Scheduling) if not m.startswith("_")]
+    assert members and all(callable(getattr(ShareScheduling, m, None)) or isinstance(getattr(ShareScheduling, m), property)
+                           for m in members)
+
+
+def test_collection_completes_only_when_every_worker_reported() -> None:
+    sched = ShareScheduling(FakeConfig())  # type: ignore[arg-type]
+    a, b = FakeNode("gw0", 2), FakeNode("gw1", 2)
+    sched.add_node(a)  # type: ignore[arg-type]
+    sched.add_node(b)  # type: ignore[arg-type]
+    sched.add_node_collection(a, ["t.py::x", "t.py::y"])  # type: ignore[arg-type]
+    assert not sched.collection_is_completed and not sched.tests_finished and not sched.has_pending
+    sched.add_node_collection(b, ["t.py::x", "t.py::y"])  # type: ignore[arg-type]
+    assert sched.collection_is_completed
+    sched.schedule()
+    assert (a.sent, b.sent) == ([0], [1]) and a.shutting_down and b.shutting_down
+    assert sched.has_pending and sched.tests_finished  # each holds its last item, already told to stop
+
+
+def test_different_collections_are_a_collection_error_and_nothing_runs() -> None:
+    config = FakeConfig()
+    sched = ShareScheduling(config)  # type: ignore[arg-type]
+    a, b = FakeNode("gw0", 2), FakeNode("gw1", 2)
+    for node, ids in ((a, ["t.py::x", "t.py::y"]), (b, ["t.py::x", "t.py::z"])):
+        sched.add_node(node)  # type: ignore[arg-type]
+        sched.add_node_collection(node, ids)  # type: ignore[arg-type]
+    sched.schedule()
+    assert a.sent == b.sent == []
+    [report] = config.hook.reports
+    assert report.failed and report.nodeid == "gw1"
+    assert "Different tests were collected between gw0 and gw1" in str(report.longrepr)
+    assert "-t.py::y" in str(report.longrepr) and "+t.py::z" in str(report.longrepr)
+    assert sched.tests_finished and not sched.has_pending
+
+
+def test_a_replacement_worker_takes_the_dead_ones_items_after_collecting() -> None:
+    sched, (a, b) = scheduler(6, 2)
+    for index in [0, 1]:
+        sched.mark_test_complete(a, index)  # type: ignore[arg-type]
+    assert a.shutting_down  # holds its last item (2)
+    assert sched.remove_node(b) == "t.py::test_3"  # died running its first item
+    assert sched.pending == [4, 5] and not sched.tests_finished
+    spare = FakeNode("gw2", 2)  # xdist numbers a replacement past the initial count
+    sched.add_node(spare)  # type: ignore[arg-type]
+    sched.schedule()  # not collected yet: gets nothing
+    assert spare.sent == []
+    sched.add_node_collection(spare, [f"t.py::test_{i}" for i in range(6)])  # type: ignore[arg-type]
+    sched.schedule()
+    assert spare.sent == [4, 5] and not sched.pending
+    sched.mark_test_complete(spare, 4)  # type: ignore[arg-type]
+    assert spare.shutting_down
+
+
+def test_a_replacement_with_another_collection_gets_nothing_and_stops() -> None:
+    sched, (_, b) = scheduler(4, 2)
+    sched.remove_node(b)  # type: ignore[arg-type]
+    spare = FakeNode("gw2", 2)
+    sched.add_node(spare)  # type: ignore[arg-type]
+    sched.add_node_collection(spare, ["t.py::other"])  # type: ignore[arg-type]
+    sched.schedule()
+    assert spare.sent == [] and spare.shutting_down
+
+
+def test_an_item_put_back_pending_runs_again_once() -> None:
+    sched, (a, b) = scheduler(4, 2)
+    sched.mark_test_complete(a, 0)  # type: ignore[arg-type]
+    sched.mark_test_pending("t.py::test_0")
+    assert sorted(a.sent + b.sent) == [0, 0, 1, 2, 3]

@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -26,7 +27,7 @@ from pytest_evalbench.gate.compare import (
     parse_compare_rule,
     summary_table,
 )
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateOutcome, GateSettings, evaluate_gate
 from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
 from pytest_evalbench.gate.stats import (
     agresti_min_interval,
@@ -40,6 +41,10 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.render.gate_view import gate_view
+from pytest_evalbench.render.summary import build_summary
+from pytest_evalbench.render.terminal import summary_lines
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import ScoreRow
 
@@ -232,8 +237,17 @@ def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = N
     outcome = evaluate_gate(GateInputs(results=results_of(scores) if scores else [], outcomes=scores,
                                        scores=evals or [], rules=ThresholdRules.model_validate(rules or {}),
                                        baseline=baseline), GateSettings(**settings))  # type: ignore[arg-type]
-    status = 1 if any(r.passed is False for r in scores) else 0
-    return outcome.exit_code(status), outcome.lines()
+    failed = sum(1 for r in scores if r.passed is False)
+    code = outcome.exit_code(1 if failed else 0)
+    return code, rendered(outcome, code, failed)
+
+
+def rendered(outcome: GateOutcome, code: int, failed: int) -> list[str]:
+    """The terminal summary a session prints for this outcome (the rendering production uses)."""
+    summary = build_summary(kind="scenarios", written=None, gate=gate_view(outcome, code, failed, {}),
+                            meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
+                            root=Path("/"), files=[])
+    return summary_lines(summary, Path("b"), Path("b"))
 
 
 THRESHOLDS = {"mode": "thresholds"}
@@ -251,7 +265,8 @@ def test_three_of_three_flips_are_not_significant() -> None:
     code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
-    assert lines[-1].startswith("gate: passed (1 rule held, 0 not evaluated")
+    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
+                         "3 cases failed, which is reported but does not fail the build")
 
 
 def test_five_losses_among_ten_metrics_are_noise_after_holm() -> None:
@@ -287,7 +302,9 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
     assert outcome.exit_code(1) == EXIT_REGRESSION
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
                                    "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
-    assert "held" not in outcome.lines()[-1] or "0 rules held" in outcome.lines()[-1]
+    lines = rendered(outcome, outcome.exit_code(1), 30)
+    assert lines[-1] == "gate: REGRESSION (exit 6): 1 regression vs baseline"
+    assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
 # --------------------------------------------------------------------------- comparisons and rules
@@ -346,8 +363,8 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
         "t1: negative_pass_rate min 0.50 not evaluated (no scored rows)",
         "t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
-    assert code == 0 and lines[-1] == ("gate: passed (0 rules held, 3 not evaluated; case failures are reported, "
-                                       "not gating)")
+    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 0 threshold/baseline "
+                                       "rules held, 3 not evaluated")
     assert "  NOT EVALUATED: t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)" in lines
 
 
@@ -473,7 +490,11 @@ def test_samples_build_follows_the_per_case_verdict(passes: int, mode: str, fail
     assert f"  per-case: m01_s001_v01[t1] {passes}/10 passed -> {verdict}" in lines
     assert "  per-case: m02_s001_v01[t1] 10/10 passed -> pass" in lines
     if mode == "cases":
-        assert lines[-1].startswith("gate: FAILED (exit 1)" if code else "gate: passed: per-case verdicts")
+        tally = {"pass": "2 pass, 0 inconclusive, 0 fail", "fail": "1 pass, 0 inconclusive, 1 fail",
+                 "inconclusive": "1 pass, 1 inconclusive, 0 fail"}[verdict]  # m02 passes
+        assert lines[-1] == (f"gate: FAILED (exit 1): per-case verdicts {tally} (gate: cases fails the build on a failed case)"
+                             if code else f"gate: PASSED (exit 0): per-case verdicts {tally}; single failed samples do "
+                                          "not fail the build")
 
 
 # --------------------------------------------------------------------------- compare rules and tables
