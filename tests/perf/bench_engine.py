@@ -189,9 +189,11 @@ def write_bench(root: Path, n: int, turns: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
-ISOLATED = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+ISOLATED = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": ""}
 """Measured pytest processes load only the plugins named with -p: the dev venv's other pytest11
-plugins (hypothesis alone costs ~0.6 s at every start) are not ours to measure."""
+plugins (hypothesis alone costs ~0.6 s at every start) are not ours to measure. They may also
+write bytecode, as an installed package has (a dev shell's PYTHONDONTWRITEBYTECODE=1 recompiles
+every module of ours, and pytest re-rewrites the plugin's, at every start: ~0.1 s)."""
 PLUGIN = ("-p", "pytest_evalbench.plugin")
 
 
@@ -255,7 +257,8 @@ def main() -> int:
             root = Path(tmp)
             write_bench(root, args.n, args.turns)
             base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off"]
-            print("pytest runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_evalbench.plugin [-p xdist.plugin]")
+            print("pytest runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_evalbench.plugin [-p xdist.plugin], "
+                  "bytecode written")
             print(f"N={args.n} x ({args.turns} turns + judge) = {calls} chained calls each; latency "
                   f"{args.latency * 1000:.0f} ms; ideal = ceil(N/C) x {calls} x latency")
             print(f"{'C':>4} {'client':>8} {'ideal s':>8} {'process s':>9} {'process/ideal':>13} {'loop/ideal':>10} "
