@@ -33,6 +33,7 @@ from ..render.progress import Counts, ProgressReporter
 from ..render.summary import RunSummary, build_summary
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
+from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
 
@@ -213,9 +214,10 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist, start every selected item's LLM work before the first test runs."""
-        if self.is_worker or self.config.pluginmanager.hasplugin("dsession"):
-            return
         if session.testsfailed or self.config.option.collectonly:
+            return
+        gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
+        if self.is_worker or self.config.pluginmanager.hasplugin("dsession"):
             return
         self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.schedule(session.items)
@@ -475,3 +477,4 @@ class EvalbenchSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close_engine()
+        gc_tuning.restore()
