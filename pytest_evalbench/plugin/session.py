@@ -77,6 +77,8 @@ class EvalbenchSession:
         self.summary: RunSummary | None = None
         self.messages: dict[str, str] = {}
         """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
+        self._first_with: dict[str, str] = {}
+        """One-line error -> the first item that had it (a dict: 10,000 failing items stay linear)."""
         self.failed: set[str] = set()
         self.finished: set[str] = set()
         self.total = 0
@@ -419,31 +421,27 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """With the live progress line, our items print no letters (the line counts them instead)."""
-        if self.progress is None or not self.progress.live or report.when != "call" or not self._ours(report):
+        if self.progress is None or not self.progress.live or report.when != "call" or not self.is_case(report.nodeid):
             return None
         return report.outcome, "", ""
-
-    def _ours(self, report: pytest.TestReport) -> bool:
-        try:
-            return (self.config.rootpath / report.location[0]).parent == self.bench_dir
-        except (TypeError, IndexError):
-            return False
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
         """A configuration problem that hits every item is shown in full once: later items with the
         same message point at the first one (the summary counts them: "500 items: <message>")."""
         message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
-        first = next((node for node, seen in self.messages.items() if seen == message), None)
+        first = self._first_with.setdefault(message, report.nodeid)
         self.messages[report.nodeid] = message
-        if first is not None:
+        if first != report.nodeid:
             report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
 
     def _track_progress(self, report: pytest.TestReport) -> None:
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
-        if report.when != "teardown" or self.progress is None or not self._ours(report):
+        if report.when != "teardown" or self.progress is None or not self.is_case(report.nodeid):
             return
         self.finished.add(report.nodeid)
+        if not self.progress.due(len(self.finished), max(self.total, len(self.finished))):
+            return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
         counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)), failed=len(self.failed),
                         errored=len(self.errors))
         if self._run is not None and not self.config.pluginmanager.hasplugin("dsession"):
