@@ -308,6 +308,7 @@ class EvalbenchSession:
         through the xdist glue)."""
         if self.is_worker:
             return
+        self._drop_quiet_phase_reports()
         self.stats.merge(self.close_engine() or {})
         status = int(exitstatus)
         if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
@@ -328,6 +329,17 @@ class EvalbenchSession:
             return
         session.exitstatus = self.outcome.exit_code(status)
         self.write_reports(int(session.exitstatus))
+
+    def _drop_quiet_phase_reports(self) -> None:
+        """Keep pytest's failure summary linear: for every failed item it scans all passed
+        setup/teardown reports for teardown output (quadratic: minutes at 10,000 failing items).
+        Our items' passed setup/teardown reports without teardown output print nothing there, so
+        the terminal reporter need not keep them (nor the records attached to them)."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        quiet = getattr(reporter, "stats", {}).get("")
+        if quiet:
+            reporter.stats[""] = [r for r in quiet if not self.is_case(getattr(r, "nodeid", ""))
+                                  or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
