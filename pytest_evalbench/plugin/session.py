@@ -335,10 +335,10 @@ class EvalbenchSession:
         setup/teardown reports for teardown output (quadratic: minutes at 10,000 failing items).
         Our items' passed setup/teardown reports without teardown output print nothing there, so
         the terminal reporter need not keep them (nor the records attached to them)."""
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        quiet = getattr(reporter, "stats", {}).get("")
+        stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
+        quiet = stats.get("") if isinstance(stats, dict) else None
         if quiet:
-            reporter.stats[""] = [r for r in quiet if not self.is_case(getattr(r, "nodeid", ""))
+            stats[""] = [r for r in quiet if not self.is_case(getattr(r, "nodeid", ""))
                                   or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
