@@ -336,10 +336,9 @@ class EvalbenchSession:
         Our items' passed setup/teardown reports without teardown output print nothing there, so
         the terminal reporter need not keep them (nor the records attached to them)."""
         stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
-        quiet = stats.get("") if isinstance(stats, dict) else None
-        if quiet:
-            stats[""] = [r for r in quiet if not self.is_case(getattr(r, "nodeid", ""))
-                                  or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
+        if isinstance(stats, dict) and stats.get(""):
+            stats[""] = [r for r in stats[""] if not self.is_case(getattr(r, "nodeid", ""))
+                         or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         records = [self.records[k] for k in sorted(self.records)]
