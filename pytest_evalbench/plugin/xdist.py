@@ -247,7 +247,8 @@ def register(config: pytest.Config) -> None:
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if config.workerinput.get(SHARES_INPUT):
             config.pluginmanager.register(SharePrefetch(config), "evalbench-xdist-prefetch")
-    elif config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
+    elif (config.pluginmanager.hasplugin("xdist") or config.pluginmanager.hasplugin("xdist.plugin")) and getattr(
+            config.option, "numprocesses", None):  # "xdist.plugin": loaded with -p when autoload is off
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
         if uses_shares(config):

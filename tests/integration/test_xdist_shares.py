@@ -43,3 +43,16 @@ def test_other_dist_modes_keep_xdist_scheduling(pytester: pytest.Pytester, bench
     result = pytester.runpytest("--benchmark=demo", "-n", "2", "--dist", "loadfile", "-v")
     result.assert_outcomes(passed=4)
     assert len(set(re.findall(r"\[(gw\d)\] \[", result.stdout.str()))) == 1  # one file, one worker (either)
+
+
+def test_shares_also_when_xdist_is_named_with_p_and_autoload_is_off(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 pytest -p xdist.plugin` registers xdist as "xdist.plugin"."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    bench_env.latency = 0.3
+    result = pytester.runpytest_subprocess("-p", "pytest_evalbench.plugin", "-p", "xdist.plugin", "--benchmark=demo",
+                                           "-n", "2", "--evalbench-cache=off", "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=12)
+    assert 4 < bench_env.peak_concurrency <= 8  # whole shares prefetched, not one item per worker
