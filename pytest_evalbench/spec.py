@@ -47,7 +47,7 @@ Num = Annotated[float, BeforeValidator(_not_bool)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 NEAR_MISS_CUTOFF = 0.8
@@ -61,7 +61,7 @@ class _Input(BaseModel):
     and never change behaviour; a key that is a near miss of a known one is an error with a
     suggestion, so a typo cannot silently drop a setting."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

@@ -28,7 +28,7 @@ RESULT_FILE = "calibration.json"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class MetricLabel(_Strict):

@@ -19,7 +19,7 @@ EPS = 1e-9
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Profile(_Strict):

@@ -26,7 +26,7 @@ from ..gate.stats import Z95, mcnemar_exact_p
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class MetricResult(_Strict):

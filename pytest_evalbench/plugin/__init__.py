@@ -9,13 +9,11 @@ imported in `pytest_configure` once `--benchmark` is given (tests/unit/test_impo
 
 from __future__ import annotations
 
-import atexit
-import gc
 from typing import Any
 
 import pytest
 
-from . import hookspecs
+from . import gc_tuning, hookspecs
 from .collect import SESSION_KEY
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
 from .options import add_options, benchmark_hint, build_settings
@@ -39,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from . import xdist
         from .session import EvalbenchSession
 
-        atexit.register(skip_final_collection)
+        gc_tuning.freeze_at_exit()
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
@@ -48,14 +46,6 @@ def pytest_configure(config: pytest.Config) -> None:
             from .shards import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
-
-
-def skip_final_collection() -> None:
-    """At process exit, move every object to the permanent generation so the interpreter's final
-    garbage collections skip the large module graph a benchmark run imports (about 0.3 s per process;
-    under xdist the controller waits for every worker to exit). atexit handlers still run and
-    every open file was closed by then; registered again by later in-process runs, which is harmless."""
-    gc.freeze()
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

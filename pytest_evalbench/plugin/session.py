@@ -34,6 +34,7 @@ from ..render.progress import Counts, ProgressReporter
 from ..render.summary import RunSummary, build_summary
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
+from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
 
@@ -78,6 +79,8 @@ class EvalbenchSession:
         self.summary: RunSummary | None = None
         self.messages: dict[str, str] = {}
         """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
+        self._first_with: dict[str, str] = {}
+        """One-line error -> the first item that had it (a dict: 10,000 failing items stay linear)."""
         self.failed: set[str] = set()
         self.finished: set[str] = set()
         self.total = 0
@@ -215,9 +218,10 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist, start every selected item's LLM work before the first test runs."""
-        if self.is_worker or self.config.pluginmanager.hasplugin("dsession"):
-            return
         if session.testsfailed or self.config.option.collectonly:
+            return
+        gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
+        if self.is_worker or self.config.pluginmanager.hasplugin("dsession"):
             return
         self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.schedule(session.items)
@@ -310,6 +314,7 @@ class EvalbenchSession:
         through the xdist glue)."""
         if self.is_worker:
             return
+        self._drop_quiet_phase_reports()
         self.stats.merge(self.close_engine() or {})
         status = int(exitstatus)
         if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
@@ -330,6 +335,16 @@ class EvalbenchSession:
             return
         session.exitstatus = self.outcome.exit_code(status)
         self.write_reports(int(session.exitstatus))
+
+    def _drop_quiet_phase_reports(self) -> None:
+        """Keep pytest's failure summary linear: for every failed item it scans all passed
+        setup/teardown reports for teardown output (quadratic: minutes at 10,000 failing items).
+        Our items' passed setup/teardown reports without teardown output print nothing there, so
+        the terminal reporter need not keep them (nor the records attached to them)."""
+        stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
+        if isinstance(stats, dict) and stats.get(""):
+            stats[""] = [r for r in stats[""] if not self.is_case(getattr(r, "nodeid", ""))
+                         or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         run = self.run
@@ -422,31 +437,27 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """With the live progress line, our items print no letters (the line counts them instead)."""
-        if self.progress is None or not self.progress.live or report.when != "call" or not self._ours(report):
+        if self.progress is None or not self.progress.live or report.when != "call" or not self.is_case(report.nodeid):
             return None
         return report.outcome, "", ""
-
-    def _ours(self, report: pytest.TestReport) -> bool:
-        try:
-            return (self.config.rootpath / report.location[0]).parent == self.bench_dir
-        except (TypeError, IndexError):
-            return False
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
         """A configuration problem that hits every item is shown in full once: later items with the
         same message point at the first one (the summary counts them: "500 items: <message>")."""
         message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
-        first = next((node for node, seen in self.messages.items() if seen == message), None)
+        first = self._first_with.setdefault(message, report.nodeid)
         self.messages[report.nodeid] = message
-        if first is not None:
+        if first != report.nodeid:
             report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
 
     def _track_progress(self, report: pytest.TestReport) -> None:
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
-        if report.when != "teardown" or self.progress is None or not self._ours(report):
+        if report.when != "teardown" or self.progress is None or not self.is_case(report.nodeid):
             return
         self.finished.add(report.nodeid)
+        if not self.progress.due(len(self.finished), max(self.total, len(self.finished))):
+            return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
         counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)), failed=len(self.failed),
                         errored=len(self.errors))
         if self._run is not None and not self.config.pluginmanager.hasplugin("dsession"):
@@ -480,3 +491,4 @@ class EvalbenchSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close_engine()
+        gc_tuning.restore()

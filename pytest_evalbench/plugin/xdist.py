@@ -189,7 +189,7 @@ class ShareScheduling:
     def _same_collections(self) -> bool:
         """Whether every worker collected the same items; if not, each difference is reported as a
         collection error (the run then ends with exit 2, running nothing)."""
-        (first, reference), *others = self.node2collection.items()
+        (first, reference), *others = sorted(self.node2collection.items(), key=lambda entry: entry[0].gateway.id)
         same = True
         for node, collection in others:
             diff = collection_diff(reference, collection, first.gateway.id, node.gateway.id)

@@ -65,10 +65,14 @@ class ProgressReporter:
     _last: float = 0.0
     _drawn: bool = False
 
+    def due(self, done: int, total: int) -> bool:
+        """Whether a line is due now (callers skip gathering the counts when it is not)."""
+        return done >= total or time.monotonic() - self._last >= (0.2 if self.live else self.every)
+
     def update(self, counts: Counts, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and counts.done < counts.total and now - self._last < (0.2 if self.live else self.every):
+        if not force and not self.due(counts.done, counts.total):
             return
+        now = time.monotonic()
         self._last = now
         line = progress_line(counts, now - self.started)
         if self.live:

@@ -202,3 +202,34 @@ def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
     cost = json.loads((bench / "runs" / "tgt" / "cost.json").read_text())
     assert {phase: entry["cached_replays_counted"] for phase, entry in cost.items()} == {"simulate": True,
                                                                                          "evaluate": True}
+
+
+def test_failure_summary_keeps_teardown_output_and_drops_quiet_phase_reports(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """pytest's failure summary scans the passed setup/teardown reports once per failed item
+    (quadratic); ours without teardown output are dropped before it runs, output that a
+    teardown printed is still shown under its failure."""
+    write_benchmark(pytester.path)
+    bench_env.set_responder(script(True))
+    pytester.makeconftest("""
+import pytest
+
+@pytest.fixture(autouse=True)
+def noisy(request):
+    yield
+    if request.node.name.startswith("m02_s001_v01"):
+        print("teardown says hello")
+
+kept = []
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter):
+    kept.extend(r.nodeid for r in terminalreporter.stats.get("", ()))
+    terminalreporter.write_line(f"quiet reports kept: {sorted(set(kept))}")
+""")
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*_ scenarios.json::m02_s001_v01[[]tgt-s0[]] _*", "*Captured stdout teardown*",
+                                 "teardown says hello", "*_ scenarios.json::m02_s001_v02[[]tgt-s0[]] _*"])
+    kept_line = next(line for line in result.stdout.lines if line.startswith("quiet reports kept: "))
+    assert kept_line == "quiet reports kept: ['benchmarks/demo/scenarios.json::m02_s001_v01[tgt-s0]']"

@@ -8,7 +8,9 @@
    "process" is the whole pytest run (startup and collection included), "loop" the test loop;
    CPU per request is the client's process CPU during its loop / requests.
 2. Startup cost of having the plugin installed on an unrelated one-test run (median of 5,
-   interleaved with `-p no:evalbench`) and the import time of the plugin's modules.
+   interleaved with a run without it) and the import time of the plugin's modules.
+Every measured pytest process runs with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and names its plugins
+with -p (ours, xdist's for -n), so other installed plugins do not count against ours.
 3. `-n 2` against one process at the middle concurrency: process wall and request counts.
 4. Peak RSS of one process at N = 10,000 (1 turn, so the run stays short).
 
@@ -187,14 +189,24 @@ def write_bench(root: Path, n: int, turns: int) -> None:
     (root / "pytest.ini").write_text("[pytest]\n")
 
 
+ISOLATED = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": ""}
+"""Measured pytest processes load only the plugins named with -p: the dev venv's other pytest11
+plugins (hypothesis alone costs ~0.6 s at every start) are not ours to measure. They may also
+write bytecode, as an installed package has (a dev shell's PYTHONDONTWRITEBYTECODE=1 recompiles
+every module of ours, and pytest re-rewrites the plugin's, at every start: ~0.1 s)."""
+PLUGIN = ("-p", "pytest_evalbench.plugin")
+
+
 def run_pytest(root: Path, *args: str) -> dict[str, float]:
-    """One pytest process: whole-process wall plus what the probe saw."""
+    """One pytest process (autoload off; our plugin, plus xdist's for -n): wall plus what the probe saw."""
     probe = root / "probe.json"
-    env = {**os.environ, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
+    env = {**os.environ, **ISOLATED, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    xdist = ("-p", "xdist.plugin") if "-n" in args else ()
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "bench_engine", "-q",
-                           "--tb=no", *args], check=False, cwd=root, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *PLUGIN, *xdist,
+                           "-p", "bench_engine", "-q", "--tb=no", *args],
+                          check=False, cwd=root, env=env, capture_output=True, text=True)
     result = {"process": time.perf_counter() - start, "exit": float(done.returncode)}
     if probe.is_file():
         result.update(json.loads(probe.read_text()))
@@ -210,14 +222,16 @@ def run_floor(server: Server, n: int, turns: int, conc: int) -> dict[str, float]
 
 
 def startup(root: Path) -> tuple[float, float, float]:
-    """Median wall of an unrelated one-test run with and without the plugin; plugin import ms."""
+    """Median wall of an unrelated one-test run with and without the plugin (autoload off, the
+    plugin named with -p on one side only); plugin import ms."""
     (root / "test_plain.py").write_text("def test_ok():\n    assert True\n")
     times: dict[str, list[float]] = {"with": [], "without": []}
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_plain.py"]
+    env = {**os.environ, **ISOLATED}
     for _ in range(5):
-        for label, extra in (("with", []), ("without", ["-p", "no:evalbench"])):
+        for label, extra in (("with", list(PLUGIN)), ("without", [])):
             start = time.perf_counter()
-            subprocess.run(base + extra, cwd=root, capture_output=True, check=True)
+            subprocess.run(base + extra, cwd=root, capture_output=True, check=True, env=env)
             times[label].append(time.perf_counter() - start)
     trace = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pytest_evalbench.plugin"],
                            capture_output=True, text=True, cwd=root, check=True).stderr
@@ -243,6 +257,8 @@ def main() -> int:
             root = Path(tmp)
             write_bench(root, args.n, args.turns)
             base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off"]
+            print("pytest runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_evalbench.plugin [-p xdist.plugin], "
+                  "bytecode written")
             print(f"N={args.n} x ({args.turns} turns + judge) = {calls} chained calls each; latency "
                   f"{args.latency * 1000:.0f} ms; ideal = ceil(N/C) x {calls} x latency")
             print(f"{'C':>4} {'client':>8} {'ideal s':>8} {'process s':>9} {'process/ideal':>13} {'loop/ideal':>10} "
@@ -274,7 +290,7 @@ def main() -> int:
 
             with_plugin, without, own_ms = startup(root)
             print(f"\nstartup, unrelated one-test run (median of 5): {with_plugin * 1000:.0f} ms with the plugin, "
-                  f"{without * 1000:.0f} ms with -p no:evalbench (difference {(with_plugin - without) * 1000:+.0f} ms); "
+                  f"{without * 1000:.0f} ms without (difference {(with_plugin - without) * 1000:+.0f} ms); "
                   f"importing pytest_evalbench.plugin: {own_ms:.1f} ms (-X importtime, own modules)")
 
             big = root / "big"
