@@ -8,7 +8,7 @@ this protocol and never branches on the kind; a third kind is a new subpackage p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -101,8 +101,11 @@ class BenchmarkKind(Protocol):
     def outcome(self, record: Record, judged_row: JudgedRowHook) -> Outcome:
         """Decide the record's status once (may update the record's derived fields)."""
 
-    def write_results(self, records: list[Record]) -> KindResults:
-        """Merge this session's records into the result files on disk and summarise them."""
+    def write_results(self, records: Collection[Record]) -> KindResults:
+        """Merge this session's records into the result files on disk and summarise them.
+
+        `records` come in node-id order, streamed from disk on every pass (a session's records
+        are never all in memory): iterate, don't index, and keep only what the result needs."""
 
 
 def kind_of(run: BenchmarkRun) -> BenchmarkKind:

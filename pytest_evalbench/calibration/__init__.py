@@ -15,6 +15,7 @@ judges of the kinds it calibrates (`scenarios.judge`, `dataset.runner.run_eval`)
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,14 +96,14 @@ class CalibrationKind:
         return Outcome(status, message, [("evalbench_label", record["label"]),
                                          ("evalbench_verdict", record["verdict"])])
 
-    def write_results(self, records: list[Record]) -> KindResults:
+    def write_results(self, records: Collection[Record]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
         entries = calibration_entries(records, self.run.spec.kind, judge_name(self.run.judges()))
         dump_json(self.run.bench_dir / RESULT_FILE, entries)
         return KindResults(view="none", results=entries, gate_results=[], table=calibration_table(entries))
 
 
-def calibration_entries(records: list[Record], kind: str, judge: str) -> list[dict[str, Any]]:
+def calibration_entries(records: Iterable[Record], kind: str, judge: str) -> list[dict[str, Any]]:
     groups: dict[str, list[Record]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r["line"]):
         groups[record["key"]].append(record)

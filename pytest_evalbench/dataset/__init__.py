@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ class DatasetKind:
                            "the build", properties, convicts=False)
         return Outcome(case["status"], record["message"], properties)
 
-    def write_results(self, records: list[Record]) -> KindResults:
+    def write_results(self, records: Collection[Record]) -> KindResults:
         out = self.run.output_dir
         summary, dropped = write_dataset_results(out, records, self.order())
         rows = read_rows(out / CASE_RESULTS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"
 
 
-def write_dataset_results(bench_dir: Path, records: list[dict[str, Any]], order: dict[str, int]
+def write_dataset_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int]
                           ) -> tuple[list[dict[str, Any]], list[str]]:
     """Under the result lock: case_results.json (file order; cases no longer in the data files are
     dropped), agent_summary.json and cost.json["evaluate"]. Returns the summary and what was dropped."""

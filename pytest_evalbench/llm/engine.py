@@ -211,6 +211,14 @@ class Engine:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
         return self.submit(key, factory, priority).result()
 
+    def release(self, key: Any) -> None:
+        """Drop a finished pipeline's future (and the result it holds) once its caller is done with it,
+        so a long session keeps no results; an unfinished one stays (close() must still cancel it)."""
+        with self._lock:
+            future = self._futures.get(key)
+            if future is not None and future.done():
+                del self._futures[key]
+
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""
         return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop()).result()

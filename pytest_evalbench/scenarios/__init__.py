@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +97,7 @@ class ScenarioKind:
                            properties, convicts=False)
         return Outcome(status, message, properties)
 
-    def write_results(self, records: list[Record]) -> KindResults:
+    def write_results(self, records: Collection[Record]) -> KindResults:
         bench_dir = self.run.output_dir
         run = self.run
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
