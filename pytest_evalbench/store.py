@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, EvalbenchWarning
-from .llm.cache import atomic_write_text
+from .llm.cache import atomic_open, atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
 
@@ -43,6 +43,30 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[Non
 
 def dump_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def dump_json_rows(path: Path, rows: Iterable[Any]) -> None:
+    """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
+    list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
+    so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
+    with atomic_open(path) as handle:
+        opening = "[\n  "
+        for row in rows:
+            handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
+            opening = ",\n  "
+        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
+
+
+def dump_json_object(path: Path, items: Iterable[tuple[str, Any]]) -> None:
+    """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
+    writes it (keys are expected unique)."""
+    with atomic_open(path) as handle:
+        opening = "{\n  "
+        for key, value in items:
+            member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
+            handle.write(opening + member)
+            opening = ",\n  "
+        handle.write("{}\n" if opening.startswith("{") else "\n}\n")
 
 
 def read_json(path: Path, default: Any) -> Any:

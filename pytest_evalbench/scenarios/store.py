@@ -10,18 +10,21 @@ read-merge-write under the benchmark's result lock.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from ..llm.types import Usage
+from ..spool import Spool
 from ..store import (
     USAGE_LEDGER,
     count_rows,
     dump_json,
-    ledger_totals,
+    dump_json_object,
+    dump_json_rows,
     phase_cost,
     read_ledger,
     read_rows,
@@ -117,30 +120,65 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-def write_target_run(run_dir: Path, records: list[dict[str, Any]], order: dict[str, int],
+class TargetRows:
+    """One target's rows from this session's records: its scores.json rows stay in memory (they
+    are aggregated and reported), its conversations and their usage are spooled to disk (they are
+    the bulk of a record, and only written out)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.scores: list[dict[str, Any]] = []
+        self.spooled: Spool[tuple[str, int]] = Spool(directory)
+        """(id, sample) -> [conversations.json row, its usage by phase]."""
+
+    def add(self, record: dict[str, Any]) -> None:
+        if record.get("score"):
+            self.scores.append(record["score"])
+        if record.get("conversation"):
+            conversation = record["conversation"]
+            self.spooled.add(row_key(conversation), [conversation, record["usage"]])
+
+    def close(self) -> None:
+        self.spooled.close()
+
+
+def ledger_key(key: tuple[str, int]) -> str:
+    return f"{key[0]}|{key[1]}"
+
+
+def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
                      samples: int | None = None, known: Known = Known()) -> list[str]:
-    """Merge one target's records into its conversations.json, scores.json and cost.json; what was dropped."""
-    conversations = [r["conversation"] for r in records if r.get("conversation")]
-    scores = [r["score"] for r in records if r.get("score")]
+    """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
+    dropped. Conversations and the usage ledger are written row by row from the spool."""
     old_scores = read_file_rows(run_dir, "scores.json", known)
-    conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order, samples)
-    score_rows = merge_rows(old_scores, scores, order, samples)
+    score_rows = _validated(ScoreRow, merge_rows(old_scores, new.scores, order, samples))
+    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known)
+           if configured(r, order, samples)}
+    live = sorted(set(old) | set(new.spooled), key=lambda k: (order.get(k[0], len(order)), k[1]))
+
+    def conversations() -> Iterator[dict[str, Any]]:
+        for key in live:
+            row = new.spooled[key][0] if key in new.spooled else old[key]
+            ConversationRow.model_validate(row)
+            yield row
 
     ledger_path = run_dir / USAGE_LEDGER
-    ledger = read_ledger(ledger_path)
-    for record in records:
-        if record.get("conversation"):
-            conv = record["conversation"]
-            ledger[f"{conv['id']}|{conv['sample']}"] = record["usage"]
-    live = {f"{r['id']}|{r['sample']}" for r in conv_rows}
-    ledger = {k: v for k, v in sorted(ledger.items()) if k in live}
-    totals = ledger_totals(ledger)
-    cost = {phase: phase_cost(phase, totals[phase]) for phase in PHASES}
+    old_ledger = read_ledger(ledger_path)
+    totals: dict[str, Usage] = defaultdict(Usage)
 
-    dump_json(run_dir / "conversations.json", _validated(ConversationRow, conv_rows))
-    dump_json(run_dir / "scores.json", _validated(ScoreRow, score_rows))
-    dump_json(ledger_path, ledger)
-    dump_json(run_dir / "cost.json", cost)
+    def ledger() -> Iterator[tuple[str, Any]]:
+        for key in sorted(live, key=ledger_key):
+            name = ledger_key(key)
+            usage = new.spooled[key][1] if key in new.spooled else old_ledger.get(name)
+            if usage is None:
+                continue
+            for phase, value in usage.items():
+                totals[phase].add(Usage.from_json(value))
+            yield name, usage
+
+    dump_json_rows(run_dir / "conversations.json", conversations())
+    dump_json(run_dir / "scores.json", score_rows)
+    dump_json_object(ledger_path, ledger())
+    dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES})
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped_rows(old_scores, order, samples)]
 
 
@@ -190,9 +228,30 @@ def write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dic
 def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
                    ) -> tuple[list[dict[str, Any]], list[str], list[dict[str, Any]]]:
-    by_target: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for record in records:
-        by_target[record["target_id"]].append(record)
+    by_target: dict[str, TargetRows] = {}
+    try:
+        for record in records:
+            target = by_target.get(record["target_id"])
+            if target is None:
+                target = by_target[record["target_id"]] = TargetRows(bench_dir)
+            target.add(record)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known)
+    finally:
+        for target in by_target.values():
+            target.close()
+    rows_by_model = read_run_rows(bench_dir, "scores.json", known)
+    for target_id, rows in rows_by_model.items():
+        for row in rows:
+            row.setdefault("target_model", target_id)
+    results = aggregate(rows_by_model)
+    if rows_by_model:
+        dump_json(bench_dir / "results.json", _validated(ModelResult, results))
+    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
+
+
+def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],
+                targets: set[str] | None, samples: int | None, known: Known) -> list[str]:
+    """Every touched target's run files, one target at a time; stale rows and target runs dropped."""
     runs = bench_dir / RUNS_DIR
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
@@ -203,12 +262,6 @@ def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: di
                 continue
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
-        dropped += write_target_run(runs / target_id, by_target.get(target_id, []), order, samples, known)
-    rows_by_model = read_run_rows(bench_dir, "scores.json", known)
-    for target_id, rows in rows_by_model.items():
-        for row in rows:
-            row.setdefault("target_model", target_id)
-    results = aggregate(rows_by_model)
-    if rows_by_model:
-        dump_json(bench_dir / "results.json", _validated(ModelResult, results))
-    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
+        dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
+                                    known)
+    return dropped
