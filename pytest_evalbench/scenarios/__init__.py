@@ -23,8 +23,8 @@ from ..panel import agreement_lines
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
-from .runner import ScenarioCase, run_scenario
-from .store import RUNS_DIR, Known, read_run_rows, write_results
+from .runner import ScenarioCase, StoredScenario, run_scenario
+from .store import RUNS_DIR, Known, StoredRows, read_run_rows, write_results
 
 TAIL_MESSAGES = 2
 """A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
@@ -63,13 +63,14 @@ class ScenarioKind:
                               "--evalbench-target=MODEL")
         scenarios = load_scenarios(run.bench_dir, run.spec)
         self._order = {s.id: i for i, s in enumerate(scenarios)}
-        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics},
-                            {s.id: s.model_dump(mode="json", exclude_none=True) for s in scenarios})
+        stored = {s.id: StoredScenario(s) for s in scenarios}
+        del scenarios  # the models: only their compact JSON stays (StoredScenario)
+        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
-        for scenario in scenarios:
+        for row in stored.values():
             for cfg in run.target_configs:
                 for sample in range(run.spec.generation.num_samples):
-                    cases.append(ScenarioCase(scenario, cfg.id, sample, len(cases)))
+                    cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
         return {self.data_files()[0]: cases}
 
     def order(self) -> dict[str, int]:

@@ -10,7 +10,7 @@ read-merge-write under the benchmark's result lock.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,24 @@ class Known:
     (id -> (name, type)) and this benchmark's scenario rows (id -> row)."""
 
     metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
-    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scenarios: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class StoredRows(Mapping[str, dict[str, Any]]):
+    """Scenario id -> row dict, built on each lookup from a compact stored row (`runner.StoredScenario`):
+    only rows of foreign result files are ever looked up, so nothing per row stays in memory."""
+
+    def __init__(self, stored: Mapping[str, Any]) -> None:
+        self._stored = stored
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return dict(self._stored[key].dump())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 Normaliser = Callable[[dict[str, Any], str, Known], dict[str, Any]]
