@@ -153,6 +153,14 @@ class Engine:
         self._connection_failures: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._queue: list[list[Any]] = []
+        """Heap of [priority, sequence, key, factory, future] of pipelines not started yet."""
+        self._queued: dict[Any, list[Any]] = {}
+        self._sequence = itertools.count()
+        self._running = 0
+        self._closed = False
+        self.window = max(256, 4 * settings.concurrency)
+        """Pipelines started at once: enough to keep `concurrency` requests in flight between calls."""
         self._pending: dict[str, asyncio.Future[Completion]] = {}
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
@@ -188,24 +196,74 @@ class Engine:
                 self._thread.start()
                 ready.wait()
                 self._loop = loop
+                self._closed = False
             return self._loop
 
     def submit(self, key: Any, factory: Any, priority: int) -> concurrent.futures.Future[Any]:
-        """Schedule `factory()` (a coroutine factory) once per key; later calls return the same future."""
+        """Schedule `factory()` (a coroutine factory) once per key; later calls return the same future.
+
+        At most `window` pipelines run at once, lowest priority first; the others wait in a queue
+        as (factory, future) without a coroutine, so prefetching 100,000 items costs a queue entry
+        each, not a suspended pipeline each. Submitting a queued key again with a lower priority
+        (the test loop waiting for it) starts it now."""
+        self._ensure_loop()
         with self._lock:
             existing = self._futures.get(key)
-        if existing is not None:
-            return existing
-        loop = self._ensure_loop()
+            if existing is None:
+                existing = self._futures[key] = concurrent.futures.Future()
+                entry = self._queued[key] = [priority, next(self._sequence), key, factory, existing]
+                heapq.heappush(self._queue, entry)
+                start = None
+            else:
+                queued = self._queued.get(key)
+                start = queued if queued is not None and priority < queued[0] else None
+                if start is not None:
+                    del self._queued[key]  # its heap entry is skipped when popped
+                    self._running += 1
+        if start is not None:
+            start[0] = priority
+            self._start(start)
+        self._pump()
+        return existing
+
+    def _pump(self) -> None:
+        """Start queued pipelines, lowest priority first, while fewer than `window` run."""
+        while True:
+            with self._lock:
+                if self._running >= self.window or not self._queue or self._closed:
+                    return
+                entry = heapq.heappop(self._queue)
+                if self._queued.pop(entry[2], None) is None:
+                    continue  # started early (promoted) or dropped by close()
+                self._running += 1
+            self._start(entry)
+
+    def _start(self, entry: list[Any]) -> None:
+        priority, _, _, factory, future = entry
+        entry[3] = None  # the queue keeps no factory (and the case it closes over) of a started pipeline
 
         async def runner() -> Any:
             PRIORITY.set(priority)
             return await factory()
 
-        future = asyncio.run_coroutine_threadsafe(runner(), loop)
-        with self._lock:
-            self._futures.setdefault(key, future)
-            return self._futures[key]
+        inner = asyncio.run_coroutine_threadsafe(runner(), self._ensure_loop())
+
+        def done(finished: concurrent.futures.Future[Any]) -> None:
+            with self._lock:
+                self._running -= 1
+            try:
+                if finished.cancelled():
+                    future.cancel()
+                elif finished.exception() is not None:
+                    future.set_exception(finished.exception())
+                else:
+                    future.set_result(finished.result())
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled by close() meanwhile
+            self._pump()
+
+        inner.add_done_callback(done)
+        future.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
@@ -228,6 +286,9 @@ class Engine:
         loop = self._loop
         if loop is None:
             return
+        with self._lock:
+            self._closed = True
+            self._queue, self._queued = [], {}
         for future in list(self._futures.values()):
             future.cancel()
 
