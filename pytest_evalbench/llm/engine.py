@@ -156,6 +156,7 @@ class Engine:
         self._queue: list[list[Any]] = []
         """Heap of [priority, sequence, key, factory, future] of pipelines not started yet."""
         self._queued: dict[Any, list[Any]] = {}
+        self._started: dict[Any, concurrent.futures.Future[Any]] = {}
         self._sequence = itertools.count()
         self._running = 0
         self._closed = False
@@ -221,8 +222,7 @@ class Engine:
                     del self._queued[key]  # its heap entry is skipped when popped
                     self._running += 1
         if start is not None:
-            start[0] = priority
-            self._start(start)
+            self._start(start, priority)
         self._pump()
         return existing
 
@@ -236,10 +236,10 @@ class Engine:
                 if self._queued.pop(entry[2], None) is None:
                     continue  # started early (promoted) or dropped by close()
                 self._running += 1
-            self._start(entry)
+            self._start(entry, entry[0])
 
-    def _start(self, entry: list[Any]) -> None:
-        priority, _, _, factory, future = entry
+    def _start(self, entry: list[Any], priority: int) -> None:
+        _, _, key, factory, future = entry
         entry[3] = None  # the queue keeps no factory (and the case it closes over) of a started pipeline
 
         async def runner() -> Any:
@@ -247,10 +247,14 @@ class Engine:
             return await factory()
 
         inner = asyncio.run_coroutine_threadsafe(runner(), self._ensure_loop())
+        with self._lock:  # close() cancels it (no callback between the two futures: no reference cycle)
+            if not inner.done():
+                self._started[key] = inner
 
         def done(finished: concurrent.futures.Future[Any]) -> None:
             with self._lock:
                 self._running -= 1
+                self._started.pop(key, None)
             try:
                 if finished.cancelled():
                     future.cancel()
@@ -263,7 +267,6 @@ class Engine:
             self._pump()
 
         inner.add_done_callback(done)
-        future.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
@@ -289,7 +292,8 @@ class Engine:
         with self._lock:
             self._closed = True
             self._queue, self._queued = [], {}
-        for future in list(self._futures.values()):
+            started = list(self._started.values())
+        for future in [*self._futures.values(), *started]:
             future.cancel()
 
         async def shutdown() -> None:
