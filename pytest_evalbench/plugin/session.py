@@ -205,12 +205,15 @@ class EvalbenchSession:
         """Start the LLM work of these items, earlier positions first."""
         for position, item in enumerate(items, start=first):
             if isinstance(item, CaseItem):
-                self._future(item, position)
+                self.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
 
-    def _future(self, item: CaseItem, priority: int) -> Any:
+    def _pipeline(self, item: CaseItem) -> Any:
         case = item.stash[CASE_KEY]
         kind = self.kind
-        return self.run.engine.submit(item.nodeid, lambda: kind.run_case(case), priority)
+        return lambda: kind.run_case(case)
+
+    def _future(self, item: CaseItem, priority: int) -> Any:
+        return self.run.engine.submit(item.nodeid, self._pipeline(item), priority)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
