@@ -8,7 +8,7 @@ this protocol and never branches on the kind; a third kind is a new subpackage p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -61,7 +61,8 @@ class KindResults:
     eval_scores: list[dict[str, Any]] = field(default_factory=list)
     """Per-case numeric scores the gate pairs against a baseline (`target_model`, `id`,
     `metric_id`, `score` on 1..5; dataset evals), or empty."""
-    conversations: list[dict[str, Any]] = field(default_factory=list)
+    conversations: Iterable[dict[str, Any]] = field(default_factory=list)
+    """conversations.json rows for reports; may be read from disk on each pass (iterate, don't index)."""
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
     dropped: list[str] = field(default_factory=list)

@@ -77,6 +77,67 @@ def read_json(path: Path, default: Any) -> Any:
         return default
 
 
+READ_CHUNK = 1 << 20
+
+
+def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
+    conversations is never one parsed list in memory). A missing file yields nothing; a file that
+    is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
+    decoder = json.JSONDecoder()
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError:
+        return
+    with handle:
+        buffer, position, eof = "", 0, False
+
+        def fill() -> bool:
+            nonlocal buffer, position, eof
+            chunk = handle.read(READ_CHUNK)
+            eof = not chunk
+            buffer, position = buffer[position:] + chunk, 0
+            return not eof
+
+        def skip(chars: str) -> None:
+            nonlocal position
+            while True:
+                while position < len(buffer) and buffer[position] in chars:
+                    position += 1
+                if position < len(buffer) or not fill():
+                    return
+
+        try:
+            skip(" \t\r\n")
+            if buffer[position:position + 1] != "[":
+                raise ValueError("not a list")
+            position += 1
+            while True:
+                skip(" \t\r\n")
+                if buffer[position:position + 1] == "]":
+                    return
+                while True:
+                    try:
+                        row, end = decoder.raw_decode(buffer, position)
+                        if end < len(buffer) or eof:  # a value ending with the buffer may go on
+                            position = end
+                            break
+                    except json.JSONDecodeError:
+                        if eof:
+                            raise
+                    fill()
+                if isinstance(row, dict):
+                    yield row
+                skip(" \t\r\n")
+                if buffer[position:position + 1] == ",":
+                    position += 1
+                elif buffer[position:position + 1] != "]":
+                    raise ValueError("expected , or ]")
+        except ValueError:
+            pass
+    return
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable)."""
     data = read_json(path, [])
@@ -93,20 +154,47 @@ def read_valid_rows(path: Path, model: type[BaseModel],
     rows, bad = [], []
     for number, raw in enumerate(read_rows(path), start=1):
         row = normalise(raw)
-        try:
-            model.model_validate(row)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
-            bad.append(f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}")
-            continue
-        rows.append(row)
+        problem = row_problem(row, model, number)
+        if problem:
+            bad.append(problem)
+        else:
+            rows.append(row)
     if bad:
-        message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
-                   f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
-                   + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
-        warnings.warn(EvalbenchWarning(message), stacklevel=2)
+        warnings.warn(EvalbenchWarning(unusable_rows(path, bad)), stacklevel=2)
     return rows
+
+
+def iter_valid_rows(path: Path, model: type[BaseModel], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+                    warn: bool = True) -> Iterator[dict[str, Any]]:
+    """`read_valid_rows`, one row at a time from the file (`iter_json_rows`); the warning, if any
+    (and `warn`), comes once the file is read to its end."""
+    bad = []
+    for number, raw in enumerate(iter_json_rows(path), start=1):
+        row = normalise(raw)
+        problem = row_problem(row, model, number)
+        if problem:
+            bad.append(problem)
+        else:
+            yield row
+    if bad and warn:
+        warnings.warn(EvalbenchWarning(unusable_rows(path, bad)), stacklevel=2)
+
+
+def row_problem(row: dict[str, Any], model: type[BaseModel], number: int) -> str | None:
+    """Why a row read from disk is unusable ("row 3: field: message"), or None."""
+    try:
+        model.model_validate(row)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}"
+    return None
+
+
+def unusable_rows(path: Path, bad: list[str]) -> str:
+    return (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
+            f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
+            + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
 
 
 def count_rows(n: int, what: str) -> list[str]:

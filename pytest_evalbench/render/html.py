@@ -180,7 +180,7 @@ def _select(fid: str, label: str, values: list[str]) -> str:
     return f'<label>{E(label)} <select id="{fid}"><option value="">all</option>{opts}</select></label>'
 
 
-def _transcripts(convs: list[dict[str, Any]]) -> str:
+def _transcripts(convs: list[dict[str, Any]], total: int | None = None) -> str:
     metrics = sorted({str(c.get("metric_id")) for c in convs if c.get("metric_id")})
     targets = sorted({str(c.get("target")) for c in convs if c.get("target")})
     demos = sorted({f"{k}: {v}" for c in convs for k, v in c["demographic"].items()})
@@ -208,7 +208,10 @@ def _transcripts(convs: list[dict[str, Any]]) -> str:
                f'{_select("f-demo", "demographic", demos)} <input type="search" id="f-search" '
                f'placeholder="search transcripts and justifications" aria-label="search"> '
                f'<span class="muted" id="f-count">{len(convs)} shown</span></div>')
-    return f'<section><h2>Transcripts</h2>{filters}<div id="convs">{"".join(items)}</div></section>'
+    cut = (f'<p class="muted">{len(convs)} of {total} conversations: failed and unscored ones first; every '
+           'conversation is in runs/&lt;target&gt;/conversations.json</p>' if total is not None and total > len(convs)
+           else "")
+    return f'<section><h2>Transcripts</h2>{cut}{filters}<div id="convs">{"".join(items)}</div></section>'
 
 
 def _agents(d: dict[str, Any]) -> str:
@@ -280,7 +283,8 @@ def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
     body = [_header(summary), "<main>", _problems(summary), _rates(summary)]
     if summary.scenario is not None:
-        body += [_demographics(summary.scenario["demographics"]), _transcripts(summary.scenario["transcripts"])]
+        body += [_demographics(summary.scenario["demographics"]), _transcripts(summary.scenario["transcripts"],
+                                                                           summary.scenario.get("transcripts_total"))]
     if summary.dataset is not None:
         body += [_agents(summary.dataset), _comparisons(summary.dataset), _cases(summary.dataset)]
     body += [_files(summary), "</main>"]

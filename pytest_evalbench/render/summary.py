@@ -11,6 +11,7 @@ import math
 import subprocess
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     return rows
 
 
-def demographic_groups(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def demographic_groups(scores: list[dict[str, Any]], conversations: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
     demo = {c["id"]: c.get("demographic") or {} for c in conversations if "id" in c}
@@ -211,18 +212,39 @@ def demographic_groups(scores: list[dict[str, Any]], conversations: list[dict[st
     return out
 
 
-def transcripts(scores: list[dict[str, Any]], conversations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every conversation with its judgments (verdict and justification), sorted by target and id."""
+MAX_TRANSCRIPTS = 2000
+"""Conversations the report shows at most: every failed and unscored one first (up to this many),
+then passed ones; a run of 100,000 items would otherwise be a report nobody can open."""
+
+
+def transcripts(scores: list[dict[str, Any]], conversations: Iterable[dict[str, Any]],
+                limit: int = MAX_TRANSCRIPTS) -> tuple[list[dict[str, Any]], int]:
+    """Conversations with their judgments (verdict and justification), sorted by target and id: at
+    most `limit`, failed and unscored first; and how many conversations there are in all."""
+    judged_status: dict[tuple[str, int], str] = {}
+    for row in scores:
+        key = (str(row["conv_id"]), int(row.get("sample") or 0))
+        before = judged_status.get(key, "passed")
+        judged_status[key] = ("unscored" if row.get("passed") is None or before == "unscored"
+                              else "failed" if not row["passed"] or before == "failed" else "passed")
+    problems = sorted(k for k, v in judged_status.items() if v != "passed")
+    passed = sorted(k for k, v in judged_status.items() if v == "passed")
+    shown = set(problems[:limit]) | set(passed[:max(0, limit - len(problems))])
     judgments: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for row in scores:
-        judgments[(str(row["conv_id"]), int(row.get("sample") or 0))].append(
-            {key: row.get(key) for key in ("metric_id", "metric_name", "metric_type", "present", "passed",
-                                            "justification")})
-    out = []
-    for conv in sorted(conversations, key=lambda c: ((c.get("target") or {}).get("id", ""), c.get("conv_id", ""),
-                                                    c.get("sample") or 0)):
+        key = (str(row["conv_id"]), int(row.get("sample") or 0))
+        if key in shown:
+            judgments[key].append({name: row.get(name) for name in ("metric_id", "metric_name", "metric_type",
+                                                                     "present", "passed", "justification")})
+    out: list[dict[str, Any]] = []
+    total = 0
+    for conv in conversations:
+        total += 1
         sample = conv.get("sample") or 0
-        judged = judgments.get((str(conv.get("conv_id")), int(sample)), [])
+        key = (str(conv.get("conv_id")), int(sample))
+        if key not in shown and (key in judged_status or len(out) >= limit):
+            continue  # never judged: unscored, shown while there is room
+        judged = judgments.get(key, [])
         status = ("unscored" if any(j["passed"] is None for j in judged) or not judged
                   else "passed" if all(j["passed"] for j in judged) else "failed")
         out.append({"conv_id": conv.get("conv_id"), "scenario_id": conv.get("id"), "sample": sample,
@@ -230,7 +252,8 @@ def transcripts(scores: list[dict[str, Any]], conversations: list[dict[str, Any]
                     "persona": conv.get("persona"), "user_goal": conv.get("user_goal"), "status": status,
                     "demographic": conv.get("demographic") or {}, "transcript": conv.get("transcript") or [],
                     "judgments": judged})
-    return out
+    out.sort(key=lambda c: (c["target"] or "", c["conv_id"] or "", c["sample"]))
+    return out, total
 
 
 def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0)) -> dict[str, Any]:
@@ -282,7 +305,8 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
         summary.rates = scenario_rates(written, gate.comparison)
+        shown, total = transcripts(written.scores, written.conversations)
         summary.scenario = {"demographics": demographic_groups(written.scores, written.conversations),
-                            "transcripts": transcripts(written.scores, written.conversations),
+                            "transcripts": shown, "transcripts_total": total,
                             "warnings": list((gate.comparison or {}).get("meta_warnings") or [])}
     return summary

@@ -24,7 +24,7 @@ from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
-from .store import RUNS_DIR, Known, StoredRows, read_run_rows, write_results
+from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 
 TAIL_MESSAGES = 2
 """A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
@@ -122,8 +122,7 @@ class ScenarioKind:
                 by_target.setdefault(row["target_model"], []).append(row)
             gate_results = aggregate(by_target)
         return KindResults(results=results, gate_results=gate_results, scores=scores, outcomes=gated,
-                           conversations=[row for rows in read_run_rows(bench_dir, "conversations.json", self._known).values()
-                                          for row in rows], dropped=dropped,
+                           conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
 
 

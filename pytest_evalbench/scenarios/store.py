@@ -25,6 +25,7 @@ from ..store import (
     dump_json,
     dump_json_object,
     dump_json_rows,
+    iter_valid_rows,
     phase_cost,
     read_ledger,
     read_rows,
@@ -221,6 +222,28 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list
     """The usable rows of one target's conversations.json or scores.json, whoever wrote them."""
     model, normalise = READERS[filename]
     return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
+
+
+class RunConversations:
+    """Every target's conversations.json rows (usable, normalised), read from disk one row at a
+    time on every pass: what reports show, without the rows of a large run all in memory.
+    Unusable rows are warned about on the first pass only."""
+
+    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
+        self.bench_dir, self.known = bench_dir, known
+        self._warned = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        runs = self.bench_dir / RUNS_DIR
+        warn, self._warned = not self._warned, True
+        model, normalise = READERS["conversations.json"]
+        for run_dir in sorted(runs.iterdir()) if runs.is_dir() else []:
+            if (run_dir / "conversations.json").is_file():
+                yield from iter_valid_rows(run_dir / "conversations.json", model,
+                                           self._normaliser(normalise, run_dir.name), warn)
+
+    def _normaliser(self, normalise: Normaliser, target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return lambda row: normalise(row, target, self.known)
 
 
 def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
