@@ -279,6 +279,7 @@ def _write_results(bench_dir: Path, records: Iterable[dict[str, Any]], order: di
     finally:
         for target in by_target.values():
             target.close()
+        by_target.clear()  # this session's scores: the files on disk hold them now, read back below
     rows_by_model = read_run_rows(bench_dir, "scores.json", known)
     for target_id, rows in rows_by_model.items():
         for row in rows:
