@@ -89,6 +89,6 @@ def test_engine_starts_at_most_a_window_of_pipelines_ahead_of_their_callers(tmp_
             assert engine.submit(i, pipeline(i), 0).result(timeout=5) == i
             engine.release(i)
         assert sorted(started) == list(range(10)) and len(started) == 10  # each pipeline ran once
-        assert engine._futures.keys() == {7}  # type: ignore[attr-defined]  # released results are dropped
+        assert engine._futures.keys() == {7}  # released results are dropped
     finally:
         engine.close()
