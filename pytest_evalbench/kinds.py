@@ -71,7 +71,8 @@ class KindResults:
     """Per-case numeric scores (1..5) the gate pairs against a baseline (dataset evals), or empty."""
     scores: list[ScoreRow] = field(default_factory=list)
     """scores.json rows (the HTML report's judgments)."""
-    conversations: list[ConversationRow] = field(default_factory=list)
+    conversations: Iterable[ConversationRow] = field(default_factory=list)
+    """conversations.json rows for reports; may be read from disk on each pass (iterate, don't index)."""
     table: list[str] | None = None
     """Terminal lines replacing the gate's default table, if the kind has its own."""
     dropped: list[str] = field(default_factory=list)

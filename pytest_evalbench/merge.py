@@ -9,6 +9,7 @@ unsharded run writes. Nothing here imports pytest or makes an LLM call.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ RECORDS_FILE = "records.json"
 """A shard's records by node id, the input of the merge."""
 
 
-def write_records(directory: Path, records: dict[str, Any]) -> None:
+def write_records(directory: Path, records: Mapping[str, Any]) -> None:
     """A shard's records, written by the plugin at the end of a `--evalbench-shard` session."""
     atomic_write_text(directory / RECORDS_FILE,
                       json.dumps(dict(sorted(records.items())), ensure_ascii=False) + "\n")

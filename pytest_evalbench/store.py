@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +15,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, EvalbenchWarning
-from .llm.cache import atomic_write_text
+from .llm.cache import atomic_open, atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
 
@@ -46,12 +46,97 @@ def dump_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def dump_json_rows(path: Path, rows: Iterable[Any]) -> None:
+    """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
+    list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
+    so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
+    with atomic_open(path) as handle:
+        opening = "[\n  "
+        for row in rows:
+            handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
+            opening = ",\n  "
+        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
+
+
+def dump_json_object(path: Path, items: Iterable[tuple[str, Any]]) -> None:
+    """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
+    writes it (keys are expected unique)."""
+    with atomic_open(path) as handle:
+        opening = "{\n  "
+        for key, value in items:
+            member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
+            handle.write(opening + member)
+            opening = ",\n  "
+        handle.write("{}\n" if opening.startswith("{") else "\n}\n")
+
+
 def read_json(path: Path, default: Any) -> Any:
     """A result file written by an earlier run, or `default` when it is missing or unreadable."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return default
+
+
+READ_CHUNK = 1 << 20
+
+
+def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
+    conversations is never one parsed list in memory). A missing file yields nothing; a file that
+    is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
+    decoder = json.JSONDecoder()
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError:
+        return
+    with handle:
+        buffer, position, eof = "", 0, False
+
+        def fill() -> bool:
+            nonlocal buffer, position, eof
+            chunk = handle.read(READ_CHUNK)
+            eof = not chunk
+            buffer, position = buffer[position:] + chunk, 0
+            return not eof
+
+        def skip(chars: str) -> None:
+            nonlocal position
+            while True:
+                while position < len(buffer) and buffer[position] in chars:
+                    position += 1
+                if position < len(buffer) or not fill():
+                    return
+
+        try:
+            skip(" \t\r\n")
+            if buffer[position:position + 1] != "[":
+                raise ValueError("not a list")
+            position += 1
+            while True:
+                skip(" \t\r\n")
+                if buffer[position:position + 1] == "]":
+                    return
+                while True:
+                    try:
+                        row, end = decoder.raw_decode(buffer, position)
+                        if end < len(buffer) or eof:  # a value ending with the buffer may go on
+                            position = end
+                            break
+                    except json.JSONDecodeError:
+                        if eof:
+                            raise
+                    fill()
+                if isinstance(row, dict):
+                    yield row
+                skip(" \t\r\n")
+                if buffer[position:position + 1] == ",":
+                    position += 1
+                elif buffer[position:position + 1] != "]":
+                    raise ValueError("expected , or ]")
+        except ValueError:
+            pass
+    return
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -73,21 +158,35 @@ def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
     to merge and write back unchanged, and as the model). Unusable rows are reported in one warning
     per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
     once) and dropped, so this run's rows replace them; they never stop the run."""
-    rows, bad = [], []
-    for number, raw in enumerate(read_rows(path), start=1):
+    return list(_valid(path, read_rows(path), model, normalise, stacklevel + 1))
+
+
+def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+               warn: bool = True) -> Iterator[tuple[dict[str, Any], M]]:
+    """`read_valid`, one row at a time from the file (`iter_json_rows`: a large file is never one
+    parsed list in memory); the warning, if any (and `warn`), comes once the file is read to its end."""
+    yield from _valid(path, iter_json_rows(path), model, normalise, 3 if warn else None)
+
+
+def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
+           normalise: Callable[[dict[str, Any]], dict[str, Any]], stacklevel: int | None,
+           ) -> Iterator[tuple[dict[str, Any], M]]:
+    bad = []
+    for number, raw in enumerate(raw_rows, start=1):
         row = normalise(raw)
         try:
-            rows.append((row, model.model_validate(row)))
+            typed = model.model_validate(row)
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err.get("loc", ()))
             bad.append(f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}")
-    if bad:
+            continue
+        yield row, typed
+    if bad and stacklevel is not None:
         message = (f"{path}: {len(bad)} row{'s' if len(bad) > 1 else ''} unreadable by this version, "
                    f"dropped (this run's rows replace them): {'; '.join(bad[:3])}"
                    + (f"; +{len(bad) - 3} more" if len(bad) > 3 else ""))
         warnings.warn(EvalbenchWarning(message), stacklevel=stacklevel)
-    return rows
 
 
 def count_rows(n: int, what: str) -> list[str]:

@@ -15,8 +15,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -81,11 +83,19 @@ def cache_key(material: dict[str, Any]) -> str:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and os.replace: readers see old or new, never half."""
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+@contextmanager
+def atomic_open(path: Path) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` when the block ends without an exception (for
+    files written piece by piece); on an exception the old file stays and the temp file goes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            yield handle
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; result files should be like any other
         os.replace(tmp, path)
     except BaseException:

@@ -180,6 +180,16 @@ class Engine:
         self._connection_failures: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._queue: list[list[Any]] = []
+        """Heap of [priority, sequence, key, factory] of pipelines not started yet."""
+        self._queued: dict[Any, list[Any]] = {}
+        self._started: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._sequence = itertools.count()
+        self._active: set[Any] = set()
+        """Keys started and not yet released: at most `window` (plus those a caller waited for)."""
+        self._closed = False
+        self.window = max(256, 4 * settings.concurrency)
+        """Pipelines started ahead of their callers: enough to keep `concurrency` requests in flight."""
         self._pending: dict[str, asyncio.Future[Completion]] = {}
         self._rate = (SharedRateLimit(cache.directory / ".rate-limit", settings.rate_limit)
                       if settings.rate_limit else None)
@@ -215,29 +225,100 @@ class Engine:
                 self._thread.start()
                 ready.wait()
                 self._loop = loop
+                self._closed = False
             return self._loop
 
+    def prefetch(self, key: Any, factory: Any, priority: int) -> None:
+        """Queue `factory()` (a coroutine factory) once per key, to start when the window has room.
+
+        At most `window` pipelines are started and not yet released (`release`, once their caller
+        has their result), lowest priority first; the others wait in the queue as a factory, with
+        no coroutine and no future, so prefetching 100,000 items costs a small entry each and the
+        results running ahead of the test loop stay bounded by the window."""
+        self._ensure_loop()
+        with self._lock:
+            if key not in self._futures and key not in self._queued:
+                entry = self._queued[key] = [priority, next(self._sequence), key, factory]
+                heapq.heappush(self._queue, entry)
+        self._pump()
+
     def submit(self, key: Any, factory: Any, priority: int) -> concurrent.futures.Future[Any]:
-        """Schedule `factory()` (a coroutine factory) once per key; later calls return the same future."""
+        """The future of `key`'s pipeline, started now unless it already was (a queued one whose
+        caller is waiting does not wait for the window: the test loop must not stall)."""
+        self._ensure_loop()
         with self._lock:
             existing = self._futures.get(key)
-        if existing is not None:
-            return existing
-        loop = self._ensure_loop()
+            if existing is not None:
+                return existing
+            entry = self._queued.pop(key, None)  # its heap entry is skipped when popped
+            if entry is None:
+                entry = [priority, next(self._sequence), key, factory]
+            future = self._take(entry)
+        self._start(entry, min(priority, entry[0]), future)
+        return future
+
+    def _take(self, entry: list[Any]) -> concurrent.futures.Future[Any]:
+        """Under the lock: the entry's pipeline counts against the window from now on."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._futures[entry[2]] = future
+        self._active.add(entry[2])
+        return future
+
+    def _pump(self) -> None:
+        """Start queued pipelines, lowest priority first, while the window has room."""
+        while True:
+            with self._lock:
+                if len(self._active) >= self.window or not self._queue or self._closed:
+                    return
+                entry = heapq.heappop(self._queue)
+                if self._queued.pop(entry[2], None) is None:
+                    continue  # started by submit() already, or dropped by close()
+                future = self._take(entry)
+            self._start(entry, entry[0], future)
+
+    def _start(self, entry: list[Any], priority: int, future: concurrent.futures.Future[Any]) -> None:
+        key, factory = entry[2], entry[3]
+        entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
 
         async def runner() -> Any:
             PRIORITY.set(priority)
             CALLS.set([0])
             return await factory()
 
-        future = asyncio.run_coroutine_threadsafe(runner(), loop)
-        with self._lock:
-            self._futures.setdefault(key, future)
-            return self._futures[key]
+        inner = asyncio.run_coroutine_threadsafe(runner(), self._ensure_loop())
+        with self._lock:  # close() cancels it (no callback between the two futures: no reference cycle)
+            if not inner.done():
+                self._started[key] = inner
+
+        def done(finished: concurrent.futures.Future[Any]) -> None:
+            with self._lock:
+                self._started.pop(key, None)
+            try:
+                if finished.cancelled():
+                    future.cancel()
+                elif finished.exception() is not None:
+                    future.set_exception(finished.exception())
+                else:
+                    future.set_result(finished.result())
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled by close() meanwhile
+
+        inner.add_done_callback(done)
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
         return self.submit(key, factory, priority).result()
+
+    def release(self, key: Any) -> None:
+        """The caller is done with `key`'s result: its window slot goes to the next queued pipeline
+        and a finished future (with the result it holds) is dropped, so a long session keeps no
+        results; an unfinished one stays until close() cancels it."""
+        with self._lock:
+            self._active.discard(key)
+            future = self._futures.get(key)
+            if future is not None and future.done():
+                del self._futures[key]
+        self._pump()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""
@@ -248,7 +329,11 @@ class Engine:
         loop = self._loop
         if loop is None:
             return
-        for future in list(self._futures.values()):
+        with self._lock:
+            self._closed = True
+            self._queue, self._queued = [], {}
+            started = list(self._started.values())
+        for future in [*self._futures.values(), *started]:
             future.cancel()
 
         async def shutdown() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Generator
+from collections.abc import Collection, Generator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from ..render.progress import Counts, ProgressReporter
 from ..render.summary import RunSummary, build_summary
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
+from ..spool import Spool
 from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
@@ -63,8 +64,8 @@ class EvalbenchSession:
         self._kind: BenchmarkKind[Any] | None = None
         self._cases: dict[Path, list[Any]] | None = None
         self._load_warnings: list[warnings.WarningMessage] = []
-        self.records: dict[str, JSONRecord] = {}
-        """Node id -> the item's record as JSON (as the teardown report carried it)."""
+        self.records: Spool[str] = Spool(self.bench_dir)
+        """Node id -> record (JSON), spooled to disk as reports arrive (controller and single process)."""
         self.tally = Completeness()
         self.errors = self.tally.errors
         self.dropped: list[str] = []
@@ -208,12 +209,15 @@ class EvalbenchSession:
         """Start the LLM work of these items, earlier positions first."""
         for position, item in enumerate(items, start=first):
             if isinstance(item, CaseItem):
-                self._future(item, position)
+                self.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
 
-    def _future(self, item: CaseItem, priority: int) -> Any:
+    def _pipeline(self, item: CaseItem) -> Any:
         case = item.stash[CASE_KEY]
         kind = self.kind
-        return self.run.engine.submit(item.nodeid, lambda: kind.run_case(case), priority)
+        return lambda: kind.run_case(case)
+
+    def _future(self, item: CaseItem, priority: int) -> Any:
+        return self.run.engine.submit(item.nodeid, self._pipeline(item), priority)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
@@ -275,15 +279,37 @@ class EvalbenchSession:
             full = transcript_text(item.stash[RECORD_KEY])
             if full:
                 report.longrepr = f"{report.longrepr}\n{full}"
-        if call.when == "teardown" and RECORD_KEY in item.stash:
-            report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
+        if call.when == "teardown":
+            self._release(item, report)
         return report
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def _release(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """The item is done: its record moves to the teardown report (which the controller, or xdist
+        on the way there, consumes) and nothing of it stays on the item or in the engine."""
+        if RECORD_KEY in item.stash:
+            report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
+            del item.stash[RECORD_KEY]
+        if OUTCOME_KEY in item.stash:
+            del item.stash[OUTCOME_KEY]
+        if self._run is not None:
+            self._run.engine.release(item.nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
+        """Consume the report first (our notes on it must be seen by the terminal reporter); once
+        every plugin has seen it (xdist's worker has sent it), take the record off it: pytest's
+        terminal reporter keeps every report until the end of the session."""
+        if not self.is_worker and self.is_case(report.nodeid):
+            self._consume(report)
+        try:
+            return (yield)
+        finally:
+            if hasattr(report, "evalbench"):
+                del report.evalbench
+
+    def _consume(self, report: pytest.TestReport) -> None:
         """Controller side (and no-xdist runs): keep every item's record, status and first error;
         any failure other than the kind's own `failed` verdict, and any skip, is an error."""
-        if self.is_worker or not self.is_case(report.nodeid):
-            return
         nodeid = report.nodeid
         status = getattr(report, "evalbench_status", None)
         error = getattr(report, "evalbench_error", None)
@@ -299,8 +325,16 @@ class EvalbenchSession:
             self.tally.status(nodeid, status)
         record = getattr(report, "evalbench", None)
         if record is not None:
-            self.records[nodeid] = record
+            self._keep(nodeid, record)
         self._track_progress(report)
+
+    def _keep(self, nodeid: str, record: JSONRecord) -> None:
+        """The one place a record arriving on the controller is stored: spooled as its JSON form."""
+        self.records.add(nodeid, record)
+
+    def _records(self) -> Collection[JSONRecord]:
+        """This session's records in node-id order, read back from the spool on every pass."""
+        return self.records.values()
 
     def close_engine(self) -> dict[str, Any] | None:
         """Stop this process's engine; its counters, or None if it never started."""
@@ -349,7 +383,7 @@ class EvalbenchSession:
     def _finish(self, exitstatus: int) -> GateOutcome:
         run = self.run
         kind = self.kind
-        written = self.written = kind.write_results(kind.record_from_json(self.records[k]) for k in sorted(self.records))
+        written = self.written = kind.write_results(kind.record_from_json(data) for data in self._records())
         self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
@@ -361,9 +395,10 @@ class EvalbenchSession:
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines
         write_run_status(run.output_dir / LAST_RUN, self, outcome)
-        self.config.hook.pytest_evalbench_results(config=self.config, benchmark=self.settings.benchmark,
-                                                  results=written.results,
-                                                  records=[self.records[k] for k in sorted(self.records)])
+        hook = self.config.hook.pytest_evalbench_results
+        if hook.get_hookimpls():  # the documented list, built only for someone who asked for it
+            hook(config=self.config, benchmark=self.settings.benchmark, results=written.results,
+                 records=list(self._records()))
         return outcome
 
     # ------------------------------------------------------------------ reports people read
@@ -492,3 +527,4 @@ class EvalbenchSession:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close_engine()
         gc_tuning.restore()
+        self.records.close()

@@ -6,6 +6,7 @@ here (and only here), so a change to gate/ touches this module and nothing else 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ def node_key(target: str, row_id: str, sample: int) -> str:
     return f"{target}|{row_id}|{sample}"
 
 
-def node_ids_of(records: dict[str, dict[str, Any]]) -> dict[str, str]:
+def node_ids_of(records: Mapping[str, dict[str, Any]]) -> dict[str, str]:
     """`node_key` -> node id for the records of this session that are judged conversations."""
     out = {}
     for nodeid, record in records.items():

@@ -180,7 +180,7 @@ def _select(fid: str, label: str, values: list[str]) -> str:
     return f'<label>{E(label)} <select id="{fid}"><option value="">all</option>{opts}</select></label>'
 
 
-def _transcripts(views: list[TranscriptView]) -> str:
+def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
     convs = [v.conversation for v in views]
     metrics = sorted({c.metric_id for c in convs if c.metric_id})
     targets = sorted({c.target.id for c in convs if c.target.id})
@@ -210,7 +210,10 @@ def _transcripts(views: list[TranscriptView]) -> str:
                f'{_select("f-demo", "demographic", demos)} <input type="search" id="f-search" '
                f'placeholder="search transcripts and justifications" aria-label="search"> '
                f'<span class="muted" id="f-count">{len(convs)} shown</span></div>')
-    return f'<section><h2>Transcripts</h2>{filters}<div id="convs">{"".join(items)}</div></section>'
+    cut = (f'<p class="muted">{len(convs)} of {total} conversations: failed and unscored ones first; every '
+           'conversation is in runs/&lt;target&gt;/conversations.json</p>' if total is not None and total > len(convs)
+           else "")
+    return f'<section><h2>Transcripts</h2>{cut}{filters}<div id="convs">{"".join(items)}</div></section>'
 
 
 def _agents(d: DatasetView) -> str:
@@ -279,7 +282,8 @@ def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
     body = [_header(summary), "<main>", _problems(summary), _rates(summary)]
     if summary.scenario is not None:
-        body += [_demographics(summary.scenario.demographics), _transcripts(summary.scenario.transcripts)]
+        body += [_demographics(summary.scenario.demographics),
+                 _transcripts(summary.scenario.transcripts, summary.scenario.transcripts_total)]
     if summary.dataset is not None:
         body += [_agents(summary.dataset), _comparisons(summary.dataset), _cases(summary.dataset)]
     body += [_files(summary), "</main>"]

@@ -11,6 +11,7 @@ import math
 import subprocess
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,14 +120,17 @@ class ScenarioView:
 
     demographics: list[DemographicGroup]
     transcripts: list[TranscriptView]
+    """At most `MAX_TRANSCRIPTS`, failed and unscored first."""
     warnings: list[str]
+    transcripts_total: int = 0
+    """How many conversations the run files hold in all."""
 
     def to_json(self) -> dict[str, Any]:
         return {"demographics": [{**asdict(g), "values": [{"value": v, **est.to_dict()} for v, est in g.values]}
                                  for g in self.demographics],
                 "transcripts": [{"conversation": t.conversation.to_json(), "status": t.status,
                                  "judgments": [j.to_json() for j in t.judgments]} for t in self.transcripts],
-                "warnings": self.warnings}
+                "transcripts_total": self.transcripts_total, "warnings": self.warnings}
 
 
 @dataclass
@@ -254,7 +258,7 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     return rows
 
 
-def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[DemographicGroup]:
+def demographic_groups(scores: list[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
     demo = {c.id: c.demographic for c in conversations}
@@ -283,19 +287,39 @@ def demographic_groups(scores: list[ScoreRow], conversations: list[ConversationR
     return out
 
 
-def transcripts(scores: list[ScoreRow], conversations: list[ConversationRow]) -> list[TranscriptView]:
-    """Every conversation with its judgments (verdict and justification), sorted by target and id.
-    (A conversation's shown status summarises its rows' verdicts; it decides nothing.)"""
+MAX_TRANSCRIPTS = 2000
+"""Conversations the report shows at most: every failed and unscored one first (up to this many),
+then passed ones; a run of 100,000 items would otherwise be a report nobody can open."""
+
+
+def transcripts(scores: list[ScoreRow], conversations: Iterable[ConversationRow],
+                limit: int = MAX_TRANSCRIPTS) -> tuple[list[TranscriptView], int]:
+    """Conversations with their judgments (verdict and justification), sorted by target and id: at
+    most `limit`, failed and unscored first; and how many conversations there are in all. (A
+    conversation's shown status summarises its rows' verdicts; it decides nothing.)"""
     judgments: dict[tuple[str, int], list[ScoreRow]] = defaultdict(list)
     for row in scores:
         judgments[(row.conv_id, row.sample)].append(row)
-    out = []
-    for conv in sorted(conversations, key=lambda c: (c.target.id, c.conv_id, c.sample)):
-        judged = judgments.get((conv.conv_id, conv.sample), [])
-        status = ("unscored" if any(j.passed is None for j in judged) or not judged
-                  else "passed" if all(j.passed for j in judged) else "failed")
-        out.append(TranscriptView(conv, status, judged))
-    return out
+
+    def status_of(judged: list[ScoreRow]) -> str:
+        return ("unscored" if any(j.passed is None for j in judged) or not judged
+                else "passed" if all(j.passed for j in judged) else "failed")
+
+    statuses = {key: status_of(judged) for key, judged in judgments.items()}
+    problems = sorted(k for k, v in statuses.items() if v != "passed")
+    passed = sorted(k for k, v in statuses.items() if v == "passed")
+    shown = set(problems[:limit]) | set(passed[:max(0, limit - len(problems))])
+    out: list[TranscriptView] = []
+    total = 0
+    for conv in conversations:
+        total += 1
+        key = (conv.conv_id, conv.sample)
+        if key not in shown and (key in statuses or len(out) >= limit):
+            continue  # never judged: unscored, shown while there is room
+        judged = judgments.get(key, [])
+        out.append(TranscriptView(conv, status_of(judged), judged))
+    out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
+    return out, total
 
 
 def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0)) -> dict[str, Any]:
@@ -345,7 +369,7 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
         summary.rates = scenario_rates(written, gate.comparison)
-        summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations),
-                                        transcripts(written.scores, written.conversations),
-                                        list((gate.comparison or {}).get("meta_warnings") or []))
+        shown, total = transcripts(written.scores, written.conversations)
+        summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
+                                        list((gate.comparison or {}).get("meta_warnings") or []), total)
     return summary

@@ -23,8 +23,8 @@ from ..panel import agreement_lines
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, load_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
-from .runner import ScenarioCase, run_scenario
-from .store import RUNS_DIR, Known, read_run_conversations, write_results
+from .runner import ScenarioCase, StoredScenario, run_scenario
+from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 
 TAIL_MESSAGES = 2
 """A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
@@ -66,13 +66,14 @@ class ScenarioKind:
                               "--evalbench-target=MODEL")
         scenarios = load_scenarios(run.bench_dir, run.spec)
         self._order = {s.id: i for i, s in enumerate(scenarios)}
-        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics},
-                            {s.id: s.model_dump(mode="json", exclude_none=True) for s in scenarios})
+        stored = {s.id: StoredScenario(s) for s in scenarios}
+        del scenarios  # the models: only their compact JSON stays (StoredScenario)
+        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
-        for scenario in scenarios:
+        for row in stored.values():
             for cfg in run.target_configs:
                 for sample in range(run.spec.generation.num_samples):
-                    cases.append(ScenarioCase(scenario, cfg.id, sample, len(cases)))
+                    cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
         return {self.data_files()[0]: cases}
 
     def order(self) -> dict[str, int]:
@@ -142,9 +143,9 @@ class ScenarioKind:
             for row in gated:
                 by_target.setdefault(row.target_model, []).append(row)
             rates = aggregate(by_target)
-        conversations = read_run_conversations(bench_dir, self._known)
         return KindResults(results=[r.model_dump(mode="json") for r in results], rates=rates, scores=scores,
-                           outcomes=[r.outcome_row() for r in gated], conversations=conversations, dropped=dropped,
+                           outcomes=[r.outcome_row() for r in gated], conversations=RunConversations(bench_dir, self._known),
+                           dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
 
 

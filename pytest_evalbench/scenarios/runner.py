@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..context import BenchmarkRun
@@ -15,31 +14,58 @@ from .models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, Scenar
 from .simulate import simulate
 
 
-@dataclass(frozen=True)
+class StoredScenario:
+    """A scenarios.json row kept as its compact JSON, rebuilt into the model whenever an item needs
+    it: a validated `Scenario` weighs about 2 KB, its JSON a fraction of that, and a benchmark of
+    100,000 items holds every row from collection to the end of the session."""
+
+    __slots__ = ("_json", "id", "metric_id", "metric_type")
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.id, self.metric_id, self.metric_type = scenario.id, scenario.metric_id, scenario.metric_type
+        self._json = scenario.model_dump_json(exclude_unset=True).encode("utf-8")  # set fields: lossless
+
+    def load(self) -> Scenario:
+        return Scenario.model_validate_json(self._json)
+
+    def dump(self) -> dict[str, Any]:
+        """The row as the result files' readers complete foreign rows from it (`Known.scenarios`)."""
+        return self.load().model_dump(mode="json", exclude_none=True)
+
+
 class ScenarioCase:
     """One test item of a scenario benchmark: scenario row × target × sample."""
 
-    scenario: Scenario
-    target_id: str
-    sample: int
-    index: int
+    __slots__ = ("index", "sample", "stored", "target_id")
+
+    def __init__(self, scenario: Scenario | StoredScenario, target_id: str, sample: int, index: int) -> None:
+        self.stored = scenario if isinstance(scenario, StoredScenario) else StoredScenario(scenario)
+        self.target_id, self.sample, self.index = target_id, sample, index
+
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario row (a fresh model on every access)."""
+        return self.stored.load()
 
     @property
     def name(self) -> str:
-        return f"{self.scenario.id}[{self.target_id}-s{self.sample}]"
+        return f"{self.stored.id}[{self.target_id}-s{self.sample}]"
 
     @property
     def conv_id(self) -> str:
-        return f"{self.scenario.id}__{self.target_id}"
+        return f"{self.stored.id}__{self.target_id}"
 
     @property
     def row_id(self) -> str:
-        return self.scenario.id
+        return self.stored.id
 
     @property
     def keywords(self) -> dict[str, Any]:
         """`-k` selects by metric id, metric type and target as whole words."""
-        return {self.scenario.metric_id: True, self.target_id: True, str(self.scenario.metric_type): True}
+        return {self.stored.metric_id: True, self.target_id: True, str(self.stored.metric_type): True}
+
+    def __repr__(self) -> str:
+        return f"ScenarioCase({self.name!r}, index={self.index})"
 
 
 def row_target(target: Target, scenario: Scenario) -> Target:

@@ -10,7 +10,7 @@ read-merge-write under the benchmark's result lock.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -18,11 +18,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..llm.types import Usage
+from ..spool import Spool
 from ..store import (
     USAGE_LEDGER,
     count_rows,
     dump_json,
-    ledger_totals,
+    dump_json_object,
+    dump_json_rows,
+    iter_valid,
     phase_cost,
     read_ledger,
     read_rows,
@@ -44,7 +48,24 @@ class Known:
     (id -> (name, type)) and this benchmark's scenario rows (id -> row)."""
 
     metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
-    scenarios: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scenarios: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class StoredRows(Mapping[str, dict[str, Any]]):
+    """Scenario id -> row dict, built on each lookup from a compact stored row (`runner.StoredScenario`):
+    only rows of foreign result files are ever looked up, so nothing per row stays in memory."""
+
+    def __init__(self, stored: Mapping[str, Any]) -> None:
+        self._stored = stored
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        return dict(self._stored[key].dump())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
 
 
 Normaliser = Callable[[dict[str, Any], str, Known], dict[str, Any]]
@@ -114,29 +135,63 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-def write_target_run(run_dir: Path, records: list[ScenarioRecord], order: dict[str, int],
+class TargetRows:
+    """One target's rows from this session's records: its scores.json rows stay in memory (they
+    are aggregated and reported), its conversations and their usage are spooled to disk (they are
+    the bulk of a record, and only written out)."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.scores: list[dict[str, Any]] = []
+        """scores.json rows (JSON: merged with the rows on disk and written)."""
+        self.spooled: Spool[tuple[str, int]] = Spool(directory)
+        """(id, sample) -> [conversations.json row, its usage by phase]."""
+
+    def add(self, record: ScenarioRecord) -> None:
+        self.scores.append(record.score.to_json())
+        conversation = record.conversation
+        self.spooled.add((conversation.id, conversation.sample),
+                         [conversation.to_json(), {k: v.to_json() for k, v in record.usage.items()}])
+
+    def close(self) -> None:
+        self.spooled.close()
+
+
+def ledger_key(key: tuple[str, int]) -> str:
+    return f"{key[0]}|{key[1]}"
+
+
+def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
                      samples: int | None = None, known: Known = Known()) -> list[str]:
-    """Merge one target's records into its conversations.json, scores.json and cost.json; what was dropped."""
-    conversations = [r.conversation.to_json() for r in records]
-    scores = [r.score.to_json() for r in records]
+    """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
+    dropped. Conversations and the usage ledger are written row by row from the spool."""
     old_scores = read_file_rows(run_dir, "scores.json", known)
-    conv_rows = merge_rows(read_file_rows(run_dir, "conversations.json", known), conversations, order, samples)
-    score_rows = merge_rows(old_scores, scores, order, samples)
+    score_rows = merge_rows(old_scores, new.scores, order, samples)  # old rows validated as read, new ones typed
+    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known)
+           if configured(r, order, samples)}
+    live = sorted(set(old) | set(new.spooled), key=lambda k: (order.get(k[0], len(order)), k[1]))
+
+    def conversations() -> Iterator[dict[str, Any]]:
+        for key in live:
+            yield new.spooled[key][0] if key in new.spooled else old[key]
 
     ledger_path = run_dir / USAGE_LEDGER
-    ledger = read_ledger(ledger_path)
-    for record in records:
-        ledger[f"{record.conversation.id}|{record.conversation.sample}"] = {k: v.to_json()
-                                                                          for k, v in record.usage.items()}
-    live = {f"{r['id']}|{r['sample']}" for r in conv_rows}
-    ledger = {k: v for k, v in sorted(ledger.items()) if k in live}
-    totals = ledger_totals(ledger)
-    cost = {phase: phase_cost(phase, totals[phase]) for phase in PHASES}
+    old_ledger = read_ledger(ledger_path)
+    totals: dict[str, Usage] = defaultdict(Usage)
 
-    dump_json(run_dir / "conversations.json", conv_rows)  # old rows were validated as read, new ones are typed
+    def ledger() -> Iterator[tuple[str, Any]]:
+        for key in sorted(live, key=ledger_key):
+            name = ledger_key(key)
+            usage = new.spooled[key][1] if key in new.spooled else old_ledger.get(name)
+            if usage is None:
+                continue
+            for phase, value in usage.items():
+                totals[phase].add(Usage.from_json(value))
+            yield name, usage
+
+    dump_json_rows(run_dir / "conversations.json", conversations())
     dump_json(run_dir / "scores.json", score_rows)
-    dump_json(ledger_path, ledger)
-    dump_json(run_dir / "cost.json", cost)
+    dump_json_object(ledger_path, ledger())
+    dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES})
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped_rows(old_scores, order, samples)]
 
 
@@ -168,6 +223,23 @@ def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:
     """`runs/<target>/` of every target that has that file, in target order."""
     runs = bench_dir / RUNS_DIR
     return [d for d in sorted(runs.iterdir()) if (d / filename).is_file()] if runs.is_dir() else []
+
+
+class RunConversations:
+    """Every target's conversations.json rows (usable, normalised), read from disk one row at a
+    time on every pass: what reports show, without the rows of a large run all in memory.
+    Unusable rows are warned about on the first pass only."""
+
+    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
+        self.bench_dir, self.known = bench_dir, known
+        self._warned = False
+
+    def __iter__(self) -> Iterator[ConversationRow]:
+        warn, self._warned = not self._warned, True
+        for run_dir in _run_dirs(self.bench_dir, "conversations.json"):
+            normalise = partial(normalise_conversation, target_id=run_dir.name, known=self.known)
+            for _, row in iter_valid(run_dir / "conversations.json", ConversationRow, normalise, warn):
+                yield row
 
 
 def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
@@ -203,9 +275,28 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
                    ) -> tuple[list[ModelResult], list[str], list[ScoreRow]]:
-    by_target: dict[str, list[ScenarioRecord]] = defaultdict(list)
-    for record in records:
-        by_target[record.target_id].append(record)
+    by_target: dict[str, TargetRows] = {}
+    try:
+        for record in records:
+            target = by_target.get(record.target_id)
+            if target is None:
+                target = by_target[record.target_id] = TargetRows(bench_dir)
+            target.add(record)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known)
+    finally:
+        for target in by_target.values():
+            target.close()
+        by_target.clear()  # this session's scores: the files on disk hold them now, read back below
+    rows_by_model = read_run_scores(bench_dir, known)
+    results = aggregate(rows_by_model)
+    if rows_by_model:
+        dump_json(bench_dir / "results.json", [r.model_dump(mode="json") for r in results])
+    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
+
+
+def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],
+                targets: set[str] | None, samples: int | None, known: Known) -> list[str]:
+    """Every touched target's run files, one target at a time; stale rows and target runs dropped."""
     runs = bench_dir / RUNS_DIR
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
@@ -216,9 +307,6 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
                 continue
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
-        dropped += write_target_run(runs / target_id, by_target.get(target_id, []), order, samples, known)
-    rows_by_model = read_run_scores(bench_dir, known)
-    results = aggregate(rows_by_model)
-    if rows_by_model:
-        dump_json(bench_dir / "results.json", [r.model_dump(mode="json") for r in results])
-    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
+        dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
+                                    known)
+    return dropped

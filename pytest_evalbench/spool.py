@@ -1,0 +1,81 @@
+"""Rows spooled to an anonymous file as they arrive, so memory does not grow with a run's results.
+
+A session of 100,000 items must not hold 100,000 records (or conversations) until it writes its
+files: each row is appended to a temporary file as one JSON line and only its key and byte range
+stay in memory. Reading back is by key, in key order, one row at a time. The file has no name
+on POSIX (unlinked at creation) and is removed when closed or when the process dies, so an
+interrupted run leaves nothing behind; everything spooled so far can still be read back by the
+process that wrote it (the session's interrupted-run accounting relies on that).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class Spool(Mapping[K, Any], Generic[K]):
+    """Key -> JSON value, stored on disk; a key added again replaces its earlier value.
+
+    Iteration yields keys in sorted order (`sort_key` decides it), and `values()`/`items()` read
+    one value at a time, so a pass over the whole spool holds one row in memory. Values go through
+    JSON: they come back as a fresh `json.loads` of what was stored.
+    """
+
+    def __init__(self, directory: Path | None = None, sort_key: Any = None) -> None:
+        self._directory = directory
+        self._sort_key = sort_key
+        self._file: IO[bytes] | None = None
+        self._end = 0
+        self._index: dict[K, tuple[int, int]] = {}
+        self._order: list[K] | None = None
+
+    def _open(self) -> IO[bytes]:
+        if self._file is None:
+            try:
+                self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".evalbench-spool-")  # noqa: SIM115 (closed by close())
+            except OSError:  # e.g. a read-only benchmark directory: the system's temporary directory
+                self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-")  # noqa: SIM115 (closed by close())
+        return self._file
+
+    def add(self, key: K, value: Any) -> None:
+        """Append `value` (anything `json.dumps` takes) under `key`."""
+        line = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        handle = self._open()
+        handle.seek(self._end)
+        handle.write(line)
+        if key not in self._index:
+            self._order = None
+        self._index[key] = (self._end, len(line))
+        self._end += len(line)
+
+    def __getitem__(self, key: K) -> Any:
+        offset, size = self._index[key]
+        assert self._file is not None
+        self._file.seek(offset)
+        return json.loads(self._file.read(size))
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[K]:
+        if self._order is None:
+            self._order = sorted(self._index, key=self._sort_key)
+        return iter(self._order)
+
+    def close(self) -> None:
+        """Remove the file (the spool is empty afterwards)."""
+        if self._file is not None:
+            self._file.close()
+        self._file, self._end, self._index, self._order = None, 0, {}, None
+
+    def __repr__(self) -> str:
+        return f"<Spool of {len(self)} rows>"

@@ -1,0 +1,58 @@
+"""Bounded memory: a session does not keep its records (issue #19).
+
+The run's own process traces, from the end of collection, what the test loop leaves allocated when
+the session finishes (before the results are written) and counts the blocks as large as one
+item's target reply (40 KB): with the records kept in memory (by the session, on the items, in
+the engine's futures or on pytest's reports) there is one per item; spooled to disk, none.
+Counting large blocks, not bytes, keeps the test blind to lazy imports and pytest's own state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from helpers import scenario, script, write_benchmark
+
+from pytest_evalbench.testing import FakeLLMServer
+
+ITEMS = 150
+REPLY = "x" * 40_000
+PROBE = """
+import json
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+
+def pytest_collection_finish(session):
+    tracemalloc.start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if tracemalloc.is_tracing():
+        sizes = [trace.size for trace in tracemalloc.take_snapshot().traces]
+        tracemalloc.stop()
+        Path("retained.json").write_text(json.dumps([size for size in sizes if size >= 40000]))
+"""
+
+
+def test_records_are_not_held_in_memory(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(ITEMS)],
+                            generation={"turns": 1, "num_samples": 1, "perfunctory": False, "landmarks": False})
+    said = itertools.count()  # every request differs: nothing is answered once for several items
+    bench_env.set_responder(script(True, user=lambda r: f"Thought: ok\nMessage: help {next(said)}",
+                                   target=lambda r: f"{next(said)} {REPLY}"))
+    pytester.makeconftest(PROBE)
+    # a subprocess: the fake server (in this process) keeps every request it answered
+    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off", "-p", "no:randomly")
+    result.assert_outcomes(passed=ITEMS)
+    conversations = json.loads((bench / "runs" / "tgt" / "conversations.json").read_text())
+    assert len(conversations) == ITEMS and all(len(c["transcript"][-1]["content"]) > len(REPLY)
+                                               for c in conversations)  # the records were all there
+    large = json.loads(Path(pytester.path / "retained.json").read_text())
+    assert len(large) < ITEMS / 10, f"{len(large)} blocks of >= 40 KB still allocated after {ITEMS} items"
