@@ -229,7 +229,7 @@ def pytest_terminal_summary(terminalreporter):
 """)
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, failed=2)
-    result.stdout.fnmatch_lines(["*_ scenarios.json::m02_s001_v01[[]tgt-s0[]] _*", "*Captured stdout teardown*",
-                                 "teardown says hello", "*_ scenarios.json::m02_s001_v02[[]tgt-s0[]] _*"])
+    result.stdout.fnmatch_lines(["*_ m02_s001_v01[[]tgt-s0[]] _*", "*Captured stdout teardown*",
+                                 "teardown says hello", "*_ m02_s001_v02[[]tgt-s0[]] _*"])
     kept_line = next(line for line in result.stdout.lines if line.startswith("quiet reports kept: "))
     assert kept_line == "quiet reports kept: ['benchmarks/demo/scenarios.json::m02_s001_v01[tgt-s0]']"

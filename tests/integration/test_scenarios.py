@@ -109,8 +109,17 @@ def test_keyword_selection_and_collect_only(pytester: pytest.Pytester, bench_env
     result.stdout.fnmatch_lines(["benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]",
                                  "benchmarks/demo/scenarios.json::m02_s001_v02[[]tgt-s0[]]"])
     assert bench_env.requests == []
+    # A case's keywords (metric type, metric id, target) match `-k` although they are not in its name.
+    negative = pytester.runpytest("--benchmark=demo", "--collect-only", "-q", "-k", "negative")
+    negative.stdout.fnmatch_lines(["*::m02_s001_v01[[]tgt-s0[]]", "*::m02_s001_v02[[]tgt-s0[]]",
+                                   "2/4 tests collected (2 deselected)*"])
     bench_env.set_responder(script(True))
-    pytester.runpytest("--benchmark=demo", "-k", "m02 and v01").assert_outcomes(failed=1)
+    verbose = pytester.runpytest("--benchmark=demo", "-k", "m02 and v01", "-v")
+    verbose.assert_outcomes(failed=1)
+    # -v names the item by its node id; the failure header by its name, like a test function's
+    verbose.stdout.fnmatch_lines(["benchmarks/demo/scenarios.json::m02_s001_v01[[]tgt-s0[]] FAILED*",
+                                  "*_ m02_s001_v01[[]tgt-s0[]] _*"])
+    assert "scenarios::json" not in verbose.stdout.str()
 
 
 def test_last_failed_reruns_only_failures(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
