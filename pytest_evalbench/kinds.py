@@ -2,8 +2,9 @@
 
 A kind (`scenarios/`, `dataset/`, `calibration/`) knows how to load its cases, run one case into
 a typed record, decide a record's outcome, write its result files and summarise them. The pytest
-layer calls this protocol and never branches on the kind; a third kind is a new subpackage plus
-one line in `kind_of`. Records are the kind's own types; they become JSON only where they cross
+layer calls this protocol and never branches on the kind; a third kind is a new subpackage (with the
+same inner layout: the class in `<kind>/kind.py`, an `__init__` that imports nothing) plus one
+loader in `SPEC_KINDS`. Records are the kind's own types; they become JSON only where they cross
 the worker -> controller boundary and in the `pytest_evalbench_*` hook payloads
 (`record_to_json` / `record_from_json`).
 """
@@ -145,22 +146,40 @@ class SpecKind(BenchmarkKind[Any], Protocol):
     def __init__(self, run: BenchmarkRun) -> None: ...
 
 
-def spec_kinds() -> dict[str, type[SpecKind]]:
-    """benchmark.yaml `kind:` value -> the kind's class (imported on first use)."""
-    from .dataset import DatasetKind
-    from .scenarios import ScenarioKind
+def _scenarios() -> type[SpecKind]:
+    from .scenarios.kind import ScenarioKind
 
-    return {"scenarios": ScenarioKind, "dataset": DatasetKind}
+    return ScenarioKind
+
+
+def _dataset() -> type[SpecKind]:
+    from .dataset.kind import DatasetKind
+
+    return DatasetKind
+
+
+def _calibration() -> Callable[[BenchmarkRun], BenchmarkKind[Any]]:
+    from .calibration.kind import CalibrationKind
+
+    return CalibrationKind
+
+
+SPEC_KINDS: dict[str, Callable[[], type[SpecKind]]] = {"scenarios": _scenarios, "dataset": _dataset}
+"""benchmark.yaml `kind:` value -> a loader of the kind's class: a run imports its own kind's
+`<kind>/kind.py` only (a scenario run never imports `dataset/`; tests/unit/test_import_cost.py)."""
+
+
+def spec_kinds() -> dict[str, type[SpecKind]]:
+    """benchmark.yaml `kind:` value -> the kind's class (imports every kind: for listings and tests)."""
+    return {name: load() for name, load in SPEC_KINDS.items()}
 
 
 def spec_kind(spec: BenchmarkSpec) -> type[SpecKind]:
-    """The class of the kind benchmark.yaml names."""
-    return spec_kinds()[spec.kind]
+    """The class of the kind benchmark.yaml names (importing that kind only)."""
+    return SPEC_KINDS[spec.kind]()
 
 
 def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
     """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
-    from .calibration import CalibrationKind
-
-    kinds: dict[str, Callable[[BenchmarkRun], BenchmarkKind[Any]]] = {**spec_kinds(), "calibration": CalibrationKind}
-    return kinds["calibration" if run.settings.calibrate else run.spec.kind](run)
+    make = _calibration() if run.settings.calibrate else spec_kind(run.spec)
+    return make(run)

@@ -24,7 +24,6 @@ from ..loading import first_error
 from ..spec import BenchmarkSpec, Message
 
 CALIBRATION_FILE = "calibration.jsonl"
-RESULT_FILE = "calibration.json"
 
 
 class _Strict(BaseModel):

@@ -40,3 +40,24 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
     run = "import pytest\npytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=b', '--collect-only'])"
     loaded = _loaded_after(run, tmp_path)
     assert "pytest_evalbench.plugin.session" in loaded and "pydantic" in loaded
+
+
+def _kind_imports(kind: str, cwd: Path) -> list[str]:
+    """Our modules in sys.modules after resolving benchmark.yaml's `kind:` to its class, as a run does."""
+    probe = ("import json, sys\nfrom pytest_evalbench.kinds import spec_kind\nfrom pytest_evalbench.spec import "
+             f"BenchmarkSpec\nspec_kind(BenchmarkSpec.model_validate({{'name': 'b', 'kind': {kind!r}}}))\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_scenario_kind_does_not_import_the_dataset_kind(tmp_path: Path) -> None:
+    loaded = _kind_imports("scenarios", tmp_path)
+    assert "pytest_evalbench.scenarios.kind" in loaded  # the counter-check: the probe sees the kind it loaded
+    assert [m for m in loaded if m.startswith(("pytest_evalbench.dataset", "pytest_evalbench.calibration"))] == []
+
+
+def test_the_dataset_kind_does_not_import_the_scenario_kind(tmp_path: Path) -> None:
+    loaded = _kind_imports("dataset", tmp_path)
+    assert "pytest_evalbench.dataset.kind" in loaded
+    assert [m for m in loaded if m.startswith(("pytest_evalbench.scenarios", "pytest_evalbench.calibration"))] == []

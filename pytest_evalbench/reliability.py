@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..store import read_json
-from .models import RESULT_FILE
+from .store import read_json
+
+RESULT_FILE = "calibration.json"
+"""What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""
 
 
 def judge_name(judges: list[Any]) -> str:

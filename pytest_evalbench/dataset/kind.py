@@ -1,0 +1,123 @@
+"""`DatasetKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
+registry there only when a run is of this kind; the package `__init__` imports nothing)."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..context import BenchmarkRun
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
+from ..panel import agreement_lines
+from ..reliability import judge_name, reliability_lines, unreliable_judges
+from .explain import EVAL_NAMES
+from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
+from .policy import ScoringPolicy
+from .runner import DatasetItem, DatasetRecord, decide, run_case
+from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
+from .summary import CaseResult, agent_table, as_target_results, summarize_agents
+
+CASE_METRIC = "pass_rate"
+
+
+class DatasetKind:
+    """The dataset kind of the protocol in `kinds.py`."""
+
+    roles = ("evaluator_model",)
+    judged: ClassVar[Judged] = "evals"
+    thresholds_name_targets: ClassVar[bool] = False
+    generated_from_metrics: ClassVar[bool] = False
+
+    def __init__(self, run: BenchmarkRun) -> None:
+        self.run = run
+        self._order: dict[str, int] = {}
+
+    @functools.cached_property
+    def settings(self) -> DatasetSettings:
+        """The `dataset:` block (validated once per process)."""
+        return dataset_settings(self.run.bench_dir, self.run.spec)
+
+    @property
+    def policy(self) -> ScoringPolicy:
+        return policy_of(self.settings)
+
+    def data_files(self) -> list[Path]:
+        return dataset_files(self.run.bench_dir, self.settings)
+
+    def load_cases(self) -> dict[Path, list[Any]]:
+        items: dict[Path, list[DatasetItem]] = {}
+        for file in self.data_files():
+            items[file] = load_items(file, self.policy, start=sum(len(v) for v in items.values()))
+        check_unique(items)
+        check_answerable(items, set(self.run.targets))
+        self._order = {item.name: item.index for file_items in items.values() for item in file_items}
+        return dict(items)
+
+    def order(self) -> dict[str, int]:
+        if not self._order:
+            self.load_cases()
+        return self._order
+
+    async def run_case(self, case: Any) -> DatasetRecord:
+        run = self.run
+        return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
+                              samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
+
+    def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
+        return record.to_json()
+
+    def record_from_json(self, data: dict[str, Any]) -> DatasetRecord:
+        return DatasetRecord.from_json(data)
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Eval -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        return unreliable_judges(run.bench_dir, run.spec.judge, list(EVAL_NAMES), judge_name(run.evaluators))
+
+    def unreliable_in(self, case: CaseResult) -> list[str]:
+        """The scored evals of a case whose judge is unreliable: its verdict rests on them."""
+        return [m.eval for m in case.metrics if m.score is not None and m.eval in self.unreliable]
+
+    def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
+        """The scoring policy decides the case here, once (`runner.decide`); no hook runs for dataset cases."""
+        case = decide(record, self.policy)
+        properties = [("evalbench_status", case.status), ("evalbench_composite", case.composite)]
+        doubtful = self.unreliable_in(case) if case.status == "failed" else []
+        if doubtful:
+            why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
+            return Outcome("failed", f"{record.message}\njudge unreliable ({why}): this failure cannot fail "
+                           "the build", properties, convicts=False)
+        return Outcome(case.status, record.message, properties)
+
+    def write_results(self, records: Iterable[DatasetRecord]) -> KindResults:
+        """One pass over the records (they may stream from disk), counting agreement and unreliable
+        failures on the way to the store."""
+        out = self.run.output_dir
+        agreement: list[tuple[str, float | None]] = []
+        failures: Counter[str] = Counter()
+
+        def counted(records: Iterable[DatasetRecord]) -> Iterable[DatasetRecord]:
+            for record in records:
+                agreement.extend((m.eval, m.agreement) for m in record.case.metrics)
+                if record.case.status == "failed":
+                    failures.update(self.unreliable_in(record.case))
+                yield record
+
+        rows, summary, dropped = write_dataset_results(out, counted(records), self.order())
+        lines = agreement_lines(agreement)
+        gated_rows, gated = rows, summary
+        if self.unreliable:
+            # a failed case whose verdict rests on an unreliable judge is shown, never counted against the build
+            lines += reliability_lines(self.unreliable, dict(failures))
+            # every case whose verdict rests on an unreliable judge leaves the gate's numbers
+            gated_rows = [row for row in rows if not self.unreliable_in(row)]
+            gated = summarize_agents(gated_rows)
+        return KindResults(results=[a.to_json() for a in summary], rates=as_target_results(gated),
+                           table=agent_table(summary), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
+                           eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
+                           judge_lines=lines, cases=rows, agents=summary, view="cases",
+                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])

@@ -1,0 +1,159 @@
+"""`ScenarioKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
+registry there only when a run is of this kind; the package `__init__` imports nothing)."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..context import BenchmarkRun
+from ..errors import ConfigError
+from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
+from ..loading import SPEC_FILE
+from ..panel import agreement_lines
+from ..reliability import judge_name, reliability_lines, unreliable_judges
+from .aggregate import aggregate
+from .loading import SCENARIOS_FILE, load_scenarios
+from .models import ScenarioRecord, ScoreRow, derive_pass
+from .runner import ScenarioCase, StoredScenario, run_scenario
+from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+
+TAIL_MESSAGES = 2
+"""A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
+TAIL_CHARS = 400
+
+
+class ScenarioKind:
+    """The scenario kind of the protocol in `kinds.py`."""
+
+    roles = ("user_model", "evaluator_model")
+    judged: ClassVar[Judged] = "metrics"
+    thresholds_name_targets: ClassVar[bool] = True
+    generated_from_metrics: ClassVar[bool] = True
+
+    def __init__(self, run: BenchmarkRun) -> None:
+        self.run = run
+        self._order: dict[str, int] = {}
+        self._known = Known()
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Metric id -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        judge = judge_name(run.evaluators)
+        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+
+    def judged_unreliably(self, score: ScoreRow) -> bool:
+        """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
+        return score.metric_id in self.unreliable and score.decided_by != "check"
+
+    def data_files(self) -> list[Path]:
+        return [self.run.bench_dir / SCENARIOS_FILE]
+
+    def load_cases(self) -> dict[Path, list[Any]]:
+        """Items in a fixed order: scenario row, then target, then sample."""
+        run = self.run
+        if not run.target_configs:
+            raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
+                              "--evalbench-target=MODEL")
+        scenarios = load_scenarios(run.bench_dir, run.spec)
+        self._order = {s.id: i for i, s in enumerate(scenarios)}
+        stored = {s.id: StoredScenario(s) for s in scenarios}
+        del scenarios  # the models: only their compact JSON stays (StoredScenario)
+        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
+        cases: list[ScenarioCase] = []
+        for row in stored.values():
+            for cfg in run.target_configs:
+                for sample in range(run.spec.generation.num_samples):
+                    cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
+        return {self.data_files()[0]: cases}
+
+    def order(self) -> dict[str, int]:
+        if not self._order:
+            self.load_cases()
+        return self._order
+
+    async def run_case(self, case: Any) -> ScenarioRecord:
+        return await run_scenario(self.run, case)
+
+    def record_to_json(self, record: ScenarioRecord) -> dict[str, Any]:
+        return record.to_json()
+
+    def record_from_json(self, data: dict[str, Any]) -> ScenarioRecord:
+        return ScenarioRecord.from_json(data)
+
+    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
+        """The judged-row hook sees the score row as JSON and may change it; then, and only here,
+        `passed`/`score` and the status are derived from `present`."""
+        if judged_row is not None:
+            row = record.score.to_json()
+            judged_row(row, record.to_json())
+            record.score = ScoreRow.model_validate(row)
+        score = record.score
+        score.passed, score.score = derive_pass(score.present, score.metric_type)
+        status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
+        record.status = status
+        properties = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
+                      ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
+        metric = self.run.spec.metric(score.metric_id)
+        message = {"failed": failure_message(record, metric.why if metric else None),
+                   "unscored": score.justification}.get(status, "")
+        why = self.unreliable.get(score.metric_id) if self.judged_unreliably(score) else None
+        if status == "failed" and why:
+            return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
+                           properties, convicts=False)
+        return Outcome(status, message, properties)
+
+    def write_results(self, records: Iterable[ScenarioRecord]) -> KindResults:
+        """One pass over the records (they may stream from disk): the store merges them into the
+        run files; agreement and reliability figures are counted on the way."""
+        bench_dir = self.run.output_dir
+        run = self.run
+        agreement: list[tuple[str, float | None]] = []
+        failures: Counter[str] = Counter()
+
+        def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
+            for record in records:
+                agreement.append((record.score.metric_id, record.score.agreement))
+                if record.status == "failed" and self.judged_unreliably(record.score):
+                    failures[record.score.metric_id] += 1
+                yield record
+
+        # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
+        # targets come from the command line alone (impactbench's style), other models' runs stay.
+        targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
+        results, dropped, scores = write_results(bench_dir, counted(records), self.order(), targets=targets,
+                                                 samples=run.spec.generation.num_samples, known=self._known)
+        lines = agreement_lines(agreement)
+        gated, rates = scores, results
+        if self.unreliable:
+            # failures judged by an unreliable judge are shown (xfailed), never counted against the build
+            lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
+            # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
+            gated = [r for r in scores if not self.judged_unreliably(r)]
+            by_target: dict[str, list[ScoreRow]] = {}
+            for row in gated:
+                by_target.setdefault(row.target_model, []).append(row)
+            rates = aggregate(by_target)
+        return KindResults(results=[r.model_dump(mode="json") for r in results], rates=rates, scores=scores,
+                           outcomes=[r.outcome_row() for r in gated], conversations=RunConversations(bench_dir, self._known),
+                           dropped=dropped,
+                           judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
+
+
+def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
+    """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
+    `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
+    score = record.score
+    seen = "present" if score.present else "absent"
+    want = "present" if score.metric_type == "positive" else "absent"
+    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
+             f"expected {want}", *([f"why it matters: {why}"] if why else []),
+             f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
+    for message in record.conversation.transcript[-TAIL_MESSAGES:]:
+        text = " ".join(message.content.split())
+        lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
+    return "\n".join(lines)
