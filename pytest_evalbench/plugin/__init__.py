@@ -32,6 +32,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""
+    if config.getoption("evalbench_benchmark"):
+        gc_tuning.freeze_startup()  # before the imports below: their collections skip pytest's heap
     settings = build_settings(config)
     if settings is not None:
         from . import xdist
@@ -46,6 +48,13 @@ def pytest_configure(config: pytest.Config) -> None:
             from .shards import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Unfreeze what `freeze_startup` froze, also when no session was registered (a usage error)
+    or none ran the loop (`--collect-only`): an in-process `pytest.main()` leaves nothing frozen."""
+    gc_tuning.restore()
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+from helpers import write_benchmark
+
 from pytest_evalbench.plugin import gc_tuning
 
 
@@ -22,3 +25,32 @@ def test_tuning_is_undone_by_restore() -> None:
     assert gc.get_freeze_count() == 0
     gc_tuning.restore()  # a second restore is harmless
     assert gc.get_threshold() == before
+
+
+def test_the_startup_freeze_is_undone_by_restore() -> None:
+    gc.collect()
+    frozen_before = gc.get_freeze_count()
+    gc_tuning.freeze_startup()
+    try:
+        assert gc.get_freeze_count() > frozen_before
+    finally:
+        gc_tuning.restore()
+    assert gc.get_freeze_count() == 0
+
+
+def test_an_inline_benchmark_run_leaves_nothing_frozen(pytester: pytest.Pytester) -> None:
+    # --collect-only never tunes for the loop: the plugin's own unconfigure undoes the startup freeze
+    write_benchmark(pytester.path)
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    frozen: list[int] = []
+
+    class Probe:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(self) -> None:
+            frozen.append(gc.get_freeze_count())
+
+    result = pytester.inline_run("--benchmark=demo", "--collect-only", plugins=[Probe()])
+    assert result.ret == 0
+    assert frozen and frozen[0] > 0  # the counter-check: the run did freeze during collection
+    assert gc.get_freeze_count() == 0
