@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Collection, Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,23 +21,21 @@ from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 from ..gate.compare import Baseline
-from ..gate.outcome import GateInputs, GateOutcome, evaluate_gate, read_baseline, write_gate_files
 from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
 from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..render.gate_view import gate_view, node_ids_of
-from ..render.history import HISTORY, append_history, read_history
-from ..render.html import render_html
-from ..render.markdown import render_markdown, write_markdown
 from ..render.progress import Counts, ProgressReporter
-from ..render.summary import RunSummary, build_summary
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
 from ..spool import Spool
 from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
+
+if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
+    from ..gate.outcome import GateOutcome
+    from ..render.summary import RunSummary
 
 RECORD_KEY = pytest.StashKey[JSONRecord]()
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
@@ -94,6 +92,8 @@ class EvalbenchSession:
         path = compare_path(self.config, self.bench_dir)
         if path is None or self.is_worker:
             return None
+        from ..gate.outcome import read_baseline
+
         try:
             return read_baseline(path)
         except InputError as exc:
@@ -381,6 +381,8 @@ class EvalbenchSession:
                          or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
+        from ..gate.outcome import GateInputs, evaluate_gate, write_gate_files
+
         run = self.run
         kind = self.kind
         written = self.written = kind.write_results(kind.record_from_json(data) for data in self._records())
@@ -424,6 +426,12 @@ class EvalbenchSession:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
+        from ..render.gate_view import gate_view, node_ids_of
+        from ..render.history import HISTORY, append_history, read_history
+        from ..render.html import render_html
+        from ..render.markdown import render_markdown, write_markdown
+        from ..render.summary import build_summary
+
         files: list[tuple[str, str]] = []
         if self.written is not None:
             files += [(p.name, str(p)) for p in self.written.files]

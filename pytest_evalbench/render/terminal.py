@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..llm.cache import atomic_write_text
-from .summary import RunSummary
+
+if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
+    from .summary import RunSummary
 
 LAST_RUN = "last_run.json"
 MAX_LISTED = 10
