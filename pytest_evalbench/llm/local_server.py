@@ -15,7 +15,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from ..errors import ConfigError, LLMError
@@ -69,6 +68,8 @@ class LocalServer:
             log = tempfile.TemporaryFile()  # noqa: SIM115  (kept open for the server's life; a pipe could block)
             self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log,
                                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            import urllib.request  # only here (with http.client and email): every run imports this module
+
             url = f"http://127.0.0.1:{port}/v1"
             deadline = time.monotonic() + self.startup_timeout
             while time.monotonic() < deadline:
