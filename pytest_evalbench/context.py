@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError
-from .gate.compare import ThresholdRules
 from .kinds import spec_kind
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
@@ -21,7 +20,16 @@ from .llm.pricing import PriceTable
 from .llm.types import Endpoint
 from .loading import SPEC_FILE
 from .settings import RunSettings
-from .spec import DEFAULT_MAX_TOKENS, MAX_ID_LENGTH, BenchmarkSpec, EnvRef, ModelConfig, TargetConfig, check_id
+from .spec import (
+    DEFAULT_MAX_TOKENS,
+    MAX_ID_LENGTH,
+    BenchmarkSpec,
+    EnvRef,
+    ModelConfig,
+    TargetConfig,
+    ThresholdRules,
+    check_id,
+)
 from .targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."

@@ -20,7 +20,6 @@ import pytest
 from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
-from ..gate.compare import Baseline
 from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
 from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
@@ -34,6 +33,7 @@ from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import compare_path, gate_settings
 
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
+    from ..gate.compare import Baseline
     from ..gate.outcome import GateOutcome
     from ..render.summary import RunSummary
 
