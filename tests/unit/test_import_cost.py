@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import write_benchmark
+
 HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest_evalbench.plugin.session",
          "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport")
 
@@ -61,3 +63,16 @@ def test_the_dataset_kind_does_not_import_the_scenario_kind(tmp_path: Path) -> N
     loaded = _kind_imports("dataset", tmp_path)
     assert "pytest_evalbench.dataset.kind" in loaded
     assert [m for m in loaded if m.startswith(("pytest_evalbench.scenarios", "pytest_evalbench.calibration"))] == []
+
+
+def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the_reports(tmp_path: Path) -> None:
+    # what an xdist worker imports before its first item: its kind, not the dataset kind, the gate or the renderers
+    write_benchmark(tmp_path)
+    run = "import pytest\nassert pytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=demo', '--collect-only']) == 0"
+    probe = f"{run}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "pytest_evalbench.scenarios.kind" in loaded
+    unwanted = ("pytest_evalbench.dataset", "pytest_evalbench.calibration", "pytest_evalbench.gate.compare",
+                "pytest_evalbench.gate.outcome", "pytest_evalbench.render.html", "pytest_evalbench.render.summary")
+    assert [m for m in loaded if m.startswith(unwanted)] == []
