@@ -81,6 +81,15 @@ def cache_key(material: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json({"v": CACHE_VERSION, **material}).encode("utf-8")).hexdigest()
 
 
+def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str:
+    """`cache_key` of a call's material ({"endpoint", "body", "sample", "attempt"}) from the body's
+    canonical JSON, which the engine also sends: one encoding of the body per request, not two.
+    The text hashed is byte for byte the canonical JSON of the material (keys in sorted order)."""
+    text = (f'{{"attempt":{canonical_json(attempt)},"body":{body_json},"endpoint":{canonical_json(identity)},'
+            f'"sample":{canonical_json(sample)},"v":{CACHE_VERSION}}}')
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and os.replace: readers see old or new, never half."""
     with atomic_open(path) as handle:
