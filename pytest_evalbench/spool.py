@@ -22,6 +22,10 @@ BUFFER = 1 << 16
 system call lets the engine thread take the GIL, and the test loop waits to get it back)."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""Built once (`json.dumps` with options builds an encoder per call)."""
+
+
 class Spool(Mapping[K, Any], Generic[K]):
     """Key -> JSON value, stored on disk; a key added again replaces its earlier value.
 
@@ -53,7 +57,7 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        line = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = _ENCODER.encode(value).encode("utf-8") + b"\n"
         handle = self._open()
         if not self._at_end:
             handle.seek(self._end)

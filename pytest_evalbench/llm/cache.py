@@ -73,8 +73,12 @@ def entry_problem(key: str, entry: Any) -> str | None:
     return response_problem(entry.get("response"))
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every key (`json.dumps` with options builds a new one per call)."""
+
+
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(data)
 
 
 def cache_key(material: dict[str, Any]) -> str:
