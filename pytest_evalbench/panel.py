@@ -56,7 +56,10 @@ async def poll(judges: list[Endpoint], samples: int, sample: int,
                ask: Callable[[Endpoint, int], Awaitable[tuple[V | None, str]]]) -> list[Vote[V]]:
     """Ask every judge `samples` times, concurrently; votes in panel order."""
     plan = [(judge, vote_sample(sample, j)) for judge in judges for j in range(samples)]
-    answers = await asyncio.gather(*[ask(judge, s) for judge, s in plan])
+    if len(plan) == 1:  # one judge, one vote (the usual case): no task and no gather per item
+        answers = [await ask(*plan[0])]
+    else:
+        answers = list(await asyncio.gather(*[ask(judge, s) for judge, s in plan]))
     return [Vote(judge.model, s, value, text) for (judge, s), (value, text) in zip(plan, answers)]
 
 

@@ -17,6 +17,13 @@ from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+BUFFER = 1 << 16
+"""Write buffer of the spool file: rows reach the disk in batches, not one write call each (every
+system call lets the engine thread take the GIL, and the test loop waits to get it back)."""
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""Built once (`json.dumps` with options builds an encoder per call)."""
 
 
 class Spool(Mapping[K, Any], Generic[K]):
@@ -34,20 +41,27 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._end = 0
         self._index: dict[K, tuple[int, int]] = {}
         self._order: list[K] | None = None
+        self._at_end = False
+        """The file's position is the end of the data: appends need no seek (a seek flushes the
+        write buffer, so seeking before every append made one write syscall per row)."""
 
     def _open(self) -> IO[bytes]:
         if self._file is None:
             try:
-                self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".evalbench-spool-")  # noqa: SIM115 (closed by close())
+                self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".evalbench-spool-",  # noqa: SIM115 (closed by close())
+                                                    buffering=BUFFER)
             except OSError:  # e.g. a read-only benchmark directory: the system's temporary directory
-                self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-")  # noqa: SIM115 (closed by close())
+                self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-", buffering=BUFFER)  # noqa: SIM115 (closed by close())
+            self._at_end = True
         return self._file
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        line = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = _ENCODER.encode(value).encode("utf-8") + b"\n"
         handle = self._open()
-        handle.seek(self._end)
+        if not self._at_end:
+            handle.seek(self._end)
+            self._at_end = True
         handle.write(line)
         if key not in self._index:
             self._order = None
@@ -57,6 +71,7 @@ class Spool(Mapping[K, Any], Generic[K]):
     def __getitem__(self, key: K) -> Any:
         offset, size = self._index[key]
         assert self._file is not None
+        self._at_end = False
         self._file.seek(offset)
         return json.loads(self._file.read(size))
 
@@ -75,7 +90,7 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Remove the file (the spool is empty afterwards)."""
         if self._file is not None:
             self._file.close()
-        self._file, self._end, self._index, self._order = None, 0, {}, None
+        self._file, self._end, self._index, self._order, self._at_end = None, 0, {}, None, False
 
     def __repr__(self) -> str:
         return f"<Spool of {len(self)} rows>"

@@ -73,12 +73,25 @@ def entry_problem(key: str, entry: Any) -> str | None:
     return response_problem(entry.get("response"))
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every key (`json.dumps` with options builds a new one per call)."""
+
+
 def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(data)
 
 
 def cache_key(material: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json({"v": CACHE_VERSION, **material}).encode("utf-8")).hexdigest()
+
+
+def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str:
+    """`cache_key` of a call's material ({"endpoint", "body", "sample", "attempt"}) from the body's
+    canonical JSON, which the engine also sends: one encoding of the body per request, not two.
+    The text hashed is byte for byte the canonical JSON of the material (keys in sorted order)."""
+    text = (f'{{"attempt":{canonical_json(attempt)},"body":{body_json},"endpoint":{canonical_json(identity)},'
+            f'"sample":{canonical_json(sample)},"v":{CACHE_VERSION}}}')
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

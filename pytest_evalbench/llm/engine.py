@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
-from .cache import CorruptEntry, ResponseCache, cache_key
+from .cache import CorruptEntry, ResponseCache, canonical_json, request_key
 from .pricing import PriceTable
 from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
 from .transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport
@@ -376,8 +376,8 @@ class Engine:
                        ) -> Completion:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
         body = self.request_body(endpoint, messages, schema, tools)
-        material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
-        key = cache_key(material)
+        encoded = canonical_json(body)  # hashed into the key and sent as is: the body is encoded once
+        key = request_key(endpoint.identity, encoded, sample, attempt)
         cached = self._cached(key, role, endpoint.model)
         if cached is not None:
             self.stats.cache_hits += 1
@@ -392,14 +392,15 @@ class Engine:
             pending: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
             self._pending[key] = pending
             try:
-                completion = dataclasses.replace(await self._fetch(endpoint, body, role), key=key)
+                completion = dataclasses.replace(await self._fetch(endpoint, body, role, encoded.encode()), key=key)
             except BaseException as exc:
                 pending.set_exception(exc)
                 pending.exception()  # retrieved: waiters re-raise it, nobody logs it as lost
                 del self._pending[key]
                 raise
             pending.set_result(completion)
-            self._write_behind(key, material, completion)
+            self._write_behind(key, {"endpoint": endpoint.identity, "body": body, "sample": sample,
+                                     "attempt": attempt}, completion)
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
                                 local=endpoint.provider == "local")
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)
@@ -455,7 +456,7 @@ class Engine:
             return
         await asyncio.wrap_future(self._writer.submit(self.cache.forget, keys))
 
-    async def _fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion:
+    async def _fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion:
         settings = self.settings
         started = time.monotonic()
         ident = endpoint.identity
@@ -470,7 +471,7 @@ class Engine:
             wait = self._cooldown.get(ident, 0.0) - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            failure = await self._attempt(endpoint, body, role)
+            failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
                 self._connection_failures[ident] = 0
                 return failure
@@ -493,7 +494,8 @@ class Engine:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str) -> Completion | Failure:
+    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes
+                       ) -> Completion | Failure:
         assert self._semaphore is not None
         ident = endpoint.identity
         gate = self._adaptive.get(ident)
@@ -524,7 +526,7 @@ class Engine:
             self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
             self.stats.requests += 1
             headers: dict[str, str] = {}
-            completion = await self.transport.complete(endpoint, body, headers)
+            completion = await self.transport.complete(endpoint, body, headers, data=data)
             if self._tokens is not None:
                 self._tokens.correct(estimate, completion.input_tokens + completion.output_tokens)
             self._hold_off(ident, exhausted_for(headers))

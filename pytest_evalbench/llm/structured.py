@@ -57,7 +57,10 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def load_json(text: str | None) -> Any:
     """The JSON value in a model's answer; ValueError with a short reason."""
-    cleaned = _FENCE_RE.sub("", _THINK_RE.sub("", text or "")).strip()
+    text = text or ""
+    if "<" in text:  # a <think> block (checked first: the regexes scan the whole answer)
+        text = _THINK_RE.sub("", text)
+    cleaned = (_FENCE_RE.sub("", text) if "`" in text else text).strip()
     if not cleaned:
         raise ValueError("the answer was empty")
     try:

@@ -175,8 +175,9 @@ class AiohttpTransport:
         return self._session
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any],
-                       headers_out: dict[str, str] | None = None) -> Completion:
-        """One chat completion; `headers_out` receives the response's rate-limit headers."""
+                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
+        """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
+        `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
         session = self._session or self._open()
         if endpoint.provider == "local":
             base: str | None = await asyncio.to_thread(self.local.ensure_started)
@@ -192,7 +193,9 @@ class AiohttpTransport:
                 "Accept": "application/json"}
         if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
             headers = {**headers, **endpoint.headers}
-        async with session.post(url, data=json.dumps(body).encode(), headers=headers,
+        if data is None:
+            data = json.dumps(body).encode()
+        async with session.post(url, data=data, headers=headers,
                                 timeout=self._timeout) as response:
             raw = await response.read()
             if response.status >= 400:
@@ -248,8 +251,9 @@ class OpenAITransport:
         return client
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any],
-                       headers_out: dict[str, str] | None = None) -> Completion:
-        """One chat completion (rate headers of successful answers are not read through the SDK)."""
+                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
+        """One chat completion (rate headers of successful answers are not read through the SDK;
+        the SDK encodes `body` itself, so `data` is unused)."""
         if endpoint.provider == "local":
             client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
         else:

@@ -24,21 +24,19 @@ CASE_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[Any]()
 
 
-def check_case(evalbench_record: dict[str, Any], request: pytest.FixtureRequest) -> None:
-    """Fail with the core's message when the case's outcome is `failed` (xfail when its judge is
-    unreliable: the failure is shown but cannot fail the build)."""
-    outcome = request.node.stash[OUTCOME_KEY]
-    if outcome.status == "failed":
-        if not outcome.convicts:
-            pytest.xfail(outcome.message)
-        pytest.fail(outcome.message, pytrace=False)
+def check_case(evalbench_record: dict[str, Any]) -> None:
+    """The test body: it needs the item's record (the LLM work, done in setup); `CaseItem.runtest`
+    then reports the outcome. No `request` argument: pytest builds a fixture definition (with
+    `inspect.signature`) for every use of `request`, per item."""
 
 
 class CaseItem(pytest.Function):
     """One benchmark case (scenario × target × sample, or a dataset case)."""
 
-    def __init__(self, *, case: Any, **kwargs: Any) -> None:
+    def __init__(self, *, case: Any, location_of: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if location_of is not None:  # the file's relative path, as pytest computes it for every item
+            self.location = (location_of, None, self.name)
         self.stash[CASE_KEY] = case
         self.extra_keyword_matches.update(case.keywords)  # what -k matches (pytest 9.2 ignores `keywords=` there)
         node_id = getattr(self, "_id", None)
@@ -56,6 +54,16 @@ class CaseItem(pytest.Function):
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.name
 
+    def runtest(self) -> None:
+        """Run the test body, then fail with the core's message when the case's outcome is `failed`
+        (xfail when its judge is unreliable: the failure is shown but cannot fail the build)."""
+        super().runtest()
+        outcome = self.stash[OUTCOME_KEY]
+        if outcome.status == "failed":
+            if not outcome.convicts:
+                pytest.xfail(outcome.message)
+            pytest.fail(outcome.message, pytrace=False)
+
 
 class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
@@ -66,9 +74,12 @@ class CaseFile(pytest.File):
             cases = session.cases_for(self.path)
         except EvalbenchError as exc:
             raise self.CollectError(str(exc)) from None
+        location: str | None = None
         for case in cases:
-            yield CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
-                                       keywords=dict(case.keywords))
+            item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
+                                        keywords=dict(case.keywords), location_of=location)
+            location = location or item.location[0]  # computed by pytest once per file, shared after
+            yield item
 
 
 class BrokenBenchmark(pytest.File):

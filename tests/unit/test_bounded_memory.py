@@ -35,6 +35,23 @@ def test_spool_keeps_rows_on_disk_and_reads_them_back_in_key_order(tmp_path: Pat
     assert len(spool) == 0 and list(spool.values()) == []
 
 
+def test_spool_appends_in_batches_and_reads_between_appends(tmp_path: Path) -> None:
+    """Rows are buffered (one write call per batch, not per row: every system call of the test loop
+    hands the GIL to the engine thread); a read between appends sees everything added so far."""
+    import os
+
+    spool: Spool[str] = Spool(tmp_path)
+    for i in range(20):
+        spool.add(f"k{i:02d}", {"i": i, "text": "é" * i})
+    assert spool._file is not None and os.fstat(spool._file.fileno()).st_size == 0  # still in the buffer
+    assert spool["k03"] == {"i": 3, "text": "ééé"} and spool["k19"]["i"] == 19
+    spool.add("k20", [20])
+    spool.add("k03", {"i": 33})  # replaced after a read: appended at the end, not over what was read
+    assert spool["k20"] == [20] and spool["k03"] == {"i": 33} and spool["k02"] == {"i": 2, "text": "éé"}
+    assert [v["i"] if isinstance(v, dict) else v for v in spool.values()] == [0, 1, 2, 33, *range(4, 20), [20]]
+    spool.close()
+
+
 @pytest.mark.parametrize("rows", ROWS)
 def test_streamed_json_files_are_byte_identical(tmp_path: Path, rows: list[Any]) -> None:
     dump_json(tmp_path / "whole.json", rows)

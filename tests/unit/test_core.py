@@ -8,11 +8,12 @@ import json
 import socket
 import threading
 import time
+from typing import Any
 
 import openai
 import pytest
 
-from pytest_evalbench.llm.cache import cache_key
+from pytest_evalbench.llm.cache import cache_key, canonical_json, request_key
 from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
 from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
 from pytest_evalbench.llm.types import Endpoint
@@ -83,6 +84,18 @@ def test_judge_accepts_fenced_and_thinking_answers() -> None:
 def test_cache_key_is_canonical() -> None:
     assert cache_key({"a": 1, "b": [1, 2]}) == cache_key({"b": [1, 2], "a": 1})
     assert cache_key({"a": 1}) != cache_key({"a": 2})
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "m", "messages": [{"role": "user", "content": "héllo \u2603 \"quoted\"\n"}], "temperature": 0.5},
+    {"model": "m", "messages": [], "response_format": {"type": "json_schema", "json_schema": {"b": 1, "a": [2.0]}}},
+])
+@pytest.mark.parametrize(("sample", "attempt"), [(0, 0), (3, 2)])
+def test_request_key_is_the_cache_key_of_the_call(body: dict[str, Any], sample: int, attempt: int) -> None:
+    """The engine hashes the body's wire encoding into the key: same keys as before (recorded caches
+    stay valid) and the same key that the cache verifies a stored request against."""
+    material = {"endpoint": "openai:https://x/v1", "body": body, "sample": sample, "attempt": attempt}
+    assert request_key("openai:https://x/v1", canonical_json(body), sample, attempt) == cache_key(material)
 
 
 def test_priority_semaphore_serves_lowest_priority_first() -> None:
@@ -273,7 +286,8 @@ class _SleepTransport:
         self.starts: list[str] = []
         self.in_flight = self.peak = 0
 
-    async def complete(self, endpoint: Endpoint, body: dict[str, object], headers_out: object = None) -> object:
+    async def complete(self, endpoint: Endpoint, body: dict[str, object], headers_out: object = None, *,
+                       data: bytes | None = None) -> object:
         from pytest_evalbench.llm.types import Completion
 
         self.starts.append(str(body["messages"][0]["content"]))  # type: ignore[index]
