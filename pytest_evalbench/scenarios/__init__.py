@@ -22,7 +22,7 @@ from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..store import read_rows
 from .aggregate import aggregate
-from .loading import SCENARIOS_FILE, load_scenarios
+from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
@@ -65,10 +65,8 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-        scenarios = load_scenarios(run.bench_dir, run.spec)
-        self._order = {s.id: i for i, s in enumerate(scenarios)}
-        stored = {s.id: StoredScenario(s) for s in scenarios}
-        del scenarios  # the models: only their compact JSON stays (StoredScenario)
+        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
+        self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
         for row in stored.values():
