@@ -11,7 +11,7 @@ the worker -> controller boundary and in the `pytest_evalbench_*` hook payloads
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
@@ -61,17 +61,17 @@ class Outcome:
 class KindResults:
     """What a kind wrote and what the gate and the summary need from it."""
 
-    results: list[dict[str, Any]]
+    results: Sequence[dict[str, Any]]
     """The kind's summary file entries as written (results.json, agent_summary.json): the results
-    hook's payload (JSON by contract)."""
+    hook's payload (JSON by contract; may be read from the file when first indexed)."""
     rates: list[ModelResult] = field(default_factory=list)
     """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
     outcomes: list[OutcomeRow] = field(default_factory=list)
     """Per-row pass/fail units the gate pairs against a baseline (and groups into per-case verdicts)."""
     eval_scores: list[EvalScore] = field(default_factory=list)
     """Per-case numeric scores (1..5) the gate pairs against a baseline (dataset evals), or empty."""
-    scores: list[ScoreRow] = field(default_factory=list)
-    """scores.json rows (the HTML report's judgments)."""
+    scores: Iterable[ScoreRow] = field(default_factory=list)
+    """scores.json rows (the HTML report's judgments); may be read from disk on each pass (iterate, don't index)."""
     conversations: Iterable[ConversationRow] = field(default_factory=list)
     """conversations.json rows for reports; may be read from disk on each pass (iterate, don't index)."""
     table: list[str] | None = None

@@ -84,6 +84,8 @@ class EvalbenchSession:
         self.finished: set[str] = set()
         self.total = 0
         self.progress: ProgressReporter | None = None
+        self._quiet_reports: list[Any] | None = None
+        """The terminal reporter's list of setup/teardown reports (`stats[""]`), once looked up."""
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(self.bench_dir)]
 
@@ -306,6 +308,24 @@ class EvalbenchSession:
         finally:
             if hasattr(report, "evalbench"):
                 del report.evalbench
+            if report.when != "call" and self.is_case(report.nodeid):
+                self._drop_if_quiet(report)
+
+    def _drop_if_quiet(self, report: pytest.TestReport) -> None:
+        """Every plugin has seen this setup/teardown report: if it is a quiet pass (no teardown
+        output), the terminal reporter need not keep it, so it is dropped as it arrives (it was the
+        last one added) instead of at the end: two of an item's three reports (~2 KB each item,
+        ~200 MB at N = 100,000) never pile up."""
+        quiet = self._quiet_reports
+        if quiet is None:
+            stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
+            quiet = self._quiet_reports = stats.setdefault("", []) if isinstance(stats, dict) else []
+        if quiet and quiet[-1] is report and report.passed and not self._has_teardown_output(report):
+            quiet.pop()
+
+    @staticmethod
+    def _has_teardown_output(report: pytest.TestReport) -> bool:
+        return any("teardown" in name for name, _ in getattr(report, "sections", ()))
 
     def _consume(self, report: pytest.TestReport) -> None:
         """Controller side (and no-xdist runs): keep every item's record, status and first error;
@@ -377,8 +397,8 @@ class EvalbenchSession:
         the terminal reporter need not keep them (nor the records attached to them)."""
         stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
         if isinstance(stats, dict) and stats.get(""):
-            stats[""] = [r for r in stats[""] if not self.is_case(getattr(r, "nodeid", ""))
-                         or any("teardown" in name for name, _ in getattr(r, "sections", ()))]
+            stats[""][:] = [r for r in stats[""] if not self.is_case(getattr(r, "nodeid", ""))
+                            or self._has_teardown_output(r)]
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         from ..gate.outcome import GateInputs, evaluate_gate, write_gate_files
@@ -399,7 +419,7 @@ class EvalbenchSession:
         write_run_status(run.output_dir / LAST_RUN, self, outcome)
         hook = self.config.hook.pytest_evalbench_results
         if hook.get_hookimpls():  # the documented list, built only for someone who asked for it
-            hook(config=self.config, benchmark=self.settings.benchmark, results=written.results,
+            hook(config=self.config, benchmark=self.settings.benchmark, results=list(written.results),
                  records=list(self._records()))
         return outcome
 

@@ -258,10 +258,18 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     return rows
 
 
-def demographic_groups(scores: list[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
+def demographic_groups(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
-    best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0)."""
-    demo = {c.id: c.demographic for c in conversations}
+    best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
+    Rows without a demographic are not kept; equal demographics share one dict (a benchmark has a
+    few variants, and 100,000 rows)."""
+    demo: dict[str, dict[str, str]] = {}
+    variants: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+    for c in conversations:
+        if c.demographic:
+            demo[c.id] = variants.setdefault(tuple(c.demographic.items()), c.demographic)
+        else:
+            demo.pop(c.id, None)
     counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     names: dict[str, str] = {}
     for row in scores:
@@ -292,23 +300,28 @@ MAX_TRANSCRIPTS = 2000
 then passed ones; a run of 100,000 items would otherwise be a report nobody can open."""
 
 
-def transcripts(scores: list[ScoreRow], conversations: Iterable[ConversationRow],
+def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow],
                 limit: int = MAX_TRANSCRIPTS) -> tuple[list[TranscriptView], int]:
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
     most `limit`, failed and unscored first; and how many conversations there are in all. (A
-    conversation's shown status summarises its rows' verdicts; it decides nothing.)"""
-    judgments: dict[tuple[str, int], list[ScoreRow]] = defaultdict(list)
+    conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
+    `scores` (they may stream from disk): statuses first, then the judgments of shown conversations."""
+    statuses: dict[tuple[str, int], str] = {}
     for row in scores:
-        judgments[(row.conv_id, row.sample)].append(row)
-
-    def status_of(judged: list[ScoreRow]) -> str:
-        return ("unscored" if any(j.passed is None for j in judged) or not judged
-                else "passed" if all(j.passed for j in judged) else "failed")
-
-    statuses = {key: status_of(judged) for key, judged in judgments.items()}
+        key = (row.conv_id, row.sample)
+        status = "unscored" if row.passed is None else "passed" if row.passed else "failed"
+        before = statuses.get(key)
+        statuses[key] = status if before is None else ("unscored" if "unscored" in (before, status) else
+                                                       "failed" if "failed" in (before, status) else "passed")
     problems = sorted(k for k, v in statuses.items() if v != "passed")
     passed = sorted(k for k, v in statuses.items() if v == "passed")
     shown = set(problems[:limit]) | set(passed[:max(0, limit - len(problems))])
+    del problems, passed
+    judgments: dict[tuple[str, int], list[ScoreRow]] = {key: [] for key in shown}
+    for row in scores:
+        judged = judgments.get((row.conv_id, row.sample))
+        if judged is not None:
+            judged.append(row)
     out: list[TranscriptView] = []
     total = 0
     for conv in conversations:
@@ -316,8 +329,7 @@ def transcripts(scores: list[ScoreRow], conversations: Iterable[ConversationRow]
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        judged = judgments.get(key, [])
-        out.append(TranscriptView(conv, status_of(judged), judged))
+        out.append(TranscriptView(conv, statuses.get(key, "unscored"), judgments.get(key, [])))
     out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
     return out, total
 

@@ -8,46 +8,59 @@ original pipeline and the spec's example do).
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Union
 
+from ..gate.rows import OutcomeRow
 from .models import ModelResult, RateSummary, ScoreRow
 
+Row = Union[ScoreRow, OutcomeRow]
 
-def _rate(rows: list[ScoreRow]) -> float | None:
-    scored = [r for r in rows if r.passed is not None]
+
+def _rate(rows: Iterable[Row]) -> float | None:
+    scored = [r.passed for r in rows if r.passed is not None]
     if not scored:
         return None
-    return round(sum(1 for r in scored if r.passed) / len(scored), 4)
+    return round(sum(1 for passed in scored if passed) / len(scored), 4)
 
 
-def summarize_by(rows: Iterable[ScoreRow], key: str) -> dict[str, RateSummary]:
-    groups: dict[str, list[ScoreRow]] = defaultdict(list)
+def summarize_counts(rows: Iterable[Row], key: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, results.json rate entry as JSON) per value of `key`, sorted: counted in one pass, with
+    only two numbers per name kept (by_scenario has one name per scenario)."""
+    counts: dict[str, list[int]] = {}
     for row in rows:
-        groups[getattr(row, key)].append(row)
-    out: dict[str, RateSummary] = {}
-    for name in sorted(groups):
-        scored = [r for r in groups[name] if r.passed is not None]
-        n_passed = sum(1 for r in scored if r.passed)
-        out[name] = RateSummary(pass_rate=round(n_passed / len(scored), 4) if scored else None,
-                                n_passed=n_passed, n_total=len(scored))
-    return out
+        entry = counts.get(getattr(row, key))
+        if entry is None:
+            entry = counts[getattr(row, key)] = [0, 0]
+        if row.passed is not None:
+            entry[0] += row.passed
+            entry[1] += 1
+    for name in sorted(counts):
+        n_passed, n_total = counts[name]
+        yield name, {"pass_rate": round(n_passed / n_total, 4) if n_total else None,
+                     "n_passed": n_passed, "n_total": n_total}
 
 
-def summarize_model(target_model: str, rows: list[ScoreRow]) -> ModelResult:
+def summarize_by(rows: Iterable[Row], key: str) -> dict[str, RateSummary]:
+    return {name: RateSummary(**entry) for name, entry in summarize_counts(rows, key)}
+
+
+def summarize_model(target_model: str, rows: Sequence[Row], by_scenario: bool = True) -> ModelResult:
     positive = [r for r in rows if r.metric_type == "positive"]
     negative = [r for r in rows if r.metric_type == "negative"]
     return ModelResult(target_model=target_model, positive_pass_rate=_rate(positive),
                        negative_pass_rate=_rate(negative), n_positive=len(positive), n_negative=len(negative),
                        n_total=len(rows), by_metric=summarize_by(rows, "metric_id"),
-                       by_scenario=summarize_by(rows, "id"))
+                       by_scenario=summarize_by(rows, "id") if by_scenario else {})
 
 
-def aggregate(rows_by_model: dict[str, list[ScoreRow]]) -> list[ModelResult]:
+def aggregate(rows_by_model: Mapping[str, Sequence[Row]], by_scenario: bool = True) -> list[ModelResult]:
     """results.json: one summary per target, sorted by positive_pass_rate descending.
 
     Null rates sort last; ties break on the target id, so the order never depends on disk order.
+    Without `by_scenario` that map is left empty (results.json has it; `store.dump_results`).
+    Rows are scores.json rows or their compact pass/fail units (`OutcomeRow`).
     """
-    summaries = [summarize_model(model, rows) for model, rows in rows_by_model.items()]
+    summaries = [summarize_model(model, rows, by_scenario) for model, rows in rows_by_model.items()]
     return sorted(summaries, key=lambda s: (-(s.positive_pass_rate if s.positive_pass_rate is not None
                                               else -1.0), s.target_model))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 from ..context import BenchmarkRun
 from ..errors import ConfigError
@@ -15,8 +15,9 @@ from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..reliability import judge_name, reliability_lines, unreliable_judges
+from ..store import read_rows
 from .aggregate import aggregate
-from .loading import SCENARIOS_FILE, load_scenarios
+from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
@@ -59,10 +60,8 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-        scenarios = load_scenarios(run.bench_dir, run.spec)
-        self._order = {s.id: i for i, s in enumerate(scenarios)}
-        stored = {s.id: StoredScenario(s) for s in scenarios}
-        del scenarios  # the models: only their compact JSON stays (StoredScenario)
+        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
+        self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
         for row in stored.values():
@@ -117,7 +116,8 @@ class ScenarioKind:
 
         def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
             for record in records:
-                agreement.append((record.score.metric_id, record.score.agreement))
+                if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
+                    agreement.append((record.score.metric_id, record.score.agreement))
                 if record.status == "failed" and self.judged_unreliably(record.score):
                     failures[record.score.metric_id] += 1
                 yield record
@@ -125,23 +125,48 @@ class ScenarioKind:
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        results, dropped, scores = write_results(bench_dir, counted(records), self.order(), targets=targets,
-                                                 samples=run.spec.generation.num_samples, known=self._known)
+        rates, dropped, scores = write_results(bench_dir, counted(records), self.order(), targets=targets,
+                                               samples=run.spec.generation.num_samples, known=self._known)
         lines = agreement_lines(agreement)
-        gated, rates = scores, results
+        results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
-            gated = [r for r in scores if not self.judged_unreliably(r)]
-            by_target: dict[str, list[ScoreRow]] = {}
-            for row in gated:
-                by_target.setdefault(row.target_model, []).append(row)
-            rates = aggregate(by_target)
-        return KindResults(results=[r.model_dump(mode="json") for r in results], rates=rates, scores=scores,
-                           outcomes=[r.outcome_row() for r in gated], conversations=RunConversations(bench_dir, self._known),
-                           dropped=dropped,
+            gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
+            rates = aggregate(gated, by_scenario=False)
+        else:
+            gated = scores.outcome_rows()
+        return KindResults(results=results, rates=rates, scores=scores,
+                           outcomes=[row for rows in gated.values() for row in rows],
+                           conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
+
+
+class ResultsFile(Sequence[dict[str, Any]]):
+    """results.json's entries, read from the file when first asked for: the results hook's payload,
+    built only for a plugin that implements the hook (by_scenario holds one entry per scenario)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[dict[str, Any]] | None = None
+
+    def _read(self) -> list[dict[str, Any]]:
+        if self._entries is None:
+            self._entries = read_rows(self.path)
+        return self._entries
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def failure_message(record: ScenarioRecord, why: str | None = None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
 
 from ..context import BenchmarkRun
@@ -22,7 +23,8 @@ class StoredScenario:
     __slots__ = ("_json", "id", "metric_id", "metric_type")
 
     def __init__(self, scenario: Scenario) -> None:
-        self.id, self.metric_id, self.metric_type = scenario.id, scenario.metric_id, scenario.metric_type
+        self.id = scenario.id
+        self.metric_id, self.metric_type = sys.intern(scenario.metric_id), scenario.metric_type  # one per metric
         self._json = scenario.model_dump_json(exclude_unset=True).encode("utf-8")  # set fields: lossless
 
     def load(self) -> Scenario:

@@ -9,6 +9,7 @@ read-merge-write under the benchmark's result lock.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..gate.rows import OutcomeRow
+from ..llm.cache import atomic_open
 from ..llm.types import Usage
 from ..spool import Spool
 from ..store import (
@@ -34,7 +37,7 @@ from ..store import (
     read_valid_rows,
     results_lock,
 )
-from .aggregate import aggregate
+from .aggregate import aggregate, summarize_counts
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 RUNS_DIR = "runs"
@@ -136,21 +139,19 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
 
 
 class TargetRows:
-    """One target's rows from this session's records: its scores.json rows stay in memory (they
-    are aggregated and reported), its conversations and their usage are spooled to disk (they are
-    the bulk of a record, and only written out)."""
+    """One target's rows from this session's records, spooled to disk as they come (only their
+    keys stay in memory): the files are written from the spool, and what is aggregated and
+    reported is read back from the files."""
 
     def __init__(self, directory: Path | None = None) -> None:
-        self.scores: list[dict[str, Any]] = []
-        """scores.json rows (JSON: merged with the rows on disk and written)."""
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> [conversations.json row, its usage by phase]."""
+        """(id, sample) -> [conversations.json row, its usage by phase, scores.json row]."""
 
     def add(self, record: ScenarioRecord) -> None:
-        self.scores.append(record.score.to_json())
         conversation = record.conversation
         self.spooled.add((conversation.id, conversation.sample),
-                         [conversation.to_json(), {k: v.to_json() for k, v in record.usage.items()}])
+                         [conversation.to_json(), {k: v.to_json() for k, v in record.usage.items()},
+                          record.score.to_json()])
 
     def close(self) -> None:
         self.spooled.close()
@@ -165,10 +166,20 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
     dropped. Conversations and the usage ledger are written row by row from the spool."""
     old_scores = read_file_rows(run_dir, "scores.json", known)
-    score_rows = merge_rows(old_scores, new.scores, order, samples)  # old rows validated as read, new ones typed
+    kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
+    dropped = dropped_rows(old_scores, order, samples)
+    del old_scores
     old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known)
            if configured(r, order, samples)}
-    live = sorted(set(old) | set(new.spooled), key=lambda k: (order.get(k[0], len(order)), k[1]))
+
+    def in_order(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        return sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[1]))
+
+    live = in_order(set(old) | set(new.spooled))
+
+    def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
+        for key in in_order(set(kept_scores) | set(new.spooled)):
+            yield new.spooled[key][2] if key in new.spooled else kept_scores[key]
 
     def conversations() -> Iterator[dict[str, Any]]:
         for key in live:
@@ -189,10 +200,10 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
             yield name, usage
 
     dump_json_rows(run_dir / "conversations.json", conversations())
-    dump_json(run_dir / "scores.json", score_rows)
+    dump_json_rows(run_dir / "scores.json", scores())
     dump_json_object(ledger_path, ledger())
     dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES})
-    return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped_rows(old_scores, order, samples)]
+    return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
 
 
 def drop_target_run(run_dir: Path) -> str:
@@ -263,18 +274,19 @@ def read_run_conversations(bench_dir: Path, known: Known = Known()) -> list[Conv
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  ) -> tuple[list[ModelResult], list[str], list[ScoreRow]]:
+                  ) -> tuple[list[ModelResult], list[str], RunScores]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
-    no longer configured, then results.json over all runs on disk. Returns it, what was dropped and
-    the scores.json rows it was aggregated from (every target's, in target order). `records` is
-    read once."""
+    no longer configured, then results.json over all runs on disk. Returns its per-target rates
+    (`by_scenario` left empty: it is in the file, the gate reads rates per target and metric), what
+    was dropped and the scores.json rows it was aggregated from (every target's, in target order,
+    read from disk on each pass). `records` is read once."""
     with results_lock(bench_dir):
         return _write_results(bench_dir, records, order, targets, samples, known)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
-                   ) -> tuple[list[ModelResult], list[str], list[ScoreRow]]:
+                   ) -> tuple[list[ModelResult], list[str], RunScores]:
     by_target: dict[str, TargetRows] = {}
     try:
         for record in records:
@@ -286,12 +298,67 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     finally:
         for target in by_target.values():
             target.close()
-        by_target.clear()  # this session's scores: the files on disk hold them now, read back below
-    rows_by_model = read_run_scores(bench_dir, known)
-    results = aggregate(rows_by_model)
+        by_target.clear()  # this session's rows: the files on disk hold them now, read back below
+    scores = RunScores(bench_dir, known)
+    rows_by_model = scores.outcome_rows()
+    results = aggregate(rows_by_model, by_scenario=False)
     if rows_by_model:
-        dump_json(bench_dir / "results.json", [r.model_dump(mode="json") for r in results])
-    return results, dropped, [row for rows in rows_by_model.values() for row in rows]
+        dump_results(bench_dir / "results.json", results, rows_by_model)
+    return results, dropped, scores
+
+
+class RunScores:
+    """Every target's scores.json rows (usable, normalised), read from disk one row at a time on
+    every pass, like `RunConversations`: 100,000 validated rows are never in memory at once."""
+
+    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
+        self.bench_dir, self.known = bench_dir, known
+        self._warned = False
+
+    def __iter__(self) -> Iterator[ScoreRow]:
+        return (row for _, row in self._rows())
+
+    def _rows(self) -> Iterator[tuple[str, ScoreRow]]:
+        warn, self._warned = not self._warned, True
+        for run_dir in _run_dirs(self.bench_dir, "scores.json"):
+            normalise = partial(normalise_score, target_id=run_dir.name, known=self.known)
+            for _, row in iter_valid(run_dir / "scores.json", ScoreRow, normalise, warn):
+                yield run_dir.name, row
+
+    def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None) -> dict[str, list[OutcomeRow]]:
+        """The rows as compact pass/fail units, in file order: all of them by target run directory
+        (what results.json is computed from), or those `keep` accepts by their `target_model`
+        (the gate's rows). Repeated strings are shared."""
+        shared: dict[Any, Any] = {}
+        out: dict[str, list[OutcomeRow]] = {}
+        for run_target, row in self._rows():
+            if keep is not None and not keep(row):
+                continue
+            target = shared.setdefault(row.target_model, row.target_model)
+            out.setdefault(run_target if keep is None else target, []).append(OutcomeRow(
+                target, row.id, shared.setdefault(row.metric_id, row.metric_id), row.sample, row.passed,
+                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type)))
+        return out
+
+
+def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]]) -> None:
+    """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json") ...])` writes
+    for the full summaries, with each target's `by_scenario` (one entry per scenario: 100,000 at
+    N = 100,000) written as it is counted instead of built as models first."""
+    with atomic_open(path) as handle:
+        opening = "[\n  "
+        for result in results:
+            head = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)
+            assert head.endswith('"by_scenario": {}\n}')
+            handle.write(opening + head[:-4].replace("\n", "\n  "))
+            first = True
+            for key, summary in summarize_counts(rows_by_model[result.target_model], "id"):
+                value = json.dumps(summary, indent=2, ensure_ascii=False).replace("\n", "\n      ")
+                handle.write(("{\n      " if first else ",\n      ") + json.dumps(key, ensure_ascii=False) + ": " + value)
+                first = False
+            handle.write("{}\n  }" if first else "\n    }\n  }")
+            opening = ",\n  "
+        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
 
 
 def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],

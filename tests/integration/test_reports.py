@@ -221,11 +221,20 @@ def noisy(request):
         print("teardown says hello")
 
 kept = []
+during = []
+
+def pytest_runtest_logfinish(nodeid):
+    reporter = pytest_runtest_logfinish.config.pluginmanager.get_plugin("terminalreporter")
+    during.append(len(reporter.stats.get("", ())))
+
+def pytest_configure(config):
+    pytest_runtest_logfinish.config = config
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter):
     kept.extend(r.nodeid for r in terminalreporter.stats.get("", ()))
     terminalreporter.write_line(f"quiet reports kept: {sorted(set(kept))}")
+    terminalreporter.write_line(f"setup/teardown reports held after each item: {during}")
 """)
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, failed=2)
@@ -233,3 +242,5 @@ def pytest_terminal_summary(terminalreporter):
                                  "teardown says hello", "*_ m02_s001_v02[[]tgt-s0[]] _*"])
     kept_line = next(line for line in result.stdout.lines if line.startswith("quiet reports kept: "))
     assert kept_line == "quiet reports kept: ['benchmarks/demo/scenarios.json::m02_s001_v01[tgt-s0]']"
+    # dropped as they arrive, not only at the end: the list never holds more than the noisy teardown
+    result.stdout.fnmatch_lines(["setup/teardown reports held after each item: [[]0, 0, 1, 1[]]"])

@@ -198,14 +198,15 @@ every module of ours, and pytest re-rewrites the plugin's, at every start: ~0.1 
 PLUGIN = ("-p", "pytest_evalbench.plugin")
 
 
-def run_pytest(root: Path, *args: str) -> dict[str, float]:
-    """One pytest process (autoload off; our plugin, plus xdist's for -n): wall plus what the probe saw."""
+def run_pytest(root: Path, *args: str, plugin: bool = True) -> dict[str, float]:
+    """One pytest process (autoload off; our plugin unless not `plugin`, plus xdist's for -n): wall
+    plus what the probe saw."""
     probe = root / "probe.json"
     env = {**os.environ, **ISOLATED, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     xdist = ("-p", "xdist.plugin") if "-n" in args else ()
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *PLUGIN, *xdist,
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *(PLUGIN if plugin else ()), *xdist,
                            "-p", "bench_engine", "-q", "--tb=no", *args],
                           check=False, cwd=root, env=env, capture_output=True, text=True)
     result = {"process": time.perf_counter() - start, "exit": float(done.returncode)}
@@ -252,6 +253,14 @@ def peak_rss(server: Server, root: Path, rows: int, latency: float, conc: int) -
           f"{r.get('rss_mb', float('nan')):.0f} MB; process {r['process']:.1f} s, ideal {ideal:.1f} s "
           f"(ratio {r['process'] / ideal:.2f}); requests {server.stats()['requests']}"
           + (f"  (exit {r['exit']:.0f})" if r.get("exit") else ""), flush=True)
+    plain = root / "plain"
+    plain.mkdir(exist_ok=True)
+    (plain / "pytest.ini").write_text("[pytest]\n")
+    (plain / "test_rows.py").write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({rows}))\n"
+                                        "def test_row(i):\n    pass\n")
+    p = run_pytest(plain, plugin=False)
+    print(f"  plain pytest, {rows} trivial parametrized tests, no plugin: peak RSS {p.get('rss_mb', float('nan')):.0f} MB "
+          "(what pytest's own items and reports cost)", flush=True)
 
 
 def main() -> int:

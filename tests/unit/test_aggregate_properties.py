@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from helpers import score_row
@@ -11,7 +13,8 @@ from hypothesis import strategies as st
 
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import derive_pass
-from pytest_evalbench.scenarios.store import merge_rows
+from pytest_evalbench.scenarios.store import dump_results, merge_rows
+from pytest_evalbench.store import dump_json
 
 
 @given(st.one_of(st.none(), st.booleans()), st.sampled_from(["positive", "negative"]))
@@ -84,3 +87,24 @@ def test_merge_rows_replaces_by_id_and_sample(old: list[dict[str, Any]], new: li
     for row in merged:
         if (row["id"], row["sample"]) in latest:
             assert row is latest[(row["id"], row["sample"])]
+
+
+@given(ROWS)
+def test_results_file_streamed_is_what_the_models_dump(rows: list[dict[str, Any]]) -> None:
+    """results.json written from compact rows with by_scenario streamed: byte for byte the file
+    the full models make, and the in-memory rates equal theirs without by_scenario."""
+    for row in rows:
+        row["metric_id"] = row["id"][:3]
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["target_model"]].append(row)
+    typed = {target: [score_row(r) for r in group] for target, group in grouped.items()}
+    compact = {target: [r.outcome_row() for r in group] for target, group in typed.items()}
+    full = aggregate(typed)
+    rates = aggregate(compact, by_scenario=False)
+    assert [r.model_dump(exclude={"by_scenario"}) for r in rates] == [r.model_dump(exclude={"by_scenario"}) for r in full]
+    assert all(r.by_scenario == {} for r in rates)
+    with tempfile.TemporaryDirectory() as tmp:
+        dump_json(Path(tmp) / "expected.json", [r.model_dump(mode="json") for r in full])
+        dump_results(Path(tmp) / "results.json", rates, compact)
+        assert (Path(tmp) / "results.json").read_bytes() == (Path(tmp) / "expected.json").read_bytes()

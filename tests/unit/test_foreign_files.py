@@ -16,8 +16,8 @@ from pytest_evalbench import schemas
 from pytest_evalbench.dataset.models import DatasetCase, payload_for
 from pytest_evalbench.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
 from pytest_evalbench.errors import EvalbenchWarning, InputError
-from pytest_evalbench.loading import load_spec
-from pytest_evalbench.scenarios.loading import load_scenarios
+from pytest_evalbench.loading import load_spec, parse_json
+from pytest_evalbench.scenarios.loading import iter_json_list, load_scenarios
 from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.scenarios.store import Known, normalise_score
 from pytest_evalbench.spec import unknown_keys
@@ -201,3 +201,22 @@ def test_dataset_case_near_miss_key_is_refused_other_keys_kept() -> None:
         DatasetCase.model_validate({**COMPARATIVE, "model_answr": "x"})
     assert DatasetCase.model_validate({**COMPARATIVE, "run_note": "x"}).model_extra == {
         "workflow_mode": "multi-agent", "run_note": "x"}
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", " [ ] \n", '[{"a": [1, {"b": 2}]}, "x"]\n', '[{"a": 1},]', "[1 2]", "{}",
+                                  "[1] x", "", "[", "[1,", "[" * 70 + "]" * 70, "[[" + "[" * 63 + "]" * 63 + "]]", "3"])
+def test_scenario_rows_stream_with_the_errors_of_a_whole_parse(text: str, tmp_path: Path) -> None:
+    """scenarios.json is decoded row by row; what it yields, and any error it raises, are those of
+    parsing the whole text (a list's own `expected a JSON list` for anything else)."""
+    path = tmp_path / "scenarios.json"
+    try:
+        expected: Any = parse_json(text, path)
+    except InputError as exc:
+        expected = str(exc)
+    if not isinstance(expected, (list, str)):
+        expected = str(InputError(path, "expected a JSON list of scenario rows"))
+    try:
+        got: Any = list(iter_json_list(text, path))
+    except InputError as exc:
+        got = str(exc)
+    assert got == expected
