@@ -94,11 +94,11 @@ class BenchmarkKind(Protocol[R]):
     """What the pytest layer asks of a benchmark kind whose items produce records of type R."""
 
     run: BenchmarkRun
+
     @property
     def roles(self) -> tuple[str, ...]:
-        """The model roles (`user_model`, `evaluator_model`) a run of this kind needs; checked up front."""
-    """The benchmark.yaml role keys every item needs ("user_model", "evaluator_model"): checked,
-    with their credentials, before the first call (`BenchmarkRun.preflight`)."""
+        """The benchmark.yaml role keys every item needs ("user_model", "evaluator_model"): checked,
+        with their credentials, before the first call (`BenchmarkRun.preflight`)."""
 
     def data_files(self) -> list[Path]:
         """The files whose rows become items (they are collected by pytest)."""
