@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_evalbench.scenarios.aggregate import aggregate
-from pytest_evalbench.scenarios.models import derive_pass
+from pytest_evalbench.scenarios.models import ScoreRow, derive_pass
 from pytest_evalbench.scenarios.store import dump_results, merge_rows
 from pytest_evalbench.store import dump_json
 
@@ -65,14 +65,19 @@ def reference(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
-@given(ROWS)
-def test_results_recomputed_from_scores_match(rows: list[dict[str, Any]]) -> None:
+def typed_by_target(rows: list[dict[str, Any]]) -> dict[str, list[ScoreRow]]:
+    """The generated rows (metric id from the scenario id) as typed score rows per target."""
     for row in rows:
         row["metric_id"] = row["id"][:3]
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         grouped[row["target_model"]].append(row)
-    typed = {target: [score_row(r) for r in group] for target, group in grouped.items()}
+    return {target: [score_row(r) for r in group] for target, group in grouped.items()}
+
+
+@given(ROWS)
+def test_results_recomputed_from_scores_match(rows: list[dict[str, Any]]) -> None:
+    typed = typed_by_target(rows)
     assert [r.model_dump() for r in aggregate(typed)] == reference(rows)
 
 
@@ -93,12 +98,7 @@ def test_merge_rows_replaces_by_id_and_sample(old: list[dict[str, Any]], new: li
 def test_results_file_streamed_is_what_the_models_dump(rows: list[dict[str, Any]]) -> None:
     """results.json written from compact rows with by_scenario streamed: byte for byte the file
     the full models make, and the in-memory rates equal theirs without by_scenario."""
-    for row in rows:
-        row["metric_id"] = row["id"][:3]
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        grouped[row["target_model"]].append(row)
-    typed = {target: [score_row(r) for r in group] for target, group in grouped.items()}
+    typed = typed_by_target(rows)
     compact = {target: [r.outcome_row() for r in group] for target, group in typed.items()}
     full = aggregate(typed)
     rates = aggregate(compact, by_scenario=False)
