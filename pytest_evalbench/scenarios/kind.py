@@ -125,8 +125,8 @@ class ScenarioKind:
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        rates, dropped, scores = write_results(bench_dir, counted(records), self.order(), targets=targets,
-                                               samples=run.spec.generation.num_samples, known=self._known)
+        rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
+                                                      samples=run.spec.generation.num_samples, known=self._known)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
@@ -135,8 +135,6 @@ class ScenarioKind:
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
             gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
             rates = aggregate(gated, by_scenario=False)
-        else:
-            gated = scores.outcome_rows()
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,

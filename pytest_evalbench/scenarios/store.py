@@ -13,9 +13,8 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,13 +32,13 @@ from ..store import (
     phase_cost,
     read_ledger,
     read_rows,
-    read_valid,
     read_valid_rows,
     results_lock,
 )
 from .aggregate import aggregate, summarize_counts
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
+M = TypeVar("M", bound=BaseModel)
 RUNS_DIR = "runs"
 PHASES = ("simulate", "evaluate")
 RUN_FILES = ("conversations.json", "scores.json", "cost.json", USAGE_LEDGER)
@@ -236,57 +235,53 @@ def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:
     return [d for d in sorted(runs.iterdir()) if (d / filename).is_file()] if runs.is_dir() else []
 
 
-class RunConversations:
-    """Every target's conversations.json rows (usable, normalised), read from disk one row at a
-    time on every pass: what reports show, without the rows of a large run all in memory.
+class RunRows(Generic[M]):
+    """Every target's rows of one run file (usable, normalised), read from disk one row at a time
+    on every pass: what reports and the gate read, without the rows of a large run all in memory.
     Unusable rows are warned about on the first pass only."""
 
-    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
+    def __init__(self, bench_dir: Path, known: Known, filename: str, model: type[M], normalise: Normaliser) -> None:
         self.bench_dir, self.known = bench_dir, known
+        self.filename, self.model, self.normalise = filename, model, normalise
         self._warned = False
 
-    def __iter__(self) -> Iterator[ConversationRow]:
+    def __iter__(self) -> Iterator[M]:
+        return (row for _, row in self._rows())
+
+    def _rows(self) -> Iterator[tuple[str, M]]:
+        """(target run directory, row) for every usable row, in target order."""
         warn, self._warned = not self._warned, True
-        for run_dir in _run_dirs(self.bench_dir, "conversations.json"):
-            normalise = partial(normalise_conversation, target_id=run_dir.name, known=self.known)
-            for _, row in iter_valid(run_dir / "conversations.json", ConversationRow, normalise, warn):
-                yield row
+        for run_dir in _run_dirs(self.bench_dir, self.filename):
+            for _, row in iter_valid(run_dir / self.filename, self.model, self._normaliser(run_dir.name), warn):
+                yield run_dir.name, row
+
+    def _normaliser(self, target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return lambda raw: self.normalise(raw, target, self.known)
 
 
-def read_run_rows(bench_dir: Path, filename: str, known: Known = Known()) -> dict[str, list[dict[str, Any]]]:
-    """The usable rows of `runs/<target>/<filename>` for every target that has that file, by target id."""
-    return {run_dir.name: read_file_rows(run_dir, filename, known) for run_dir in _run_dirs(bench_dir, filename)}
+class RunConversations(RunRows[ConversationRow]):
+    """Every target's conversations.json rows."""
 
-
-def read_run_scores(bench_dir: Path, known: Known = Known()) -> dict[str, list[ScoreRow]]:
-    """Every target's usable scores.json rows, typed, by target id."""
-    return {d.name: [row for _, row in read_valid(d / "scores.json", ScoreRow,
-                                                  partial(normalise_score, target_id=d.name, known=known))]
-            for d in _run_dirs(bench_dir, "scores.json")}
-
-
-def read_run_conversations(bench_dir: Path, known: Known = Known()) -> list[ConversationRow]:
-    """Every target's usable conversations.json rows, typed, in target order."""
-    return [row for d in _run_dirs(bench_dir, "conversations.json")
-            for _, row in read_valid(d / "conversations.json", ConversationRow,
-                                     partial(normalise_conversation, target_id=d.name, known=known))]
+    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
+        super().__init__(bench_dir, known, "conversations.json", ConversationRow, normalise_conversation)
 
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  ) -> tuple[list[ModelResult], list[str], RunScores]:
+                  ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
     (`by_scenario` left empty: it is in the file, the gate reads rates per target and metric), what
-    was dropped and the scores.json rows it was aggregated from (every target's, in target order,
-    read from disk on each pass). `records` is read once."""
+    was dropped, the scores.json rows it was aggregated from (every target's, in target order,
+    read from disk on each pass) and those rows as compact pass/fail units by target run (read
+    once here). `records` is read once."""
     with results_lock(bench_dir):
         return _write_results(bench_dir, records, order, targets, samples, known)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known,
-                   ) -> tuple[list[ModelResult], list[str], RunScores]:
+                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
     try:
         for record in records:
@@ -304,26 +299,14 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     results = aggregate(rows_by_model, by_scenario=False)
     if rows_by_model:
         dump_results(bench_dir / "results.json", results, rows_by_model)
-    return results, dropped, scores
+    return results, dropped, scores, rows_by_model
 
 
-class RunScores:
-    """Every target's scores.json rows (usable, normalised), read from disk one row at a time on
-    every pass, like `RunConversations`: 100,000 validated rows are never in memory at once."""
+class RunScores(RunRows[ScoreRow]):
+    """Every target's scores.json rows: 100,000 validated rows are never in memory at once."""
 
     def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
-        self.bench_dir, self.known = bench_dir, known
-        self._warned = False
-
-    def __iter__(self) -> Iterator[ScoreRow]:
-        return (row for _, row in self._rows())
-
-    def _rows(self) -> Iterator[tuple[str, ScoreRow]]:
-        warn, self._warned = not self._warned, True
-        for run_dir in _run_dirs(self.bench_dir, "scores.json"):
-            normalise = partial(normalise_score, target_id=run_dir.name, known=self.known)
-            for _, row in iter_valid(run_dir / "scores.json", ScoreRow, normalise, warn):
-                yield run_dir.name, row
+        super().__init__(bench_dir, known, "scores.json", ScoreRow, normalise_score)
 
     def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None) -> dict[str, list[OutcomeRow]]:
         """The rows as compact pass/fail units, in file order: all of them by target run directory

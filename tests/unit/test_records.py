@@ -106,8 +106,10 @@ class OnePass:
 
 def test_stores_read_their_records_in_one_pass(tmp_path: Path) -> None:
     records = [scenario_record("m01_s001_v01"), scenario_record("m01_s001_v02")]
-    results, dropped, scores = write_results(tmp_path / "s", OnePass(records), {"m01_s001_v01": 0, "m01_s001_v02": 1})
+    results, dropped, scores, outcomes = write_results(tmp_path / "s", OnePass(records),
+                                                       {"m01_s001_v01": 0, "m01_s001_v02": 1})
     assert [r.id for r in scores] == ["m01_s001_v01", "m01_s001_v02"] and dropped == []
+    assert [(r.id, r.passed) for r in outcomes["tgt"]] == [(r.id, r.passed) for r in scores]
     assert results[0].by_metric["m01"].n_passed == 2
     written = json.loads((tmp_path / "s" / "runs" / "tgt" / "scores.json").read_text())
     assert written == [r.score.to_json() for r in records]
