@@ -374,12 +374,18 @@ CHECKED_METRICS = [
 ]
 
 
-def test_checks_decide_rows_without_asking_the_judge(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+def checked_pair(pytester: pytest.Pytester, bench_env: FakeLLMServer, metric: str, first: str, second: str) -> Path:
+    """Two scenarios of `metric` with CHECKED_METRICS; the target answers `first` in v01, `second` in v02."""
     bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
-                            scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01")])
+                            scenarios=[scenario(f"{metric}_s001_v01", metric), scenario(f"{metric}_s001_v02", metric)])
     bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
-        "A" if "secret goal of m01_s001_v01" in json.dumps(r) else "B"),
-        target=lambda r: "Sure, where are you going?" if "help me A" in json.dumps(r) else "Pack socks."))
+        "A" if f"secret goal of {metric}_s001_v01" in json.dumps(r) else "B"),
+        target=lambda r: first if "help me A" in json.dumps(r) else second))
+    return bench
+
+
+def test_checks_decide_rows_without_asking_the_judge(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench = checked_pair(pytester, bench_env, "m01", "Sure, where are you going?", "Pack socks.")
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=1, failed=1)
     assert [r for r in bench_env.requests if r["model"] == JUDGE] == []  # zero LLM requests for the judge
@@ -391,11 +397,7 @@ def test_checks_decide_rows_without_asking_the_judge(pytester: pytest.Pytester, 
 
 
 def test_checks_first_then_the_judge_when_undecided(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    bench = write_benchmark(pytester.path, metrics=CHECKED_METRICS,
-                            scenarios=[scenario("m02_s001_v01", "m02"), scenario("m02_s001_v02", "m02")])
-    bench_env.set_responder(script(True, user=lambda r: "Message: help me " + (
-        "A" if "secret goal of m02_s001_v01" in json.dumps(r) else "B"),
-        target=lambda r: "You definitely have flu." if "help me A" in json.dumps(r) else "See a doctor."))
+    bench = checked_pair(pytester, bench_env, "m02", "You definitely have flu.", "See a doctor.")
     pytester.runpytest("--benchmark=demo").assert_outcomes(failed=2)
     rows = scores(bench)
     assert [(r["present"], r["decided_by"]) for r in rows] == [(True, "check"), (True, "judge")]
