@@ -178,6 +178,8 @@ class Engine:
         self._in_flight = 0
         self._cooldown: dict[str, float] = {}
         self._connection_failures: Counter[str] = Counter()
+        self._refusals: dict[str, tuple[str, str]] = {}
+        """Endpoint -> (kind, message) of its last refused connection: what an open circuit reports."""
         self._lock = threading.Lock()
         self._futures: dict[Any, concurrent.futures.Future[Any]] = {}
         self._queue: list[list[Any]] = []
@@ -466,8 +468,9 @@ class Engine:
                                "or use --evalbench-cache=replay with a recorded cache", role=role,
                                model=endpoint.model)
             if self._connection_failures[ident] >= 2 * settings.max_attempts:
-                raise LLMError("endpoint unreachable", f"{ident} refused {self._connection_failures[ident]} "
-                               "connections in a row; not retrying", role=role, model=endpoint.model)
+                # the circuit is open: fail with the refusal that opened it, so every item the dead
+                # endpoint stops reads the same error (however many calls were in flight by then)
+                raise LLMError(*self._refusals[ident], role=role, model=endpoint.model)
             wait = self._cooldown.get(ident, 0.0) - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -478,6 +481,7 @@ class Engine:
             self.stats.failures[failure.kind] += 1
             if failure.connection:
                 self._connection_failures[ident] += 1
+                self._refusals[ident] = (failure.kind, self._redact(endpoint, failure.message))
             elapsed = time.monotonic() - started
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
                 raise LLMError(failure.kind, self._redact(endpoint, failure.message)

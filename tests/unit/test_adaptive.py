@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import dead_base_url
 
+from pytest_evalbench.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.engine import Engine, EngineSettings
 from pytest_evalbench.llm.pricing import PriceTable
@@ -162,3 +164,28 @@ def test_a_throttled_endpoint_still_serves_early_items_first() -> None:
         return order
 
     assert asyncio.run(run()) == [1, 3, 5]
+
+
+def test_open_circuit_reports_the_refusal_that_opened_it(tmp_path: Path) -> None:
+    """After two refused connections the breaker fails calls without dialling; those calls must
+    read exactly like the refused ones, so a dead endpoint is one error in the summary, not two."""
+    engine = _engine(tmp_path, concurrency=1, max_attempts=1)
+    endpoint = Endpoint(model="m", base_url=dead_base_url(), api_key="k")
+
+    async def one() -> str:
+        try:
+            await engine.complete(endpoint, [{"role": "user", "content": "q"}], role="target",
+                                  phase="simulate", sample=0)
+        except LLMError as error:
+            return str(error)
+        return "answered"
+
+    async def sequential() -> list[str]:
+        return [await one() for _ in range(5)]
+
+    try:
+        errors = engine.run(sequential())
+    finally:
+        engine.close()
+    assert engine.stats.failures["connection error"] == 2  # the last three never dialled
+    assert len(set(errors)) == 1 and "cannot reach the endpoint" in errors[0]
