@@ -34,7 +34,7 @@ from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from .cache import CorruptEntry, ResponseCache, canonical_json, request_key
 from .pricing import PriceTable
 from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
-from .transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport
+from .transport import Failure, Transport, classify, make_transport
 from .types import Completion, Endpoint, Usage
 
 T = TypeVar("T")
@@ -78,8 +78,9 @@ class EngineSettings:
     """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
     token_limit: float | None = None
     """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
-    transport: str = "aiohttp"
-    """"aiohttp" (raw JSON on one shared session) or "openai" (the official SDK)."""
+    transport: str = "http"
+    """"http" (raw JSON over the plugin's own HTTP/1.1 client), "aiohttp" (raw JSON on one aiohttp
+    session) or "openai" (the official SDK)."""
 
 
 @dataclass
@@ -165,7 +166,7 @@ class Engine:
     """Runs LLM pipelines concurrently for a synchronous caller (pytest)."""
 
     def __init__(self, settings: EngineSettings, cache: ResponseCache, prices: PriceTable,
-                 transport: AiohttpTransport | OpenAITransport | None = None) -> None:
+                 transport: Transport | None = None) -> None:
         self.settings = settings
         self.cache = cache
         self.prices = prices
@@ -199,7 +200,7 @@ class Engine:
         self._adaptive: dict[str, AdaptiveConcurrency] = {}
 
     @property
-    def transport(self) -> AiohttpTransport | OpenAITransport:
+    def transport(self) -> Transport:
         """Built at the first cache miss: a fully replayed run never loads an HTTP client."""
         if self._transport is None:
             self._transport = make_transport(self.settings.transport, self.settings.timeout)

@@ -1,16 +1,15 @@
 """One chat request over HTTP, with errors classified.
 
-Two transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
+Three transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
 
-- `AiohttpTransport` (the default): one shared aiohttp session for the run, the request body
-  serialised once, the response body read as bytes and parsed once into a `Completion`. This is
-  the hot path: at high concurrency a single pytest process is bound by client CPU, and the SDK
-  layers (request building, the httpx-on-aiohttp shim, response models) cost about twice the
-  HTTP exchange itself.
-- `OpenAITransport` (`--evalbench-transport=openai`): the official SDK, for endpoints that
-  need its specifics.
+- `HTTPTransport` (the default, `http`): raw JSON over the plugin's own HTTP/1.1 client
+  (`http1`), the request body serialised once, the response parsed once into a `Completion`.
+  This is the hot path: at high concurrency a single pytest process is bound by client CPU, and
+  a general HTTP client costs about as much CPU per request as the exchange itself.
+- `AiohttpTransport` (`aiohttp`): the same raw JSON over one shared aiohttp session.
+- `OpenAITransport` (`openai`): the official SDK, for endpoints that need its specifics.
 
-Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is
+None retries (the SDK's retries are switched off): the engine owns retry policy so that it is
 bounded in count and total time, honours Retry-After and is visible in statistics. `openai` and
 `aiohttp` are imported when a transport is first built, never when this module is imported.
 """
@@ -23,13 +22,14 @@ import ssl
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
+from .http1 import HTTPClient, Origin
 from .local_server import LocalServer
 from .types import Completion, Endpoint
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-TRANSPORTS = ("aiohttp", "openai")
+TRANSPORTS = ("http", "aiohttp", "openai")
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,10 @@ def _errors(module: str, *names: str) -> tuple[type[BaseException], ...]:
 def classify(exc: BaseException) -> Failure:
     """Map an exception from either transport to a Failure (never leaks the request headers)."""
     chain = _cause_chain(exc)
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if tls is not None:  # an untrusted certificate or a TLS mismatch is configuration: no retry
+        detail = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or type(tls).__name__
+        return Failure("connection error", f"TLS handshake failed ({_short(str(detail))})", False, connection=True)
     transport = "connection" if _refused(chain) else _transport_kind(exc)
     unreachable = Failure("connection error", f"cannot reach the endpoint ({type(chain[-1]).__name__})",
                           True, connection=True)
@@ -149,36 +153,17 @@ def _error_message(raw: bytes, reason: str | None) -> str:
     return reason or "error"
 
 
-class AiohttpTransport:
-    """Raw JSON over one shared aiohttp session (created on the engine loop at the first call).
-
-    `timeout` bounds the whole call (connect, send, wait, read), so a server that trickles bytes
-    cannot hold a slot for ever. The connector has no connection cap of its own: the engine's
-    semaphore is the one limit on requests in flight.
-    """
+class _RawJSON:
+    """What the two raw-JSON transports share: URL and headers per endpoint (built once), the
+    body encoded once, and the answer read once (error status, rate headers, completion)."""
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.local = LocalServer()
-        self._session: Any = None
-        self._timeout: Any = None
         self._urls: dict[str | None, str] = {}
         self._headers: dict[str | None, dict[str, str]] = {}
 
-    def _open(self) -> Any:
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        self._timeout = aiohttp.ClientTimeout(total=self.timeout)
-        self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
-                                              raise_for_status=False, auto_decompress=True)
-        return self._session
-
-    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
-                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
-        """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
-        `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
-        session = self._session or self._open()
+    async def _target(self, endpoint: Endpoint) -> tuple[str, dict[str, str]]:
         if endpoint.provider == "local":
             base: str | None = await asyncio.to_thread(self.local.ensure_started)
         else:
@@ -193,27 +178,86 @@ class AiohttpTransport:
                 "Accept": "application/json"}
         if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
             headers = {**headers, **endpoint.headers}
-        if data is None:
-            data = json.dumps(body).encode()
-        async with session.post(url, data=data, headers=headers,
+        return url, headers
+
+    @staticmethod
+    def _answer(status: int, reason: str | None, headers: Mapping[str, str], raw: bytes,
+                headers_out: dict[str, str] | None) -> Completion:
+        """The completion in a response (`headers` with lower-cased names), or the HTTP error it is."""
+        if status >= 400:
+            raise HTTPStatusError(status, _error_message(raw, reason), headers)
+        if headers_out is not None and ("x-ratelimit-remaining-requests" in headers
+                                        or "x-ratelimit-remaining-tokens" in headers):
+            headers_out.update((k, v) for k, v in headers.items() if k.startswith("x-ratelimit-"))
+        return parse_completion(json.loads(raw))
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.local.stop)
+
+
+class HTTPTransport(_RawJSON):
+    """Raw JSON over the plugin's own HTTP/1.1 client (`http1`): the default, least CPU per request
+    and nothing heavy to import. `timeout` bounds the whole call (connect, send, wait, read)."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(timeout)
+        self._client = HTTPClient(timeout)
+        self._origins: dict[str, Origin] = {}
+
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
+        """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
+        `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
+        url, headers = await self._target(endpoint)
+        origin = self._origins.get(url)
+        if origin is None:
+            origin = self._origins[url] = Origin.of(url)
+        response = await self._client.post(origin, json.dumps(body).encode() if data is None else data, headers)
+        return self._answer(response.status, response.reason, response.headers, response.body, headers_out)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+        await super().aclose()
+
+
+class AiohttpTransport(_RawJSON):
+    """Raw JSON over one shared aiohttp session (created on the engine loop at the first call).
+
+    `timeout` bounds the whole call (connect, send, wait, read), so a server that trickles bytes
+    cannot hold a slot for ever. The connector has no connection cap of its own: the engine's
+    semaphore is the one limit on requests in flight.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(timeout)
+        self._session: Any = None
+        self._timeout: Any = None
+
+    def _open(self) -> Any:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._timeout = aiohttp.ClientTimeout(total=self.timeout)
+        self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
+                                              raise_for_status=False, auto_decompress=True)
+        return self._session
+
+    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
+                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
+        """As `HTTPTransport.complete`, through aiohttp."""
+        session = self._session or self._open()
+        url, headers = await self._target(endpoint)
+        async with session.post(url, data=json.dumps(body).encode() if data is None else data, headers=headers,
                                 timeout=self._timeout) as response:
             raw = await response.read()
-            if response.status >= 400:
-                raise HTTPStatusError(response.status, _error_message(raw, response.reason),
-                                      {k.lower(): v for k, v in response.headers.items()})
-            if headers_out is not None:
-                remaining = response.headers.get("x-ratelimit-remaining-requests")
-                tokens = response.headers.get("x-ratelimit-remaining-tokens")
-                if remaining is not None or tokens is not None:
-                    headers_out.update((k.lower(), v) for k, v in response.headers.items()
-                                       if k.lower().startswith("x-ratelimit-"))
-        return parse_completion(json.loads(raw))
+            lowered = {k.lower(): v for k, v in response.headers.items()}
+        return self._answer(response.status, response.reason, lowered, raw, headers_out)
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await asyncio.to_thread(self.local.stop)
+        await super().aclose()
 
 
 class OpenAITransport:
@@ -279,9 +323,14 @@ def _http_client(tls: ssl.SSLContext, timeout: float) -> Any:
         return openai.DefaultAsyncHttpxClient(verify=tls, timeout=timeout)
 
 
-def make_transport(name: str, timeout: float) -> AiohttpTransport | OpenAITransport:
+Transport = Union[HTTPTransport, AiohttpTransport, "OpenAITransport"]
+
+
+def make_transport(name: str, timeout: float) -> Transport:
     """The transport `--evalbench-transport` names."""
-    return OpenAITransport(timeout) if name == "openai" else AiohttpTransport(timeout)
+    if name == "openai":
+        return OpenAITransport(timeout)
+    return AiohttpTransport(timeout) if name == "aiohttp" else HTTPTransport(timeout)
 
 
 def parse_completion(data: Any) -> Completion:

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from helpers import dead_base_url
 
-from pytest_evalbench.llm.transport import AiohttpTransport, OpenAITransport, classify, make_transport
+from pytest_evalbench.llm.transport import TRANSPORTS, AiohttpTransport, HTTPTransport, OpenAITransport, classify, make_transport
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture(params=["aiohttp", "openai"])
+@pytest.fixture(params=TRANSPORTS)
 def transport_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -36,6 +36,7 @@ def call(name: str, base_url: str, body: dict[str, Any] = BODY, timeout: float =
 
 
 def test_make_transport_names() -> None:
+    assert isinstance(make_transport("http", 1), HTTPTransport)
     assert isinstance(make_transport("aiohttp", 1), AiohttpTransport)
     assert isinstance(make_transport("openai", 1), OpenAITransport)
 

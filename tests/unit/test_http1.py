@@ -1,0 +1,213 @@
+"""The plugin's HTTP/1.1 client against a server that sends scripted bytes: framing, keep-alive,
+the stale-connection retry, TLS, and the failures the transport layer classifies."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trustme
+
+from pytest_evalbench.llm.http1 import HTTPClient, Origin, ProtocolError, Response, ServerDisconnected
+from pytest_evalbench.llm.transport import classify
+
+Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
+
+
+class RawServer:
+    """Answers each request on a connection with the next scripted handler; counts connections."""
+
+    def __init__(self, *handlers: Handler, tls: ssl.SSLContext | None = None) -> None:
+        self.handlers = list(handlers)
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.tls = tls
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.handlers:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                await self.handlers.pop(0)(request, writer)
+                if writer.is_closing():
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"{'https' if self.tls else 'http'}://localhost:{port}/v1/chat/completions"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+
+def send(*parts: bytes, close: bool = False, pause: float = 0.0) -> Handler:
+    """A handler writing `parts` one by one (drained, `pause` apart), then closing if asked."""
+
+    async def handle(request: bytes, writer: asyncio.StreamWriter) -> None:
+        for part in parts:
+            writer.write(part)
+            await writer.drain()
+            if pause:
+                await asyncio.sleep(pause)
+        if close:
+            writer.close()
+
+    return handle
+
+
+def ok(body: bytes = b'{"a": 1}', extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+def run(server: RawServer, *bodies: bytes, timeout: float = 5.0,
+        client: HTTPClient | None = None) -> list[Response | BaseException]:
+    """POST each body in turn through one client; answers or the exceptions raised."""
+
+    async def go() -> list[Response | BaseException]:
+        http = client or HTTPClient(timeout)
+        out: list[Response | BaseException] = []
+        async with server as url:
+            for body in bodies:
+                try:
+                    out.append(await http.post(url, body, {"Content-Type": "application/json"}))
+                except Exception as exc:
+                    out.append(exc)
+            await http.close()
+        return out
+
+    return asyncio.run(go())
+
+
+def test_keep_alive_reuses_one_connection_and_sends_a_complete_request() -> None:
+    server = RawServer(send(ok(b"one")), send(ok(b"two", b"X-RateLimit-Remaining-Requests: 5\r\n")))
+    first, second = run(server, b'{"q": 1}', b'{"q": 2}')
+    assert isinstance(first, Response) and isinstance(second, Response)
+    assert (first.status, first.body, second.body) == (200, b"one", b"two")
+    assert second.headers["x-ratelimit-remaining-requests"] == "5"  # names lower-cased
+    assert server.connections == 1
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"Host: localhost:" in head and b"Content-Length: 8" in head and body == b'{"q": 1}'
+
+
+def test_bodies_framed_every_way_and_split_anywhere() -> None:
+    chunked = (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"4;ext=1\r\nchat\r\n7\r\n-answer\r\n0\r\nX-Trailer: t\r\n\r\n")
+    zipped = gzip.compress(b'{"z": true}')
+    encoded = b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s" % (len(zipped), zipped)
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"after 100")
+    old = b"HTTP/1.0 200 OK\r\n\r\nuntil close"
+    byte_by_byte = send(*[chunked[i:i + 1] for i in range(len(chunked))])
+    server = RawServer(byte_by_byte, send(encoded), send(interim), send(old, close=True), send(ok(b"new")))
+    answers = run(server, b"1", b"2", b"3", b"4", b"5")
+    assert [a.body for a in answers if isinstance(a, Response)] == [
+        b"chat-answer", b'{"z": true}', b"after 100", b"until close", b"new"]
+    assert server.connections == 2  # the HTTP/1.0 answer ended its connection
+
+
+async def hang_up(request: bytes, writer: asyncio.StreamWriter) -> None:
+    writer.close()  # read the request, answer nothing
+
+
+def test_server_closing_an_idle_connection_is_retried_once_on_a_new_one() -> None:
+    # the keep-alive race: the server drops a connection the client has just taken from its pool;
+    # nothing came back on it, so the request goes again, once, on a fresh connection
+    server = RawServer(send(ok(b"first")), hang_up, send(ok(b"second")))
+    answers = run(server, b"1", b"2")
+    assert [a.body for a in answers if isinstance(a, Response)] == [b"first", b"second"]
+    assert server.connections == 2 and len(server.requests) == 3
+
+
+def test_fresh_connection_hung_up_is_not_retried() -> None:
+    server = RawServer(hang_up, send(ok()))
+    (answer,) = run(server, b"1")
+    assert isinstance(answer, ServerDisconnected) and server.connections == 1
+
+
+def test_answers_cut_short_or_not_http_fail_as_the_transport_classifies_them() -> None:
+    cut = RawServer(send(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{\"part", close=True))
+    (cut_short,) = run(cut, b"1")
+    assert isinstance(cut_short, ServerDisconnected)
+    assert classify(cut_short).kind == "connection error" and classify(cut_short).retryable
+
+    for garbage in (b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+                    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n"):
+        (broken,) = run(RawServer(send(garbage, close=True)), b"1")
+        assert isinstance(broken, ProtocolError), garbage
+        assert classify(broken).kind == "bad response"
+
+
+def test_timeout_bounds_the_whole_exchange_and_refusal_is_a_connection_error() -> None:
+    trickle = RawServer(send(b"HTTP/1.1 200 OK\r\n", b"Content-Length: 2\r\n", b"\r\n", b"{}", pause=0.2))
+    (late,) = run(trickle, b"1", timeout=0.3)
+    assert isinstance(late, TimeoutError) and classify(late).kind == "timeout"
+
+    async def refused() -> BaseException:
+        try:
+            await HTTPClient(1.0).post("http://127.0.0.1:9/v1/chat/completions", b"{}", {})
+        except Exception as exc:
+            return exc
+        raise AssertionError("port 9 answered")
+
+    failure = classify(asyncio.run(refused()))
+    assert (failure.kind, failure.connection) == ("connection error", True)
+
+
+def test_cancelled_caller_is_not_turned_into_a_timeout() -> None:
+    async def go() -> Any:
+        server = RawServer(send(ok(), pause=0.0))
+        server.handlers[0] = _never_answer
+        async with server as url:
+            task = asyncio.create_task(HTTPClient(5.0).post(url, b"{}", {}))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                return "cancelled"
+        return "finished"
+
+    assert asyncio.run(go()) == "cancelled"
+
+
+async def _never_answer(request: bytes, writer: asyncio.StreamWriter) -> None:
+    await asyncio.sleep(10)
+
+
+def test_tls_with_certificate_verification() -> None:
+    authority = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("localhost").configure_cert(server_tls)
+    client = HTTPClient(5.0)
+    client._tls = ssl.create_default_context()
+    authority.configure_trust(client._tls)
+    (answer,) = run(RawServer(send(ok(b"secure")), tls=server_tls), b"1", client=client)
+    assert isinstance(answer, Response) and answer.body == b"secure"
+
+    untrusting = HTTPClient(5.0)  # the system's CAs do not know this authority
+    (rejected,) = run(RawServer(send(ok()), tls=server_tls), b"1", client=untrusting)
+    assert isinstance(rejected, ssl.SSLCertVerificationError)
+    failure = classify(rejected)
+    assert (failure.kind, failure.retryable) == ("connection error", False)
+    assert failure.message.startswith("TLS handshake failed (") and "certificate" in failure.message
+
+
+def test_origin_of_urls() -> None:
+    assert Origin.of("https://api.openai.com/v1/chat/completions") == Origin(
+        "https", "api.openai.com", 443, "/v1/chat/completions")
+    assert Origin.of("http://[::1]:8080/x?api-version=1").host_header == "[::1]:8080"
+    assert Origin.of("http://h/x?api-version=1").target == "/x?api-version=1"
+    with pytest.raises(ValueError, match="not an http"):
+        Origin.of("ftp://h/x")
