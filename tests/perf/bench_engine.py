@@ -12,8 +12,9 @@
 Every measured pytest process runs with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and names its plugins
 with -p (ours, xdist's for -n), so other installed plugins do not count against ours.
 3. `-n 2` against one process at the middle concurrency: process wall and request counts.
-4. Peak RSS of one process at N = 10,000 (1 turn, so the run stays short), and with
-   `--rss-large 100000 --rss-latency 0.01` also at N = 100,000 (minutes; off by default).
+4. N = 10,000 at the middle concurrency with the same chains and latency (about two minutes):
+   wall / ideal and peak RSS; with `--rss-large 100000` also peak RSS at N = 100,000 (1 turn +
+   judge, `--rss-latency`, several minutes; off by default).
 
 The fake server here is aiohttp in its own process (TCP_NODELAY, listen backlog 1024), so it is
 not the bottleneck: the floor client's ratio shows what the server allows.
@@ -242,14 +243,15 @@ def startup(root: Path) -> tuple[float, float, float]:
     return statistics.median(times["with"]), statistics.median(times["without"]), own / 1000
 
 
-def peak_rss(server: Server, root: Path, rows: int, latency: float, conc: int) -> None:
-    """One process, `rows` items of 1 turn + judge: its peak RSS (the memory targets of issue #19)."""
-    write_bench(root, rows, 1)
+def peak_rss(server: Server, root: Path, rows: int, turns: int, latency: float, conc: int) -> None:
+    """One process, `rows` items of `turns` turns + judge: wall / ideal and peak RSS (the N = 10,000
+    and memory targets of issue #19)."""
+    write_bench(root, rows, turns)
     server.control(reset=True, latency=latency)
     r = run_pytest(root, "--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
                    f"--evalbench-concurrency={conc}", "-p", "no:hypothesispytest")  # a dev venv's plugin, not ours
-    ideal = math.ceil(rows / conc) * 3 * latency
-    print(f"\nN={rows} (1 turn + judge, {latency * 1000:.0f} ms, C={conc}): peak RSS "
+    ideal = math.ceil(rows / conc) * (2 * turns + 1) * latency
+    print(f"\nN={rows} ({turns} turns + judge, {latency * 1000:.0f} ms, C={conc}): peak RSS "
           f"{r.get('rss_mb', float('nan')):.0f} MB; process {r['process']:.1f} s, ideal {ideal:.1f} s "
           f"(ratio {r['process'] / ideal:.2f}); requests {server.stats()['requests']}"
           + (f"  (exit {r['exit']:.0f})" if r.get("exit") else ""), flush=True)
@@ -270,7 +272,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--rss-rows", type=int, default=10_000)
-    parser.add_argument("--rss-latency", type=float, default=0.05)
+    parser.add_argument("--rss-latency", type=float, default=0.01,
+                        help="latency of the --rss-large run (1 turn + judge)")
     parser.add_argument("--rss-large", type=int, default=0, metavar="N",
                         help="also measure peak RSS at N items (e.g. 100000: several minutes; off by default)")
     args = parser.parse_args()
@@ -318,8 +321,10 @@ def main() -> int:
                   f"{without * 1000:.0f} ms without (difference {(with_plugin - without) * 1000:+.0f} ms); "
                   f"importing pytest_evalbench.plugin: {own_ms:.1f} ms (-X importtime, own modules)")
 
-            for rows in [args.rss_rows, *([args.rss_large] if args.rss_large else [])]:
-                peak_rss(server, root / f"rss{rows}", rows, args.rss_latency, middle)
+            # N = 10,000 as the issue measured it: the same chains, latency and C as the table
+            peak_rss(server, root / f"rss{args.rss_rows}", args.rss_rows, args.turns, args.latency, middle)
+            if args.rss_large:  # memory only: 1 turn and a short latency keep it to minutes
+                peak_rss(server, root / f"rss{args.rss_large}", args.rss_large, 1, args.rss_latency, middle)
     finally:
         server.stop()
     print(f"\nscript run time {time.perf_counter() - began:.0f} s")
