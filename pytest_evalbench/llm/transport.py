@@ -23,6 +23,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
+from urllib.parse import urlsplit
 
 from .http1 import HTTPClient, Origin
 from .local_server import LocalServer
@@ -195,6 +196,22 @@ class _RawJSON:
         await asyncio.to_thread(self.local.stop)
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, as urllib reads them) names
+    for `url`; never one for a loopback endpoint (a local model server, the test server)."""
+    import urllib.request  # ~10 ms, once per endpoint URL
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or host in LOOPBACK or urllib.request.proxy_bypass(host):
+        return None
+    return proxy
+
+
 class HTTPTransport(_RawJSON):
     """Raw JSON over the plugin's own HTTP/1.1 client (`http1`): the default, least CPU per request
     and nothing heavy to import. `timeout` bounds the whole call (connect, send, wait, read)."""
@@ -202,26 +219,34 @@ class HTTPTransport(_RawJSON):
     def __init__(self, timeout: float) -> None:
         super().__init__(timeout)
         self._client = HTTPClient(timeout)
-        self._origins: dict[str, Origin] = {}
+        self._origins: dict[str, Origin | None] = {}
+        """URL -> where to send it; None when a proxy applies (the built-in client speaks none)."""
+        self._proxied: AiohttpTransport | None = None
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any],
                        headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
         """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
         `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
         url, headers = await self._target(endpoint)
-        origin = self._origins.get(url)
-        if origin is None:
-            origin = self._origins[url] = Origin.of(url)
+        if url not in self._origins:
+            self._origins[url] = None if proxy_for(url) else Origin.of(url)
+        origin = self._origins[url]
+        if origin is None:  # through the environment's proxy: aiohttp speaks it
+            self._proxied = self._proxied or AiohttpTransport(self.timeout)
+            return await self._proxied.complete(endpoint, body, headers_out, data=data)
         response = await self._client.post(origin, json.dumps(body).encode() if data is None else data, headers)
         return self._answer(response.status, response.reason, response.headers, response.body, headers_out)
 
     async def aclose(self) -> None:
         await self._client.close()
+        if self._proxied is not None:
+            await self._proxied.aclose()
         await super().aclose()
 
 
 class AiohttpTransport(_RawJSON):
-    """Raw JSON over one shared aiohttp session (created on the engine loop at the first call).
+    """Raw JSON over one shared aiohttp session (created on the engine loop at the first call),
+    through the proxy the environment names for the URL, if any.
 
     `timeout` bounds the whole call (connect, send, wait, read), so a server that trickles bytes
     cannot hold a slot for ever. The connector has no connection cap of its own: the engine's
@@ -232,6 +257,7 @@ class AiohttpTransport(_RawJSON):
         super().__init__(timeout)
         self._session: Any = None
         self._timeout: Any = None
+        self._proxies: dict[str, str | None] = {}
 
     def _open(self) -> Any:
         import aiohttp
@@ -247,8 +273,9 @@ class AiohttpTransport(_RawJSON):
         """As `HTTPTransport.complete`, through aiohttp."""
         session = self._session or self._open()
         url, headers = await self._target(endpoint)
+        proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, proxy_for(url))
         async with session.post(url, data=json.dumps(body).encode() if data is None else data, headers=headers,
-                                timeout=self._timeout) as response:
+                                timeout=self._timeout, proxy=proxy) as response:
             raw = await response.read()
             lowered = {k.lower(): v for k, v in response.headers.items()}
         return self._answer(response.status, response.reason, lowered, raw, headers_out)

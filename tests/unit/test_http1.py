@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +14,8 @@ import pytest
 import trustme
 
 from pytest_evalbench.llm.http1 import HTTPClient, Origin, ProtocolError, Response, ServerDisconnected
-from pytest_evalbench.llm.transport import classify
+from pytest_evalbench.llm.transport import HTTPTransport, classify, proxy_for
+from pytest_evalbench.llm.types import Endpoint
 
 Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[None]]
 
@@ -211,3 +213,43 @@ def test_origin_of_urls() -> None:
     assert Origin.of("http://h/x?api-version=1").target == "/x?api-version=1"
     with pytest.raises(ValueError, match="not an http"):
         Origin.of("ftp://h/x")
+
+
+def _clear_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
+def test_proxy_for_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clear_proxies(monkeypatch)
+    assert proxy_for("https://api.openai.com/v1/chat/completions") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.corp")
+    assert proxy_for("https://api.openai.com/v1/chat/completions") == "http://proxy.corp:3128"
+    assert proxy_for("https://llm.internal.corp/v1/chat/completions") is None
+    assert proxy_for("http://api.openai.com/v1/chat/completions") is None  # no HTTP_PROXY
+    assert proxy_for("https://127.0.0.1:8080/v1/chat/completions") is None  # a local server, always direct
+
+
+def test_default_transport_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in client speaks no proxy protocol: with HTTP_PROXY set the request goes through
+    aiohttp to the proxy (absolute-form request line), and the answer reads the same."""
+    _clear_proxies(monkeypatch)
+    answer = json.dumps({"choices": [{"message": {"content": "via proxy"}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
+    proxy = RawServer(send(ok(answer)))
+
+    async def go() -> Any:
+        async with proxy as url:
+            monkeypatch.setenv("HTTP_PROXY", url.split("/v1")[0])
+            transport = HTTPTransport(5.0)
+            try:
+                return await transport.complete(Endpoint("m", "http://api.example.invalid/v1", api_key="k"),
+                                                {"model": "m", "messages": []})
+            finally:
+                await transport.aclose()
+
+    completion = asyncio.run(go())
+    assert (completion.content, completion.input_tokens) == ("via proxy", 3)
+    assert proxy.requests[0].startswith(b"POST http://api.example.invalid/v1/chat/completions HTTP/1.1\r\n")
