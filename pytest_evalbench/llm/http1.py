@@ -89,34 +89,34 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
-        if self._waiter is None or self._waiter.done():
-            return
-        try:
-            response = self._parse(eof=False)
-        except ProtocolError as exc:
-            self._fail(exc)
-            return
-        if response is not None:
-            self._waiter.set_result(response)
+        self._settle(eof=False)
 
     def eof_received(self) -> bool:
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if not self._settle(eof=True) and self._waiter is not None and not self._waiter.done():
+            reason = f": {exc}" if exc else ""
+            self._waiter.set_exception(ServerDisconnected(
+                f"server closed the connection before the answer ended{reason}"))
+
+    def _settle(self, eof: bool) -> bool:
+        """Complete the waiting exchange if its answer is all here (or broken); whether it did."""
         waiter = self._waiter
         if waiter is None or waiter.done():
-            return
+            return False
         try:
-            response = self._parse(eof=True)
-        except ProtocolError as error:
-            waiter.set_exception(error)
-            return
-        if response is not None:
-            waiter.set_result(response)
-        else:
-            reason = f": {exc}" if exc else ""
-            waiter.set_exception(ServerDisconnected(f"server closed the connection before the answer ended{reason}"))
+            response = self._parse(eof)
+        except ProtocolError as exc:
+            waiter.set_exception(exc)
+            if not eof:
+                self.abort()
+            return True
+        if response is None:
+            return False
+        waiter.set_result(response)
+        return True
 
     # -------------------------------------------------------------- one exchange
     def send(self, request: bytes) -> asyncio.Future[Response]:
@@ -136,11 +136,6 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
-
-    def _fail(self, exc: Exception) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_exception(exc)
-        self.abort()
 
     def _parse(self, eof: bool) -> Response | None:
         """The complete response in the buffer, or None while more bytes are due."""
