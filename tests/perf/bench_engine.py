@@ -263,6 +263,35 @@ def peak_rss(server: Server, root: Path, rows: int, turns: int, latency: float, 
     p = run_pytest(plain, plugin=False)
     print(f"  plain pytest, {rows} trivial parametrized tests, no plugin: peak RSS {p.get('rss_mb', float('nan')):.0f} MB "
           "(what pytest's own items and reports cost)", flush=True)
+    bare = root / "bare"
+    bare.mkdir(exist_ok=True)
+    (bare / "pytest.ini").write_text("[pytest]\n")
+    (bare / "rows.txt").write_text("")
+    (bare / "conftest.py").write_text(BARE_ITEMS.replace("ROWS", str(rows)))
+    q = run_pytest(bare, plugin=False)
+    print(f"  plain pytest, {rows} bare pytest.Item items from a conftest (no parametrization, no fixtures): peak RSS "
+          f"{q.get('rss_mb', float('nan')):.0f} MB (the least any one-item-per-row plugin can cost)", flush=True)
+
+
+BARE_ITEMS = """
+import pytest
+
+
+class Row(pytest.Item):
+    def runtest(self):
+        pass
+
+
+class Rows(pytest.File):
+    def collect(self):
+        for i in range(ROWS):
+            yield Row.from_parent(self, name=f"row{i}")
+
+
+def pytest_collect_file(parent, file_path):
+    if file_path.name == "rows.txt":
+        return Rows.from_parent(parent, path=file_path)
+"""
 
 
 def main() -> int:
