@@ -205,7 +205,7 @@ def _parse_head(raw: bytes) -> tuple[int, str, dict[str, str]]:
     lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/") or not code.isdigit():
+    if not version.startswith("HTTP/") or not (code.isascii() and code.isdigit()):  # "²".isdigit() too
         raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:

@@ -253,3 +253,10 @@ def test_default_transport_goes_through_the_environments_proxy(monkeypatch: pyte
     completion = asyncio.run(go())
     assert (completion.content, completion.input_tokens) == ("via proxy", 3)
     assert proxy.requests[0].startswith(b"POST http://api.example.invalid/v1/chat/completions HTTP/1.1\r\n")
+
+
+def test_status_code_of_non_ascii_digits_is_a_protocol_error_not_a_hang() -> None:
+    # "²".isdigit() is true but int("²") raises: the ValueError escaped data_received and
+    # connection_lost into the event loop and the caller waited for the whole timeout
+    (answer,) = run(RawServer(send(b"HTTP/1.1 \xb200 OK\r\nContent-Length: 0\r\n\r\n")), b"1", timeout=2.0)
+    assert isinstance(answer, ProtocolError) and classify(answer).kind == "bad response"
