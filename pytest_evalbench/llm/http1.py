@@ -156,6 +156,8 @@ class _Connection(asyncio.Protocol):
         elif "content-length" in headers:
             try:
                 length = int(headers["content-length"])
+                if length < 0:
+                    raise ValueError
             except ValueError:
                 raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
             available = len(self._buffer) - self._start
@@ -185,6 +187,8 @@ class _Connection(asyncio.Protocol):
                 return None
             try:
                 size = int(bytes(buffer[position:line_end]).split(b";")[0].strip(), 16)
+                if size < 0:  # int() takes a sign: a negative size would step the parser backwards
+                    raise ValueError
             except ValueError:
                 raise ProtocolError("bad chunk size line") from None
             if size == 0:

@@ -260,3 +260,14 @@ def test_status_code_of_non_ascii_digits_is_a_protocol_error_not_a_hang() -> Non
     # connection_lost into the event loop and the caller waited for the whole timeout
     (answer,) = run(RawServer(send(b"HTTP/1.1 \xb200 OK\r\nContent-Length: 0\r\n\r\n")), b"1", timeout=2.0)
     assert isinstance(answer, ProtocolError) and classify(answer).kind == "bad response"
+
+
+def test_negative_sizes_are_protocol_errors() -> None:
+    # int("-5", 16) is -5: the chunk slice ran backwards and a garbled body came back
+    # ("-6" made the parser loop for ever inside data_received, freezing the event loop);
+    # a negative Content-Length was taken as a complete, empty body
+    garbled = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n"
+    negative = b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}"
+    for answer in (garbled, negative):
+        (broken,) = run(RawServer(send(answer, close=True)), b"1", timeout=2.0)
+        assert isinstance(broken, ProtocolError), (answer, broken)
