@@ -201,6 +201,8 @@ class _Connection(asyncio.Protocol):
             if len(buffer) < chunk_end + 2:
                 self._scan = position
                 return None
+            if buffer[chunk_end: chunk_end + 2] != b"\r\n":
+                raise ProtocolError("chunk data longer than its size")
             self._chunks.append(bytes(buffer[line_end + 2: chunk_end]))
             position = chunk_end + 2
 

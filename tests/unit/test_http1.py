@@ -271,3 +271,11 @@ def test_negative_sizes_are_protocol_errors() -> None:
     for answer in (garbled, negative):
         (broken,) = run(RawServer(send(answer, close=True)), b"1", timeout=2.0)
         assert isinstance(broken, ProtocolError), (answer, broken)
+
+
+def test_chunk_data_must_end_where_its_size_says() -> None:
+    # a chunk longer than its size line: the CRLF after the data was never checked, so the
+    # body was silently cut to "cha" (the stray "t\r" was skipped, "\n0" read as the last chunk)
+    short = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nchat\r\n0\r\n\r\n"
+    (broken,) = run(RawServer(send(short, close=True)), b"1", timeout=2.0)
+    assert isinstance(broken, ProtocolError)
