@@ -151,7 +151,10 @@ class _Connection(asyncio.Protocol):
                 continue
             self._head, self._start = head, end + 4
         status, reason, headers = self._head
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        body: bytes | None
+        if status in (204, 304):  # never a body, whatever the framing headers say (RFC 9112 6.3)
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             body = self._chunked()
         elif "content-length" in headers:
             try:
@@ -162,14 +165,12 @@ class _Connection(asyncio.Protocol):
                 raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
             available = len(self._buffer) - self._start
             body = bytes(self._buffer[self._start: self._start + length]) if available >= length else None
-        elif status in (204, 304):
-            body = b""
         else:
             body = bytes(self._buffer[self._start:]) if eof else None  # delimited by the close
         if body is None:
             return None
         encoding = headers.get("content-encoding", "identity").lower()
-        if encoding in ("gzip", "deflate"):
+        if encoding in ("gzip", "deflate") and body:  # no body is no compressed stream
             try:
                 body = zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
             except zlib.error as exc:

@@ -279,3 +279,13 @@ def test_chunk_data_must_end_where_its_size_says() -> None:
     short = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nchat\r\n0\r\n\r\n"
     (broken,) = run(RawServer(send(short, close=True)), b"1", timeout=2.0)
     assert isinstance(broken, ProtocolError)
+
+
+def test_204_ends_at_its_head_whatever_its_framing_headers_say() -> None:
+    # RFC 9112 6.3: a 204 or 304 never has a body; Transfer-Encoding/Content-Length on it were
+    # honoured first, so the client waited for a body that never comes (until the timeout)
+    empty = b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n"
+    server = RawServer(send(empty), send(ok(b"next")))
+    first, second = run(server, b"1", b"2", timeout=2.0)
+    assert isinstance(first, Response) and (first.status, first.body) == (204, b"")
+    assert isinstance(second, Response) and second.body == b"next" and server.connections == 1
