@@ -244,6 +244,8 @@ class HTTPClient:
         task = asyncio.current_task()
         assert task is not None
         expired = False
+        cancelling = getattr(task, "cancelling", None)  # Python >= 3.11: cancel requests already pending
+        pending = cancelling() if cancelling is not None else 0
 
         def expire() -> None:
             nonlocal expired
@@ -257,8 +259,8 @@ class HTTPClient:
             if not expired:
                 raise
             uncancel = getattr(task, "uncancel", None)  # Python >= 3.11: this cancel is handled here
-            if uncancel is not None:
-                uncancel()
+            if uncancel is not None and uncancel() > pending:
+                raise  # the caller was cancelled too (as asyncio.timeout does, its cancel wins)
             raise TimeoutError(f"no complete answer within {self.timeout:g}s") from None
         finally:
             timer.cancel()

@@ -7,6 +7,8 @@ import asyncio
 import gzip
 import json
 import ssl
+import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -289,3 +291,24 @@ def test_204_ends_at_its_head_whatever_its_framing_headers_say() -> None:
     first, second = run(server, b"1", b"2", timeout=2.0)
     assert isinstance(first, Response) and (first.status, first.body) == (204, b"")
     assert isinstance(second, Response) and second.body == b"next" and server.connections == 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 cannot tell two cancel requests apart")
+def test_caller_cancelled_as_the_timeout_fires_stays_cancelled() -> None:
+    # the whole-call timer and the caller's cancel land in the same loop iteration: the caller's
+    # cancellation was turned into a (retryable) TimeoutError and its cancel request lost
+    async def go() -> Any:
+        async with RawServer(_never_answer) as url:
+            task = asyncio.create_task(HTTPClient(0.2).post(url, b"{}", {}))
+            await asyncio.sleep(0.05)
+            asyncio.get_running_loop().call_later(0.16, task.cancel)  # due just after the client's timer
+            time.sleep(0.3)  # block the loop: both timers fire in its next iteration, the client's first
+            try:
+                await task
+            except asyncio.CancelledError:
+                return "cancelled"
+            except TimeoutError:
+                return f"timeout (cancel requests left: {task.cancelling()})"
+        return "finished"
+
+    assert asyncio.run(go()) == "cancelled"
