@@ -151,23 +151,26 @@ class _Connection(asyncio.Protocol):
                 continue
             self._head, self._start = head, end + 4
         status, reason, headers = self._head
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        body: bytes | None
+        if status in (204, 304):  # never a body, whatever the framing headers say (RFC 9112 6.3)
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             body = self._chunked()
         elif "content-length" in headers:
             try:
                 length = int(headers["content-length"])
+                if length < 0:
+                    raise ValueError
             except ValueError:
                 raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
             available = len(self._buffer) - self._start
             body = bytes(self._buffer[self._start: self._start + length]) if available >= length else None
-        elif status in (204, 304):
-            body = b""
         else:
             body = bytes(self._buffer[self._start:]) if eof else None  # delimited by the close
         if body is None:
             return None
         encoding = headers.get("content-encoding", "identity").lower()
-        if encoding in ("gzip", "deflate"):
+        if encoding in ("gzip", "deflate") and body:  # no body is no compressed stream
             try:
                 body = zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
             except zlib.error as exc:
@@ -185,6 +188,8 @@ class _Connection(asyncio.Protocol):
                 return None
             try:
                 size = int(bytes(buffer[position:line_end]).split(b";")[0].strip(), 16)
+                if size < 0:  # int() takes a sign: a negative size would step the parser backwards
+                    raise ValueError
             except ValueError:
                 raise ProtocolError("bad chunk size line") from None
             if size == 0:
@@ -197,6 +202,8 @@ class _Connection(asyncio.Protocol):
             if len(buffer) < chunk_end + 2:
                 self._scan = position
                 return None
+            if buffer[chunk_end: chunk_end + 2] != b"\r\n":
+                raise ProtocolError("chunk data longer than its size")
             self._chunks.append(bytes(buffer[line_end + 2: chunk_end]))
             position = chunk_end + 2
 
@@ -205,7 +212,7 @@ def _parse_head(raw: bytes) -> tuple[int, str, dict[str, str]]:
     lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = lines[0].partition(" ")
     code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/") or not code.isdigit():
+    if not version.startswith("HTTP/") or not (code.isascii() and code.isdigit()):  # "²".isdigit() too
         raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
@@ -237,6 +244,8 @@ class HTTPClient:
         task = asyncio.current_task()
         assert task is not None
         expired = False
+        cancelling = getattr(task, "cancelling", None)  # Python >= 3.11: cancel requests already pending
+        pending = cancelling() if cancelling is not None else 0
 
         def expire() -> None:
             nonlocal expired
@@ -250,8 +259,8 @@ class HTTPClient:
             if not expired:
                 raise
             uncancel = getattr(task, "uncancel", None)  # Python >= 3.11: this cancel is handled here
-            if uncancel is not None:
-                uncancel()
+            if uncancel is not None and uncancel() > pending:
+                raise  # the caller was cancelled too (as asyncio.timeout does, its cancel wins)
             raise TimeoutError(f"no complete answer within {self.timeout:g}s") from None
         finally:
             timer.cancel()

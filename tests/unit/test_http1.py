@@ -7,6 +7,8 @@ import asyncio
 import gzip
 import json
 import ssl
+import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -253,3 +255,60 @@ def test_default_transport_goes_through_the_environments_proxy(monkeypatch: pyte
     completion = asyncio.run(go())
     assert (completion.content, completion.input_tokens) == ("via proxy", 3)
     assert proxy.requests[0].startswith(b"POST http://api.example.invalid/v1/chat/completions HTTP/1.1\r\n")
+
+
+def test_status_code_of_non_ascii_digits_is_a_protocol_error_not_a_hang() -> None:
+    # "²".isdigit() is true but int("²") raises: the ValueError escaped data_received and
+    # connection_lost into the event loop and the caller waited for the whole timeout
+    (answer,) = run(RawServer(send(b"HTTP/1.1 \xb200 OK\r\nContent-Length: 0\r\n\r\n")), b"1", timeout=2.0)
+    assert isinstance(answer, ProtocolError) and classify(answer).kind == "bad response"
+
+
+def test_negative_sizes_are_protocol_errors() -> None:
+    # int("-5", 16) is -5: the chunk slice ran backwards and a garbled body came back
+    # ("-6" made the parser loop for ever inside data_received, freezing the event loop);
+    # a negative Content-Length was taken as a complete, empty body
+    garbled = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n"
+    negative = b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n{}"
+    for answer in (garbled, negative):
+        (broken,) = run(RawServer(send(answer, close=True)), b"1", timeout=2.0)
+        assert isinstance(broken, ProtocolError), (answer, broken)
+
+
+def test_chunk_data_must_end_where_its_size_says() -> None:
+    # a chunk longer than its size line: the CRLF after the data was never checked, so the
+    # body was silently cut to "cha" (the stray "t\r" was skipped, "\n0" read as the last chunk)
+    short = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nchat\r\n0\r\n\r\n"
+    (broken,) = run(RawServer(send(short, close=True)), b"1", timeout=2.0)
+    assert isinstance(broken, ProtocolError)
+
+
+def test_204_ends_at_its_head_whatever_its_framing_headers_say() -> None:
+    # RFC 9112 6.3: a 204 or 304 never has a body; Transfer-Encoding/Content-Length on it were
+    # honoured first, so the client waited for a body that never comes (until the timeout)
+    empty = b"HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n"
+    server = RawServer(send(empty), send(ok(b"next")))
+    first, second = run(server, b"1", b"2", timeout=2.0)
+    assert isinstance(first, Response) and (first.status, first.body) == (204, b"")
+    assert isinstance(second, Response) and second.body == b"next" and server.connections == 1
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 cannot tell two cancel requests apart")
+def test_caller_cancelled_as_the_timeout_fires_stays_cancelled() -> None:
+    # the whole-call timer and the caller's cancel land in the same loop iteration: the caller's
+    # cancellation was turned into a (retryable) TimeoutError and its cancel request lost
+    async def go() -> Any:
+        async with RawServer(_never_answer) as url:
+            task = asyncio.create_task(HTTPClient(0.2).post(url, b"{}", {}))
+            await asyncio.sleep(0.05)
+            asyncio.get_running_loop().call_later(0.16, task.cancel)  # due just after the client's timer
+            time.sleep(0.3)  # block the loop: both timers fire in its next iteration, the client's first
+            try:
+                await task
+            except asyncio.CancelledError:
+                return "cancelled"
+            except TimeoutError:
+                return f"timeout (cancel requests left: {task.cancelling()})"
+        return "finished"
+
+    assert asyncio.run(go()) == "cancelled"
