@@ -81,6 +81,7 @@ class _Connection(asyncio.Protocol):
         self._start = 0  # where the body begins in the buffer
         self._chunks: list[bytes] = []
         self._scan = 0  # chunked parsing position
+        self._received = 0  # bytes of the current answer, interim ones included
 
     # -------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -88,6 +89,12 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            # bytes nobody asked for (a late 408 before an idle close, a desynchronised server):
+            # they would be read as the next answer, so this connection is never used again
+            self.abort()
+            return
+        self._received += len(data)
         self._buffer += data
         self._settle(eof=False)
 
@@ -123,6 +130,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.used = True
         self._buffer.clear()
+        self._received = 0
         self._head, self._start, self._chunks, self._scan = None, 0, [], 0
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -130,7 +138,8 @@ class _Connection(asyncio.Protocol):
 
     @property
     def received_nothing(self) -> bool:
-        return not self._buffer
+        """No byte of an answer came back (an interim 100 Continue, dropped from the buffer, counts)."""
+        return self._received == 0
 
     def abort(self) -> None:
         self.closed = True

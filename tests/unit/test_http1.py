@@ -312,3 +312,32 @@ def test_caller_cancelled_as_the_timeout_fires_stays_cancelled() -> None:
         return "finished"
 
     assert asyncio.run(go()) == "cancelled"
+
+
+def test_bytes_on_an_idle_connection_retire_it() -> None:
+    """A server that talks out of turn (here a 408 sent while the connection is idle) must not
+    have its words read as the answer to the next request."""
+    server = RawServer(send(ok(b"one"), b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n", pause=0.05),
+                       send(ok(b"two")))
+
+    async def go() -> list[Response]:
+        client = HTTPClient(5.0)
+        async with server as url:
+            first = await client.post(url, b"1", {})
+            await asyncio.sleep(0.3)  # the unsolicited 408 arrives while the connection sits in the pool
+            second = await client.post(url, b"2", {})
+            await client.close()
+        return [first, second]
+
+    first, second = asyncio.run(go())
+    assert (first.body, second.status, second.body) == (b"one", 200, b"two")
+    assert server.connections == 2
+
+
+def test_hang_up_after_an_interim_answer_is_not_retried() -> None:
+    # the server did answer something (100 Continue) before closing: it saw the request, so asking
+    # again could run it twice
+    server = RawServer(send(ok(b"first")), send(b"HTTP/1.1 100 Continue\r\n\r\n", close=True), send(ok(b"again")))
+    first, second = run(server, b"1", b"2")
+    assert isinstance(first, Response) and isinstance(second, ServerDisconnected)
+    assert server.connections == 1
