@@ -74,7 +74,6 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.used = False
         self._waiter: asyncio.Future[Response] | None = None
         self._buffer = bytearray()
         self._head: tuple[int, str, dict[str, str]] | None = None
@@ -128,7 +127,6 @@ class _Connection(asyncio.Protocol):
     # -------------------------------------------------------------- one exchange
     def send(self, request: bytes) -> asyncio.Future[Response]:
         assert self.transport is not None
-        self.used = True
         self._buffer.clear()
         self._received = 0
         self._head, self._start, self._chunks, self._scan = None, 0, [], 0
