@@ -17,7 +17,7 @@ from .kinds import spec_kind
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
-from .llm.types import Endpoint
+from .llm.types import Endpoint, check_base_url, header_problem
 from .loading import SPEC_FILE
 from .settings import RunSettings
 from .spec import (
@@ -81,6 +81,12 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
     key_source = config.api_key_env or "OPENAI_API_KEY"
     provider = settings.provider or config.provider
     base_url = settings.base_url or config.base_url or env.get("OPENAI_BASE_URL") or None
+    problems: list[str] = []  # keys and header values are never quoted: they may be secrets
+    if base_url is not None and not (settings.base_url or config.base_url):
+        try:
+            check_base_url(base_url)
+        except ValueError as exc:
+            problems.append(f"OPENAI_BASE_URL: {exc}")
     headers: dict[str, str] = {}
     missing: list[str] = []
     for name, value in config.headers.items():
@@ -92,6 +98,11 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         else:
             headers[name] = value
     api_key = env.get(key_source) or None
+    for variable, sent in [(key_source, api_key), *((v.env, env.get(v.env)) for v in config.headers.values()
+                                                     if isinstance(v, EnvRef))]:
+        problem = header_problem(sent) if sent else None
+        if problem is not None:
+            problems.append(f"environment variable {variable} {problem}, so it cannot be sent in an HTTP header")
     if api_key is None and (config.api_key_env or base_url is None):
         missing.insert(0, key_source)
     return Endpoint(
@@ -103,6 +114,7 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         key_source=key_source,
         headers=headers,
         missing_env=tuple(missing) if provider != "local" else (),
+        env_problems=tuple(problems) if provider != "local" else (),
     )
 
 
@@ -214,6 +226,12 @@ class BenchmarkRun:
             raise ConfigError(f"environment variable{'s' if len(users) > 1 else ''} not set: {names}. Set "
                               f"{'them' if len(users) > 1 else 'it'}, or replay a recorded cache with "
                               "--evalbench-cache=replay")
+        problems: dict[str, list[str]] = {}
+        for who, endpoint in endpoints.items():
+            for problem in endpoint.env_problems:
+                problems.setdefault(problem, []).append(who)
+        if problems:
+            raise ConfigError("; ".join(f"{problem} (needed by {', '.join(who)})" for problem, who in problems.items()))
 
     def _check_thresholds(self, spec_file: Path) -> None:
         rules = self.spec.thresholds or ThresholdRules()  # validated with benchmark.yaml

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from .llm.types import check_base_url, header_problem
+
 MAX_ID_LENGTH = 100
 SAFE_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}$")
 """Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids."""
@@ -100,6 +102,7 @@ def _env_name(value: str) -> str:
 
 
 EnvName = Annotated[str, AfterValidator(_env_name)]
+BaseUrl = Annotated[str, AfterValidator(check_base_url)]
 
 
 class EnvRef(_Strict):
@@ -115,8 +118,9 @@ def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:
     for name, value in headers.items():
         if not HEADER_NAME.match(name):
             raise ValueError(f"{name!r} is not an HTTP header name")
-        if isinstance(value, str) and ("\r" in value or "\n" in value):
-            raise ValueError(f"header {name!r}: a value cannot contain line breaks")
+        problem = header_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise ValueError(f"header {name!r}: the value {problem}")
     return headers
 
 
@@ -127,7 +131,7 @@ class ModelConfig(_Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
-    base_url: Optional[str] = None
+    base_url: Optional[BaseUrl] = None
     """Endpoint; defaults to OPENAI_BASE_URL (then the OpenAI API)."""
     api_key_env: Optional[EnvName] = None
     """Name of the environment variable holding the key; defaults to OPENAI_API_KEY."""
@@ -144,7 +148,7 @@ class TargetConfig(_Input):
 
     id: str
     model: Optional[str] = None
-    base_url: Optional[str] = None
+    base_url: Optional[BaseUrl] = None
     api_key_env: Optional[EnvName] = None
     provider: Literal["openai", "local"] = "openai"
     system_prompt: Optional[str] = None

@@ -4,6 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
+
+
+def check_base_url(url: str) -> str:
+    """An endpoint URL must be http(s) with a host; the usual slip is a missing scheme
+    (`localhost:8000/v1`), which would otherwise fail every call with a confusing error."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        raise ValueError(f"{url!r} has a port that is not a number") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)")
+    return url
+
+
+def header_problem(value: str) -> str | None:
+    """Why `value` cannot go into an HTTP header (an API key pasted with its line break), or None.
+    The value itself is never part of the answer: it may be a secret."""
+    if "\r" in value or "\n" in value:
+        return "contains a line break"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "contains characters an HTTP header cannot carry"
+    return None
 
 
 @dataclass(frozen=True)
@@ -13,7 +39,8 @@ class Endpoint:
     `api_key` and `headers` (resolved values, possibly secrets from the environment) are excluded
     from repr, comparison and cache keys; `identity` names the endpoint in cache keys without the
     random port of a local server. `missing_env` lists the environment variables the endpoint
-    needs that are unset (checked once before the run, see `BenchmarkRun.preflight`).
+    needs that are unset, `env_problems` those whose values cannot be sent (both checked once
+    before the run, see `BenchmarkRun.preflight`).
     """
 
     model: str
@@ -24,6 +51,9 @@ class Endpoint:
     key_source: str = "OPENAI_API_KEY"
     headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False, compare=False)
     missing_env: tuple[str, ...] = ()
+    env_problems: tuple[str, ...] = ()
+    """Environment values the endpoint would send that cannot be sent (a key with a line break,
+    an OPENAI_BASE_URL without a scheme), in words that never quote a key or header value."""
 
     @property
     def identity(self) -> str:

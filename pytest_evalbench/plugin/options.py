@@ -67,7 +67,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Override the simulated user's model")
     group.addoption("--evalbench-judge-model", dest="evalbench_judge_model", metavar="MODEL",
                     help="Override the evaluator (judge) model")
-    group.addoption("--evalbench-base-url", dest="evalbench_base_url", metavar="URL",
+    group.addoption("--evalbench-base-url", dest="evalbench_base_url", metavar="URL", type=_base_url,
                     help="Send every role to this OpenAI-compatible endpoint (overrides benchmark.yaml "
                          "and OPENAI_BASE_URL)")
     group.addoption("--evalbench-provider", dest="evalbench_provider", choices=("openai", "local"),
@@ -135,6 +135,15 @@ def add_gate_options(group: Any) -> None:
     group.addoption("--evalbench-progress-every", dest="evalbench_progress_every", type=float, default=30.0,
                     metavar="SECONDS", help="Without a terminal (CI logs), print a progress line at most this "
                                             "often; 0 after every item, -1 never. Default: %(default)s")
+
+
+def _base_url(text: str) -> str:
+    from ..llm.types import check_base_url
+
+    try:
+        return check_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _compare_rule(text: str) -> CompareRule:

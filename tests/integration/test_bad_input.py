@@ -76,8 +76,13 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
      "*field 'user_model.headers'*'Bad Header' is not an HTTP header name*"),
     (spec_text(user_model={"model": USER, "api_key_env": "not a name"}),
      "*field 'user_model.api_key_env'*not an environment variable name*"),
+    (spec_text(targets=[{"id": "t", "model": TARGET, "base_url": "localhost:8000/v1"}]),
+     "*field 'targets.0.base_url'*'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
+    (spec_text(user_model={"model": USER, "headers": {"X-Team": "caf\u00e9 \u2615"}}),
+     "*field 'user_model.headers'*header 'X-Team': the value contains characters an HTTP header cannot carry*"),
 ], ids=["duplicate-top-level-key", "duplicate-nested-key", "bool-as-int", "300-char-target-id", "unsafe-target-id",
-        "windows-device-id", "unsafe-metric-id", "bool-as-price", "bad-header-name", "bad-env-name"])
+        "windows-device-id", "unsafe-metric-id", "bool-as-price", "bad-header-name", "bad-env-name",
+        "base-url-without-scheme", "header-value-not-latin-1"])
 def test_malformed_benchmark_yaml_is_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
                                               expected: str) -> None:
     bench = write_benchmark(pytester.path)
@@ -263,6 +268,29 @@ def test_unset_api_key_env_is_named_once_before_any_call(pytester: pytest.Pytest
                                               "evaluator_model). Set it, or replay a recorded cache with "
                                               "--evalbench-cache=replay", *xdist)
     assert output.count("JUDGE_KEY") == 1
+
+
+@pytest.mark.parametrize(("variable", "value", "expected"), [
+    ("OPENAI_API_KEY", "sk-pasted-with-its-newline\n",
+     "ERROR: environment variable OPENAI_API_KEY contains a line break, so it cannot be sent in an HTTP header "
+     "(needed by user_model, evaluator_model, target 'tgt')"),
+    ("OPENAI_BASE_URL", "localhost:8000/v1",
+     "ERROR: OPENAI_BASE_URL: 'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
+], ids=["key-with-newline", "base-url-without-scheme"])
+def test_unusable_environment_values_are_usage_errors(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                      monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
+                                                      expected: str) -> None:
+    """Caught before any call, named by their variable; a key is never shown."""
+    monkeypatch.setenv(variable, value)
+    write_benchmark(pytester.path)
+    output = usage_error(pytester, bench_env, expected)
+    assert "sk-pasted" not in output
+
+
+def test_base_url_option_without_scheme_is_a_usage_error(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path)
+    usage_error(pytester, bench_env, "*--evalbench-base-url: *'localhost:8000' is not an http:// or https:// URL*",
+                "--evalbench-base-url=localhost:8000")
 
 
 def test_openai_api_without_key_is_a_usage_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
