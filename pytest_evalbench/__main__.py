@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .plugin.options import positive_int
+from .plugin.options import base_url, positive_int
 
 
 def _authoring_options() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def _authoring_options() -> argparse.ArgumentParser:
     common.add_argument("--cache", choices=("on", "off", "refresh", "replay"), default=None,
                         help="response cache in benchmarks/NAME/.evalbench-cache (default: on; refresh with "
                              "--force)")
-    common.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint for the user model")
+    common.add_argument("--base-url", metavar="URL", type=base_url, help="OpenAI-compatible endpoint for the user model")
     common.add_argument("--model", metavar="MODEL", help="override benchmark.yaml's user_model")
     common.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
                         help="requests in flight at once (default: 8)")

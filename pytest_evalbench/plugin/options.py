@@ -67,7 +67,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="Override the simulated user's model")
     group.addoption("--evalbench-judge-model", dest="evalbench_judge_model", metavar="MODEL",
                     help="Override the evaluator (judge) model")
-    group.addoption("--evalbench-base-url", dest="evalbench_base_url", metavar="URL", type=_base_url,
+    group.addoption("--evalbench-base-url", dest="evalbench_base_url", metavar="URL", type=base_url,
                     help="Send every role to this OpenAI-compatible endpoint (overrides benchmark.yaml "
                          "and OPENAI_BASE_URL)")
     group.addoption("--evalbench-provider", dest="evalbench_provider", choices=("openai", "local"),
@@ -137,7 +137,8 @@ def add_gate_options(group: Any) -> None:
                                             "often; 0 after every item, -1 never. Default: %(default)s")
 
 
-def _base_url(text: str) -> str:
+def base_url(text: str) -> str:
+    """argparse type of an endpoint URL option (the plugin's and the authoring commands')."""
     from ..llm.types import check_base_url
 
     try:

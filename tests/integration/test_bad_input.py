@@ -395,3 +395,12 @@ def test_endpoint_repr_hides_key_and_headers() -> None:
     assert endpoint.headers == {"X-K": HEADER_SECRET, "User-Agent": "ua"} and endpoint.missing_env == ()
     assert HEADER_SECRET not in repr(endpoint) and SECRET not in repr(endpoint)
     assert HEADER_SECRET not in repr(config)
+
+
+def test_authoring_base_url_without_scheme_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_evalbench.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["gen-metrics", "demo", "--root", str(tmp_path), "--base-url", "localhost:8000/v1"])
+    assert exited.value.code == 2
+    assert "'localhost:8000/v1' is not an http:// or https:// URL with a host" in capsys.readouterr().err
