@@ -480,17 +480,18 @@ class Engine:
                 self._connection_failures[ident] = 0
                 return failure
             self.stats.failures[failure.kind] += 1
+            message = self._redact(endpoint, failure.message)
             if failure.connection:
                 self._connection_failures[ident] += 1
-                self._refusals[ident] = (failure.kind, self._redact(endpoint, failure.message))
+                self._refusals[ident] = (failure.kind, message)
             elapsed = time.monotonic() - started
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
-                raise LLMError(failure.kind, self._redact(endpoint, failure.message)
+                raise LLMError(failure.kind, message
                                + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),
                                role=role, model=endpoint.model)
             delay = self._backoff(attempt, failure)
             if elapsed + delay > settings.max_retry_seconds:
-                raise LLMError(failure.kind, self._redact(endpoint, failure.message)
+                raise LLMError(failure.kind, message
                                + f" (gave up after {attempt + 1} attempts: retry budget "
                                f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
             if failure.retry_after is not None:

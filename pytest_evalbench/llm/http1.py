@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .types import check_base_url
+
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
 
@@ -54,9 +56,8 @@ class Origin:
 
     @classmethod
     def of(cls, url: str) -> Origin:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        parts = urlsplit(check_base_url(url))
+        assert parts.hostname is not None  # checked
         port = parts.port or (443 if parts.scheme == "https" else 80)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         return cls(parts.scheme, parts.hostname, port, target)
@@ -200,8 +201,7 @@ class _Connection(asyncio.Protocol):
             except ValueError:
                 raise ProtocolError("bad chunk size line") from None
             if size == 0:
-                trailers_end = buffer.find(b"\r\n\r\n", line_end)
-                if buffer[line_end: line_end + 4] != b"\r\n\r\n" and trailers_end < 0:
+                if buffer.find(b"\r\n\r\n", line_end) < 0:  # the empty line after the trailers (if any)
                     self._scan = position
                     return None
                 return b"".join(self._chunks)

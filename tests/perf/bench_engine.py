@@ -255,22 +255,22 @@ def peak_rss(server: Server, root: Path, rows: int, turns: int, latency: float, 
           f"{r.get('rss_mb', float('nan')):.0f} MB; process {r['process']:.1f} s, ideal {ideal:.1f} s "
           f"(ratio {r['process'] / ideal:.2f}); requests {server.stats()['requests']}"
           + (f"  (exit {r['exit']:.0f})" if r.get("exit") else ""), flush=True)
-    plain = root / "plain"
-    plain.mkdir(exist_ok=True)
-    (plain / "pytest.ini").write_text("[pytest]\n")
-    (plain / "test_rows.py").write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({rows}))\n"
-                                        "def test_row(i):\n    pass\n")
-    p = run_pytest(plain, plugin=False)
-    print(f"  plain pytest, {rows} trivial parametrized tests, no plugin: peak RSS {p.get('rss_mb', float('nan')):.0f} MB "
+    plain = floor_rss(root / "plain", {"test_rows.py": f"import pytest\n\n\n@pytest.mark.parametrize('i', range({rows}))\n"
+                                                           "def test_row(i):\n    pass\n"})
+    print(f"  plain pytest, {rows} trivial parametrized tests, no plugin: peak RSS {plain:.0f} MB "
           "(what pytest's own items and reports cost)", flush=True)
-    bare = root / "bare"
-    bare.mkdir(exist_ok=True)
-    (bare / "pytest.ini").write_text("[pytest]\n")
-    (bare / "rows.txt").write_text("")
-    (bare / "conftest.py").write_text(BARE_ITEMS.replace("ROWS", str(rows)))
-    q = run_pytest(bare, plugin=False)
+    bare = floor_rss(root / "bare", {"rows.txt": "", "conftest.py": BARE_ITEMS.replace("ROWS", str(rows))})
     print(f"  plain pytest, {rows} bare pytest.Item items from a conftest (no parametrization, no fixtures): peak RSS "
-          f"{q.get('rss_mb', float('nan')):.0f} MB (the least any one-item-per-row plugin can cost)", flush=True)
+          f"{bare:.0f} MB (the least any one-item-per-row plugin can cost)", flush=True)
+
+
+def floor_rss(project: Path, files: dict[str, str]) -> float:
+    """Peak RSS (MB) of a pytest run without the plugin over a project made of `files`."""
+    project.mkdir(exist_ok=True)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    for name, text in files.items():
+        (project / name).write_text(text)
+    return float(run_pytest(project, plugin=False).get("rss_mb", float("nan")))
 
 
 BARE_ITEMS = """
