@@ -52,6 +52,22 @@ class RateRow:
     significant_drop: bool = False
     flips_down: int | None = None
     flips_up: int | None = None
+    measured: bool = True
+    """False when no row behind this rate was scored in this session (carried over from earlier runs)."""
+    carried_from: str | None = None
+    """With `measured` False: the session the rows come from, e.g. `2026-11-24T10:00Z abc1234`."""
+    gate_k: int | None = None
+    gate_n: int | None = None
+    gate_rate: float | None = None
+    """The numbers the gate used, where they differ from the observed k/n (e.g. an unreliable judge's rows left out)."""
+    gate_note: str | None = None
+    """Why the gate's numbers differ from the observed ones, e.g. `m02's judge is unreliable`."""
+
+    def provenance_label(self) -> str:
+        """'' for a rate measured in this session; otherwise a label every surface shows beside it."""
+        if self.measured:
+            return ""
+        return "carried over" + (f" from {self.carried_from}" if self.carried_from else "")
 
 
 @dataclass
