@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import read_json, scenario, script, write_benchmark
+import yaml
+from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.llm.budget import DEFAULT_OUTPUT_CAP
@@ -19,6 +22,7 @@ OUTPUT_PRICE = 1000.0
 PRICED = {"pricing": {name: {"input_per_million": 0.0, "output_per_million": OUTPUT_PRICE}
                       for name in ("sim-user", "sim-target", "sim-judge")}}
 LIMIT = 10.0
+COMPARATIVE = Path(__file__).parents[1] / "data" / "agentsleague" / "preparation-workflow.comparative.explain.jsonl"
 WORST_CALL = max(DEFAULT_MAX_TOKENS.values()) * OUTPUT_PRICE / 1e6
 
 
@@ -59,3 +63,31 @@ def test_unpriced_models_are_not_limited_and_named(pytester: pytest.Pytester, be
     result.assert_outcomes(passed=1)
     assert read_json(bench / "last_run.json")["llm"]["unpriced"] == ["sim-judge", "sim-target", "sim-user"]
     result.stdout.fnmatch_lines(["*no price for sim-judge, sim-target, sim-user*--evalbench-max-cost*"])
+
+
+def dataset_answer(request: dict[str, Any]) -> Reply:
+    """Targets answer, the judge scores 5; every answer reports its whole max_tokens."""
+    content = json.dumps({"explanation": "ok", "score": 5}) if request["model"] == JUDGE else "a plan"
+    return Reply(content=content, completion_tokens=int(request.get("max_tokens") or DEFAULT_OUTPUT_CAP), delay=0.05)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_budget_is_kept_on_a_dataset_benchmark(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                               workers: str) -> None:
+    bench = pytester.path / "benchmarks" / "agentsleague"
+    bench.mkdir(parents=True)
+    shutil.copy(COMPARATIVE, bench / COMPARATIVE.name)
+    models = {JUDGE: JUDGE, "multi": "model-multi", "single": "model-single"}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump({
+        "name": "agentsleague", "kind": "dataset", "dataset": {"files": [COMPARATIVE.name]},
+        "evaluator_model": {"model": JUDGE},
+        "pricing": {m: {"input_per_million": 0.0, "output_per_million": OUTPUT_PRICE} for m in models.values()}}))
+    bench_env.set_responder(dataset_answer)
+    result = pytester.runpytest("--benchmark=agentsleague", f"--evalbench-max-cost={LIMIT}", "-n", workers,
+                                "--evalbench-cache=off",
+                                "--evalbench-target=preparation-workflow-multi-agent=model-multi",
+                                "--evalbench-target=preparation-workflow-single-agent=model-single")
+    assert result.ret == EXIT_INCOMPLETE
+    status = read_json(bench / "last_run.json")
+    assert LIMIT - WORST_CALL <= status["llm"]["spent"] <= LIMIT, status["llm"]
+    assert "budget exhausted" in status["errors"].values()
