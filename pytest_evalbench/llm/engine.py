@@ -535,7 +535,7 @@ class Engine:
                 # the call's worst-case price is reserved before it is sent (see budget.py)
                 worst = self.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=local)
                 if not await self.budget.reserve(worst):
-                    raise BudgetExhausted(self.budget.spent(), self.budget.limit, role, endpoint.model)
+                    raise BudgetExhausted(self.budget.spent(), self.budget.limit, role, endpoint.model, worst)
                 reserved = worst
             self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
             self.stats.requests += 1

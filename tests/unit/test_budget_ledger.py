@@ -62,3 +62,16 @@ def test_processes_share_one_ledger(tmp_path: Path) -> None:
     state = FileLedger(path).state()
     # 60 calls of $0.10 wanted, $1.00 allowed in total: exactly ten ran (float sums may fit 9)
     assert 0.9 - 1e-9 <= state.spent <= 1.0 and state.reserved < 1e-9 and state.stopped
+
+
+def test_over_reported_usage_overshoots_by_its_excess_only_and_stops_the_budget() -> None:
+    async def scenario() -> tuple[float, bool]:
+        budget = Budget(1.0, LocalLedger())
+        for _ in range(3):
+            assert await budget.reserve(0.3)  # three calls in flight, $0.90 reserved
+        for _ in range(3):
+            budget.settle(0.3, 0.5)  # each server reports more than its request allows
+        return budget.spent(), await budget.reserve(0.0001)
+
+    spent, more = asyncio.run(scenario())
+    assert spent <= 1.0 + 3 * (0.5 - 0.3) + 1e-9 and not more
