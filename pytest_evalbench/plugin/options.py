@@ -219,6 +219,8 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         # flight, so the totals stay what the options say
         concurrency = worker_share(workerinput, concurrency)
         token_limit = token_limit / int(workerinput["workercount"]) if token_limit else None
+        if budget_ledger is None and max_cost is not None:  # no ledger from the controller: an even split
+            max_cost = max_cost / int(workerinput["workercount"])
     return RunSettings(
         benchmark=name,
         targets=targets,
