@@ -73,10 +73,12 @@ class CacheMiss(LLMError):
 class BudgetExhausted(LLMError):
     """`--evalbench-max-cost` is spent: no new calls are started."""
 
-    def __init__(self, spent: float, limit: float, role: str = "", model: str = "") -> None:
+    def __init__(self, spent: float, limit: float, role: str = "", model: str = "", needed: float | None = None
+                 ) -> None:
+        fit = f"a call that may cost up to ${needed:.4f} does not fit: " if needed is not None else ""
         super().__init__(
             "budget exhausted",
-            f"spent ${spent:.4f} of --evalbench-max-cost=${limit:.4f}; the run is incomplete",
+            f"{fit}spent ${spent:.4f} of --evalbench-max-cost=${limit:.4f}; the run is incomplete",
             role=role, model=model,
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .calibration.models import CalibrationEntry
+from .dataset.answers import StoredAnswer
 from .dataset.models import DatasetCase
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
@@ -29,11 +30,13 @@ TYPES: dict[str, Any] = {
     "results": list[ModelResult],
     "cost": dict[str, PhaseCost],
     "cases": DatasetCase,
+    "answers": StoredAnswer,
     **DATASET_TYPES,
     "calibration": list[CalibrationEntry],
 }
-"""`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read)."""
-INPUT_FILES = {"benchmark", "scenarios", "cases"}
+"""`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read);
+`answers` one line of answers/<agent>.jsonl (written by a run, read back as a dataset line)."""
+INPUT_FILES = {"benchmark", "scenarios", "cases", "answers"}
 """Files people write: their schemas describe what the loader accepts (validation mode)."""
 
 

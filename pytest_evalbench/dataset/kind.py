@@ -3,8 +3,9 @@ registry there only when a run is of this kind; the package `__init__` imports n
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -13,6 +14,7 @@ from ..context import BenchmarkRun
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from ..reliability import judge_name, reliability_lines, unreliable_judges
+from .answers import StoredAnswer, stored_answer, write_answers
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .policy import ScoringPolicy
@@ -52,9 +54,22 @@ class DatasetKind:
         for file in self.data_files():
             items[file] = load_items(file, self.policy, start=sum(len(v) for v in items.values()))
         check_unique(items)
+        self._use_stored_answers(items)
         check_answerable(items, set(self.run.targets))
         self._order = {item.name: item.index for file_items in items.values() for item in file_items}
         return dict(items)
+
+    def _use_stored_answers(self, items: dict[Path, list[DatasetItem]]) -> None:
+        """An answer-less case whose agent has no target this run takes a live target's earlier
+        answer from answers/<agent>.jsonl (see answers.py), if there is one."""
+        found: dict[str, dict[str, tuple[int, StoredAnswer]]] = {}
+        for file_items in items.values():
+            for position, item in enumerate(file_items):
+                case = item.case
+                if case.model_answer is None and case.agent_name not in self.run.targets:
+                    answer = stored_answer(self.run.output_dir, case, found)
+                    if answer is not None:
+                        file_items[position] = dataclasses.replace(item, stored=answer)
 
     def order(self) -> dict[str, int]:
         if not self._order:
@@ -99,15 +114,19 @@ class DatasetKind:
         out = self.run.output_dir
         agreement: list[tuple[str, float | None]] = []
         failures: Counter[str] = Counter()
+        answers: dict[str, dict[str, str]] = defaultdict(dict)
 
         def counted(records: Iterable[DatasetRecord]) -> Iterable[DatasetRecord]:
             for record in records:
+                if record.answer is not None:
+                    answers[record.case.agent_name][record.case.case_id] = record.answer
                 agreement.extend((m.eval, m.agreement) for m in record.case.metrics)
                 if record.case.status == "failed":
                     failures.update(self.unreliable_in(record.case))
                 yield record
 
         rows, summary, dropped = write_dataset_results(out, counted(records), self.order())
+        answer_files = write_answers(out, answers, self.order())
         lines = agreement_lines(agreement)
         gated_rows, gated = rows, summary
         if self.unreliable:
@@ -120,4 +139,4 @@ class DatasetKind:
                            table=agent_table(summary), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
                            judge_lines=lines, cases=rows, agents=summary, view="cases",
-                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")])
+                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files)

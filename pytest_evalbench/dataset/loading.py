@@ -79,11 +79,12 @@ def check_unique(items_by_file: dict[Path, list[DatasetItem]]) -> None:
 
 
 def check_answerable(items_by_file: dict[Path, list[DatasetItem]], targets: set[str]) -> None:
-    """A case without a stored answer needs a target named like its agent to answer it."""
+    """A case without a stored answer needs a target named like its agent to answer it (or the
+    answer of an earlier run in answers/<agent>.jsonl, see answers.py)."""
     for path, items in items_by_file.items():
         for item in items:
             case = item.case
-            if case.model_answer is None and case.agent_name not in targets:
+            if case.model_answer is None and case.agent_name not in targets and item.stored is None:
                 raise InputError(path, f"case {case.case_id!r} has no model_answer and no target answers for agent "
                                  f"{case.agent_name!r}: pass --evalbench-target={case.agent_name}=MODEL or add a "
                                  f"target with id {case.agent_name!r} (a model, or an app from the "

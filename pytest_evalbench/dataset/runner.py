@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from ..llm.engine import Engine
 from ..llm.structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
 from ..panel import median_vote, poll
 from ..targets import Target
+from .answers import Answer, answer_line
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from .models import DatasetCase, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
@@ -42,6 +43,8 @@ class DatasetItem:
     path: Path
     line: int
     index: int
+    stored: Optional[Answer] = None
+    """The answer of answers/<agent>.jsonl for an answer-less case whose agent has no target."""
 
     @property
     def name(self) -> str:
@@ -73,7 +76,7 @@ class EvalResults:
     not_applicable: bool
     """ToolCallAccuracy had nothing to judge (see `tool_eval_not_applicable`)."""
     tool_check: ToolCheckResult | None
-    source: Literal["dataset", "target"]
+    source: Literal["dataset", "target", "stored"]
 
 
 @dataclass
@@ -87,6 +90,8 @@ class DatasetRecord:
     evals: EvalResults | None = None
     decided: CaseResult | None = None
     message: str = ""
+    answer: str | None = None
+    """A live target's answer to an answer-less case: its line of answers/<agent>.jsonl."""
 
     @property
     def case(self) -> CaseResult:
@@ -97,12 +102,13 @@ class DatasetRecord:
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
         return {"benchmark": self.benchmark, "kind": "dataset", "case": self.case.to_json(), "message": self.message,
-                "status": self.case.status, "usage": {k: v.to_json() for k, v in self.usage.items()}}
+                "status": self.case.status, "usage": {k: v.to_json() for k, v in self.usage.items()},
+                **({"answer": self.answer} if self.answer is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> DatasetRecord:
         return cls(data["benchmark"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
-                   decided=CaseResult.model_validate(data["case"]), message=data["message"])
+                   decided=CaseResult.model_validate(data["case"]), message=data["message"], answer=data.get("answer"))
 
 
 async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
@@ -131,14 +137,19 @@ async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint],
     decides the case later (`decide`, from `DatasetKind.outcome`)."""
     case = item.case
     ledger: dict[str, Usage] = {}
-    answer, invoked = None, None
-    source: Literal["dataset", "target"] = "dataset"
-    if target is None and case.model_answer is None:  # loading refuses such cases; a guard for direct calls
+    answer, invoked, line = None, None, None
+    source: Literal["dataset", "target", "stored"] = "dataset"
+    if target is None and case.model_answer is None and item.stored is None:  # loading refuses such cases
         raise ValueError(f"case {case.case_id!r} has no model_answer and no target '{case.agent_name}'")
     if target is not None:
         reply = await target.reply([{"role": "user", "content": case.question}], sample=0, ledger=ledger)
         answer, source = reply.content, "target"
         invoked = [call.model_dump(exclude_none=True) for call in reply.tool_calls]
+        if case.model_answer is None:  # kept in answers/<agent>.jsonl (see answers.py)
+            line = answer_line(case, answer, invoked)
+    elif item.stored is not None and case.model_answer is None:
+        # a live answer of an earlier run: judged exactly as it was then (same payloads)
+        answer, invoked, source = item.stored.text, list(item.stored.invoked), "stored"
     evals: list[str] = list(case.required_evals)
     not_applicable = TOOL_EVAL in evals and tool_eval_not_applicable(case, payload_for(case, TOOL_EVAL, answer,
                                                                                           invoked))
@@ -155,7 +166,8 @@ async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint],
                                  else case.invoked_tool_calls)
         tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
                                      summary=check.summary)
-    return DatasetRecord(benchmark, ledger, EvalResults(case, by_eval, not_applicable, tool_check, source))
+    return DatasetRecord(benchmark, ledger, EvalResults(case, by_eval, not_applicable, tool_check, source),
+                         answer=line)
 
 
 def decide(record: DatasetRecord, policy: ScoringPolicy) -> CaseResult:

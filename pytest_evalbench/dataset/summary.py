@@ -65,7 +65,8 @@ class CaseResult(_Strict):
     metrics: list[MetricResult]
     tool_check: Optional[ToolCheckResult]
     reasons: list[str]
-    answer_source: Literal["dataset", "target"]
+    answer_source: Literal["dataset", "target", "stored"]
+    """`stored`: a live target's earlier answer, from answers/<agent>.jsonl."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """The case's fields this version does not model (e.g. `workflow_mode`), kept as they were."""
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
+from .budget import Budget, worst_case_tokens
 from .cache import CorruptEntry, ResponseCache, canonical_json, request_key
 from .pricing import PriceTable
 from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
@@ -72,6 +73,9 @@ class EngineSettings:
     backoff_base: float = 0.5
     backoff_cap: float = 20.0
     max_cost: float | None = None
+    """Dollars the whole session may spend (all xdist workers together, see `budget.py`)."""
+    budget_ledger: str | None = None
+    """The session's shared ledger file under xdist (made by the controller); None: in memory."""
     rate_limit: float | None = None
     """Requests per minute, shared across processes through a file in the cache directory."""
     max_reply_chars: int = 50_000
@@ -198,6 +202,8 @@ class Engine:
                       if settings.rate_limit else None)
         self._tokens = TokenRate(settings.token_limit) if settings.token_limit else None
         self._adaptive: dict[str, AdaptiveConcurrency] = {}
+        self.budget = (Budget.open(settings.max_cost, settings.budget_ledger, settings.timeout)
+                       if settings.max_cost is not None else None)
 
     @property
     def transport(self) -> Transport:
@@ -514,13 +520,8 @@ class Engine:
         except BaseException:
             gate.release(started_round, limited=False)
             raise
-        limit = self.settings.max_cost
-        if limit is not None and self.stats.spent >= limit:
-            # checked after the wait for a slot, so at most the calls already in flight overshoot
-            self._semaphore.release()
-            gate.release(started_round, limited=False)
-            raise BudgetExhausted(self.stats.spent, limit, role, endpoint.model)
         limited = False
+        reserved, actual = 0.0, 0.0
         self._in_flight += 1
         try:
             if self._rate is not None:
@@ -529,10 +530,18 @@ class Engine:
             if self._tokens is not None:
                 estimate = estimate_tokens(body)
                 await self._tokens.wait(estimate)
+            local = endpoint.provider == "local"
+            if self.budget is not None:
+                # the call's worst-case price is reserved before it is sent (see budget.py)
+                worst = self.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=local)
+                if not await self.budget.reserve(worst):
+                    raise BudgetExhausted(self.budget.spent(), self.budget.limit, role, endpoint.model, worst)
+                reserved = worst
             self.stats.peak_in_flight = max(self.stats.peak_in_flight, self._in_flight)
             self.stats.requests += 1
             headers: dict[str, str] = {}
             completion = await self.transport.complete(endpoint, body, headers, data=data)
+            actual = self.prices.quote(endpoint.model, completion.input_tokens, completion.output_tokens, local=local)
             if self._tokens is not None:
                 self._tokens.correct(estimate, completion.input_tokens + completion.output_tokens)
             self._hold_off(ident, exhausted_for(headers))
@@ -545,6 +554,8 @@ class Engine:
             self._hold_off(ident, exhausted_for(failure.headers))
             return failure
         finally:
+            if reserved:
+                self.budget.settle(reserved, actual)  # type: ignore[union-attr]
             self._in_flight -= 1
             self._semaphore.release()
             gate.release(started_round, limited)

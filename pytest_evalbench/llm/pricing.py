@@ -1,7 +1,7 @@
 """Dollar prices per million tokens, overridable per model in benchmark.yaml (`pricing:`).
 
 Unknown models cost 0.0 but are reported in the terminal summary, so a missing price is never
-silent (the original pipeline hid it).
+silent (the original pipeline hid it); `--evalbench-max-cost` cannot limit them (see `budget.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ class PriceTable:
     def __init__(self, overrides: Mapping[str, tuple[float, float]] | None = None) -> None:
         self.prices = {**DEFAULT_PRICES, **(overrides or {})}
         self.unpriced: set[str] = set()
+
+    def quote(self, model: str, input_tokens: int, output_tokens: int, *, local: bool = False) -> float:
+        """What the tokens would cost, without noting the model as unpriced (a budget reservation)."""
+        price = None if local else self.prices.get(model)
+        return 0.0 if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
 
     def cost(self, model: str, input_tokens: int, output_tokens: int, *, local: bool = False) -> float:
         if local:

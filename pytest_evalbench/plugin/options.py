@@ -89,7 +89,9 @@ def add_options(parser: pytest.Parser) -> None:
                     default=120.0, metavar="SECONDS",
                     help="Give up retrying one request after this long. Default: %(default)s")
     group.addoption("--evalbench-max-cost", dest="evalbench_max_cost", type=_non_negative_float, default=None,
-                    metavar="USD", help="Stop starting new LLM calls once this much is spent (run incomplete)")
+                    metavar="USD", help="Spend at most USD in the session (all xdist workers together): each call reserves its "
+                                    "worst-case price before it is sent; a call that does not fit is not sent "
+                                    "(run incomplete)")
     group.addoption("--evalbench-rate-limit", dest="evalbench_rate_limit", type=_non_negative_float, default=None,
                     metavar="RPM", help="At most RPM requests per minute, shared by all xdist workers")
     group.addoption("--evalbench-max-reply-chars", dest="evalbench_max_reply_chars", type=positive_int,
@@ -206,13 +208,19 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     concurrency = config.getoption("evalbench_concurrency")
     token_limit = config.getoption("evalbench_token_limit") or None
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
-        # each xdist worker spends at most its share of the budget and of the tokens per minute and
-        # keeps its share of the requests in flight, so the totals stay what the options say
-        from .xdist import worker_share
+    budget_ledger = None
+    if workerinput is not None:
+        # xdist workers reserve the one budget in the controller's ledger file (llm/budget.py)
+        from .xdist import BUDGET_INPUT, worker_share
 
-        max_cost, concurrency = worker_share(workerinput, max_cost, concurrency)
+        budget_ledger = workerinput.get(BUDGET_INPUT)
+    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
+        # each xdist worker keeps its share of the tokens per minute and of the requests in
+        # flight, so the totals stay what the options say
+        concurrency = worker_share(workerinput, concurrency)
         token_limit = token_limit / int(workerinput["workercount"]) if token_limit else None
+        if budget_ledger is None and max_cost is not None:  # no ledger from the controller: an even split
+            max_cost = max_cost / int(workerinput["workercount"])
     return RunSettings(
         benchmark=name,
         targets=targets,
@@ -230,6 +238,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_attempts=config.getoption("evalbench_max_attempts"),
             max_retry_seconds=config.getoption("evalbench_retry_budget"),
             max_cost=max_cost,
+            budget_ledger=budget_ledger,
             rate_limit=config.getoption("evalbench_rate_limit") or None,
             max_reply_chars=config.getoption("evalbench_max_reply_chars"),
             token_limit=token_limit,

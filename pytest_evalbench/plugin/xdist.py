@@ -31,6 +31,8 @@ FILES_INPUT = "evalbench_whole_files"
 """Set in `workerinput` by the controller when xdist sends each data file to one worker (workers
 themselves see `--dist no`)."""
 SHARED_DISTS = ("load", "worksteal")
+BUDGET_INPUT = "evalbench_budget_ledger"
+"""Set in `workerinput` by the controller with `--evalbench-max-cost`: the session's ledger file."""
 
 
 class WorkerHooks:
@@ -78,13 +80,13 @@ def worker_index(workerinput: Mapping[str, Any]) -> int | None:
     return index if 0 <= index < int(workerinput.get("workercount", 0)) else None
 
 
-def worker_share(workerinput: Mapping[str, Any], max_cost: float | None, concurrency: int
-                 ) -> tuple[float | None, int]:
-    """This worker's part of the budget and of the requests in flight (at least one)."""
+def worker_share(workerinput: Mapping[str, Any], concurrency: int) -> int:
+    """This worker's part of the requests in flight (at least one). The budget is not split: all
+    workers reserve against one ledger (`BudgetController`)."""
     workers = int(workerinput["workercount"])
     index = worker_index(workerinput)
     start, stop = share_bounds(concurrency, workers, index if index is not None else workers - 1)
-    return (max_cost / workers if max_cost is not None else None), max(1, stop - start)
+    return max(1, stop - start)
 
 
 class ShareScheduling:
@@ -311,6 +313,26 @@ class WholeFileController:
         node.workerinput[FILES_INPUT] = True
 
 
+class BudgetController:
+    """Controller side of `--evalbench-max-cost`: one ledger file for the session, which every
+    worker reserves against (llm/budget.py), so the workers together keep the one limit."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.directory = Path(tempfile.mkdtemp(prefix="evalbench-budget-"))
+        self.ledger = self.directory / "ledger.json"
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[BUDGET_INPUT] = str(self.ledger)
+
+    def pytest_unconfigure(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 def uses_shares(config: pytest.Config) -> bool:
     return str(config.getoption("dist", "no")) in SHARED_DISTS
 
@@ -398,6 +420,8 @@ def register(config: pytest.Config) -> None:
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
+        if config.getoption("evalbench_max_cost") is not None:
+            config.pluginmanager.register(BudgetController(), "evalbench-xdist-budget")
         if uses_shares(config):
             config.pluginmanager.register(ShareController(config), "evalbench-xdist-shares")
         elif str(config.getoption("dist", "no")) in WHOLE_FILE_DISTS:

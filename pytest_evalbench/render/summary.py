@@ -93,7 +93,8 @@ class CostView:
         text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
                 f"cached replays included (as in cost.json)")
         if self.unpriced:
-            text += "; no price for " + ", ".join(self.unpriced) + " (counted as $0; add `pricing:` to benchmark.yaml)"
+            text += ("; no price for " + ", ".join(self.unpriced) + " (counted as $0, so --evalbench-max-cost "
+                     "cannot limit them; add `pricing:` to benchmark.yaml)")
         return text
 
 

@@ -198,7 +198,8 @@ def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
     result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2")
     result.stdout.fnmatch_lines(["llm: * requests, *; $0.0000 spent this run; $0.0000 priced usage of the results, "
                                  "cached replays included (as in cost.json); no price for sim-judge, sim-target, "
-                                 "sim-user (counted as $0; add `pricing:` to benchmark.yaml)"])
+                                 "sim-user (counted as $0, so --evalbench-max-cost cannot limit them; add `pricing:` to "
+                                 "benchmark.yaml)"])
     cost = json.loads((bench / "runs" / "tgt" / "cost.json").read_text())
     assert {phase: entry["cached_replays_counted"] for phase, entry in cost.items()} == {"simulate": True,
                                                                                          "evaluate": True}
