@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .redaction import redact
+
 
 class EvalbenchError(Exception):
     """Base class of all errors raised by pytest-evalbench."""
@@ -50,7 +52,7 @@ class LLMError(EvalbenchError):
         self.kind = kind
         self.role = role
         self.model = model
-        self.message = message
+        self.message = redact(message)  # endpoint text: may echo a key or a header
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
@@ -90,5 +92,5 @@ class TargetError(EvalbenchError):
 
     def __init__(self, target_id: str, formatted: str) -> None:
         self.target_id = target_id
-        self.formatted = formatted
-        super().__init__(f"target '{target_id}' raised:\n{formatted}")
+        self.formatted = redact(formatted)  # an app's exception may quote its own credentials
+        super().__init__(f"target '{target_id}' raised:\n{self.formatted}")
