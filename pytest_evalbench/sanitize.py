@@ -28,7 +28,7 @@ _COMMAND = re.compile(r"^([ \t]*)(::|##\[|##vso\[)", re.MULTILINE | re.IGNORECAS
 COMMAND_PREFIX = "> "
 """What a line that would start a workflow command gets in front of it."""
 
-_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*[]|"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*[]"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
 """HTML, links and images, code spans, emphasis and table cells: what could make model text act."""
 
 
