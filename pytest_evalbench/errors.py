@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .redaction import redact
+from .sanitize import terminal
 
 
 class EvalbenchError(Exception):
@@ -39,6 +40,9 @@ class InputError(EvalbenchError):
 class EvalbenchWarning(UserWarning):
     """Something the run tolerated but people should know: unknown keys kept, unreadable result
     rows replaced. Issued with `warnings.warn`, so pytest shows it in its warnings summary."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(terminal(message))  # it quotes input and result files, and is shown in a terminal
 
 
 class ConfigError(EvalbenchError):
