@@ -202,8 +202,7 @@ class Secrets:
         out, position = [], 0
         for start, end in spans:
             if start < position:  # overlapping cuts: extend the one already masked
-                if end > position:
-                    position = end
+                position = max(position, end)
                 continue
             out += [text[position:start], MASK]
             position = end

@@ -147,10 +147,11 @@ class _Endpointish:
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():  # type: ignore[misc]
             if name == "base_url" and isinstance(value, str):
-                value = strip_credentials(value)
+                yield name, strip_credentials(value)
             elif name == "headers" and isinstance(value, dict):
-                value = {k: v if isinstance(v, EnvRef) else MASK for k, v in value.items()}
-            yield name, redact_data(value)
+                yield name, {k: v if isinstance(v, EnvRef) else MASK for k, v in value.items()}
+            else:
+                yield name, redact_data(value)
 
 
 class ModelConfig(_Endpointish, _Input):

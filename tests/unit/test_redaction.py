@@ -10,7 +10,7 @@ import pytest
 from pytest_evalbench.errors import LLMError, TargetError
 from pytest_evalbench.llm.transport import HTTPStatusError, classify
 from pytest_evalbench.llm.types import Endpoint, check_base_url
-from pytest_evalbench.redaction import SECRETS, MASK, Secrets, cut, secret_params, strip_credentials
+from pytest_evalbench.redaction import MASK, SECRETS, Secrets, cut, secret_params, strip_credentials
 from pytest_evalbench.sanitize import markdown, terminal
 from pytest_evalbench.spec import ModelConfig, TargetConfig
 from pytest_evalbench.targets import TargetReply, bounded
@@ -126,7 +126,7 @@ HOSTILE = ("\x1b[2J\x1b]0;owned\x07title\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1
 
 def test_terminal_text_has_no_control_characters_and_no_workflow_commands() -> None:
     out = terminal(HOSTILE)
-    assert not any(ord(c) < 0x20 and c not in "\n\t" or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in out)
+    assert not any((ord(c) < 0x20 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0 or c == "\u202e" for c in out)
     assert "\\x1b[2J" in out and "\\x07" in out and "\\x0d" in out  # visible, not dropped
     lines = out.split("\n")
     assert all(not line.lstrip().startswith(("::", "##[", "##vso[")) for line in lines), lines
