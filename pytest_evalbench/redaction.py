@@ -41,9 +41,11 @@ MIN_PREFIX = 4
 
 _TOKEN_PARAM = (r"(?:[a-z0-9_.-]*(?:api[-_]?key|token|secret|password|passwd|signature|credential)"
                 r"|key|sig|auth|pwd|code)")
-_QUERY = re.compile(rf"(?i)([?&;]{_TOKEN_PARAM}=)([^&#;\s\"'<>\\]+)")
-"""A credential-like query parameter (`?api-key=...`, `&token=...`, `&sig=...`) in any URL."""
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@\"'<>\\]+)@")
+_TOKEN_NAME = re.compile(_TOKEN_PARAM, re.IGNORECASE)
+_VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
+"""A query value: up to the next parameter, fragment, space, quote or markup."""
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_USERINFO = re.compile(r"://([^\s/?#@\"'<>\\]{1,256})@")
 """`scheme://user:password@` (or `scheme://token@`) in any URL."""
 _SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth|bearer|refresh|id|session)[-_]?token|token"
                            r"|(client[-_])?secret|password|passwd|authorization|credentials?|key|cookie)")
@@ -54,6 +56,15 @@ _SECRET_HEADER = re.compile(r"(?i)(authorization|cookie|.*(key|token|secret|pass
 
 def _word(char: str) -> bool:
     return char.isalnum() or char == "_"
+
+
+def _wordish(text: str) -> bool:
+    """Letters in one case pattern (`user`, `USER`, `User`): could be an ordinary word."""
+    return text.isalpha() and (text.islower() or text.isupper() or text.istitle())
+
+
+_ESCAPES = ("\\n", "\\t", "\\r")
+"""JSON escapes a secret may follow (`...\\nsk-...`) in JSON text."""
 
 
 def secret_params(params: Mapping[str, Any], path: str = "") -> list[str]:
@@ -69,8 +80,9 @@ def secret_params(params: Mapping[str, Any], path: str = "") -> list[str]:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries: user, password, `user:password` (and its Basic-auth base64),
-    and the values of token-like query parameters."""
+    """The credentials a URL carries: the password (and the Basic-auth base64 of `user:password`),
+    the user part when it is a token (no password, or 8 characters or more), and the values of
+    token-like query parameters."""
     found: list[str] = []
     try:
         parts = urlsplit(url)
@@ -80,8 +92,9 @@ def url_secrets(url: str) -> list[str]:
     if "@" in netloc:
         userinfo = netloc.rpartition("@")[0]
         user, _, password = userinfo.partition(":")
-        for value in (userinfo, user, password, unquote(userinfo), unquote(user), unquote(password)):
-            found.append(value)
+        found += [password, unquote(password)]
+        if not password or len(unquote(user)) >= MIN_ANYWHERE:  # a lone user part is a token; `admin` is not
+            found += [user, unquote(user)]
         plain = f"{unquote(user)}:{unquote(password)}"
         found.append(base64.b64encode(plain.encode("utf-8", "surrogatepass")).decode("ascii"))
     for name, value in parse_qsl(parts.query, keep_blank_values=False):
@@ -105,10 +118,32 @@ def strip_credentials(url: str) -> str:
 def redact_patterns(text: str) -> str:
     """Credentials in any URL of `text`, known to the registry or not."""
     if "://" in text:
-        text = _USERINFO.sub(lambda m: m.group(1) + MASK + "@", text)
-    if "=" in text:
-        text = _QUERY.sub(lambda m: m.group(1) + MASK, text)
-    return text
+        text = _USERINFO.sub("://" + MASK + "@", text)
+    return _mask_query(text) if "=" in text else text
+
+
+def _mask_query(text: str) -> str:
+    """Mask the values of credential-like query parameters (`?api-key=...`, `&sig=...`). Walks the
+    `=` signs (rare in prose) instead of running a regex from every `?`, `&` and `;`."""
+    out: list[str] = []
+    position = 0
+    equals = text.find("=")
+    while equals != -1:
+        start = equals
+        while start > 0 and equals - start < 64 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        value = _VALUE.match(text, equals + 1)
+        if (value is not None and start > 0 and start < equals and text[start - 1] in "?&;"
+                and _TOKEN_NAME.fullmatch(text, start, equals)):
+            out += [text[position:equals + 1], MASK]
+            position = value.end()
+            equals = text.find("=", position)
+        else:
+            equals = text.find("=", equals + 1)
+    if not out:
+        return text
+    out.append(text[position:])
+    return "".join(out)
 
 
 class Secrets:
@@ -117,9 +152,11 @@ class Secrets:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
-        self._pattern: re.Pattern[str] | None = None
-        self._prefixes: list[tuple[str, str]] = []
-        """(first MIN_PREFIX characters, secret) of every registered form, longest secret first."""
+        self._ordered: list[tuple[str, re.Pattern[str] | None]] = []
+        """Every registered form, longest first, with its word-boundary pattern when it is short."""
+        self._prefixes: dict[str, tuple[bool, list[str]]] = {}
+        """First MIN_PREFIX characters -> (whether they read like a word, the registered forms
+        starting with them, longest first)."""
 
     def __bool__(self) -> bool:
         return bool(self._values)
@@ -163,38 +200,51 @@ class Secrets:
 
     def _compile(self) -> None:
         ordered = sorted(self._values, key=len, reverse=True)
-        alternatives = [re.escape(v) if len(v) >= MIN_ANYWHERE else rf"(?<!\w){re.escape(v)}(?!\w)" for v in ordered]
-        self._pattern = re.compile("|".join(alternatives)) if alternatives else None
-        self._prefixes = [(v[:MIN_PREFIX], v) for v in ordered if len(v) > MIN_PREFIX]
+        # longest first, so `user:password` goes before `password`; `str.find` (C speed) decides
+        # whether a value occurs at all, the word-boundary regex runs only for short values that do
+        self._ordered = [(v, None if len(v) >= MIN_ANYWHERE else re.compile(rf"(?<!\w){re.escape(v)}(?!\w)"))
+                         for v in ordered]
+        self._prefixes = {}
+        for value in ordered:
+            if len(value) > MIN_PREFIX:
+                head = value[:MIN_PREFIX]
+                self._prefixes.setdefault(head, (_wordish(head), []))[1].append(value)
 
     def leaks(self, text: str) -> bool:
         """Whether `text` holds a registered secret whole (a guard before anything is stored)."""
-        pattern = self._pattern
-        return pattern is not None and pattern.search(text) is not None
+        return any(value in text and (word is None or word.search(text)) for value, word in self._ordered)
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring)."""
         if not isinstance(text, str) or not text:
             return text
-        pattern = self._pattern
-        if pattern is not None:
-            text = pattern.sub(MASK, text)
+        if self._ordered:
+            for value, word in self._ordered:
+                if value in text:
+                    text = text.replace(value, MASK) if word is None else word.sub(MASK, text)
             text = self._cut_prefixes(text)
         return redact_patterns(text)
 
     def _cut_prefixes(self, text: str) -> str:
+        """Mask words that start like a secret and stop where it was cut (see the module docstring).
+        A prefix that reads like a word (`user`, `Pass`) counts only at a real cut: the end of the
+        text or an ellipsis; others (`sk-pr`, `QZXk`, `ab12`) also before any non-word character."""
         spans: list[tuple[int, int]] = []
-        for head, secret in self._prefixes:
+        size = len(text)
+        for head, (wordish, group) in self._prefixes.items():
             start = text.find(head)
             while start != -1:
-                if start == 0 or not _word(text[start - 1]) or text[start - 2:start] in ("\\n", "\\t", "\\r"):
-                    length = MIN_PREFIX
-                    limit = min(len(secret), len(text) - start)
-                    while length < limit and text[start + length] == secret[length]:
-                        length += 1
-                    end = start + length
-                    if end == len(text) or not _word(text[end]):
-                        spans.append((start, end))
+                if start == 0 or not _word(text[start - 1]) or text[start - 2:start] in _ESCAPES:
+                    for secret in group:
+                        length = MIN_PREFIX
+                        limit = min(len(secret), size - start)
+                        while length < limit and text[start + length] == secret[length]:
+                            length += 1
+                        end = start + length
+                        if end == size or text.startswith(("…", "..."), end) or (
+                                not _word(text[end]) and not (wordish and length == MIN_PREFIX)):
+                            spans.append((start, end))
+                            break
                 start = text.find(head, start + 1)
         if not spans:
             return text

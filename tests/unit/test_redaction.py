@@ -75,12 +75,16 @@ def test_redact_before_cut_near_char_300() -> None:
 
 
 def test_url_credentials_are_secrets_and_stripped() -> None:
-    url = "https://QZXuser:QZXpass%2Fword@llm.example.com/v1?api-key=QZXquery123&x=1"
+    url = "https://admin:QZXpass%2Fword@llm.example.com/v1?api-key=QZXquery123&x=1"
     found = Secrets()
     found.add_url(url)
-    basic = base64.b64encode(b"QZXuser:QZXpass/word").decode()
-    echoed = f"auth: Basic {basic}; user QZXuser; pass QZXpass/word; url {url}"
-    assert "QZX" not in found.redact(echoed)
+    basic = base64.b64encode(b"admin:QZXpass/word").decode()
+    echoed = f"auth: Basic {basic}; pass QZXpass/word; url {url}"
+    assert "QZX" not in found.redact(echoed) and basic[:4] not in found.redact(echoed)
+    assert found.redact("admin rights") == "admin rights"  # a user name beside a password is no secret
+    token_only = Secrets()
+    token_only.add_url("https://QZXtok@h/v1")  # GitHub-style: the user part is the token
+    assert token_only.redact("QZXtok") == MASK
     assert strip_credentials(url) == "https://llm.example.com/v1?api-key=***&x=1"
     # credentials in any URL, registered or not
     assert "hunter2" not in Secrets().redact("see http://bob:hunter2@h/x and https://h/?token=hunter2&sig=hunter2")
