@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
 from pytest_evalbench.errors import LLMError, TargetError
+from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.engine import Engine, EngineSettings
+from pytest_evalbench.llm.pricing import PriceTable
 from pytest_evalbench.llm.transport import HTTPStatusError, classify
 from pytest_evalbench.llm.types import Endpoint, check_base_url
 from pytest_evalbench.redaction import MASK, SECRETS, Secrets, cut, secret_params, strip_credentials
 from pytest_evalbench.sanitize import markdown, terminal
 from pytest_evalbench.spec import ModelConfig, TargetConfig
 from pytest_evalbench.targets import TargetReply, bounded
+from pytest_evalbench.testing import FakeLLMServer
 
 KEY = "QZXk-live-4f9a8b7c6d5e4f3a2b1c"
 TOKEN = "QZXt-team-0a1b2c3d4e5f6a7b"
@@ -143,3 +148,29 @@ def test_markdown_text_renders_nothing() -> None:
     assert "<" not in out and ">" not in out and "\n" not in out
     assert "](" not in out.replace("\\](", "") and "\\[click\\](javascript:" in out
     assert "&lt;img src=x onerror=alert(1)&gt;" in out
+
+
+def test_no_credential_is_written_to_the_cache(tmp_path: Path) -> None:
+    """Row 8: an answer echoing the key is stored masked; a request holding a secret (a key pasted
+    into a prompt) is not stored at all; URL credentials are in neither the key nor the entry."""
+    SECRETS.add(KEY)
+    SECRETS.add_url("http://admin:QZXpassword9@127.0.0.1/v1")
+    engine = Engine(EngineSettings(), ResponseCache(tmp_path, "on"), PriceTable())
+    with FakeLLMServer(lambda request: f"your key is {KEY}") as server:
+        endpoint = Endpoint(model="m", base_url=server.base_url.replace("://", "://admin:QZXpassword9@"), api_key=KEY)
+
+        async def ask(text: str) -> str | None:
+            answer = await engine.complete(endpoint, [{"role": "user", "content": text}], role="target",
+                                           phase="simulate", sample=0)
+            return answer.content
+
+        try:
+            assert engine.run(ask("hello")) == f"your key is {MASK}"
+            assert engine.run(ask(f"my key is {KEY}")) == f"your key is {MASK}"
+        finally:
+            engine.close()
+    assert len(server.requests) == 2
+    entries = list(tmp_path.rglob("*.json"))
+    assert len(entries) == 1  # the request with the key in it was answered, never stored
+    text = entries[0].read_text()
+    assert "QZX" not in text and "admin" not in text and MASK in text
