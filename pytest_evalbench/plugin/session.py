@@ -280,6 +280,7 @@ class EvalbenchSession:
             report.evalbench_error = kind  # type: ignore[attr-defined]
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
             report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
+            report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
         if OUTCOME_KEY in item.stash:
             report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
         if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
