@@ -66,11 +66,12 @@ def main(argv: list[str] | None = None) -> int:
 def _merge(root: Path, name: str, dirs: list[Path]) -> int:
     from .errors import EvalbenchError
     from .merge import merge_shards
+    from .sanitize import terminal
 
     try:
         bench_dir, count = merge_shards(root, name, dirs)
     except EvalbenchError as exc:
-        print(f"evalbench merge: {exc}", file=sys.stderr)
+        print(terminal(f"evalbench merge: {exc}"), file=sys.stderr)  # shards come from other jobs
         return 4
     print(f"merged {count} records from {len(dirs)} shard(s) into {bench_dir}")
     return 0

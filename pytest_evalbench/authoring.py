@@ -39,6 +39,7 @@ from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.structured import MAX_ATTEMPTS
 from .llm.types import Endpoint, Usage
 from .loading import SPEC_FILE, load_spec, read_yaml, resolve_benchmark_dir, validate_as
+from .sanitize import terminal
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
@@ -539,7 +540,7 @@ def run_command(command: str, name: str, options: AuthoringOptions) -> int:
     try:
         summary = commands[command](name, options)
     except EvalbenchError as exc:
-        print(f"evalbench: error: {cli_hints(' '.join(str(exc).split()))}", file=sys.stderr)
+        print(terminal(f"evalbench: error: {cli_hints(' '.join(str(exc).split()))}"), file=sys.stderr)
         return 2
     print(summary.line(command))
     if command == "gen-metrics":

@@ -19,6 +19,7 @@ from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, check_base_url, header_problem
 from .loading import SPEC_FILE
+from .redaction import SECRETS
 from .settings import RunSettings
 from .spec import (
     DEFAULT_MAX_TOKENS,
@@ -105,6 +106,8 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
             problems.append(f"environment variable {variable} {problem}, so it cannot be sent in an HTTP header")
     if api_key is None and (config.api_key_env or base_url is None):
         missing.insert(0, key_source)
+    register_secrets(env, api_key, [base_url, config.base_url, settings.base_url], headers,
+                     [name for name, value in config.headers.items() if isinstance(value, EnvRef)])
     return Endpoint(
         model=model_override or config.model,
         base_url=base_url,
@@ -116,6 +119,18 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         missing_env=tuple(missing) if provider != "local" else (),
         env_problems=tuple(problems) if provider != "local" else (),
     )
+
+
+def register_secrets(env: Mapping[str, str], api_key: str | None, urls: list[str | None],
+                     headers: Mapping[str, str], env_headers: list[str]) -> None:
+    """Tell the run's redaction what this role sends: its key, URL credentials and secret headers.
+    Every process resolves the same endpoints from the same files and environment, so xdist
+    workers register exactly what the controller does."""
+    SECRETS.add_environment(env)
+    SECRETS.add(api_key)
+    for url in urls:
+        SECRETS.add_url(url)
+    SECRETS.add_headers(headers, env_headers)
 
 
 def role_endpoint(config: ModelConfig | None, override: str | None, settings: RunSettings,

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .redaction import redact
+from .sanitize import terminal
+
 
 class EvalbenchError(Exception):
     """Base class of all errors raised by pytest-evalbench."""
@@ -38,6 +41,9 @@ class EvalbenchWarning(UserWarning):
     """Something the run tolerated but people should know: unknown keys kept, unreadable result
     rows replaced. Issued with `warnings.warn`, so pytest shows it in its warnings summary."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(terminal(message))  # it quotes input and result files, and is shown in a terminal
+
 
 class ConfigError(EvalbenchError):
     """Command-line or environment configuration that cannot work."""
@@ -50,7 +56,7 @@ class LLMError(EvalbenchError):
         self.kind = kind
         self.role = role
         self.model = model
-        self.message = message
+        self.message = redact(message)  # endpoint text: may echo a key or a header
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
@@ -92,5 +98,5 @@ class TargetError(EvalbenchError):
 
     def __init__(self, target_id: str, formatted: str) -> None:
         self.target_id = target_id
-        self.formatted = formatted
-        super().__init__(f"target '{target_id}' raised:\n{formatted}")
+        self.formatted = redact(formatted)  # an app's exception may quote its own credentials
+        super().__init__(f"target '{target_id}' raised:\n{self.formatted}")

@@ -17,7 +17,7 @@ class RunSettings:
     targets: list[str] = field(default_factory=list)
     user_model: str | None = None
     judge_model: str | None = None
-    base_url: str | None = None
+    base_url: str | None = field(default=None, repr=False)  # may carry user:password@
     provider: str | None = None
     cache_mode: str = "on"
     cache_dir: Path | None = None

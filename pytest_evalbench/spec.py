@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from .llm.types import check_base_url, header_problem
+from .redaction import MASK, redact_data, secret_params, strip_credentials
 
 MAX_ID_LENGTH = 100
 SAFE_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}$")
@@ -127,7 +128,33 @@ def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:
 Headers = Annotated[dict[str, HeaderValue], AfterValidator(_check_headers)]
 
 
-class ModelConfig(_Input):
+def _no_credentials(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` go into every request body and the response cache: a key there would be stored."""
+    found = secret_params(params)
+    if found:
+        raise ValueError(f"{', '.join(repr(f) for f in found)} looks like a credential; params are sent in the "
+                         "request body and stored in the response cache. Put keys in the environment: "
+                         "`api_key_env: NAME` or `headers: {Header-Name: {env: NAME}}`")
+    return params
+
+
+Params = Annotated[dict[str, Any], AfterValidator(_no_credentials)]
+
+
+class _Endpointish:
+    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header value."""
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():  # type: ignore[misc]
+            if name == "base_url" and isinstance(value, str):
+                yield name, strip_credentials(value)
+            elif name == "headers" and isinstance(value, dict):
+                yield name, {k: v if isinstance(v, EnvRef) else MASK for k, v in value.items()}
+            else:
+                yield name, redact_data(value)
+
+
+class ModelConfig(_Endpointish, _Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
@@ -137,13 +164,13 @@ class ModelConfig(_Input):
     """Name of the environment variable holding the key; defaults to OPENAI_API_KEY."""
     provider: Literal["openai", "local"] = "openai"
     """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: Params = Field(default_factory=dict)
     """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
 
 
-class TargetConfig(_Input):
+class TargetConfig(_Endpointish, _Input):
     """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
 
     id: str
@@ -152,7 +179,7 @@ class TargetConfig(_Input):
     api_key_env: Optional[EnvName] = None
     provider: Literal["openai", "local"] = "openai"
     system_prompt: Optional[str] = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: Params = Field(default_factory=dict)
     headers: Headers = Field(default_factory=dict)
 
     @field_validator("id")

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from .errors import TargetError, UnusableAnswer
 from .llm.engine import Engine, EngineSettings
 from .llm.types import Endpoint, Usage
+from .redaction import cut, redact, redact_data
 from .spec import ToolCall
 
 
@@ -34,7 +35,13 @@ class TargetReply:
 
 
 def bounded(reply: TargetReply, limit: int | None) -> TargetReply:
-    """The reply cut to `limit` characters, saying so in the transcript (the judge sees the note)."""
+    """The reply, secrets masked, cut to `limit` characters, saying so in the transcript (the judge
+    sees the note). Masked before the cut, so the cut cannot leave a key's prefix."""
+    content = redact(reply.content)
+    calls = [ToolCall(tool=redact(c.tool), arguments=redact_data(c.arguments), outcome=redact_data(c.outcome))
+             for c in reply.tool_calls]
+    if content != reply.content or calls != reply.tool_calls:
+        reply = TargetReply(content, calls)
     if not limit or len(reply.content) <= limit:
         return reply
     note = (f"\n[evalbench: reply truncated from {len(reply.content)} to {limit} characters; "
@@ -154,7 +161,7 @@ def coerce_reply(target_id: str, raw: Any) -> TargetReply:
             return TargetReply(raw["content"], [tool_call(call) for call in raw.get("tool_calls") or []])
         except (AttributeError, TypeError, ValueError) as exc:
             raise TargetError(target_id, f"returned malformed tool_calls ({type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200]}); expected a list of "
+                              f"{cut((str(exc).splitlines() or [''])[0], 200)}); expected a list of "
                               "{'tool': str, 'arguments': {...}, 'outcome'?: ...}") from None
     raise TargetError(target_id, f"returned {type(raw).__name__}; expected str, TargetReply or "
                       "{'content': str, 'tool_calls': [...]}")

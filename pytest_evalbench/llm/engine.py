@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
+from ..redaction import SECRETS
 from .budget import Budget, worst_case_tokens
 from .cache import CorruptEntry, ResponseCache, canonical_json, request_key
 from .pricing import PriceTable
@@ -116,6 +117,16 @@ class EngineStats:
         for key, value in data.get("usage", {}).items():
             self.usage[key].add(Usage.from_json(value))
         self.unpriced.update(data.get("unpriced", []))
+
+
+def redacted(completion: Completion) -> Completion:
+    """The completion with the run's secrets masked in its text and tool calls (an endpoint that
+    echoes a key must not get it into transcripts, reports or the cache)."""
+    content = SECRETS.redact(completion.content) if completion.content else completion.content
+    calls = SECRETS.redact_data(completion.tool_calls) if completion.tool_calls else completion.tool_calls
+    if content == completion.content and calls == completion.tool_calls:
+        return completion
+    return dataclasses.replace(completion, content=content, tool_calls=calls)
 
 
 def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
@@ -390,7 +401,7 @@ class Engine:
         cached = self._cached(key, role, endpoint.model)
         if cached is not None:
             self.stats.cache_hits += 1
-            completion = Completion.from_json(cached, cached=True, key=key)
+            completion = redacted(Completion.from_json(cached, cached=True, key=key))
         elif self.cache.mode == "replay":
             raise CacheMiss(role, endpoint.model, key)
         elif key in self._pending:
@@ -401,7 +412,8 @@ class Engine:
             pending: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
             self._pending[key] = pending
             try:
-                completion = dataclasses.replace(await self._fetch(endpoint, body, role, encoded.encode()), key=key)
+                completion = dataclasses.replace(redacted(await self._fetch(endpoint, body, role, encoded.encode())),
+                                                 key=key)
             except BaseException as exc:
                 pending.set_exception(exc)
                 pending.exception()  # retrieved: waiters re-raise it, nobody logs it as lost
@@ -445,7 +457,7 @@ class Engine:
             return
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
-        written = self._writer.submit(self.cache.put, key, material, completion.to_json())
+        written = self._writer.submit(self._put, key, material, completion.to_json())
         if not self.cache.reads:
             return
         loop = asyncio.get_running_loop()
@@ -457,6 +469,14 @@ class Engine:
                 pass
 
         written.add_done_callback(done)
+
+    def _put(self, key: str, material: dict[str, Any], response: dict[str, Any]) -> None:
+        """Store an entry unless its request carries a secret of the run (a key pasted into a
+        prompt): no credential is ever written to the cache (the response is redacted already)."""
+        if SECRETS and SECRETS.leaks(canonical_json(material)):
+            self.stats.failures["not cached: the request holds a secret"] += 1
+            return
+        self.cache.put(key, material, response)
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued (same writer thread, FIFO)."""
@@ -486,7 +506,7 @@ class Engine:
                 self._connection_failures[ident] = 0
                 return failure
             self.stats.failures[failure.kind] += 1
-            message = self._redact(endpoint, failure.message)
+            message = SECRETS.redact(failure.message)
             if failure.connection:
                 self._connection_failures[ident] += 1
                 self._refusals[ident] = (failure.kind, message)
@@ -571,6 +591,3 @@ class Engine:
         ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * (2 ** attempt))
         return random.uniform(ceiling / 2, ceiling)
 
-    @staticmethod
-    def _redact(endpoint: Endpoint, text: str) -> str:
-        return text.replace(endpoint.api_key, "***") if endpoint.api_key else text

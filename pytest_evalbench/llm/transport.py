@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import urlsplit
 
+from ..redaction import redact
 from .http1 import HTTPClient, Origin
 from .local_server import LocalServer
 from .types import Completion, Endpoint
@@ -138,7 +139,8 @@ def classify(exc: BaseException) -> Failure:
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+    """Endpoint text for a message: secrets masked first, then cut (a cut never exposes a key's prefix)."""
+    text = " ".join(redact(str(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

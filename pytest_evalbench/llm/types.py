@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
+
+from ..redaction import redact, strip_credentials
 
 
 def check_base_url(url: str) -> str:
@@ -14,9 +17,9 @@ def check_base_url(url: str) -> str:
     try:
         parts.port  # noqa: B018  (raises on a port that is not a number)
     except ValueError:
-        raise ValueError(f"{url!r} has a port that is not a number") from None
+        raise ValueError(f"{redact(strip_credentials(url))!r} has a port that is not a number") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)")
+        raise ValueError(f"{redact(strip_credentials(url))!r} is not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)")
     return url
 
 
@@ -55,11 +58,17 @@ class Endpoint:
     """Environment values the endpoint would send that cannot be sent (a key with a line break,
     an OPENAI_BASE_URL without a scheme), in words that never quote a key or header value."""
 
-    @property
+    @cached_property
     def identity(self) -> str:
+        """Names the endpoint in cache keys and entries: never with URL credentials."""
         if self.provider == "local":
             return "local:llama.cpp"
-        return (self.base_url or "https://api.openai.com/v1").rstrip("/")
+        return strip_credentials(self.base_url or "https://api.openai.com/v1").rstrip("/")
+
+    def __repr__(self) -> str:
+        base = strip_credentials(self.base_url) if self.base_url else None
+        return (f"Endpoint(model={self.model!r}, base_url={base!r}, provider={self.provider!r}, "
+                f"key_source={self.key_source!r}, params={{{', '.join(map(repr, self.params))}}})")
 
 
 @dataclass(frozen=True)

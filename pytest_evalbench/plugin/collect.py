@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..errors import EvalbenchError
+from ..sanitize import terminal
 
 if TYPE_CHECKING:
     from .session import EvalbenchSession
@@ -60,9 +61,10 @@ class CaseItem(pytest.Function):
         super().runtest()
         outcome = self.stash[OUTCOME_KEY]
         if outcome.status == "failed":
+            message = terminal(outcome.message)  # the judge's justification and the last exchange
             if not outcome.convicts:
-                pytest.xfail(outcome.message)
-            pytest.fail(outcome.message, pytrace=False)
+                pytest.xfail(message)
+            pytest.fail(message, pytrace=False)
 
 
 class CaseFile(pytest.File):

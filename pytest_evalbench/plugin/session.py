@@ -24,8 +24,10 @@ from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
 from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from ..redaction import SECRETS, redact
 from ..render.progress import Counts, ProgressReporter
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
+from ..sanitize import terminal
 from ..settings import RunSettings
 from ..spool import Spool
 from . import gc_tuning
@@ -53,6 +55,8 @@ class EvalbenchSession:
         self.config = config
         self.settings = settings
         self.is_worker = hasattr(config, "workerinput")
+        SECRETS.add_environment(os.environ)  # known before anything can print (the roles add theirs)
+        SECRETS.add_url(settings.base_url)
         try:
             self.bench_dir = resolve_benchmark_dir(config.rootpath / "benchmarks", settings.benchmark)
         except ConfigError as exc:
@@ -253,7 +257,8 @@ class EvalbenchSession:
 
         outcome = self.kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         data = self.kind.record_to_json(record)
-        item.user_properties.extend(outcome.properties)
+        item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
+                                    for name, value in outcome.properties)  # JUnit XML
         item.stash[RECORD_KEY] = data
         item.stash[OUTCOME_KEY] = outcome
         if outcome.status == "unscored":
@@ -271,16 +276,17 @@ class EvalbenchSession:
             kind = "unscored" if isinstance(exc, Unscored) else (
                 "target error" if isinstance(exc, TargetError) else
                 exc.kind if isinstance(exc, LLMError) else "error")
-            report.longrepr = f"evalbench {kind}: {exc}"
+            report.longrepr = terminal(f"evalbench {kind}: {exc}")
             report.evalbench_error = kind  # type: ignore[attr-defined]
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
             report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
+            report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
         if OUTCOME_KEY in item.stash:
             report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
         if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
             full = transcript_text(item.stash[RECORD_KEY])
             if full:
-                report.longrepr = f"{report.longrepr}\n{full}"
+                report.longrepr = f"{report.longrepr}\n{terminal(full)}"
         if call.when == "teardown":
             self._release(item, report)
         return report
@@ -476,8 +482,8 @@ class EvalbenchSession:
                 append_history(history_path, summary)
             summary.history = read_history(history_path)
             if html_path is not None:
-                atomic_write_text(html_path, render_html(summary))
-            markdown = render_markdown(summary, str(html_path) if html_path else None)
+                atomic_write_text(html_path, redact(render_html(summary)))
+            markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
             if markdown_path is not None:
                 write_markdown(markdown_path, markdown, append=False)
             if step_summary:
@@ -541,7 +547,7 @@ class EvalbenchSession:
         if self.summary is None:
             if self.finish_error:
                 terminalreporter.section("evalbench")
-                terminalreporter.write_line(f"ERROR: {self.finish_error}")
+                terminalreporter.write_line(terminal(f"ERROR: {self.finish_error}"))
             return
         terminalreporter.section("evalbench")
         base = self.bench_dir
@@ -550,7 +556,7 @@ class EvalbenchSession:
         except ValueError:
             pass
         for line in summary_lines(self.summary, self.bench_dir, base):
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.close_engine()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..sanitize import markdown
 from .summary import RunSummary
 
 ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
@@ -26,14 +27,14 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     gate = summary.gate
     icon = ICONS.get(gate.verdict)
     title = f"evalbench `{summary.benchmark}`: {gate.verdict} (exit {gate.exit_code})"
-    out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
+    out = [f"## {icon + ' ' if icon else ''}{title}", "", markdown(gate.reason), ""]
     has_baseline = any(r.change is not None or r.baseline is not None for r in summary.rates)
     if summary.rates:
         head = ["target", "metric", "rate", "95% CI", "k/n"]
         head += ["baseline", "change", "change 95% CI"] if has_baseline else []
         out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in summary.rates:
-            cells = [r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""), _rate(r.rate),
+            cells = [r.target, r.metric + (f" {markdown(r.name)}" if r.name and r.name != r.metric else ""), _rate(r.rate),
                      f"[{r.low:.2f}, {r.high:.2f}]", f"{r.k}/{r.n}"]
             if has_baseline:
                 ci = ("–" if r.change_low is None or r.change_high is None
@@ -44,7 +45,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     problems = ([f"threshold breach: {b}" for b in gate.breaches] + [f"regression: {r}" for r in gate.regressions]
                 + [f"incomplete: {i}" for i in gate.incomplete] + summary.errors)
     if problems:
-        out += [f"- {_cell(p)}" for p in problems] + [""]
+        out += [f"- {markdown(p)}" for p in problems] + [""]
     if gate.flips:
         out += [f"**Flipped pass → fail since the baseline** ({len(gate.flips)}): rerun with",
                 "", "```", "pytest " + " ".join(f"'{f}'" for f in gate.flips), "```", ""]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..llm.cache import atomic_write_text
+from ..redaction import redact
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from .summary import RunSummary
@@ -100,4 +101,4 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     }
     if session.finish_error:
         status["error"] = session.finish_error
-    atomic_write_text(path, json.dumps(status, indent=2) + "\n")
+    atomic_write_text(path, redact(json.dumps(status, indent=2)) + "\n")
