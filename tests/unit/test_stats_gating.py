@@ -348,7 +348,8 @@ def test_max_drop_per_metric_wins_over_the_target_limit() -> None:
     comparison = compare_with_baseline(base, now)
     rules = ThresholdRules(max_drop=0.1, per_metric={"m01": {"max_drop": 0.4}})  # type: ignore[dict-item]
     report = check_thresholds(results_of(now), rules, comparison)
-    assert [b.split(" drop")[0] for b in report.breaches] == [f"t1: {POOLED}", "t1: m02"]
+    assert [(r.target, r.metric) for r in report.rules if r.status == "breached"] == [("t1", POOLED), ("t1", "m02")]
+    assert report.breaches[1].startswith("max_drop 0.10 t1 m02: -0.40, p_adj ") and " breached (" in report.breaches[1]
     assert report.held == 1  # m01: drop 0.40 is not more than 0.40
 
 
@@ -359,13 +360,13 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
     report = check_thresholds(results_of(now), rules, None)
     assert report.held == 0 and report.breaches == []
     assert report.unevaluated == [
-        "ghost: per_target rules not evaluated (no results for this target)",
-        "t1: negative_pass_rate min 0.50 not evaluated (no scored rows)",
-        "t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)"]
+        "per_target ghost: not evaluated (no results for this target)",
+        "min_negative_pass_rate 0.50 t1: not evaluated (no scored rows)",
+        "max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
     assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 0 threshold/baseline "
                                        "rules held, 3 not evaluated")
-    assert "  NOT EVALUATED: t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)" in lines
+    assert "  NOT EVALUATED: max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)" in lines
 
 
 def test_no_shared_cases_means_not_compared() -> None:
@@ -402,7 +403,7 @@ def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> 
     report = check_thresholds([ModelResult(target_model="agent", positive_pass_rate=None, negative_pass_rate=None,
                                            n_positive=0, n_negative=0, n_total=0, by_metric={}, by_scenario={})],
                               rules, comparison)
-    assert len(report.breaches) == 1 and report.breaches[0].startswith("agent: RelevanceExplain drop 0.33 > max_drop")
+    assert len(report.breaches) == 1 and report.breaches[0].startswith("max_drop 0.20 agent RelevanceExplain: -0.33, ")
 
 
 # --------------------------------------------------------------------------- baseline files
