@@ -162,8 +162,10 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
         worst = min(comparison.tests, key=lambda t: t.change)
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
                               worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired tests"))
-    out += [RuleResult("compare", name, u.split(": ", 1)[0], None, "not evaluated", why=u.split(": ", 1)[-1])
-            for u in comparison.unevaluated]
+    for unevaluated in comparison.unevaluated:  # "<target>: <metric> not compared (<why>)"
+        target, _, rest = unevaluated.partition(": ")
+        metric, _, why = rest.partition(" not compared (")
+        out.append(RuleResult("compare", name, target, metric, "not evaluated", why=why.rstrip(")") or rest))
     return out
 
 
@@ -183,16 +185,11 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
-            if comparison.tests and not outcome.regressions:
-                outcome.held += 1
-            if not comparison.tests:
-                outcome.notes.append("compare rule not evaluated (no paired comparisons with the baseline)")
-            outcome.notes += [f"compare rule: {u}" for u in comparison.unevaluated]
     report = check_thresholds(inputs.results, inputs.rules, comparison)
     outcome.breaches = report.breaches
-    outcome.held += report.held
-    outcome.notes += report.unevaluated
     outcome.rules += report.rules
+    outcome.held = sum(1 for r in outcome.rules if r.status == "held")
+    outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
                                                                    else [])
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)

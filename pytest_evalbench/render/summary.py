@@ -23,6 +23,9 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..reliability import judged_unreliably
 from .gate_view import GateView
+from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, case_status
+
+__all__ = ["CASE_STATUSES", "CaseStatus", "RateRow", "RunSummary", "build_summary", "case_status"]
 
 if TYPE_CHECKING:
     from ..dataset.summary import AgentComparison, AgentSummary, CaseResult
@@ -33,20 +36,6 @@ PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
 POSITIVE, NEGATIVE = "(positive)", "(negative)"
 """The metric names of a scenario target's pass rate over all its positive / negative metrics' rows."""
-
-PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN = (
-    "passed", "failed", "unscored", "judge unreliable", "error", "not run")
-CASE_STATUSES = (PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN)
-"""The one set of case statuses every surface shows (README "Case statuses"): a failure whose
-verdict rests on an unreliable judge is `judge unreliable` (pytest: xfailed), an item that raised
-(LLM, app or plugin error, crash, skip) is `error`, a selected item that never reported is `not run`."""
-
-
-def case_status(status: str, convicts: bool = True) -> str:
-    """The documented status of a scored row from the kind's verdict (passed/failed/unscored) and
-    whether its failure may convict the build."""
-    return JUDGE_UNRELIABLE if status == FAILED and not convicts else status
-
 
 @dataclass
 class CaseStatus:
@@ -182,6 +171,11 @@ class TranscriptView:
     conversation: ConversationRow
     status: str
     judgments: list[ScoreRow]
+    unreliable: dict[str, str] = field(default_factory=dict)
+
+    def judgment_statuses(self) -> list[str]:
+        """Each judgment's documented status, in order."""
+        return [row_status(j, self.unreliable) for j in self.judgments]
 
 
 @dataclass
@@ -377,12 +371,12 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
     whose rows are all unscored stays as `unscored (n)`."""
     observed, gated = _counts(), _counts()
     labels: dict[str, tuple[str | None, str | None]] = {}
-    for row in written.scores:
-        labels.setdefault(row.metric_id, (row.metric_name, row.metric_type))
-        for key in ((row.target_model, row.metric_id), (row.target_model, row.metric_type)):
+    for score in written.scores:
+        labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
+        for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
             entry = observed[key]
-            entry[2 if row.passed is None else 1] += 1
-            entry[0] += bool(row.passed)
+            entry[2 if score.passed is None else 1] += 1
+            entry[0] += bool(score.passed)
     for out in written.outcomes:
         for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
             entry = gated[key]
@@ -513,7 +507,7 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        out.append(TranscriptView(conv, statuses.get(key, "unscored"), judgments.get(key, [])))
+        out.append(TranscriptView(conv, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
     out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
     return out, total
 
