@@ -161,7 +161,8 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
     if not out:
         worst = min(comparison.tests, key=lambda t: t.change)
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
-                              worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired tests"))
+                              worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
+                              + ("s" if len(comparison.tests) != 1 else "")))
     for unevaluated in comparison.unevaluated:  # "<target>: <metric> not compared (<why>)"
         target, _, rest = unevaluated.partition(": ")
         metric, _, why = rest.partition(" not compared (")

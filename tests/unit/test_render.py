@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pytest_evalbench.dataset.summary import AgentSummary
+from pytest_evalbench.gate.compare import RuleResult
 from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
@@ -31,10 +32,17 @@ def test_progress_line_eta_and_end() -> None:
 
 
 def test_verdicts_say_why() -> None:
-    thresholds = gate_view(GateOutcome(mode="thresholds", held=2), 0, 3, {})
+    rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
+             RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
+    thresholds = gate_view(GateOutcome(mode="thresholds", held=2, rules=rules), 0, 3, {})
     assert (thresholds.verdict, thresholds.reason) == (
-        "passed", "gate: thresholds in benchmark.yaml: 2 threshold/baseline rules held; 3 cases failed, "
+        "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
+                  "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "
                   "which is reported but does not fail the build")
+    many = gate_view(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
+    assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
+    none = gate_view(GateOutcome(mode="thresholds"), 0, 0, {})
+    assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
     cases = gate_view(GateOutcome(), 1, 1, {})
     assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
     incomplete = gate_view(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})

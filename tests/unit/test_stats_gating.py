@@ -265,7 +265,8 @@ def test_three_of_three_flips_are_not_significant() -> None:
     code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
-    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
+    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: compare significant t1 m01: "
+                         "-1.00, p_adj 0.125 held (largest drop of 1 paired test); "
                          "3 cases failed, which is reported but does not fail the build")
 
 
@@ -303,7 +304,8 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
                                    "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
-    assert lines[-1] == "gate: REGRESSION (exit 6): 1 regression vs baseline"
+    assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
+                         "breached")
     assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
@@ -364,8 +366,8 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
         "min_negative_pass_rate 0.50 t1: not evaluated (no scored rows)",
         "max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
-    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 0 threshold/baseline "
-                                       "rules held, 3 not evaluated")
+    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: "
+                                       + "; ".join(report.unevaluated))
     assert "  NOT EVALUATED: max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)" in lines
 
 
@@ -375,7 +377,7 @@ def test_no_shared_cases_means_not_compared() -> None:
     comparison = compare_with_baseline(base, renamed)
     assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
     code, lines = gate(renamed, base, **SIGNIFICANT)
-    assert code == 0 and "NOT EVALUATED: compare rule not evaluated (no paired comparisons with the baseline)" in \
+    assert code == 0 and "NOT EVALUATED: compare significant: not evaluated (no paired comparisons with the baseline)" in \
         "\n".join(lines)
 
 
@@ -468,7 +470,8 @@ def test_min_rules_breach_and_hold() -> None:
     rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.5, "min_negative_pass_rate": 0.6,
                                            "per_metric": {"m01": {"min_pass_rate": 0.75}}})
     report = check_thresholds(results, rules)
-    assert report.breaches == ["t1: negative_pass_rate 0.25 < 0.60", "t1: m01 pass_rate 0.50 < 0.75"]
+    assert report.breaches == ["min_negative_pass_rate 0.60 t1: 0.25 breached", "min_pass_rate 0.75 t1 m01: 0.50 breached"]
+    assert report.rules[0].text() == "min_positive_pass_rate 0.50 t1: 0.50 held"
     assert report.held == 1  # positive 0.50 >= 0.50
 
 
