@@ -508,7 +508,7 @@ class EvalbenchSession:
         for nodeid in sorted(tally.selected | set(tally.scored) | set(tally.errors)):
             if nodeid in tally.errors:
                 status = UNSCORED if tally.errors[nodeid] == UNSCORED else ERROR
-                reason = self.messages.get(nodeid, tally.errors[nodeid]).removeprefix("evalbench unscored: ")
+                reason = self.messages.get(nodeid, tally.errors[nodeid])
             elif nodeid in tally.scored:
                 status = case_status(tally.scored[nodeid], nodeid not in self.unreliable)
                 reason = self.reasons.get(nodeid, "") if status != UNSCORED else ""

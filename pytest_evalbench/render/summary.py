@@ -8,7 +8,6 @@ read this object only; none of them recomputes a number, so the three outputs al
 from __future__ import annotations
 
 import math
-import re
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -23,7 +22,7 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..reliability import judged_unreliably
 from .gate_view import GateView
-from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, case_status
+from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, case_status, error_group
 
 __all__ = ["CASE_STATUSES", "CaseStatus", "RateRow", "RunSummary", "build_summary", "case_status"]
 
@@ -303,25 +302,6 @@ def git_commit(root: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("+dirty" if dirty else "") if head else None
-
-
-_VARIABLE_PARTS = [
-    (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
-    (re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b"), "<id>"),
-    (re.compile(r"\b((?:req|request|chatcmpl|run|call|msg|id)[-_])[A-Za-z0-9]{6,}\b"), r"\1<id>"),
-    (re.compile(r"((?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\]|[A-Za-z0-9-]\.[A-Za-z]{2,}):)\d{2,5}\b"), r"\1<port>"),
-    (re.compile(r"\b(port)[ =]\d{2,5}\b", re.IGNORECASE), r"\1 <port>"),
-    (re.compile(r"\b\d+(?:\.\d+)?\s?(ms|s|sec|seconds)\b"), r"<n>\1"),
-]
-"""Variable parts of error messages (addresses, ids, ports, elapsed times) so one cause is one group."""
-
-
-def error_group(message: str) -> str:
-    """The message with its variable parts replaced by placeholders (`0x…`, `<id>`, `<port>`, `<n>s`)."""
-    for pattern, replacement in _VARIABLE_PARTS:
-        message = pattern.sub(replacement, message)
-    return message
 
 
 def collapse_errors(messages: dict[str, str]) -> list[str]:

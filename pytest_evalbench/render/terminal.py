@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..llm.cache import atomic_write_text
+from .status import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
-    from .summary import RunSummary
+    from .summary import CaseStatus, RunSummary
 
 LAST_RUN = "last_run.json"
 MAX_LISTED = 10
@@ -62,14 +63,27 @@ def rate_lines(summary: RunSummary) -> list[str]:
 
 
 def case_lines(summary: RunSummary, limit: int = MAX_CASES_LISTED) -> list[str]:
-    """`cases: 1 passed, 2 failed, ...`, then each case that did not pass: status, node id and why."""
-    if not summary.cases:
+    """`cases: 1 passed, 2 failed, ...`; each failed, judge-unreliable or not-run case with why;
+    then each error group (`ERROR 6 items: <message>`, variable parts normalised) with its cases:
+    an error or unscored reason is printed once, not once per case."""
+    if not summary.cases and not summary.errors:
         return []
     problems = summary.problem_cases()
-    lines = [summary.status_line()]
-    lines += [f"  {c.status}: {c.nodeid}" + (f": {c.reason}" if c.reason else "") for c in problems[:limit]]
-    if len(problems) > limit:
-        lines.append(f"  and {len(problems) - limit} more (every case is listed in the report and the Markdown summary)")
+    grouped = [c for c in problems if c.status in (ERROR, UNSCORED)]
+    listed = [c for c in problems if c.status not in (ERROR, UNSCORED)]
+    lines = [summary.status_line()] if summary.cases else []
+    lines += [f"  {c.status}: {c.nodeid}" + (f": {c.reason}" if c.reason else "") for c in listed[:limit]]
+    if len(listed) > limit:
+        lines.append(f"  and {len(listed) - limit} more (every case is listed in the report and the Markdown summary)")
+    by_group: dict[str, list[CaseStatus]] = {}
+    for case in grouped:
+        by_group.setdefault(error_group(case.reason), []).append(case)
+    for line in summary.errors:
+        lines.append(f"ERROR {line}")
+        members = by_group.pop(line.split(": ", 1)[-1], [])
+        lines += [f"  {c.status}: {c.nodeid}" for c in members[:limit]]
+        if len(members) > limit:
+            lines.append(f"  and {len(members) - limit} more")
     return lines
 
 
@@ -81,7 +95,6 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines = [f"benchmark {summary.benchmark}: {summary.recorded} item{'s' if summary.recorded != 1 else ''} "
              f"recorded, {summary.failed} failed, {summary.errored} errored"]
     lines += case_lines(summary)
-    lines += [f"ERROR {e}" for e in summary.errors]
     lines += summary.notes
     lines += rate_lines(summary)
     lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
