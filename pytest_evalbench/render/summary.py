@@ -337,7 +337,9 @@ def _note(metrics: Iterable[str], unreliable: dict[str, str]) -> str | None:
     names = sorted(m for m in set(metrics) if m in unreliable)
     if not names:
         return None
-    return ", ".join(f"{m}'s" for m in names) + (" judge is" if len(names) == 1 else " judges are") + " unreliable"
+    if len(names) == 1:
+        return f"{names[0]}'s judge is unreliable"
+    return f"the judges of {', '.join(names[:-1])} and {names[-1]} are unreliable"
 
 
 def _counts() -> defaultdict[tuple[str, str], list[int]]:
@@ -534,7 +536,7 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
     left_out: dict[str, set[str]] = defaultdict(set)
     for case in written.cases:
         left_out[case.agent_name].update(m.eval for m in case.metrics if m.score is not None and m.eval in written.unreliable)
-    rates = [_rate_row(agent.agent_name, PASS_RATE, "cases passed", None,
+    rates = [_rate_row(agent.agent_name, PASS_RATE, None, None,
                        [agent.n_passed, agent.n_scored, agent.n_unscored], gated.get((agent.agent_name, "")),
                        _note(left_out[agent.agent_name], written.unreliable))
              for agent in written.agents]

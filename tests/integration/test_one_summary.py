@@ -203,7 +203,8 @@ def run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
     return pytester.runpytest(f"--benchmark={name}", "--evalbench-cache=replay", *args)
 
 
-def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.Pytester, workers: str) -> None:
     """The quick start's demo: m02's judge is unreliable, so the gate's numbers differ from the
     observed ones; with a baseline. The README's excerpt is what the demo prints."""
     bench = copy_example(pytester.path, "demo")
@@ -215,7 +216,8 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
     assert excerpt == section(quick)
 
     assert run(pytester, "demo", "--evalbench-save-baseline").ret == 0
-    result = run(pytester, "demo", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml")
+    result = run(pytester, "demo", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
+                 "-n", workers)
     assert result.ret == 0
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
     assert texts["smollm2 m02"] == "observed 1/2 (0.50); gate 1/1 (1.00): m02's judge is unreliable"
@@ -226,22 +228,27 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
     assert "judge unreliable: benchmarks/demo/scenarios.json::m02_s001_v01[smollm2-s0]" in result.stdout.str()
 
 
-def test_dataset_every_surface_agrees(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_dataset_every_surface_agrees(pytester: pytest.Pytester, workers: str) -> None:
     """The agents example, with judges made unreliable by its calibration (min_kappa 0.4) and a baseline."""
     bench = copy_example(pytester.path, "agents")
     spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
     spec["judge"] = {"min_kappa": 0.4}
     (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     run(pytester, "agents", "--evalbench-save-baseline")
-    result = run(pytester, "agents", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml")
+    result = run(pytester, "agents", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
+                 "-n", workers)
     assert result.ret in (0, 1)
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
     assert any(t.startswith("observed ") and "judge" in t for t in texts.values()), texts
+    assert texts["learning-path-curator pass rate"] == (
+        "observed 0/2 (0.00); gate 0/0 (–): the judges of RelevanceExplain and TaskAdherenceExplain are unreliable")
     assert "judge unreliable" in (bench / "report.html").read_text()
 
 
-def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.Pytester,
-                                                                bench_env: FakeLLMServer) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                                workers: str) -> None:
     """m02's judge answers are unusable: the metric stays as `unscored (2)` on every surface, and
     each unscored case shows why (terminal, Markdown, report)."""
     bench = write_benchmark(pytester.path, spec={"gate": {"mode": "thresholds"},
@@ -254,7 +261,8 @@ def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.
 
     responder = script(True)
     bench_env.set_responder(lambda request: judge(request) if request["model"] == JUDGE else responder(request))
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-markdown=summary.md", "--junitxml=out.xml")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
+                                "-n", workers)
     assert result.ret == 7
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
     assert texts["tgt m02"] == "unscored (2)" and texts["tgt (negative)"] == "unscored (2)"
