@@ -149,6 +149,8 @@ def _trend(history: list[dict[str, Any]], target: str, metric: str) -> list[floa
 
 
 def _rates(s: RunSummary) -> str:
+    if s.kind_table:
+        return f'<section><h2>Results</h2><pre data-testid="kind-table">{E(chr(10).join(s.kind_table))}</pre></section>'
     if not s.rates:
         return '<section><h2>Pass rates</h2><p class="muted">No scored case in this run.</p></section>'
     has_base = any(r.baseline is not None for r in s.rates)

@@ -85,6 +85,8 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
     if summary.rates:
         out += _rates(summary)
+    if summary.kind_table:
+        out += ["```", *(line.replace("`", "'") for line in summary.kind_table), "```", ""]
     out += _comparisons(summary)
     out += _cases(summary)
     problems = ([f"regression: {r}" for r in gate.regressions] + [f"incomplete: {i}" for i in gate.incomplete]

@@ -246,6 +246,8 @@ class RunSummary:
     history: list[dict[str, Any]] = field(default_factory=list)
     cases: list[CaseStatus] = field(default_factory=list)
     """This session's selected items with their documented statuses, in node-id order."""
+    kind_table: list[str] = field(default_factory=list)
+    """A kind without rates or cases to show (calibration): its own table, shown as it is."""
 
     def status_counts(self) -> dict[str, int]:
         """Items of this session per documented status (only statuses that occur, in `CASE_STATUSES` order)."""
@@ -558,6 +560,8 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
                          files=list(files), notes=list(notes or []), cases=list(cases or []))
     if written is None:
         return summary
+    if written.view == "none":
+        summary.kind_table = list(written.table or [])
     if written.view == "cases":
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":

@@ -42,7 +42,7 @@ def _align(rows: list[list[str]]) -> list[str]:
 def rate_lines(summary: RunSummary) -> list[str]:
     """The rates table: per target and metric the 95% interval and the rate as every surface
     shows it (`RateRow.rate_text`); dataset runs add each agent's means and comparative pairs."""
-    lines: list[str] = []
+    lines: list[str] = list(summary.kind_table)
     if summary.rates:
         lines += _align([["target", "metric", "95% CI", "rate (k/n)"]]
                         + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in summary.rates])
