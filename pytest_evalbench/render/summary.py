@@ -22,9 +22,7 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..reliability import judged_unreliably
 from .gate_view import GateView
-from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, case_status, error_group
-
-__all__ = ["CASE_STATUSES", "CaseStatus", "RateRow", "RunSummary", "build_summary", "case_status"]
+from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, error_group
 
 if TYPE_CHECKING:
     from ..dataset.summary import AgentComparison, AgentSummary, CaseResult

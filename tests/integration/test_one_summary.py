@@ -250,7 +250,8 @@ def test_dataset_every_surface_agrees(pytester: pytest.Pytester, workers: str) -
 def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                                 workers: str) -> None:
     """m02's judge answers are unusable: the metric stays as `unscored (2)` on every surface, and
-    each unscored case shows why (terminal, Markdown, report)."""
+    each unscored case shows why (terminal, Markdown, report); m01_s001_v02's target fails with a
+    server error: `error` on every surface."""
     bench = write_benchmark(pytester.path, spec={"gate": {"mode": "thresholds"},
                                                  "thresholds": {"min_negative_pass_rate": 0.5}})
 
@@ -259,14 +260,22 @@ def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.
             return Reply(content='{"present": "yes"')
         return {"justification": "because", "present": True}
 
-    responder = script(True)
+    def target(request: dict[str, Any]) -> Any:
+        broken = "persona of m01_s001_v02" in json.dumps(request)
+        return Reply(status=500, content="upstream down") if broken else "Sure, where are you going?"
+
+    def user(request: dict[str, Any]) -> str:
+        return "Thought: ok\nMessage: I need some help, " + re.findall(r"persona of \w+", json.dumps(request))[0]
+
+    responder = script(True, user=user, target=target)
     bench_env.set_responder(lambda request: judge(request) if request["model"] == JUDGE else responder(request))
     result = pytester.runpytest("--benchmark=demo", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
-                                "-n", workers)
+                                "--evalbench-max-attempts=1", "-n", workers)
     assert result.ret == 7
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
     assert texts["tgt m02"] == "unscored (2)" and texts["tgt (negative)"] == "unscored (2)"
-    assert texts["tgt m01"] == "2/2 (1.00)"
+    assert texts["tgt m01"] == "1/1 (1.00)"
+    assert "  error: benchmarks/demo/scenarios.json::m01_s001_v02[tgt-s0]" in result.stdout.lines
     out = result.stdout.str()
     assert "ERROR 2 items: evalbench unscored: judge output unparseable after 3 attempts" in out
     assert "  unscored: benchmarks/demo/scenarios.json::m02_s001_v01[tgt-s0]" in out
