@@ -1,8 +1,11 @@
-"""The one summary object every human-facing output (terminal, HTML, Markdown, history) renders.
+"""The one summary object every surface of a run renders: terminal, Markdown/step summary,
+report.html, JUnit properties and history.jsonl.
 
 Built once per session on the controller from the kind's results (`kinds.KindResults`), the
-gate's decision (through `gate_view`), the run's metadata and the engine's counters. Renderers
-read this object only; none of them recomputes a number, so the three outputs always agree.
+gate's decision (through `gate_view`), the run's metadata, the engine's counters and the status
+of each selected item. Renderers read this object only and show a rate through `RateRow.rate_text`
+and a case through its documented status (`status.CASE_STATUSES`); none of them recomputes a
+number, so every surface agrees (tests/integration/test_one_summary.py parses them all).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
 POSITIVE, NEGATIVE = "(positive)", "(negative)"
 """The metric names of a scenario target's pass rate over all its positive / negative metrics' rows."""
+
 
 @dataclass
 class CaseStatus:
