@@ -152,12 +152,13 @@ def _verdict(view: GateView, exit_code: int, failed: int) -> tuple[str, str]:
         if failed:
             why += f"; {cases}, which is reported but does not fail the build"
         return "passed", why
+    rules = f"; {_rules_said(view)}" if view.rules else ""
     if view.verdicts:  # num_samples > 1: the per-case verdicts decide, not single samples
         tally = {v: sum(1 for line in view.verdicts if line.endswith(f"-> {v}")) for v in ("pass", "inconclusive", "fail")}
         counts = ", ".join(f"{n} {v}" for v, n in tally.items())
         if exit_code == 1:
-            return "failed", f"per-case verdicts {counts} (gate: cases fails the build on a failed case)"
-        return "passed", f"per-case verdicts {counts}; single failed samples do not fail the build"
+            return "failed", f"per-case verdicts {counts} (gate: cases fails the build on a failed case){rules}"
+        return "passed", f"per-case verdicts {counts}; single failed samples do not fail the build{rules}"
     if exit_code == 1:
-        return "failed", f"{cases} (gate: cases fails the build on any failed case)"
-    return "passed", "every case passed (gate: cases)"
+        return "failed", f"{cases} (gate: cases fails the build on any failed case){rules}"
+    return "passed", f"every case passed (gate: cases){rules}"

@@ -58,6 +58,8 @@ def test_verdicts_say_why() -> None:
                   "which is reported but does not fail the build")
     many = gate_view(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
     assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
+    cases_mode = gate_view(GateOutcome(rules=rules[:1]), 0, 0, {})
+    assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
     none = gate_view(GateOutcome(mode="thresholds"), 0, 0, {})
     assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
     cases = gate_view(GateOutcome(), 1, 1, {})
