@@ -25,7 +25,7 @@ from ..llm.cache import atomic_write_text
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..render.progress import Counts, ProgressReporter
-from ..render.status import ERROR, NOT_RUN, UNSCORED, case_status
+from ..render.status import ERROR, JUDGE_UNRELIABLE, NOT_RUN, UNSCORED, case_status
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..settings import RunSettings
 from ..spool import Spool
@@ -550,10 +550,15 @@ class EvalbenchSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
-        """With the live progress line, our items print no letters (the line counts them instead)."""
-        if self.progress is None or not self.progress.live or report.when != "call" or not self.is_case(report.nodeid):
+        """With the live progress line, our items print no letters (the line counts them instead);
+        with -v a failure of an unreliable judge reads `XFAIL (judge unreliable)`, its documented status."""
+        if report.when != "call" or not self.is_case(report.nodeid):
             return None
-        return report.outcome, "", ""
+        if self.progress is not None and self.progress.live:
+            return report.outcome, "", ""
+        if hasattr(report, "wasxfail") and getattr(report, "evalbench_status", None) == "failed":
+            return "xfailed", "x", f"XFAIL ({JUDGE_UNRELIABLE})"
+        return None
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
         """A configuration problem that hits every item is shown in full once: later items with the
