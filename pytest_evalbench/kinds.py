@@ -88,6 +88,8 @@ class KindResults:
     """How reports show this kind: pass rates per target and metric, a per-case table, or neither."""
     files: list[Path] = field(default_factory=list)
     """The result files and directories written, for the summary line saying where results went."""
+    unreliable: dict[str, str] = field(default_factory=dict)
+    """Metric id / eval -> why its judge is unreliable: its judge-decided rows are outside the gate's numbers."""
 
 
 class BenchmarkKind(Protocol[R]):

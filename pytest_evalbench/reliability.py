@@ -57,3 +57,8 @@ def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> l
 
     return [f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate, its "
             f"{count(key)} reported as xfailed and cannot fail the build" for key, why in sorted(unreliable.items())]
+
+
+def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: str | None) -> bool:
+    """A scenario row's verdict came from a judge calibration found unreliable (a check is always trusted)."""
+    return metric_id in unreliable and decided_by != "check"

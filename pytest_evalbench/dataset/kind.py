@@ -100,7 +100,7 @@ class DatasetKind:
     def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The scoring policy decides the case here, once (`runner.decide`); no hook runs for dataset cases."""
         case = decide(record, self.policy)
-        properties = [("evalbench_status", case.status), ("evalbench_composite", case.composite)]
+        properties: list[tuple[str, Any]] = [("evalbench_composite", case.composite)]
         doubtful = self.unreliable_in(case) if case.status == "failed" else []
         if doubtful:
             why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
@@ -138,5 +138,5 @@ class DatasetKind:
         return KindResults(results=[a.to_json() for a in summary], rates=as_target_results(gated),
                            table=agent_table(summary), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
-                           judge_lines=lines, cases=rows, agents=summary, view="cases",
+                           judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files)

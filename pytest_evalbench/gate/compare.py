@@ -381,11 +381,56 @@ def meta_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str
 # --------------------------------------------------------------------------- threshold rules
 
 
+RuleStatus = Literal["held", "breached", "not evaluated"]
+
+
+@dataclass
+class RuleResult:
+    """One gate rule as evaluated: its name and limit, whom it applies to, the number it read and
+    the outcome; renderers show `text()` (the same words on every surface) and never parse it."""
+
+    rule: str
+    """`min_positive_pass_rate`, `min_negative_pass_rate`, `min_pass_rate`, `max_drop` or `compare`."""
+    limit: float | str | None
+    target: str | None
+    metric: str | None
+    status: RuleStatus
+    value: float | None = None
+    """The number the rule compared with its limit (a rate, or for max_drop the change)."""
+    p_adjusted: float | None = None
+    why: str | None = None
+    """With status "not evaluated": why; otherwise an optional detail (a breached test's description)."""
+
+    def text(self) -> str:
+        """`min_negative_pass_rate 0.60 t: 1.00 held`, `max_drop 0.10 t m01: -0.25, p_adj 0.03 breached`,
+        `max_drop 0.10 t m01: not evaluated (no paired cases)`."""
+        limit = f"{self.limit:.2f}" if isinstance(self.limit, float) else (self.limit or "")
+        head = " ".join(p for p in (self.rule, limit, self.target, self.metric) if p)
+        if self.status == "not evaluated":
+            return f"{head}: not evaluated ({self.why})"
+        nums = [] if self.value is None else [f"{self.value:+.2f}" if self.rule in ("max_drop", "compare")
+                                              else f"{self.value:.2f}"]
+        if self.p_adjusted is not None:
+            nums.append(f"p_adj {self.p_adjusted:.3g}")
+        return f"{head}: {', '.join(nums) + ' ' if nums else ''}{self.status}" + (f" ({self.why})" if self.why else "")
+
+
 @dataclass
 class RuleReport:
-    breaches: list[str] = field(default_factory=list)
-    unevaluated: list[str] = field(default_factory=list)
-    held: int = 0
+    rules: list[RuleResult] = field(default_factory=list)
+    """Every configured rule, evaluated or not, in the order checked."""
+
+    @property
+    def breaches(self) -> list[str]:
+        return [r.text() for r in self.rules if r.status == "breached"]
+
+    @property
+    def unevaluated(self) -> list[str]:
+        return [r.text() for r in self.rules if r.status == "not evaluated"]
+
+    @property
+    def held(self) -> int:
+        return sum(1 for r in self.rules if r.status == "held")
 
 
 def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
@@ -397,27 +442,27 @@ def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
     rules = rules or ThresholdRules()
     report = RuleReport()
 
-    def minimum(target: str, label: str, value: float | None, threshold: float | None) -> None:
+    def minimum(target: str, name: str, metric: str | None, value: float | None, threshold: float | None) -> None:
         if threshold is None:
             return
         if value is None:
-            report.unevaluated.append(f"{target}: {label} min {threshold:.2f} not evaluated (no scored rows)")
-        elif value < threshold - EPS:
-            report.breaches.append(f"{target}: {label} {value:.2f} < {threshold:.2f}")
+            report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated", why="no scored rows"))
         else:
-            report.held += 1
+            report.rules.append(RuleResult(name, threshold, target, metric,
+                                           "breached" if value < threshold - EPS else "held", value))
 
     seen = {s.target_model for s in results}
     for name in sorted(set(rules.per_target) - seen):
-        report.unevaluated.append(f"{name}: per_target rules not evaluated (no results for this target)")
+        report.rules.append(RuleResult("per_target", None, name, None, "not evaluated",
+                                       why="no results for this target"))
     for summary in sorted(results, key=lambda s: s.target_model):
         target = summary.target_model
         rule = rules.for_target(target)
-        minimum(target, "positive_pass_rate", summary.positive_pass_rate, rule.min_positive_pass_rate)
-        minimum(target, "negative_pass_rate", summary.negative_pass_rate, rule.min_negative_pass_rate)
+        minimum(target, "min_positive_pass_rate", None, summary.positive_pass_rate, rule.min_positive_pass_rate)
+        minimum(target, "min_negative_pass_rate", None, summary.negative_pass_rate, rule.min_negative_pass_rate)
         for mid, mrule in sorted(rules.per_metric.items()):
             rate = summary.by_metric.get(mid)
-            minimum(target, f"{mid} pass_rate", rate.pass_rate if rate else None, mrule.min_pass_rate)
+            minimum(target, "min_pass_rate", mid, rate.pass_rate if rate else None, mrule.min_pass_rate)
         _max_drops(target, rules, rule, summary, comparison, report)
     return report
 
@@ -429,7 +474,8 @@ def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: Mo
     if rule.max_drop is None and not per_metric:
         return
     if comparison is None:
-        report.unevaluated.append(f"{target}: max_drop not evaluated (no baseline comparison; use --evalbench-compare)")
+        report.rules.append(RuleResult("max_drop", rule.max_drop, target, None, "not evaluated",
+                                       why="no baseline comparison; use --evalbench-compare"))
         return
     wanted: dict[str, float] = {}
     if rule.max_drop is not None:
@@ -440,12 +486,11 @@ def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: Mo
     for mid, limit in sorted(wanted.items()):
         test = comparison.get(target, mid)
         if test is None:
-            report.unevaluated.append(f"{target}: {mid} max_drop {limit:.2f} not evaluated (no paired cases)")
-        elif test.significant and test.exceeds(limit):
-            report.breaches.append(f"{target}: {mid} drop {test.drop:.2f} > max_drop {limit:.2f} and significant "
-                                   f"({test.describe()})")
+            report.rules.append(RuleResult("max_drop", limit, target, mid, "not evaluated", why="no paired cases"))
         else:
-            report.held += 1
+            breached = test.significant and test.exceeds(limit)
+            report.rules.append(RuleResult("max_drop", limit, target, mid, "breached" if breached else "held",
+                                           test.change, test.p_adjusted, test.describe() if breached else None))
 
 
 # --------------------------------------------------------------------------- terminal tables

@@ -25,6 +25,7 @@ from .compare import (
     Baseline,
     CompareRule,
     Comparison,
+    RuleResult,
     check_thresholds,
     compare_with_baseline,
     load_baseline,
@@ -96,6 +97,8 @@ class GateOutcome:
     fail_inconclusive: bool = False
     held: int = 0
     comparison: Comparison | None = None
+    rules: list[RuleResult] = field(default_factory=list)
+    """Every rule the gate read, typed: held, breached or not evaluated (and why), with its numbers."""
 
     @property
     def verdicts(self) -> list[str]:
@@ -141,6 +144,32 @@ def case_verdicts(outcomes: list[OutcomeRow], threshold: float) -> list[CaseVerd
     return out
 
 
+def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[RuleResult]:
+    """The `--evalbench-compare-fail` rule as typed results: one per paired test it could convict
+    (breached ones with their numbers), one "held" line for the rest, or "not evaluated"."""
+    name = rule.kind if rule.kind != "drop" else f"drop:{rule.min_drop:g}"
+    if not comparison.tests:
+        return [RuleResult("compare", name, None, None, "not evaluated",
+                           why="no paired comparisons with the baseline")]
+    out = []
+    for test in comparison.tests:
+        hit = (test.kind != "pooled" and test.exceeds(0.0)) if rule.kind == "any" else (
+            test.significant and test.exceeds(rule.min_drop))
+        if hit:
+            out.append(RuleResult("compare", name, test.target, test.metric_id, "breached", test.change,
+                                  test.p_adjusted))
+    if not out:
+        worst = min(comparison.tests, key=lambda t: t.change)
+        out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
+                              worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
+                              + ("s" if len(comparison.tests) != 1 else "")))
+    for unevaluated in comparison.unevaluated:  # "<target>: <metric> not compared (<why>)"
+        target, _, rest = unevaluated.partition(": ")
+        metric, _, why = rest.partition(" not compared (")
+        out.append(RuleResult("compare", name, target, metric, "not evaluated", why=why.rstrip(")") or rest))
+    return out
+
+
 def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     """Everything the CI gate decides, from this session's merged rows (no I/O)."""
     outcome = GateOutcome(incomplete=list(inputs.incomplete), mode=settings.mode,
@@ -156,15 +185,12 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
                 outcome.flips.append(f"{test.target} {test.metric_id}: {flipped}")
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
-            if comparison.tests and not outcome.regressions:
-                outcome.held += 1
-            if not comparison.tests:
-                outcome.notes.append("compare rule not evaluated (no paired comparisons with the baseline)")
-            outcome.notes += [f"compare rule: {u}" for u in comparison.unevaluated]
+            outcome.rules += compare_rule_results(settings.compare_fail, comparison)
     report = check_thresholds(inputs.results, inputs.rules, comparison)
     outcome.breaches = report.breaches
-    outcome.held += report.held
-    outcome.notes += report.unevaluated
+    outcome.rules += report.rules
+    outcome.held = sum(1 for r in outcome.rules if r.status == "held")
+    outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
                                                                    else [])
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)

@@ -26,6 +26,7 @@ from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..redaction import SECRETS, redact
 from ..render.progress import Counts, ProgressReporter
+from ..render.status import ERROR, JUDGE_UNRELIABLE, NOT_RUN, UNSCORED, case_status
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
 from ..sanitize import terminal
 from ..settings import RunSettings
@@ -37,7 +38,7 @@ from .options import compare_path, gate_settings
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
     from ..gate.compare import Baseline
     from ..gate.outcome import GateOutcome
-    from ..render.summary import RunSummary
+    from ..render.summary import CaseStatus, RunSummary
 
 RECORD_KEY = pytest.StashKey[JSONRecord]()
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
@@ -85,6 +86,10 @@ class EvalbenchSession:
         self._first_with: dict[str, str] = {}
         """One-line error -> the first item that had it (a dict: 10,000 failing items stay linear)."""
         self.failed: set[str] = set()
+        self.unreliable: set[str] = set()
+        """Items whose failure rests on an unreliable judge (reported as xfailed)."""
+        self.reasons: dict[str, str] = {}
+        """Node id -> the first line of a failed (or judge-unreliable) item's message."""
         self.finished: set[str] = set()
         self.total = 0
         self.progress: ProgressReporter | None = None
@@ -259,6 +264,7 @@ class EvalbenchSession:
         data = self.kind.record_to_json(record)
         item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                     for name, value in outcome.properties)  # JUnit XML
+        item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
         item.stash[RECORD_KEY] = data
         item.stash[OUTCOME_KEY] = outcome
         if outcome.status == "unscored":
@@ -281,6 +287,8 @@ class EvalbenchSession:
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
             report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
             report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
+        if getattr(report, "evalbench_error", None) and not any(k == "evalbench_status" for k, _ in item.user_properties):
+            item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if OUTCOME_KEY in item.stash:
             report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
         if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
@@ -349,6 +357,11 @@ class EvalbenchSession:
             self._collapse_repeated(report, error)
         if status is not None and report.when == "teardown":
             self.tally.status(nodeid, status)
+        if report.when == "call" and status == "failed" and (report.failed or hasattr(report, "wasxfail")):
+            if hasattr(report, "wasxfail"):
+                self.unreliable.add(nodeid)
+            text = str(getattr(report, "wasxfail", "") or report.longrepr or "")
+            self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = getattr(report, "evalbench", None)
         if record is not None:
             self._keep(nodeid, record)
@@ -475,8 +488,9 @@ class EvalbenchSession:
         summary = build_summary(kind=self.run.spec.kind if self._run is not None else "", written=self.written,
                                 gate=gate, meta=meta, stats=self.stats, errors=self.messages,
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
-                                files=files, notes=self._notes())
+                                files=files, notes=self._notes(), cases=self._case_statuses())
         self.summary = summary
+        self._junit_properties(summary)
         try:
             if self.written is not None:
                 append_history(history_path, summary)
@@ -490,6 +504,43 @@ class EvalbenchSession:
                 write_markdown(Path(step_summary), markdown, append=True)
         except OSError as exc:  # a report that cannot be written must not hide the run's outcome
             summary.errors.append(f"could not write a report: {exc}")
+
+    def _case_statuses(self) -> list[CaseStatus]:
+        """Every selected item of this session with its documented status (`render.summary.CASE_STATUSES`)."""
+        from ..render.summary import CaseStatus
+
+        tally = self.tally
+        out = []
+        for nodeid in sorted(tally.selected | set(tally.scored) | set(tally.errors)):
+            if nodeid in tally.errors:
+                status = UNSCORED if tally.errors[nodeid] == UNSCORED else ERROR
+                reason = self.messages.get(nodeid, tally.errors[nodeid])
+            elif nodeid in tally.scored:
+                status = case_status(tally.scored[nodeid], nodeid not in self.unreliable)
+                reason = self.reasons.get(nodeid, "") if status != UNSCORED else ""
+            else:
+                status, reason = NOT_RUN, "never reported"
+            out.append(CaseStatus(nodeid, status, reason))
+        return out
+
+    def _junit_properties(self, summary: RunSummary) -> None:
+        """With --junitxml: the run's rates, case counts and gate rules as the test suite's properties
+        (each case carries its own `evalbench_status`), in the words every other surface uses."""
+        try:
+            from _pytest.junitxml import xml_key  # the plugin behind record_testsuite_property
+        except ImportError:  # pragma: no cover - pytest internals moved
+            return
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        xml.add_global_property("evalbench_gate", f"{summary.gate.verdict} (exit {summary.gate.exit_code}): "
+                                                  f"{summary.gate.reason}")
+        xml.add_global_property("evalbench_cases", summary.status_line())
+        for rule in summary.gate.rule_lines:
+            xml.add_global_property("evalbench_rule", rule)
+        for row in summary.rates:
+            xml.add_global_property(f"evalbench_rate {row.target} {row.metric}",
+                                    f"{row.rate_text()} {row.interval_text()}")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """Start the progress line once the number of items is known (controller only)."""
@@ -505,10 +556,15 @@ class EvalbenchSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
-        """With the live progress line, our items print no letters (the line counts them instead)."""
-        if self.progress is None or not self.progress.live or report.when != "call" or not self.is_case(report.nodeid):
+        """With the live progress line, our items print no letters (the line counts them instead);
+        with -v a failure of an unreliable judge reads `XFAIL (judge unreliable)`, its documented status."""
+        if report.when != "call" or not self.is_case(report.nodeid):
             return None
-        return report.outcome, "", ""
+        if self.progress is not None and self.progress.live:
+            return report.outcome, "", ""
+        if hasattr(report, "wasxfail") and getattr(report, "evalbench_status", None) == "failed":
+            return "xfailed", "x", f"XFAIL ({JUDGE_UNRELIABLE})"
+        return None
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
         """A configuration problem that hits every item is shown in full once: later items with the

@@ -14,11 +14,14 @@ TREND_RUNS = 30
 
 
 def history_entry(summary: RunSummary) -> dict[str, Any]:
-    """The line one run appends: time, commit, models, per-target/metric rates, cost, gate verdict."""
+    """The line one run appends: time, commit, models, per-target/metric observed rates and their
+    counts (with the gate's k/n where it differs), case statuses, cost, the gate's verdict and rules."""
     return {"time": summary.created, "commit": summary.commit, "benchmark": summary.benchmark,
-            "models": summary.models, "rates": summary.rate_table(),
+            "models": summary.models, "rates": summary.rate_table(), "counts": summary.count_table(),
+            "cases": summary.status_counts(),
             "cost": {"spent": summary.cost.spent, "total": summary.cost.total},
-            "gate": {"verdict": summary.gate.verdict, "exit_code": summary.gate.exit_code}}
+            "gate": {"verdict": summary.gate.verdict, "exit_code": summary.gate.exit_code,
+                     "rules": summary.gate.rule_lines}}
 
 
 def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:

@@ -14,12 +14,12 @@ ci-<target>-<metric>, change-<target>-<metric>, trend-<target>-<metric>, demo-<t
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
-from .summary import DatasetView, DemographicGroup, RunSummary, TranscriptView
+from .summary import JUDGE_UNRELIABLE, DatasetView, DemographicGroup, RunSummary, TranscriptView
 
 E = html.escape
+"""Every text from a run (names, reasons, model output) reaches the page through this one function."""
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -35,8 +35,15 @@ def _cls(passed: bool | None) -> str:
     return "unscored" if passed is None else "pass" if passed else "fail"
 
 
-def _cell(value: Any) -> str:
-    return E(json.dumps(value) if isinstance(value, (dict, list)) else str("" if value is None else value))
+def _metric_word(passed: bool | None, not_applicable: bool) -> str:
+    if passed is None:
+        return "not applicable" if not_applicable else "unscored"
+    return "pass" if passed else "below"
+
+
+def _status_cls(status: str) -> str:
+    """CSS class of a documented case status."""
+    return {"passed": "pass", "failed": "fail", JUDGE_UNRELIABLE: "unreliable"}.get(status, "unscored")
 
 
 def _tid(*parts: Any) -> str:
@@ -101,9 +108,9 @@ def _header(s: RunSummary) -> str:
 
 def _problems(s: RunSummary) -> str:
     gate = s.gate
-    items = ([("threshold breach", b) for b in gate.breaches] + [("regression", r) for r in gate.regressions]
+    items = ([("regression", r) for r in gate.regressions]
              + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
-             + [("not evaluated", n) for n in gate.notes] + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
+             + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
     flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
     if not items and not flips:
@@ -114,11 +121,36 @@ def _problems(s: RunSummary) -> str:
     return f'<section><h2>Problems</h2><ul class="warn">{body}</ul></section>'
 
 
+def _rules(s: RunSummary) -> str:
+    """Every rule the gate read: held, breached or not evaluated (and why), with its numbers."""
+    rules = s.gate.rules
+    if not rules:
+        return ""
+    cls = {"held": "pass", "breached": "fail", "not evaluated": "unscored"}
+    items = "".join(f'<li data-testid="rule-{i}" class="{cls[r.status]}">{E(r.text())}</li>' for i, r in enumerate(rules))
+    return f'<section><h2>Gate rules</h2><ul data-testid="rules">{items}</ul></section>'
+
+
+def _case_statuses(s: RunSummary) -> str:
+    """This session's items per documented status, and each one that did not pass with why."""
+    if not s.cases:
+        return ""
+    problems = s.problem_cases()
+    rows = "".join(f'<tr data-testid="status-{_tid(c.nodeid)}"><td class="{_status_cls(c.status)}">{E(c.status)}</td>'
+                   f'<td><code>{E(c.nodeid)}</code></td><td class="why">{E(c.reason)}</td></tr>' for c in problems)
+    table = f'<table><tr><th>status</th><th>case</th><th>why</th></tr>{rows}</table>' if rows else ""
+    return (f'<section><h2>Cases of this run</h2><p data-testid="case-counts">{E(s.status_line())}</p>{table}'
+            f'<p class="muted">Statuses: passed, failed, unscored, judge unreliable (pytest: xfailed), error, not run '
+            f'(README "Case statuses").</p></section>')
+
+
 def _trend(history: list[dict[str, Any]], target: str, metric: str) -> list[float | None]:
     return [((h.get("rates") or {}).get(target) or {}).get(metric) for h in history]
 
 
 def _rates(s: RunSummary) -> str:
+    if s.kind_table:
+        return f'<section><h2>Results</h2><pre data-testid="kind-table">{E(chr(10).join(s.kind_table))}</pre></section>'
     if not s.rates:
         return '<section><h2>Pass rates</h2><p class="muted">No scored case in this run.</p></section>'
     has_base = any(r.baseline is not None for r in s.rates)
@@ -128,9 +160,10 @@ def _rates(s: RunSummary) -> str:
         label = E(r.metric) + (f'<div class="muted">{E(r.name)}{" (" + E(r.type) + ")" if r.type else ""}</div>'
                                if r.name else "")
         cells = [E(r.target), label,
-                 f'<span class="num" data-testid="rate-{_tid(r.target, r.metric)}">{_num(r.rate)}</span>',
+                 f'<span class="num" data-testid="rate-{_tid(r.target, r.metric)}">{_num(r.rate)}</span>'
+                 f'<div class="muted" data-testid="ratetext-{_tid(r.target, r.metric)}">{E(r.rate_text())}</div>',
                  bar_svg(r.rate, r.low, r.high, negative=r.type == "negative"),
-                 f'<span data-testid="ci-{_tid(r.target, r.metric)}">{r.k}/{r.n}, [{r.low:.2f}, {r.high:.2f}]</span>']
+                 f'<span data-testid="ci-{_tid(r.target, r.metric)}">{r.k}/{r.n}, {r.interval_text()}</span>']
         if has_base:
             if r.change is None:
                 cells.append(f'<span class="muted">{"baseline " + _num(r.baseline) if r.baseline is not None else "new"}</span>')
@@ -144,7 +177,9 @@ def _rates(s: RunSummary) -> str:
                      f'{sparkline_svg(_trend(s.history, r.target, r.metric))}</span>')
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return (f'<section><h2>Pass rates</h2><table id="rates"><tr>{"".join(f"<th>{h}</th>" for h in head)}</tr>'
-            f'{"".join(rows)}</table><p class="muted">Intervals are 95% Wilson score intervals; a change is '
+            f'{"".join(rows)}</table><p class="muted">Rates are observed over every row of the result files; '
+            f'where the gate used other numbers (an unreliable judge\'s rows left out) both are shown, labelled. '
+            f'Intervals are 95% Wilson score intervals; a change is '
             f'current minus baseline with its 95% interval (paired on shared cases). Trend: this rate over the '
             f'last {len(s.history)} recorded runs (history.jsonl).</p></section>')
 
@@ -190,18 +225,23 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
         c, status = view.conversation, view.status
         demo = "; ".join(f"{k}: {v}" for k, v in c.demographic.items())
         judged = "".join(
-            f'<div class="judgment"><span class="{_cls(j.passed)}">{_cls(j.passed)}</span> '
+            f'<div class="judgment"><span class="{_status_cls(js)}">{E(js)}</span> '
             f'{E(j.metric_id)} {E(j.metric_name or "")} ({E(j.metric_type)}): '
             f'behaviour {"present" if j.present else "absent" if j.present is not None else "unknown"}'
-            f'<div class="why">judge: {E(j.justification or "")}</div></div>' for j in view.judgments)
+            f'<div class="why">{"why unscored" if js == "unscored" else j.decided_by or "judge"}: '
+            f'{E(j.justification or "")}</div></div>' for j, js in zip(view.judgments, view.judgment_statuses()))
+        if not view.judgments:
+            judged = '<div class="judgment why">why unscored: no judgment recorded for this conversation</div>'
+
         turns = "".join(f'<div class="turn {E(t.role)}"><span class="role">{E(t.role)}</span> '
                         f'{E(t.content)}</div>' for t in c.transcript)
         demo_values = "|".join(f"{k}: {v}" for k, v in c.demographic.items())
         items.append(
             f'<details class="conv" data-testid="conv-{_tid(c.conv_id, "s" + str(c.sample))}" '
             f'data-status="{E(status)}" data-metric="{E(c.metric_id, quote=True)}" '
-            f'data-target="{E(c.target.id, quote=True)}" data-demo="{E(demo_values, quote=True)}">'
-            f'<summary><span class="{"pass" if status == "passed" else (status == "failed" and "fail") or "unscored"}">'
+            f'data-target="{E(c.target.id, quote=True)}" data-demo="{E(demo_values, quote=True)}" '
+            f'data-id="{E(c.id, quote=True)}" data-sample="{c.sample}">'
+            f'<summary><span class="{_status_cls(status)}">'
             f'{E(status)}</span> {E(c.id)} · {E(c.target.id)} · sample {c.sample}'
             f'{" · " + E(demo) if demo else ""}</summary><p class="muted">{E(c.persona or "")} '
             f'{E(c.user_goal or "")}</p>{judged}{turns}</details>')
@@ -216,17 +256,21 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
     return f'<section><h2>Transcripts</h2>{cut}{filters}<div id="convs">{"".join(items)}</div></section>'
 
 
-def _agents(d: DatasetView) -> str:
+def _agents(d: DatasetView, s: RunSummary) -> str:
+    rate_text = {r.target: r.rate_text() for r in s.rates}
     rows = "".join(
         f'<tr><td>{E(a.agent_name)}</td><td class="num" data-testid="agent-rate-{_tid(a.agent_name)}">'
-        f'{_num(a.pass_rate)}</td><td>{a.n_passed}/{a.n_scored} scored, '
+        f'{_num(a.pass_rate)}</td><td data-testid="agent-ratetext-{_tid(a.agent_name)}">'
+        f'{E(rate_text.get(a.agent_name, ""))}</td><td>{a.n_passed}/{a.n_scored} scored, '
         f'{a.n_unscored} unscored</td><td class="num">{_num(a.composite_mean)}</td></tr>'
         for a in d.agents)
     evals = "".join(
         f'<tr><td>{E(e["agent"])}</td><td>{E(e["eval"])}</td><td class="num" data-testid="eval-{_tid(e["agent"], e["eval"])}">'
-        f'{_num(e["mean"])}</td><td>{bar_svg(e["mean"], e["low"], e["high"], scale=5.0)}</td>'
-        f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]</td></tr>' for e in d.evals)
-    return (f'<section><h2>Agents</h2><table><tr><th>agent</th><th>pass rate</th><th>cases</th>'
+        f'{_num(e["mean"]) if e["n"] else "unscored (" + str(e.get("unscored", 0)) + ")"}</td>'
+        f'<td>{bar_svg(e["mean"], e["low"], e["high"], scale=5.0)}</td>'
+        f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]'
+        f'{", " + str(e["unscored"]) + " unscored" if e.get("unscored") else ""}</td></tr>' for e in d.evals)
+    return (f'<section><h2>Agents</h2><table><tr><th>agent</th><th>pass rate</th><th>rate (k/n)</th><th>cases</th>'
             f'<th>composite mean</th></tr>{rows}</table></section>'
             f'<section><h2>Mean score per eval (1–5)</h2><table><tr><th>agent</th><th>eval</th><th>mean</th><th></th>'
             f'<th>95% interval</th></tr>{evals}</table></section>')
@@ -238,21 +282,22 @@ def _cases(d: DatasetView) -> str:
         metrics = "".join(
             f'<tr><td>{E(m.eval)}</td><td class="num">{"–" if m.score is None else m.score}</td>'
             f'<td>{_num(m.threshold)}</td><td class="{_cls(m.passed)}">'
-            f'{"pass" if m.passed else "unscored" if m.passed is None else "below"}</td>'
+            f'{_metric_word(m.passed, m.not_applicable)}</td>'
             f'<td class="why">{E(m.explanation or "")}</td></tr>' for m in c.metrics)
         tool = c.tool_check
         tool_text = ("–" if not tool else
                      f'{"ok" if tool.ok else "mismatch"} ({tool.matched}/{tool.expected}): {tool.summary}')
         reasons = "; ".join(c.reasons) or "–"
-        status = c.status
+        status = d.status(c)
         rows.append(
             f'<details class="conv case" data-testid="case-{_tid(c.case_id)}" data-status="{E(status)}" '
             f'data-target="{E(c.agent_name, quote=True)}" data-metric="" data-demo="">'
-            f'<summary><span class="{_cls(None if status == "unscored" else status == "passed")}">'
+            f'<summary><span class="{_status_cls(status)}">'
             f'{E(status)}</span> {E(c.case_id)} · {E(c.agent_name)} · composite {_num(c.composite)} '
             f'(pass mark {_num(c.pass_mark)}, {E(c.threshold_profile or "")})'
             f'{" · scenario " + E(c.scenario_id) if c.scenario_id else ""}</summary>'
-            f'<p><b>hard fails / reasons:</b> {E(reasons)}</p><p><b>tool check:</b> {E(tool_text)}</p>'
+            f'<p><b>{"why unscored" if status == "unscored" else "hard fails / reasons"}:</b> {E(reasons)}</p>'
+            f'<p><b>tool check:</b> {E(tool_text)}</p>'
             f'<table><tr><th>eval</th><th>score</th><th>threshold</th><th></th><th>explanation</th></tr>{metrics}'
             f'</table></details>')
     agents = sorted({c.agent_name for c in d.cases})
@@ -264,13 +309,25 @@ def _cases(d: DatasetView) -> str:
 
 
 def _comparisons(d: DatasetView) -> str:
-    pairs = [c.model_dump(mode="json") for c in d.comparisons]
-    if not pairs:
+    """Comparative pairs side by side: per pair of agents and score, the mean difference (agent
+    minus other, paired by scenario), its 95% interval, win/tie/loss and the sign test's p."""
+    if not d.comparisons:
         return ""
-    keys = list(pairs[0])
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(p[k])}</td>" for k in keys) + "</tr>" for p in pairs)
+    rows = []
+    for agent, comp in d.comparisons:
+        scores = [("composite", comp.composite), *comp.metrics.items()]
+        for i, (name, stat) in enumerate(scores):
+            ci = "–" if stat.ci95 is None else f"[{stat.ci95[0]:+.2f}, {stat.ci95[1]:+.2f}]"
+            cls = "" if stat.mean_diff is None else ("up" if stat.mean_diff > 0 else "down" if stat.mean_diff < 0 else "muted")
+            pair = (f'<td rowspan="{len(scores)}">{E(agent)}</td><td rowspan="{len(scores)}">{E(comp.other)}</td>'
+                    f'<td rowspan="{len(scores)}">{comp.n_scenarios}</td>') if i == 0 else ""
+            rows.append(f'<tr data-testid="pair-{_tid(agent, comp.other, name)}">{pair}<td>{E(name)}</td>'
+                        f'<td class="num {cls}">{_signed(stat.mean_diff)}</td><td>{ci}</td>'
+                        f'<td>{stat.wins}/{stat.ties}/{stat.losses}</td><td>{stat.p_value:.3f}</td></tr>')
     return (f'<section><h2>Comparative pairs (cases sharing a scenario)</h2><table data-testid="comparisons">'
-            f'<tr>{"".join(f"<th>{E(k)}</th>" for k in keys)}</tr>{rows}</table></section>')
+            f'<tr><th>agent</th><th>other</th><th>scenarios</th><th>score</th><th>mean difference</th>'
+            f'<th>95% interval</th><th>win/tie/loss</th><th>sign test p</th></tr>{"".join(rows)}</table>'
+            f'<p class="muted">Differences are agent minus other on the scenarios both have scored.</p></section>')
 
 
 def _files(s: RunSummary) -> str:
@@ -280,12 +337,13 @@ def _files(s: RunSummary) -> str:
 
 def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
-    body = [_header(summary), "<main>", _problems(summary), _rates(summary)]
+    body = [_header(summary), "<main>", _problems(summary), _rules(summary), _rates(summary),
+            _case_statuses(summary)]
     if summary.scenario is not None:
         body += [_demographics(summary.scenario.demographics),
                  _transcripts(summary.scenario.transcripts, summary.scenario.transcripts_total)]
     if summary.dataset is not None:
-        body += [_agents(summary.dataset), _comparisons(summary.dataset), _cases(summary.dataset)]
+        body += [_agents(summary.dataset, summary), _comparisons(summary.dataset), _cases(summary.dataset)]
     body += [_files(summary), "</main>"]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"><title>{E(summary.title)}</title><style>{_CSS}</style>'
@@ -308,6 +366,7 @@ vertical-align:top}th{font-size:12px;color:#4b5563;font-weight:600}
 .flag{display:inline-block;background:#fde68a;color:#78350f;border-radius:4px;padding:0 6px;font-size:12px;margin-left:6px}
 .group{border-top:1px solid #eef0f3;padding:8px 0}.warn{color:#92400e}
 .pass{color:#047857;font-weight:600}.fail{color:#b91c1c;font-weight:600}.unscored{color:#6b7280;font-weight:600}
+.unreliable{color:#92400e;font-weight:600}
 .filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;margin-bottom:8px}
 input[type=search]{min-width:260px;padding:4px}select{font:inherit;padding:2px}
 details.conv{border-top:1px solid #eef0f3;padding:6px 0}details.conv summary{cursor:pointer}

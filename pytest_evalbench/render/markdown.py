@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..sanitize import markdown
+from ..redaction import redact
+from ..sanitize import control_visible, markdown
 from .summary import RunSummary
 
 ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
@@ -19,33 +20,90 @@ def _change(value: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Every text from a run (names, reasons, model output) reaches the Markdown through here."""
+    return markdown(text).replace("|", "\\|")
+
+
+def _row(hostile: list[str], ours: list[str]) -> str:
+    """A table row: names and reasons escaped (`_cell`), the numbers this module formatted kept as they are."""
+    return "| " + " | ".join([*(_cell(c) for c in hostile), *ours]) + " |"
+
+
+def _code(text: str) -> str:
+    """Text inside a code span (node ids, commands): nothing renders there, but it must stay one span."""
+    return control_visible(redact(text)).replace("`", "").replace("|", "\\|").replace("\n", " ")
+
+
+MAX_CASES = 2000
+"""Cases that did not pass listed in the Markdown summary at most (the report lists as many transcripts)."""
+
+
+def _rates(summary: RunSummary) -> list[str]:
+    has_baseline = any(r.change is not None or r.baseline is not None for r in summary.rates)
+    head = ["target", "metric", "rate (k/n)", "95% CI"]
+    head += ["baseline", "change", "change 95% CI"] if has_baseline else []
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in summary.rates:
+        cells = [r.interval_text()]
+        if has_baseline:
+            ci = ("–" if r.change_low is None or r.change_high is None
+                  else f"[{r.change_low:+.2f}, {r.change_high:+.2f}]")
+            cells += [_rate(r.baseline), _change(r.change) + (" ❗" if r.significant_drop else ""), ci]
+        out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""), r.rate_text()],
+                        cells))
+    return [*out, ""]
+
+
+def _comparisons(summary: RunSummary) -> list[str]:
+    """Comparative pairs side by side: per pair and score, the mean difference, its interval,
+    win/tie/loss and the sign test's p."""
+    data = summary.dataset
+    if data is None or not data.comparisons:
+        return []
+    out = ["**Comparative pairs** (agent minus other, paired by scenario)", "",
+           "| agent | other | scenarios | score | mean difference | 95% CI | win/tie/loss | p |",
+           "|---|---|---|---|---|---|---|---|"]
+    for agent, comp in data.comparisons:
+        for name, stat in [("composite", comp.composite), *comp.metrics.items()]:
+            ci = "–" if stat.ci95 is None else f"[{stat.ci95[0]:+.2f}, {stat.ci95[1]:+.2f}]"
+            out.append(_row([agent, comp.other, str(comp.n_scenarios), name],
+                            [_change(stat.mean_diff), ci, f"{stat.wins}/{stat.ties}/{stat.losses}", f"{stat.p_value:.3f}"]))
+    return [*out, ""]
+
+
+def _cases(summary: RunSummary) -> list[str]:
+    if not summary.cases:
+        return []
+    problems = summary.problem_cases()
+    out = [f"**{_cell(summary.status_line())}**", ""]
+    if problems:
+        out += ["<details><summary>cases that did not pass</summary>", "", "| status | case | why |", "|---|---|---|"]
+        out += [f"| {c.status} | `{_code(c.nodeid)}` | {_cell(c.reason)} |" for c in problems[:MAX_CASES]]
+        if len(problems) > MAX_CASES:
+            out.append(f"| … | {len(problems) - MAX_CASES} more | see the report |")
+        out += ["", "</details>", ""]
+    return out
 
 
 def render_markdown(summary: RunSummary, html_path: str | None) -> str:
-    """Gate verdict, per-target/metric table with change vs baseline, flipped cases, report path."""
+    """Gate verdict and rules, per-target/metric table with change vs baseline, case statuses,
+    comparative pairs, flipped cases, report path."""
     gate = summary.gate
     icon = ICONS.get(gate.verdict)
     title = f"evalbench `{summary.benchmark}`: {gate.verdict} (exit {gate.exit_code})"
-    out = [f"## {icon + ' ' if icon else ''}{title}", "", markdown(gate.reason), ""]
-    has_baseline = any(r.change is not None or r.baseline is not None for r in summary.rates)
+    out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
+    if gate.rules:
+        out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
     if summary.rates:
-        head = ["target", "metric", "rate", "95% CI", "k/n"]
-        head += ["baseline", "change", "change 95% CI"] if has_baseline else []
-        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for r in summary.rates:
-            cells = [r.target, r.metric + (f" {markdown(r.name)}" if r.name and r.name != r.metric else ""), _rate(r.rate),
-                     f"[{r.low:.2f}, {r.high:.2f}]", f"{r.k}/{r.n}"]
-            if has_baseline:
-                ci = ("–" if r.change_low is None or r.change_high is None
-                      else f"[{r.change_low:+.2f}, {r.change_high:+.2f}]")
-                cells += [_rate(r.baseline), _change(r.change) + (" ❗" if r.significant_drop else ""), ci]
-            out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-        out.append("")
-    problems = ([f"threshold breach: {b}" for b in gate.breaches] + [f"regression: {r}" for r in gate.regressions]
-                + [f"incomplete: {i}" for i in gate.incomplete] + summary.errors)
+        out += _rates(summary)
+    if summary.kind_table:
+        out += ["```", *(line.replace("`", "'") for line in summary.kind_table), "```", ""]
+    out += _comparisons(summary)
+    out += _cases(summary)
+    problems = ([f"regression: {r}" for r in gate.regressions] + [f"incomplete: {i}" for i in gate.incomplete]
+                + [f"error: {e}" for e in summary.errors] + [f"note: {n}" for n in summary.notes])
     if problems:
-        out += [f"- {markdown(p)}" for p in problems] + [""]
+        out += [f"- {_cell(p)}" for p in problems] + [""]
     if gate.flips:
         out += [f"**Flipped pass → fail since the baseline** ({len(gate.flips)}): rerun with",
                 "", "```", "pytest " + " ".join(f"'{f}'" for f in gate.flips), "```", ""]

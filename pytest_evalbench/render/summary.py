@@ -1,8 +1,11 @@
-"""The one summary object every human-facing output (terminal, HTML, Markdown, history) renders.
+"""The one summary object every surface of a run renders: terminal, Markdown/step summary,
+report.html, JUnit properties and history.jsonl.
 
 Built once per session on the controller from the kind's results (`kinds.KindResults`), the
-gate's decision (through `gate_view`), the run's metadata and the engine's counters. Renderers
-read this object only; none of them recomputes a number, so the three outputs always agree.
+gate's decision (through `gate_view`), the run's metadata, the engine's counters and the status
+of each selected item. Renderers read this object only and show a rate through `RateRow.rate_text`
+and a case through its documented status (`status.CASE_STATUSES`); none of them recomputes a
+number, so every surface agrees (tests/integration/test_one_summary.py parses them all).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..gate.compare import metric_counts
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
+from ..reliability import judged_unreliably
 from .gate_view import GateView
+from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, error_group
 
 if TYPE_CHECKING:
     from ..dataset.summary import AgentComparison, AgentSummary, CaseResult
@@ -30,6 +34,18 @@ if TYPE_CHECKING:
 VARIANT_SUFFIX = "_v"
 PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
+POSITIVE, NEGATIVE = "(positive)", "(negative)"
+"""The metric names of a scenario target's pass rate over all its positive / negative metrics' rows."""
+
+
+@dataclass
+class CaseStatus:
+    """One selected item of this session and its documented status (`CASE_STATUSES`), with why
+    when it is not `passed` (the failure's first line, the unscored judgment's or error's reason)."""
+
+    nodeid: str
+    status: str
+    reason: str = ""
 
 
 @dataclass
@@ -62,12 +78,40 @@ class RateRow:
     """The numbers the gate used, where they differ from the observed k/n (e.g. an unreliable judge's rows left out)."""
     gate_note: str | None = None
     """Why the gate's numbers differ from the observed ones, e.g. `m02's judge is unreliable`."""
+    unscored: int = 0
+    """Rows of this target x metric that are unscored (never in k/n): `unscored (n)` when all are."""
 
     def provenance_label(self) -> str:
         """'' for a rate measured in this session; otherwise a label every surface shows beside it."""
         if self.measured:
             return ""
         return "carried over" + (f" from {self.carried_from}" if self.carried_from else "")
+
+    @property
+    def gate_differs(self) -> bool:
+        return self.gate_n is not None and (self.gate_k, self.gate_n) != (self.k, self.n)
+
+    def observed_text(self) -> str:
+        """`1/2 (0.50)`, `1/2 (0.50), 1 unscored` or `unscored (3)` (every row unscored)."""
+        if not self.n:
+            return f"unscored ({self.unscored})" if self.unscored else "0/0 (–)"
+        text = f"{self.k}/{self.n} ({self.rate:.2f})" if self.rate is not None else f"{self.k}/{self.n}"
+        return text + (f", {self.unscored} unscored" if self.unscored else "")
+
+    def rate_text(self) -> str:
+        """The rate as every surface shows it: observed k/n and rate; where the gate used other
+        numbers, both, labelled (`observed 1/2 (0.50); gate 1/1 (1.00): m02's judge is unreliable`);
+        and the provenance label of a carried-over rate."""
+        text = self.observed_text()
+        if self.gate_differs:
+            gate = "–" if self.gate_rate is None else f"{self.gate_rate:.2f}"
+            text = f"observed {text}; gate {self.gate_k}/{self.gate_n} ({gate})" + (
+                f": {self.gate_note}" if self.gate_note else "")
+        label = self.provenance_label()
+        return f"{text} [{label}]" if label else text
+
+    def interval_text(self) -> str:
+        return f"[{self.low:.2f}, {self.high:.2f}]" if self.n else "–"
 
 
 @dataclass
@@ -129,6 +173,11 @@ class TranscriptView:
     conversation: ConversationRow
     status: str
     judgments: list[ScoreRow]
+    unreliable: dict[str, str] = field(default_factory=dict)
+
+    def judgment_statuses(self) -> list[str]:
+        """Each judgment's documented status, in order."""
+        return [row_status(j, self.unreliable) for j in self.judgments]
 
 
 @dataclass
@@ -158,12 +207,18 @@ class DatasetView:
     agents: list[AgentSummary]
     evals: list[dict[str, Any]]
     cases: list[CaseResult]
-    comparisons: list[AgentComparison]
+    comparisons: list[tuple[str, AgentComparison]]
+    """(agent, its comparison with `other`): the agent's scores minus the other's, paired by scenario."""
+    unreliable: dict[str, str] = field(default_factory=dict)
+
+    def status(self, case: CaseResult) -> str:
+        """The case's documented status (`CASE_STATUSES`)."""
+        return dataset_case_status(case, self.unreliable)
 
     def to_json(self) -> dict[str, Any]:
         return {"agents": [a.to_json() for a in self.agents], "evals": self.evals,
-                "cases": [c.to_json() for c in self.cases],
-                "comparisons": [c.model_dump(mode="json") for c in self.comparisons]}
+                "cases": [{**c.to_json(), "status": self.status(c)} for c in self.cases],
+                "comparisons": [{"agent": agent, **c.model_dump(mode="json")} for agent, c in self.comparisons]}
 
 
 @dataclass
@@ -192,6 +247,23 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
     """Lines about completeness, dropped rows and the judge's reliability, shown as they are."""
     history: list[dict[str, Any]] = field(default_factory=list)
+    cases: list[CaseStatus] = field(default_factory=list)
+    """This session's selected items with their documented statuses, in node-id order."""
+    kind_table: list[str] = field(default_factory=list)
+    """A kind without rates or cases to show (calibration): its own table, shown as it is."""
+
+    def status_counts(self) -> dict[str, int]:
+        """Items of this session per documented status (only statuses that occur, in `CASE_STATUSES` order)."""
+        counts = Counter(c.status for c in self.cases)
+        return {s: counts[s] for s in CASE_STATUSES if counts[s]}
+
+    def status_line(self) -> str:
+        """`cases: 1 passed, 2 failed, 1 judge unreliable` (this session's items)."""
+        return "cases: " + (", ".join(f"{n} {s}" for s, n in self.status_counts().items()) or "none")
+
+    def problem_cases(self) -> list[CaseStatus]:
+        """This session's items that did not pass, with their statuses and reasons."""
+        return [c for c in self.cases if c.status != PASSED]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -203,10 +275,22 @@ class RunSummary:
         return data
 
     def rate_table(self) -> dict[str, dict[str, float | None]]:
-        """{target: {metric: rate}}: the shape history lines and trend charts use."""
+        """{target: {metric: rate}}: the shape history lines and trend charts use (observed rates)."""
         table: dict[str, dict[str, float | None]] = defaultdict(dict)
         for row in self.rates:
             table[row.target][row.metric] = None if row.rate is None else round(row.rate, 4)
+        return dict(table)
+
+    def count_table(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """{target: {metric: {k, n, unscored[, gate_k, gate_n, gate_note][, carried_from]}}} for history lines."""
+        table: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for row in self.rates:
+            entry: dict[str, Any] = {"k": row.k, "n": row.n, "unscored": row.unscored}
+            if row.gate_differs:
+                entry.update(gate_k=row.gate_k, gate_n=row.gate_n, gate_note=row.gate_note)
+            if not row.measured:
+                entry["carried_from"] = row.carried_from
+            table[row.target][row.metric] = entry
         return dict(table)
 
 
@@ -226,8 +310,9 @@ def git_commit(root: Path) -> str | None:
 
 
 def collapse_errors(messages: dict[str, str]) -> list[str]:
-    """Identical error messages across items become one line: `"500 items: <message>"`."""
-    counts = Counter(messages.values())
+    """Error messages across items that differ only in variable parts (`error_group`) become one
+    line: `"500 items: <message>"`."""
+    counts = Counter(error_group(m) for m in messages.values())
     return [f"{n} item{'s' if n != 1 else ''}: {msg}" for msg, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
@@ -252,16 +337,54 @@ def cost_view(stats: EngineStats) -> CostView:
                     phases={k: v.to_json() for k, v in sorted(stats.usage.items())})
 
 
+def _note(metrics: Iterable[str], unreliable: dict[str, str]) -> str | None:
+    """Why the gate's numbers leave rows out: `m02's judge is unreliable`."""
+    names = sorted(m for m in set(metrics) if m in unreliable)
+    if not names:
+        return None
+    if len(names) == 1:
+        return f"{names[0]}'s judge is unreliable"
+    return f"the judges of {', '.join(names[:-1])} and {names[-1]} are unreliable"
+
+
+def _counts() -> defaultdict[tuple[str, str], list[int]]:
+    return defaultdict(lambda: [0, 0, 0])
+
+
 def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
-    counts = metric_counts([], [row.outcome_row() for row in written.scores])
+    """Per target: the pass rate over its positive and over its negative metrics' rows, then one
+    row per metric: observed k/n over every row of the result files (as results.json), the gate's
+    k/n where it leaves rows out (an unreliable judge's), unscored rows counted apart; a metric
+    whose rows are all unscored stays as `unscored (n)`."""
+    observed, gated = _counts(), _counts()
+    labels: dict[str, tuple[str | None, str | None]] = {}
+    for score in written.scores:
+        labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
+        for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
+            entry = observed[key]
+            entry[2 if score.passed is None else 1] += 1
+            entry[0] += bool(score.passed)
+    for out in written.outcomes:
+        for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
+            entry = gated[key]
+            entry[2 if out.passed is None else 1] += 1
+            entry[0] += bool(out.passed)
     changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
+    metrics_of: dict[str, set[str]] = defaultdict(set)
+    for target, mid in observed:
+        if mid in labels:
+            metrics_of[target].add(mid)
     rows = []
-    for target in sorted(counts):
-        for mid in sorted(counts[target]):
-            entry = counts[target][mid]
-            est = RateEstimate.of(entry.n_passed, entry.n_total)
-            row = RateRow(target, mid, entry.metric_name, entry.metric_type, est.k, est.n, est.rate,
-                          est.low, est.high)
+    for target in sorted(metrics_of):
+        for polarity, name in (("positive", POSITIVE), ("negative", NEGATIVE)):
+            members = [m for m in metrics_of[target] if labels[m][1] == polarity]
+            if members:
+                rows.append(_rate_row(target, name, f"all {polarity} metrics", polarity,
+                                      observed[(target, polarity)], gated.get((target, polarity)),
+                                      _note(members, written.unreliable)))
+        for mid in sorted(metrics_of[target]):
+            row = _rate_row(target, mid, labels[mid][0], labels[mid][1], observed[(target, mid)],
+                            gated.get((target, mid)), _note([mid], written.unreliable))
             change = changes.get((target, mid))
             if change is not None:
                 paired = change.get("paired") or {}
@@ -273,6 +396,19 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
                 row.flips_down, row.flips_up = paired.get("b"), paired.get("c")
             rows.append(row)
     return rows
+
+
+def _rate_row(target: str, metric: str, name: str | None, mtype: str | None, seen: list[int],
+              gate: list[int] | None, note: str | None) -> RateRow:
+    """A rate row from observed [passed, scored, unscored] counts and the gate's (None: no gated row)."""
+    est = RateEstimate.of(seen[0], seen[1])
+    row = RateRow(target, metric, name, mtype, est.k, est.n, est.rate, est.low, est.high, unscored=seen[2])
+    gate_k, gate_n = (gate[0], gate[1]) if gate is not None else (0, 0)
+    if (gate_k, gate_n) != (row.k, row.n):
+        row.gate_k, row.gate_n = gate_k, gate_n
+        row.gate_rate = gate_k / gate_n if gate_n else None
+        row.gate_note = note or "rows outside the gate"
+    return row
 
 
 def demographic_groups(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
@@ -317,8 +453,21 @@ MAX_TRANSCRIPTS = 2000
 then passed ones; a run of 100,000 items would otherwise be a report nobody can open."""
 
 
+def row_status(row: ScoreRow, unreliable: dict[str, str]) -> str:
+    """A score row's documented status (`CASE_STATUSES`)."""
+    if row.passed is None:
+        return UNSCORED
+    if row.passed:
+        return PASSED
+    return JUDGE_UNRELIABLE if judged_unreliably(unreliable, row.metric_id, row.decided_by) else FAILED
+
+
+_WORST_FIRST = (UNSCORED, FAILED, JUDGE_UNRELIABLE, PASSED)
+
+
 def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow],
-                limit: int = MAX_TRANSCRIPTS) -> tuple[list[TranscriptView], int]:
+                limit: int = MAX_TRANSCRIPTS, unreliable: dict[str, str] | None = None
+                ) -> tuple[list[TranscriptView], int]:
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
     most `limit`, failed and unscored first; and how many conversations there are in all. (A
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
@@ -326,10 +475,9 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:
         key = (row.conv_id, row.sample)
-        status = "unscored" if row.passed is None else "passed" if row.passed else "failed"
+        status = row_status(row, unreliable or {})
         before = statuses.get(key)
-        statuses[key] = status if before is None else ("unscored" if "unscored" in (before, status) else
-                                                       "failed" if "failed" in (before, status) else "passed")
+        statuses[key] = status if before is None else min(before, status, key=_WORST_FIRST.index)
     problems = sorted(k for k, v in statuses.items() if v != "passed")
     passed = sorted(k for k, v in statuses.items() if v == "passed")
     shown = set(problems[:limit]) | set(passed[:max(0, limit - len(problems))])
@@ -346,7 +494,7 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        out.append(TranscriptView(conv, statuses.get(key, "unscored"), judgments.get(key, [])))
+        out.append(TranscriptView(conv, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
     out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
     return out, total
 
@@ -364,41 +512,64 @@ def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0))
             "high": round(min(bounds[1], mean + half), 4), "n": n}
 
 
+def dataset_case_status(case: CaseResult, unreliable: dict[str, str]) -> str:
+    """A dataset case's documented status: a failure resting on an unreliable judge's eval is `judge unreliable`."""
+    if case.status == FAILED and any(m.score is not None and m.eval in unreliable for m in case.metrics):
+        return JUDGE_UNRELIABLE
+    return case.status
+
+
 def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
-    """Per-agent summary, per-agent per-eval means with intervals, the per-case rows and any
-    comparative pairs the kind computed (a `comparisons` list, shown as given)."""
+    """Per-agent summary, per-agent per-eval means with intervals (an eval without a score stays,
+    as `unscored (n)`), the per-case rows and any comparative pairs the kind computed; the rate
+    rows: each agent's case pass rate, observed and, where it leaves cases out, the gate's."""
     scores: dict[tuple[str, str], list[float]] = defaultdict(list)
+    unscored: Counter[tuple[str, str]] = Counter()
     for case in written.cases:
         for metric in case.metrics:
             if metric.score is not None:
                 scores[(case.agent_name, metric.eval)].append(float(metric.score))
-    evals = [{"agent": agent, "eval": name, **mean_interval(values)} for (agent, name), values in sorted(scores.items())]
-    rates = []
-    for agent in written.agents:
-        est = RateEstimate.of(agent.n_passed, agent.n_scored)
-        rates.append(RateRow(agent.agent_name, PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
-                             est.low, est.high))
-    comparisons = [c for agent in written.agents for c in agent.comparisons]
-    return DatasetView(written.agents, evals, written.cases, comparisons), rates
+            elif not metric.not_applicable:
+                unscored[(case.agent_name, metric.eval)] += 1
+    evals = [{"agent": agent, "eval": name, **mean_interval(scores.get((agent, name), [])),
+              "unscored": unscored[(agent, name)]} for agent, name in sorted(set(scores) | set(unscored))]
+    gated = _counts()
+    for out in written.outcomes:
+        entry = gated[(out.target, "")]
+        entry[2 if out.passed is None else 1] += 1
+        entry[0] += bool(out.passed)
+    left_out: dict[str, set[str]] = defaultdict(set)
+    for case in written.cases:
+        left_out[case.agent_name].update(m.eval for m in case.metrics if m.score is not None and m.eval in written.unreliable)
+    rates = [_rate_row(agent.agent_name, PASS_RATE, None, None,
+                       [agent.n_passed, agent.n_scored, agent.n_unscored], gated.get((agent.agent_name, "")),
+                       _note(left_out[agent.agent_name], written.unreliable))
+             for agent in written.agents]
+    comparisons = [(agent.agent_name, c) for agent in written.agents for c in agent.comparisons]
+    return DatasetView(written.agents, evals, written.cases, comparisons, dict(written.unreliable)), rates
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateView, meta: dict[str, Any],
                   stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path,
-                  files: list[tuple[str, str]], notes: list[str] | None = None) -> RunSummary:
-    """The summary of this session. `errors` maps node ids to their one-line error messages."""
+                  files: list[tuple[str, str]], notes: list[str] | None = None,
+                  cases: list[CaseStatus] | None = None) -> RunSummary:
+    """The summary of this session. `errors` maps node ids to their one-line error messages;
+    `cases` are this session's items with their documented statuses."""
     benchmark = str(meta.get("benchmark") or "")
     summary = RunSummary(benchmark=benchmark, kind=kind, title=f"evalbench: {benchmark}",
                          created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plugin_version=__version__,
                          commit=git_commit(root), models=models_of(meta), cost=cost_view(stats), gate=gate, rates=[],
                          recorded=recorded, errored=len(errors), failed=failed, errors=collapse_errors(errors),
-                         files=list(files), notes=list(notes or []))
+                         files=list(files), notes=list(notes or []), cases=list(cases or []))
     if written is None:
         return summary
+    if written.view == "none":
+        summary.kind_table = list(written.table or [])
     if written.view == "cases":
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
         summary.rates = scenario_rates(written, gate.comparison)
-        shown, total = transcripts(written.scores, written.conversations)
+        shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
                                         list((gate.comparison or {}).get("meta_warnings") or []), total)
     return summary

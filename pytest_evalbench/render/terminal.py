@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..llm.cache import atomic_write_text
 from ..redaction import redact
+from .status import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
-    from .summary import RunSummary
+    from .summary import CaseStatus, RunSummary
 
 LAST_RUN = "last_run.json"
 MAX_LISTED = 10
+MAX_CASES_LISTED = 50
+"""Cases that did not pass listed by name in the terminal (all of them are in report.html and the Markdown)."""
 
 
 def _where(files: list[tuple[str, str]], bench_dir: Path, base: Path) -> str:
@@ -30,6 +33,61 @@ def _where(files: list[tuple[str, str]], bench_dir: Path, base: Path) -> str:
     return "results: " + ", ".join(parts + outside)
 
 
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
+    return lines
+
+
+def rate_lines(summary: RunSummary) -> list[str]:
+    """The rates table: per target and metric the 95% interval and the rate as every surface
+    shows it (`RateRow.rate_text`); dataset runs add each agent's means and comparative pairs."""
+    lines: list[str] = list(summary.kind_table)
+    if summary.rates:
+        lines += _align([["target", "metric", "95% CI", "rate (k/n)"]]
+                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in summary.rates])
+    data = summary.dataset
+    if data is not None:
+        from ..dataset.summary import comparison_lines
+
+        for agent in data.agents:
+            means = [e for e in data.evals if e["agent"] == agent.agent_name]
+            shown = ", ".join(f"{e['eval'].removesuffix('Explain')} "
+                              + (f"{e['mean']:.2f}" if e["mean"] is not None else f"unscored ({e['unscored']})")
+                              for e in means)
+            comp = "-" if agent.composite_mean is None else f"{agent.composite_mean:.2f}"
+            lines.append(f"{agent.agent_name}: composite mean {comp}" + (f"; {shown}" if shown else ""))
+        for name, comparison in data.comparisons:
+            lines += comparison_lines(name, comparison)
+    return lines
+
+
+def case_lines(summary: RunSummary, limit: int = MAX_CASES_LISTED) -> list[str]:
+    """`cases: 1 passed, 2 failed, ...`; each failed, judge-unreliable or not-run case with why;
+    then each error group (`ERROR 6 items: <message>`, variable parts normalised) with its cases:
+    an error or unscored reason is printed once, not once per case."""
+    if not summary.cases and not summary.errors:
+        return []
+    problems = summary.problem_cases()
+    grouped = [c for c in problems if c.status in (ERROR, UNSCORED)]
+    listed = [c for c in problems if c.status not in (ERROR, UNSCORED)]
+    lines = [summary.status_line()] if summary.cases else []
+    lines += [f"  {c.status}: {c.nodeid}" + (f": {c.reason}" if c.reason else "") for c in listed[:limit]]
+    if len(listed) > limit:
+        lines.append(f"  and {len(listed) - limit} more (every case is listed in the report and the Markdown summary)")
+    by_group: dict[str, list[CaseStatus]] = {}
+    for case in grouped:
+        by_group.setdefault(error_group(case.reason), []).append(case)
+    for line in summary.errors:
+        lines.append(f"ERROR {line}")
+        members = by_group.pop(line.split(": ", 1)[-1], [])
+        lines += [f"  {c.status}: {c.nodeid}" for c in members[:limit]]
+        if len(members) > limit:
+            lines.append(f"  and {len(members) - limit} more")
+    return lines
+
+
 def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]:
     """The evalbench section of the terminal summary; its last line is the gate's verdict and why.
 
@@ -37,11 +95,13 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     gate = summary.gate
     lines = [f"benchmark {summary.benchmark}: {summary.recorded} item{'s' if summary.recorded != 1 else ''} "
              f"recorded, {summary.failed} failed, {summary.errored} errored"]
-    lines += [f"ERROR {e}" for e in summary.errors]
+    lines += case_lines(summary)
     lines += summary.notes
+    lines += rate_lines(summary)
     lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
     lines += [f"  per-case: {v}" for v in gate.verdicts]
+    lines += [f"  rule: {r.text()}" for r in gate.rules if r.status == "held"]  # the others follow, by kind
     lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
     lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]
     lines += [f"  REGRESSION vs baseline: {r}" for r in gate.regressions]

@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
-from ..reliability import judge_name, reliability_lines, unreliable_judges
+from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, iter_scenarios
@@ -49,7 +49,7 @@ class ScenarioKind:
 
     def judged_unreliably(self, score: ScoreRow) -> bool:
         """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
-        return score.metric_id in self.unreliable and score.decided_by != "check"
+        return judged_unreliably(self.unreliable, score.metric_id, score.decided_by)
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
@@ -138,7 +138,8 @@ class ScenarioKind:
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
-                           judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR])
+                           judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
+                           unreliable=dict(self.unreliable))
 
 
 class ResultsFile(Sequence[dict[str, Any]]):

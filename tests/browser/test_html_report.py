@@ -304,7 +304,7 @@ def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> Non
 
 
 def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
-    """Pairs computed by the dataset kind (an agent's `comparisons`) are rendered as given."""
+    """Pairs computed by the dataset kind (an agent's `comparisons`) are a side-by-side table, not JSON."""
     case = CaseResult.model_validate({
         "case_id": "c1", "agent_name": "a", "scenario_id": "S1", "threshold_profile": "p", "status": "passed",
         "passed": True, "composite": 4.0, "pass_mark": 3.5, "metrics": [], "tool_check": None, "reasons": [],
@@ -318,4 +318,6 @@ def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
     _, found = dump_dom(path.as_uri(), tmp_path)
-    assert "n_scenarios" in found.text["comparisons"] and '"mean_diff": 0.5' in found.text["comparisons"]
+    pair = found.text["pair-a-b-composite"]
+    assert pair.startswith("ab1composite+0.50") and "1/0/0" in pair
+    assert "n_scenarios" not in found.text["comparisons"] and "{" not in found.text["comparisons"]

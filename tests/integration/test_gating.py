@@ -42,7 +42,7 @@ def test_threshold_breach_fails_with_exit_6(pytester: pytest.Pytester, bench_env
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, failed=2)
     assert result.ret == EXIT_REGRESSION
-    result.stdout.fnmatch_lines(["*THRESHOLD BREACH: tgt: positive_pass_rate 0.50 < 0.80*"])
+    result.stdout.fnmatch_lines(["*THRESHOLD BREACH: min_positive_pass_rate 0.80 tgt: 0.50 breached*"])
 
 
 def test_threshold_met_with_failures_is_green_in_threshold_mode(pytester: pytest.Pytester,
@@ -80,7 +80,7 @@ def test_real_regression_fails_build(pytester: pytest.Pytester, bench_env: FakeL
                                  "of 10), exact McNemar p=0.0156, adjusted p=0.0156*",
                                  "*flipped pass->fail since the baseline (6); rerun them with:",
                                  "  pytest 'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
-                                 "gate: REGRESSION (exit 6): 1 regression vs baseline"])
+                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached"])
 
 
 def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -146,7 +146,7 @@ def test_junit_xml_carries_verdict_properties(pytester: pytest.Pytester, bench_e
     case = ET.parse(pytester.path / "out.xml").getroot().find(".//testcase")
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props == {"evalbench_present": "True", "evalbench_passed": "True", "evalbench_score": "1",
-                     "evalbench_justification": "because"}
+                     "evalbench_justification": "because", "evalbench_status": "passed"}
 
 
 # --------------------------------------------------------------------------- the table of issue 14
@@ -216,8 +216,8 @@ def test_issue_row_3_one_flip_of_three_is_not_a_max_drop(pytester: pytest.Pytest
     result = baseline_then(pytester, {"m01_s002_v01": False})
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
-                                 "1 case failed*"])
+    result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: max_drop 0.10 tgt m01: "
+                                 "-0.33, p_adj 0.5 held; 1 case failed*"])
 
 
 def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -169,8 +169,17 @@ def pytest_evalbench_make_target(config, target):
 
     bench_env.set_responder(by_model({"model-multi": lambda r: "MULTI plan {json}", JUDGE: judge}))
     result = pytester.runpytest("--benchmark=agentsleague", f"--evalbench-target={MULTI}=model-multi",
-                                f"--evalbench-target={SINGLE}=model-single")
+                                f"--evalbench-target={SINGLE}=model-single", "--evalbench-markdown=summary.md")
     result.assert_outcomes(passed=3, failed=3)
+    # comparative pairs side by side, never raw JSON: report and Markdown
+    page = (bench / "report.html").read_text()
+    assert "<th>agent</th><th>other</th><th>scenarios</th><th>score</th><th>mean difference</th>" in page
+    assert (f'data-testid="pair-{MULTI}-{SINGLE}-composite"><td rowspan="6">{MULTI}</td><td rowspan="6">{SINGLE}'
+            '</td><td rowspan="6">3</td><td>composite</td><td class="num up">+2.00</td><td>[+2.00, +2.00]</td>'
+            '<td>3/0/0</td><td>0.250</td>') in page
+    assert '"mean_diff"' not in page and "{" not in page.split('data-testid="comparisons"')[1].split("</table>")[0]
+    md = (pytester.path / "summary.md").read_text()
+    assert f"| {MULTI} | {SINGLE} | 3 | composite | +2.00 | [+2.00, +2.00] | 3/0/0 | 0.250 |" in md
     result.stdout.fnmatch_lines([
         f"paired {MULTI} - {SINGLE} over 3 shared scenarios (mean difference, 95% CI):",
         "  composite: +2.00 [+2.00, +2.00], 3/0/0 win/tie/loss, sign test p=0.250",

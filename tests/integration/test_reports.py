@@ -43,7 +43,7 @@ def test_summary_says_where_results_went_and_why_exit_0(pytester: pytest.Pyteste
     assert result.ret == 0
     result.stdout.fnmatch_lines([
         "results: benchmarks/demo/{results.json, runs/, last_run.json, report.html, history.jsonl}",
-        "gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
+        "gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held; "
         "2 cases failed, which is reported but does not fail the build"])
     for name in ("results.json", "last_run.json", "report.html", "history.jsonl"):
         assert (bench / name).is_file(), name
@@ -114,8 +114,9 @@ def test_markdown_summary_for_ci(pytester: pytest.Pytester, bench_env: FakeLLMSe
     text = (pytester.path / "summary.md").read_text()
     assert step.read_text() == "previous step\n" + text
     assert text.startswith("## ✅ evalbench `demo`: passed (exit 0)")
-    assert "| target | metric | rate | 95% CI | k/n | baseline | change | change 95% CI |" in text
-    assert "| tgt | m01 Asks clarifying questions | 0.75 | [0.30, 0.95] | 3/4 | 1.00 | -0.25 |" in text
+    assert "| target | metric | rate (k/n) | 95% CI | baseline | change | change 95% CI |" in text
+    assert "| tgt | m01 Asks clarifying questions | 3/4 (0.75) | [0.30, 0.95] | 1.00 | -0.25 |" in text
+    assert "- min_positive_pass_rate 0.10 tgt: 0.75 held" in text
     assert "pytest 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
     assert f"HTML report: `{pytester.path / 'benchmarks' / 'demo' / 'report.html'}`" in text
     assert "1 case failed, which is reported but does not fail the build" in text
@@ -132,9 +133,13 @@ def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: 
     assert [line["rates"]["tgt"]["m01"] for line in lines] == [1.0, 0.0]
     assert [line["rates"]["tgt"]["m02"] for line in lines] == [0.0, 1.0]
     assert lines[0]["models"] == {"target": ["tgt=sim-target"], "user": ["sim-user"], "judge": ["sim-judge"]}
-    assert lines[0]["gate"] == {"verdict": "passed", "exit_code": 0}
-    assert lines[1]["gate"] == {"verdict": "regression", "exit_code": 6}  # positive rate 0.0 < 0.1
-    assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "cost", "gate"}
+    assert lines[0]["gate"] == {"verdict": "passed", "exit_code": 0,
+                                "rules": ["min_positive_pass_rate 0.10 tgt: 1.00 held"]}
+    assert lines[1]["gate"] == {"verdict": "regression", "exit_code": 6,  # positive rate 0.0 < 0.1
+                                "rules": ["min_positive_pass_rate 0.10 tgt: 0.00 breached"]}
+    assert lines[1]["counts"]["tgt"]["m01"] == {"k": 0, "n": 2, "unscored": 0}
+    assert lines[1]["cases"] == {"passed": 2, "failed": 2}
+    assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "cost", "gate"}
     page = (bench / "report.html").read_text()
     assert 'data-testid="trend-tgt-m01"><svg class="spark"' in page  # two runs: a trend line is drawn
 

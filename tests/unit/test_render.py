@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pytest_evalbench.dataset.summary import AgentSummary
+from pytest_evalbench.gate.compare import RuleResult
 from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
@@ -22,6 +23,23 @@ def test_collapse_errors_counts_identical_messages() -> None:
     assert collapse_errors(errors) == ["500 items: evalbench no API key: set OPENAI_API_KEY", "1 item: other"]
 
 
+def test_error_groups_normalise_variable_parts() -> None:
+    """One cause is one group: elapsed times, ports, request ids and addresses do not split it."""
+    errors = {
+        "a": "evalbench timeout: no reply from 127.0.0.1:41523 after 30.2s (request id req_8f3Kd92LqA)",
+        "b": "evalbench timeout: no reply from 127.0.0.1:39001 after 29.9s (request id req_Zx81Pq0aMm)",
+        "c": "crashed: <App object at 0x7f3a9c2b1d60> raised at 12 ms",
+        "d": "crashed: <App object at 0x7f3a9c2b1e90> raised at 7 ms",
+        "e": "evalbench server error: HTTP 500 trace 3f9a2c7e-1b2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "f": "evalbench server error: HTTP 500 trace 0a1b2c3d-4e5f-4a5b-9c8d-7e6f5a4b3c2d",
+    }
+    assert collapse_errors(errors) == [
+        "2 items: crashed: <App object at 0x…> raised at <n>ms",
+        "2 items: evalbench server error: HTTP 500 trace <id>",
+        "2 items: evalbench timeout: no reply from 127.0.0.1:<port> after <n>s (request id req_<id>)"]
+    assert collapse_errors({"x": "HTTP 500", "y": "HTTP 502"}) == ["1 item: HTTP 500", "1 item: HTTP 502"]
+
+
 def test_progress_line_eta_and_end() -> None:
     line = progress_line(Counts(done=120, total=500, failed=3, in_flight=16, requests=260, cache_hits=4,
                                 tokens=1_234_567, cost=0.41), elapsed=60)
@@ -31,10 +49,19 @@ def test_progress_line_eta_and_end() -> None:
 
 
 def test_verdicts_say_why() -> None:
-    thresholds = gate_view(GateOutcome(mode="thresholds", held=2), 0, 3, {})
+    rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
+             RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
+    thresholds = gate_view(GateOutcome(mode="thresholds", held=2, rules=rules), 0, 3, {})
     assert (thresholds.verdict, thresholds.reason) == (
-        "passed", "gate: thresholds in benchmark.yaml: 2 threshold/baseline rules held; 3 cases failed, "
+        "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
+                  "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "
                   "which is reported but does not fail the build")
+    many = gate_view(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
+    assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
+    cases_mode = gate_view(GateOutcome(rules=rules[:1]), 0, 0, {})
+    assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
+    none = gate_view(GateOutcome(mode="thresholds"), 0, 0, {})
+    assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
     cases = gate_view(GateOutcome(), 1, 1, {})
     assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
     incomplete = gate_view(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})

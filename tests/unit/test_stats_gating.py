@@ -265,7 +265,8 @@ def test_three_of_three_flips_are_not_significant() -> None:
     code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
-    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 1 threshold/baseline rule held; "
+    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: compare significant t1 m01: "
+                         "-1.00, p_adj 0.125 held (largest drop of 1 paired test); "
                          "3 cases failed, which is reported but does not fail the build")
 
 
@@ -303,7 +304,8 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
                                    "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
-    assert lines[-1] == "gate: REGRESSION (exit 6): 1 regression vs baseline"
+    assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
+                         "breached")
     assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
@@ -348,7 +350,8 @@ def test_max_drop_per_metric_wins_over_the_target_limit() -> None:
     comparison = compare_with_baseline(base, now)
     rules = ThresholdRules(max_drop=0.1, per_metric={"m01": {"max_drop": 0.4}})  # type: ignore[dict-item]
     report = check_thresholds(results_of(now), rules, comparison)
-    assert [b.split(" drop")[0] for b in report.breaches] == [f"t1: {POOLED}", "t1: m02"]
+    assert [(r.target, r.metric) for r in report.rules if r.status == "breached"] == [("t1", POOLED), ("t1", "m02")]
+    assert report.breaches[1].startswith("max_drop 0.10 t1 m02: -0.40, p_adj ") and " breached (" in report.breaches[1]
     assert report.held == 1  # m01: drop 0.40 is not more than 0.40
 
 
@@ -359,13 +362,13 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
     report = check_thresholds(results_of(now), rules, None)
     assert report.held == 0 and report.breaches == []
     assert report.unevaluated == [
-        "ghost: per_target rules not evaluated (no results for this target)",
-        "t1: negative_pass_rate min 0.50 not evaluated (no scored rows)",
-        "t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)"]
+        "per_target ghost: not evaluated (no results for this target)",
+        "min_negative_pass_rate 0.50 t1: not evaluated (no scored rows)",
+        "max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
-    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: 0 threshold/baseline "
-                                       "rules held, 3 not evaluated")
-    assert "  NOT EVALUATED: t1: max_drop not evaluated (no baseline comparison; use --evalbench-compare)" in lines
+    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: "
+                                       + "; ".join(report.unevaluated))
+    assert "  NOT EVALUATED: max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)" in lines
 
 
 def test_no_shared_cases_means_not_compared() -> None:
@@ -374,7 +377,7 @@ def test_no_shared_cases_means_not_compared() -> None:
     comparison = compare_with_baseline(base, renamed)
     assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
     code, lines = gate(renamed, base, **SIGNIFICANT)
-    assert code == 0 and "NOT EVALUATED: compare rule not evaluated (no paired comparisons with the baseline)" in \
+    assert code == 0 and "NOT EVALUATED: compare significant: not evaluated (no paired comparisons with the baseline)" in \
         "\n".join(lines)
 
 
@@ -402,7 +405,7 @@ def test_dataset_scores_are_compared_by_wilcoxon_with_a_bootstrap_interval() -> 
     report = check_thresholds([ModelResult(target_model="agent", positive_pass_rate=None, negative_pass_rate=None,
                                            n_positive=0, n_negative=0, n_total=0, by_metric={}, by_scenario={})],
                               rules, comparison)
-    assert len(report.breaches) == 1 and report.breaches[0].startswith("agent: RelevanceExplain drop 0.33 > max_drop")
+    assert len(report.breaches) == 1 and report.breaches[0].startswith("max_drop 0.20 agent RelevanceExplain: -0.33, ")
 
 
 # --------------------------------------------------------------------------- baseline files
@@ -467,7 +470,8 @@ def test_min_rules_breach_and_hold() -> None:
     rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.5, "min_negative_pass_rate": 0.6,
                                            "per_metric": {"m01": {"min_pass_rate": 0.75}}})
     report = check_thresholds(results, rules)
-    assert report.breaches == ["t1: negative_pass_rate 0.25 < 0.60", "t1: m01 pass_rate 0.50 < 0.75"]
+    assert report.breaches == ["min_negative_pass_rate 0.60 t1: 0.25 breached", "min_pass_rate 0.75 t1 m01: 0.50 breached"]
+    assert report.rules[0].text() == "min_positive_pass_rate 0.50 t1: 0.50 held"
     assert report.held == 1  # positive 0.50 >= 0.50
 
 
