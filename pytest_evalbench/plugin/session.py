@@ -431,6 +431,14 @@ class EvalbenchSession:
             return default
         return None if value.lower() == "none" else Path(value).resolve()
 
+    def _scope(self) -> str:
+        """`full` when every case of the configured benchmark was selected, else `selection`
+        (a node id, -k, -m, --lf, a shard, or --evalbench-target naming fewer targets than benchmark.yaml)."""
+        run = self._run
+        narrowed = run is not None and bool({t.id for t in run.spec.targets} - {t.id for t in run.target_configs})
+        total = sum(len(cases) for cases in (self._cases or {}).values())
+        return "selection" if narrowed or len(self.tally.selected) < total else "full"
+
     def _notes(self) -> list[str]:
         """Completeness, dropped rows and judge reliability, for every report."""
         missing = self.tally.missing()
@@ -470,6 +478,9 @@ class EvalbenchSession:
                                 gate=gate, meta=meta, stats=self.stats, errors=self.messages,
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files, notes=self._notes())
+        summary.scope = self._scope()
+        if self.written is not None:  # the session its rows record (`.sessions.json`), so labels match
+            summary.created, summary.commit = self.run.stamp.time, self.run.stamp.commit
         self.summary = summary
         try:
             if self.written is not None:

@@ -128,7 +128,9 @@ def _rates(s: RunSummary) -> str:
         label = E(r.metric) + (f'<div class="muted">{E(r.name)}{" (" + E(r.type) + ")" if r.type else ""}</div>'
                                if r.name else "")
         cells = [E(r.target), label,
-                 f'<span class="num" data-testid="rate-{_tid(r.target, r.metric)}">{_num(r.rate)}</span>',
+                 f'<span class="num" data-testid="rate-{_tid(r.target, r.metric)}">{_num(r.rate)}</span>'
+                 + (f'<div class="muted" data-testid="provenance-{_tid(r.target, r.metric)}">'
+                    f'{E(r.provenance_label())}</div>' if not r.measured else ""),
                  bar_svg(r.rate, r.low, r.high, negative=r.type == "negative"),
                  f'<span data-testid="ci-{_tid(r.target, r.metric)}">{r.k}/{r.n}, [{r.low:.2f}, {r.high:.2f}]</span>']
         if has_base:

@@ -33,7 +33,9 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         head += ["baseline", "change", "change 95% CI"] if has_baseline else []
         out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in summary.rates:
-            cells = [r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""), _rate(r.rate),
+            label = r.provenance_label()
+            cells = [r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""),
+                     _rate(r.rate) + (f" ({label})" if label else ""),
                      f"[{r.low:.2f}, {r.high:.2f}]", f"{r.k}/{r.n}"]
             if has_baseline:
                 ci = ("–" if r.change_low is None or r.change_high is None

@@ -8,7 +8,6 @@ read this object only; none of them recomputes a number, so the three outputs al
 from __future__ import annotations
 
 import math
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -21,6 +20,7 @@ from ..gate.compare import metric_counts
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
+from ..provenance import carried_label, git_commit, unit_key
 from .gate_view import GateView
 
 if TYPE_CHECKING:
@@ -191,6 +191,9 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
     """Lines about completeness, dropped rows and the judge's reliability, shown as they are."""
     history: list[dict[str, Any]] = field(default_factory=list)
+    scope: str = "full"
+    """`full`: every case of the configured benchmark was selected; `selection`: a node id, -k, -m,
+    --lf, a shard or --evalbench-target chose fewer (the gate reads the rows the session measured)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -210,18 +213,6 @@ class RunSummary:
 
 
 # --------------------------------------------------------------------------- building
-
-
-def git_commit(root: Path) -> str | None:
-    """The checked-out commit (short), with `+dirty` when the work tree has changes; None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, check=False,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head + ("+dirty" if dirty else "") if head else None
 
 
 def collapse_errors(messages: dict[str, str]) -> list[str]:
@@ -252,7 +243,14 @@ def cost_view(stats: EngineStats) -> CostView:
 
 
 def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
-    counts = metric_counts([], [row.outcome_row() for row in written.scores])
+    """Per target × metric: the rate of the rows this session measured or, where it measured none,
+    the rate carried over from earlier sessions (`measured` False, naming the session)."""
+    current, carried = [], []
+    for score in written.scores:
+        unit = score.outcome_row()
+        measured = written.measured is None or unit_key(unit.target, unit.id, unit.sample) in written.measured
+        (current if measured else carried).append(unit)
+    counts = metric_counts([], current)
     changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
     rows = []
     for target in sorted(counts):
@@ -271,7 +269,15 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
                 row.significant_drop = bool(change.get("significant_drop"))
                 row.flips_down, row.flips_up = paired.get("b"), paired.get("c")
             rows.append(row)
-    return rows
+    old = metric_counts([], carried)
+    for target in sorted(old):
+        for mid in sorted(set(old[target]) - set(counts.get(target, {}))):
+            entry = old[target][mid]
+            est = RateEstimate.of(entry.n_passed, entry.n_total)
+            keys = [unit_key(u.target, u.id, u.sample) for u in carried if u.target == target and u.metric_id == mid]
+            rows.append(RateRow(target, mid, entry.metric_name, entry.metric_type, est.k, est.n, est.rate, est.low,
+                                est.high, measured=False, carried_from=carried_label(keys, written.sessions)))
+    return sorted(rows, key=lambda r: (r.target, r.metric))
 
 
 def demographic_groups(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
@@ -373,10 +379,15 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
                 scores[(case.agent_name, metric.eval)].append(float(metric.score))
     evals = [{"agent": agent, "eval": name, **mean_interval(values)} for (agent, name), values in sorted(scores.items())]
     rates = []
-    for agent in written.agents:
-        est = RateEstimate.of(agent.n_passed, agent.n_scored)
+    for agent in written.agents:  # the cases this session measured, else the agent's carried-over rate
+        keys = {unit_key(c.agent_name, c.case_id): c for c in written.cases if c.agent_name == agent.agent_name}
+        ran = [c for key, c in keys.items() if written.measured is None or key in written.measured]
+        scored = [c for c in ran if c.status != "unscored"]
+        est = (RateEstimate.of(sum(1 for c in scored if c.passed), len(scored)) if ran
+               else RateEstimate.of(agent.n_passed, agent.n_scored))
         rates.append(RateRow(agent.agent_name, PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
-                             est.low, est.high))
+                             est.low, est.high, measured=bool(ran),
+                             carried_from=None if ran else carried_label(keys, written.sessions)))
     comparisons = [c for agent in written.agents for c in agent.comparisons]
     return DatasetView(written.agents, evals, written.cases, comparisons), rates
 

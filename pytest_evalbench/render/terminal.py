@@ -39,6 +39,11 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += [f"ERROR {e}" for e in summary.errors]
     lines += summary.notes
     lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    carried = [r for r in summary.rates if not r.measured]
+    if carried:  # shown for what they are: the gate read none of them
+        lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
+        lines += [f"  {r.target} {r.metric}: {'-' if r.rate is None else f'{r.rate:.3f}'} {r.k}/{r.n}, "
+                  f"{r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
     lines += [f"  per-case: {v}" for v in gate.verdicts]
     lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
