@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..gate.compare import metric_counts
+from ..gate.rows import OutcomeRow
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
@@ -245,7 +246,8 @@ def cost_view(stats: EngineStats) -> CostView:
 def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
     """Per target × metric: the rate of the rows this session measured or, where it measured none,
     the rate carried over from earlier sessions (`measured` False, naming the session)."""
-    current, carried = [], []
+    current: list[OutcomeRow] = []
+    carried: list[OutcomeRow] = []
     for score in written.scores:
         unit = score.outcome_row()
         measured = written.measured is None or unit_key(unit.target, unit.id, unit.sample) in written.measured
