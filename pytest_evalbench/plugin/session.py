@@ -139,6 +139,17 @@ class EvalbenchSession:
         self._load_warnings = []
         return self._cases.get(path, [])
 
+    def case_node_ids(self) -> list[str]:
+        """The node id of every case of the benchmark, selected or not (CI shards are dealt from them)."""
+        out = []
+        for path in self.kind.data_files():
+            try:
+                prefix = path.relative_to(self.config.rootpath).as_posix()
+            except ValueError:
+                continue
+            out += [f"{prefix}::{case.name}" for case in self.cases_for(path)]
+        return out
+
     def header(self) -> str:
         s = self.settings
         return (f"evalbench: benchmark={s.benchmark} cache={s.cache_mode} concurrency={s.engine.concurrency}"
@@ -454,6 +465,7 @@ class EvalbenchSession:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
+        from ..commands import session_commands
         from ..render.gate_view import gate_view, node_ids_of
         from ..render.history import HISTORY, append_history, read_history
         from ..render.html import render_html
@@ -479,6 +491,9 @@ class EvalbenchSession:
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files, notes=self._notes())
         summary.scope = self._scope()
+        summary.commands = session_commands(self.settings, flips=[f for f in gate.flips if "::" in f],
+                                            failed=bool(self.failed or self.errors), errors=self.errors.values(),
+                                            root=self.config.rootpath, cwd=self.config.invocation_params.dir)
         if self.written is not None:  # the session its rows record (`.sessions.json`), so labels match
             summary.created, summary.commit = self.run.stamp.time, self.run.stamp.commit
         self.summary = summary

@@ -49,7 +49,11 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += [f"- {_cell(p)}" for p in problems] + [""]
     if gate.flips:
         out += [f"**Flipped pass → fail since the baseline** ({len(gate.flips)}): rerun with",
-                "", "```", "pytest " + " ".join(f"'{f}'" for f in gate.flips), "```", ""]
+                "", "```", summary.commands.get("flipped", ""), "```", ""]
+    for key, what in (("failed", "Rerun the failed and errored cases with"),
+                      ("record", "Record the missing or corrupt cache entries with")):
+        if key in summary.commands:
+            out += [f"{what}:", "", "```", summary.commands[key], "```", ""]
     out.append(f"Cost: {_cell(summary.cost.note)}")
     if html_path:
         out += ["", f"HTML report: `{html_path}`"]

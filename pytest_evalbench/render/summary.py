@@ -192,6 +192,8 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
     """Lines about completeness, dropped rows and the judge's reliability, shown as they are."""
     history: list[dict[str, Any]] = field(default_factory=list)
+    commands: dict[str, str] = field(default_factory=dict)
+    """Pasteable commands (`commands.session_commands`): `flipped`, `failed`, `record`."""
     scope: str = "full"
     """`full`: every case of the configured benchmark was selected; `selection`: a node id, -k, -m,
     --lf, a shard or --evalbench-target chose fewer (the gate reads the rows the session measured)."""

@@ -52,7 +52,11 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += [f"  INCOMPLETE: {i}" for i in gate.incomplete]
     if gate.flips:
         lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
-        lines.append("  pytest " + " ".join(f"'{f}'" for f in gate.flips))
+        lines.append("  " + summary.commands.get("flipped", ""))
+    for key, what in (("failed", "rerun the failed and errored cases with:"),
+                      ("record", "record the missing or corrupt cache entries with:")):
+        if key in summary.commands:
+            lines += [what, "  " + summary.commands[key]]
     cost = summary.cost
     lines.append(f"llm: {cost.requests} requests, {cost.cache_hits} cache hits, {cost.retries} retries; {cost.note}")
     for key, usage in cost.phases.items():
