@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from helpers import dead_base_url, read_json, scenario, script, write_benchmark
-from test_dataset import example_case, scores, write_dataset
+from test_dataset import scores, write_dataset
 
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, EXIT_REGRESSION
 from pytest_evalbench.testing import FakeLLMServer
@@ -141,6 +141,7 @@ def test_dataset_node_id_of_a_passing_case_is_gated_on_that_case(pytester: pytes
 def test_one_of_two_targets_is_gated_on_that_target_only(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                          xdist: list[str]) -> None:
     from helpers import JUDGE, TARGET, USER
+
     from pytest_evalbench.testing import by_model
 
     bench = write_benchmark(pytester.path, scenarios=ROWS, spec=THRESHOLDS,
