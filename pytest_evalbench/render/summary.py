@@ -385,13 +385,14 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
     rates = []
     for agent in written.agents:  # the cases this session measured, else the agent's carried-over rate
         keys = {unit_key(c.agent_name, c.case_id): c for c in written.cases if c.agent_name == agent.agent_name}
-        ran = [c for key, c in keys.items() if written.measured is None or key in written.measured]
+        ran = [c for key, c in keys.items() if written.measured is not None and key in written.measured]
         scored = [c for c in ran if c.status != "unscored"]
+        measured = written.measured is None or bool(ran)
         est = (RateEstimate.of(sum(1 for c in scored if c.passed), len(scored)) if ran
                else RateEstimate.of(agent.n_passed, agent.n_scored))
         rates.append(RateRow(agent.agent_name, PASS_RATE, "cases passed", None, est.k, est.n, est.rate,
-                             est.low, est.high, measured=bool(ran),
-                             carried_from=None if ran else carried_label(keys, written.sessions)))
+                             est.low, est.high, measured=measured,
+                             carried_from=None if measured else carried_label(keys, written.sessions)))
     comparisons = [c for agent in written.agents for c in agent.comparisons]
     return DatasetView(written.agents, evals, written.cases, comparisons), rates
 
