@@ -60,8 +60,10 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
     results_before = (bench / "results.json").read_bytes()
 
     monkeypatch.setenv("OPENAI_BASE_URL", dead_base_url())
-    down = run(pytester, "demo", *xdist)
+    down = run(pytester, "demo", *xdist, "--evalbench-markdown=summary.md")
     assert down.ret == EXIT_INCOMPLETE
+    markdown = (pytester.path / "summary.md").read_text()
+    assert "| 0.50 (carried over from 20" in markdown and "threshold breach" not in markdown
     section = gate_section(down)
     assert "THRESHOLD BREACH" not in section and "0.500" not in section.split("not measured in this session")[0]
     down.stdout.fnmatch_lines(["*not measured in this session (1 rate, not gated):",
