@@ -274,13 +274,15 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
                 row.flips_down, row.flips_up = paired.get("b"), paired.get("c")
             rows.append(row)
     old = metric_counts([], carried)
+    keys: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for unit in carried:
+        keys[(unit.target, unit.metric_id)].append(unit_key(unit.target, unit.id, unit.sample))
     for target in sorted(old):
         for mid in sorted(set(old[target]) - set(counts.get(target, {}))):
             entry = old[target][mid]
             est = RateEstimate.of(entry.n_passed, entry.n_total)
-            keys = [unit_key(u.target, u.id, u.sample) for u in carried if u.target == target and u.metric_id == mid]
             rows.append(RateRow(target, mid, entry.metric_name, entry.metric_type, est.k, est.n, est.rate, est.low,
-                                est.high, measured=False, carried_from=carried_label(keys, written.sessions)))
+                                est.high, measured=False, carried_from=carried_label(keys[(target, mid)], written.sessions)))
     return sorted(rows, key=lambda r: (r.target, r.metric))
 
 
@@ -383,8 +385,11 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
                 scores[(case.agent_name, metric.eval)].append(float(metric.score))
     evals = [{"agent": agent, "eval": name, **mean_interval(values)} for (agent, name), values in sorted(scores.items())]
     rates = []
+    by_agent: dict[str, dict[str, CaseResult]] = defaultdict(dict)
+    for case in written.cases:
+        by_agent[case.agent_name][unit_key(case.agent_name, case.case_id)] = case
     for agent in written.agents:  # the cases this session measured, else the agent's carried-over rate
-        keys = {unit_key(c.agent_name, c.case_id): c for c in written.cases if c.agent_name == agent.agent_name}
+        keys = by_agent[agent.agent_name]
         ran = [c for key, c in keys.items() if written.measured is not None and key in written.measured]
         scored = [c for c in ran if c.status != "unscored"]
         measured = written.measured is None or bool(ran)
