@@ -97,6 +97,8 @@ def test_dataset_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as_
     first_line, last = history(bench)
     assert first_line["complete"] is True and first_line["rates"]
     assert last["complete"] is False and last["rates"] == {}
+    report = (bench / "report.html").read_text()
+    assert report.count("carried over from 20") == 2 and 'data-testid="agents-provenance"' in report
 
 
 # --------------------------------------------------------------------------- (b) one node id
