@@ -442,7 +442,7 @@ class EvalbenchSession:
             return default
         return None if value.lower() == "none" else Path(value).resolve()
 
-    def _scope(self) -> str:
+    def scope(self) -> str:
         """`full` when every case of the configured benchmark was selected, else `selection`
         (a node id, -k, -m, --lf, a shard, or --evalbench-target naming fewer targets than benchmark.yaml)."""
         run = self._run
@@ -490,7 +490,7 @@ class EvalbenchSession:
                                 gate=gate, meta=meta, stats=self.stats, errors=self.messages,
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files, notes=self._notes())
-        summary.scope = self._scope()
+        summary.scope = self.scope()
         summary.commands = session_commands(self.settings, flips=[f for f in gate.flips if "::" in f],
                                             failed=bool(self.failed or self.errors), errors=self.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)

@@ -101,6 +101,7 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "scored": len([nodeid for nodeid in tally.selected if nodeid not in not_scored]),
         "not_scored": not_scored,
         "rows_recorded": len(session.records),
+        "scope": session.scope() if hasattr(session, "scope") else None,
         "dropped": list(session.dropped),
         "threshold_breaches": outcome.breaches if outcome is not None else [],
         "regressions": outcome.regressions if outcome is not None else [],
