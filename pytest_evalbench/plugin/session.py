@@ -208,7 +208,11 @@ class EvalbenchSession:
 
     def _hint(self, missing: Path) -> str:
         if missing.name == "scenarios.json":
-            return f"; generate it with `evalbench gen-scenarios {self.settings.benchmark}`"
+            import shlex
+
+            root = self.config.rootpath
+            where = [] if root == self.config.invocation_params.dir else ["--root", str(root)]
+            return f"; generate it with `{shlex.join(['evalbench', 'gen-scenarios', self.settings.benchmark, *where])}`"
         return ""
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:

@@ -180,3 +180,20 @@ def test_benchmark_hint_runs_as_printed(pytester: pytest.Pytester, bench_env: Fa
     hint = re.search(r"its cases run only with `(.+?)`", result.stdout.str()).group(1)
     rerun = shell(hint, pytester.path)
     assert rerun.returncode == 0 and "1 passed" in rerun.stdout, rerun.stdout + rerun.stderr
+
+
+def test_generate_scenarios_hint_runs_as_printed_from_another_directory(pytester: pytest.Pytester,
+                                                                       bench_env: FakeLLMServer) -> None:
+    from test_authoring import TWO_METRICS, generator, write_spec
+
+    bench = write_spec(pytester.path, metrics=TWO_METRICS)
+    bench_env.set_responder(generator)
+    sub = pytester.path / "benchmarks"
+    result = subprocess.run([sys.executable, "-m", "pytest", f"--rootdir={pytester.path}", "--benchmark=demo",
+                             *QUIET], check=False, cwd=sub, capture_output=True, text=True, timeout=240)
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout + result.stderr
+    hint = re.search(r"generate it with `(.+?)`", result.stdout).group(1)
+    assert f"--root {pytester.path}" in hint
+    done = shell(hint, sub)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(json.loads((bench / "scenarios.json").read_text())) == 4
