@@ -166,3 +166,8 @@ def test_one_of_two_targets_is_gated_on_that_target_only(pytester: pytest.Pytest
     assert (bench / "runs" / "bad" / "scores.json").is_file()  # the other target's rows stay on disk
     last = history(bench)[-1]
     assert last["scope"] == "selection" and last["rates"] == {"good": {"m01": 1.0}}
+    # result files written before the session ledger existed: their rows come from "an earlier session"
+    (bench / ".sessions.json").unlink()
+    again = run(pytester, "demo", *xdist, "--evalbench-target=good")
+    assert again.ret == 0
+    again.stdout.fnmatch_lines(["  bad m01: 0.000 0/4, carried over from an earlier session"])
