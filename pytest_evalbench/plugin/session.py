@@ -142,12 +142,15 @@ class EvalbenchSession:
     def case_node_ids(self) -> list[str]:
         """The node id of every case of the benchmark, selected or not (CI shards are dealt from them)."""
         out = []
-        for path in self.kind.data_files():
-            try:
-                prefix = path.relative_to(self.config.rootpath).as_posix()
-            except ValueError:
-                continue
-            out += [f"{prefix}::{case.name}" for case in self.cases_for(path)]
+        try:
+            for path in self.kind.data_files():
+                try:
+                    prefix = path.relative_to(self.config.rootpath).as_posix()
+                except ValueError:
+                    continue
+                out += [f"{prefix}::{case.name}" for case in self.cases_for(path)]
+        except EvalbenchError:
+            return []  # a benchmark that does not load is reported by collection (exit 2)
         return out
 
     def header(self) -> str:
