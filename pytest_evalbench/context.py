@@ -6,6 +6,7 @@ engine, the user model, the judge and the targets. Nothing here imports pytest.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,7 @@ from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, check_base_url, header_problem
 from .loading import SPEC_FILE
+from .provenance import SessionStamp
 from .redaction import SECRETS
 from .settings import RunSettings
 from .spec import (
@@ -193,6 +195,11 @@ class BenchmarkRun:
             else:
                 raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: target '{cfg.id}' has no `model` and no "
                                   "pytest_evalbench_make_target hook returned an app for it")
+
+    @functools.cached_property
+    def stamp(self) -> SessionStamp:
+        """This session as the result rows it writes record it (`.sessions.json`: time and commit)."""
+        return SessionStamp.now(self.bench_dir)
 
     def meta(self) -> dict[str, Any]:
         """What a baseline must match to be comparable: benchmark, models, judge."""

@@ -11,7 +11,7 @@ the worker -> controller boundary and in the `pytest_evalbench_*` hook payloads
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
@@ -21,6 +21,7 @@ from .gate.rows import EvalScore, ModelResult, OutcomeRow
 if TYPE_CHECKING:  # the rows' modules import this one (Status); the run pulls the engine in
     from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
+    from .provenance import SessionStamp
     from .scenarios.models import ConversationRow, ScoreRow
     from .spec import BenchmarkSpec
 
@@ -90,6 +91,11 @@ class KindResults:
     """The result files and directories written, for the summary line saying where results went."""
     unreliable: dict[str, str] = field(default_factory=dict)
     """Metric id / eval -> why its judge is unreliable: its judge-decided rows are outside the gate's numbers."""
+    measured: set[str] | None = None
+    """`provenance.unit_key`s of the rows this session measured: `rates`, `outcomes`, `eval_scores`
+    and `table` (what the gate reads) hold only these; None: every row counts as measured."""
+    sessions: Mapping[str, SessionStamp] = field(default_factory=dict)
+    """Row key -> the session that measured it (`.sessions.json`), for rates carried over."""
 
 
 class BenchmarkKind(Protocol[R]):

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from ..context import BenchmarkRun
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
+from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
 from .answers import StoredAnswer, stored_answer, write_answers
 from .explain import EVAL_NAMES
@@ -116,8 +117,11 @@ class DatasetKind:
         failures: Counter[str] = Counter()
         answers: dict[str, dict[str, str]] = defaultdict(dict)
 
+        ran: set[str] = set()
+
         def counted(records: Iterable[DatasetRecord]) -> Iterable[DatasetRecord]:
             for record in records:
+                ran.add(record.case.case_id)
                 if record.answer is not None:
                     answers[record.case.agent_name][record.case.case_id] = record.answer
                 agreement.extend((m.eval, m.agreement) for m in record.case.metrics)
@@ -125,18 +129,23 @@ class DatasetKind:
                     failures.update(self.unreliable_in(record.case))
                 yield record
 
-        rows, summary, dropped = write_dataset_results(out, counted(records), self.order())
+        rows, summary, dropped = write_dataset_results(out, counted(records), self.order(), self.run.stamp)
         answer_files = write_answers(out, answers, self.order())
         lines = agreement_lines(agreement)
-        gated_rows, gated = rows, summary
+        # the gate reads the cases this session measured; cases carried over from earlier sessions
+        # stay in the result files (and are shown as carried over), but can neither clear nor convict
+        measured = {unit_key(r.agent_name, r.case_id) for r in rows if r.case_id in ran}
+        gated_rows = [row for row in rows if row.case_id in ran]
+        shown = summarize_agents(gated_rows)
         if self.unreliable:
             # a failed case whose verdict rests on an unreliable judge is shown, never counted against the build
             lines += reliability_lines(self.unreliable, dict(failures))
             # every case whose verdict rests on an unreliable judge leaves the gate's numbers
-            gated_rows = [row for row in rows if not self.unreliable_in(row)]
-            gated = summarize_agents(gated_rows)
+            gated_rows = [row for row in gated_rows if not self.unreliable_in(row)]
+        gated = summarize_agents(gated_rows)
         return KindResults(results=[a.to_json() for a in summary], rates=as_target_results(gated),
-                           table=agent_table(summary), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
+                           table=agent_table(shown), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
                            judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
-                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files)
+                           files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files,
+                           measured=measured, sessions=read_sessions(out))

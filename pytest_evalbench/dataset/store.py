@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from ..provenance import SessionStamp, unit_key, update_sessions
 from ..store import (
     USAGE_LEDGER,
     count_rows,
@@ -24,16 +25,19 @@ CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"
 
 
-def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], order: dict[str, int]
-                          ) -> tuple[list[CaseResult], list[AgentSummary], list[str]]:
+def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], order: dict[str, int],
+                          stamp: SessionStamp | None = None) -> tuple[list[CaseResult], list[AgentSummary], list[str]]:
     """Under the result lock: case_results.json (file order; cases no longer in the data files are
-    dropped), agent_summary.json and cost.json["evaluate"]. `records` is read once. Returns every
-    case on disk, the summary and what was dropped."""
+    dropped), agent_summary.json and cost.json["evaluate"]. `records` is read once; `stamp` is
+    recorded for their rows in `.sessions.json`. Returns every case on disk, the summary and what
+    was dropped."""
     with results_lock(bench_dir):
         old = read_valid_rows(bench_dir / CASE_RESULTS, CaseResult)
         rows = {r["case_id"]: r for r in old if r["case_id"] in order}
         ledger = {k: v for k, v in read_ledger(bench_dir / USAGE_LEDGER).items() if k in order}
+        measured: set[str] = set()
         for record in records:
+            measured.add(record.case.case_id)
             rows[record.case.case_id] = record.case.to_json()
             ledger[record.case.case_id] = {k: v.to_json() for k, v in record.usage.items()}
         merged = sorted(rows.values(), key=lambda r: order[r["case_id"]])
@@ -43,5 +47,7 @@ def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], ord
         dump_json(bench_dir / AGENT_SUMMARY, [a.to_json() for a in summary])
         dump_json(bench_dir / USAGE_LEDGER, dict(sorted(ledger.items())))
         update_cost_file(bench_dir / "cost.json", ledger_totals(ledger))
+        update_sessions(bench_dir, [unit_key(r.agent_name, r.case_id) for r in cases if r.case_id in measured],
+                        {unit_key(r.agent_name, r.case_id) for r in cases}, stamp)
     stale = sum(1 for r in old if r.get("case_id") not in order)
     return cases, summary, count_rows(stale, f"cases no longer in the data files, from {CASE_RESULTS}")

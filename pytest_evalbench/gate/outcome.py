@@ -171,7 +171,8 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
 
 
 def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
-    """Everything the CI gate decides, from this session's merged rows (no I/O)."""
+    """Everything the CI gate decides, from the rows this session measured (no I/O; rows carried over
+    from earlier sessions stay in the result files but never reach the gate: see README, CI gating)."""
     outcome = GateOutcome(incomplete=list(inputs.incomplete), mode=settings.mode,
                           fail_inconclusive=settings.fail_inconclusive)
     comparison = None
@@ -191,6 +192,8 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     outcome.rules += report.rules
     outcome.held = sum(1 for r in outcome.rules if r.status == "held")
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
+    if not inputs.results and inputs.rules is not None and inputs.rules.count():
+        outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")
     outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
                                                                    else [])
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)

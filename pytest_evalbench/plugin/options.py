@@ -13,6 +13,7 @@ imported inside the functions that run only with `--benchmark`. Add new options 
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -254,5 +255,5 @@ def benchmark_hint(root: Path, args: list[str]) -> str | None:
         for candidate in (path, *path.parents):
             if (candidate / "benchmark.yaml").is_file() and candidate.parent.name == "benchmarks":
                 return (f"evalbench: {arg} is a benchmark; its cases run only with "
-                        f"`pytest --benchmark={candidate.name}`")
+                        f"`{shlex.join(['pytest', f'--benchmark={candidate.name}', arg])}`")
     return None

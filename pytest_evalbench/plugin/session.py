@@ -148,6 +148,20 @@ class EvalbenchSession:
         self._load_warnings = []
         return self._cases.get(path, [])
 
+    def case_node_ids(self) -> list[str]:
+        """The node id of every case of the benchmark, selected or not (CI shards are dealt from them)."""
+        out = []
+        try:
+            for path in self.kind.data_files():
+                try:
+                    prefix = path.relative_to(self.config.rootpath).as_posix()
+                except ValueError:
+                    continue
+                out += [f"{prefix}::{case.name}" for case in self.cases_for(path)]
+        except EvalbenchError:
+            return []  # a benchmark that does not load is reported by collection (exit 2)
+        return out
+
     def header(self) -> str:
         s = self.settings
         return (f"evalbench: benchmark={s.benchmark} cache={s.cache_mode} concurrency={s.engine.concurrency}"
@@ -206,7 +220,11 @@ class EvalbenchSession:
 
     def _hint(self, missing: Path) -> str:
         if missing.name == "scenarios.json":
-            return f"; generate it with `evalbench gen-scenarios {self.settings.benchmark}`"
+            import shlex
+
+            root = self.config.rootpath
+            where = [] if root == self.config.invocation_params.dir else ["--root", str(root)]
+            return f"; generate it with `{shlex.join(['evalbench', 'gen-scenarios', self.settings.benchmark, *where])}`"
         return ""
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -450,6 +468,14 @@ class EvalbenchSession:
             return default
         return None if value.lower() == "none" else Path(value).resolve()
 
+    def scope(self) -> str:
+        """`full` when every case of the configured benchmark was selected, else `selection`
+        (a node id, -k, -m, --lf, a shard, or --evalbench-target naming fewer targets than benchmark.yaml)."""
+        run = self._run
+        narrowed = run is not None and bool({t.id for t in run.spec.targets} - {t.id for t in run.target_configs})
+        total = sum(len(cases) for cases in (self._cases or {}).values())
+        return "selection" if narrowed or len(self.tally.selected) < total else "full"
+
     def _notes(self) -> list[str]:
         """Completeness, dropped rows and judge reliability, for every report."""
         missing = self.tally.missing()
@@ -465,6 +491,7 @@ class EvalbenchSession:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
+        from ..commands import session_commands
         from ..render.gate_view import gate_view, node_ids_of
         from ..render.history import HISTORY, append_history, read_history
         from ..render.html import render_html
@@ -489,6 +516,12 @@ class EvalbenchSession:
                                 gate=gate, meta=meta, stats=self.stats, errors=self.messages,
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files, notes=self._notes(), cases=self._case_statuses())
+        summary.scope = self.scope()
+        summary.commands = session_commands(self.settings, flips=[f for f in gate.flips if "::" in f],
+                                            failed=bool(self.failed or self.errors), errors=self.errors.values(),
+                                            root=self.config.rootpath, cwd=self.config.invocation_params.dir)
+        if self.written is not None:  # the session its rows record (`.sessions.json`), so labels match
+            summary.created, summary.commit = self.run.stamp.time, self.run.stamp.commit
         self.summary = summary
         self._junit_properties(summary)
         try:

@@ -1,10 +1,10 @@
 """CI shards: `--evalbench-shard=K/N` runs a deterministic, balanced K-th of N parts of the items.
 
-Items are ranked by the sha256 of their node id and dealt round-robin over the N shards: every
-shard gets the same number of items (give or take one), and an item's shard depends only on the
-set of node ids, never on collection order. Each shard writes its result files under
-`benchmarks/NAME/shards/K-of-N/` together with its raw records (`records.json`), from which
-`evalbench merge NAME DIR...` writes exactly the files one unsharded run would have written.
+Every case of the benchmark is ranked by the sha256 of its node id and dealt round-robin over the
+N shards: every shard gets the same number of cases (give or take one), and a case's shard depends
+only on the benchmark's cases, never on collection order or on what -k, --lf or node ids select.
+Each shard writes its result files under `benchmarks/NAME/shards/K-of-N/` together with its raw
+records (`records.json`), from which `evalbench merge NAME DIR...` writes exactly the files one unsharded run would have written.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ class ShardPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        shards = shard_of((item.nodeid for item in items), self.count)
+        """Deal every case of the benchmark, not just the ones collected: an item's shard does not
+        depend on -k, --lf or node ids, so a printed rerun command with the shard runs its items."""
+        every = set(config.stash[SESSION_KEY].case_node_ids())
+        shards = shard_of(every | {item.nodeid for item in items}, self.count)
         keep = [item for item in items if shards[item.nodeid] == self.index]
         dropped = [item for item in items if shards[item.nodeid] != self.index]
         if dropped:

@@ -71,8 +71,11 @@ def node_ids_of(records: Mapping[str, dict[str, Any]]) -> dict[str, str]:
     out = {}
     for nodeid, record in records.items():
         score = record.get("score") or {}
+        case = record.get("case") or {}  # a dataset case: the agent is its target, one sample
         if record.get("target_id") and score.get("id"):
             out[node_key(record["target_id"], score["id"], int(score.get("sample") or 0))] = nodeid
+        elif case.get("agent_name") and case.get("case_id"):
+            out[node_key(case["agent_name"], case["case_id"], 0)] = nodeid
     return out
 
 

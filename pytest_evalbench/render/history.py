@@ -14,18 +14,29 @@ TREND_RUNS = 30
 
 
 def history_entry(summary: RunSummary) -> dict[str, Any]:
-    """The line one run appends: time, commit, models, per-target/metric observed rates and their
-    counts (with the gate's k/n where it differs), case statuses, cost, the gate's verdict and rules."""
+    """The line one run appends: time, commit, models, the per-target/metric rates this session
+    measured (none when it is incomplete: its numbers are no trend point; rates carried over from
+    earlier sessions never are) with their counts (and the gate's k/n where it differs), whether it
+    was complete and a full run, case statuses, cost, the gate's verdict and rules."""
+    complete = not summary.gate.incomplete and summary.gate.exit_code in (0, 1, 6)
+    rates: dict[str, dict[str, float | None]] = {}
+    for row in summary.rates if complete else []:
+        if row.measured:
+            rates.setdefault(row.target, {})[row.metric] = None if row.rate is None else round(row.rate, 4)
+    counts = {t: {m: c for m, c in metrics.items() if m in rates[t]}
+              for t, metrics in summary.count_table().items() if t in rates}
     return {"time": summary.created, "commit": summary.commit, "benchmark": summary.benchmark,
-            "models": summary.models, "rates": summary.rate_table(), "counts": summary.count_table(),
-            "cases": summary.status_counts(),
+            "models": summary.models, "rates": rates, "complete": complete, "scope": summary.scope,
+            "counts": counts, "cases": summary.status_counts(),
             "cost": {"spent": summary.cost.spent, "total": summary.cost.total},
             "gate": {"verdict": summary.gate.verdict, "exit_code": summary.gate.exit_code,
                      "rules": summary.gate.rule_lines}}
 
 
 def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
-    """The last `limit` well-formed entries (a torn or hand-edited line is skipped, not fatal)."""
+    """The last `limit` well-formed entries of full runs, the trend's points (a torn or hand-edited
+    line is skipped, not fatal; a selection's rates describe other rows than a full run's, so its
+    line is kept in the file but is no trend point; lines written before `scope` existed count)."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -36,7 +47,7 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("rates"), dict):
+        if isinstance(entry, dict) and isinstance(entry.get("rates"), dict) and entry.get("scope", "full") == "full":
             entries.append(entry)
     return entries[-limit:]
 

@@ -270,7 +270,9 @@ def _agents(d: DatasetView, s: RunSummary) -> str:
         f'<td>{bar_svg(e["mean"], e["low"], e["high"], scale=5.0)}</td>'
         f'<td>n={e["n"]}, [{_num(e["low"])}, {_num(e["high"])}]'
         f'{", " + str(e["unscored"]) + " unscored" if e.get("unscored") else ""}</td></tr>' for e in d.evals)
-    return (f'<section><h2>Agents</h2><table><tr><th>agent</th><th>pass rate</th><th>rate (k/n)</th><th>cases</th>'
+    return (f'<section><h2>Agents</h2><p class="muted" data-testid="agents-provenance">As in agent_summary.json: '
+            f'every case on disk, whichever session measured it (the pass rates above say which this session '
+            f'measured).</p><table><tr><th>agent</th><th>pass rate</th><th>rate (k/n)</th><th>cases</th>'
             f'<th>composite mean</th></tr>{rows}</table></section>'
             f'<section><h2>Mean score per eval (1–5)</h2><table><tr><th>agent</th><th>eval</th><th>mean</th><th></th>'
             f'<th>95% interval</th></tr>{evals}</table></section>')

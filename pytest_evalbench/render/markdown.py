@@ -49,8 +49,9 @@ def _rates(summary: RunSummary) -> list[str]:
             ci = ("–" if r.change_low is None or r.change_high is None
                   else f"[{r.change_low:+.2f}, {r.change_high:+.2f}]")
             cells += [_rate(r.baseline), _change(r.change) + (" ❗" if r.significant_drop else ""), ci]
-        out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""), r.rate_text()],
-                        cells))
+        # rate_text is ours (numbers, metric ids, session stamps): kept as is, so its labels read the same everywhere
+        out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else "")],
+                        [r.rate_text().replace("|", "\\|"), *cells]))
     return [*out, ""]
 
 
@@ -106,7 +107,11 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += [f"- {_cell(p)}" for p in problems] + [""]
     if gate.flips:
         out += [f"**Flipped pass → fail since the baseline** ({len(gate.flips)}): rerun with",
-                "", "```", "pytest " + " ".join(f"'{f}'" for f in gate.flips), "```", ""]
+                "", "```", summary.commands.get("flipped", ""), "```", ""]
+    for key, what in (("failed", "Rerun the failed and errored cases with"),
+                      ("record", "Record the missing or corrupt cache entries with")):
+        if key in summary.commands:
+            out += [f"{what}:", "", "```", summary.commands[key], "```", ""]
     out.append(f"Cost: {_cell(summary.cost.note)}")
     if html_path:
         out += ["", f"HTML report: `{html_path}`"]

@@ -11,7 +11,6 @@ number, so every surface agrees (tests/integration/test_one_summary.py parses th
 from __future__ import annotations
 
 import math
-import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ from .. import __version__
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
+from ..provenance import carried_label, git_commit, unit_key
 from ..reliability import judged_unreliably
 from .gate_view import GateView
 from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, error_group
@@ -264,6 +264,11 @@ class RunSummary:
     def problem_cases(self) -> list[CaseStatus]:
         """This session's items that did not pass, with their statuses and reasons."""
         return [c for c in self.cases if c.status != PASSED]
+    commands: dict[str, str] = field(default_factory=dict)
+    """Pasteable commands (`commands.session_commands`): `flipped`, `failed`, `record`."""
+    scope: str = "full"
+    """`full`: every case of the configured benchmark was selected; `selection`: a node id, -k, -m,
+    --lf, a shard or --evalbench-target chose fewer (the gate reads the rows the session measured)."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -295,18 +300,6 @@ class RunSummary:
 
 
 # --------------------------------------------------------------------------- building
-
-
-def git_commit(root: Path) -> str | None:
-    """The checked-out commit (short), with `+dirty` when the work tree has changes; None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, check=False,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head + ("+dirty" if dirty else "") if head else None
 
 
 def collapse_errors(messages: dict[str, str]) -> list[str]:
@@ -353,25 +346,37 @@ def _counts() -> defaultdict[tuple[str, str], list[int]]:
 
 def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
     """Per target: the pass rate over its positive and over its negative metrics' rows, then one
-    row per metric: observed k/n over every row of the result files (as results.json), the gate's
-    k/n where it leaves rows out (an unreliable judge's), unscored rows counted apart; a metric
-    whose rows are all unscored stays as `unscored (n)`."""
-    observed, gated = _counts(), _counts()
+    row per metric. Over the rows this session measured: observed k/n (unscored rows counted apart;
+    a metric whose rows are all unscored stays as `unscored (n)`) and the gate's k/n where it leaves
+    rows out (an unreliable judge's). A metric or target this session measured no row of shows the
+    rate of the rows carried over from earlier sessions, `measured` False and naming the session."""
+    observed, carried, gated = _counts(), _counts(), _counts()
+    carried_keys: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
     labels: dict[str, tuple[str | None, str | None]] = {}
     for score in written.scores:
         labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
+        unit = unit_key(score.target_model, score.id, score.sample)
+        measured = written.measured is None or unit in written.measured
         for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
-            entry = observed[key]
+            entry = (observed if measured else carried)[key]
             entry[2 if score.passed is None else 1] += 1
             entry[0] += bool(score.passed)
+            if not measured:
+                carried_keys[key].append(unit)
     for out in written.outcomes:
         for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
             entry = gated[key]
             entry[2 if out.passed is None else 1] += 1
             entry[0] += bool(out.passed)
+
+    def rate(target: str, metric: str, name: str | None, mtype: str | None, key: tuple[str, str],
+             note: str | None) -> RateRow:
+        if key in observed:
+            return _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
+        return _carried_row(target, metric, name, mtype, carried[key], carried_label(carried_keys[key], written.sessions))
     changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
     metrics_of: dict[str, set[str]] = defaultdict(set)
-    for target, mid in observed:
+    for target, mid in [*observed, *carried]:
         if mid in labels:
             metrics_of[target].add(mid)
     rows = []
@@ -379,12 +384,10 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
         for polarity, name in (("positive", POSITIVE), ("negative", NEGATIVE)):
             members = [m for m in metrics_of[target] if labels[m][1] == polarity]
             if members:
-                rows.append(_rate_row(target, name, f"all {polarity} metrics", polarity,
-                                      observed[(target, polarity)], gated.get((target, polarity)),
-                                      _note(members, written.unreliable)))
+                rows.append(rate(target, name, f"all {polarity} metrics", polarity, (target, polarity),
+                                 _note(members, written.unreliable)))
         for mid in sorted(metrics_of[target]):
-            row = _rate_row(target, mid, labels[mid][0], labels[mid][1], observed[(target, mid)],
-                            gated.get((target, mid)), _note([mid], written.unreliable))
+            row = rate(target, mid, labels[mid][0], labels[mid][1], (target, mid), _note([mid], written.unreliable))
             change = changes.get((target, mid))
             if change is not None:
                 paired = change.get("paired") or {}
@@ -409,6 +412,14 @@ def _rate_row(target: str, metric: str, name: str | None, mtype: str | None, see
         row.gate_rate = gate_k / gate_n if gate_n else None
         row.gate_note = note or "rows outside the gate"
     return row
+
+
+def _carried_row(target: str, metric: str, name: str | None, mtype: str | None, seen: list[int],
+                 carried_from: str) -> RateRow:
+    """A rate this session measured no row of: the rows carried over from earlier sessions, labelled."""
+    est = RateEstimate.of(seen[0], seen[1])
+    return RateRow(target, metric, name, mtype, est.k, est.n, est.rate, est.low, est.high, unscored=seen[2],
+                   measured=False, carried_from=carried_from)
 
 
 def demographic_groups(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
@@ -538,13 +549,26 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
         entry = gated[(out.target, "")]
         entry[2 if out.passed is None else 1] += 1
         entry[0] += bool(out.passed)
-    left_out: dict[str, set[str]] = defaultdict(set)
+    by_agent: dict[str, dict[str, CaseResult]] = defaultdict(dict)
     for case in written.cases:
-        left_out[case.agent_name].update(m.eval for m in case.metrics if m.score is not None and m.eval in written.unreliable)
-    rates = [_rate_row(agent.agent_name, PASS_RATE, None, None,
-                       [agent.n_passed, agent.n_scored, agent.n_unscored], gated.get((agent.agent_name, "")),
-                       _note(left_out[agent.agent_name], written.unreliable))
-             for agent in written.agents]
+        by_agent[case.agent_name][unit_key(case.agent_name, case.case_id)] = case
+    rates = []
+    for agent in written.agents:  # the cases this session measured, else the agent's carried-over rate
+        keys = by_agent[agent.agent_name]
+        if written.measured is None:
+            ran, seen = list(keys.values()), [agent.n_passed, agent.n_scored, agent.n_unscored]
+        else:
+            ran = [c for key, c in keys.items() if key in written.measured]
+            scored = [c for c in ran if c.status != "unscored"]
+            seen = [sum(1 for c in scored if c.passed), len(scored), len(ran) - len(scored)]
+        if not ran and written.measured is not None:
+            rates.append(_carried_row(agent.agent_name, PASS_RATE, None, None,
+                                      [agent.n_passed, agent.n_scored, agent.n_unscored],
+                                      carried_label(keys, written.sessions)))
+            continue
+        left_out = {m.eval for c in ran for m in c.metrics if m.score is not None and m.eval in written.unreliable}
+        rates.append(_rate_row(agent.agent_name, PASS_RATE, None, None, seen, gated.get((agent.agent_name, "")),
+                               _note(left_out, written.unreliable)))
     comparisons = [(agent.agent_name, c) for agent in written.agents for c in agent.comparisons]
     return DatasetView(written.agents, evals, written.cases, comparisons, dict(written.unreliable)), rates
 

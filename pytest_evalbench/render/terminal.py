@@ -41,17 +41,20 @@ def _align(rows: list[list[str]]) -> list[str]:
 
 
 def rate_lines(summary: RunSummary) -> list[str]:
-    """The rates table: per target and metric the 95% interval and the rate as every surface
-    shows it (`RateRow.rate_text`); dataset runs add each agent's means and comparative pairs."""
+    """The rates table of the rates this session measured: per target and metric the 95% interval
+    and the rate as every surface shows it (`RateRow.rate_text`); dataset runs add the means and
+    comparative pairs of each agent it measured. Carried-over rates are listed apart (`summary_lines`)."""
     lines: list[str] = list(summary.kind_table)
-    if summary.rates:
+    measured = [r for r in summary.rates if r.measured]
+    if measured:
         lines += _align([["target", "metric", "95% CI", "rate (k/n)"]]
-                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in summary.rates])
+                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:
         from ..dataset.summary import comparison_lines
 
-        for agent in data.agents:
+        current = {r.target for r in measured}
+        for agent in (a for a in data.agents if a.agent_name in current):
             means = [e for e in data.evals if e["agent"] == agent.agent_name]
             shown = ", ".join(f"{e['eval'].removesuffix('Explain')} "
                               + (f"{e['mean']:.2f}" if e["mean"] is not None else f"unscored ({e['unscored']})")
@@ -99,6 +102,10 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += summary.notes
     lines += rate_lines(summary)
     lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    carried = [r for r in summary.rates if not r.measured]
+    if carried:  # shown for what they are: the gate read none of them
+        lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
+        lines += [f"  {r.target} {r.metric}: {r.observed_text()}, {r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
     lines += [f"  per-case: {v}" for v in gate.verdicts]
     lines += [f"  rule: {r.text()}" for r in gate.rules if r.status == "held"]  # the others follow, by kind
@@ -108,7 +115,11 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += [f"  INCOMPLETE: {i}" for i in gate.incomplete]
     if gate.flips:
         lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
-        lines.append("  pytest " + " ".join(f"'{f}'" for f in gate.flips))
+        lines.append("  " + summary.commands.get("flipped", ""))
+    for key, what in (("failed", "rerun the failed and errored cases with:"),
+                      ("record", "record the missing or corrupt cache entries with:")):
+        if key in summary.commands:
+            lines += [what, "  " + summary.commands[key]]
     cost = summary.cost
     lines.append(f"llm: {cost.requests} requests, {cost.cache_hits} cache hits, {cost.retries} retries; {cost.note}")
     for key, usage in cost.phases.items():
@@ -153,6 +164,7 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "scored": len([nodeid for nodeid in tally.selected if nodeid not in not_scored]),
         "not_scored": not_scored,
         "rows_recorded": len(session.records),
+        "scope": session.scope() if hasattr(session, "scope") else None,
         "dropped": list(session.dropped),
         "threshold_breaches": outcome.breaches if outcome is not None else [],
         "regressions": outcome.regressions if outcome is not None else [],

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
+from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
 from .aggregate import aggregate
@@ -113,9 +114,11 @@ class ScenarioKind:
         run = self.run
         agreement: list[tuple[str, float | None]] = []
         failures: Counter[str] = Counter()
+        measured: set[str] = set()
 
         def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
             for record in records:
+                measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
                 if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
                     agreement.append((record.score.metric_id, record.score.agreement))
                 if record.status == "failed" and self.judged_unreliably(record.score):
@@ -126,7 +129,8 @@ class ScenarioKind:
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
-                                                      samples=run.spec.generation.num_samples, known=self._known)
+                                                      samples=run.spec.generation.num_samples, known=self._known,
+                                                      stamp=run.stamp)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
@@ -134,12 +138,16 @@ class ScenarioKind:
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
             gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
-            rates = aggregate(gated, by_scenario=False)
+        # the gate reads the rows this session measured; rows carried over from earlier sessions stay
+        # in the result files (and are shown as carried over), but can neither clear nor convict
+        gated = {target: kept for target, rows in gated.items()
+                 if (kept := [r for r in rows if unit_key(r.target, r.id, r.sample) in measured])}
+        rates = aggregate(gated, by_scenario=False)
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable))
+                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir))
 
 
 class ResultsFile(Sequence[dict[str, Any]]):

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from ..gate.rows import OutcomeRow
 from ..llm.cache import atomic_open
 from ..llm.types import Usage
+from ..provenance import SessionStamp, unit_key, update_sessions
 from ..spool import Spool
 from ..store import (
     USAGE_LEDGER,
@@ -268,23 +269,26 @@ class RunConversations(RunRows[ConversationRow]):
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
+                  stamp: SessionStamp | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
     (`by_scenario` left empty: it is in the file, the gate reads rates per target and metric), what
     was dropped, the scores.json rows it was aggregated from (every target's, in target order,
     read from disk on each pass) and those rows as compact pass/fail units by target run (read
-    once here). `records` is read once."""
+    once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`."""
     with results_lock(bench_dir):
-        return _write_results(bench_dir, records, order, targets, samples, known)
+        return _write_results(bench_dir, records, order, targets, samples, known, stamp)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
-                   targets: set[str] | None, samples: int | None, known: Known,
+                   targets: set[str] | None, samples: int | None, known: Known, stamp: SessionStamp | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
+    measured: list[str] = []
     try:
         for record in records:
+            measured.append(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
             target = by_target.get(record.target_id)
             if target is None:
                 target = by_target[record.target_id] = TargetRows(bench_dir)
@@ -299,6 +303,8 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     results = aggregate(rows_by_model, by_scenario=False)
     if rows_by_model:
         dump_results(bench_dir / "results.json", results, rows_by_model)
+    update_sessions(bench_dir, measured, {unit_key(r.target, r.id, r.sample) for rows in rows_by_model.values()
+                                          for r in rows}, stamp)
     return results, dropped, scores, rows_by_model
 
 

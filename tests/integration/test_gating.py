@@ -79,7 +79,8 @@ def test_real_regression_fails_build(pytester: pytest.Pytester, bench_env: FakeL
     result.stdout.fnmatch_lines(["*REGRESSION vs baseline: tgt: m01 1.00 -> 0.40 (-0.60; 6 pass->fail / 0 fail->pass "
                                  "of 10), exact McNemar p=0.0156, adjusted p=0.0156*",
                                  "*flipped pass->fail since the baseline (6); rerun them with:",
-                                 "  pytest 'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
+                                 "  pytest --benchmark=demo --evalbench-cache=off "
+                                 "'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
                                  "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached"])
 
 
@@ -93,7 +94,8 @@ def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: 
     result.stdout.fnmatch_lines(["*after Benjamini-Hochberg correction over 1 test"])
     result.stdout.no_fnmatch_line("*REGRESSION*")
     result.stdout.fnmatch_lines(["*flipped pass->fail since the baseline (1); rerun them with:",
-                                 "  pytest 'benchmarks/demo/scenarios.json::m01_s007_v01[[]tgt-s0[]]'",
+                                 "  pytest --benchmark=demo --evalbench-cache=off "
+                                 "'benchmarks/demo/scenarios.json::m01_s007_v01[[]tgt-s0[]]'",
                                  "gate: PASSED (exit 0): *1 case failed, which is reported but does not fail the build"])
 
 

@@ -117,7 +117,7 @@ def test_markdown_summary_for_ci(pytester: pytest.Pytester, bench_env: FakeLLMSe
     assert "| target | metric | rate (k/n) | 95% CI | baseline | change | change 95% CI |" in text
     assert "| tgt | m01 Asks clarifying questions | 3/4 (0.75) | [0.30, 0.95] | 1.00 | -0.25 |" in text
     assert "- min_positive_pass_rate 0.10 tgt: 0.75 held" in text
-    assert "pytest 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
+    assert "pytest --benchmark=demo --evalbench-cache=off 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
     assert f"HTML report: `{pytester.path / 'benchmarks' / 'demo' / 'report.html'}`" in text
     assert "1 case failed, which is reported but does not fail the build" in text
 
@@ -139,7 +139,9 @@ def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: 
                                 "rules": ["min_positive_pass_rate 0.10 tgt: 0.00 breached"]}
     assert lines[1]["counts"]["tgt"]["m01"] == {"k": 0, "n": 2, "unscored": 0}
     assert lines[1]["cases"] == {"passed": 2, "failed": 2}
-    assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "cost", "gate"}
+    assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "complete", "scope",
+                             "cost", "gate"}
+    assert [(line["complete"], line["scope"]) for line in lines] == [(True, "full")] * 2
     page = (bench / "report.html").read_text()
     assert 'data-testid="trend-tgt-m01"><svg class="spark"' in page  # two runs: a trend line is drawn
 
@@ -148,7 +150,7 @@ def test_hint_when_a_benchmark_is_collected_without_benchmark(pytester: pytest.P
     write_benchmark(pytester.path)
     result = pytester.runpytest("benchmarks/demo")
     result.stdout.fnmatch_lines(["evalbench: benchmarks/demo is a benchmark; its cases run only with "
-                                 "`pytest --benchmark=demo`"])
+                                 "`pytest --benchmark=demo benchmarks/demo`"])
 
 
 def test_live_progress_line_on_a_terminal(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
