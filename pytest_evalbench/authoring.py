@@ -38,7 +38,7 @@ from .llm.cache import CacheMode, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.structured import MAX_ATTEMPTS
 from .llm.types import Endpoint, Usage
-from .loading import SPEC_FILE, load_spec, read_yaml, resolve_benchmark_dir, validate_as
+from .loading import SPEC_FILE, field_path, load_spec, read_yaml, resolve_benchmark_dir, validate_as
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
@@ -256,7 +256,7 @@ def scenario_rows_schema_check(rows: list[dict[str, Any]], path: Path) -> None:
     try:
         jsonschema.validate(rows, schemas.load("scenarios"))
     except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
+        where = field_path(list(exc.absolute_path), rows).replace(".", "/")
         raise InputError(path, f"generated rows violate scenarios.schema.json at {where or '/'}: "
                          f"{exc.message}") from None
 
