@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import schemas
 from .context import open_engine, role_endpoint
@@ -42,7 +42,7 @@ from .loading import SPEC_FILE, field_path, load_spec, read_yaml, resolve_benchm
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
-from .spec import BenchmarkSpec, Metric
+from .spec import BenchmarkSpec, Metric, not_blank
 from .store import dump_json, update_cost_file
 
 COST_FILE = "cost.json"
@@ -68,6 +68,11 @@ class MetricDraft(_Answer):
     examples: list[str] = Field(description="3-5 things the assistant might say")
     """Length not enforced: the schema sent cannot carry minItems/maxItems (strict providers reject them),
     so fewer examples are accepted and more than MAX_EXAMPLES are cut (examples are hints)."""
+
+    @field_validator("definition")
+    @classmethod
+    def _judgeable(cls, value: str) -> str:
+        return not_blank(value)  # re-asked like any validation error: benchmark.yaml refuses a blank one
 
 
 class MetricsAnswer(_Answer):
@@ -379,8 +384,8 @@ def check_drafts(turns: int, count: int = 0) -> Callable[[Any], None]:
         if isinstance(answer, ScenariosAnswer) and len(answer.scenarios) < count:
             raise ValueError(f"scenarios: {len(answer.scenarios)} given, at least {count} needed")
         drafts = answer.scenarios if isinstance(answer, ScenariosAnswer) else [answer]
-        for i, draft in enumerate(drafts):
-            for j, landmark in enumerate(draft.landmarks):
+        for i, draft in enumerate(drafts, start=1):  # positions count from 1, as in every message
+            for j, landmark in enumerate(draft.landmarks, start=1):
                 if not 1 <= landmark.turn <= turns:
                     prefix = f"scenarios.{i}." if isinstance(answer, ScenariosAnswer) else ""
                     raise ValueError(f"{prefix}landmarks.{j}.turn: {landmark.turn} is outside 1..{turns} "

@@ -224,7 +224,7 @@ class MetricChecks(_Input):
     otherwise: Literal["judge", "present", "absent"] = "judge"
 
 
-def _not_blank(value: str) -> str:
+def not_blank(value: str) -> str:
     """A text the run depends on (a metric's definition is all the judge is given) cannot be blank."""
     if not value.strip():
         raise ValueError("is empty: the judge would have nothing to judge; write what the behaviour is")
@@ -235,7 +235,7 @@ class Metric(_Input):
     id: str
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: MetricType
-    definition: Annotated[str, AfterValidator(_not_blank)]
+    definition: Annotated[str, AfterValidator(not_blank)]
     """What the judge detects and the simulated user provokes (not blank)."""
     examples: list[str] = Field(default_factory=list)
     mattersBecause: Optional[str] = None
