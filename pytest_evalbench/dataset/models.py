@@ -134,7 +134,7 @@ def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
         try:
             data = parse_json(line, path, row=number)
         except InputError as exc:
-            raise DatasetError(path, number, None, exc.message) from None
+            raise DatasetError(path, number, exc.field, exc.message) from None
         if not isinstance(data, dict):
             raise DatasetError(path, number, None, "expected a JSON object")
         try:
