@@ -254,7 +254,11 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
     Checked on the node, before PyYAML builds it (its int() raises past 4,300 digits)."""
     value = node.value
     if _SURROGATE.search(value):
-        return surrogate_problem(value)
+        try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
+            node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            return surrogate_problem(value)
+        return None
     if node.tag == _YAML_INT:
         if len(value.replace("_", "").lstrip("+-")) > 20:
             return _BadNumber(value).problem()

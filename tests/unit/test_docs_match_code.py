@@ -124,7 +124,7 @@ def check_table(heading: str, fields: dict[str, dict[str, Any]]) -> None:
     assert sorted(set(fields) - set(table)) == [], f"{heading}: fields missing from docs/formats.md"
     assert sorted(set(table) - set(fields)) == [], f"{heading}: docs/formats.md documents fields the schema lacks"
     for name, info in fields.items():
-        status, values, meaning = table[name]
+        status, values, _meaning = table[name]
         if info["required"]:
             assert status == "required", f"{heading}: `{name}` is required; the table says {status!r}"
         else:
