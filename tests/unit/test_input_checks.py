@@ -220,6 +220,7 @@ def humane_copy(tmp_path: Path, **changes: Any) -> Path:
     return bench
 
 
+@pytest.mark.filterwarnings("ignore::pytest_evalbench.errors.EvalbenchWarning")  # the seed row's unknown key
 def test_seed_scenarios_load_with_and_without_declared_demographics(tmp_path: Path) -> None:
     """impactbench's files declare no demographics in benchmark.yaml: rows are taken as they are; once
     the axes are declared, the same rows still load, and a typo in one is caught."""
@@ -234,6 +235,7 @@ def test_seed_scenarios_load_with_and_without_declared_demographics(tmp_path: Pa
         "closest: 'Adult (18+)'")
 
 
+@pytest.mark.filterwarnings("ignore::pytest_evalbench.errors.EvalbenchWarning")  # the seed row's unknown key
 @pytest.mark.parametrize(("raw", "expected"), [
     ('"note": "\\ud800"', "field 'note': contains a lone surrogate"),
     ('"weight": %s' % ("9" * 5000), "field 'weight': number 9999"),
