@@ -215,6 +215,11 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
     return data
 
 
+def has_surrogate(text: str) -> bool:
+    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
+    return _SURROGATE.search(text) is not None
+
+
 def may_hold_surrogates(text: str) -> bool:
     """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
     return _SURROGATE_ESCAPE.search(text) is not None

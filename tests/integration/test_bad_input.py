@@ -545,3 +545,18 @@ def test_k_selects_a_demographic_value(pytester: pytest.Pytester, bench_env: Fak
     assert selected("Adult and angry") == ["m02_s001_v01[tgt-s0]"]
     assert selected("tone:calm and not Child") == ["m01_s001_v01[tgt-s0]"]
     assert bench_env.requests == []
+
+
+@pytest.mark.parametrize("option", ["--evalbench-judge-model=judge\udcff", "--evalbench-target=t=m\udcff",
+                                    "--evalbench-markdown=sum\udcff.md"])
+def test_option_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                   option: str) -> None:
+    """A non-UTF-8 byte on the command line (a lone surrogate once Python decodes it) is refused before any
+    call; it used to reach history.jsonl's encoder and end in INTERNALERROR."""
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", option)  # the argument goes out as bytes (0xff)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option.split('=')[0]}=*\\udcff*: not UTF-8 text*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert bench_env.requests == []
