@@ -129,7 +129,10 @@ def iter_json_list(text: str, path: Path) -> Iterator[Any]:
                 value, position = decoder.raw_decode(text, position)
             except (ValueError, RecursionError):
                 raise whole() from None
-            check_depth(value, path, row_label(index, value), strings=strings, base_depth=1)
+            try:
+                check_depth(value, path, strings=strings, base_depth=1)
+            except InputError as exc:  # the row's label is made only when it is needed
+                raise InputError(path, exc.message, row=row_label(index, value), field=exc.field) from None
             index += 1
             yield value
             position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
