@@ -148,6 +148,7 @@ DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse
 """The JSON decoder of input files: out-of-range numbers and NaN/Infinity are kept as markers that
 `check_depth` reports with their row and field."""
 
+
 def surrogate_problem(text: str) -> str:
     """The message for a text holding a lone surrogate, naming the first one."""
     found = _SURROGATE.search(text)

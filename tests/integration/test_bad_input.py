@@ -557,6 +557,6 @@ def test_option_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester, ben
     bench_env.set_responder(script(True))
     result = pytester.runpytest_subprocess("--benchmark=demo", option)  # the argument goes out as bytes (0xff)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: {option.split('=')[0]}=*\\udcff*: not UTF-8 text*"])
+    result.stderr.fnmatch_lines([f"ERROR: {option.split('=', maxsplit=1)[0]}=*\\udcff*: not UTF-8 text*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert bench_env.requests == []
