@@ -253,12 +253,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 _YAML_INT = "tag:yaml.org,2002:int"
 _YAML_FLOAT = "tag:yaml.org,2002:float"
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_YAML_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
+"""What a document may hold: JSON's values. A date is kept as its text (as YAML 1.2 and JSON read it);
+`!!binary`, `!!set`, `!!omap` and `!!pairs` values are refused (no request or result file can carry them)."""
 
 
 def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
     """Why a YAML scalar cannot be held (an out-of-range or non-finite number, a lone surrogate), or None.
     Checked on the node, before PyYAML builds it (its int() raises past 4,300 digits)."""
     value = node.value
+    if node.tag == _YAML_TIMESTAMP:
+        node.tag = _YAML_STR
     if _SURROGATE.search(value):
         try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
             node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
@@ -298,6 +305,10 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
             problem = _scalar_problem(loader, node)
             if problem is not None:
                 raise InputError(path, problem, row=node.start_mark.line + 1, field=where or None)
+        if node.tag not in _YAML_TAGS:
+            raise InputError(path, f"YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')[:100]} is not accepted: "
+                             "values are text, numbers, true/false, null, lists and mappings",
+                             row=node.start_mark.line + 1, field=where or None)
         open_nodes.add(id(node))
         stack.append((node, depth, where, True))
         if isinstance(node, yaml.MappingNode):

@@ -455,8 +455,10 @@ def test_hostile_scenarios_values_are_one_line(pytester: pytest.Pytester, bench_
      "*benchmark.yaml, field 'metrics.1.definition': is empty: the judge would have nothing to judge*"),
     (spec_text(name="n" * 300), "*benchmark.yaml, field 'name': String should have at most 200 characters*"),
     (spec_text(targets=[{"id": "tgt\n", "model": TARGET}]), "*field 'targets.1.id': target id 'tgt\\n' must be*"),
+    (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"stop": "@b@"}}]).replace("'@b@'", "!!binary aGk="),
+     "*benchmark.yaml:*, field 'targets.1.params.stop': YAML tag !!binary is not accepted*"),
 ], ids=["5000-digit-seed", "inf-temperature", "lone-surrogate", "empty-definition", "blank-definition",
-        "300-char-name", "id-trailing-newline"])
+        "300-char-name", "id-trailing-newline", "binary-param"])
 def test_hostile_benchmark_yaml_values_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
                                                     expected: str) -> None:
     bench = write_benchmark(pytester.path)

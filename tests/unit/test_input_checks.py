@@ -76,6 +76,16 @@ def test_yaml_numbers_in_range_are_kept() -> None:
         "a": MAX_INT, "b": 1000, "c": 2.5}
 
 
+def test_yaml_values_are_json_values() -> None:
+    """A date is kept as its text (YAML 1.2, JSON); a value no request or result file can carry is refused."""
+    assert parse_yaml("a: 2024-01-01\nb: [2001-12-14 21:59:43.10 -5]\n", Path("b.yaml")) == {
+        "a": "2024-01-01", "b": ["2001-12-14 21:59:43.10 -5"]}
+    for text, tag in (("a:\n  b: !!binary aGVsbG8=\n", "!!binary"), ("a: !!set {x, y}\n", "!!set"),
+                      ("a: !!omap [{x: 1}]\n", "!!omap"), ("a: !!pairs [{x: 1}]\n", "!!pairs"), ("a: !mine 1\n", "!mine")):
+        shown = problem(parse_yaml, text, Path("b.yaml"))
+        assert f"YAML tag {tag} is not accepted" in shown and "field 'a" in shown
+
+
 # --------------------------------------------------------------------------- lone surrogates
 
 
