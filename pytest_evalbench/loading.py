@@ -112,9 +112,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
 
 
-class _BadNumber:
-    """Stands in the decoded data for a number no input may hold (too long, not finite), so the walk
-    that checks the data can name its row and field."""
+class _BadValue:
+    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
+    second value of a duplicate key), so the walk that checks the data can name its row and field."""
 
     __slots__ = ("text",)
 
@@ -132,21 +132,40 @@ class _BadNumber:
         return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
 
 
-def _parse_int(text: str) -> int | _BadNumber:
+class _DuplicateKey(_BadValue):
+    def problem(self) -> str:
+        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is marked, not silently overwritten."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                data[key] = _DuplicateKey(key)
+                break
+            seen.add(key)
+    return data
+
+
+def _parse_int(text: str) -> int | _BadValue:
     if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
-        return _BadNumber(text)
+        return _BadValue(text)
     value = int(text)
-    return value if -MAX_INT <= value <= MAX_INT else _BadNumber(text)
+    return value if -MAX_INT <= value <= MAX_INT else _BadValue(text)
 
 
-def _parse_float(text: str) -> float | _BadNumber:
+def _parse_float(text: str) -> float | _BadValue:
     value = float(text)
-    return value if math.isfinite(value) else _BadNumber(text)
+    return value if math.isfinite(value) else _BadValue(text)
 
 
-DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_BadNumber)
-"""The JSON decoder of input files: out-of-range numbers and NaN/Infinity are kept as markers that
-`check_depth` reports with their row and field."""
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_BadValue,
+                           object_pairs_hook=_object)
+"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
+markers that `check_depth` reports with their row and field."""
 
 
 def surrogate_problem(text: str) -> str:
@@ -158,7 +177,7 @@ def surrogate_problem(text: str) -> str:
 
 
 def _value_problem(value: Any, strings: bool) -> str | None:
-    if isinstance(value, _BadNumber):
+    if isinstance(value, _BadValue):
         return value.problem()
     if strings and isinstance(value, str) and _SURROGATE.search(value):
         return surrogate_problem(value)
@@ -206,7 +225,7 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
             else:
                 children = value
             stack.extend((child, depth + 1) for child in children)
-        elif isinstance(value, _BadNumber) or (strings and isinstance(value, str) and _SURROGATE.search(value)):
+        elif isinstance(value, _BadValue) or (strings and isinstance(value, str) and _SURROGATE.search(value)):
             bad = True
             break
     if bad:
@@ -274,11 +293,11 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
         return None
     if node.tag == _YAML_INT:
         if len(value.replace("_", "").lstrip("+-")) > 20:
-            return _BadNumber(value).problem()
+            return _BadValue(value).problem()
         number = loader.construct_yaml_int(node)
-        return None if -MAX_INT <= number <= MAX_INT else _BadNumber(value).problem()
+        return None if -MAX_INT <= number <= MAX_INT else _BadValue(value).problem()
     if node.tag == _YAML_FLOAT and not math.isfinite(loader.construct_yaml_float(node)):
-        return _BadNumber(value).problem()
+        return _BadValue(value).problem()
     return None
 
 

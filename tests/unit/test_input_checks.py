@@ -52,6 +52,14 @@ def test_out_of_range_numbers_in_json_are_one_line(text: str, field: str, messag
     assert "\n" not in shown and len(shown) < 300
 
 
+def test_duplicate_json_keys_are_one_line() -> None:
+    """JSON keeps the last of two equal keys silently; an input file must not lose a value that way."""
+    shown = problem(parse_json, '{"a": 1, "b": [{"c": 1}, {"c": 2, "d": 3, "c": 4}]}', HERE, 5)
+    assert shown == "input.json:5, field 'b.2.c': duplicate key 'c' (JSON would keep only the last value silently)"
+    with pytest.raises(InputError, match=r"row 2 \(id b\), field 'persona': duplicate key 'persona'"):
+        list(iter_json_list('[{"id": "a"}, {"id": "b", "persona": "x", "persona": "y"}]', HERE))
+
+
 def test_numbers_in_range_are_kept_exactly() -> None:
     assert parse_json(f'{{"a": {MAX_INT}, "b": -{MAX_INT}, "c": 1.5e300, "d": 0}}', HERE) == {
         "a": MAX_INT, "b": -MAX_INT, "c": 1.5e300, "d": 0}
