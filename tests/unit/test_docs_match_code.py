@@ -166,3 +166,33 @@ def test_field_tables_fail_on_a_missing_or_doubled_row(monkeypatch: pytest.Monke
         monkeypatch.setattr(sys.modules[__name__], "FORMATS", tmp_path / "formats.md")
         with pytest.raises(AssertionError, match="threshold_profile"):
             test_dataset_case_table_is_the_schema()
+
+
+OUTPUT_SECTIONS = {"results": "### results.json", "conversations": "### runs/&lt;target&gt;/conversations.json",
+                   "scores": "### runs/&lt;target&gt;/conversations.json", "cost": "### cost.json",
+                   "case_results": "### case_results.json", "agent_summary": "### case_results.json",
+                   "calibration": "### calibration.json"}
+
+
+def section(heading: str) -> str:
+    text = FORMATS.read_text(encoding="utf-8")
+    start = text.index(heading)
+    ends = [i for i in (text.find("\n### ", start + 1), text.find("\n## ", start + 1)) if i > 0]
+    return text[start:min(ends) if ends else len(text)]
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUT_SECTIONS))
+def test_result_file_sections_name_every_field_and_value(name: str) -> None:
+    """Every field of a written file's rows, and every value of its enums, is named in its section
+    (conversations.json rows are the scenario row, documented above, plus their own fields)."""
+    schema = schemas.load(name)
+    row = resolve(schema, schema.get("items") or schema.get("additionalProperties") or schema)
+    fields = schema_fields(schema, row)
+    if name == "conversations":
+        scenario = schemas.load("scenarios")
+        fields = {k: v for k, v in fields.items() if k not in schema_fields(scenario, scenario["items"])}
+    text = section(OUTPUT_SECTIONS[name])
+    assert sorted(f for f in fields if f"`{f}`" not in text) == [], f"{name}: fields not in docs/formats.md"
+    unnamed = sorted(f"{f}={v}" for f, info in fields.items() for v in info["enum"] or ()
+                     if f"`{json.dumps(v) if not isinstance(v, str) else v}`" not in text)
+    assert unnamed == [], f"{name}: values not in docs/formats.md"
