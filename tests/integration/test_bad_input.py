@@ -562,3 +562,23 @@ def test_option_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester, ben
     result.stderr.fnmatch_lines([f"ERROR: {option.split('=', maxsplit=1)[0]}=*\\udcff*: not UTF-8 text*"])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert bench_env.requests == []
+
+
+def test_hostile_values_and_demographic_selection_under_xdist(pytester: pytest.Pytester,
+                                                             bench_env: FakeLLMServer) -> None:
+    """The same one-line errors at -n 2, and -k on a demographic value runs exactly those rows there too."""
+    rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
+            scenario("m01_s001_v02", "m01", demographic={"age": "Child or teenager (6-17)"}),
+            scenario("m02_s001_v01", "m02", demographic={"age": "Adult (18+)"})]
+    bench = write_benchmark(pytester.path, scenarios=rows,
+                            demographics={"age": ["Child or teenager (6-17)", "Adult (18+)"]})
+    good = (bench / "scenarios.json").read_text()
+    (bench / "scenarios.json").write_text(good.replace('"persona of m01_s001_v02"', '"\\ud800"'))
+    result = collection_error(pytester, bench_env, "*scenarios.json, row 2 (id m01_s001_v02), field 'persona': "
+                                                   "contains a lone surrogate (\\ud800)*", "-n", "2")
+    assert "INTERNALERROR" not in result.stdout.str()
+    (bench / "scenarios.json").write_text(good)
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "-n", "2", "-k", "Adult", "-v")
+    result.assert_outcomes(passed=1, failed=1)  # m01 (positive) passes, m02 (negative) fails: present in both
+    result.stdout.no_fnmatch_line("*m01_s001_v02*")
