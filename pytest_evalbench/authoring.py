@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import schemas
 from .context import open_engine, role_endpoint
@@ -38,12 +38,12 @@ from .llm.cache import CacheMode, atomic_write_text
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.structured import MAX_ATTEMPTS
 from .llm.types import Endpoint, Usage
-from .loading import SPEC_FILE, load_spec, read_yaml, resolve_benchmark_dir, validate_as
+from .loading import SPEC_FILE, field_path, load_spec, read_yaml, resolve_benchmark_dir, validate_as
 from .sanitize import terminal
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
-from .spec import BenchmarkSpec, Metric
+from .spec import BenchmarkSpec, Metric, not_blank
 from .store import dump_json, update_cost_file
 
 COST_FILE = "cost.json"
@@ -69,6 +69,11 @@ class MetricDraft(_Answer):
     examples: list[str] = Field(description="3-5 things the assistant might say")
     """Length not enforced: the schema sent cannot carry minItems/maxItems (strict providers reject them),
     so fewer examples are accepted and more than MAX_EXAMPLES are cut (examples are hints)."""
+
+    @field_validator("definition")
+    @classmethod
+    def _judgeable(cls, value: str) -> str:
+        return not_blank(value)  # re-asked like any validation error: benchmark.yaml refuses a blank one
 
 
 class MetricsAnswer(_Answer):
@@ -257,7 +262,7 @@ def scenario_rows_schema_check(rows: list[dict[str, Any]], path: Path) -> None:
     try:
         jsonschema.validate(rows, schemas.load("scenarios"))
     except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
+        where = field_path(list(exc.absolute_path), rows).replace(".", "/")
         raise InputError(path, f"generated rows violate scenarios.schema.json at {where or '/'}: "
                          f"{exc.message}") from None
 
@@ -380,8 +385,8 @@ def check_drafts(turns: int, count: int = 0) -> Callable[[Any], None]:
         if isinstance(answer, ScenariosAnswer) and len(answer.scenarios) < count:
             raise ValueError(f"scenarios: {len(answer.scenarios)} given, at least {count} needed")
         drafts = answer.scenarios if isinstance(answer, ScenariosAnswer) else [answer]
-        for i, draft in enumerate(drafts):
-            for j, landmark in enumerate(draft.landmarks):
+        for i, draft in enumerate(drafts, start=1):  # positions count from 1, as in every message
+            for j, landmark in enumerate(draft.landmarks, start=1):
                 if not 1 <= landmark.turn <= turns:
                     prefix = f"scenarios.{i}." if isinstance(answer, ScenariosAnswer) else ""
                     raise ValueError(f"{prefix}landmarks.{j}.turn: {landmark.turn} is outside 1..{turns} "

@@ -7,7 +7,9 @@ without a traceback wall.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .redaction import redact
 from .sanitize import terminal
@@ -35,6 +37,27 @@ class InputError(EvalbenchError):
         if self.field:
             where += f", field '{self.field}'"
         return f"{where}: {self.message}"
+
+
+def field_path(loc: Sequence[int | str], data: Any = None) -> str:
+    """The dotted field path of an error location (pydantic's `loc`, jsonschema's path) with list
+    positions counted from 1, as every position in a message is. `data`, the validated input, tells
+    a list position from a mapping key that happens to be a number (YAML `{1: x}`); without it every
+    number is taken for a list position."""
+    parts: list[str] = []
+    node = data
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool) and (data is None or isinstance(node, list)):
+            parts.append(str(part + 1))
+        else:
+            parts.append(str(part))
+        inside = ((isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))
+                  or (isinstance(node, dict) and part in node))
+        if inside:
+            node = node[part]
+        elif data is not None:
+            node = None  # a union member's tag (`str`, `function-after[...]`) or a missing key
+    return ".".join(parts)
 
 
 class EvalbenchWarning(UserWarning):

@@ -6,6 +6,7 @@ Every problem becomes one `InputError` naming file, row and field; nothing here 
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from collections.abc import Iterable
@@ -15,10 +16,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, EvalbenchWarning, InputError
-from .spec import BenchmarkSpec, unknown_keys
+from .errors import ConfigError, EvalbenchWarning, InputError, field_path
+from .spec import MAX_ID_LENGTH, BenchmarkSpec, unknown_keys
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
+"""A benchmark or data file name: the id rule (always `fullmatch`ed: a trailing newline is no name)."""
 SPEC_FILE = "benchmark.yaml"
 
 
@@ -34,9 +36,10 @@ def resolve_benchmark_dir(root: Path, name: str, option: str = "--benchmark=") -
 
     `option` prefixes the name in the error: how the user spelled it (a pytest option, or a
     command's argument when empty)."""
-    if not NAME_RE.match(name) or name in {".", ".."}:
-        raise ConfigError(f"{option}{name!r} is not a benchmark name (letters, digits, '.', '_', '-'; "
-                          "no paths)")
+    if not NAME_RE.fullmatch(name) or name in {".", ".."}:
+        shown = repr(name[:MAX_ID_LENGTH]) + ("…" if len(name) > MAX_ID_LENGTH else "")
+        raise ConfigError(f"{option}{shown} is not a benchmark name (1-{MAX_ID_LENGTH} letters, digits, '.', "
+                          "'_', '-'; no paths)")
     path = root / name
     if not (path / SPEC_FILE).is_file():
         names = available_benchmarks(root)
@@ -45,10 +48,10 @@ def resolve_benchmark_dir(root: Path, name: str, option: str = "--benchmark=") -
     return path
 
 
-def first_error(exc: ValidationError) -> tuple[str, str]:
-    """(field path, message) of a pydantic error, in one line."""
+def first_error(exc: ValidationError, data: Any = None) -> tuple[str, str]:
+    """(field path, message) of a pydantic error, in one line; `data` is what was validated."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = field_path(err.get("loc", ()), data)
     msg = err.get("msg", "invalid").removeprefix("Value error, ")
     if err.get("type") == "extra_forbidden":
         msg = "unknown key (typo?)"
@@ -61,7 +64,7 @@ def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        loc, msg = first_error(exc)
+        loc, msg = first_error(exc, data)
         raise InputError(path, msg, row=row, field=loc or None) from None
 
 
@@ -101,29 +104,158 @@ def read_text(path: Path) -> str:
                          row=line) from None
 
 
-def check_depth(data: Any, path: Path, row: int | None = None) -> Any:
-    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 0)]
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
+other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
+
+
+class _BadValue:
+    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
+    second value of a duplicate key), so the walk that checks the data can name its row and field."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def problem(self) -> str:
+        text = self.text
+        if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
+            return f"{text} is not a number an input file may hold (numbers must be finite)"
+        digits = sum(c.isdigit() for c in text)
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({digits} digits)"
+        if any(c in text for c in ".eE") and not text.lower().startswith(("0x", "-0x", "+0x")):
+            return f"number {shown} is too large (numbers must be finite)"
+        return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
+
+
+class _DuplicateKey(_BadValue):
+    def problem(self) -> str:
+        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is marked, not silently overwritten."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                data[key] = _DuplicateKey(key)
+                break
+            seen.add(key)
+    return data
+
+
+def _parse_int(text: str) -> int | _BadValue:
+    if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
+        return _BadValue(text)
+    value = int(text)
+    return value if -MAX_INT <= value <= MAX_INT else _BadValue(text)
+
+
+def _parse_float(text: str) -> float | _BadValue:
+    value = float(text)
+    return value if math.isfinite(value) else _BadValue(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_BadValue,
+                           object_pairs_hook=_object)
+"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
+markers that `check_depth` reports with their row and field."""
+
+
+def surrogate_problem(text: str) -> str:
+    """The message for a text holding a lone surrogate, naming the first one."""
+    found = _SURROGATE.search(text)
+    code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
+    return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
+            "stored or sent as UTF-8; remove it or write the whole pair")
+
+
+def _value_problem(value: Any, strings: bool) -> str | None:
+    if isinstance(value, _BadValue):
+        return value.problem()
+    if strings and isinstance(value, str) and _SURROGATE.search(value):
+        return surrogate_problem(value)
+    return None
+
+
+def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
+    """(field path counted from 1, problem) of the first bad value or key, in document order."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if strings and isinstance(key, str) and _SURROGATE.search(key):
+                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                    return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
+            stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
+        else:
+            problem = _value_problem(value, strings)
+            if problem is not None:
+                return field_path(where, data), problem
+    return None
+
+
+def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
+                base_depth: int = 0) -> Any:
+    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
+    held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
+    Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
+    deep `data` itself sits (1 for an element of a row list)."""
+    stack: list[tuple[Any, int]] = [(data, base_depth)]
+    bad = False
     while stack:
         value, depth = stack.pop()
         if isinstance(value, (dict, list)):
             if depth >= MAX_DEPTH:
                 raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
-            children = value.values() if isinstance(value, dict) else value
+            if isinstance(value, dict):
+                if strings and any(isinstance(k, str) and _SURROGATE.search(k) for k in value):
+                    bad = True
+                    break
+                children: Iterable[Any] = value.values()
+            else:
+                children = value
             stack.extend((child, depth + 1) for child in children)
+        elif isinstance(value, _BadValue) or (strings and isinstance(value, str) and _SURROGATE.search(value)):
+            bad = True
+            break
+    if bad:
+        found = _locate(data, strings)
+        assert found is not None
+        raise InputError(path, found[1], row=row, field=found[0] or None)
     return data
 
 
+def has_surrogate(text: str) -> bool:
+    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
+    return _SURROGATE.search(text) is not None
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
 def parse_json(text: str, path: Path, row: int | None = None) -> Any:
-    """JSON text -> data; syntax and nesting problems are one-line InputErrors (`row` = the text's line)."""
+    """JSON text -> data; syntax, nesting, out-of-range numbers and lone surrogates are one-line
+    InputErrors (`row` = the text's line)."""
     try:
-        data = json.loads(text)
+        data = DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
                          row=row if row is not None else exc.lineno) from None
     except RecursionError:
         raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
-    return check_depth(data, path, row)
+    return check_depth(data, path, row, strings=may_hold_surrogates(text))
 
 
 class _Composer(yaml.SafeLoader):
@@ -138,8 +270,40 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _check_yaml_nodes(root: yaml.Node, path: Path) -> None:
-    """Duplicate keys, depth and the size after alias expansion, walked without recursion."""
+_YAML_INT = "tag:yaml.org,2002:int"
+_YAML_FLOAT = "tag:yaml.org,2002:float"
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_YAML_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
+"""What a document may hold: JSON's values. A date is kept as its text (as YAML 1.2 and JSON read it);
+`!!binary`, `!!set`, `!!omap` and `!!pairs` values are refused (no request or result file can carry them)."""
+
+
+def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
+    """Why a YAML scalar cannot be held (an out-of-range or non-finite number, a lone surrogate), or None.
+    Checked on the node, before PyYAML builds it (its int() raises past 4,300 digits)."""
+    value = node.value
+    if node.tag == _YAML_TIMESTAMP:
+        node.tag = _YAML_STR
+    if _SURROGATE.search(value):
+        try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
+            node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            return surrogate_problem(value)
+        return None
+    if node.tag == _YAML_INT:
+        if len(value.replace("_", "").lstrip("+-")) > 20:
+            return _BadValue(value).problem()
+        number = loader.construct_yaml_int(node)
+        return None if -MAX_INT <= number <= MAX_INT else _BadValue(value).problem()
+    if node.tag == _YAML_FLOAT and not math.isfinite(loader.construct_yaml_float(node)):
+        return _BadValue(value).problem()
+    return None
+
+
+def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> None:
+    """Duplicate keys, depth, the size after alias expansion and every scalar's value, walked
+    without recursion."""
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, int, str, bool]] = [(root, 0, "", False)]
@@ -156,12 +320,21 @@ def _check_yaml_nodes(root: yaml.Node, path: Path) -> None:
         if depth >= MAX_DEPTH:
             raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=node.start_mark.line + 1,
                              field=where or None)
+        if isinstance(node, yaml.ScalarNode):
+            problem = _scalar_problem(loader, node)
+            if problem is not None:
+                raise InputError(path, problem, row=node.start_mark.line + 1, field=where or None)
+        if node.tag not in _YAML_TAGS:
+            raise InputError(path, f"YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')[:100]} is not accepted: "
+                             "values are text, numbers, true/false, null, lists and mappings",
+                             row=node.start_mark.line + 1, field=where or None)
         open_nodes.add(id(node))
         stack.append((node, depth, where, True))
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in node.value:
-                name = str(key.value) if isinstance(key, yaml.ScalarNode) else None
+                name = (str(key.value).encode("utf-8", "backslashreplace").decode("utf-8")
+                        if isinstance(key, yaml.ScalarNode) else None)
                 if name is not None and key.tag != "tag:yaml.org,2002:merge":
                     if name in seen:
                         raise InputError(path, f"duplicate key {name!r} (first on line {seen[name]})",
@@ -169,8 +342,9 @@ def _check_yaml_nodes(root: yaml.Node, path: Path) -> None:
                     seen[name] = key.start_mark.line + 1
                 stack.append((key, depth + 1, where, False))
                 stack.append((value, depth + 1, f"{where}.{name}".lstrip(".") if name else where, False))
-        else:
-            stack.extend((child, depth + 1, where, False) for child in _children(node))
+        else:  # list positions count from 1 in the field path, as in every message
+            stack.extend((child, depth + 1, f"{where}.{number}".lstrip("."), False)
+                         for number, child in enumerate(_children(node), start=1))
     if sizes[id(root)] > MAX_YAML_NODES:
         raise InputError(path, f"YAML expands to more than {MAX_YAML_NODES} values once aliases are followed "
                          "(an alias bomb?)")
@@ -183,7 +357,7 @@ def parse_yaml(text: str, path: Path) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_yaml_nodes(node, path)
+        _check_yaml_nodes(node, path, loader)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from .calibration.models import CalibrationEntry
 from .dataset.answers import StoredAnswer
+from .dataset.loading import DatasetSettings
 from .dataset.models import DatasetCase
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
@@ -40,10 +41,23 @@ INPUT_FILES = {"benchmark", "scenarios", "cases", "answers"}
 """Files people write: their schemas describe what the loader accepts (validation mode)."""
 
 
+def _with_dataset_block(schema: dict[str, Any]) -> dict[str, Any]:
+    """benchmark.yaml's `dataset:` described by the dataset kind's model (spec.py keeps it an untyped
+    mapping so that a scenario run never imports the dataset kind; it is validated when the kind loads)."""
+    block = TypeAdapter(DatasetSettings).json_schema(mode="validation")
+    schema["$defs"].update(block.pop("$defs", {}))
+    schema["$defs"]["DatasetSettings"] = block
+    schema["properties"]["dataset"] = {"anyOf": [{"$ref": "#/$defs/DatasetSettings"}, {"type": "null"}],
+                                       "default": None, "title": "Dataset"}
+    return schema
+
+
 def generate() -> dict[str, dict[str, Any]]:
     schemas = {}
     for name, tp in TYPES.items():
         schema = TypeAdapter(tp).json_schema(mode="validation" if name in INPUT_FILES else "serialization")
+        if name == "benchmark":
+            schema = _with_dataset_block(schema)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = f"pytest-evalbench {name}"
         schemas[name] = schema

@@ -16,11 +16,14 @@ from .llm.types import check_base_url, header_problem
 from .redaction import MASK, redact_data, secret_params, strip_credentials
 
 MAX_ID_LENGTH = 100
-SAFE_ID = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}$")
-"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids."""
+SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
+"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids. Always
+`fullmatch`ed (`match` with `$` accepts a trailing newline)."""
 _WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+MAX_NAME_LENGTH = 200
+"""Longest benchmark `name` and metric `name` (they head reports and summaries)."""
 MetricType = Literal["positive", "negative"]
 DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
 """Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
@@ -29,7 +32,7 @@ simulated user and the targets hold conversations, the judge writes a short verd
 
 def check_id(value: str, what: str) -> str:
     """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
-    if not SAFE_ID.match(value) or value.endswith("."):
+    if not SAFE_ID.fullmatch(value) or value.endswith("."):
         raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
                          f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
                          "and not ending with '.' (it names files and test ids)")
@@ -81,11 +84,12 @@ class _Input(BaseModel):
 
 
 def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every kept unknown key in a validated model tree (`scenario.foo`, `metrics.2.bar`)."""
+    """Dotted paths of every kept unknown key in a validated model tree (`scenario.foo`, `metrics.2.bar`:
+    list positions from 1)."""
     found = [f"{prefix}{key}" for key in (model.model_extra or {})]
     for name in type(model).model_fields:
         value = getattr(model, name)
-        items = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+        items = (value.items() if isinstance(value, dict) else enumerate(value, start=1) if isinstance(value, list)
                  else [(None, value)])
         for index, item in items:
             if isinstance(item, BaseModel):
@@ -97,8 +101,8 @@ def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
 
 
 def _env_name(value: str) -> str:
-    if not ENV_NAME.match(value):
-        raise ValueError(f"{value!r} is not an environment variable name")
+    if not ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value[:200]!r} is not an environment variable name")
     return value
 
 
@@ -117,8 +121,8 @@ HeaderValue = Union[str, EnvRef]
 
 def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:
     for name, value in headers.items():
-        if not HEADER_NAME.match(name):
-            raise ValueError(f"{name!r} is not an HTTP header name")
+        if not HEADER_NAME.fullmatch(name):
+            raise ValueError(f"{name[:100]!r} is not an HTTP header name")
         problem = header_problem(value) if isinstance(value, str) else None
         if problem is not None:
             raise ValueError(f"header {name!r}: the value {problem}")
@@ -247,11 +251,19 @@ class MetricChecks(_Input):
     otherwise: Literal["judge", "present", "absent"] = "judge"
 
 
+def not_blank(value: str) -> str:
+    """A text the run depends on (a metric's definition is all the judge is given) cannot be blank."""
+    if not value.strip():
+        raise ValueError("is empty: the judge would have nothing to judge; write what the behaviour is")
+    return value
+
+
 class Metric(_Input):
     id: str
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: MetricType
-    definition: str
+    definition: Annotated[str, AfterValidator(not_blank)]
+    """What the judge detects and the simulated user provokes (not blank)."""
     examples: list[str] = Field(default_factory=list)
     mattersBecause: Optional[str] = None
     """"This matters because ..." (impactbench's metric metadata); shown with failures."""
@@ -383,7 +395,7 @@ class JudgeConfig(_Input):
 class BenchmarkSpec(_Input):
     """benchmark.yaml."""
 
-    name: str
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     description: str = ""
     kind: Literal["scenarios", "dataset"] = "scenarios"
     scenario: ScenarioSettings = Field(default_factory=ScenarioSettings)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, EvalbenchWarning
+from .errors import ConfigError, EvalbenchWarning, field_path
 from .llm.cache import atomic_open, atomic_write_text
 from .llm.types import Usage
 from .spec import PhaseCost
@@ -178,7 +178,7 @@ def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
             typed = model.model_validate(row)
         except ValidationError as exc:
             err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ()))
+            loc = field_path(err.get("loc", ()), row)
             bad.append(f"row {number}: {loc + ': ' if loc else ''}{err.get('msg', 'invalid')}")
             continue
         yield row, typed

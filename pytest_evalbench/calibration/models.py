@@ -9,7 +9,6 @@ eval's inputs with a 1-5 score:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -20,7 +19,7 @@ from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
 from ..kinds import Status, spec_kind
 from ..llm.types import Usage
-from ..loading import first_error
+from ..loading import first_error, parse_json
 from ..spec import BenchmarkSpec, Message
 
 CALIBRATION_FILE = "calibration.jsonl"
@@ -147,14 +146,11 @@ def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, f"not valid JSON ({exc.msg})", row=line) from None
+        data = parse_json(raw, path, row=line)
         try:
             label = model.model_validate(data)
         except ValidationError as exc:
-            where, message = first_error(exc)
+            where, message = first_error(exc, data)
             raise InputError(path, message, row=line, field=where) from None
         if isinstance(label, MetricLabel) and spec.metric(label.metric_id) is None:
             raise InputError(path, f"unknown metric_id {label.metric_id!r}; benchmark.yaml defines "

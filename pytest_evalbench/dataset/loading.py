@@ -32,8 +32,8 @@ class DatasetSettings(BaseModel):
     @classmethod
     def _plain_names(cls, files: list[str]) -> list[str]:
         for name in files:
-            if not NAME_RE.match(name) or not name.endswith(".jsonl"):
-                raise ValueError(f"{name!r} must be a .jsonl file name beside benchmark.yaml (no paths)")
+            if not NAME_RE.fullmatch(name) or not name.endswith(".jsonl"):
+                raise ValueError(f"{name[:100]!r} must be a .jsonl file name beside benchmark.yaml (no paths)")
         return files
 
 

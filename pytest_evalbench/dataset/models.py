@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
-from ..loading import parse_json, read_text
+from ..loading import first_error, parse_json, read_text
 from ..spec import ToolCall, _Input, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
@@ -134,15 +134,14 @@ def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
         try:
             data = parse_json(line, path, row=number)
         except InputError as exc:
-            raise DatasetError(path, number, None, exc.message) from None
+            raise DatasetError(path, number, exc.field, exc.message) from None
         if not isinstance(data, dict):
             raise DatasetError(path, number, None, "expected a JSON object")
         try:
             case = DatasetCase.model_validate(data)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err.get("loc", ())) or None
-            raise DatasetError(path, number, loc, err.get("msg", "invalid").removeprefix("Value error, ")) from None
+            loc, message = first_error(exc, data)
+            raise DatasetError(path, number, loc or None, message) from None
         if case.case_id in seen:
             raise DatasetError(path, number, "case_id",
                                f"duplicate case_id {case.case_id!r} (also line {seen[case.case_id]})")

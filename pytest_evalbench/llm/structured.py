@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import field_path
 from .engine import Engine
 from .types import Endpoint, Usage
 
@@ -76,7 +77,7 @@ def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None
         answer = model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ())) or "answer"
+        where = field_path(err.get("loc", ()), data) or "answer"
         raise ValueError(f"{where}: {err.get('msg', 'invalid')}") from None
     if check is not None:
         check(answer)

@@ -187,11 +187,29 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
                         alpha=spec_gate.alpha)
 
 
+def check_text_options(config: pytest.Config) -> None:
+    """Every evalbench option is text UTF-8 can carry: a command-line byte that is not UTF-8 arrives as a
+    lone surrogate (Python's surrogateescape), which no request, result file or report could encode."""
+    from ..loading import has_surrogate
+
+    for dest, value in sorted(vars(config.option).items()):
+        if not dest.startswith("evalbench_"):
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and has_surrogate(text):
+                names = {"evalbench_benchmark": "benchmark", "evalbench_targets": "evalbench_target"}
+                option = "--" + names.get(dest, dest).replace("_", "-")
+                shown = text.encode("utf-8", "backslashreplace").decode("utf-8")[:200]
+                raise pytest.UsageError(f"{option}={shown}: not UTF-8 text (an undecodable byte or a lone "
+                                        "surrogate); pass it as UTF-8")
+
+
 def build_settings(config: pytest.Config) -> RunSettings | None:
     """RunSettings from the command line, or None when `--benchmark` is not given."""
     name = config.getoption("evalbench_benchmark")
     if not name:
         return None
+    check_text_options(config)
     from ..llm.engine import EngineSettings
     from ..settings import RunSettings
 

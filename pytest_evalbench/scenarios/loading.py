@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import difflib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..loading import check_depth, parse_json, read_text, validate_as, warn_unknown
+from ..loading import DECODER, check_depth, may_hold_surrogates, parse_json, read_text, validate_as, warn_unknown
 from ..spec import MAX_ID_LENGTH, BenchmarkSpec, unknown_keys
 from .models import Scenario
 
@@ -32,8 +32,7 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
     unknown: dict[str, list[str]] = {}
     index = -1
     for index, raw in enumerate(iter_json_list(read_text(path), path)):
-        shown = str(raw.get("id"))[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
-        label = f"{index + 1}" + (f" (id {shown})" if shown is not None else "")
+        label = row_label(index, raw)
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
         row: Scenario = validate_as(Scenario, raw, path, row=label)
@@ -53,7 +52,9 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
         for number, landmark in enumerate(row.landmarks):
             if spec.generation.landmarks and landmark.turn > turns:
                 raise InputError(path, f"landmark turn {landmark.turn} is beyond generation.turns ({turns}) of "
-                                 "benchmark.yaml, so it would never fire", row=label, field=f"landmarks.{number}.turn")
+                                 "benchmark.yaml, so it would never fire", row=label,
+                                 field=f"landmarks.{number + 1}.turn")
+        check_demographic(row.demographic, spec.demographics, path, label)
         row.metric_name = row.metric_name or metric.name
         row.metric_type = metric.type
         for key in unknown_keys(row):  # landmarks.3.note -> landmarks.note: one entry per key
@@ -64,6 +65,43 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
     warn_unknown(path, unknown, unknown)
 
 
+def row_label(index: int, raw: Any) -> str:
+    """How errors name a row: its position from 1 and, when it has one, its id (`3 (id m01_s001_v02)`)."""
+    shown = str(raw.get("id"))[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
+    if shown is not None and shown.isprintable():  # a lone surrogate or a newline is shown escaped
+        return f"{index + 1} (id {shown})"
+    return f"{index + 1}" + (f" (id {shown!r})" if shown is not None else "")
+
+
+SHOWN_VALUES = 10
+"""How many of an axis's values an error lists."""
+
+
+def check_demographic(demographic: dict[str, str], axes: dict[str, list[str]], path: Path, label: str) -> None:
+    """Each axis of a row's `demographic` is an axis of benchmark.yaml's `demographics` and its value one of
+    that axis's values (a typo would make a demographic group of its own). Rows of a benchmark that
+    declares no demographics (impactbench keeps them in its config.yaml) are not checked."""
+    if not axes:
+        return
+    for axis, value in demographic.items():
+        values = axes.get(axis)
+        if values is None:
+            close = difflib.get_close_matches(axis, list(axes), n=1, cutoff=0)
+            raise InputError(path, f"unknown demographic axis {axis!r}; benchmark.yaml's demographics has "
+                             f"{_listed(list(axes))}" + (f"; closest: {close[0]!r}" if close else ""),
+                             row=label, field=f"demographic.{axis}")
+        if value not in values:
+            close = difflib.get_close_matches(value, values, n=1, cutoff=0)
+            raise InputError(path, f"demographic value {value!r} is not one of axis {axis!r}'s values in "
+                             f"benchmark.yaml ({_listed(values)})" + (f"; closest: {close[0]!r}" if close else ""),
+                             row=label, field=f"demographic.{axis}")
+
+
+def _listed(values: list[str]) -> str:
+    shown = ", ".join(repr(v) for v in values[:SHOWN_VALUES])
+    return shown + (f" and {len(values) - SHOWN_VALUES} more" if len(values) > SHOWN_VALUES else "")
+
+
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -71,7 +109,8 @@ def iter_json_list(text: str, path: Path) -> Iterator[Any]:
     """The values of a JSON list text, decoded one at a time (each checked for depth as an element
     of the list). Anything else, or broken JSON, raises the `InputError` that parsing the whole
     text raises (`loading.parse_json`), so messages do not depend on where the break is."""
-    decoder = json.JSONDecoder()
+    decoder = DECODER
+    strings = may_hold_surrogates(text)  # one scan of the text, so a file without escapes skips the string checks
 
     def whole() -> InputError:
         data = parse_json(text, path)  # raises for broken JSON
@@ -79,6 +118,7 @@ def iter_json_list(text: str, path: Path) -> Iterator[Any]:
             return InputError(path, "expected a JSON list of scenario rows")
         return InputError(path, "invalid JSON")  # not reached: a list that parses whole parses row by row
 
+    index = 0
     position = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
     if text[position:position + 1] != "[":
         raise whole()
@@ -89,7 +129,11 @@ def iter_json_list(text: str, path: Path) -> Iterator[Any]:
                 value, position = decoder.raw_decode(text, position)
             except (ValueError, RecursionError):
                 raise whole() from None
-            check_depth([value], path)
+            try:
+                check_depth(value, path, strings=strings, base_depth=1)
+            except InputError as exc:  # the row's label is made only when it is needed
+                raise InputError(path, exc.message, row=row_label(index, value), field=exc.field) from None
+            index += 1
             yield value
             position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
             separator = text[position:position + 1]

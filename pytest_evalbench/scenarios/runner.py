@@ -20,11 +20,12 @@ class StoredScenario:
     it: a validated `Scenario` weighs about 2 KB, its JSON a fraction of that, and a benchmark of
     100,000 items holds every row from collection to the end of the session."""
 
-    __slots__ = ("_json", "id", "metric_id", "metric_type")
+    __slots__ = ("_json", "demographic", "id", "metric_id", "metric_type")
 
     def __init__(self, scenario: Scenario) -> None:
         self.id = scenario.id
         self.metric_id, self.metric_type = sys.intern(scenario.metric_id), scenario.metric_type  # one per metric
+        self.demographic = _demographic_keywords(scenario.demographic)
         self._json = scenario.model_dump_json(exclude_unset=True).encode("utf-8")  # set fields: lossless
 
     def load(self) -> Scenario:
@@ -33,6 +34,20 @@ class StoredScenario:
     def dump(self) -> dict[str, Any]:
         """The row as the result files' readers complete foreign rows from it (`Known.scenarios`)."""
         return self.load().model_dump(mode="json", exclude_none=True)
+
+
+_KEYWORD_SETS: dict[tuple[tuple[str, str], ...], tuple[str, ...]] = {}
+"""One keyword tuple per demographic combination (a benchmark has a handful), shared by its rows."""
+
+
+def _demographic_keywords(demographic: dict[str, str]) -> tuple[str, ...]:
+    """What `-k` matches of a row's demographic: each value (`-k Adult`), and `axis:value` for a value
+    two axes share (`-k "age:Adult"`; pytest matches substrings, case-insensitively)."""
+    key = tuple(demographic.items())
+    found = _KEYWORD_SETS.get(key)
+    if found is None:
+        found = _KEYWORD_SETS[key] = tuple(sys.intern(k) for pair in key for k in (pair[1], ":".join(pair)))
+    return found
 
 
 class ScenarioCase:
@@ -63,8 +78,10 @@ class ScenarioCase:
 
     @property
     def keywords(self) -> dict[str, Any]:
-        """`-k` selects by metric id, metric type and target as whole words."""
-        return {self.stored.metric_id: True, self.target_id: True, str(self.stored.metric_type): True}
+        """`-k` selects by metric id, metric type, target and demographic values (`axis:value` too)."""
+        words = {self.stored.metric_id: True, self.target_id: True, str(self.stored.metric_type): True}
+        words.update(dict.fromkeys(self.stored.demographic, True))
+        return words
 
     def __repr__(self) -> str:
         return f"ScenarioCase({self.name!r}, index={self.index})"

@@ -163,7 +163,7 @@ def test_gen_metrics_unusable_answer_after_three_attempts(tmp_path: Path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("evalbench: error: gen-metrics: model 'gen-user' gave no usable answer in 3 attempts")
-    reason = "not valid JSON" if isinstance(answer, str) else "metrics.0.type"
+    reason = "not valid JSON" if isinstance(answer, str) else "metrics.1.type"
     assert reason in err and reason in reask
     assert (bench / "benchmark.yaml").read_bytes() == before
     assert not (bench / "cost.json").exists()
@@ -257,7 +257,7 @@ def test_landmark_turn_out_of_range_is_reasked(tmp_path: Path) -> None:
         assert run(tmp_path, server, "gen-scenarios") == 0
         assert len(server.requests) == 2
         reask = server.requests[1]["messages"]
-    assert reask[-1]["role"] == "user" and "scenarios.0.landmarks.0.turn: 7 is outside 1..3" in reask[-1]["content"]
+    assert reask[-1]["role"] == "user" and "scenarios.1.landmarks.1.turn: 7 is outside 1..3" in reask[-1]["content"]
     assert reask[-2]["role"] == "assistant"
     rows = json.loads((bench / "scenarios.json").read_text())
     assert [r["landmarks"][0]["turn"] for r in rows] == [2, 2]

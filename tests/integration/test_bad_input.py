@@ -65,11 +65,11 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
     (spec_text(generation={"turns": 2, "num_samples": True}),
      "*field 'generation.num_samples': expected a number, not true/false*"),
     (spec_text(targets=[{"id": "t" * 300, "model": TARGET}]),
-     "*field 'targets.0.id'*must be 1-100 letters, digits*"),
-    (spec_text(targets=[{"id": "a b", "model": TARGET}]), "*field 'targets.0.id'*'a b' must be*"),
-    (spec_text(targets=[{"id": "NUL", "model": TARGET}]), "*field 'targets.0.id'*reserved device name*"),
+     "*field 'targets.1.id'*must be 1-100 letters, digits*"),
+    (spec_text(targets=[{"id": "a b", "model": TARGET}]), "*field 'targets.1.id'*'a b' must be*"),
+    (spec_text(targets=[{"id": "NUL", "model": TARGET}]), "*field 'targets.1.id'*reserved device name*"),
     (spec_text(metrics=[{"id": "m01[x]", "name": "a", "type": "positive", "definition": "d"}]),
-     "*field 'metrics.0.id'*metric id 'm01?x?' must be*"),
+     "*field 'metrics.1.id'*metric id 'm01?x?' must be*"),
     (spec_text(pricing={"m": {"input_per_million": True, "output_per_million": 1}}),
      "*field 'pricing.m.input_per_million'*not true/false*"),
     (spec_text(user_model={"model": USER, "headers": {"Bad Header": "x"}}),
@@ -77,7 +77,7 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
     (spec_text(user_model={"model": USER, "api_key_env": "not a name"}),
      "*field 'user_model.api_key_env'*not an environment variable name*"),
     (spec_text(targets=[{"id": "t", "model": TARGET, "base_url": "localhost:8000/v1"}]),
-     "*field 'targets.0.base_url'*'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
+     "*field 'targets.1.base_url'*'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
     (spec_text(user_model={"model": USER, "headers": {"X-Team": "caf\u00e9 \u2615"}}),
      "*field 'user_model.headers'*header 'X-Team': the value contains characters an HTTP header cannot carry*"),
 ], ids=["duplicate-top-level-key", "duplicate-nested-key", "bool-as-int", "300-char-target-id", "unsafe-target-id",
@@ -92,10 +92,10 @@ def test_malformed_benchmark_yaml_is_one_line(pytester: pytest.Pytester, bench_e
 
 @pytest.mark.parametrize(("rows", "expected"), [
     ([scenario("m01_s001_v01", "m01", landmarks=[{"turn": 3, "instruction": "late"}])],
-     "*scenarios.json, row 1 (id m01_s001_v01), field 'landmarks.0.turn': landmark turn 3 is beyond "
+     "*scenarios.json, row 1 (id m01_s001_v01), field 'landmarks.1.turn': landmark turn 3 is beyond "
      "generation.turns (2)*never fire*"),
     ([scenario("m01_s001_v01", "m01", landmarks=[{"turn": True, "instruction": "x"}])],
-     "*row 1 (id m01_s001_v01), field 'landmarks.0.turn'*not true/false*"),
+     "*row 1 (id m01_s001_v01), field 'landmarks.1.turn'*not true/false*"),
     ([scenario("m01_s001_v01", "m01"), scenario("x" * 101, "m01")], "*row 2 (id xxx*), field 'id'*must be 1-100*"),
     ([scenario("m01/../../x", "m01")], "*row 1 (id m01/../../x), field 'id'*must be*"),
 ], ids=["landmark-beyond-turns", "bool-landmark-turn", "101-char-scenario-id", "path-in-scenario-id"])
@@ -404,3 +404,181 @@ def test_authoring_base_url_without_scheme_is_a_usage_error(tmp_path: Path, caps
         main(["gen-metrics", "demo", "--root", str(tmp_path), "--base-url", "localhost:8000/v1"])
     assert exited.value.code == 2
     assert "'localhost:8000/v1' is not an http:// or https:// URL with a host" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hostile values (issue 25)
+
+BIG = "9" * 5000
+
+
+def scenarios_text(rows: list[dict[str, Any]], **raw: str) -> str:
+    """scenarios.json text of `rows` with each `"@NAME@"` string replaced by the raw JSON `raw[NAME]`."""
+    text = json.dumps(rows)  # ensure_ascii: a lone surrogate is written as its escape, "\ud800"
+    for name, value in raw.items():
+        text = text.replace(f'"@{name}@"', value)
+    return text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (scenarios_text([scenario("m01_s001_v01", "m01", landmarks=[{"turn": "@n@", "instruction": "x"}])], n=BIG),
+     "*scenarios.json, row 1 (id m01_s001_v01), field 'landmarks.1.turn': number 99999999999999999999… "
+     "(5000 digits) is out of range*"),
+    (scenarios_text([scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01", persona="a \ud800 b")]),
+     "*scenarios.json, row 2 (id m01_s001_v02), field 'persona': contains a lone surrogate (\\ud800)*"),
+    (scenarios_text([scenario("m01_s001_v01", "m01", extra={"\udc01": 1})]),
+     "*scenarios.json, row 1 (id m01_s001_v01), field 'extra.\\udc01': key contains a lone surrogate (\\udc01)*"),
+    (scenarios_text([scenario("m01_s001_v01", "m01", weight="@n@")], n="1e999"),
+     "*row 1 (id m01_s001_v01), field 'weight': number 1e999 is too large (numbers must be finite)*"),
+    (scenarios_text([scenario("m01_s001_v01", "m01", weight="@n@")], n="NaN"),
+     "*row 1 (id m01_s001_v01), field 'weight': NaN is not a number an input file may hold*"),
+    (scenarios_text([scenario("m01_s001_v01\n", "m01")]),
+     "*scenarios.json, row 1 (id 'm01_s001_v01\\n'), field 'id': scenario id 'm01_s001_v01\\n' must be 1-100*"),
+], ids=["5000-digit-int", "lone-surrogate-value", "lone-surrogate-key", "float-overflow", "nan", "id-trailing-newline"])
+def test_hostile_scenarios_values_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
+                                               expected: str) -> None:
+    bench = write_benchmark(pytester.path)
+    (bench / "scenarios.json").write_text(text, encoding="utf-8")
+    collection_error(pytester, bench_env, expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"seed": "@n@"}}]).replace("'@n@'", BIG),
+     "*benchmark.yaml:*, field 'targets.1.params.seed': number 99999999999999999999… (5000 digits) is out of range*"),
+    (spec_text(user_model={"model": USER, "params": {"temperature": "@n@"}}).replace("'@n@'", ".inf"),
+     "*benchmark.yaml:*, field 'user_model.params.temperature': .inf is not a number*finite*"),
+    (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": "@s@"}]).replace(
+        "'@s@'", '"half \\ud800 a pair"'),
+     "*benchmark.yaml:*, field 'metrics.1.definition': contains a lone surrogate (\\ud800)*"),
+    (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": ""}]),
+     "*benchmark.yaml, field 'metrics.1.definition': is empty: the judge would have nothing to judge*"),
+    (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": " \n\t"}]),
+     "*benchmark.yaml, field 'metrics.1.definition': is empty: the judge would have nothing to judge*"),
+    (spec_text(name="n" * 300), "*benchmark.yaml, field 'name': String should have at most 200 characters*"),
+    (spec_text(targets=[{"id": "tgt\n", "model": TARGET}]), "*field 'targets.1.id': target id 'tgt\\n' must be*"),
+    (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"stop": "@b@"}}]).replace("'@b@'", "!!binary aGk="),
+     "*benchmark.yaml:*, field 'targets.1.params.stop': YAML tag !!binary is not accepted*"),
+], ids=["5000-digit-seed", "inf-temperature", "lone-surrogate", "empty-definition", "blank-definition",
+        "300-char-name", "id-trailing-newline", "binary-param"])
+def test_hostile_benchmark_yaml_values_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
+                                                    expected: str) -> None:
+    bench = write_benchmark(pytester.path)
+    (bench / "benchmark.yaml").write_text(text, encoding="utf-8")
+    collection_error(pytester, bench_env, expected)
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("b" * 300, "*--benchmark='bbbb*'… is not a benchmark name (1-100 letters*"),
+    ("demo\n", "*--benchmark='demo\\n' is not a benchmark name*"),
+], ids=["300-chars", "trailing-newline"])
+def test_hostile_benchmark_names_are_usage_errors(pytester: pytest.Pytester, bench_env: FakeLLMServer, name: str,
+                                                  expected: str) -> None:
+    write_benchmark(pytester.path)
+    result = pytester.runpytest(f"--benchmark={name}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert bench_env.requests == []
+
+
+def dataset_bench(root: Path, lines: list[str]) -> Path:
+    """benchmarks/agents with the example policy and these raw JSONL lines."""
+    bench = root / "benchmarks" / "agents"
+    bench.mkdir(parents=True)
+    spec = yaml.safe_load((Path(__file__).parents[2] / "benchmarks" / "agents" / "benchmark.yaml").read_text())
+    spec["evaluator_model"] = {"model": JUDGE}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (bench / "cases.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return bench
+
+
+GOOD_CASE = {"case_id": "c1", "agent_name": "a", "question": "q?", "model_answer": "an answer",
+             "required_evals": ["FluencyExplain"], "threshold_profile": "prep_default"}
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (json.dumps({**GOOD_CASE, "case_id": "c2", "question": "lone \ud800"}),
+     "*cases.jsonl:2, field 'question': contains a lone surrogate (\\ud800)*"),
+    (json.dumps({**GOOD_CASE, "case_id": "c2", "explain_inputs": {"FluencyExplain": {"n": "@n@"}}}).replace(
+        '"@n@"', BIG), "*cases.jsonl:2, field 'explain_inputs.FluencyExplain.n': number 9999*(5000 digits)*"),
+    (json.dumps({**GOOD_CASE, "case_id": "c2\n"}), "*cases.jsonl:2, field 'case_id': case_id 'c2\\n' must be*"),
+    (json.dumps({**GOOD_CASE, "case_id": "c2", "required_evals": ["FluencyExplain", "Fluency"]}),
+     "*cases.jsonl:2, field 'required_evals.2': Input should be 'RelevanceExplain'*"),
+], ids=["lone-surrogate", "5000-digit-int", "id-trailing-newline", "list-position-from-1"])
+def test_hostile_dataset_lines_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, line: str,
+                                            expected: str) -> None:
+    dataset_bench(pytester.path, [json.dumps(GOOD_CASE), line])
+    result = pytester.runpytest("--benchmark=agents")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([expected])
+    result.stdout.no_fnmatch_line("*Traceback*")
+    assert bench_env.requests == []
+
+
+# --------------------------------------------------------------------------- inputs checked against each other
+
+
+@pytest.mark.parametrize(("demographic", "expected"), [
+    ({"age": "Adult (18 +)"}, "*scenarios.json, row 2 (id m01_s001_v02), field 'demographic.age': demographic value "
+                              "'Adult (18 +)' is not one of axis 'age''s values in benchmark.yaml ('Child or teenager "
+                              "(6-17)', 'Adult (18+)'); closest: 'Adult (18+)'*"),
+    ({"aeg": "Adult (18+)"}, "*row 2 (id m01_s001_v02), field 'demographic.aeg': unknown demographic axis 'aeg'; "
+                             "benchmark.yaml's demographics has 'age'; closest: 'age'*"),
+], ids=["value", "axis"])
+def test_demographic_outside_its_axis_is_an_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                  demographic: dict[str, str], expected: str) -> None:
+    rows = [scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01", demographic=demographic)]
+    write_benchmark(pytester.path, scenarios=rows,
+                    demographics={"age": ["Child or teenager (6-17)", "Adult (18+)"]})
+    collection_error(pytester, bench_env, expected)
+
+
+def test_k_selects_a_demographic_value(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)", "tone": "calm"}),
+            scenario("m01_s001_v02", "m01", demographic={"age": "Child or teenager (6-17)", "tone": "calm"}),
+            scenario("m02_s001_v01", "m02", demographic={"age": "Adult (18+)", "tone": "angry"})]
+    write_benchmark(pytester.path, scenarios=rows, demographics={"age": ["Child or teenager (6-17)", "Adult (18+)"],
+                                                                 "tone": ["calm", "angry"]})
+
+    def selected(expression: str) -> list[str]:
+        result = pytester.runpytest("--benchmark=demo", "--collect-only", "-q", "-k", expression)
+        return sorted(line.split("::")[1] for line in result.stdout.lines if "scenarios.json::" in line)
+
+    assert selected("teenager") == ["m01_s001_v02[tgt-s0]"]
+    assert selected("Adult and angry") == ["m02_s001_v01[tgt-s0]"]
+    assert selected("tone:calm and not Child") == ["m01_s001_v01[tgt-s0]"]
+    assert bench_env.requests == []
+
+
+@pytest.mark.parametrize("option", ["--evalbench-judge-model=judge\udcff", "--evalbench-target=t=m\udcff",
+                                    "--evalbench-markdown=sum\udcff.md"])
+def test_option_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                   option: str) -> None:
+    """A non-UTF-8 byte on the command line (a lone surrogate once Python decodes it) is refused before any
+    call; it used to reach history.jsonl's encoder and end in INTERNALERROR."""
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", option)  # the argument goes out as bytes (0xff)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option.split('=', maxsplit=1)[0]}=*\\udcff*: not UTF-8 text*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert bench_env.requests == []
+
+
+def test_hostile_values_and_demographic_selection_under_xdist(pytester: pytest.Pytester,
+                                                             bench_env: FakeLLMServer) -> None:
+    """The same one-line errors at -n 2, and -k on a demographic value runs exactly those rows there too."""
+    rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
+            scenario("m01_s001_v02", "m01", demographic={"age": "Child or teenager (6-17)"}),
+            scenario("m02_s001_v01", "m02", demographic={"age": "Adult (18+)"})]
+    bench = write_benchmark(pytester.path, scenarios=rows,
+                            demographics={"age": ["Child or teenager (6-17)", "Adult (18+)"]})
+    good = (bench / "scenarios.json").read_text()
+    (bench / "scenarios.json").write_text(good.replace('"persona of m01_s001_v02"', '"\\ud800"'))
+    result = collection_error(pytester, bench_env, "*scenarios.json, row 2 (id m01_s001_v02), field 'persona': "
+                                                   "contains a lone surrogate (\\ud800)*", "-n", "2")
+    assert "INTERNALERROR" not in result.stdout.str()
+    (bench / "scenarios.json").write_text(good)
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "-n", "2", "-k", "Adult", "-v")
+    result.assert_outcomes(passed=1, failed=1)  # m01 (positive) passes, m02 (negative) fails: present in both
+    result.stdout.no_fnmatch_line("*m01_s001_v02*")

@@ -168,7 +168,7 @@ def pytest_evalbench_make_target(config, target):
      "*scenarios.json, row 2 (id m01_s001_v01), field 'id': duplicate id 'm01_s001_v01' (also row 1)*"),
     (None, [scenario("m01_s001_v01", "m01", metric_type="negative")], "*field 'metric_type'*contradicts*"),
     (None, [scenario("m01_s001_v01", "m01", landmarks=[{"turn": "x", "instruction": "i"}])],
-     "*field 'landmarks.0.turn'*"),
+     "*field 'landmarks.1.turn'*"),
 ])
 def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, bench_env: FakeLLMServer, spec_text: str | None,
                                       rows: Any, expected: str) -> None:

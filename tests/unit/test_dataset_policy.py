@@ -38,7 +38,7 @@ def test_example_loads_with_bom_and_blank_lines(tmp_path: Path) -> None:
     (lambda r: "{not json", 2, None, "invalid JSON"),
     (lambda r: {k: v for k, v in r.items() if k != "question"}, 2, "question", "Field required"),
     (lambda r: {**r, "difficulty": "brutal"}, 2, "difficulty", "Input should be"),
-    (lambda r: {**r, "required_evals": ["MagicExplain"]}, 2, "required_evals.0", "Input should be"),
+    (lambda r: {**r, "required_evals": ["MagicExplain"]}, 2, "required_evals.1", "Input should be"),
     (lambda r: {**r, "required_evals": []}, 2, "required_evals", "at least 1"),
     (lambda r: {**r, "case_id": "learning-path-curator-001"}, 2, "case_id", "duplicate case_id"),
     (lambda r: {**r, "task_goal": "", "explain_inputs": {}, "required_evals": ["TaskAdherenceExplain"]}, 2, None,

@@ -60,8 +60,8 @@ def test_unknown_keys_are_kept_warned_once_and_change_nothing(tmp_path: Path) ->
     spec_data["metrics"][0]["notes"] = "draft"
     (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec_data, sort_keys=False))
     spec, caught = recorded(load_spec, bench)
-    assert unknown_keys(spec) == ["owner", "metrics.0.notes"]
-    assert len(caught) == 1 and caught[0].endswith("unknown keys kept and ignored: owner, metrics.0.notes")
+    assert unknown_keys(spec) == ["owner", "metrics.1.notes"]
+    assert len(caught) == 1 and caught[0].endswith("unknown keys kept and ignored: owner, metrics.1.notes")
     assert spec.model_extra == {"owner": "team-x"} and spec.metrics[0].model_extra == {"notes": "draft"}
     dumped = spec.model_dump()
     dumped.pop("owner")
@@ -207,7 +207,8 @@ def test_dataset_case_near_miss_key_is_refused_other_keys_kept() -> None:
                                   "[1] x", "", "[", "[1,", "[" * 70 + "]" * 70, "[[" + "[" * 63 + "]" * 63 + "]]", "3"])
 def test_scenario_rows_stream_with_the_errors_of_a_whole_parse(text: str, tmp_path: Path) -> None:
     """scenarios.json is decoded row by row; what it yields, and any error it raises, are those of
-    parsing the whole text (a list's own `expected a JSON list` for anything else)."""
+    parsing the whole text (a list's own `expected a JSON list` for anything else), except that a
+    row's problem also names the row (from 1)."""
     path = tmp_path / "scenarios.json"
     try:
         expected: Any = parse_json(text, path)
@@ -218,5 +219,5 @@ def test_scenario_rows_stream_with_the_errors_of_a_whole_parse(text: str, tmp_pa
     try:
         got: Any = list(iter_json_list(text, path))
     except InputError as exc:
-        got = str(exc)
+        got = str(exc).replace(", row 1:", ":")
     assert got == expected

@@ -30,6 +30,16 @@ def test_example_inputs_validate(bench: str) -> None:
                         schemas.load("scenarios"))
 
 
+def test_dataset_block_of_benchmark_yaml_is_in_the_schema() -> None:
+    """benchmark.schema.json describes `dataset:` (files, policy): the example validates, a typo does not."""
+    schema = schemas.load("benchmark")
+    spec = yaml.safe_load((ROOT / "benchmarks" / "agents" / "benchmark.yaml").read_text())
+    jsonschema.validate(spec, schema)
+    spec["dataset"]["policy"]["default_profil"] = spec["dataset"]["policy"].pop("default_profile")
+    with pytest.raises(jsonschema.ValidationError, match="default_profil"):
+        jsonschema.validate(spec, schema)
+
+
 def test_example_cases_validate_line_by_line() -> None:
     """schemas/cases.schema.json describes one JSONL line; every example case passes, a broken one does not."""
     schema = schemas.load("cases")

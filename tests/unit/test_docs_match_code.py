@@ -1,0 +1,198 @@
+"""The documentation says what the code does: README's option table is `pytest --help`'s options,
+and docs/formats.md's field tables are the JSON Schemas' fields, required keys, enum values and defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_evalbench import schemas
+
+ROOT = Path(__file__).parents[2]
+README = ROOT / "README.md"
+FORMATS = ROOT / "docs" / "formats.md"
+OPTION = re.compile(r"--evalbench-[a-z][a-z-]*[a-z]")
+
+
+def table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells, stripped) of the first Markdown table after the line starting with `heading`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if not set("".join(cells)) <= set("-: "):
+            rows.append(cells)
+    return rows[1:]  # without the header row
+
+
+@pytest.fixture(scope="module")
+def help_text() -> str:
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_evalbench.plugin", "--help"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120, check=True)
+    return done.stdout
+
+
+def test_readme_option_table_is_pytest_help(help_text: str) -> None:
+    """Every `--evalbench-*` option of `pytest --help` has exactly one row in README's option table."""
+    rows = table_after(README.read_text(encoding="utf-8"), "Options (all `--evalbench-*`")
+    documented = Counter(name for cells in rows for name in dict.fromkeys(OPTION.findall(cells[0])))
+    offered = set(OPTION.findall(help_text))
+    assert offered, "pytest --help lists no --evalbench-* option: is the plugin loaded?"
+    assert {n: c for n, c in documented.items() if c > 1} == {}, "options documented in more than one row"
+    assert sorted(offered - set(documented)) == [], "options missing from README's table"
+    assert sorted(set(documented) - offered) == [], "README documents options pytest does not have"
+
+
+def test_readme_option_table_names_every_choice(help_text: str) -> None:
+    """An option with a fixed set of values names them all in its row (`--evalbench-cache=on|off|...`)."""
+    rows = {name: cells[0] for cells in table_after(README.read_text(encoding="utf-8"), "Options (all `--evalbench-*`")
+            for name in OPTION.findall(cells[0])}
+    flat = " ".join(help_text.split())
+    for name, choices in re.findall(r"(--evalbench-[a-z-]+)=?\{([a-z0-9,]+)\}", flat):
+        for choice in choices.split(","):
+            assert re.search(rf"\b{choice}\b", rows[name]), f"{name}: value {choice!r} not in README's row"
+
+
+# --------------------------------------------------------------------------- docs/formats.md
+
+
+def field_table(heading: str) -> dict[str, tuple[str, str, str]]:
+    """The `| field | required / default | values | meaning |` table under a formats.md heading:
+    field -> (required/default, values, meaning). A field listed twice fails the test."""
+    text = FORMATS.read_text(encoding="utf-8")
+    rows = table_after(text, heading)
+    names = [cells[0].strip("`") for cells in rows]
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    assert twice == [], f"{heading}: documented more than once: {twice}"
+    return {cells[0].strip("`"): (cells[1], cells[2], cells[3]) for cells in rows}
+
+
+def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """`node` with `$ref`s and `anyOf: [X, null]` unwrapped (a nullable field is documented as X)."""
+    while True:
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        elif "anyOf" in node and len(node["anyOf"]) == 2 and {"type": "null"} in node["anyOf"]:
+            node = next(n for n in node["anyOf"] if n != {"type": "null"})
+        else:
+            return node
+
+
+def schema_fields(schema: dict[str, Any], node: dict[str, Any], prefix: str = "",
+                  descend: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Dotted field -> {required, default, enum} of an object schema; objects named in `descend`
+    (dotted) are listed field by field, others as one field. A list of objects is `field[].sub`."""
+    node = resolve(schema, node)
+    required = set(node.get("required", ()))
+    found: dict[str, dict[str, Any]] = {}
+    for name, sub in node.get("properties", {}).items():
+        key = f"{prefix}{name}"
+        inner = resolve(schema, sub)
+        entry = {"required": name in required, "default": sub.get("default", inner.get("default")),
+                 "enum": inner.get("enum") or ([inner["const"]] if "const" in inner else None)}
+        items = resolve(schema, inner.get("items", {})) if inner.get("type") == "array" else None
+        if items is not None and items.get("enum"):
+            entry["enum"] = items["enum"]
+        found[key] = entry
+        if key in descend:
+            found.pop(key)
+            found.update(schema_fields(schema, inner, key + ".", descend))
+        elif f"{key}[]" in descend and items is not None:
+            found.pop(key)
+            found[f"{key}[]"] = entry
+            found.update(schema_fields(schema, items, key + "[].", descend))
+    return found
+
+
+def check_table(heading: str, fields: dict[str, dict[str, Any]]) -> None:
+    """Every field documented once; required ones say `required`, others their default; every enum value named."""
+    table = field_table(heading)
+    assert sorted(set(fields) - set(table)) == [], f"{heading}: fields missing from docs/formats.md"
+    assert sorted(set(table) - set(fields)) == [], f"{heading}: docs/formats.md documents fields the schema lacks"
+    for name, info in fields.items():
+        status, values, _meaning = table[name]
+        if info["required"]:
+            assert status == "required", f"{heading}: `{name}` is required; the table says {status!r}"
+        else:
+            assert status != "required", f"{heading}: `{name}` is optional; the table says required"
+            default = info["default"]
+            if default not in (None, [], {}, ""):
+                shown = json.dumps(default) if not isinstance(default, str) else default
+                assert shown in status, f"{heading}: `{name}` defaults to {shown}; the table says {status!r}"
+        for value in info["enum"] or ():
+            assert f"`{value}`" in values, f"{heading}: `{name}` value {value!r} is not named in the table"
+
+
+BENCHMARK_OBJECTS = ("scenario", "metrics[]", "metrics[].checks", "metrics[].checks.rules[]", "metrics[].source",
+                     "generation", "targets[]", "user_model", "evaluator_model", "judge",
+                     "thresholds", "gate", "dataset", "dataset.policy", "dataset.policy.hard_fail")
+
+
+def test_benchmark_yaml_table_is_the_schema() -> None:
+    schema = schemas.load("benchmark")
+    check_table("### benchmark.yaml", schema_fields(schema, schema, descend=BENCHMARK_OBJECTS))
+
+
+def test_scenarios_table_is_the_schema() -> None:
+    schema = schemas.load("scenarios")
+    check_table("### scenarios.json", schema_fields(schema, schema["items"], descend=("landmarks[]",)))
+
+
+def test_dataset_case_table_is_the_schema() -> None:
+    schema = schemas.load("cases")
+    check_table("### Dataset cases (JSONL)", schema_fields(schema, schema))
+
+
+def test_field_tables_fail_on_a_missing_or_doubled_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The check above can fail: a table without `threshold_profile`, or with a row twice, is caught."""
+    text = FORMATS.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `threshold_profile` |"))
+    for broken in (text.replace(row + "\n", ""), text.replace(row + "\n", row + "\n" + row + "\n")):
+        (tmp_path / "formats.md").write_text(broken, encoding="utf-8")
+        monkeypatch.setattr(sys.modules[__name__], "FORMATS", tmp_path / "formats.md")
+        with pytest.raises(AssertionError, match="threshold_profile"):
+            test_dataset_case_table_is_the_schema()
+
+
+OUTPUT_SECTIONS = {"results": "### results.json", "conversations": "### runs/&lt;target&gt;/conversations.json",
+                   "scores": "### runs/&lt;target&gt;/conversations.json", "cost": "### cost.json",
+                   "case_results": "### case_results.json", "agent_summary": "### case_results.json",
+                   "calibration": "### calibration.json"}
+
+
+def section(heading: str) -> str:
+    text = FORMATS.read_text(encoding="utf-8")
+    start = text.index(heading)
+    ends = [i for i in (text.find("\n### ", start + 1), text.find("\n## ", start + 1)) if i > 0]
+    return text[start:min(ends) if ends else len(text)]
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUT_SECTIONS))
+def test_result_file_sections_name_every_field_and_value(name: str) -> None:
+    """Every field of a written file's rows, and every value of its enums, is named in its section
+    (conversations.json rows are the scenario row, documented above, plus their own fields)."""
+    schema = schemas.load(name)
+    row = resolve(schema, schema.get("items") or schema.get("additionalProperties") or schema)
+    fields = schema_fields(schema, row)
+    if name == "conversations":
+        scenario = schemas.load("scenarios")
+        fields = {k: v for k, v in fields.items() if k not in schema_fields(scenario, scenario["items"])}
+    text = section(OUTPUT_SECTIONS[name])
+    assert sorted(f for f in fields if f"`{f}`" not in text) == [], f"{name}: fields not in docs/formats.md"
+    unnamed = sorted(f"{f}={v}" for f, info in fields.items() for v in info["enum"] or ()
+                     if f"`{json.dumps(v) if not isinstance(v, str) else v}`" not in text)
+    assert unnamed == [], f"{name}: values not in docs/formats.md"
