@@ -342,8 +342,8 @@ class HTTPClient:
             # happy eyeballs (RFC 8305), as aiohttp does: a host whose IPv6 route is broken costs
             # 0.25 s, not a connect timeout, before its IPv4 address is tried
             _, connection = await loop.create_connection(
-                lambda: _Connection(self.max_bytes), origin.host, origin.port, ssl=tls, server_hostname=origin.host if tls else None,
-                happy_eyeballs_delay=0.25, interleave=1)
+                lambda: _Connection(self.max_bytes), origin.host, origin.port, ssl=tls,
+                server_hostname=origin.host if tls else None, happy_eyeballs_delay=0.25, interleave=1)
         except (ssl.SSLError, TimeoutError):
             raise  # a certificate problem is configuration; a slow connect is a timeout
         except OSError as exc:  # refused, unreachable network, unknown host: the endpoint is not there

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import importlib  # noqa: E402
-import os  # noqa: E402
+import importlib
+import os
 
 # EVALBENCH_HTTP1_MODULE names another copy of the module (e.g. the previous version) to compare
 HTTPClient = importlib.import_module(os.environ.get("EVALBENCH_HTTP1_MODULE", "pytest_evalbench.llm.http1")).HTTPClient
