@@ -438,7 +438,7 @@ def _capped(inner: Any, max_bytes: int) -> Any:
     within the same cap (httpx itself inflates without bound: a gzip bomb took gigabytes)."""
     httpx: Any = sys.modules["httpx2" if "httpx2" in sys.modules else "httpx"]  # the SDK's HTTP library
 
-    class Capped(httpx.AsyncBaseTransport):  # type: ignore[misc]
+    class Capped(httpx.AsyncBaseTransport):
         async def handle_async_request(self, request: Any) -> Any:
             request.headers["Accept-Encoding"] = ACCEPT_ENCODING
             response = await inner.handle_async_request(request)
