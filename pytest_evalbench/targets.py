@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .errors import TargetError, UnusableAnswer
 from .llm.engine import Engine, EngineSettings
-from .llm.types import Endpoint, Usage
+from .llm.types import Endpoint, Usage, safe_text
 from .spec import ToolCall
 
 
@@ -34,7 +34,9 @@ class TargetReply:
 
 
 def bounded(reply: TargetReply, limit: int | None) -> TargetReply:
-    """The reply cut to `limit` characters, saying so in the transcript (the judge sees the note)."""
+    """The reply cut to `limit` characters, saying so in the transcript (the judge sees the note);
+    lone surrogates (which no file can hold) made U+FFFD."""
+    reply.content = safe_text(reply.content)
     if not limit or len(reply.content) <= limit:
         return reply
     note = (f"\n[evalbench: reply truncated from {len(reply.content)} to {limit} characters; "

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from .engine import Engine
-from .types import Endpoint, Usage
+from .types import Endpoint, Usage, safe_json
 
 MAX_ATTEMPTS = 3
 T = TypeVar("T")
@@ -64,9 +64,10 @@ def load_json(text: str | None) -> Any:
     if not cleaned:
         raise ValueError("the answer was empty")
     try:
-        return json.loads(cleaned, strict=False)
+        value = json.loads(cleaned, strict=False)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
 
 
 def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None = None) -> M:

@@ -33,7 +33,7 @@ from urllib.parse import urljoin, urlsplit
 
 from .http1 import MAX_RESPONSE_BYTES, HTTPClient, Origin, ProtocolError, ResponseTooLarge, decompress
 from .local_server import LocalServer
-from .types import Completion, Endpoint
+from .types import Completion, Endpoint, safe_json, safe_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("http", "aiohttp", "openai")
@@ -477,12 +477,16 @@ def parse_completion(data: Any) -> Completion:
     message = choice["message"]
     tool_calls = None
     if message.get("tool_calls"):
-        tool_calls = [{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-                      for c in message["tool_calls"]]
+        tool_calls = safe_json([{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                                for c in message["tool_calls"]])
     content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise TypeError("message content is not a string")
+    if content is not None:
+        if not isinstance(content, str):
+            raise TypeError("message content is not a string")
+        content = safe_text(content)  # a "\ud800" escape must not reach a file
     usage = data.get("usage") or {}
-    return Completion(content=content, tool_calls=tool_calls, finish_reason=choice.get("finish_reason"),
+    finish = choice.get("finish_reason")
+    finish = safe_text(finish) if isinstance(finish, str) else finish
+    return Completion(content=content, tool_calls=tool_calls, finish_reason=finish,
                       input_tokens=int(usage.get("prompt_tokens") or 0),
                       output_tokens=int(usage.get("completion_tokens") or 0))
