@@ -80,10 +80,11 @@ def entry_problem(key: str, entry: Any) -> str | None:
     request = entry.get("request")
     if not isinstance(request, dict) or cache_key(request) != key:
         return "its stored request does not hash to its key (edited, or copied from another entry)"
+    problem = response_problem(entry.get("response"))
     digest = entry.get("digest")
-    if digest is not None and digest != entry_digest(key, request, entry.get("response")):
-        return "its digest does not match its content (edited after it was recorded)"
-    return response_problem(entry.get("response"))
+    if problem is None and digest is not None and digest != entry_digest(key, request, entry.get("response")):
+        problem = "its digest does not match its content (edited after it was recorded)"
+    return problem
 
 
 def entry_digest(key: str, request: Any, response: Any) -> str:
