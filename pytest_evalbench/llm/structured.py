@@ -97,11 +97,15 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
         completion = await engine.complete(endpoint, messages, role=role, phase=phase, sample=sample,
                                            attempt=attempt, schema=schema, ledger=ledger)
         keys += [completion.key] if completion.key else []
+        limit = engine.settings.max_reply_chars
         try:
+            if limit and len(completion.content or "") > limit:  # bounded report and result files
+                raise ValueError(f"the answer is {len(completion.content or '')} characters, over the limit of "
+                                 f"{limit} (--evalbench-max-reply-chars)")
             return parse(completion.content), ""
         except ValueError as exc:
             reason = str(exc)
-            messages = [*messages, {"role": "assistant", "content": completion.content or ""},
+            messages = [*messages, {"role": "assistant", "content": (completion.content or "")[:limit or None]},
                         {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with only "
                          f"the corrected JSON object {shape}."}]
     await engine.forget(keys)

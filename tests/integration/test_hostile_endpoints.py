@@ -44,7 +44,8 @@ def test_hostile_answer_ends_its_rows_with_a_clear_error(pytester: pytest.Pytest
                 "redirect": "*HTTP 307: redirect to http://127.0.0.1:9 (another origin) not followed*"}[attack]
     result.stdout.fnmatch_lines([expected])
     assert "steal" not in result.stdout.str()
-    assert len([r for r in bench_env.requests if r["model"] == role]) == 2  # one call per row: not retried
+    # at most one call per row (identical calls share one): never retried
+    assert 1 <= len([r for r in bench_env.requests if r["model"] == role]) <= 2
     assert last_run_status(bench) == "incomplete"
 
 
@@ -101,3 +102,22 @@ def test_edited_or_unreadable_cache_entry_is_corrupt(pytester: pytest.Pytester, 
     repaired.assert_outcomes(passed=1)
     assert len(bench_env.requests) == calls + 1  # the corrupt entry was a miss, fetched again
     pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay").assert_outcomes(passed=1)
+
+
+def test_huge_judge_and_user_replies_stay_out_of_the_results(pytester: pytest.Pytester,
+                                                             bench_env: FakeLLMServer) -> None:
+    # 5 MB answers, under the response cap: the judge's is unusable (unscored, named), the user's cut
+    flood = "y" * 5_000_000
+    bench_env.set_responder(by_model({
+        USER: lambda r: f"Thought: ok\nMessage: {flood}", TARGET: lambda r: "Sure, where to?",
+        JUDGE: lambda r: json.dumps({"justification": flood, "present": True})}))
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-max-reply-chars=2000", "--evalbench-html=report.html")
+    result.stdout.fnmatch_lines(["*the answer is 5000038 characters, over the limit of 2000*"])
+    assert result.ret == EXIT_INCOMPLETE and last_run_status(bench) == "incomplete"  # unscored, not scored
+    conversations = read_json(bench / "runs" / "tgt" / "conversations.json")
+    assert conversations[0]["transcript"][0]["content"].endswith(
+        "[evalbench: user message truncated from 5000000 to 2000 characters; see --evalbench-max-reply-chars]")
+    for path in bench.rglob("*"):
+        if path.is_file() and ".evalbench-cache" not in path.parts:
+            assert path.stat().st_size < 200_000, path
