@@ -44,7 +44,7 @@ class ProtocolError(ValueError):
     """The peer's bytes are not a valid HTTP/1.1 response."""
 
 
-MAX_RESPONSE_BYTES = 8 << 20
+MAX_RESPONSE_BYTES = 4 << 20
 """Default cap on an answer's body, as received and as decompressed (a chat completion is a few
 kilobytes; one of 100,000 tokens of text is well under 2 MiB)."""
 
