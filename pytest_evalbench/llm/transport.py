@@ -206,7 +206,7 @@ def classify(exc: BaseException) -> Failure:
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+    text = safe_text(" ".join(str(text).split()))  # an endpoint's error text may carry a lone surrogate
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -91,3 +91,10 @@ def test_body_over_the_cap_is_refused_and_one_under_it_is_read(transport_name: s
     zipped = gzip.compress(b'{"choices": [{"message": {"content": "small"}, "finish_reason": "stop"}]}')
     with FakeLLMServer(lambda r: Reply(raw_body=zipped, headers={"Content-Encoding": "gzip"})) as srv:
         assert call(transport_name, srv.base_url).content == "small"
+
+
+def test_lone_surrogate_in_an_error_message_is_made_safe(transport_name: str) -> None:
+    with FakeLLMServer(lambda r: Reply(status=400, content="bad \ud800 request")) as srv:
+        failure = call(transport_name, srv.base_url)
+    assert failure.kind == "request rejected" and "bad \ufffd request" in failure.message
+    failure.message.encode("utf-8")  # writable to any file
