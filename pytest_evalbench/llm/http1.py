@@ -243,8 +243,11 @@ class _Connection(asyncio.Protocol):
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     """A gzip or deflate body, at most `limit` bytes of it (`ResponseTooLarge` beyond: a
     compression bomb never gets more memory than the cap)."""
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS)
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
     try:
+        if len(body) * _MAX_RATIO <= limit:  # cannot inflate past the cap: one call, no stream object
+            return zlib.decompress(body, wbits)
+        inflater = zlib.decompressobj(wbits)
         out = inflater.decompress(body, limit + 1)
     except zlib.error as exc:
         raise ProtocolError(f"bad {encoding} body: {exc}") from None
@@ -253,6 +256,11 @@ def decompress(body: bytes, encoding: str, limit: int) -> bytes:
     if not inflater.eof:
         raise ProtocolError(f"bad {encoding} body: truncated")
     return out
+
+
+_MAX_RATIO = 1040
+"""Deflate inflates at most 1032-fold (RFC 1951: a 258-byte match in at most 2 bits), gzip and
+zlib wrappers only add bytes: a body this many times under the cap cannot pass it."""
 
 
 def _size(count: int) -> str:

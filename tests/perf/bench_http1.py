@@ -4,7 +4,10 @@ The server runs in a separate process (its CPU is not counted); the number repor
 process's CPU time (user + system, `time.process_time`) per request, which a loaded machine does
 not inflate the way wall time is. Three framings: Content-Length, chunked, gzip.
 
-    python tests/perf/bench_http1.py [--requests 20000] [--concurrency 32] [--repeat 3]
+    python tests/perf/bench_http1.py [--requests 20000] [--concurrency 32] [--repeat 3] [--parse-only]
+
+EVALBENCH_HTTP1_MODULE=<module> measures another copy of http1 (e.g. a previous version saved as
+pytest_evalbench/llm/_http1_old.py) for a before/after comparison on the same machine.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import multiprocessing
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -87,12 +91,45 @@ async def measure(url: str, kind: str, requests: int, concurrency: int) -> float
     return spent / requests * 1e6
 
 
+class _NullTransport(asyncio.Transport):
+    def write(self, data: Any) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+
+async def parse_only(kind: str, requests: int) -> float:
+    """CPU per answer of the parsing alone: the answer fed to one connection in two pieces, no socket."""
+    module = importlib.import_module(os.environ.get("EVALBENCH_HTTP1_MODULE", "pytest_evalbench.llm.http1"))
+    connection = module._Connection()
+    connection.connection_made(_NullTransport())
+    wire = ANSWERS[kind]
+    half = len(wire) // 2
+    start = time.process_time()
+    for _ in range(requests):
+        waiter = connection.send(b"")
+        connection.data_received(wire[:half])
+        connection.data_received(wire[half:])
+        assert waiter.result().body == BODY
+    return (time.process_time() - start) / requests * 1e6
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--parse-only", action="store_true", help="time the response parsing alone (no server)")
     args = parser.parse_args()
+    if args.parse_only:
+        for kind in ANSWERS:
+            runs = [asyncio.run(parse_only(kind, args.requests)) for _ in range(args.repeat)]
+            print(f"{kind:8s} parse CPU per answer: best {min(runs):5.2f} us")
+        return 0
     ports: multiprocessing.SimpleQueue = multiprocessing.SimpleQueue()  # type: ignore[type-arg]
     server = multiprocessing.Process(target=serve, args=(ports,), daemon=True)
     server.start()
