@@ -185,7 +185,10 @@ class ResponseCache:
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(path, problem)
-        response: dict[str, Any] = safe_json(entry["response"])
+        try:
+            response: dict[str, Any] = safe_json(entry["response"])
+        except RecursionError:
+            raise CorruptEntry(path, "its response is nested too deeply") from None
         return response
 
     def forget(self, keys: list[str]) -> None:

@@ -67,7 +67,12 @@ def load_json(text: str | None) -> Any:
         value = json.loads(cleaned, strict=False)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    try:
+        return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None = None) -> M:
