@@ -106,18 +106,18 @@ def test_edited_or_unreadable_cache_entry_is_corrupt(pytester: pytest.Pytester, 
 
 def test_huge_judge_and_user_replies_stay_out_of_the_results(pytester: pytest.Pytester,
                                                              bench_env: FakeLLMServer) -> None:
-    # 5 MB answers, under the response cap: the judge's is unusable (unscored, named), the user's cut
-    flood = "y" * 5_000_000
+    # 3 MB answers, under the response cap: the judge's is unusable (unscored, named), the user's cut
+    flood = "y" * 3_000_000
     bench_env.set_responder(by_model({
         USER: lambda r: f"Thought: ok\nMessage: {flood}", TARGET: lambda r: "Sure, where to?",
         JUDGE: lambda r: json.dumps({"justification": flood, "present": True})}))
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
     result = pytester.runpytest("--benchmark=demo", "--evalbench-max-reply-chars=2000", "--evalbench-html=report.html")
-    result.stdout.fnmatch_lines(["*the answer is 5000038 characters, over the limit of 2000*"])
+    result.stdout.fnmatch_lines(["*the answer is 3000038 characters, over the limit of 2000*"])
     assert result.ret == EXIT_INCOMPLETE and last_run_status(bench) == "incomplete"  # unscored, not scored
     conversations = read_json(bench / "runs" / "tgt" / "conversations.json")
     assert conversations[0]["transcript"][0]["content"].endswith(
-        "[evalbench: user message truncated from 5000000 to 2000 characters; see --evalbench-max-reply-chars]")
+        "[evalbench: user message truncated from 3000000 to 2000 characters; see --evalbench-max-reply-chars]")
     for path in bench.rglob("*"):
         if path.is_file() and ".evalbench-cache" not in path.parts:
             assert path.stat().st_size < 200_000, path
