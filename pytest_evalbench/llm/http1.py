@@ -30,6 +30,7 @@ import ssl
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -107,7 +108,9 @@ class _Connection(asyncio.Protocol):
         self._reason = b""
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
-        self._body_size = 0
+        self._body_size = 0  # bytes of body received (compressed, if it is)
+        self._inflater: Any = None  # a zlib decompressor while a gzip or deflate body arrives
+        self._inflated = 0
         self._response: Response | None = None
 
     # -------------------------------------------------------------- asyncio.Protocol
@@ -166,7 +169,7 @@ class _Connection(asyncio.Protocol):
         if self._response is not None:  # a second answer to one request: the server is out of step
             self.closed = True
         self._in_head, self._head_bytes, self._reason, self._headers = True, 0, b"", {}
-        self._body, self._body_size = [], 0
+        self._body, self._body_size, self._inflater, self._inflated = [], 0, None, 0
 
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
@@ -182,12 +185,33 @@ class _Connection(asyncio.Protocol):
         length = self._headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_bytes:
             raise ResponseTooLarge(f"Content-Length {_size(int(length))} over the cap of {_size(self.max_bytes)}")
+        encoding = self._headers.get("content-encoding", "identity").strip().lower()
+        if encoding in _WBITS:  # inflated as it arrives: a compressed body is never held whole
+            self._inflater = zlib.decompressobj(_WBITS[encoding])
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self.max_bytes:
             raise ResponseTooLarge(f"body longer than the cap of {_size(self.max_bytes)}")
+        if self._inflater is not None:
+            body = self._inflate(body)
         self._body.append(body)
+
+    def _inflate(self, data: bytes, final: bool = False) -> bytes:
+        """Inflate the next piece (or, `final`, what the decompressor still holds) within the cap."""
+        inflater = self._inflater
+        room = self.max_bytes - self._inflated
+        try:
+            out = inflater.flush() if final else inflater.decompress(data, room + 1)
+        except zlib.error as exc:
+            raise ProtocolError(f"bad {self._headers['content-encoding']} body: {exc}") from None
+        self._inflated += len(out)
+        if self._inflated > self.max_bytes:
+            raise ResponseTooLarge(f"{self._headers['content-encoding']} body inflates past the cap of "
+                                   f"{_size(self.max_bytes)}")
+        if final and not inflater.eof:
+            raise ProtocolError(f"bad {self._headers['content-encoding']} body: truncated")
+        return bytes(out)
 
     def on_message_complete(self) -> None:
         assert self._parser is not None
@@ -230,14 +254,16 @@ class _Connection(asyncio.Protocol):
         """The complete answer: body decompressed (bounded), HTTP/1.0 answers marked to close."""
         assert self._parser is not None
         headers = self._headers
+        if self._inflater is not None and self._body_size:  # no body is no compressed stream
+            self._body.append(self._inflate(b"", final=True))
         body = b"".join(self._body)
         self._body = []
-        encoding = headers.get("content-encoding", "identity").lower()
-        if encoding in ("gzip", "deflate", "x-gzip") and body:  # no body is no compressed stream
-            body = decompress(body, encoding, self.max_bytes)
         if self._parser.get_http_version() == "1.0" and "keep-alive" not in headers.get("connection", "").lower():
             headers.setdefault("connection", "close")
         return Response(self._parser.get_status_code(), self._reason.decode("latin-1"), headers, body)
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
 def decompress(body: bytes, encoding: str, limit: int) -> bytes:
