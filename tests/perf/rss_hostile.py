@@ -1,7 +1,7 @@
 """Peak RSS of a run against hostile endpoints (issue 25, row 5: an endless chunked body, a gzip
 bomb), for each role, at -n 0 and -n 2. Prints one line per run; exits 1 if any is over 600 MB.
 
-    python tests/perf/rss_hostile.py [--rows 48] [--concurrency 16]
+    python tests/perf/rss_hostile.py [--rows 48] [--concurrency 16] [--transport http|aiohttp|openai]
 
 The fake server runs in this process; pytest runs as a child, so `ru_maxrss` of the children is
 the pytest process's peak (with -n 2, the largest of controller and workers).
@@ -46,7 +46,7 @@ def persona(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request["messages"]).encode()).hexdigest()[:12]
 
 
-def run(attack: str, role: str, workers: str, rows: int, concurrency: int) -> float:
+def run(attack: str, role: str, workers: str, rows: int, concurrency: int, transport: str = "http") -> float:
     hostile = Reply(endless=True) if attack == "endless" else Reply(raw_body=BOMB, headers={"Content-Encoding": "gzip"})
     # every row's calls differ (the user names its persona), so none is shared by single flight
     routes: dict[str, Any] = {USER: lambda r: f"Thought: ok\nMessage: I need help, {persona(r)}",
@@ -59,7 +59,8 @@ def run(attack: str, role: str, workers: str, rows: int, concurrency: int) -> fl
         with tempfile.TemporaryFile("w+") as out:
             child = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--benchmark=demo",
                                       "-q", "-n", workers, f"--evalbench-concurrency={concurrency}",
-                                      "--evalbench-timeout=60"], cwd=tmp, env=env, stdout=out, stderr=out)
+                                      "--evalbench-timeout=60", f"--evalbench-transport={transport}"],
+                                     cwd=tmp, env=env, stdout=out, stderr=out)
             _, status, usage = os.wait4(child.pid, 0)  # this child's peak (and its waited-for workers')
             child.returncode = os.waitstatus_to_exitcode(status)
             if child.returncode != 7:
@@ -73,12 +74,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--transport", default="http", choices=("http", "aiohttp", "openai"))
     args = parser.parse_args()
     worst = 0.0
     for workers in ("0", "2"):
         for attack in ("endless", "bomb"):
             for role in (TARGET, JUDGE, USER):
-                peak = run(attack, role, workers, args.rows, args.concurrency)
+                peak = run(attack, role, workers, args.rows, args.concurrency, args.transport)
                 worst = max(worst, peak)
                 print(f"-n {workers} {attack:8s} {role:10s} peak RSS {peak:6.0f} MB", flush=True)
     print(f"worst peak RSS {worst:.0f} MB (limit {LIMIT_MB} MB)")
