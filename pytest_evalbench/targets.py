@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .errors import TargetError, UnusableAnswer
 from .llm.engine import Engine, EngineSettings
-from .llm.types import Endpoint, Usage
+from .llm.types import Endpoint, Usage, safe_text
 from .redaction import cut, redact, redact_data
 from .spec import ToolCall
 
@@ -35,9 +35,10 @@ class TargetReply:
 
 
 def bounded(reply: TargetReply, limit: int | None) -> TargetReply:
-    """The reply, secrets masked, cut to `limit` characters, saying so in the transcript (the judge
-    sees the note). Masked before the cut, so the cut cannot leave a key's prefix."""
-    content = redact(reply.content)
+    """The reply, lone surrogates (which no file can hold) made U+FFFD and secrets masked, cut to
+    `limit` characters, saying so in the transcript (the judge sees the note). Masked before the cut,
+    so the cut cannot leave a key's prefix."""
+    content = redact(safe_text(reply.content))
     calls = [ToolCall(tool=redact(c.tool), arguments=redact_data(c.arguments), outcome=redact_data(c.outcome))
              for c in reply.tool_calls]
     if content != reply.content or calls != reply.tool_calls:

@@ -5,8 +5,16 @@ identity, model, messages, parameters, response format, sample index, re-ask att
 the API key. Files are written atomically (temp file + os.replace), so concurrent xdist workers
 never see half an entry. A replayed entry is verified first: it must be stored under its own key,
 its request must hash to that key (an entry copied over another one is caught) and its response
-must be a usable completion; otherwise `get` raises `CorruptEntry` (the engine refetches and
-overwrites it, or names the file in replay mode). Empty answers are never written.
+must be a usable completion, and its `digest` (sha256 of the canonical JSON of key, request and
+response) must match; otherwise `get` raises `CorruptEntry` (the engine refetches and overwrites
+it, or names the file in replay mode). Empty answers are never written.
+
+The digest catches an entry edited by hand (a replayed verdict changed in a pull request, a
+merge that mangled a file). It is not a signature: whoever rewrites an entry can recompute it, so
+an entry without one (written before digests existed, as the committed demo cache) still replays;
+dropping the field is no weaker than recomputing it. Entries are written with ASCII escapes, so
+any text, even a lone surrogate, is stored and read back as it was; a file that cannot be read
+or decoded is a corrupt entry, never a crash.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TextIO
+
+from .types import safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -70,7 +80,23 @@ def entry_problem(key: str, entry: Any) -> str | None:
     request = entry.get("request")
     if not isinstance(request, dict) or cache_key(request) != key:
         return "its stored request does not hash to its key (edited, or copied from another entry)"
-    return response_problem(entry.get("response"))
+    problem = response_problem(entry.get("response"))
+    digest = entry.get("digest")
+    if problem is None and digest is not None and digest != entry_digest(key, request, entry.get("response")):
+        problem = "its digest does not match its content (edited after it was recorded)"
+    return problem
+
+
+def entry_digest(key: str, request: Any, response: Any) -> str:
+    """sha256 of the canonical JSON of key, request and response: the digest binds the answer to
+    the key it is stored under."""
+    return hashlib.sha256(_utf8(canonical_json({"key": key, "request": request, "response": response})))\
+        .hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8, a lone surrogate kept as its code (hashing must not fail on text a JSON escape made)."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -82,7 +108,7 @@ def canonical_json(data: Any) -> str:
 
 
 def cache_key(material: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_json({"v": CACHE_VERSION, **material}).encode("utf-8")).hexdigest()
+    return hashlib.sha256(_utf8(canonical_json({"v": CACHE_VERSION, **material}))).hexdigest()
 
 
 def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str:
@@ -91,7 +117,7 @@ def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str
     The text hashed is byte for byte the canonical JSON of the material (keys in sorted order)."""
     text = (f'{{"attempt":{canonical_json(attempt)},"body":{body_json},"endpoint":{canonical_json(identity)},'
             f'"sample":{canonical_json(sample)},"v":{CACHE_VERSION}}}')
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_utf8(text)).hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -153,10 +179,16 @@ class ResponseCache:
             entry = json.loads(text)
         except (ValueError, RecursionError):
             raise CorruptEntry(path, "not valid JSON") from None
-        problem = entry_problem(key, entry)
+        try:
+            problem = entry_problem(key, entry)
+        except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
+            problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(path, problem)
-        response: dict[str, Any] = entry["response"]
+        try:
+            response: dict[str, Any] = safe_json(entry["response"])
+        except RecursionError:
+            raise CorruptEntry(path, "its response is nested too deeply") from None
         return response
 
     def forget(self, keys: list[str]) -> None:
@@ -173,5 +205,6 @@ class ResponseCache:
         """Store an answer; empty ones never (a transient empty reply must not be replayed forever)."""
         if not self.writes or not usable_response(response):
             return
-        entry = {"key": key, "request": request, "response": response}
-        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=False, indent=1, sort_keys=True))
+        entry = {"key": key, "request": request, "response": response,
+                 "digest": entry_digest(key, request, response)}
+        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True))

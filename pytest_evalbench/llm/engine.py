@@ -34,6 +34,7 @@ from ..errors import BudgetExhausted, CacheMiss, EvalbenchError, LLMError
 from ..redaction import SECRETS
 from .budget import Budget, worst_case_tokens
 from .cache import CorruptEntry, ResponseCache, canonical_json, request_key
+from .http1 import MAX_RESPONSE_BYTES
 from .pricing import PriceTable
 from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
 from .transport import Failure, Transport, classify, make_transport
@@ -83,6 +84,8 @@ class EngineSettings:
     """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
     token_limit: float | None = None
     """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    """Cap on every answer's body, as received and as decompressed, for every role."""
     transport: str = "http"
     """"http" (raw JSON over the plugin's own HTTP/1.1 client), "aiohttp" (raw JSON on one aiohttp
     session) or "openai" (the official SDK)."""
@@ -220,7 +223,8 @@ class Engine:
     def transport(self) -> Transport:
         """Built at the first cache miss: a fully replayed run never loads an HTTP client."""
         if self._transport is None:
-            self._transport = make_transport(self.settings.transport, self.settings.timeout)
+            self._transport = make_transport(self.settings.transport, self.settings.timeout,
+                                             self.settings.max_response_bytes)
         return self._transport
 
     @property

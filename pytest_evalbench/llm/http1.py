@@ -8,9 +8,19 @@ Content-Length, a response body by Content-Length, chunked transfer or connectio
 deflate content encoding. No proxies, redirects, cookies or HTTP/2 (the endpoints we speak to
 need none; `--evalbench-transport=aiohttp|openai` remain for anything else).
 
+Parsing is llhttp's (the parser of Node.js, through httptools, as uvicorn uses it): strict about
+framing (a chunk size is hex digits only, one Content-Length, never with Transfer-Encoding), so
+no hand-written parser decides where an answer ends. Redirects are answers like any other (the
+transport refuses them); nothing here ever sends a request anywhere but the origin asked for.
+
+Every answer is bounded: its head by MAX_HEAD, its body by `max_bytes` both as received and as
+decompressed (an endless chunked body or a gzip bomb ends in `ResponseTooLarge` after at most
+that many bytes held), its bytes on the wire by twice that plus the head.
+
 Failures are standard exceptions, so the transport layer classifies them like any client's:
 `ConnectionError` (refused, reset, closed before the answer was complete), `TimeoutError` (the
-whole exchange exceeded its bound) and `ProtocolError`, a `ValueError` (not HTTP).
+whole exchange exceeded its bound) and `ProtocolError`, a `ValueError` (not HTTP), of which
+`ResponseTooLarge` (an answer over the caps) is one.
 """
 
 from __future__ import annotations
@@ -20,7 +30,10 @@ import ssl
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+import httptools
 
 from .types import check_base_url
 
@@ -30,6 +43,16 @@ MAX_HEAD = 64 * 1024
 
 class ProtocolError(ValueError):
     """The peer's bytes are not a valid HTTP/1.1 response."""
+
+
+MAX_RESPONSE_BYTES = 4 << 20
+"""Default cap on an answer's body, as received and as decompressed (a chat completion is a few
+kilobytes; one of 100,000 tokens of text is well under 2 MiB)."""
+
+
+class ResponseTooLarge(ProtocolError):
+    """The answer's body is over the cap (received or decompressed): a broken or hostile endpoint,
+    which asking again would not fix."""
 
 
 class ServerDisconnected(ConnectionError):
@@ -70,18 +93,25 @@ class Origin:
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection: parses the answer to the request in flight as bytes arrive."""
+    """One keep-alive connection: llhttp (through httptools) parses the answer to the request in
+    flight as bytes arrive; the body is kept only up to `max_bytes`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.max_bytes = max_bytes
         self._waiter: asyncio.Future[Response] | None = None
-        self._buffer = bytearray()
-        self._head: tuple[int, str, dict[str, str]] | None = None
-        self._start = 0  # where the body begins in the buffer
-        self._chunks: list[bytes] = []
-        self._scan = 0  # chunked parsing position
+        self._parser: httptools.HttpResponseParser | None = None
         self._received = 0  # bytes of the current answer, interim ones included
+        self._head_bytes = 0  # bytes of the current message before its headers ended
+        self._in_head = True
+        self._reason = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._body_size = 0  # bytes of body received (compressed, if it is)
+        self._inflater: Any = None  # a zlib decompressor while a gzip or deflate body arrives
+        self._inflated = 0
+        self._response: Response | None = None
 
     # -------------------------------------------------------------- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,48 +119,116 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self._waiter is None or self._waiter.done():
+        waiter = self._waiter
+        if waiter is None or waiter.done() or self._parser is None:
             # bytes nobody asked for (a late 408 before an idle close, a desynchronised server):
             # they would be read as the next answer, so this connection is never used again
             self.abort()
             return
         self._received += len(data)
-        self._buffer += data
-        self._settle(eof=False)
+        if self._in_head:
+            self._head_bytes += len(data)
+        try:
+            self._parser.feed_data(data)
+            if self._in_head and self._head_bytes > MAX_HEAD:
+                raise ProtocolError("response head too large")
+            if self._received > 2 * self.max_bytes + MAX_HEAD:  # framing (chunk sizes, extensions) counts too
+                raise ResponseTooLarge(f"answer larger than {_size(2 * self.max_bytes)} on the wire")
+        except httptools.HttpParserCallbackError as exc:
+            self._fail(exc.__context__ if isinstance(exc.__context__, ProtocolError)
+                       else ProtocolError(f"malformed response ({exc})"))
+        except httptools.HttpParserError as exc:
+            self._fail(ProtocolError(f"malformed response ({exc})"))
+        except ProtocolError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+        self.abort()
 
     def eof_received(self) -> bool:
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if not self._settle(eof=True) and self._waiter is not None and not self._waiter.done():
-            reason = f": {exc}" if exc else ""
-            self._waiter.set_exception(ServerDisconnected(
-                f"server closed the connection before the answer ended{reason}"))
-
-    def _settle(self, eof: bool) -> bool:
-        """Complete the waiting exchange if its answer is all here (or broken); whether it did."""
         waiter = self._waiter
         if waiter is None or waiter.done():
-            return False
+            return
+        if not self._in_head and self._parser is not None and self._until_close():
+            try:  # a body delimited by the close (no Content-Length, not chunked) ends here
+                waiter.set_result(self._finish())
+            except ProtocolError as error:
+                waiter.set_exception(error)
+            return
+        reason = f": {exc}" if exc else ""
+        waiter.set_exception(ServerDisconnected(f"server closed the connection before the answer ended{reason}"))
+
+    # -------------------------------------------------------------- httptools callbacks
+    def on_message_begin(self) -> None:
+        if self._response is not None:  # a second answer to one request: the server is out of step
+            self.closed = True
+        self._in_head, self._head_bytes, self._reason, self._headers = True, 0, b"", {}
+        self._body, self._body_size, self._inflater, self._inflated = [], 0, None, 0
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip()
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        length = self._headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_bytes:
+            raise ResponseTooLarge(f"Content-Length {_size(int(length))} over the cap of {_size(self.max_bytes)}")
+        encoding = self._headers.get("content-encoding", "identity").strip().lower()
+        if encoding in _WBITS:  # inflated as it arrives: a compressed body is never held whole
+            self._inflater = zlib.decompressobj(_WBITS[encoding])
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self.max_bytes:
+            raise ResponseTooLarge(f"body longer than the cap of {_size(self.max_bytes)}")
+        if self._inflater is not None:
+            body = self._inflate(body)
+        self._body.append(body)
+
+    def _inflate(self, data: bytes, final: bool = False) -> bytes:
+        """Inflate the next piece (or, `final`, what the decompressor still holds) within the cap."""
+        inflater = self._inflater
+        room = self.max_bytes - self._inflated
         try:
-            response = self._parse(eof)
-        except ProtocolError as exc:
-            waiter.set_exception(exc)
-            if not eof:
-                self.abort()
-            return True
-        if response is None:
-            return False
-        waiter.set_result(response)
-        return True
+            out = inflater.flush() if final else inflater.decompress(data, room + 1)
+        except zlib.error as exc:
+            raise ProtocolError(f"bad {self._headers['content-encoding']} body: {exc}") from None
+        self._inflated += len(out)
+        if self._inflated > self.max_bytes:
+            raise ResponseTooLarge(f"{self._headers['content-encoding']} body inflates past the cap of "
+                                   f"{_size(self.max_bytes)}")
+        if final and not inflater.eof:
+            raise ProtocolError(f"bad {self._headers['content-encoding']} body: truncated")
+        return bytes(out)
+
+    def on_message_complete(self) -> None:
+        assert self._parser is not None
+        if self._parser.get_status_code() < 200:  # an interim answer (100 Continue): the real one follows
+            return
+        if self._response is None:
+            self._response = self._finish()
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(self._response)
 
     # -------------------------------------------------------------- one exchange
     def send(self, request: bytes) -> asyncio.Future[Response]:
         assert self.transport is not None
-        self._buffer.clear()
         self._received = 0
-        self._head, self._start, self._chunks, self._scan = None, 0, [], 0
+        self._response = None
+        self._in_head = True
+        self._parser = httptools.HttpResponseParser(self)
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self._waiter
@@ -145,99 +243,62 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _parse(self, eof: bool) -> Response | None:
-        """The complete response in the buffer, or None while more bytes are due."""
-        while self._head is None:
-            end = self._buffer.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self._buffer) > MAX_HEAD:
-                    raise ProtocolError("response head too large")
-                return None
-            head = _parse_head(bytes(self._buffer[:end]))
-            if 100 <= head[0] < 200:  # an interim answer (100 Continue): the real one follows
-                del self._buffer[: end + 4]
-                continue
-            self._head, self._start = head, end + 4
-        status, reason, headers = self._head
-        body: bytes | None
-        if status in (204, 304):  # never a body, whatever the framing headers say (RFC 9112 6.3)
-            body = b""
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            body = self._chunked()
-        elif "content-length" in headers:
-            try:
-                length = int(headers["content-length"])
-                if length < 0:
-                    raise ValueError
-            except ValueError:
-                raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
-            available = len(self._buffer) - self._start
-            body = bytes(self._buffer[self._start: self._start + length]) if available >= length else None
-        else:
-            body = bytes(self._buffer[self._start:]) if eof else None  # delimited by the close
-        if body is None:
-            return None
-        encoding = headers.get("content-encoding", "identity").lower()
-        if encoding in ("gzip", "deflate") and body:  # no body is no compressed stream
-            try:
-                body = zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
-            except zlib.error as exc:
-                raise ProtocolError(f"bad {encoding} body: {exc}") from None
-        return Response(status, reason, headers, body)
+    def _until_close(self) -> bool:
+        """Whether the answer's body is delimited by the connection's close."""
+        assert self._parser is not None
+        status = self._parser.get_status_code()
+        return not (status < 200 or status in (204, 304) or "content-length" in self._headers
+                    or "chunked" in self._headers.get("transfer-encoding", "").lower())
 
-    def _chunked(self) -> bytes | None:
-        """The decoded body once the last chunk (and trailers) arrived; parsing resumes where it stopped."""
-        buffer = self._buffer
-        position = max(self._scan, self._start)
-        while True:
-            line_end = buffer.find(b"\r\n", position)
-            if line_end < 0:
-                self._scan = position
-                return None
-            try:
-                size = int(bytes(buffer[position:line_end]).split(b";")[0].strip(), 16)
-                if size < 0:  # int() takes a sign: a negative size would step the parser backwards
-                    raise ValueError
-            except ValueError:
-                raise ProtocolError("bad chunk size line") from None
-            if size == 0:
-                if buffer.find(b"\r\n\r\n", line_end) < 0:  # the empty line after the trailers (if any)
-                    self._scan = position
-                    return None
-                return b"".join(self._chunks)
-            chunk_end = line_end + 2 + size
-            if len(buffer) < chunk_end + 2:
-                self._scan = position
-                return None
-            if buffer[chunk_end: chunk_end + 2] != b"\r\n":
-                raise ProtocolError("chunk data longer than its size")
-            self._chunks.append(bytes(buffer[line_end + 2: chunk_end]))
-            position = chunk_end + 2
+    def _finish(self) -> Response:
+        """The complete answer: body decompressed (bounded), HTTP/1.0 answers marked to close."""
+        assert self._parser is not None
+        headers = self._headers
+        if self._inflater is not None and self._body_size:  # no body is no compressed stream
+            self._body.append(self._inflate(b"", final=True))
+        body = b"".join(self._body)
+        self._body = []
+        if self._parser.get_http_version() == "1.0" and "keep-alive" not in headers.get("connection", "").lower():
+            headers.setdefault("connection", "close")
+        return Response(self._parser.get_status_code(), self._reason.decode("latin-1"), headers, body)
 
 
-def _parse_head(raw: bytes) -> tuple[int, str, dict[str, str]]:
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/") or not (code.isascii() and code.isdigit()):  # "²".isdigit() too
-        raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon:
-            raise ProtocolError(f"malformed header line {line[:80]!r}")
-        name, value = name.strip().lower(), value.strip()
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    if version == "HTTP/1.0" and "keep-alive" not in headers.get("connection", "").lower():
-        headers.setdefault("connection", "close")
-    return int(code), reason, headers
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """A gzip or deflate body, at most `limit` bytes of it (`ResponseTooLarge` beyond: a
+    compression bomb never gets more memory than the cap)."""
+    wbits = 16 + zlib.MAX_WBITS if encoding in ("gzip", "x-gzip") else zlib.MAX_WBITS
+    try:
+        if len(body) * _MAX_RATIO <= limit:  # cannot inflate past the cap: one call, no stream object
+            return zlib.decompress(body, wbits)
+        inflater = zlib.decompressobj(wbits)
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ProtocolError(f"bad {encoding} body: {exc}") from None
+    if len(out) > limit:
+        raise ResponseTooLarge(f"{encoding} body inflates past the cap of {_size(limit)}")
+    if not inflater.eof:
+        raise ProtocolError(f"bad {encoding} body: truncated")
+    return out
+
+
+_MAX_RATIO = 1040
+"""Deflate inflates at most 1032-fold (RFC 1951: a 258-byte match in at most 2 bits), gzip and
+zlib wrappers only add bytes: a body this many times under the cap cannot pass it."""
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count} bytes"
 
 
 class HTTPClient:
     """Keep-alive connections per origin, reused most-recent first; one request per connection at a time."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._tls: ssl.SSLContext | None = None
 
@@ -315,8 +376,8 @@ class HTTPClient:
             # happy eyeballs (RFC 8305), as aiohttp does: a host whose IPv6 route is broken costs
             # 0.25 s, not a connect timeout, before its IPv4 address is tried
             _, connection = await loop.create_connection(
-                _Connection, origin.host, origin.port, ssl=tls, server_hostname=origin.host if tls else None,
-                happy_eyeballs_delay=0.25, interleave=1)
+                lambda: _Connection(self.max_bytes), origin.host, origin.port, ssl=tls,
+                server_hostname=origin.host if tls else None, happy_eyeballs_delay=0.25, interleave=1)
         except (ssl.SSLError, TimeoutError):
             raise  # a certificate problem is configuration; a slow connect is a timeout
         except OSError as exc:  # refused, unreachable network, unknown host: the endpoint is not there

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import field_path
 from .engine import Engine
-from .types import Endpoint, Usage
+from .types import Endpoint, Usage, safe_json
 
 MAX_ATTEMPTS = 3
 T = TypeVar("T")
@@ -65,9 +65,15 @@ def load_json(text: str | None) -> Any:
     if not cleaned:
         raise ValueError("the answer was empty")
     try:
-        return json.loads(cleaned, strict=False)
+        value = json.loads(cleaned, strict=False)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    try:
+        return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None = None) -> M:
@@ -97,11 +103,15 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
         completion = await engine.complete(endpoint, messages, role=role, phase=phase, sample=sample,
                                            attempt=attempt, schema=schema, ledger=ledger)
         keys += [completion.key] if completion.key else []
+        limit = engine.settings.max_reply_chars
         try:
+            if limit and len(completion.content or "") > limit:  # bounded report and result files
+                raise ValueError(f"the answer is {len(completion.content or '')} characters, over the limit of "
+                                 f"{limit} (--evalbench-max-reply-chars)")
             return parse(completion.content), ""
         except ValueError as exc:
             reason = str(exc)
-            messages = [*messages, {"role": "assistant", "content": completion.content or ""},
+            messages = [*messages, {"role": "assistant", "content": (completion.content or "")[:limit or None]},
                         {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with only "
                          f"the corrected JSON object {shape}."}]
     await engine.forget(keys)

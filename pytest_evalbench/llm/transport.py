@@ -10,7 +10,13 @@ Three transports share one interface (`complete(endpoint, body) -> Completion`, 
 - `OpenAITransport` (`openai`): the official SDK, for endpoints that need its specifics.
 
 None retries (the SDK's retries are switched off): the engine owns retry policy so that it is
-bounded in count and total time, honours Retry-After and is visible in statistics. `openai` and
+bounded in count and total time, honours Retry-After and is visible in statistics.
+
+None follows a redirect (a 3xx is a `RedirectRefused` naming the status and the origin it points
+to, never its path or query): a request, with its API key and headers, only ever goes to the
+endpoint URL the run was given. Every answer's body is capped (`max_bytes`, as received and as
+decompressed, gzip and deflate only): over it, the call fails with `ResponseTooLarge`, which is
+not retried. `openai` and
 `aiohttp` are imported when a transport is first built, never when this module is imported.
 """
 
@@ -23,12 +29,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Union
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from ..redaction import redact
-from .http1 import HTTPClient, Origin
+from .http1 import MAX_RESPONSE_BYTES, HTTPClient, Origin, ProtocolError, ResponseTooLarge, decompress
 from .local_server import LocalServer
-from .types import Completion, Endpoint
+from .types import Completion, Endpoint, safe_json, safe_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("http", "aiohttp", "openai")
@@ -55,6 +61,60 @@ class HTTPStatusError(Exception):
         self.status_code = status
         self.message = message
         self.headers = headers
+
+
+class RedirectRefused(Exception):
+    """A 3xx answer: redirects are never followed (the API key would go along)."""
+
+    def __init__(self, status: int, url: str, location: str | None) -> None:
+        self.status_code = status
+        self.target = redirect_target(url, location)
+        super().__init__(f"HTTP {status}: redirect to {self.target} not followed (redirects never are: "
+                         "set the endpoint URL to where the endpoint really is)")
+
+
+def redirect_target(url: str, location: str | None) -> str:
+    """Where a redirect from `url` points, as an origin only (scheme, host, port): the path and query
+    of a Location may carry tokens, and its userinfo credentials, so they are never shown."""
+    if not location:
+        return "nowhere (no Location header)"
+    try:
+        parts, base = urlsplit(urljoin(url, location.strip())), urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "an unparseable Location"
+    if parts.scheme not in ("http", "https") or not host or not all(c.isalnum() or c in ".-:_" for c in host):
+        return "a Location that is not an http(s) URL"
+    shown = f"[{host}]" if ":" in host else host
+    origin = f"{parts.scheme}://{shown}" + (f":{port}" if port else "")
+    same = (parts.scheme, host, port) == (base.scheme, base.hostname, base.port)
+    return f"{origin} ({'the same origin' if same else 'another origin'})"
+
+
+async def read_capped(chunks: Any, limit: int) -> bytes:
+    """All of an async byte stream, or `ResponseTooLarge` once it passes `limit` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(f"body longer than the cap of {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """A body read with automatic decompression off, decompressed within `limit`."""
+    encoding = (encoding or "identity").strip().lower()
+    if encoding in ("gzip", "x-gzip", "deflate") and raw:
+        return decompress(raw, encoding, limit)
+    if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+        raise ProtocolError(f"unsupported Content-Encoding {encoding[:40]!r}")
+    return raw
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""The encodings asked for: the ones every answer is decompressed from within its cap."""
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -113,6 +173,11 @@ def _errors(module: str, *names: str) -> tuple[type[BaseException], ...]:
 def classify(exc: BaseException) -> Failure:
     """Map an exception from either transport to a Failure (never leaks the request headers)."""
     chain = _cause_chain(exc)
+    too_large = next((e for e in chain if isinstance(e, ResponseTooLarge)), None)
+    if too_large is not None:  # the same endpoint would send the same again: not retried
+        return Failure("response too large", f"answer over the size cap: {_short(str(too_large))}", False)
+    if isinstance(exc, RedirectRefused):
+        return Failure("request rejected", str(exc), False)
     tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
     if tls is not None:  # an untrusted certificate or a TLS mismatch is configuration: no retry
         detail = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or type(tls).__name__
@@ -131,6 +196,9 @@ def classify(exc: BaseException) -> Failure:
         return unreachable
     openai = sys.modules.get("openai")
     if openai is not None and isinstance(exc, openai.APIStatusError):
+        if 300 <= exc.status_code < 400:  # the SDK's client is told not to follow redirects
+            refused = RedirectRefused(exc.status_code, str(exc.request.url), exc.response.headers.get("location"))
+            return Failure("request rejected", str(refused), False)
         return _status_failure(exc.status_code, exc.message, exc.response.headers)
     if isinstance(exc, (*_errors("openai", "APIResponseValidationError"), *_errors("aiohttp", "ClientPayloadError"),
                         json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):
@@ -139,8 +207,9 @@ def classify(exc: BaseException) -> Failure:
 
 
 def _short(text: str, limit: int = 300) -> str:
-    """Endpoint text for a message: secrets masked first, then cut (a cut never exposes a key's prefix)."""
-    text = " ".join(redact(str(text)).split())
+    """Endpoint text for a message: lone surrogates made U+FFFD, secrets masked first, then cut (a
+    cut never exposes a key's prefix)."""
+    text = redact(safe_text(" ".join(str(text).split())))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -160,8 +229,9 @@ class _RawJSON:
     """What the two raw-JSON transports share: URL and headers per endpoint (built once), the
     body encoded once, and the answer read once (error status, rate headers, completion)."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self.local = LocalServer()
         self._urls: dict[str | None, str] = {}
         self._headers: dict[str | None, dict[str, str]] = {}
@@ -178,15 +248,17 @@ class _RawJSON:
         if headers is None:
             headers = self._headers[endpoint.api_key] = {
                 "Authorization": f"Bearer {endpoint.api_key or 'no-key'}", "Content-Type": "application/json",
-                "Accept": "application/json"}
+                "Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
             headers = {**headers, **endpoint.headers}
         return url, headers
 
     @staticmethod
     def _answer(status: int, reason: str | None, headers: Mapping[str, str], raw: bytes,
-                headers_out: dict[str, str] | None) -> Completion:
+                headers_out: dict[str, str] | None, url: str) -> Completion:
         """The completion in a response (`headers` with lower-cased names), or the HTTP error it is."""
+        if 300 <= status < 400:
+            raise RedirectRefused(status, url, headers.get("location"))
         if status >= 400:
             raise HTTPStatusError(status, _error_message(raw, reason), headers)
         if headers_out is not None and ("x-ratelimit-remaining-requests" in headers
@@ -218,9 +290,9 @@ class HTTPTransport(_RawJSON):
     """Raw JSON over the plugin's own HTTP/1.1 client (`http1`): the default, least CPU per request
     and nothing heavy to import. `timeout` bounds the whole call (connect, send, wait, read)."""
 
-    def __init__(self, timeout: float) -> None:
-        super().__init__(timeout)
-        self._client = HTTPClient(timeout)
+    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
+        super().__init__(timeout, max_bytes)
+        self._client = HTTPClient(timeout, max_bytes)
         self._origins: dict[str, Origin | None] = {}
         """URL -> where to send it; None when a proxy applies (the built-in client speaks none)."""
         self._proxied: AiohttpTransport | None = None
@@ -234,10 +306,10 @@ class HTTPTransport(_RawJSON):
             self._origins[url] = None if proxy_for(url) else Origin.of(url)
         origin = self._origins[url]
         if origin is None:  # through the environment's proxy: aiohttp speaks it
-            self._proxied = self._proxied or AiohttpTransport(self.timeout)
+            self._proxied = self._proxied or AiohttpTransport(self.timeout, self.max_bytes)
             return await self._proxied.complete(endpoint, body, headers_out, data=data)
         response = await self._client.post(origin, json.dumps(body).encode() if data is None else data, headers)
-        return self._answer(response.status, response.reason, response.headers, response.body, headers_out)
+        return self._answer(response.status, response.reason, response.headers, response.body, headers_out, url)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -255,8 +327,8 @@ class AiohttpTransport(_RawJSON):
     semaphore is the one limit on requests in flight.
     """
 
-    def __init__(self, timeout: float) -> None:
-        super().__init__(timeout)
+    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
+        super().__init__(timeout, max_bytes)
         self._session: Any = None
         self._timeout: Any = None
         self._proxies: dict[str, str | None] = {}
@@ -267,7 +339,7 @@ class AiohttpTransport(_RawJSON):
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         self._timeout = aiohttp.ClientTimeout(total=self.timeout)
         self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
-                                              raise_for_status=False, auto_decompress=True)
+                                              raise_for_status=False, auto_decompress=False)
         return self._session
 
     async def complete(self, endpoint: Endpoint, body: dict[str, Any],
@@ -277,10 +349,14 @@ class AiohttpTransport(_RawJSON):
         url, headers = await self._target(endpoint)
         proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, proxy_for(url))
         async with session.post(url, data=json.dumps(body).encode() if data is None else data, headers=headers,
-                                timeout=self._timeout, proxy=proxy) as response:
-            raw = await response.read()
+                                timeout=self._timeout, proxy=proxy, allow_redirects=False) as response:
+            length = response.content_length
+            if length is not None and length > self.max_bytes:
+                raise ResponseTooLarge(f"Content-Length {length} over the cap of {self.max_bytes} bytes")
+            raw = await read_capped(response.content.iter_any(), self.max_bytes)
             lowered = {k.lower(): v for k, v in response.headers.items()}
-        return self._answer(response.status, response.reason, lowered, raw, headers_out)
+        raw = decoded(raw, lowered.get("content-encoding"), self.max_bytes)
+        return self._answer(response.status, response.reason, lowered, raw, headers_out, url)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -304,8 +380,9 @@ class OpenAITransport:
     that trickles bytes cannot hold a slot for ever.
     """
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self._clients: dict[tuple[str | None, str | None], Any] = {}
         self._tls: ssl.SSLContext | None = None
         self.local = LocalServer()
@@ -319,7 +396,8 @@ class OpenAITransport:
             if self._tls is None:
                 self._tls = ssl.create_default_context()  # load the CA bundle once per run
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout,
-                                        max_retries=0, http_client=_http_client(self._tls, self.timeout))
+                                        max_retries=0,
+                                        http_client=_http_client(self._tls, self.timeout, self.max_bytes))
             self._clients[slot] = client
         return client
 
@@ -342,24 +420,58 @@ class OpenAITransport:
         await asyncio.to_thread(self.local.stop)
 
 
-def _http_client(tls: ssl.SSLContext, timeout: float) -> Any:
-    """The SDK's aiohttp-backed client when `openai[aiohttp]` is installed, else its httpx default."""
+def _http_client(tls: ssl.SSLContext, timeout: float, max_bytes: int) -> Any:
+    """The SDK's aiohttp-backed client when `openai[aiohttp]` is installed, else its httpx default;
+    redirects not followed (the SDK's default follows them, API key and all), every answer read
+    through `_capped` transports."""
     import openai
 
     try:
-        return openai.DefaultAioHttpClient(verify=tls, timeout=timeout)
+        client = openai.DefaultAioHttpClient(verify=tls, timeout=timeout, follow_redirects=False)
     except RuntimeError:  # the extra is missing (a minimal install): same behaviour, more CPU
-        return openai.DefaultAsyncHttpxClient(verify=tls, timeout=timeout)
+        client = openai.DefaultAsyncHttpxClient(verify=tls, timeout=timeout, follow_redirects=False)
+    client._transport = _capped(client._transport, max_bytes)
+    client._mounts = {pattern: None if inner is None else _capped(inner, max_bytes)
+                      for pattern, inner in client._mounts.items()}
+    return client
+
+
+def _capped(inner: Any, max_bytes: int) -> Any:
+    """An httpx transport reading each answer whole within `max_bytes` and decompressing it
+    within the same cap (httpx itself inflates without bound: a gzip bomb took gigabytes)."""
+    httpx: Any = sys.modules["httpx2" if "httpx2" in sys.modules else "httpx"]  # the SDK's HTTP library
+
+    class Capped(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: Any) -> Any:
+            request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+            response = await inner.handle_async_request(request)
+            try:
+                length = response.headers.get("content-length", "")
+                if length.isdigit() and int(length) > max_bytes:
+                    raise ResponseTooLarge(f"Content-Length {length} over the cap of {max_bytes} bytes")
+                raw = await read_capped(response.aiter_raw(), max_bytes)
+            finally:
+                await response.aclose()
+            body = decoded(raw, response.headers.get("content-encoding"), max_bytes)
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx.Response(response.status_code, headers=headers, content=body, request=request,
+                                  extensions=response.extensions)
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return Capped()
 
 
 Transport = Union[HTTPTransport, AiohttpTransport, "OpenAITransport"]
 
 
-def make_transport(name: str, timeout: float) -> Transport:
-    """The transport `--evalbench-transport` names."""
+def make_transport(name: str, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> Transport:
+    """The transport `--evalbench-transport` names; `max_bytes` caps every answer's body."""
     if name == "openai":
-        return OpenAITransport(timeout)
-    return AiohttpTransport(timeout) if name == "aiohttp" else HTTPTransport(timeout)
+        return OpenAITransport(timeout, max_bytes)
+    return AiohttpTransport(timeout, max_bytes) if name == "aiohttp" else HTTPTransport(timeout, max_bytes)
 
 
 def parse_completion(data: Any) -> Completion:
@@ -368,12 +480,16 @@ def parse_completion(data: Any) -> Completion:
     message = choice["message"]
     tool_calls = None
     if message.get("tool_calls"):
-        tool_calls = [{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-                      for c in message["tool_calls"]]
+        tool_calls = safe_json([{"id": c.get("id"), "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                                for c in message["tool_calls"]])
     content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        raise TypeError("message content is not a string")
+    if content is not None:
+        if not isinstance(content, str):
+            raise TypeError("message content is not a string")
+        content = safe_text(content)  # a "\ud800" escape must not reach a file
     usage = data.get("usage") or {}
-    return Completion(content=content, tool_calls=tool_calls, finish_reason=choice.get("finish_reason"),
+    finish = choice.get("finish_reason")
+    finish = safe_text(finish) if isinstance(finish, str) else finish
+    return Completion(content=content, tool_calls=tool_calls, finish_reason=finish,
                       input_tokens=int(usage.get("prompt_tokens") or 0),
                       output_tokens=int(usage.get("completion_tokens") or 0))

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..redaction import redact, strip_credentials
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """`text` with lone surrogates (a JSON `\\ud800` escape decodes to one) made U+FFFD: such a
+    string cannot be written as UTF-8, so one in a model's answer crashed every file written after."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def safe_json(value: Any) -> Any:
+    """A decoded JSON value with every string (keys too) passed through `safe_text`."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(k): safe_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [safe_json(v) for v in value]
+    return value
 
 
 def check_base_url(url: str) -> str:

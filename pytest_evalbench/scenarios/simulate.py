@@ -146,6 +146,10 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
         if message.lower().startswith(TERMINATE):
             transcript.ended_by_user = True
             break
+        limit = engine.settings.max_reply_chars
+        if limit and len(message) > limit:  # the simulated user is bounded like the target
+            message = (f"{message[:limit]}\n[evalbench: user message truncated from {len(message)} to {limit} "
+                       "characters; see --evalbench-max-reply-chars]")
         if generation.perfunctory:
             message = perfunctory(message, f"{scenario.id}|{sample}|{turn}")
         history.append({"role": "user", "content": message})

@@ -32,6 +32,7 @@ from typing import Any, Union
 __all__ = ["FakeLLMServer", "Reply", "Responder", "by_model", "main", "sequence"]
 
 _LOOPBACK = "127.0.0.1"
+_ENDLESS = "\x00endless"  # marks a scripted endless answer between _chat and do_POST (never sent)
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Reply:
     raw_body: bytes | None = None
     delay: float | None = None
     drop_connection: bool = False
+    endless: bool = False
+    """Answer 200 with a chunked body that never ends (until the client hangs up): a hostile endpoint."""
 
 
 Responder = Callable[[dict[str, Any]], Union[Reply, str, dict[str, Any]]]
@@ -222,8 +225,25 @@ class _Handler(BaseHTTPRequestHandler):
             owner._leave()
         if answer is None:
             self._drop()
+        elif answer[2].get(_ENDLESS):
+            self._send_endless()
         else:
             self._send(*answer)
+
+    def _send_endless(self) -> None:
+        """A chunked body of 64 KiB chunks, written until the client goes away or the server stops."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1 << 16, b'{"choices": ' + b" " * ((1 << 16) - 12))
+        try:
+            while not self.server.owner._stopping.is_set():
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            pass
 
     def _chat(self, owner: FakeLLMServer, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
         """Record the request, ask the responder, then wait out latency and delay."""
@@ -247,6 +267,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Dropped  # stop() interrupted the wait: the server is going away
         if reply.drop_connection:
             raise _Dropped
+        if reply.endless:
+            return status, b"", {_ENDLESS: "1"}
         return status, body, headers
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key
+from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key, entry_digest
 
 REQUEST = {"endpoint": "http://x/v1", "body": {"model": "m", "messages": []}, "sample": 0, "attempt": 0}
 RESPONSE = {"content": "hi", "tool_calls": None, "finish_reason": "stop", "input_tokens": 3, "output_tokens": 1}
@@ -71,3 +71,43 @@ def test_tool_calls_alone_are_an_answer(tmp_path: Path) -> None:
     calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
     cache, key = stored(tmp_path, content=None, tool_calls=calls)
     assert cache.get(key) == {**RESPONSE, "content": None, "tool_calls": calls}
+
+
+def test_edited_entry_fails_its_digest(tmp_path: Path) -> None:
+    cache, key = stored(tmp_path)
+    path = cache.path_for(key)
+    entry = json.loads(path.read_text())
+    assert entry["digest"] == entry_digest(key, REQUEST, RESPONSE)
+    entry["response"]["content"] = "an edited, still usable answer"
+    path.write_text(json.dumps(entry))
+    with pytest.raises(CorruptEntry, match="digest does not match"):
+        cache.get(key)
+    entry["digest"] = "0" * 64  # a digest of something else: same
+    path.write_text(json.dumps(entry))
+    with pytest.raises(CorruptEntry, match="digest does not match"):
+        cache.get(key)
+
+
+def test_entry_recorded_before_digests_still_replays(tmp_path: Path) -> None:
+    cache, key = stored(tmp_path)
+    path = cache.path_for(key)
+    entry = json.loads(path.read_text())
+    del entry["digest"]
+    path.write_text(json.dumps(entry, ensure_ascii=False, indent=1))
+    assert cache.get(key) == RESPONSE
+
+
+def test_lone_surrogates_are_stored_and_read_back_safely(tmp_path: Path) -> None:
+    cache, key = stored(tmp_path, content="bad \ud800 text")
+    raw = cache.path_for(key).read_bytes()
+    assert raw.isascii() and b"\\ud800" in raw  # stored as written, escaped
+    assert cache.get(key) == {**RESPONSE, "content": "bad \ufffd text"}  # never handed on as a surrogate
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe not utf-8", b'{"key": "\\ud800", "request": {"x": "\\udfff"}}',
+                                    b'{"key": 1' + b"0" * 5000 + b"}", b"[" * 100_000])
+def test_unreadable_entry_is_corrupt_not_a_crash(tmp_path: Path, damage: bytes) -> None:
+    cache, key = stored(tmp_path)
+    cache.path_for(key).write_bytes(damage)
+    with pytest.raises(CorruptEntry):
+        cache.get(key)
