@@ -107,7 +107,7 @@ class DatasetKind:
                     failures.update(self.unreliable_in(record.case))
                 yield record
 
-        rows, summary, dropped = write_dataset_results(out, counted(records), self.order())
+        rows, summary, dropped = write_dataset_results(out, counted(records), self.order(), self.run.bench_dir)
         lines = agreement_lines(agreement)
         gated_rows, gated = rows, summary
         if self.unreliable:

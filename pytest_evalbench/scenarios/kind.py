@@ -126,7 +126,8 @@ class ScenarioKind:
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
-                                                      samples=run.spec.generation.num_samples, known=self._known)
+                                                      samples=run.spec.generation.num_samples, known=self._known,
+                                                      root=run.bench_dir)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
