@@ -103,17 +103,27 @@ def open_append(path: Path, root: Path) -> BinaryIO:
     return os.fdopen(fd, "a+b")
 
 
-def probe_directory(directory: Path, what: str) -> None:
-    """Create and remove a temporary file in `directory` (created if missing): a ConfigError naming
-    `what` when no file can be created there (read-only, not a directory, /proc...)."""
+def write_problem(directory: Path) -> str | None:
+    """Why no file can be created in `directory` (read-only, not a directory, /proc...), or None
+    when it can: a temporary file is created (with the directory, if missing) and removed, which is
+    what an atomic write needs there."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=directory, prefix=".evalbench-probe-")
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        raise ConfigError(f"{directory}: {what} is not writable ({exc.strerror or exc}); "
-                          "choose a directory this process can create files in") from None
+        return str(exc.strerror or exc)
+    return None
+
+
+def check_writable_dir(directory: Path, what: str) -> Path:
+    """`directory` (created if missing) if files can be created in it; else a ConfigError naming `what`."""
+    problem = write_problem(directory)
+    if problem is not None:
+        raise ConfigError(f"{directory}: {what} is not writable ({problem}); choose a directory this process "
+                          "can create files in")
+    return directory
 
 
 def check_output_file(path: Path, option: str) -> Path:
@@ -129,7 +139,10 @@ def check_output_file(path: Path, option: str) -> Path:
         raise ConfigError(f"{option}={path}: is {_kind(mode)}; give the path of a regular file (or a new one)")
     if not path.parent.is_dir():
         raise ConfigError(f"{option}={path}: directory {path.parent} does not exist")
-    probe_directory(path.parent, f"the directory of {option}")
+    problem = write_problem(path.parent)
+    if problem is not None:
+        raise ConfigError(f"{option}={path}: no file can be written in {path.parent} ({problem}); give a "
+                          "writable location")
     return path
 
 

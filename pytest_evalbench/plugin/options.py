@@ -265,7 +265,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     file can be created; a cache directory the session writes to must be writable. ConfigError names
     the first problem (a usage error, exit 4): a run never learns this after spending money."""
     from ..context import CACHE_DIR, SHARDS_DIR, shard_dir
-    from ..safe_files import check_dir, check_output_file, check_tree, probe_directory
+    from ..safe_files import check_dir, check_output_file, check_tree, check_writable_dir
 
     out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir
     runs = out / "runs"
@@ -291,5 +291,5 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
             check_output_file(Path(value).resolve(), option)
     if settings.cache_mode in ("on", "refresh"):
         cache_dir = settings.cache_dir or bench_dir / CACHE_DIR
-        probe_directory(cache_dir, "the response cache directory" + (" (--evalbench-cache-dir)"
+        check_writable_dir(cache_dir, "the response cache directory" + (" (--evalbench-cache-dir)"
                                                                      if settings.cache_dir else ""))
