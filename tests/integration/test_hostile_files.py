@@ -66,15 +66,15 @@ def set_scenario(record: dict[str, Any], sid: str) -> None:
     record["conversation"]["id"] = record["score"]["id"] = sid
 
 
-FORGERIES = {
-    "target-dotdot": (lambda r: set_target(r, "../../escaped"), "target_id"),
-    "target-absolute": (lambda r: set_target(r, "/tmp/escaped"), "target_id"),
-    "target-newline": (lambda r: set_target(r, "tgt\n"), "target_id"),
-    "scenario-newline": (lambda r: set_scenario(r, "m01_s001_v01\n"), "conversation.id"),
-    "scenario-dotdot": (lambda r: set_scenario(r, "../m01"), "conversation.id"),
-    "target-mismatch": (lambda r: r.update(target_id="other"), "conversation.target.id"),
-    "other-benchmark": (lambda r: r.update(benchmark="elsewhere"), "benchmark"),
-    "not-a-record": (lambda r: r["conversation"].pop("transcript"), None),
+FORGERIES = {  # how a record is forged (given a directory outside the project), the field named
+    "target-dotdot": (lambda r, out: set_target(r, "../../../../escaped"), "target_id"),
+    "target-absolute": (lambda r, out: set_target(r, str(out / "escaped")), "target_id"),
+    "target-newline": (lambda r, out: set_target(r, "tgt\n"), "target_id"),
+    "scenario-newline": (lambda r, out: set_scenario(r, "m01_s001_v01\n"), "conversation.id"),
+    "scenario-dotdot": (lambda r, out: set_scenario(r, "../m01"), "conversation.id"),
+    "target-mismatch": (lambda r, out: r.update(target_id="other"), "conversation.target.id"),
+    "other-benchmark": (lambda r, out: r.update(benchmark="elsewhere"), "benchmark"),
+    "not-a-record": (lambda r, out: r["conversation"].pop("transcript"), None),
 }
 
 
@@ -87,7 +87,8 @@ def test_merge_refuses_forged_ids(pytester: pytest.Pytester, bench_env: FakeLLMS
     records = read_json(records_file)
     node_id = sorted(records)[0]
     change, field = FORGERIES[forgery]
-    change(records[node_id])
+    outside = outside_dir(pytester)
+    change(records[node_id], outside)
     records_file.write_text(json.dumps(records))
     capsys.readouterr()
 
@@ -97,7 +98,7 @@ def test_merge_refuses_forged_ids(pytester: pytest.Pytester, bench_env: FakeLLMS
     if field:
         assert f"field '{field}'" in err
     assert not (bench / "results.json").exists() and not (bench / "runs").exists()  # nothing written
-    assert not list(pytester.path.parent.glob("escaped*")) and not Path("/tmp/escaped").exists()
+    assert not list(pytester.path.parent.glob("escaped*")) and untouched(outside)
 
 
 def test_merge_never_writes_through_a_linked_runs_directory(pytester: pytest.Pytester, bench_env: FakeLLMServer,
