@@ -28,7 +28,7 @@ simulated user and the targets hold conversations, the judge writes a short verd
 
 def check_id(value: str, what: str) -> str:
     """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
-    if not SAFE_ID.fullmatch(value) or value.endswith("."):  # fullmatch: `$` would allow a final newline
+    if not SAFE_ID.fullmatch(value) or value.endswith("."):
         raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
                          f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
                          "and not ending with '.' (it names files and test ids)")

@@ -45,16 +45,17 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
         lock.release()
 
 
-def dump_json(path: Path, data: Any, root: Path) -> None:
-    """`data` as indented JSON, replacing `path` atomically (checked against `root`, see safe_files)."""
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", root)
+def dump_json(path: Path, data: Any, root: Path | None = None) -> None:
+    """`data` as indented JSON, replacing `path` atomically, never through a link out of `root` (the
+    benchmark directory; default the file's own directory, see safe_files)."""
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", root or path.parent)
 
 
-def dump_json_rows(path: Path, rows: Iterable[Any], root: Path) -> None:
+def dump_json_rows(path: Path, rows: Iterable[Any], root: Path | None = None) -> None:
     """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
     list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
     so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
-    with atomic_open(path, root) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "[\n  "
         for row in rows:
             handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
@@ -62,10 +63,10 @@ def dump_json_rows(path: Path, rows: Iterable[Any], root: Path) -> None:
         handle.write("[]\n" if opening.startswith("[") else "\n]\n")
 
 
-def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path) -> None:
+def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | None = None) -> None:
     """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
     writes it (keys are expected unique)."""
-    with atomic_open(path, root) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "{\n  "
         for key, value in items:
             member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
@@ -252,7 +253,7 @@ def phase_cost(phase: str, usage: Usage) -> dict[str, Any]:
                      output_tokens=usage.output_tokens).model_dump()
 
 
-def update_cost_file(path: Path, usage: dict[str, Usage], root: Path) -> None:
+def update_cost_file(path: Path, usage: dict[str, Usage], root: Path | None = None) -> None:
     """Set these phases of a cost.json, keeping its other phases (an unreadable file is an error:
     its other phases would be lost)."""
     cost = read_result(path, {}, dict)

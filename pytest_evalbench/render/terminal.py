@@ -70,11 +70,11 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def write_run_running(path: Path, benchmark: str, root: Path) -> None:
+def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> None:
     """Written at session start: a run that dies before its end leaves "running" (never through a
     link out of `root`, the benchmark directory)."""
     status = {"benchmark": benchmark, "started_at": _now(), "status": "running"}
-    atomic_write_text(path, json.dumps(status, indent=2) + "\n", root)
+    atomic_write_text(path, json.dumps(status, indent=2) + "\n", root or path.parent)
 
 
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:

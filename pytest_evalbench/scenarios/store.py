@@ -331,11 +331,11 @@ class RunScores(RunRows[ScoreRow]):
 
 
 def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
-                 root: Path) -> None:
+                 root: Path | None = None) -> None:
     """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json") ...])` writes
     for the full summaries, with each target's `by_scenario` (one entry per scenario: 100,000 at
     N = 100,000) written as it is counted instead of built as models first."""
-    with atomic_open(path, root) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "[\n  "
         for result in results:
             head = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)
