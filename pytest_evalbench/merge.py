@@ -20,7 +20,7 @@ from typing import Any
 
 from .context import BenchmarkRun
 from .errors import EvalbenchError, InputError
-from .kinds import kind_of
+from .kinds import SpecKind, kind_of, spec_kind
 from .loading import load_spec, read_json, resolve_benchmark_dir
 from .safe_files import atomic_write_text
 from .settings import RunSettings
@@ -54,17 +54,6 @@ def read_shard(directory: Path) -> dict[str, Any]:
     return records
 
 
-ID_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "scenario": (("target_id",), ("conversation", "id"), ("conversation", "target", "id"), ("score", "id"),
-                 ("score", "metric_id"), ("score", "target_model")),
-    "dataset": (("case", "case_id"),),
-}
-"""Where a record of each kind holds ids that name files, directories and node ids."""
-SAME_VALUE = ((("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
-              (("conversation", "id"), ("score", "id")))
-"""Fields of a scenario record that must hold the same id (the run directory is named by the first)."""
-
-
 def _field(record: Any, path: tuple[str, ...]) -> Any:
     value = record
     for key in path:
@@ -72,18 +61,17 @@ def _field(record: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def check_record(path: Path, node_id: str, record: Any, benchmark: str) -> None:
-    """A shard record's ids, before anything is written: each a safe id by the loaders' rule (full
-    match, so `../x` or a trailing newline is refused), the record of this benchmark and, for a
-    scenario record, its target and scenario ids the same wherever they appear. InputError names
-    the file, the node id and the field."""
+def check_record(path: Path, node_id: str, record: Any, benchmark: str, kind: type[SpecKind]) -> None:
+    """A shard record's ids, before anything is written: the record of this benchmark, each id the
+    kind names (`record_ids`) a safe id by the loaders' rule (full match, so `../x` or a trailing
+    newline is refused), and the same id wherever the kind says so (`record_same_ids`: a record
+    cannot write one target's run and name another). InputError names file, node id and field."""
     if not isinstance(record, dict):
         raise InputError(path, "expected a JSON object (a record)", row=node_id)
     if record.get("benchmark") != benchmark:
         shown = str(record.get("benchmark"))[:100]
         raise InputError(path, f"record of benchmark {shown!r}, not {benchmark!r}", row=node_id, field="benchmark")
-    kind = "dataset" if record.get("kind") == "dataset" else "scenario"
-    for fields in ID_FIELDS[kind]:
+    for fields in kind.record_ids:
         value, name = _field(record, fields), ".".join(fields)
         if not isinstance(value, str):
             raise InputError(path, f"expected an id (text), got {type(value).__name__}", row=node_id, field=name)
@@ -91,29 +79,29 @@ def check_record(path: Path, node_id: str, record: Any, benchmark: str) -> None:
             check_id(value, name)
         except ValueError as exc:
             raise InputError(path, str(exc), row=node_id, field=name) from None
-    if kind == "scenario":
-        for group in SAME_VALUE:
-            first = _field(record, group[0])
-            for other in group[1:]:
-                if _field(record, other) != first:
-                    raise InputError(path, f"{_field(record, other)!r} differs from {'.'.join(group[0])} "
-                                     f"{first!r}", row=node_id, field=".".join(other))
+    for group in kind.record_same_ids:
+        first = _field(record, group[0])
+        for other in group[1:]:
+            if _field(record, other) != first:
+                raise InputError(path, f"{_field(record, other)!r} differs from {'.'.join(group[0])} "
+                                 f"{first!r}", row=node_id, field=".".join(other))
 
 
 def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, int]:
     """Write the merged result files into benchmarks/NAME/; return that directory and the record count.
     Every record is checked (`check_record`, then typed) before the first write."""
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
+    spec = load_spec(bench_dir)
     records: dict[str, Any] = {}
     source: dict[str, Path] = {}
     for directory in directories:
         for node_id, record in read_shard(directory).items():
             if node_id in records:
                 raise InputError(directory / RECORDS_FILE, "item is in more than one shard", row=node_id)
-            check_record(directory / RECORDS_FILE, node_id, record, name)
+            check_record(directory / RECORDS_FILE, node_id, record, spec.name, spec_kind(spec))
             records[node_id] = record
             source[node_id] = directory / RECORDS_FILE
-    run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
+    run = BenchmarkRun(bench_dir, spec, RunSettings(benchmark=name, cache_mode="off"),
                        make_app=lambda target: _NotCalled())
     kind = kind_of(run)
 

@@ -30,6 +30,8 @@ class DatasetKind:
     judged: ClassVar[Judged] = "evals"
     thresholds_name_targets: ClassVar[bool] = False
     generated_from_metrics: ClassVar[bool] = False
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

@@ -275,9 +275,12 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
         files.append(bench_dir / "report.html")
     if config.getoption("evalbench_save_baseline") == "":
         files.append(bench_dir / "baseline.json")
-    if settings.cache_dir is None:
+    cache_entries = []
+    if settings.cache_dir is None:  # the default cache is in the benchmark: its subdirectories too
         directories.append(bench_dir / CACHE_DIR)
-    check_tree(bench_dir, directories, files)
+        files.append(bench_dir / CACHE_DIR / ".rate-limit")
+        cache_entries.append(bench_dir / CACHE_DIR)
+    check_tree(bench_dir, directories, files, cache_entries)
     if runs.is_dir():
         for run_dir in sorted(runs.iterdir()):
             if run_dir.is_dir() or run_dir.is_symlink():

@@ -34,6 +34,12 @@ class ScenarioKind:
     judged: ClassVar[Judged] = "metrics"
     thresholds_name_targets: ClassVar[bool] = True
     generated_from_metrics: ClassVar[bool] = True
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("target_id",), ("conversation", "id"), ("conversation", "target", "id"), ("score", "id"),
+        ("score", "metric_id"), ("score", "target_model"))
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
+        (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
+        (("conversation", "id"), ("score", "id")))
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

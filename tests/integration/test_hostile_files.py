@@ -131,6 +131,8 @@ LINKS = {  # what is replaced by a link out of the benchmark, whether the link i
     "runs/tgt/scores.json": (False, []),
     "shards": (True, ["--evalbench-shard=1/1"]),
     ".evalbench-cache": (True, []),
+    ".evalbench-cache/ab": (True, []),
+    ".evalbench-cache/.rate-limit": (False, ["--evalbench-rate-limit=6000"]),
 }
 
 
