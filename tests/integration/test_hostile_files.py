@@ -329,3 +329,23 @@ def test_rows_of_another_version_are_still_replaced_not_an_error(pytester: pytes
     result = pytester.runpytest("--benchmark=demo", "-k", "m01_s001_v01")
     assert result.ret == 0, output(result)
     assert len(read_json(path)) == 4
+
+
+@XDIST
+@pytest.mark.parametrize("filename", ["case_results.json", "cost.json"])
+def test_corrupted_dataset_result_file_before_a_subset_run_is_an_error(pytester: pytest.Pytester,
+                                                                       bench_env: FakeLLMServer, filename: str,
+                                                                       xdist: list[str]) -> None:
+    """The dataset kind's files: case_results.json cut short lost every case not run; an unreadable
+    cost.json silently lost the phases other commands wrote there."""
+    from test_dataset import scores, write_dataset
+
+    bench = write_dataset(pytester.path)
+    bench_env.set_responder(scores({}))
+    assert pytester.runpytest("--benchmark=agents").ret == 0
+    path = bench / filename
+    path.write_text(path.read_text()[:40])
+    result = pytester.runpytest("--benchmark=agents", "-k", "curator-001", *xdist)
+    assert result.ret == 4, output(result)
+    assert f"{path}: result file is not valid JSON" in output(result)
+    assert len(path.read_text()) == 40
