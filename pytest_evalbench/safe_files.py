@@ -105,11 +105,16 @@ def open_append(path: Path, root: Path) -> BinaryIO:
 
 def write_problem(directory: Path) -> str | None:
     """Why no file can be created in `directory` (read-only, not a directory, /proc...), or None
-    when it can: a temporary file is created (with the directory, if missing) and removed, which is
-    what an atomic write needs there."""
+    when it can. Nothing is left behind: a temporary file is created and removed in the directory,
+    or, when it does not exist yet, in its nearest existing ancestor (which must be a directory:
+    the plugin creates the missing ones when it writes)."""
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=directory, prefix=".evalbench-probe-")
+        fd, name = tempfile.mkstemp(dir=existing, prefix=".evalbench-probe-")
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
@@ -118,7 +123,8 @@ def write_problem(directory: Path) -> str | None:
 
 
 def check_writable_dir(directory: Path, what: str) -> Path:
-    """`directory` (created if missing) if files can be created in it; else a ConfigError naming `what`."""
+    """`directory` if files can be created in it (or, when missing, it can be created); else a
+    ConfigError naming `what`."""
     problem = write_problem(directory)
     if problem is not None:
         raise ConfigError(f"{directory}: {what} is not writable ({problem}); choose a directory this process "
@@ -126,9 +132,10 @@ def check_writable_dir(directory: Path, what: str) -> Path:
     return directory
 
 
-def check_output_file(path: Path, option: str) -> Path:
+def check_output_file(path: Path, option: str, *, new_dirs: bool = True) -> Path:
     """A file the user named on the command line: new or a regular file (a symbolic link to one is
-    the user's choice), in an existing directory where files can be created; else ConfigError."""
+    the user's choice), in a directory where files can be created (one that does not exist yet
+    only with `new_dirs`: the writer creates it); else ConfigError."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -137,7 +144,7 @@ def check_output_file(path: Path, option: str) -> Path:
         raise ConfigError(f"{option}={path}: cannot be checked ({exc.strerror})") from None
     if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(f"{option}={path}: is {_kind(mode)}; give the path of a regular file (or a new one)")
-    if not path.parent.is_dir():
+    if not new_dirs and not path.parent.is_dir():
         raise ConfigError(f"{option}={path}: directory {path.parent} does not exist")
     problem = write_problem(path.parent)
     if problem is not None:

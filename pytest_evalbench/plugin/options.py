@@ -289,9 +289,9 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
                 ("--evalbench-html", config.getoption("evalbench_html")),
                 ("--evalbench-markdown", config.getoption("evalbench_markdown")),
                 ("--junitxml", getattr(config.option, "xmlpath", None))]
-    for option, value in explicit:
+    for option, value in explicit:  # the baseline's directory must exist (as before); reports create theirs
         if value and value.lower() != "none":
-            check_output_file(Path(value).resolve(), option)
+            check_output_file(Path(value).resolve(), option, new_dirs=option != "--evalbench-save-baseline")
     if settings.cache_mode in ("on", "refresh"):
         cache_dir = settings.cache_dir or bench_dir / CACHE_DIR
         check_writable_dir(cache_dir, "the response cache directory" + (" (--evalbench-cache-dir)"

@@ -215,7 +215,9 @@ OUTPUTS = {
     "html-dir": ("--evalbench-html", lambda p: str(p.path), "is a directory"),
     "markdown-fifo": ("--evalbench-markdown", lambda p: str(fifo(p)), "is a fifo"),
     "junitxml-fifo": ("--junitxml", lambda p: str(fifo(p)), "is a fifo"),
-    "html-no-dir": ("--evalbench-html", lambda p: str(p.path / "missing" / "r.html"), "does not exist"),
+    "baseline-no-dir": ("--evalbench-save-baseline", lambda p: str(p.path / "missing" / "b.json"), "does not exist"),
+    "html-under-a-file": ("--evalbench-html", lambda p: str(p.path / "benchmarks" / "demo" / "benchmark.yaml" / "r.html"),
+                          "(Not a directory)"),
 }
 
 
@@ -241,11 +243,11 @@ def test_explicit_output_paths_anywhere_are_written(pytester: pytest.Pytester, b
     make_benchmark(pytester)
     bench_env.set_responder(script(True))
     elsewhere = tmp_path_factory.mktemp("reports")
-    result = pytester.runpytest("--benchmark=demo", f"--evalbench-html={elsewhere / 'r.html'}",
+    result = pytester.runpytest("--benchmark=demo", f"--evalbench-html={elsewhere / 'new' / 'r.html'}",
                                 f"--evalbench-markdown={elsewhere / 's.md'}", f"--junitxml={elsewhere / 'j.xml'}",
                                 f"--evalbench-save-baseline={elsewhere / 'b.json'}")
     assert result.ret == 0, output(result)
-    assert all((elsewhere / name).is_file() for name in ("r.html", "s.md", "j.xml", "b.json"))
+    assert all((elsewhere / name).is_file() for name in ("new/r.html", "s.md", "j.xml", "b.json"))
 
 
 CACHE_DIRS = {

@@ -119,8 +119,8 @@ def test_paths_given_by_the_user(tmp_path: Path) -> None:
 
 
 def test_writable_directories(tmp_path: Path) -> None:
-    assert check_writable_dir(tmp_path / "new" / "cache", "the cache").is_dir()
-    assert not list((tmp_path / "new" / "cache").iterdir())  # the probe file is gone
+    assert check_writable_dir(tmp_path / "new" / "cache", "the cache") == tmp_path / "new" / "cache"
+    assert not list(tmp_path.iterdir())  # nothing created, the probe file is gone
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="the cache is not writable"):
         check_writable_dir(tmp_path / "file" / "cache", "the cache")
