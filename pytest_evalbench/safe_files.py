@@ -168,9 +168,9 @@ def check_input_file(path: Path, what: str) -> Path:
 def check_tree(root: Path, directories: Iterable[Path] = (), files: Iterable[Path] = (),
                entries_of: Iterable[Path] = ()) -> None:
     """Before a run writes anything: each of `directories` must resolve inside `root`; each of
-    `files` must be new or a regular file whose directory resolves inside `root`; every entry of
-    each of `entries_of` (e.g. `runs/`) must be a directory resolving inside `root`. UnsafeWrite
-    names the first offender."""
+    `files` must be new or a regular file whose directory resolves inside `root`; every subdirectory
+    or link in each of `entries_of` (e.g. the cache's `ab/` directories) must resolve inside `root`.
+    UnsafeWrite names the first offender."""
     for directory in directories:
         check_dir(directory, root)
     for path in files:
