@@ -198,8 +198,8 @@ async def gather_all(awaitables: Sequence[Awaitable[Any]]) -> list[Any]:
 
 
 def write_cost(bench_dir: Path, phase: str, usage: Usage) -> None:
-    """Set one phase key of `<bench>/cost.json`, keeping the others (an unreadable file starts over)."""
-    update_cost_file(bench_dir / COST_FILE, {phase: usage})
+    """Set one phase key of `<bench>/cost.json`, keeping the others (an unreadable file is an error)."""
+    update_cost_file(bench_dir / COST_FILE, {phase: usage}, bench_dir)
 
 
 def _is_top_level_key(line: str) -> bool:
@@ -516,7 +516,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
         engine.close()
     scenario_rows_schema_check(rows, out_path)
     usage = ledger.get("gen_scenarios", Usage())
-    dump_json(out_path, rows)
+    dump_json(out_path, rows, bench_dir)
     write_cost(bench_dir, "gen_scenarios", usage)
     load_scenarios(bench_dir, spec)  # the file the plugin will read loads as written
     return Summary(out_path, len(rows), usage, engine.stats.requests, engine.stats.cache_hits,

@@ -150,6 +150,11 @@ class SpecKind(BenchmarkKind[Any], Protocol):
     rather than names the data brings (dataset agents)."""
     generated_from_metrics: ClassVar[bool]
     """Whether `evalbench gen-scenarios` writes this kind's data file from its metrics."""
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]]
+    """Where a record (as JSON) holds ids that name files, directories and node ids: `evalbench
+    merge` checks each with the loaders' rule before writing a shard's records."""
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]]
+    """Groups of those places that must hold the same id (the first names the files)."""
 
     def __init__(self, run: BenchmarkRun) -> None: ...
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .llm.cache import atomic_write_text
+from .safe_files import atomic_write_text
 
 SESSIONS_LEDGER = ".sessions.json"
 EARLIER = "an earlier session"
@@ -90,9 +90,10 @@ def read_sessions(directory: Path) -> dict[str, SessionStamp]:
 
 
 def update_sessions(directory: Path, measured: Iterable[str], live: Collection[str],
-                    stamp: SessionStamp | None) -> None:
+                    stamp: SessionStamp | None, root: Path | None = None) -> None:
     """Record `stamp` for the rows this session wrote and forget rows no longer in the result files
-    (`live`); called by the stores under the result lock, after the files are written."""
+    (`live`); called by the stores under the result lock, after the files are written. No write
+    leaves `root` (default `directory`)."""
     rows = {k: v for k, v in read_sessions(directory).items() if k in live}
     if stamp is not None:
         rows.update(dict.fromkeys((k for k in measured if k in live), stamp))
@@ -101,7 +102,7 @@ def update_sessions(directory: Path, measured: Iterable[str], live: Collection[s
     sessions: dict[SessionStamp, int] = {}
     indexed = {key: sessions.setdefault(s, len(sessions)) for key, s in sorted(rows.items())}
     atomic_write_text(directory / SESSIONS_LEDGER, json.dumps(
-        {"sessions": [s.to_json() for s in sessions], "rows": indexed}, ensure_ascii=False) + "\n")
+        {"sessions": [s.to_json() for s in sessions], "rows": indexed}, ensure_ascii=False) + "\n", root or directory)
 
 
 def carried_label(keys: Iterable[str], sessions: Mapping[str, SessionStamp]) -> str:

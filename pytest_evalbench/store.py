@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, EvalbenchWarning, field_path
-from .llm.cache import atomic_open, atomic_write_text
+from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .llm.types import Usage
+from .safe_files import atomic_open, atomic_write_text, check_dir, check_write
 from .spec import PhaseCost
 
 M = TypeVar("M", bound=BaseModel)
@@ -26,11 +26,14 @@ LOCK_TIMEOUT = 600.0
 
 
 @contextmanager
-def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path | None = None) -> Iterator[None]:
     """Hold the benchmark's exclusive result-file lock for a read-merge-write (portable: `filelock`
-    uses fcntl/msvcrt, released by the OS if the holder dies), so concurrent sessions lose no rows."""
+    uses fcntl/msvcrt, released by the OS if the holder dies), so concurrent sessions lose no rows.
+    The lock file is checked first: opening it truncates it, so a symbolic link there (to a file
+    outside `root`, the benchmark directory) is refused, never followed."""
+    check_dir(bench_dir, root or bench_dir)
     bench_dir.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(bench_dir / RESULTS_LOCK))
+    lock = FileLock(str(check_write(bench_dir / RESULTS_LOCK, root or bench_dir)))
     try:
         lock.acquire(timeout=timeout)
     except Timeout:
@@ -42,15 +45,17 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[Non
         lock.release()
 
 
-def dump_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def dump_json(path: Path, data: Any, root: Path | None = None) -> None:
+    """`data` as indented JSON, replacing `path` atomically, never through a link out of `root` (the
+    benchmark directory; default the file's own directory, see safe_files)."""
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", root or path.parent)
 
 
-def dump_json_rows(path: Path, rows: Iterable[Any]) -> None:
+def dump_json_rows(path: Path, rows: Iterable[Any], root: Path | None = None) -> None:
     """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
     list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
     so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
-    with atomic_open(path) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "[\n  "
         for row in rows:
             handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
@@ -58,10 +63,10 @@ def dump_json_rows(path: Path, rows: Iterable[Any]) -> None:
         handle.write("[]\n" if opening.startswith("[") else "\n]\n")
 
 
-def dump_json_object(path: Path, items: Iterable[tuple[str, Any]]) -> None:
+def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | None = None) -> None:
     """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
     writes it (keys are expected unique)."""
-    with atomic_open(path) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "{\n  "
         for key, value in items:
             member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
@@ -145,6 +150,36 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
 
 
+def read_result(path: Path, default: Any, expected: type) -> Any:
+    """A result file an earlier run wrote whose content this run merges with its own rows: `default`
+    when it does not exist; an InputError naming it when it exists but is not JSON of the `expected`
+    type (truncated, edited, unreadable). Merging a file read as empty would silently drop every row
+    it held, and the run would still look complete."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as exc:
+        problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise InputError(path, f"result file unreadable ({problem}); {_KEEP_HINT}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"result file is not valid JSON ({exc.msg}, line {exc.lineno}: truncated or "
+                         f"edited?); {_KEEP_HINT}") from None
+    except (ValueError, RecursionError):
+        raise InputError(path, f"result file is not valid JSON; {_KEEP_HINT}") from None
+    if not isinstance(data, expected):
+        raise InputError(path, f"result file holds a JSON {type(data).__name__}, not a {expected.__name__}; "
+                         f"{_KEEP_HINT}")
+    return data
+
+
+_KEEP_HINT = ("its rows would be lost by merging this run's rows into it, so nothing was written: restore it "
+              "from version control, or delete it to start over (a rerun replays this run's answers from the "
+              "cache)")
+
+
 def read_valid_rows(path: Path, model: type[BaseModel],
                     normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
     """The usable rows of a result file on disk as JSON (see `read_valid`)."""
@@ -157,8 +192,10 @@ def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
     each row normalised to this version's spelling, then kept if it validates as `model` (as JSON,
     to merge and write back unchanged, and as the model). Unusable rows are reported in one warning
     per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
-    once) and dropped, so this run's rows replace them; they never stop the run."""
-    return list(_valid(path, read_rows(path), model, normalise, stacklevel + 1))
+    once) and dropped, so this run's rows replace them; they never stop the run. A file that is not
+    a JSON list at all is an InputError (`read_result`)."""
+    rows = [r for r in read_result(path, [], list) if isinstance(r, dict)]
+    return list(_valid(path, rows, model, normalise, stacklevel + 1))
 
 
 def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict,
@@ -195,9 +232,10 @@ def count_rows(n: int, what: str) -> list[str]:
 
 
 def read_ledger(path: Path) -> dict[str, Any]:
-    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing or unreadable)."""
-    data = read_json(path, {})
-    return data if isinstance(data, dict) else {}
+    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing; InputError when unreadable,
+    see `read_result`: the usage of the rows it holds would be lost)."""
+    data: dict[str, Any] = read_result(path, {}, dict)
+    return data
 
 
 def ledger_totals(ledger: dict[str, Any]) -> dict[str, Usage]:
@@ -215,9 +253,9 @@ def phase_cost(phase: str, usage: Usage) -> dict[str, Any]:
                      output_tokens=usage.output_tokens).model_dump()
 
 
-def update_cost_file(path: Path, usage: dict[str, Usage]) -> None:
-    """Set these phases of a cost.json, keeping its other phases (an unreadable file starts over)."""
-    cost = read_json(path, {})
-    cost = cost if isinstance(cost, dict) else {}
+def update_cost_file(path: Path, usage: dict[str, Usage], root: Path | None = None) -> None:
+    """Set these phases of a cost.json, keeping its other phases (an unreadable file is an error:
+    its other phases would be lost)."""
+    cost = read_result(path, {}, dict)
     cost.update({phase: phase_cost(phase, value) for phase, value in usage.items()})
-    dump_json(path, cost)
+    dump_json(path, cost, root)

@@ -99,7 +99,8 @@ class CalibrationKind:
     def write_results(self, records: Iterable[CalibrationRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
         entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
-        dump_json(self.run.bench_dir / RESULT_FILE, [e.model_dump(exclude_none=False) for e in entries])
+        dump_json(self.run.bench_dir / RESULT_FILE, [e.model_dump(exclude_none=False) for e in entries],
+                  self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))
 

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError
-from ..llm.cache import atomic_write_text
+from ..safe_files import atomic_write_text
 from ..spec import check_id
 from ..store import results_lock
 from .models import LIVE_FALLBACK, PAYLOAD_KEYS, ROW_FIELD, DatasetCase, DatasetError, load_cases, payload_for
@@ -137,18 +137,19 @@ def _kept_lines(path: Path, agent: str, order: Mapping[str, int]) -> dict[str, s
     return kept
 
 
-def write_answers(directory: Path, answers: Mapping[str, Mapping[str, str]], order: Mapping[str, int]) -> list[Path]:
+def write_answers(directory: Path, answers: Mapping[str, Mapping[str, str]], order: Mapping[str, int],
+                  root: Path | None = None) -> list[Path]:
     """Merge this session's answers (agent -> case_id -> line) into answers/<agent>.jsonl under the
-    result lock; returns the files written."""
+    result lock, never writing out of `root` (default `directory`); returns the files written."""
     written: list[Path] = []
     if not answers:
         return written
-    with results_lock(directory):
+    with results_lock(directory, root=root or directory):
         for agent, lines in sorted(answers.items()):
             check_id(agent, "agent_name")  # a target id: a safe file name
             path = answers_file(directory, agent)
             merged = {**_kept_lines(path, agent, order), **lines}
             text = "".join(merged[case_id] + "\n" for case_id in sorted(merged, key=lambda c: order.get(c, 0)))
-            atomic_write_text(path, text)
+            atomic_write_text(path, text, root or directory)
             written.append(path)
     return written

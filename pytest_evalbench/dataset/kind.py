@@ -33,6 +33,8 @@ class DatasetKind:
     judged: ClassVar[Judged] = "evals"
     thresholds_name_targets: ClassVar[bool] = False
     generated_from_metrics: ClassVar[bool] = False
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -129,8 +131,9 @@ class DatasetKind:
                     failures.update(self.unreliable_in(record.case))
                 yield record
 
-        rows, summary, dropped = write_dataset_results(out, counted(records), self.order(), self.run.stamp)
-        answer_files = write_answers(out, answers, self.order())
+        rows, summary, dropped = write_dataset_results(out, counted(records), self.order(), self.run.stamp,
+                                                       self.run.bench_dir)
+        answer_files = write_answers(out, answers, self.order(), self.run.bench_dir)
         lines = agreement_lines(agreement)
         # the gate reads the cases this session measured; cases carried over from earlier sessions
         # stay in the result files (and are shown as carried over), but can neither clear nor convict

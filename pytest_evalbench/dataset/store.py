@@ -26,12 +26,14 @@ AGENT_SUMMARY = "agent_summary.json"
 
 
 def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], order: dict[str, int],
-                          stamp: SessionStamp | None = None) -> tuple[list[CaseResult], list[AgentSummary], list[str]]:
+                          stamp: SessionStamp | None = None, root: Path | None = None,
+                          ) -> tuple[list[CaseResult], list[AgentSummary], list[str]]:
     """Under the result lock: case_results.json (file order; cases no longer in the data files are
     dropped), agent_summary.json and cost.json["evaluate"]. `records` is read once; `stamp` is
     recorded for their rows in `.sessions.json`. Returns every case on disk, the summary and what
-    was dropped."""
-    with results_lock(bench_dir):
+    was dropped. No write leaves `root` (default `bench_dir`)."""
+    root = root or bench_dir
+    with results_lock(bench_dir, root=root):
         old = read_valid_rows(bench_dir / CASE_RESULTS, CaseResult)
         rows = {r["case_id"]: r for r in old if r["case_id"] in order}
         ledger = {k: v for k, v in read_ledger(bench_dir / USAGE_LEDGER).items() if k in order}
@@ -43,11 +45,11 @@ def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], ord
         merged = sorted(rows.values(), key=lambda r: order[r["case_id"]])
         cases = TypeAdapter(list[CaseResult]).validate_python(merged)
         summary = summarize_agents(cases)
-        dump_json(bench_dir / CASE_RESULTS, merged)
-        dump_json(bench_dir / AGENT_SUMMARY, [a.to_json() for a in summary])
-        dump_json(bench_dir / USAGE_LEDGER, dict(sorted(ledger.items())))
-        update_cost_file(bench_dir / "cost.json", ledger_totals(ledger))
+        dump_json(bench_dir / CASE_RESULTS, merged, root)
+        dump_json(bench_dir / AGENT_SUMMARY, [a.to_json() for a in summary], root)
+        dump_json(bench_dir / USAGE_LEDGER, dict(sorted(ledger.items())), root)
+        update_cost_file(bench_dir / "cost.json", ledger_totals(ledger), root)
         update_sessions(bench_dir, [unit_key(r.agent_name, r.case_id) for r in cases if r.case_id in measured],
-                        {unit_key(r.agent_name, r.case_id) for r in cases}, stamp)
+                        {unit_key(r.agent_name, r.case_id) for r in cases}, stamp, root)
     stale = sum(1 for r in old if r.get("case_id") not in order)
     return cases, summary, count_rows(stale, f"cases no longer in the data files, from {CASE_RESULTS}")

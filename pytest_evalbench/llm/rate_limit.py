@@ -27,7 +27,7 @@ class SharedRateLimit:
     def reserve(self) -> float:
         """Claim the next slot; return the wall-clock time it starts."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
         try:
             import fcntl  # POSIX only: the plugin must stay importable on Windows
 

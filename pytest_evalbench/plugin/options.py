@@ -275,3 +275,52 @@ def benchmark_hint(root: Path, args: list[str]) -> str | None:
                 return (f"evalbench: {arg} is a benchmark; its cases run only with "
                         f"`{shlex.join(['pytest', f'--benchmark={candidate.name}', arg])}`")
     return None
+
+
+RESULT_FILES = ("results.json", "cost.json", ".usage.json", "case_results.json", "agent_summary.json",
+                ".results.lock", "last_run.json", "records.json")
+"""Files a session writes (or locks) in its output directory: the benchmark's, or a shard's."""
+BENCH_FILES = ("last_run.json", "history.jsonl", "calibration.json")
+"""Files a session writes in the benchmark directory itself."""
+RUN_FILES = ("conversations.json", "scores.json", "cost.json", ".usage.json")
+"""Files of `runs/<target>/`."""
+
+
+def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -> None:
+    """Before the first LLM call (controller only): every place the session will write. Inside the
+    benchmark directory nothing may be (or go through) a symbolic link out of it, and files must be
+    regular; paths given on the command line must be regular files or new, in a directory where a
+    file can be created; a cache directory the session writes to must be writable. ConfigError names
+    the first problem (a usage error, exit 4): a run never learns this after spending money."""
+    from ..context import CACHE_DIR, SHARDS_DIR, shard_dir
+    from ..safe_files import check_dir, check_output_file, check_tree, check_writable_dir
+
+    out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir
+    runs = out / "runs"
+    directories = [out, runs] + ([bench_dir / SHARDS_DIR] if settings.shard else [])
+    files = [out / name for name in RESULT_FILES] + [bench_dir / name for name in BENCH_FILES]
+    if not config.getoption("evalbench_html"):
+        files.append(bench_dir / "report.html")
+    if config.getoption("evalbench_save_baseline") == "":
+        files.append(bench_dir / "baseline.json")
+    cache_entries = []
+    if settings.cache_dir is None:  # the default cache is in the benchmark: its subdirectories too
+        directories.append(bench_dir / CACHE_DIR)
+        files.append(bench_dir / CACHE_DIR / ".rate-limit")
+        cache_entries.append(bench_dir / CACHE_DIR)
+    check_tree(bench_dir, directories, files, cache_entries)
+    if runs.is_dir():
+        for run_dir in sorted(runs.iterdir()):
+            if run_dir.is_dir() or run_dir.is_symlink():
+                check_tree(bench_dir, [check_dir(run_dir, bench_dir)], [run_dir / name for name in RUN_FILES])
+    explicit = [("--evalbench-save-baseline", config.getoption("evalbench_save_baseline")),
+                ("--evalbench-html", config.getoption("evalbench_html")),
+                ("--evalbench-markdown", config.getoption("evalbench_markdown")),
+                ("--junitxml", getattr(config.option, "xmlpath", None))]
+    for option, value in explicit:  # the baseline's directory must exist (as before); reports create theirs
+        if value and value.lower() != "none":
+            check_output_file(Path(value).resolve(), option, new_dirs=option != "--evalbench-save-baseline")
+    if settings.cache_mode in ("on", "refresh"):
+        cache_dir = settings.cache_dir or bench_dir / CACHE_DIR
+        check_writable_dir(cache_dir, "the response cache directory" + (" (--evalbench-cache-dir)"
+                                                                     if settings.cache_dir else ""))

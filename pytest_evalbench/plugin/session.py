@@ -28,12 +28,13 @@ from ..redaction import SECRETS, redact
 from ..render.progress import Counts, ProgressReporter
 from ..render.status import ERROR, JUDGE_UNRELIABLE, NOT_RUN, UNSCORED, case_status
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
+from ..safe_files import atomic_write_text as write_text
 from ..sanitize import terminal
 from ..settings import RunSettings
 from ..spool import Spool
 from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
-from .options import compare_path, gate_settings
+from .options import check_files, compare_path, gate_settings
 
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
     from ..gate.compare import Baseline
@@ -104,10 +105,11 @@ class EvalbenchSession:
         if path is None or self.is_worker:
             return None
         from ..gate.outcome import read_baseline
+        from ..safe_files import check_input_file
 
         try:
-            return read_baseline(path)
-        except InputError as exc:
+            return read_baseline(check_input_file(path, "the baseline to compare with"))
+        except (InputError, ConfigError) as exc:
             raise pytest.UsageError(str(exc)) from None
 
     @staticmethod
@@ -176,6 +178,10 @@ class EvalbenchSession:
         if self.is_worker or self.config.option.collectonly:
             return
         try:
+            check_files(self.config, self.settings, self.bench_dir)
+        except EvalbenchError as exc:
+            raise pytest.UsageError(str(exc)) from None  # nothing written, nothing called
+        try:
             run, kind = self.run, self.kind
             with warnings.catch_warnings(record=True) as caught:  # shown in collection, where pytest reports them
                 warnings.simplefilter("always")
@@ -190,7 +196,7 @@ class EvalbenchSession:
             except EvalbenchError as exc:
                 raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
-        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark)
+        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
 
     # ------------------------------------------------------------------ collection hooks
     def pytest_ignore_collect(self, collection_path: Path, config: pytest.Config) -> bool | None:
@@ -528,14 +534,17 @@ class EvalbenchSession:
             if self.written is not None:
                 append_history(history_path, summary)
             summary.history = read_history(history_path)
-            if html_path is not None:
-                atomic_write_text(html_path, redact(render_html(summary)))
+            html = redact(render_html(summary))
+            if html_path == self.bench_dir / "report.html":  # never through a link out of the benchmark
+                write_text(html_path, html, self.bench_dir)
+            elif html_path is not None:  # the user's own path: checked at start (a regular file or new)
+                atomic_write_text(html_path, html)
             markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
             if markdown_path is not None:
                 write_markdown(markdown_path, markdown, append=False)
             if step_summary:
                 write_markdown(Path(step_summary), markdown, append=True)
-        except OSError as exc:  # a report that cannot be written must not hide the run's outcome
+        except (OSError, EvalbenchError) as exc:  # a report that cannot be written must not hide the run's outcome
             summary.errors.append(f"could not write a report: {exc}")
 
     def _case_statuses(self) -> list[CaseStatus]:

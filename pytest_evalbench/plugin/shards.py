@@ -47,4 +47,4 @@ class ShardPlugin:
     def pytest_evalbench_results(self, config: pytest.Config, benchmark: str, results: list[dict[str, Any]],
                                  records: list[dict[str, Any]]) -> None:
         session = config.stash[SESSION_KEY]
-        write_records(session.run.output_dir, session.records)
+        write_records(session.run.output_dir, session.records, session.bench_dir)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..safe_files import open_append
 from .summary import RunSummary
 
 HISTORY = "history.jsonl"
@@ -54,10 +55,9 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
 
 def append_history(path: Path, summary: RunSummary) -> None:
     """Append this run's line in one write; after a torn last line (a killed writer) start a new line,
-    so only the torn entry is lost."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    so only the torn entry is lost. The file lives in the benchmark directory and is never a link."""
     line = json.dumps(history_entry(summary), sort_keys=True, ensure_ascii=False) + "\n"
-    with path.open("a+b") as fh:
+    with open_append(path, path.parent) as fh:
         if fh.tell() > 0:
             fh.seek(-1, 2)
             if fh.read(1) != b"\n":

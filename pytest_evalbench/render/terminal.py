@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..llm.cache import atomic_write_text
 from ..redaction import redact
+from ..safe_files import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
@@ -142,10 +142,11 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def write_run_running(path: Path, benchmark: str) -> None:
-    """Written at session start: a run that dies before its end leaves "running"."""
+def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> None:
+    """Written at session start: a run that dies before its end leaves "running" (never through a
+    link out of `root`, the benchmark directory)."""
     status = {"benchmark": benchmark, "started_at": _now(), "status": "running"}
-    atomic_write_text(path, json.dumps(status, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(status, indent=2) + "\n", root or path.parent)
 
 
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:
@@ -173,4 +174,4 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     }
     if session.finish_error:
         status["error"] = session.finish_error
-    atomic_write_text(path, redact(json.dumps(status, indent=2)) + "\n")
+    atomic_write_text(path, redact(json.dumps(status, indent=2)) + "\n", session.bench_dir)

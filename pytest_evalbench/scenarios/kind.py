@@ -35,6 +35,12 @@ class ScenarioKind:
     judged: ClassVar[Judged] = "metrics"
     thresholds_name_targets: ClassVar[bool] = True
     generated_from_metrics: ClassVar[bool] = True
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("target_id",), ("conversation", "id"), ("conversation", "target", "id"), ("score", "id"),
+        ("score", "metric_id"), ("score", "target_model"))
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
+        (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
+        (("conversation", "id"), ("score", "id")))
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -130,7 +136,7 @@ class ScenarioKind:
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
                                                       samples=run.spec.generation.num_samples, known=self._known,
-                                                      stamp=run.stamp)
+                                                      stamp=run.stamp, root=run.bench_dir)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:

@@ -19,9 +19,9 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from ..gate.rows import OutcomeRow
-from ..llm.cache import atomic_open
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
+from ..safe_files import atomic_open, check_dir
 from ..spool import Spool
 from ..store import (
     USAGE_LEDGER,
@@ -162,9 +162,11 @@ def ledger_key(key: tuple[str, int]) -> str:
 
 
 def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
-                     samples: int | None = None, known: Known = Known()) -> list[str]:
+                     samples: int | None = None, known: Known = Known(), *, root: Path) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
-    dropped. Conversations and the usage ledger are written row by row from the spool."""
+    dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
+    the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused)."""
+    check_dir(run_dir, root)
     old_scores = read_file_rows(run_dir, "scores.json", known)
     kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows(old_scores, order, samples)
@@ -199,15 +201,17 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
                 totals[phase].add(Usage.from_json(value))
             yield name, usage
 
-    dump_json_rows(run_dir / "conversations.json", conversations())
-    dump_json_rows(run_dir / "scores.json", scores())
-    dump_json_object(ledger_path, ledger())
-    dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES})
+    dump_json_rows(run_dir / "conversations.json", conversations(), root)
+    dump_json_rows(run_dir / "scores.json", scores(), root)
+    dump_json_object(ledger_path, ledger(), root)
+    dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES}, root)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
 
 
-def drop_target_run(run_dir: Path) -> str:
-    """Remove the result files of a target that is no longer configured (and its directory if empty)."""
+def drop_target_run(run_dir: Path, root: Path) -> str:
+    """Remove the result files of a target that is no longer configured (and its directory if empty;
+    never through a link out of `root`)."""
+    check_dir(run_dir, root)
     rows = len(read_rows(run_dir / "scores.json"))
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
@@ -269,20 +273,23 @@ class RunConversations(RunRows[ConversationRow]):
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  stamp: SessionStamp | None = None,
+                  stamp: SessionStamp | None = None, root: Path | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
     (`by_scenario` left empty: it is in the file, the gate reads rates per target and metric), what
     was dropped, the scores.json rows it was aggregated from (every target's, in target order,
     read from disk on each pass) and those rows as compact pass/fail units by target run (read
-    once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`."""
-    with results_lock(bench_dir):
-        return _write_results(bench_dir, records, order, targets, samples, known, stamp)
+    once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`. No
+    write leaves `root` (default `bench_dir`; a shard's directory has the benchmark directory as its
+    root)."""
+    with results_lock(bench_dir, root=root):
+        return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
-                   targets: set[str] | None, samples: int | None, known: Known, stamp: SessionStamp | None = None,
+                   targets: set[str] | None, samples: int | None, known: Known, root: Path,
+                   stamp: SessionStamp | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
     measured: list[str] = []
@@ -293,7 +300,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
             if target is None:
                 target = by_target[record.target_id] = TargetRows(bench_dir)
             target.add(record)
-        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root)
     finally:
         for target in by_target.values():
             target.close()
@@ -302,9 +309,9 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     rows_by_model = scores.outcome_rows()
     results = aggregate(rows_by_model, by_scenario=False)
     if rows_by_model:
-        dump_results(bench_dir / "results.json", results, rows_by_model)
+        dump_results(bench_dir / "results.json", results, rows_by_model, root)
     update_sessions(bench_dir, measured, {unit_key(r.target, r.id, r.sample) for rows in rows_by_model.values()
-                                          for r in rows}, stamp)
+                                          for r in rows}, stamp, root)
     return results, dropped, scores, rows_by_model
 
 
@@ -330,11 +337,12 @@ class RunScores(RunRows[ScoreRow]):
         return out
 
 
-def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]]) -> None:
+def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
+                 root: Path | None = None) -> None:
     """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json") ...])` writes
     for the full summaries, with each target's `by_scenario` (one entry per scenario: 100,000 at
     N = 100,000) written as it is counted instead of built as models first."""
-    with atomic_open(path) as handle:
+    with atomic_open(path, root or path.parent) as handle:
         opening = "[\n  "
         for result in results:
             head = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)
@@ -351,18 +359,18 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
 
 
 def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],
-                targets: set[str] | None, samples: int | None, known: Known) -> list[str]:
+                targets: set[str] | None, samples: int | None, known: Known, root: Path) -> list[str]:
     """Every touched target's run files, one target at a time; stale rows and target runs dropped."""
-    runs = bench_dir / RUNS_DIR
+    runs = check_dir(bench_dir / RUNS_DIR, root)
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
     for target_id in sorted(on_disk | set(by_target)):
         if target_id not in by_target:
             if targets is not None and target_id not in targets:
-                dropped.append(drop_target_run(runs / target_id))
+                dropped.append(drop_target_run(runs / target_id, root))
                 continue
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
-                                    known)
+                                    known, root=root)
     return dropped
