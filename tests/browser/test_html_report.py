@@ -19,7 +19,7 @@ import pytest
 from helpers import read_json
 
 from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
-from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
+from pytest_evalbench.gate.compare import RuleResult, compare_with_baseline, make_baseline
 from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.gate.rows import ModelResult
 from pytest_evalbench.kinds import KindResults
@@ -151,7 +151,8 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     base_results, base_scores, _ = synthetic_run({**OUTCOMES, ("beta-mini", "m01_s002_v01"): True})
     comparison = compare_with_baseline(make_baseline(base_results, [r.outcome_row() for r in base_scores],
                                                      {"judge": "j1"}), [r.outcome_row() for r in scores])
-    outcome = GateOutcome(mode="thresholds", held=1, comparison=comparison)
+    rule = RuleResult("min_positive_pass_rate", 0.5, "alpha", None, "held", 0.8)
+    outcome = GateOutcome(mode="thresholds", held=1, comparison=comparison, rules=[rule])
     node_ids = {"beta-mini|m01_s002_v01|0": "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}
     gate = gate_view(outcome, 0, 5, node_ids)
     meta = {"benchmark": "Demo </title> report", "user_model": "u1", "judge_model": "j1",
@@ -189,7 +190,7 @@ def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> N
     assert found.text["ci-beta-mini-m01"] == "3/4, [0.30, 0.95]"
     # header: verdict and why, models per role, plugin version
     assert found.text["gate-verdict"] == "PASSED"
-    assert "1 threshold/baseline rule held; 5 cases failed" in found.text["gate-reason"]
+    assert "min_positive_pass_rate 0.50 alpha: 0.80 held; 5 cases failed" in found.text["gate-reason"]
     assert found.text["meta-models"] == "target: alpha, beta-mini; user: u1; judge: j1"
     assert found.text["meta-plugin"].startswith("pytest-evalbench ")
     # baseline change: beta-mini m01 went 4/4 -> 3/4 with one pass->fail flip, listed as a node id
