@@ -53,14 +53,20 @@ class DatasetKind:
         return dataset_files(self.run.bench_dir, self.settings)
 
     def load_cases(self) -> dict[Path, list[Any]]:
+        items = self._load_items()
+        check_answerable(items, set(self.run.targets))
+        return dict(items)
+
+    def _load_items(self) -> dict[Path, list[DatasetItem]]:
+        """Every case of the data files, stored answers applied, and their order. Whether each can be
+        answered is `load_cases`' question: writing results (a merge of shards) only needs the order."""
         items: dict[Path, list[DatasetItem]] = {}
         for file in self.data_files():
             items[file] = load_items(file, self.policy, start=sum(len(v) for v in items.values()))
         check_unique(items)
         self._use_stored_answers(items)
-        check_answerable(items, set(self.run.targets))
         self._order = {item.name: item.index for file_items in items.values() for item in file_items}
-        return dict(items)
+        return items
 
     def _use_stored_answers(self, items: dict[Path, list[DatasetItem]]) -> None:
         """An answer-less case whose agent has no target this run takes a live target's earlier
@@ -76,7 +82,7 @@ class DatasetKind:
 
     def order(self) -> dict[str, int]:
         if not self._order:
-            self.load_cases()
+            self._load_items()
         return self._order
 
     async def run_case(self, case: Any) -> DatasetRecord:

@@ -137,3 +137,24 @@ def test_bad_or_stale_stored_answers_are_errors_naming_the_line(pytester: pytest
     result = pytester.runpytest("--benchmark=agentsleague")
     result.stdout.fnmatch_lines([f"*answers/{MULTI}.jsonl:1*question*answers another question*"])
     assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+def test_sharded_live_answers_merge_into_the_same_answers_files(pytester: pytest.Pytester,
+                                                                 bench_env: FakeLLMServer) -> None:
+    """Shards keep their live answers in their records; `evalbench merge` writes the answers files
+    one unsharded run writes, byte for byte."""
+    from pytest_evalbench.__main__ import main
+
+    pytester.makeconftest(APP)
+    bench = write_bench(pytester.path)
+    bench_env.set_responder(by_model({"model-multi": multi, JUDGE: judge}))
+    pytester.runpytest("--benchmark=agentsleague", *LIVE).assert_outcomes(passed=3, failed=3)
+    whole = {agent: (bench / "answers" / f"{agent}.jsonl").read_bytes() for agent in (MULTI, SINGLE)}
+    shutil.rmtree(bench / "answers")
+    shards = []
+    for k in (1, 2):
+        pytester.runpytest("--benchmark=agentsleague", f"--evalbench-shard={k}/2", *LIVE)
+        shards.append(bench / "shards" / f"{k}-of-2")
+    assert not (bench / "answers").exists()  # a shard keeps its answers in its own directory
+    assert main(["merge", "agentsleague", *map(str, shards), "--root", str(pytester.path)]) == 0
+    assert {agent: (bench / "answers" / f"{agent}.jsonl").read_bytes() for agent in (MULTI, SINGLE)} == whole
