@@ -105,7 +105,7 @@ def test_concurrency_adapts_to_a_server_limit(tmp_path: Path, with_headers: bool
             assert _calls(engine, endpoint, 48) == ["ok"] * 48
         finally:
             engine.close()
-        gate = engine._adaptive[endpoint.identity]
+        gate = engine.limits.adaptive[endpoint.identity]
         assert gate.cuts >= 1 and gate.limit < 16
         # a fixed 16 in flight against 4 allowed would be refused 12 of 16 every round
         assert server.rejected <= 24 and len(server.requests) == 48

@@ -81,7 +81,7 @@ def test_rows_are_read_one_at_a_time_as_a_whole_read_would(tmp_path: Path, chunk
 
 def test_engine_starts_at_most_a_window_of_pipelines_ahead_of_their_callers(tmp_path: Path) -> None:
     engine = Engine(EngineSettings(concurrency=1), ResponseCache(tmp_path, "off"), PriceTable())
-    engine.window = 3
+    engine.pipelines.window = 3
     started: list[int] = []
     lock = threading.Lock()
 
@@ -106,6 +106,6 @@ def test_engine_starts_at_most_a_window_of_pipelines_ahead_of_their_callers(tmp_
             assert engine.submit(i, pipeline(i), 0).result(timeout=5) == i
             engine.release(i)
         assert sorted(started) == list(range(10)) and len(started) == 10  # each pipeline ran once
-        assert engine._futures.keys() == {7}  # released results are dropped
+        assert engine.pipelines._futures.keys() == {7}  # released results are dropped
     finally:
         engine.close()

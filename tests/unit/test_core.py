@@ -14,7 +14,8 @@ import openai
 import pytest
 
 from pytest_evalbench.llm.cache import cache_key, canonical_json, request_key
-from pytest_evalbench.llm.engine import PrioritySemaphore, bounded_strings
+from pytest_evalbench.llm.engine import bounded_strings
+from pytest_evalbench.llm.limits import PrioritySemaphore
 from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.scenarios.judge import SCHEMA, parse_answer
@@ -262,7 +263,7 @@ def test_calls_rank_by_deadline_not_by_item() -> None:
     """A pipeline's later calls rank behind the first calls of the next few items (concurrency / stride)."""
     import contextvars
 
-    from pytest_evalbench.llm.engine import CALLS, ITEM_STRIDE, PRIORITY, call_priority
+    from pytest_evalbench.llm.pipelines import CALLS, ITEM_STRIDE, PRIORITY, call_priority
 
     def ranks(position: int, calls: int) -> list[int]:
         def run() -> list[int]:

@@ -1,0 +1,100 @@
+"""Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of
+failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds.
+Each attempt goes through the limits (limits.py) and is sent by the transport."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import EvalbenchError, LLMError
+from ..redaction import SECRETS
+from .limits import Limits
+from .transport import Failure, Transport, classify
+from .types import Completion, Endpoint
+
+if TYPE_CHECKING:  # both move to .types (issue 26, C5): then a plain import
+    from .engine import EngineSettings, EngineStats
+
+
+class Retrier:
+    """Fetches one answer with bounded retries; an endpoint that refused connections too often is
+    failed at once with the refusal that opened its circuit."""
+
+    def __init__(self, settings: EngineSettings, stats: EngineStats, limits: Limits,
+                 transport: Callable[[], Transport]) -> None:
+        self.settings = settings
+        self.stats = stats
+        self.limits = limits
+        self._transport = transport
+        """The engine's transport, built at the first request (a replayed run never loads a client)."""
+        self._connection_failures: Counter[str] = Counter()
+        self._refusals: dict[str, tuple[str, str]] = {}
+        """Endpoint -> (kind, message) of its last refused connection: what an open circuit reports."""
+
+    async def fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion:
+        settings = self.settings
+        started = time.monotonic()
+        ident = endpoint.identity
+        for attempt in range(settings.max_attempts):
+            if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
+                raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
+                               "or use --evalbench-cache=replay with a recorded cache", role=role,
+                               model=endpoint.model)
+            if self._connection_failures[ident] >= 2 * settings.max_attempts:
+                # the circuit is open: fail with the refusal that opened it, so every item the dead
+                # endpoint stops reads the same error (however many calls were in flight by then)
+                raise LLMError(*self._refusals[ident], role=role, model=endpoint.model)
+            wait = self.limits.cooldown(ident)
+            if wait > 0:
+                await asyncio.sleep(wait)
+            failure = await self._attempt(endpoint, body, role, data)
+            if isinstance(failure, Completion):
+                self._connection_failures[ident] = 0
+                return failure
+            self.stats.failures[failure.kind] += 1
+            message = SECRETS.redact(failure.message)
+            if failure.connection:
+                self._connection_failures[ident] += 1
+                self._refusals[ident] = (failure.kind, message)
+            elapsed = time.monotonic() - started
+            if not failure.retryable or attempt + 1 >= settings.max_attempts:
+                raise LLMError(failure.kind, message
+                               + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),
+                               role=role, model=endpoint.model)
+            delay = self._backoff(attempt, failure)
+            if elapsed + delay > settings.max_retry_seconds:
+                raise LLMError(failure.kind, message
+                               + f" (gave up after {attempt + 1} attempts: retry budget "
+                               f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
+            if failure.retry_after is not None:
+                self.limits.hold_off(ident, delay)
+            self.stats.retries += 1
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes
+                       ) -> Completion | Failure:
+        async with self.limits.admission(endpoint) as admitted:
+            try:
+                await admitted.admit(body, data, role)
+                headers: dict[str, str] = {}
+                completion = await self._transport().complete(endpoint, body, headers, data=data)
+                admitted.answered(completion, headers)
+                return completion
+            except (asyncio.CancelledError, EvalbenchError):
+                raise
+            except Exception as exc:
+                failure = classify(exc)
+                admitted.refused(failure)
+                return failure
+
+    def _backoff(self, attempt: int, failure: Failure) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.settings.backoff_cap) + random.uniform(0, 0.05)
+        ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * (2 ** attempt))
+        return random.uniform(ceiling / 2, ceiling)

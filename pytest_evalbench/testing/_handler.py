@@ -1,0 +1,313 @@
+"""The fake server's HTTP side: the request handler, its routes and how a `Reply` becomes bytes, and
+the state the handler shares with `FakeLLMServer` (recorded requests, counters, knobs)."""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import math
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .scripts import Reply, Responder, coerce, echo_ok
+
+_ENDLESS = "\x00endless"  # marks a scripted endless answer between _chat and do_POST (never sent)
+
+
+_ERROR_KINDS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", "bad_request"),
+    401: ("authentication_error", "invalid_api_key"),
+    403: ("permission_error", "forbidden"),
+    404: ("not_found_error", "not_found"),
+    408: ("timeout_error", "timeout"),
+    409: ("conflict_error", "conflict"),
+    422: ("invalid_request_error", "unprocessable_entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+}
+
+
+def _error_body(status: int, message: str | None) -> bytes:
+    """OpenAI-style error JSON, so the client builds its usual APIStatusError subclasses."""
+    kind, code = _ERROR_KINDS.get(status, ("server_error" if status >= 500 else "api_error", str(status)))
+    if not message:
+        try:
+            message = f"{status} {http.client.responses[status]}"
+        except KeyError:
+            message = f"HTTP {status}"
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+def _estimate(text: str) -> int:
+    """Roughly four characters per token: good enough for cost and budget arithmetic in tests."""
+    return math.ceil(len(text) / 4)
+
+
+class _Dropped(Exception):
+    """Raised inside a handler to close the socket without answering."""
+
+
+class ServerState:
+    """What the handler reads and counts: the script, latency, limits and the recorded requests.
+
+    It records every chat request and the peak number handled at once, so tests can assert on
+    what the plugin sent and on how parallel it really was.
+    """
+
+    def __init__(self, responder: Responder | None, latency: float) -> None:
+        self.latency: float = latency
+        self.requests: list[dict[str, Any]] = []
+        self.peak_concurrency: int = 0
+        self.max_in_flight: int | None = None
+        """Enforced limit: a request beyond it is answered 429 at once (not recorded, counted in
+        `rejected`), as a provider's concurrency or rate limiter would."""
+        self.limit_headers: dict[str, str] = {}
+        """Headers of those 429s (e.g. Retry-After, x-ratelimit-remaining-requests)."""
+        self.rejected = 0
+        self._responder: Responder = responder or echo_ok
+        self._lock = threading.Lock()
+        self._active = 0
+        self._ids = itertools.count(1)
+        self._sockets: set[socket.socket] = set()
+        self._stopping = threading.Event()
+
+    def set_responder(self, responder: Responder) -> None:
+        """Swap the script between phases of a test without restarting the server."""
+        self._responder = responder
+
+    def reset(self) -> None:
+        """Forget recorded requests and the concurrency peak (the list object is kept)."""
+        with self._lock:
+            self.requests.clear()
+            self.peak_concurrency = 0
+            self.rejected = 0
+
+    # -- used by the handler ----------------------------------------------------------------------
+
+    def _record(self, request: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _next_id(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+    def _enter(self) -> bool:
+        """Count a request in; False (and counted as rejected) when it is over `max_in_flight`."""
+        with self._lock:
+            if self.max_in_flight is not None and self._active >= self.max_in_flight:
+                self.rejected += 1
+                return False
+            self._active += 1
+            self.peak_concurrency = max(self.peak_concurrency, self._active)
+            return True
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    def _track(self, sock: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._sockets.add(sock)
+            else:
+                self._sockets.discard(sock)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep that stop() interrupts; True means the server is stopping."""
+        if seconds <= 0:
+            return self._stopping.is_set()
+        return self._stopping.wait(seconds)
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer tuned for many short keep-alive requests and a quiet stderr."""
+
+    daemon_threads = True
+    request_queue_size = 1024  # a burst of 128+ new connections must not wait on SYN retries
+    allow_reuse_address = True
+    owner: ServerState
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (timeouts, drop tests) are expected; do not print tracebacks."""
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes /v1/chat/completions and /v1/models to the owning FakeLLMServer."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeLLM/1.0"
+    sys_version = ""
+    disable_nagle_algorithm = True  # headers and body go out as one packet anyway; avoid 40 ms stalls
+    wbufsize = -1  # buffered: status line, headers and body are flushed together
+    server: QuietHTTPServer
+
+    def setup(self) -> None:
+        """Register the socket so stop() can unblock threads idling on keep-alive reads."""
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        """Unregister and close quietly even when the peer already went away."""
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request access log: it would flood test output."""
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        """Write one complete response, always with Content-Length so keep-alive works."""
+        self.send_response(status)
+        extra = {k.lower(): v for k, v in (headers or {}).items()}
+        if "content-type" not in extra:
+            self.send_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            if name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        """Close without a response: the client sees the server disconnect mid-request."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    # -- routes -----------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        """Only /v1/models exists; some clients probe it before chatting."""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/_stats":  # out-of-process use (performance script): counters as JSON
+            owner = self.server.owner
+            body: dict[str, Any] = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency,
+                    "rejected": owner.rejected}
+            self._send(200, json.dumps(body).encode())
+        elif path in ("/v1/models", "/models"):
+            body = {"object": "list",
+                    "data": [{"id": "fake", "object": "model", "created": 0, "owned_by": "pytest-evalbench"}]}
+            self._send(200, json.dumps(body).encode())
+        else:
+            self._send(404, _error_body(404, f"no route for GET {path}"))
+
+    def do_POST(self) -> None:
+        """Chat completions; everything else is a 404 in OpenAI's error shape."""
+        raw = self._read_body()
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path == "/v1/_control":  # out-of-process use: {"latency": s, "reset": true}
+            control = json.loads(raw or b"{}")
+            if control.get("reset"):
+                self.server.owner.reset()
+            if "latency" in control:
+                self.server.owner.latency = float(control["latency"])
+            if "max_in_flight" in control:
+                self.server.owner.max_in_flight = control["max_in_flight"]
+            self._send(200, b"{}")
+            return
+        if path not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(404, _error_body(404, f"no route for POST {path}"))
+            return
+        owner = self.server.owner
+        if not owner._enter():
+            self._send(429, _error_body(429, "too many requests in flight"), owner.limit_headers)
+            return
+        answer: tuple[int, bytes, dict[str, str]] | None = None
+        try:
+            answer = self._chat(owner, raw)
+        except _Dropped:
+            pass
+        finally:
+            # Leave before writing: once a client holds its answer the request no longer counts
+            # as in flight, so peak_concurrency and reset() never see a stale handler.
+            owner._leave()
+        if answer is None:
+            self._drop()
+        elif answer[2].get(_ENDLESS):
+            self._send_endless()
+        else:
+            self._send(*answer)
+
+    def _send_endless(self) -> None:
+        """A chunked body of 64 KiB chunks, written until the client goes away or the server stops."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1 << 16, b'{"choices": ' + b" " * ((1 << 16) - 12))
+        try:
+            while not self.server.owner._stopping.is_set():
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except OSError:
+            pass
+
+    def _chat(self, owner: ServerState, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
+        """Record the request, ask the responder, then wait out latency and delay."""
+        try:
+            request = json.loads(raw or b"null")
+            if not isinstance(request, dict):
+                raise ValueError("request body must be a JSON object")
+        except ValueError as exc:
+            if owner._wait(owner.latency):
+                raise _Dropped from None
+            return 400, _error_body(400, f"invalid JSON body: {exc}"), {}
+        request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+        owner._record(request)
+        try:
+            reply = coerce(owner._responder(request))
+            status, body, headers = _render(reply, request, owner._next_id())
+        except Exception as exc:  # a broken responder must not take the server down
+            reply = Reply()
+            status, body, headers = 500, _error_body(500, f"{type(exc).__name__}: {exc}"), {}
+        if owner._wait(owner.latency + (reply.delay or 0.0)):
+            raise _Dropped  # stop() interrupted the wait: the server is going away
+        if reply.drop_connection:
+            raise _Dropped
+        if reply.endless:
+            return status, b"", {_ENDLESS: "1"}
+        return status, body, headers
+
+
+def _render(reply: Reply, request: dict[str, Any], seq: int) -> tuple[int, bytes, dict[str, str]]:
+    """Build status, body and headers for one Reply (error JSON, raw bytes or a chat.completion)."""
+    headers = dict(reply.headers)
+    if reply.raw_body is not None:
+        return reply.status, reply.raw_body, headers
+    if reply.status != 200:
+        return reply.status, _error_body(reply.status, reply.content), headers
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = reply.tool_calls
+    prompt = reply.prompt_tokens
+    if prompt is None:
+        prompt = _estimate(json.dumps(request.get("messages", [])))
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = _estimate(reply.content or "")
+    body = {
+        "id": f"chatcmpl-fake-{seq}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model") or "fake",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+    return reply.status, json.dumps(body).encode(), headers
