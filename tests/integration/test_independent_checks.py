@@ -217,3 +217,52 @@ def test_rerun_command_pasted_in_another_directory(pytester: pytest.Pytester, be
     out = rerun.stdout + rerun.stderr
     # either it runs the failed case, or it says in one line why not: never a silent 'no tests ran'
     assert "1 failed" in rerun.stdout or ("benchmark" in out and rerun.returncode == 4), out
+
+
+BAD = "x\x1b]0;owned\x07\n::error file=x.py::pwned\n<img src=x onerror=alert(1)>"
+
+
+@XDIST
+def test_hostile_profile_name_in_a_collection_error_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                             workers: str) -> None:
+    """A broken case file's error lists the policy's profile names (free text from benchmark.yaml):
+    they reached the terminal raw (ESC, OSC, a `::error` workflow command at line start)."""
+    from test_dataset import example_rows
+    bench = write_dataset(pytester.path)
+    spec = read_json_yaml(bench)
+    profiles = spec["dataset"]["policy"]["profiles"]
+    profiles[HOSTILE_NAME] = profiles.pop("prep_default")
+    spec["dataset"]["policy"]["default_profile"] = HOSTILE_NAME
+    write_dataset(pytester.path, example_rows(), dataset=spec["dataset"])
+    result = pytester.runpytest_subprocess("--benchmark=agents", "-n", workers, *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED and "the policy defines Bad \\x1b[2J" in output, output
+    assert "Traceback" not in output
+    inert(output)
+
+
+@XDIST
+def test_hostile_dataset_fields_and_judge_text_are_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                         monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    from test_dataset import example_rows
+    step = pytester.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    rows = example_rows()
+    for row in rows:
+        row.update(topic_family=BAD, model_answer=BAD + row["model_answer"], question=BAD + row["question"],
+                   context=BAD)
+    bench = write_dataset(pytester.path, rows)
+    bench_env.set_responder(scores({"CoherenceExplain": lambda r: Reply(content=json.dumps(
+        {"explanation": "judge\n" + BAD, "score": 1}))}))
+    result = pytester.runpytest_subprocess("--benchmark=agents", "-n", workers, "-v", "-rA", *FAST,
+                                           "--evalbench-markdown=summary.md", "--junitxml=junit.xml")
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and result.ret == 1, output  # gate: cases
+    inert(output)
+    for path in (step, pytester.path / "summary.md", bench / "report.html"):
+        assert "<img" not in path.read_text(), path
+
+
+def read_json_yaml(bench: Path) -> dict[str, Any]:
+    import yaml
+    return dict(yaml.safe_load((bench / "benchmark.yaml").read_text()))
