@@ -266,3 +266,39 @@ def test_hostile_dataset_fields_and_judge_text_are_inert(pytester: pytest.Pytest
 def read_json_yaml(bench: Path) -> dict[str, Any]:
     import yaml
     return dict(yaml.safe_load((bench / "benchmark.yaml").read_text()))
+
+
+@XDIST
+def test_hostile_env_name_in_a_usage_error_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                    workers: str) -> None:
+    """A header's `{env: NAME}` with a name nobody set: the usage error quotes the name."""
+    headers = {"X-Team": {"env": "NOPE\x1b]0;owned\x07\n::error file=x.py::pwned"}}
+    write_benchmark(pytester.path, scenarios=ROWS[:1], evaluator_model={"model": JUDGE, "headers": headers})
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR), output
+    assert "Traceback" not in output
+    inert(output)
+
+
+def test_merge_of_a_shard_that_hit_an_outage_says_so(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True, user=persona_says_id))
+    assert pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-shard=1/2", *FAST).ret == 0
+    from helpers import dead_base_url
+    monkeypatch.setenv("OPENAI_BASE_URL", dead_base_url())
+    down = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-shard=2/2", *FAST)
+    assert down.ret == EXIT_INCOMPLETE
+    merged = subprocess.run([sys.executable, "-m", "pytest_evalbench", "merge", "demo",
+                             *(str(bench / "shards" / f"{k}-of-2") for k in (1, 2))],
+                            cwd=pytester.path, capture_output=True, text=True, check=False)
+    assert merged.returncode == EXIT_INCOMPLETE, merged.stdout + merged.stderr
+    assert "incomplete: 2 of the benchmark's 4 items have no record" in merged.stderr
+    # only the first shard handed to the merge: incomplete too
+    only_one = subprocess.run([sys.executable, "-m", "pytest_evalbench", "merge", "demo", str(bench / "shards" / "1-of-2")],
+                              cwd=pytester.path, capture_output=True, text=True, check=False)
+    assert only_one.returncode == EXIT_INCOMPLETE and "2 of the benchmark's 4 items" in only_one.stderr
