@@ -302,3 +302,75 @@ def test_merge_of_a_shard_that_hit_an_outage_says_so(pytester: pytest.Pytester, 
     only_one = subprocess.run([sys.executable, "-m", "pytest_evalbench", "merge", "demo", str(bench / "shards" / "1-of-2")],
                               cwd=pytester.path, capture_output=True, text=True, check=False)
     assert only_one.returncode == EXIT_INCOMPLETE and "2 of the benchmark's 4 items" in only_one.stderr
+
+
+@XDIST
+def test_token_query_parameter_of_the_base_url_never_leaks(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                           monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    token = _secret("q")
+    monkeypatch.setenv("OPENAI_BASE_URL", bench_env.base_url + f"?api-version=1&token={token}")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step_summary.md"))
+    write_benchmark(pytester.path, scenarios=ROWS[:2])
+
+    def respond(request: dict[str, Any]) -> Any:
+        if request["model"] == TARGET:
+            return Reply(status=400, content=f"bad url /chat/completions?token={token}; tok {token[:12]}")
+        return script(True)(request)
+
+    bench_env.set_responder(respond)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "-rA", "--junitxml=junit.xml",
+                                           "--evalbench-markdown=summary.md")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INCOMPLETE, output
+    assert _leaks(pytester.path, output, token) == []
+
+
+@XDIST
+def test_budget_stop_history_line_is_incomplete(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                workers: str) -> None:
+    from test_budget import PRICED, expensive
+    rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 9)]
+    bench = write_benchmark(pytester.path, scenarios=rows, spec=PRICED, thresholds={"min_positive_pass_rate": 0.5})
+    bench_env.set_responder(expensive)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-max-cost=6", "-n", workers,
+                                           "--evalbench-cache=off")
+    assert result.ret == EXIT_INCOMPLETE
+    last = json.loads((bench / "history.jsonl").read_text().splitlines()[-1])
+    assert last["complete"] is False and last["rates"] == {}
+    assert "THRESHOLD" not in result.stdout.str()
+
+
+@XDIST
+def test_hostile_app_exception_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                        monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step_summary.md"))
+    pytester.makeconftest("""
+def pytest_evalbench_make_target(config, target):
+    def app(messages):
+        raise RuntimeError("boom\\x1b]0;owned\\x07\\n::error file=x.py::pwned\\n<img src=x onerror=alert(1)>")
+    return app
+""")
+
+    bench = write_benchmark(pytester.path, scenarios=ROWS[:2], targets=[{"id": "app"}])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "-rA", "-v", *FAST,
+                                           "--evalbench-markdown=summary.md")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INCOMPLETE and "boom" in output, output
+    inert(output)
+    for path in (pytester.path / "step_summary.md", pytester.path / "summary.md", bench / "report.html"):
+        assert "<img" not in path.read_text(), path
+
+
+@XDIST
+def test_k_selects_a_demographic_value_and_is_gated_on_it(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                          workers: str) -> None:
+    rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
+            scenario("m01_s002_v01", "m01", demographic={"age": "Teen (13-17)"})]
+    spec = {"demographics": {"age": ["Adult (18+)", "Teen (13-17)"]}, "thresholds": {"min_positive_pass_rate": 0.9}}
+    write_benchmark(pytester.path, scenarios=rows, spec=spec)
+    bench_env.set_responder(script(lambda r: "I am m01_s002_v01" not in json.dumps(r), user=persona_says_id))
+    assert pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST).ret == 6
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST, "-k", "Adult")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0, result.stdout.str()
