@@ -374,3 +374,37 @@ def test_k_selects_a_demographic_value_and_is_gated_on_it(pytester: pytest.Pytes
     result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST, "-k", "Adult")
     result.assert_outcomes(passed=1)
     assert result.ret == 0, result.stdout.str()
+
+
+def test_symlinked_answers_file_out_of_the_benchmark_is_refused(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    pytester.makeconftest(APP)
+    bench = write_bench(pytester.path)
+    victim = pytester.path / "precious.jsonl"
+    victim.write_text("precious\n")
+    (bench / "answers").mkdir()
+    (bench / "answers" / f"{MULTI}.jsonl").symlink_to(victim)
+    bench_env.set_responder(by_model({"model-multi": multi,
+                                      JUDGE: lambda r: {"explanation": "ok", "score": 5}}))
+    result = pytester.runpytest_subprocess("--benchmark=agentsleague", *LIVE, "--evalbench-cache=off")
+    assert victim.read_text() == "precious\n"
+    assert result.ret == 4, result.stdout.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@XDIST
+def test_hostile_scenario_text_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                        monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step_summary.md"))
+    rows = [scenario("m01_s001_v01", "m01", persona=BAD, user_goal=BAD, latent_adversarial_goal=BAD,
+                     landmarks=[{"turn": 1, "instruction": BAD}])]
+    metrics = [{"id": "m01", "name": "m", "type": "positive", "definition": BAD, "examples": [BAD]}]
+    bench = write_benchmark(pytester.path, scenarios=rows, metrics=metrics, description=BAD)
+    bench_env.set_responder(script(False, user=lambda r: "Message: " + BAD))
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "-rA", "-v", *FAST,
+                                           "--evalbench-markdown=summary.md")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 1 and "Traceback" not in output, output
+    inert(output)
+    for path in (pytester.path / "step_summary.md", pytester.path / "summary.md", bench / "report.html"):
+        assert "<img" not in path.read_text(), path
