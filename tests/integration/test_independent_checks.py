@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, USER, read_json, scenario, script, write_benchmark
 from test_dataset import scores, write_dataset
+from test_printed_commands import shell, terminal_command
+from test_stored_answers import APP, LIVE, MULTI, multi, write_bench
 
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
-from pytest_evalbench.testing import FakeLLMServer, Reply
+from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 XDIST = pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
@@ -145,9 +147,6 @@ def test_last_failed_after_a_failure_is_gated_on_the_rerun(pytester: pytest.Pyte
 
 
 # --------------------------------------------------------------------------- stored answers, files
-from test_stored_answers import APP, LIVE, MULTI, multi, write_bench  # noqa: E402
-
-from pytest_evalbench.testing import by_model  # noqa: E402
 
 
 @XDIST
@@ -203,7 +202,6 @@ def test_surrogate_in_a_cached_entry_replays_under_xdist(pytester: pytest.Pytest
 
 
 # --------------------------------------------------------------------------- printed commands elsewhere
-from test_printed_commands import shell, terminal_command  # noqa: E402
 
 
 def test_rerun_command_pasted_in_another_directory(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
