@@ -406,3 +406,15 @@ def test_hostile_scenario_text_is_inert(pytester: pytest.Pytester, bench_env: Fa
     inert(output)
     for path in (pytester.path / "step_summary.md", pytester.path / "summary.md", bench / "report.html"):
         assert "<img" not in path.read_text(), path
+
+
+def test_hostile_threshold_key_in_a_usage_error_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A per-metric threshold naming no metric: the usage error quotes the key from benchmark.yaml."""
+    write_benchmark(pytester.path, scenarios=ROWS[:1],
+                    thresholds={"per_metric": {"m9\x1b]0;owned\x07\n::error file=x.py::pwned": {"min_pass_rate": 0.5}}})
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR), output
+    assert "Traceback" not in output and "m9" in output
+    inert(output)
