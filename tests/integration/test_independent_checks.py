@@ -418,3 +418,15 @@ def test_hostile_threshold_key_in_a_usage_error_is_inert(pytester: pytest.Pytest
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.USAGE_ERROR), output
     assert "Traceback" not in output and "m9" in output
     inert(output)
+
+
+@XDIST
+def test_hostile_unknown_key_in_a_warning_is_inert(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                   workers: str) -> None:
+    """Unknown keys of scenarios.json rows are kept and named in a warning: the key is input text."""
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01", **{"k\x1b]0;owned\x07\n::error x::y": 1})])
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0 and "unknown key" in output, output
+    inert(output)
