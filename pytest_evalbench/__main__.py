@@ -65,15 +65,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _merge(root: Path, name: str, dirs: list[Path]) -> int:
     from .errors import EvalbenchError
-    from .merge import merge_shards
+    from .merge import item_count, merge_shards
     from .sanitize import terminal
 
     try:
         bench_dir, count = merge_shards(root, name, dirs)
+        total = item_count(root, name)
     except EvalbenchError as exc:
         print(terminal(f"evalbench merge: {exc}"), file=sys.stderr)  # shards come from other jobs
         return 4
     print(f"merged {count} records from {len(dirs)} shard(s) into {bench_dir}")
+    if count < total:  # exit 0 promises every row was scored; anything short is exit 7 with the reason
+        print(f"evalbench merge: incomplete: {total - count} of the benchmark's {total} items have no record "
+              "(a shard missing, or its rows errored or not run)", file=sys.stderr)
+        return 7
     return 0
 
 

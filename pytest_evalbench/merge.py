@@ -117,3 +117,12 @@ def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, 
 
     kind.write_results(typed())
     return bench_dir, len(records)
+
+
+def item_count(root: Path, name: str) -> int:
+    """How many items the benchmark has, as one unsharded session collects them: a merge with fewer
+    records (a shard missing, rows errored or not run) is incomplete."""
+    bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
+    run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
+                       make_app=lambda target: _NotCalled())
+    return sum(len(cases) for cases in kind_of(run).load_cases().values())

@@ -75,7 +75,7 @@ class CaseFile(pytest.File):
         try:
             cases = session.cases_for(self.path)
         except EvalbenchError as exc:
-            raise self.CollectError(str(exc)) from None
+            raise self.CollectError(terminal(str(exc))) from None  # it may quote names from the input files
         location: str | None = None
         for case in cases:
             item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
@@ -92,4 +92,4 @@ class BrokenBenchmark(pytest.File):
         self.message = message
 
     def collect(self) -> Iterator[pytest.Item]:
-        raise self.CollectError(self.message)
+        raise self.CollectError(terminal(self.message))  # it may quote names from benchmark.yaml

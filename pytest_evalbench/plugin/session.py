@@ -62,7 +62,7 @@ class EvalbenchSession:
         try:
             self.bench_dir = resolve_benchmark_dir(config.rootpath / "benchmarks", settings.benchmark)
         except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(terminal(str(exc))) from None
         self.baseline = self._read_baseline()
         self._run: BenchmarkRun | None = None
         self._kind: BenchmarkKind[Any] | None = None
@@ -110,7 +110,7 @@ class EvalbenchSession:
         try:
             return read_baseline(check_input_file(path, "the baseline to compare with"))
         except (InputError, ConfigError) as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(terminal(str(exc))) from None
 
     @staticmethod
     def _nodeid_prefix(config: pytest.Config, bench_dir: Path) -> str:
@@ -180,7 +180,7 @@ class EvalbenchSession:
         try:
             check_files(self.config, self.settings, self.bench_dir)
         except EvalbenchError as exc:
-            raise pytest.UsageError(str(exc)) from None  # nothing written, nothing called
+            raise pytest.UsageError(terminal(str(exc))) from None  # nothing written, nothing called
         try:
             run, kind = self.run, self.kind
             with warnings.catch_warnings(record=True) as caught:  # shown in collection, where pytest reports them
@@ -194,7 +194,7 @@ class EvalbenchSession:
             try:
                 run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [])
             except EvalbenchError as exc:
-                raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
+                raise pytest.UsageError(terminal(str(exc))) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
         write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
 
