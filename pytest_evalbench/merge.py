@@ -22,9 +22,9 @@ from .context import BenchmarkRun
 from .errors import EvalbenchError, InputError
 from .kinds import SpecKind, kind_of, spec_kind
 from .loading import load_spec, read_json, resolve_benchmark_dir
-from .safe_files import atomic_write_text
 from .settings import RunSettings
 from .spec import check_id
+from .store import atomic_write_text
 
 RECORDS_FILE = "records.json"
 """A shard's records by node id, the input of the merge."""

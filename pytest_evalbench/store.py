@@ -1,28 +1,87 @@
-"""Result-file I/O both kinds share: atomic JSON writes, lenient reads of earlier runs, usage ledgers
-and cost.json phases."""
+"""Result-file I/O: the one atomic write of the package (every file the plugin writes, result files,
+cache entries, ledgers, reports), JSON writers, the result-file lock and lenient reads of earlier runs.
+Where a write may go is checked by `safe_files`; this module does the writing."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TextIO, TypeVar
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .llm.types import Usage
-from .safe_files import atomic_open, atomic_write_text, check_dir, check_write
-from .spec import PhaseCost
+from .safe_files import UnsafeWrite, check_dir, check_write
 
 M = TypeVar("M", bound=BaseModel)
-USAGE_LEDGER = ".usage.json"
 RESULTS_LOCK = ".results.lock"
 LOCK_TIMEOUT = 600.0
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _temp_file(path: Path) -> tuple[int, Path]:
+    """A new temp file next to `path`, created with mode 0o666 so the kernel applies the process's
+    umask (result files get the same permissions as any file the user creates; mkstemp's 0o600
+    would not). O_EXCL: an existing name, even a symbolic link, is never opened."""
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+@contextmanager
+def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` (temp file in the same directory + os.replace)
+    when the block ends without an exception: readers see the old file or the new one, never half;
+    on an exception the old file stays and the temp file goes.
+
+    `root` is the directory the write must stay in (`safe_files.check_write`: no link out of it, no
+    link or non-regular file at `path`). None only for paths outside any benchmark directory that
+    were checked before the run: a path the user named on the command line
+    (`safe_files.check_output_file`), the LLM cache (`safe_files.check_tree`)."""
+    if root is not None:
+        check_write(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _temp_file(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
+    """Replace `path` with `text` atomically (`root`: see `atomic_open`)."""
+    with atomic_open(path, root) as handle:
+        handle.write(text)
+
+
+def open_append(path: Path, root: Path) -> BinaryIO:
+    """`path` (checked against `root`) opened for reading and appending in binary; created if new.
+    The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not
+    followed either."""
+    check_write(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
+    return os.fdopen(fd, "a+b")
 
 
 @contextmanager
@@ -229,33 +288,3 @@ def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
 def count_rows(n: int, what: str) -> list[str]:
     """`["3 rows of <what>"]`, or [] for none: how dropped rows are reported."""
     return [f"{n} row{'s' if n > 1 else ''} of {what}"] if n else []
-
-
-def read_ledger(path: Path) -> dict[str, Any]:
-    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing; InputError when unreadable,
-    see `read_result`: the usage of the rows it holds would be lost)."""
-    data: dict[str, Any] = read_result(path, {}, dict)
-    return data
-
-
-def ledger_totals(ledger: dict[str, Any]) -> dict[str, Usage]:
-    """Usage per phase summed over every entry of a ledger."""
-    totals: dict[str, Usage] = defaultdict(Usage)
-    for usage in ledger.values():
-        for phase, value in usage.items():
-            totals[phase].add(Usage.from_json(value))
-    return totals
-
-
-def phase_cost(phase: str, usage: Usage) -> dict[str, Any]:
-    """One phase entry of a cost.json."""
-    return PhaseCost(phase=phase, cost=round(usage.cost, 6), input_tokens=usage.input_tokens,
-                     output_tokens=usage.output_tokens).model_dump()
-
-
-def update_cost_file(path: Path, usage: dict[str, Usage], root: Path | None = None) -> None:
-    """Set these phases of a cost.json, keeping its other phases (an unreadable file is an error:
-    its other phases would be lost)."""
-    cost = read_result(path, {}, dict)
-    cost.update({phase: phase_cost(phase, value) for phase, value in usage.items()})
-    dump_json(path, cost, root)

@@ -23,9 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import InputError
-from ..safe_files import atomic_write_text
 from ..spec import check_id
-from ..store import results_lock
+from ..store import atomic_write_text, results_lock
 from .models import LIVE_FALLBACK, PAYLOAD_KEYS, ROW_FIELD, DatasetCase, DatasetError, load_cases, payload_for
 
 ANSWERS_DIR = "answers"

@@ -18,20 +18,19 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
-from ..safe_files import atomic_open, check_dir
+from ..safe_files import check_dir
 from ..spool import Spool
 from ..store import (
-    USAGE_LEDGER,
+    atomic_open,
     count_rows,
     dump_json,
     dump_json_object,
     dump_json_rows,
     iter_valid,
-    phase_cost,
-    read_ledger,
     read_rows,
     read_valid_rows,
     results_lock,

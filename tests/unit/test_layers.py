@@ -37,8 +37,7 @@ LAYERS: list[tuple[str, list[str]]] = [
 KNOWN_UPWARD: set[tuple[str, str]] = {
     ("calibration.models", "kinds"), ("dataset.loading", "dataset.runner"), ("kinds", "calibration.kind"),
     ("kinds", "dataset.kind"), ("kinds", "scenarios.kind"), ("render.summary", ""),
-    ("safe_files", "llm.cache"), ("scenarios.models", "kinds"), ("schemas", "dataset.answers"),
-    ("settings", "llm.engine"), ("store", "llm.types"), ("store", "spec"),
+    ("scenarios.models", "kinds"), ("schemas", "dataset.answers"), ("settings", "llm.engine"),
 }
 KNOWN_CYCLES: set[frozenset[str]] = {
     frozenset({"calibration.kind", "calibration.models", "context", "dataset.kind", "kinds", "scenarios.aggregate",
