@@ -11,15 +11,18 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .safe_files import UnsafeWrite, check_dir, check_write
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
+    # the plugin imports for every pytest run) must not pay for it
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 RESULTS_LOCK = ".results.lock"
 LOCK_TIMEOUT = 600.0
 
@@ -267,6 +270,8 @@ def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
 def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
            normalise: Callable[[dict[str, Any]], dict[str, Any]], stacklevel: int | None,
            ) -> Iterator[tuple[dict[str, Any], M]]:
+    from pydantic import ValidationError
+
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
         row = normalise(raw)
