@@ -6,12 +6,12 @@ The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
+from ._models import Input, Strict
 from .llm.types import check_base_url, header_problem
 from .redaction import MASK, redact_data, secret_params, strip_credentials
 
@@ -52,51 +52,6 @@ Int = Annotated[int, BeforeValidator(_not_bool)]
 Num = Annotated[float, BeforeValidator(_not_bool)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-NEAR_MISS_CUTOFF = 0.8
-"""difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
-
-
-class _Input(BaseModel):
-    """A model of a file people write (benchmark.yaml, scenarios.json): lenient and lossless.
-
-    Keys other systems write are kept (`model_extra`), reported once as warnings (`unknown_keys`)
-    and never change behaviour; a key that is a near miss of a known one is an error with a
-    suggestion, so a typo cannot silently drop a setting."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_near_misses(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            fields = cls.model_fields  # a descriptor: read once (rows are validated by the thousand)
-            known = list(fields)
-            for key in data:
-                if isinstance(key, str) and key not in fields:
-                    close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
-                    if close:
-                        raise ValueError(f"unknown key {key!r}: did you mean `{close[0]}`?")
-        return data
-
-
-def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every kept unknown key in a validated model tree (`scenario.foo`, `metrics.2.bar`:
-    list positions from 1)."""
-    found = [f"{prefix}{key}" for key in (model.model_extra or {})]
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        items = (value.items() if isinstance(value, dict) else enumerate(value, start=1) if isinstance(value, list)
-                 else [(None, value)])
-        for index, item in items:
-            if isinstance(item, BaseModel):
-                found += unknown_keys(item, f"{prefix}{name}." + ("" if index is None else f"{index}."))
-    return found
-
-
 # --------------------------------------------------------------------------- benchmark.yaml
 
 
@@ -110,7 +65,7 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 BaseUrl = Annotated[str, AfterValidator(check_base_url)]
 
 
-class EnvRef(_Strict):
+class EnvRef(Strict):
     """A header value read from an environment variable: `{env: NAME}` (never written anywhere)."""
 
     env: EnvName
@@ -158,7 +113,7 @@ class _Endpointish:
                 yield name, redact_data(value)
 
 
-class ModelConfig(_Endpointish, _Input):
+class ModelConfig(_Endpointish, Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
@@ -174,7 +129,7 @@ class ModelConfig(_Endpointish, _Input):
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
 
 
-class TargetConfig(_Endpointish, _Input):
+class TargetConfig(_Endpointish, Input):
     """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
 
     id: str
@@ -198,7 +153,7 @@ class TargetConfig(_Endpointish, _Input):
                            provider=self.provider, params=self.params, headers=self.headers)
 
 
-class MetricSource(_Input):
+class MetricSource(Input):
     benchmark: Optional[str] = None
     metric_id: Optional[str] = None
 
@@ -206,7 +161,7 @@ class MetricSource(_Input):
 CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
 
 
-class CheckRule(_Input):
+class CheckRule(Input):
     """One deterministic rule over the assistant's turns: when its single condition holds, it decides
     the verdict (`then`) without asking the judge."""
 
@@ -243,7 +198,7 @@ class CheckRule(_Input):
         return f"{name}: {getattr(self, name)!r}"
 
 
-class MetricChecks(_Input):
+class MetricChecks(Input):
     """Deterministic checks of a metric: the first rule that holds decides; when none holds,
     `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
 
@@ -258,7 +213,7 @@ def not_blank(value: str) -> str:
     return value
 
 
-class Metric(_Input):
+class Metric(Input):
     id: str
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: MetricType
@@ -296,7 +251,7 @@ class Metric(_Input):
         return " ".join(self.definition.split())
 
 
-class Generation(_Input):
+class Generation(Input):
     turns: Int = Field(default=6, ge=1, le=100)
     num_samples: Int = Field(default=1, ge=1, le=1000)
     perfunctory: bool = False
@@ -304,7 +259,7 @@ class Generation(_Input):
     scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
 
 
-class ScenarioSettings(_Input):
+class ScenarioSettings(Input):
     user_context: Optional[str] = None
     """Default system prompt of the target model; also context for scenario generation."""
     implicit_context: Optional[str] = None
@@ -313,7 +268,7 @@ class ScenarioSettings(_Input):
     into the target's system prompt (the target must infer it) nor into the simulated user's."""
 
 
-class Price(_Input):
+class Price(Input):
     input_per_million: Num = Field(ge=0)
     output_per_million: Num = Field(ge=0)
 
@@ -321,7 +276,7 @@ class Price(_Input):
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
 
-class MetricRule(_Strict):
+class MetricRule(Strict):
     """`thresholds.per_metric.<id>`: rules for one metric on every target."""
 
     min_pass_rate: Rate = Field(default=None, ge=0, le=1)
@@ -330,7 +285,7 @@ class MetricRule(_Strict):
     run's multiplicity correction (wins over the target's and the global max_drop)."""
 
 
-class TargetRule(_Strict):
+class TargetRule(Strict):
     min_positive_pass_rate: Rate = Field(default=None, ge=0, le=1)
     min_negative_pass_rate: Rate = Field(default=None, ge=0, le=1)
     max_drop: Rate = Field(default=None, ge=0, le=1)
@@ -361,7 +316,7 @@ class ThresholdRules(TargetRule):
         return len(data) + len(nested)
 
 
-class GateConfig(_Input):
+class GateConfig(Input):
     """How the session's exit status is decided (see gate/outcome.py)."""
 
     mode: Literal["cases", "thresholds"] = "cases"
@@ -379,7 +334,7 @@ class GateConfig(_Input):
     """Significance level of the adjusted p-values."""
 
 
-class JudgeConfig(_Input):
+class JudgeConfig(Input):
     """How far the judge is trusted: self-consistency samples and the calibration bar."""
 
     samples: Int = Field(default=1, ge=1, le=25)
@@ -392,7 +347,7 @@ class JudgeConfig(_Input):
     """With min_kappa: a metric never calibrated counts as unreliable too."""
 
 
-class BenchmarkSpec(_Input):
+class BenchmarkSpec(Input):
     """benchmark.yaml."""
 
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
@@ -432,21 +387,19 @@ class BenchmarkSpec(_Input):
 # --------------------------------------------------------------------------- shared pieces
 
 
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ToolCall(Strict):
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     outcome: Optional[str] = None
 
 
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Message(Strict):
     role: Literal["user", "assistant"]
     content: str
     tool_calls: Optional[list[ToolCall]] = None
 
 
-class PhaseCost(_Strict):
+class PhaseCost(Strict):
     """One phase of a cost.json: the priced usage behind the current results."""
 
     phase: str

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from .._models import Strict
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
 from ..kinds import Status, spec_kind
@@ -25,11 +26,7 @@ from ..spec import BenchmarkSpec, Message
 CALIBRATION_FILE = "calibration.jsonl"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class MetricLabel(_Strict):
+class MetricLabel(Strict):
     """A scenario benchmark's example: was the metric's behaviour present in this transcript?"""
 
     metric_id: str
@@ -44,7 +41,7 @@ class MetricLabel(_Strict):
         return self
 
 
-class EvalLabel(_Strict):
+class EvalLabel(Strict):
     """A dataset benchmark's example: the 1-5 score a person gives these inputs of one Explain eval."""
 
     eval: EvalName
@@ -63,7 +60,7 @@ class EvalLabel(_Strict):
 Label = Union[MetricLabel, EvalLabel]
 
 
-class CalibrationEntry(_Strict):
+class CalibrationEntry(Strict):
     """calibration.json entry: how well the judge agrees with people on one metric or eval."""
 
     metric_id: Optional[str] = None

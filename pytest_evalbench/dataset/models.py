@@ -15,9 +15,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._models import Input
 from ..errors import InputError
 from ..loading import first_error, parse_json, read_text
-from ..spec import ToolCall, _Input, check_id
+from ..spec import ToolCall, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -65,7 +66,7 @@ class ExpectedToolCall(InvokedToolCall):
     reason: Optional[str] = None  # the document's field; the original data writes `outcome` instead
 
 
-class DatasetCase(_Input):
+class DatasetCase(Input):
     """One line of a dataset JSONL file: unknown keys kept, near misses of known ones refused."""
 
     case_id: str

@@ -10,21 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
+from .._models import Strict
 
 
-class RateSummary(BaseModel):
+class RateSummary(Strict):
     # no docstring: the JSON schema of results.json (schemas/) is generated from this model
-    model_config = ConfigDict(extra="forbid")
     pass_rate: Optional[float]
     n_passed: int
     n_total: int
 
 
-class ModelResult(BaseModel):
+class ModelResult(Strict):
     """results.json entry."""
 
-    model_config = ConfigDict(extra="forbid")
     target_model: str
     positive_pass_rate: Optional[float]
     negative_pass_rate: Optional[float]
