@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
-from .gate.rows import EvalScore, ModelResult, OutcomeRow
+from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
-if TYPE_CHECKING:  # the rows' modules import this one (Status); the run pulls the engine in
+if TYPE_CHECKING:  # the run pulls the engine in
     from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
     from .scenarios.models import ConversationRow, ScoreRow
     from .spec import BenchmarkSpec
 
-Status = Literal["passed", "failed", "unscored"]
 JSONRecord = dict[str, Any]
 """A record as JSON: how it travels from an xdist worker to the controller, and what hooks see."""
 JudgedRowHook = Callable[[dict[str, Any], JSONRecord], None]
@@ -133,9 +132,6 @@ class BenchmarkKind(Protocol[R]):
 
     def record_from_json(self, data: JSONRecord) -> R:
         """The inverse of `record_to_json` (on the controller, and when merging shards)."""
-
-
-Judged = Literal["metrics", "evals"]
 
 
 class SpecKind(BenchmarkKind[Any], Protocol):

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 from .._models import Strict
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
-from ..kinds import Status, spec_kind
+from ..gate.rows import Judged, Status
 from ..llm.types import Usage
 from ..loading import first_error, parse_json
 from ..spec import BenchmarkSpec, Message
@@ -131,9 +131,10 @@ class CalibrationRecord:
                    data.get("status"))
 
 
-def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
-    """The labelled examples of calibration.jsonl; InputError naming file, line and field."""
-    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec_kind(spec).judged == "metrics" else EvalLabel
+def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:
+    """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
+    kind judges); InputError naming file, line and field."""
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

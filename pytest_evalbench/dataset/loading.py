@@ -19,9 +19,8 @@ from .._models import Strict
 from ..errors import InputError
 from ..loading import NAME_RE, SPEC_FILE, validate_as
 from ..spec import BenchmarkSpec
-from .models import DatasetError, load_cases
+from .models import DatasetError, DatasetItem, load_cases
 from .policy import DOCUMENTED_POLICY, ScoringPolicy
-from .runner import DatasetItem
 
 
 class DatasetSettings(Strict):

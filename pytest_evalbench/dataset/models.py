@@ -10,6 +10,7 @@ original runner builds them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -109,6 +110,45 @@ class DatasetCase(Input):
                     raise ValueError(f"{name} needs '{key}': give explain_inputs.{name}.{key} "
                                      f"or the field '{ROW_FIELD[key]}'")
         return self
+
+
+class StoredAnswer(DatasetCase):
+    """One line of answers/<agent>.jsonl: a dataset line whose answer is the target's."""
+
+    model_answer: str
+    """What the target answered ("" when its reply had no text)."""
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    """One test item of a dataset benchmark."""
+
+    case: DatasetCase
+    path: Path
+    line: int
+    index: int
+    stored: Optional[Answer] = None
+    """The answer of answers/<agent>.jsonl for an answer-less case whose agent has no target."""
+
+    @property
+    def name(self) -> str:
+        return self.case.case_id
+
+    @property
+    def row_id(self) -> str:
+        return self.case.case_id
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        return {self.case.agent_name: True, self.case.threshold_profile: True}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A stored answer as the runner uses it: the text and the tool calls, as the live target gave them."""
+
+    text: str
+    invoked: list[dict[str, Any]]
 
 
 class DatasetError(Exception):

@@ -8,9 +8,14 @@ The two row types are plain slotted dataclasses: tens of thousands are made per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 from .._models import Strict
+
+Status = Literal["passed", "failed", "unscored"]
+"""An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
+Judged = Literal["metrics", "evals"]
+"""What a kind's judge decides per item: binary metrics (present/absent) or evals scored 1..5."""
 
 
 class RateSummary(Strict):

@@ -8,8 +8,7 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from .._models import Input, Strict
-from ..gate.rows import ModelResult, OutcomeRow, RateSummary
-from ..kinds import Status
+from ..gate.rows import ModelResult, OutcomeRow, RateSummary, Status
 from ..llm.types import Usage
 from ..spec import Int, Message, MetricType, check_id
 
