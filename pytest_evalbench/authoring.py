@@ -44,6 +44,7 @@ from .sanitize import terminal
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
+from .shipped import register_shipped
 from .spec import BenchmarkSpec, Metric, not_blank
 from .store import atomic_write_text, dump_json
 
@@ -455,6 +456,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     bench_dir = benchmark_dir(options, name)
     spec = load_spec(bench_dir)
     spec_path, out_path = bench_dir / SPEC_FILE, bench_dir / SCENARIOS_FILE
+    register_shipped()
     if not spec_kind(spec).generated_from_metrics:
         raise ConfigError(f"{spec_path}: kind is {spec.kind!r}; gen-scenarios only writes scenario benchmarks")
     if not spec.metrics:

@@ -20,7 +20,7 @@ import pytest
 from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
-from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
+from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of, spec_kind
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..redaction import SECRETS, redact
@@ -191,7 +191,8 @@ class EvalbenchSession:
         if run is not None:
             gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
             try:
-                run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [])
+                run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [],
+                              names_targets=spec_kind(run.spec).thresholds_name_targets)
             except EvalbenchError as exc:
                 raise pytest.UsageError(str(exc)) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
