@@ -6,18 +6,31 @@
   (`"true"` is not `true`), so a sloppy answer is unparseable, never silently read.
 - `Input`: a file people write (benchmark.yaml, scenarios.json, dataset rows): lenient and lossless.
 
-Models build their validators on first use (`defer_build`): importing a module costs little.
+Models build their validators on first use (`defer_build`): importing a module costs little. `Int`
+and `Num` are the number fields of input files.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
 NEAR_MISS_CUTOFF = 0.8
 """difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
+
+
+def _not_bool(value: Any) -> Any:
+    """YAML `true` is not the number 1 (pydantic's lax mode would accept it)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Num = Annotated[float, BeforeValidator(_not_bool)]
+"""Numbers of files people write: a YAML `true` is not 1."""
 
 
 class Strict(BaseModel):
