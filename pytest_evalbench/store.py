@@ -10,6 +10,7 @@ import secrets
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
@@ -107,34 +108,95 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
         lock.release()
 
 
+_T = TypeVar("_T")
+_ENCODER = json.JSONEncoder(indent=2, ensure_ascii=False)
+"""The one JSON text of every result file. With an indent, `iterencode` runs the standard library's
+pure-Python encoder, the same one `json.dumps(indent=2)` runs: what it writes is `json.dumps`'s
+text byte for byte, also for the streamed containers below (tests/unit/test_streamed_json.py)."""
+
+
+class _Peeked(Iterator[_T]):
+    """An iterator whose first item is fetched ahead, so emptiness is known before iterating."""
+
+    def __init__(self, items: Iterable[_T]) -> None:
+        self._items = iter(items)
+        self._head: list[_T] = []
+        for first in self._items:
+            self._head.append(first)
+            break
+
+    def __bool__(self) -> bool:
+        return bool(self._head)
+
+    def __next__(self) -> _T:
+        if self._head:
+            return self._head.pop()
+        return next(self._items)
+
+
+class StreamedList(list[Any]):
+    """A JSON array written from an iterable as the encoder reaches it, never held as a list.
+    Iterable once; the encoder asks `bool()` (empty prints `[]`) and then iterates."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        super().__init__()
+        self._items = _Peeked(items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return int(bool(self._items))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._items
+
+
+class StreamedDict(dict[str, Any]):
+    """A JSON object written from an iterable of (key, value) pairs as the encoder reaches it (keys
+    are expected unique). Iterable once, like `StreamedList`."""
+
+    def __init__(self, items: Iterable[tuple[str, Any]]) -> None:
+        super().__init__()
+        self._items = _Peeked(items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return int(bool(self._items))
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        return self._items
+
+
+def write_json(path: Path, data: Any, root: Path | None) -> None:
+    """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
+    replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
+    in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
+    chunks = _ENCODER.iterencode(data)
+    with atomic_open(path, root) as handle:
+        while text := "".join(islice(chunks, 4096)):  # joined in C: one write per 4096 pieces
+            handle.write(text)
+        handle.write("\n")
+
+
 def dump_json(path: Path, data: Any, root: Path | None = None) -> None:
     """`data` as indented JSON, replacing `path` atomically, never through a link out of `root` (the
     benchmark directory; default the file's own directory, see safe_files)."""
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", root or path.parent)
+    write_json(path, data, root or path.parent)
 
 
 def dump_json_rows(path: Path, rows: Iterable[Any], root: Path | None = None) -> None:
     """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
-    list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
-    so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
-    with atomic_open(path, root or path.parent) as handle:
-        opening = "[\n  "
-        for row in rows:
-            handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
-            opening = ",\n  "
-        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
+    list(rows))` writes, without holding the list."""
+    write_json(path, StreamedList(rows), root or path.parent)
 
 
 def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | None = None) -> None:
     """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
     writes it (keys are expected unique)."""
-    with atomic_open(path, root or path.parent) as handle:
-        opening = "{\n  "
-        for key, value in items:
-            member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
-            handle.write(opening + member)
-            opening = ",\n  "
-        handle.write("{}\n" if opening.startswith("{") else "\n}\n")
+    write_json(path, StreamedDict(items), root or path.parent)
 
 
 def read_json(path: Path, default: Any) -> Any:
