@@ -253,7 +253,7 @@ def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSp
         raise InputError(path, "cannot replace the top-level `metrics:` block safely (unusual layout); write it "
                          "as a plain block (`metrics:` at column 0) and rerun (the answer is cached)")
     spec: BenchmarkSpec = validate_as(BenchmarkSpec, after, path)
-    atomic_write_text(path, new_text, None)
+    atomic_write_text(path, new_text, bench_dir)
     return spec
 
 

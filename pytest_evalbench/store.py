@@ -50,9 +50,9 @@ def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
     on an exception the old file stays and the temp file goes.
 
     `root` is the directory the write must stay in (`safe_files.check_write`: no link out of it, no
-    link or non-regular file at `path`). None only for paths outside any benchmark directory that
-    were checked before the run: a path the user named on the command line
-    (`safe_files.check_output_file`), the LLM cache (`safe_files.check_tree`)."""
+    link or non-regular file at `path`). None only for files whose place was checked otherwise: a
+    path the user named on the command line (`safe_files.check_output_file`), the LLM cache
+    (`safe_files.check_tree`), the session's budget ledger (a file of its own temporary directory)."""
     if root is not None:
         check_write(path, root)
     path.parent.mkdir(parents=True, exist_ok=True)
