@@ -10,14 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
 from .errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 
 if TYPE_CHECKING:
     from .scenarios.models import Scenario
     from .spec import BenchmarkSpec, Metric, TargetConfig
     from .targets import TargetReply
-
-__version__ = "0.1.0"
 
 _LAZY = {"Scenario": ".scenarios.models", "BenchmarkSpec": ".spec", "Metric": ".spec",
          "TargetConfig": ".spec", "TargetReply": ".targets"}

@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("--root", type=Path, default=None, metavar="DIR",
                        help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
+    from .shipped import register_shipped
+
+    register_shipped()  # the kinds this package ships, before any command asks for one
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "schemas":

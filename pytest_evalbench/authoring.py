@@ -31,10 +31,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import schemas
 from .context import open_engine, role_endpoint
+from .costs import update_cost_file
 from .errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
 from .kinds import spec_kind
 from .llm import structured
-from .llm.cache import CacheMode, atomic_write_text
+from .llm.cache import CacheMode
 from .llm.engine import PRIORITY, Engine, EngineSettings
 from .llm.structured import MAX_ATTEMPTS
 from .llm.types import Endpoint, Usage
@@ -43,8 +44,9 @@ from .sanitize import terminal
 from .scenarios.loading import SCENARIOS_FILE, load_scenarios
 from .scenarios.models import Scenario
 from .settings import RunSettings
+from .shipped import register_shipped
 from .spec import BenchmarkSpec, Metric, not_blank
-from .store import dump_json, update_cost_file
+from .store import atomic_write_text, dump_json
 
 COST_FILE = "cost.json"
 _METRICS_KEY_RE = re.compile(r"""^(?:metrics|"metrics"|'metrics')[ \t]*:(?:[ \t]|\r?\n|$)""")
@@ -251,7 +253,7 @@ def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSp
         raise InputError(path, "cannot replace the top-level `metrics:` block safely (unusual layout); write it "
                          "as a plain block (`metrics:` at column 0) and rerun (the answer is cached)")
     spec: BenchmarkSpec = validate_as(BenchmarkSpec, after, path)
-    atomic_write_text(path, new_text)
+    atomic_write_text(path, new_text, bench_dir)
     return spec
 
 
@@ -454,6 +456,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     bench_dir = benchmark_dir(options, name)
     spec = load_spec(bench_dir)
     spec_path, out_path = bench_dir / SPEC_FILE, bench_dir / SCENARIOS_FILE
+    register_shipped()
     if not spec_kind(spec).generated_from_metrics:
         raise ConfigError(f"{spec_path}: kind is {spec.kind!r}; gen-scenarios only writes scenario benchmarks")
     if not spec.metrics:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError
-from .kinds import spec_kind
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
 from .llm.pricing import PriceTable
@@ -219,11 +218,12 @@ class BenchmarkRun:
                               f"and it is missing: add `{key}:` to benchmark.yaml or pass {ROLE_OPTIONS[key]}=MODEL")
         return endpoint
 
-    def preflight(self, roles: Iterable[str], outputs: Iterable[Path] = ()) -> None:
+    def preflight(self, roles: Iterable[str], outputs: Iterable[Path] = (), *, names_targets: bool) -> None:
         """Everything that would otherwise fail after money is spent, checked before the first call:
         the roles the kind needs, credentials (each unset variable named once), threshold ids and the
         directories of files to write (the baseline to compare with is read and validated once, by
-        the session at configure time). Raises ConfigError or InputError with one line."""
+        the session at configure time). `names_targets`: the kind's `thresholds_name_targets`.
+        Raises ConfigError or InputError with one line."""
         spec_file = self.bench_dir / SPEC_FILE
         endpoints: dict[str, Endpoint] = {}
         for key in roles:
@@ -233,7 +233,7 @@ class BenchmarkRun:
                 endpoints[f"target '{target_id}'"] = target.endpoint
         if self.settings.cache_mode != "replay":
             self._check_credentials(endpoints)
-        self._check_thresholds(spec_file)
+        self._check_thresholds(spec_file, names_targets)
         for path in outputs:
             if not path.parent.is_dir():
                 raise ConfigError(f"{path}: directory {path.parent} does not exist")
@@ -255,7 +255,7 @@ class BenchmarkRun:
         if problems:
             raise ConfigError("; ".join(f"{problem} (needed by {', '.join(who)})" for problem, who in problems.items()))
 
-    def _check_thresholds(self, spec_file: Path) -> None:
+    def _check_thresholds(self, spec_file: Path, names_targets: bool) -> None:
         rules = self.spec.thresholds or ThresholdRules()  # validated with benchmark.yaml
         if self.spec.metrics:
             for metric_id in rules.per_metric:
@@ -263,7 +263,7 @@ class BenchmarkRun:
                     raise InputError(spec_file, f"unknown metric id {metric_id!r}; metrics: "
                                      f"{', '.join(m.id for m in self.spec.metrics)}", row="thresholds",
                                      field=f"per_metric.{metric_id}")
-        if spec_kind(self.spec).thresholds_name_targets:
+        if names_targets:
             known = [t.id for t in self.spec.targets] + [t.id for t in self.target_configs]
             for target_id in rules.per_target:
                 if target_id not in known:

@@ -1,12 +1,12 @@
-"""The benchmark-kind protocol and its registry: the only module that names the kinds.
+"""The benchmark-kind protocol and its registry (filled by `shipped.py`, which names the kinds).
 
 A kind (`scenarios/`, `dataset/`, `calibration/`) knows how to load its cases, run one case into
 a typed record, decide a record's outcome, write its result files and summarise them. The pytest
 layer calls this protocol and never branches on the kind; a third kind is a new subpackage (with the
 same inner layout: the class in `<kind>/kind.py`, an `__init__` that imports nothing) plus one
-loader in `SPEC_KINDS`. Records are the kind's own types; they become JSON only where they cross
-the worker -> controller boundary and in the `pytest_evalbench_*` hook payloads
-(`record_to_json` / `record_from_json`).
+`register_kind` line in `shipped.py`: the registry is filled from above, this module imports no kind.
+Records are the kind's own types; they become JSON only where they cross the worker -> controller
+boundary and in the `pytest_evalbench_*` hook payloads (`record_to_json` / `record_from_json`).
 """
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 
-from .gate.rows import EvalScore, ModelResult, OutcomeRow
+from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
-if TYPE_CHECKING:  # the rows' modules import this one (Status); the run pulls the engine in
+if TYPE_CHECKING:  # the run pulls the engine in
     from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
     from .scenarios.models import ConversationRow, ScoreRow
     from .spec import BenchmarkSpec
 
-Status = Literal["passed", "failed", "unscored"]
 JSONRecord = dict[str, Any]
 """A record as JSON: how it travels from an xdist worker to the controller, and what hooks see."""
 JudgedRowHook = Callable[[dict[str, Any], JSONRecord], None]
@@ -135,9 +134,6 @@ class BenchmarkKind(Protocol[R]):
         """The inverse of `record_to_json` (on the controller, and when merging shards)."""
 
 
-Judged = Literal["metrics", "evals"]
-
-
 class SpecKind(BenchmarkKind[Any], Protocol):
     """A kind benchmark.yaml's `kind:` names, with what code outside the kind asks of it before (or
     without) a run, as class attributes: a new kind states them instead of edits across the tree."""
@@ -159,27 +155,32 @@ class SpecKind(BenchmarkKind[Any], Protocol):
     def __init__(self, run: BenchmarkRun) -> None: ...
 
 
-def _scenarios() -> type[SpecKind]:
-    from .scenarios.kind import ScenarioKind
+KindFactory = Callable[["BenchmarkRun"], BenchmarkKind[Any]]
+"""What makes a run's kind object from the run (a kind's class)."""
 
-    return ScenarioKind
-
-
-def _dataset() -> type[SpecKind]:
-    from .dataset.kind import DatasetKind
-
-    return DatasetKind
-
-
-def _calibration() -> Callable[[BenchmarkRun], BenchmarkKind[Any]]:
-    from .calibration.kind import CalibrationKind
-
-    return CalibrationKind
+SPEC_KINDS: dict[str, Callable[[], type[SpecKind]]] = {}
+"""benchmark.yaml `kind:` value -> a loader of the kind's class, filled from above (`shipped.py` registers
+the kinds this package ships; the plugin and the command line call it first): a run imports its own
+kind's `<kind>/kind.py` only (a scenario run never imports `dataset/`; tests/unit/test_import_cost.py)."""
+_CALIBRATION: list[Callable[[], KindFactory]] = []
+"""The loader of judge calibration's kind (`--evalbench-calibrate`), once registered."""
 
 
-SPEC_KINDS: dict[str, Callable[[], type[SpecKind]]] = {"scenarios": _scenarios, "dataset": _dataset}
-"""benchmark.yaml `kind:` value -> a loader of the kind's class: a run imports its own kind's
-`<kind>/kind.py` only (a scenario run never imports `dataset/`; tests/unit/test_import_cost.py)."""
+def register_kind(name: str, loader: Callable[[], type[SpecKind]]) -> None:
+    """Make benchmark.yaml's `kind: <name>` load its class with `loader` (called on first use). Registering
+    the same loader again is a no-op (pytest may configure several sessions in one process); another
+    loader for a registered name is a programming error."""
+    known = SPEC_KINDS.setdefault(name, loader)
+    if known is not loader:
+        raise ValueError(f"benchmark kind {name!r} is already registered")
+
+
+def register_calibration(loader: Callable[[], KindFactory]) -> None:
+    """The kind `--evalbench-calibrate` runs (idempotent, as `register_kind`)."""
+    if not _CALIBRATION:
+        _CALIBRATION.append(loader)
+    elif _CALIBRATION[0] is not loader:
+        raise ValueError("the calibration kind is already registered")
 
 
 def spec_kinds() -> dict[str, type[SpecKind]]:
@@ -189,10 +190,20 @@ def spec_kinds() -> dict[str, type[SpecKind]]:
 
 def spec_kind(spec: BenchmarkSpec) -> type[SpecKind]:
     """The class of the kind benchmark.yaml names (importing that kind only)."""
-    return SPEC_KINDS[spec.kind]()
+    try:
+        load = SPEC_KINDS[spec.kind]
+    except KeyError:
+        raise LookupError(f"no benchmark kind {spec.kind!r} is registered (shipped.register_shipped() registers "
+                          "the shipped kinds)") from None
+    return load()
 
 
 def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
     """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
-    make = _calibration() if run.settings.calibrate else spec_kind(run.spec)
+    if run.settings.calibrate:
+        if not _CALIBRATION:
+            raise LookupError("no calibration kind is registered (shipped.register_shipped() registers it)")
+        make: KindFactory = _CALIBRATION[0]()
+    else:
+        make = spec_kind(run.spec)
     return make(run)

@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ._models import unknown_keys
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .spec import MAX_ID_LENGTH, BenchmarkSpec, unknown_keys
+from .spec import MAX_ID_LENGTH, BenchmarkSpec
 
 NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
 """A benchmark or data file name: the id rule (always `fullmatch`ed: a trailing newline is no name)."""

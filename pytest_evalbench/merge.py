@@ -22,9 +22,10 @@ from .context import BenchmarkRun
 from .errors import EvalbenchError, InputError
 from .kinds import SpecKind, kind_of, spec_kind
 from .loading import load_spec, read_json, resolve_benchmark_dir
-from .safe_files import atomic_write_text
 from .settings import RunSettings
+from .shipped import register_shipped
 from .spec import check_id
+from .store import atomic_write_text
 
 RECORDS_FILE = "records.json"
 """A shard's records by node id, the input of the merge."""
@@ -90,6 +91,7 @@ def check_record(path: Path, node_id: str, record: Any, benchmark: str, kind: ty
 def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, int]:
     """Write the merged result files into benchmarks/NAME/; return that directory and the record count.
     Every record is checked (`check_record`, then typed) before the first write."""
+    register_shipped()
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
     spec = load_spec(bench_dir)
     records: dict[str, Any] = {}

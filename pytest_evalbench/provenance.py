@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .safe_files import atomic_write_text
+from .store import atomic_write_text
 
 SESSIONS_LEDGER = ".sessions.json"
 EARLIER = "an earlier session"

@@ -1,12 +1,12 @@
-"""Writes that stay where they belong: no result file follows a symlink out of the benchmark directory.
+"""Where writes may go: no result file follows a symlink out of the benchmark directory.
 
 A pull request can commit symbolic links (git stores them): `runs/` pointing at a home directory,
 `history.jsonl` at a dotfile, `.results.lock` at a file the lock would truncate. Every write of the
-plugin under a benchmark directory goes through this module: the parent directory is resolved and
-must be the benchmark directory or below it, the file itself must not be a symbolic link nor
-anything but a regular file, and files are replaced atomically (temp file + `os.replace` in the
-same directory). The session checks the same places once before the first LLM call (a usage
-error, exit 4), so a refused write never costs a run.
+plugin under a benchmark directory is checked by this module (`store` does the writing): the parent
+directory is resolved and must be the benchmark directory or below it, the file itself must not be
+a symbolic link nor anything but a regular file (`store.atomic_open` then replaces the file
+atomically). The session checks the same places once before the first LLM call (a usage error,
+exit 4), so a refused write never costs a run.
 
 Paths the user names on the command line (`--evalbench-html=PATH`, `--evalbench-markdown`,
 `--evalbench-save-baseline`, `--junitxml`) are the user's choice and may be anywhere, but must be a
@@ -19,15 +19,10 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, TextIO
 
 from .errors import ConfigError
-from .llm.cache import atomic_open as _atomic_open
-
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class UnsafeWrite(ConfigError):
@@ -73,34 +68,6 @@ def check_write(path: Path, root: Path) -> Path:
     if not stat.S_ISREG(mode):
         raise UnsafeWrite(f"{path}: is {_kind(mode)}, not a regular file; the plugin writes a file there")
     return path
-
-
-@contextmanager
-def atomic_open(path: Path, root: Path) -> Iterator[TextIO]:
-    """A text handle whose content replaces `path` (checked against `root`) when the block ends
-    without an exception; readers see the old file or the new one, never half."""
-    check_write(path, root)
-    with _atomic_open(path) as handle:
-        yield handle
-
-
-def atomic_write_text(path: Path, text: str, root: Path) -> None:
-    """Replace `path` (checked against `root`) with `text`, atomically."""
-    with atomic_open(path, root) as handle:
-        handle.write(text)
-
-
-def open_append(path: Path, root: Path) -> BinaryIO:
-    """`path` (checked against `root`) opened for reading and appending in binary; created if new.
-    The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not
-    followed either."""
-    check_write(path, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
-    except OSError as exc:
-        raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
-    return os.fdopen(fd, "a+b")
 
 
 def write_problem(directory: Path) -> str | None:

@@ -14,9 +14,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .calibration.models import CalibrationEntry
-from .dataset.answers import StoredAnswer
 from .dataset.loading import DatasetSettings
-from .dataset.models import DatasetCase
+from .dataset.models import DatasetCase, StoredAnswer
 from .dataset.summary import DATASET_TYPES
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost

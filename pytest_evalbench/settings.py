@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .llm.engine import EngineSettings
+from .llm.types import EngineSettings
 
 
 @dataclass

@@ -1,19 +1,21 @@
 """Pydantic models of benchmark.yaml and of the pieces both benchmark kinds share (messages,
-tool calls, cost entries). Kind-specific rows live in `scenarios/models.py` and `dataset/`.
+tool calls, cost entries). Kind-specific rows live in `scenarios/models.py` and `dataset/`; the
+gate's rules (`thresholds:`, `gate:`, `judge:`) in `spec_rules.py`.
 
 The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from ._models import Input, Int, Num, Strict
 from .llm.types import check_base_url, header_problem
 from .redaction import MASK, redact_data, secret_params, strip_credentials
+from .spec_rules import GateConfig, JudgeConfig, ThresholdRules
 
 MAX_ID_LENGTH = 100
 SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
@@ -41,62 +43,6 @@ def check_id(value: str, what: str) -> str:
     return value
 
 
-def _not_bool(value: Any) -> Any:
-    """YAML `true` is not the number 1 (pydantic's lax mode would accept it)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a number, not true/false")
-    return value
-
-
-Int = Annotated[int, BeforeValidator(_not_bool)]
-Num = Annotated[float, BeforeValidator(_not_bool)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-NEAR_MISS_CUTOFF = 0.8
-"""difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
-
-
-class _Input(BaseModel):
-    """A model of a file people write (benchmark.yaml, scenarios.json): lenient and lossless.
-
-    Keys other systems write are kept (`model_extra`), reported once as warnings (`unknown_keys`)
-    and never change behaviour; a key that is a near miss of a known one is an error with a
-    suggestion, so a typo cannot silently drop a setting."""
-
-    model_config = ConfigDict(extra="allow", defer_build=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_near_misses(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            fields = cls.model_fields  # a descriptor: read once (rows are validated by the thousand)
-            known = list(fields)
-            for key in data:
-                if isinstance(key, str) and key not in fields:
-                    close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
-                    if close:
-                        raise ValueError(f"unknown key {key!r}: did you mean `{close[0]}`?")
-        return data
-
-
-def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every kept unknown key in a validated model tree (`scenario.foo`, `metrics.2.bar`:
-    list positions from 1)."""
-    found = [f"{prefix}{key}" for key in (model.model_extra or {})]
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        items = (value.items() if isinstance(value, dict) else enumerate(value, start=1) if isinstance(value, list)
-                 else [(None, value)])
-        for index, item in items:
-            if isinstance(item, BaseModel):
-                found += unknown_keys(item, f"{prefix}{name}." + ("" if index is None else f"{index}."))
-    return found
-
-
 # --------------------------------------------------------------------------- benchmark.yaml
 
 
@@ -110,7 +56,7 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 BaseUrl = Annotated[str, AfterValidator(check_base_url)]
 
 
-class EnvRef(_Strict):
+class EnvRef(Strict):
     """A header value read from an environment variable: `{env: NAME}` (never written anywhere)."""
 
     env: EnvName
@@ -158,7 +104,7 @@ class _Endpointish:
                 yield name, redact_data(value)
 
 
-class ModelConfig(_Endpointish, _Input):
+class ModelConfig(_Endpointish, Input):
     """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
 
     model: str = Field(min_length=1)
@@ -174,7 +120,7 @@ class ModelConfig(_Endpointish, _Input):
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
 
 
-class TargetConfig(_Endpointish, _Input):
+class TargetConfig(_Endpointish, Input):
     """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
 
     id: str
@@ -198,7 +144,7 @@ class TargetConfig(_Endpointish, _Input):
                            provider=self.provider, params=self.params, headers=self.headers)
 
 
-class MetricSource(_Input):
+class MetricSource(Input):
     benchmark: Optional[str] = None
     metric_id: Optional[str] = None
 
@@ -206,7 +152,7 @@ class MetricSource(_Input):
 CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
 
 
-class CheckRule(_Input):
+class CheckRule(Input):
     """One deterministic rule over the assistant's turns: when its single condition holds, it decides
     the verdict (`then`) without asking the judge."""
 
@@ -243,7 +189,7 @@ class CheckRule(_Input):
         return f"{name}: {getattr(self, name)!r}"
 
 
-class MetricChecks(_Input):
+class MetricChecks(Input):
     """Deterministic checks of a metric: the first rule that holds decides; when none holds,
     `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
 
@@ -258,7 +204,7 @@ def not_blank(value: str) -> str:
     return value
 
 
-class Metric(_Input):
+class Metric(Input):
     id: str
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: MetricType
@@ -296,7 +242,7 @@ class Metric(_Input):
         return " ".join(self.definition.split())
 
 
-class Generation(_Input):
+class Generation(Input):
     turns: Int = Field(default=6, ge=1, le=100)
     num_samples: Int = Field(default=1, ge=1, le=1000)
     perfunctory: bool = False
@@ -304,7 +250,7 @@ class Generation(_Input):
     scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
 
 
-class ScenarioSettings(_Input):
+class ScenarioSettings(Input):
     user_context: Optional[str] = None
     """Default system prompt of the target model; also context for scenario generation."""
     implicit_context: Optional[str] = None
@@ -313,86 +259,12 @@ class ScenarioSettings(_Input):
     into the target's system prompt (the target must infer it) nor into the simulated user's."""
 
 
-class Price(_Input):
+class Price(Input):
     input_per_million: Num = Field(ge=0)
     output_per_million: Num = Field(ge=0)
 
 
-Rate = Optional[Num]  # a YAML `true` is not a rate
-
-
-class MetricRule(_Strict):
-    """`thresholds.per_metric.<id>`: rules for one metric on every target."""
-
-    min_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    max_drop: Rate = Field(default=None, ge=0, le=1)
-    """Fail when the metric's paired drop vs the baseline exceeds this AND is significant after the
-    run's multiplicity correction (wins over the target's and the global max_drop)."""
-
-
-class TargetRule(_Strict):
-    min_positive_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    min_negative_pass_rate: Rate = Field(default=None, ge=0, le=1)
-    max_drop: Rate = Field(default=None, ge=0, le=1)
-    """Per metric (and for the pooled per-target test): observed drop > max_drop AND significant."""
-
-
-class ThresholdRules(TargetRule):
-    """`thresholds:` of benchmark.yaml. Top-level rules apply to every target; a `per_target`
-    entry overrides them field by field; `per_metric` rules apply to that metric on every target
-    (its max_drop wins over the target's and the global one). Unknown keys are rejected, so a typo
-    fails before any LLM call."""
-
-    per_target: dict[str, TargetRule] = Field(default_factory=dict)
-    per_metric: dict[str, MetricRule] = Field(default_factory=dict)
-
-    def for_target(self, target: str) -> TargetRule:
-        own = self.per_target.get(target)
-        merged = {name: getattr(self, name) for name in TargetRule.model_fields}
-        if own is not None:
-            merged.update(own.model_dump(exclude_none=True))
-        return TargetRule(**merged)
-
-    def count(self) -> int:
-        """How many rule values are set."""
-        data = self.model_dump(exclude_none=True)
-        nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values()
-                  for v in entry.values()]
-        return len(data) + len(nested)
-
-
-class GateConfig(_Input):
-    """How the session's exit status is decided (see gate/outcome.py)."""
-
-    mode: Literal["cases", "thresholds"] = "cases"
-    """cases: a failed case fails the build (with num_samples > 1: a case whose per-case verdict is
-    "fail"). thresholds: failed cases are reported, but only threshold/baseline regressions and
-    incomplete runs fail the build."""
-    case_pass_rate: Num = Field(default=0.5, ge=0, le=1)
-    """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
-    fail_inconclusive: bool = False
-    """With num_samples > 1 and mode cases: an inconclusive case fails the build too."""
-    correction: Literal["holm", "bh"] = "holm"
-    """Multiplicity correction over all baseline comparisons of a run: Holm (family-wise error
-    rate) or Benjamini-Hochberg (false discovery rate)."""
-    alpha: Num = Field(default=0.05, gt=0, lt=1)
-    """Significance level of the adjusted p-values."""
-
-
-class JudgeConfig(_Input):
-    """How far the judge is trusted: self-consistency samples and the calibration bar."""
-
-    samples: Int = Field(default=1, ge=1, le=25)
-    """Judge every row this many times per judge model (self-consistency); the majority decides
-    (the median for 1-5 scores). Useful with temperature > 0: identical requests give identical answers."""
-    min_kappa: Optional[Num] = Field(default=None, ge=-1, le=1)
-    """A metric whose judge reached a lower Cohen's kappa in calibration.json is "judge unreliable":
-    shown as such in the summary, and its failures cannot fail the build."""
-    require_calibration: bool = False
-    """With min_kappa: a metric never calibrated counts as unreliable too."""
-
-
-class BenchmarkSpec(_Input):
+class BenchmarkSpec(Input):
     """benchmark.yaml."""
 
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
@@ -432,21 +304,19 @@ class BenchmarkSpec(_Input):
 # --------------------------------------------------------------------------- shared pieces
 
 
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ToolCall(Strict):
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     outcome: Optional[str] = None
 
 
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Message(Strict):
     role: Literal["user", "assistant"]
     content: str
     tool_calls: Optional[list[ToolCall]] = None
 
 
-class PhaseCost(_Strict):
+class PhaseCost(Strict):
     """One phase of a cost.json: the priced usage behind the current results."""
 
     phase: str

@@ -1,28 +1,91 @@
-"""Result-file I/O both kinds share: atomic JSON writes, lenient reads of earlier runs, usage ledgers
-and cost.json phases."""
+"""Result-file I/O: the one atomic write of the package (every file the plugin writes, result files,
+cache entries, ledgers, reports), JSON writers, the result-file lock and lenient reads of earlier runs.
+Where a write may go is checked by `safe_files`; this module does the writing."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 from filelock import FileLock, Timeout
-from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .llm.types import Usage
-from .safe_files import atomic_open, atomic_write_text, check_dir, check_write
-from .spec import PhaseCost
+from .safe_files import UnsafeWrite, check_dir, check_write
 
-M = TypeVar("M", bound=BaseModel)
-USAGE_LEDGER = ".usage.json"
+if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
+    # the plugin imports for every pytest run) must not pay for it
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
 RESULTS_LOCK = ".results.lock"
 LOCK_TIMEOUT = 600.0
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _temp_file(path: Path) -> tuple[int, Path]:
+    """A new temp file next to `path`, created with mode 0o666 so the kernel applies the process's
+    umask (result files get the same permissions as any file the user creates; mkstemp's 0o600
+    would not). O_EXCL: an existing name, even a symbolic link, is never opened."""
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+@contextmanager
+def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` (temp file in the same directory + os.replace)
+    when the block ends without an exception: readers see the old file or the new one, never half;
+    on an exception the old file stays and the temp file goes.
+
+    `root` is the directory the write must stay in (`safe_files.check_write`: no link out of it, no
+    link or non-regular file at `path`). None only for files whose place was checked otherwise: a
+    path the user named on the command line (`safe_files.check_output_file`), the LLM cache
+    (`safe_files.check_tree`), the session's budget ledger (a file of its own temporary directory)."""
+    if root is not None:
+        check_write(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _temp_file(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
+    """Replace `path` with `text` atomically (`root`: see `atomic_open`)."""
+    with atomic_open(path, root) as handle:
+        handle.write(text)
+
+
+def open_append(path: Path, root: Path) -> BinaryIO:
+    """`path` (checked against `root`) opened for reading and appending in binary; created if new.
+    The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not
+    followed either."""
+    check_write(path, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
+    return os.fdopen(fd, "a+b")
 
 
 @contextmanager
@@ -45,34 +108,95 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
         lock.release()
 
 
+_T = TypeVar("_T")
+_ENCODER = json.JSONEncoder(indent=2, ensure_ascii=False)
+"""The one JSON text of every result file. With an indent, `iterencode` runs the standard library's
+pure-Python encoder, the same one `json.dumps(indent=2)` runs: what it writes is `json.dumps`'s
+text byte for byte, also for the streamed containers below (tests/unit/test_streamed_json.py)."""
+
+
+class _Peeked(Iterator[_T]):
+    """An iterator whose first item is fetched ahead, so emptiness is known before iterating."""
+
+    def __init__(self, items: Iterable[_T]) -> None:
+        self._items = iter(items)
+        self._head: list[_T] = []
+        for first in self._items:
+            self._head.append(first)
+            break
+
+    def __bool__(self) -> bool:
+        return bool(self._head)
+
+    def __next__(self) -> _T:
+        if self._head:
+            return self._head.pop()
+        return next(self._items)
+
+
+class StreamedList(list[Any]):
+    """A JSON array written from an iterable as the encoder reaches it, never held as a list.
+    Iterable once; the encoder asks `bool()` (empty prints `[]`) and then iterates."""
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        super().__init__()
+        self._items = _Peeked(items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return int(bool(self._items))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._items
+
+
+class StreamedDict(dict[str, Any]):
+    """A JSON object written from an iterable of (key, value) pairs as the encoder reaches it (keys
+    are expected unique). Iterable once, like `StreamedList`."""
+
+    def __init__(self, items: Iterable[tuple[str, Any]]) -> None:
+        super().__init__()
+        self._items = _Peeked(items)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return int(bool(self._items))
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        return self._items
+
+
+def write_json(path: Path, data: Any, root: Path | None) -> None:
+    """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
+    replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
+    in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
+    chunks = _ENCODER.iterencode(data)
+    with atomic_open(path, root) as handle:
+        while text := "".join(islice(chunks, 4096)):  # joined in C: one write per 4096 pieces
+            handle.write(text)
+        handle.write("\n")
+
+
 def dump_json(path: Path, data: Any, root: Path | None = None) -> None:
     """`data` as indented JSON, replacing `path` atomically, never through a link out of `root` (the
     benchmark directory; default the file's own directory, see safe_files)."""
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", root or path.parent)
+    write_json(path, data, root or path.parent)
 
 
 def dump_json_rows(path: Path, rows: Iterable[Any], root: Path | None = None) -> None:
     """A JSON list written one row at a time (atomically), byte for byte what `dump_json(path,
-    list(rows))` writes, without holding the list: JSON text has no raw newline inside a value,
-    so indenting every line of a row's own `indent=2` text by two spaces nests it in the list."""
-    with atomic_open(path, root or path.parent) as handle:
-        opening = "[\n  "
-        for row in rows:
-            handle.write(opening + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n  "))
-            opening = ",\n  "
-        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
+    list(rows))` writes, without holding the list."""
+    write_json(path, StreamedList(rows), root or path.parent)
 
 
 def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | None = None) -> None:
     """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
     writes it (keys are expected unique)."""
-    with atomic_open(path, root or path.parent) as handle:
-        opening = "{\n  "
-        for key, value in items:
-            member = json.dumps({key: value}, indent=2, ensure_ascii=False)[4:-2]
-            handle.write(opening + member)
-            opening = ",\n  "
-        handle.write("{}\n" if opening.startswith("{") else "\n}\n")
+    write_json(path, StreamedDict(items), root or path.parent)
 
 
 def read_json(path: Path, default: Any) -> Any:
@@ -208,6 +332,8 @@ def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
 def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
            normalise: Callable[[dict[str, Any]], dict[str, Any]], stacklevel: int | None,
            ) -> Iterator[tuple[dict[str, Any], M]]:
+    from pydantic import ValidationError
+
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
         row = normalise(raw)
@@ -229,33 +355,3 @@ def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
 def count_rows(n: int, what: str) -> list[str]:
     """`["3 rows of <what>"]`, or [] for none: how dropped rows are reported."""
     return [f"{n} row{'s' if n > 1 else ''} of {what}"] if n else []
-
-
-def read_ledger(path: Path) -> dict[str, Any]:
-    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing; InputError when unreadable,
-    see `read_result`: the usage of the rows it holds would be lost)."""
-    data: dict[str, Any] = read_result(path, {}, dict)
-    return data
-
-
-def ledger_totals(ledger: dict[str, Any]) -> dict[str, Usage]:
-    """Usage per phase summed over every entry of a ledger."""
-    totals: dict[str, Usage] = defaultdict(Usage)
-    for usage in ledger.values():
-        for phase, value in usage.items():
-            totals[phase].add(Usage.from_json(value))
-    return totals
-
-
-def phase_cost(phase: str, usage: Usage) -> dict[str, Any]:
-    """One phase entry of a cost.json."""
-    return PhaseCost(phase=phase, cost=round(usage.cost, 6), input_tokens=usage.input_tokens,
-                     output_tokens=usage.output_tokens).model_dump()
-
-
-def update_cost_file(path: Path, usage: dict[str, Usage], root: Path | None = None) -> None:
-    """Set these phases of a cost.json, keeping its other phases (an unreadable file is an error:
-    its other phases would be lost)."""
-    cost = read_result(path, {}, dict)
-    cost.update({phase: phase_cost(phase, value) for phase, value in usage.items()})
-    dump_json(path, cost, root)

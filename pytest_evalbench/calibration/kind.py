@@ -44,7 +44,7 @@ class CalibrationKind:
 
     def load_cases(self) -> dict[Path, list[Any]]:
         path = self.data_files()[0]
-        cases = load_labels(path, self.run.spec)
+        cases = load_labels(path, self.run.spec, spec_kind(self.run.spec).judged)
         self._order = {c.row_id: c.index for c in cases}
         return {path: cases}
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from .._models import Strict
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
-from ..kinds import Status, spec_kind
+from ..gate.rows import Judged, Status
 from ..llm.types import Usage
 from ..loading import first_error, parse_json
 from ..spec import BenchmarkSpec, Message
@@ -25,11 +26,7 @@ from ..spec import BenchmarkSpec, Message
 CALIBRATION_FILE = "calibration.jsonl"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class MetricLabel(_Strict):
+class MetricLabel(Strict):
     """A scenario benchmark's example: was the metric's behaviour present in this transcript?"""
 
     metric_id: str
@@ -44,7 +41,7 @@ class MetricLabel(_Strict):
         return self
 
 
-class EvalLabel(_Strict):
+class EvalLabel(Strict):
     """A dataset benchmark's example: the 1-5 score a person gives these inputs of one Explain eval."""
 
     eval: EvalName
@@ -63,7 +60,7 @@ class EvalLabel(_Strict):
 Label = Union[MetricLabel, EvalLabel]
 
 
-class CalibrationEntry(_Strict):
+class CalibrationEntry(Strict):
     """calibration.json entry: how well the judge agrees with people on one metric or eval."""
 
     metric_id: Optional[str] = None
@@ -134,9 +131,10 @@ class CalibrationRecord:
                    data.get("status"))
 
 
-def load_labels(path: Path, spec: BenchmarkSpec) -> list[CalibrationCase]:
-    """The labelled examples of calibration.jsonl; InputError naming file, line and field."""
-    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if spec_kind(spec).judged == "metrics" else EvalLabel
+def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:
+    """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
+    kind judges); InputError naming file, line and field."""
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -16,34 +16,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import InputError
-from ..safe_files import atomic_write_text
 from ..spec import check_id
-from ..store import results_lock
-from .models import LIVE_FALLBACK, PAYLOAD_KEYS, ROW_FIELD, DatasetCase, DatasetError, load_cases, payload_for
+from ..store import atomic_write_text, results_lock
+from .models import (
+    LIVE_FALLBACK,
+    PAYLOAD_KEYS,
+    ROW_FIELD,
+    Answer,
+    DatasetCase,
+    DatasetError,
+    StoredAnswer,
+    load_cases,
+    payload_for,
+)
 
 ANSWERS_DIR = "answers"
-
-
-class StoredAnswer(DatasetCase):
-    """One line of answers/<agent>.jsonl: a dataset line whose answer is the target's."""
-
-    model_answer: str
-    """What the target answered ("" when its reply had no text)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A stored answer as the runner uses it: the text and the tool calls, as the live target gave them."""
-
-    text: str
-    invoked: list[dict[str, Any]]
 
 
 def answers_file(directory: Path, agent: str) -> Path:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from .._models import StrictAnswer
 from ..llm.structured import parse_as, strict_schema
 
 TRAITS: dict[str, tuple[str, list[str]]] = {
@@ -110,10 +111,9 @@ LABELS = {"input": "RESPONSE", "question": "QUESTION", "context": "CONTEXT", "re
           "goal": "GOAL", "availableTools": "AVAILABLE TOOLS", "invokedTools": "INVOKED TOOLS"}
 
 
-class ExplainVerdict(BaseModel):
+class ExplainVerdict(StrictAnswer):
     """What every Explain evaluator returns."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     explanation: str = Field(description="why this score, citing the response")
     score: int = Field(ge=1, le=5, description="integer from 1 (worst) to 5 (best)")
 

@@ -15,11 +15,12 @@ from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
-from .answers import StoredAnswer, stored_answer, write_answers
+from .answers import stored_answer, write_answers
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
+from .models import DatasetItem, StoredAnswer
 from .policy import ScoringPolicy
-from .runner import DatasetItem, DatasetRecord, decide, run_case
+from .runner import DatasetRecord, decide, run_case
 from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
 from .summary import CaseResult, agent_table, as_target_results, summarize_agents
 

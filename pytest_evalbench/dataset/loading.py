@@ -13,18 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from .._models import Strict
 from ..errors import InputError
 from ..loading import NAME_RE, SPEC_FILE, validate_as
 from ..spec import BenchmarkSpec
-from .models import DatasetError, load_cases
+from .models import DatasetError, DatasetItem, load_cases
 from .policy import DOCUMENTED_POLICY, ScoringPolicy
-from .runner import DatasetItem
 
 
-class DatasetSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DatasetSettings(Strict):
     files: list[str] = Field(min_length=1)
     policy: Optional[ScoringPolicy] = None
 

@@ -10,14 +10,16 @@ original runner builds them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .._models import Input
 from ..errors import InputError
 from ..loading import first_error, parse_json, read_text
-from ..spec import ToolCall, _Input, check_id
+from ..spec import ToolCall, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -65,7 +67,7 @@ class ExpectedToolCall(InvokedToolCall):
     reason: Optional[str] = None  # the document's field; the original data writes `outcome` instead
 
 
-class DatasetCase(_Input):
+class DatasetCase(Input):
     """One line of a dataset JSONL file: unknown keys kept, near misses of known ones refused."""
 
     case_id: str
@@ -108,6 +110,45 @@ class DatasetCase(_Input):
                     raise ValueError(f"{name} needs '{key}': give explain_inputs.{name}.{key} "
                                      f"or the field '{ROW_FIELD[key]}'")
         return self
+
+
+class StoredAnswer(DatasetCase):
+    """One line of answers/<agent>.jsonl: a dataset line whose answer is the target's."""
+
+    model_answer: str
+    """What the target answered ("" when its reply had no text)."""
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    """One test item of a dataset benchmark."""
+
+    case: DatasetCase
+    path: Path
+    line: int
+    index: int
+    stored: Optional[Answer] = None
+    """The answer of answers/<agent>.jsonl for an answer-less case whose agent has no target."""
+
+    @property
+    def name(self) -> str:
+        return self.case.case_id
+
+    @property
+    def row_id(self) -> str:
+        return self.case.case_id
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        return {self.case.agent_name: True, self.case.threshold_profile: True}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A stored answer as the runner uses it: the text and the tool calls, as the live target gave them."""
+
+    text: str
+    invoked: list[dict[str, Any]]
 
 
 class DatasetError(Exception):

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from .._models import Strict
 from .models import EvalName
 
 EPS = 1e-9
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class Profile(_Strict):
+class Profile(Strict):
     weights: dict[EvalName, float]
     pass_mark: float = Field(ge=1, le=5)
 
@@ -34,7 +31,7 @@ class Profile(_Strict):
         return self
 
 
-class HardFail(_Strict):
+class HardFail(Strict):
     metrics: list[EvalName] = Field(default_factory=list)
     below: float = Field(default=3.0, ge=1, le=5)
 
@@ -43,7 +40,7 @@ class PolicyError(ValueError):
     """A case names a profile the policy does not define."""
 
 
-class ScoringPolicy(_Strict):
+class ScoringPolicy(Strict):
     thresholds: dict[EvalName, float] = Field(default_factory=dict)
     profiles: dict[str, Profile]
     hard_fail: HardFail = Field(default_factory=HardFail)
@@ -60,14 +57,14 @@ class ScoringPolicy(_Strict):
         return self
 
 
-class MetricLine(_Strict):
+class MetricLine(Strict):
     eval: str
     score: Optional[int]
     threshold: Optional[float]
     passed: Optional[bool]
 
 
-class CaseJudgement(_Strict):
+class CaseJudgement(Strict):
     status: Literal["passed", "failed", "unscored"]
     composite: Optional[float]
     profile: str

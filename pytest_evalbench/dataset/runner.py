@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ..llm.engine import Engine
 from ..llm.structured import MAX_ATTEMPTS, ask
 from ..llm.types import Endpoint, Usage
 from ..panel import median_vote, poll
 from ..targets import Target
-from .answers import Answer, answer_line
+from .answers import answer_line
 from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
-from .models import DatasetCase, payload_for
+from .models import DatasetCase, DatasetItem, payload_for
 from .policy import ScoringPolicy, failure_message, judge_case
 from .summary import CaseResult, MetricResult, ToolCheckResult
 from .tool_check import check_tool_calls
@@ -33,30 +32,6 @@ def tool_eval_not_applicable(case: DatasetCase, payload: dict[str, Any]) -> bool
     """ToolCallAccuracy has nothing to judge when no tool is expected and none was invoked: a case that
     rightly needs no tool must not score 1 on it (a hard fail)."""
     return not case.expected_tool_calls and not payload.get("invokedTools")
-
-
-@dataclass(frozen=True)
-class DatasetItem:
-    """One test item of a dataset benchmark."""
-
-    case: DatasetCase
-    path: Path
-    line: int
-    index: int
-    stored: Optional[Answer] = None
-    """The answer of answers/<agent>.jsonl for an answer-less case whose agent has no target."""
-
-    @property
-    def name(self) -> str:
-        return self.case.case_id
-
-    @property
-    def row_id(self) -> str:
-        return self.case.case_id
-
-    @property
-    def keywords(self) -> dict[str, Any]:
-        return {self.case.agent_name: True, self.case.threshold_profile: True}
 
 
 @dataclass

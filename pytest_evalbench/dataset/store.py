@@ -7,17 +7,9 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
+from ..costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
 from ..provenance import SessionStamp, unit_key, update_sessions
-from ..store import (
-    USAGE_LEDGER,
-    count_rows,
-    dump_json,
-    ledger_totals,
-    read_ledger,
-    read_valid_rows,
-    results_lock,
-    update_cost_file,
-)
+from ..store import count_rows, dump_json, read_valid_rows, results_lock
 from .runner import DatasetRecord
 from .summary import AgentSummary, CaseResult, summarize_agents
 

@@ -19,17 +19,14 @@ from collections import defaultdict
 from itertools import combinations
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from .._models import Strict
 from ..gate.rows import EvalScore, ModelResult, OutcomeRow
 from ..gate.stats import Z95, mcnemar_exact_p
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class MetricResult(_Strict):
+class MetricResult(Strict):
     eval: str
     score: Optional[int]
     threshold: Optional[float]
@@ -44,14 +41,14 @@ class MetricResult(_Strict):
     """With a judge panel or judge samples: every vote (null when that answer was unusable)."""
 
 
-class ToolCheckResult(_Strict):
+class ToolCheckResult(Strict):
     ok: bool
     matched: int
     expected: int
     summary: str
 
 
-class CaseResult(_Strict):
+class CaseResult(Strict):
     """case_results.json row."""
 
     case_id: str
@@ -85,7 +82,7 @@ class CaseResult(_Strict):
                 if m.score is not None]
 
 
-class PairedStat(_Strict):
+class PairedStat(Strict):
     """One paired comparison of two agents on one score, over the scenarios both have scored."""
 
     n: int
@@ -99,7 +96,7 @@ class PairedStat(_Strict):
     """Exact two-sided sign test of wins against losses (ties dropped)."""
 
 
-class AgentComparison(_Strict):
+class AgentComparison(Strict):
     """The agent of this summary entry against `other`, paired by `scenario_id`."""
 
     other: str
@@ -108,7 +105,7 @@ class AgentComparison(_Strict):
     metrics: dict[str, PairedStat]
 
 
-class AgentSummary(_Strict):
+class AgentSummary(Strict):
     """agent_summary.json entry."""
 
     agent_name: str

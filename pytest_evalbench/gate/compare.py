@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..spec import MetricRule, TargetRule, ThresholdRules
+from ..spec_rules import MetricRule, TargetRule, ThresholdRules
 from .rows import EvalScore, ModelResult, OutcomeRow
 from .stats import (
     RateEstimate,

@@ -19,8 +19,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..kinds import KindResults
-from ..llm.cache import atomic_write_text
 from ..spec import ThresholdRules
+from ..store import atomic_write_text
 from .compare import (
     Baseline,
     CompareRule,
@@ -223,5 +223,5 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
     conversations), when asked for."""
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
-        atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n")
+        atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n", None)
         outcome.written.append(f"baseline {settings.save_baseline}")

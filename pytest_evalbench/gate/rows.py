@@ -8,23 +8,26 @@ The two row types are plain slotted dataclasses: tens of thousands are made per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict
+from .._models import Strict
+
+Status = Literal["passed", "failed", "unscored"]
+"""An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
+Judged = Literal["metrics", "evals"]
+"""What a kind's judge decides per item: binary metrics (present/absent) or evals scored 1..5."""
 
 
-class RateSummary(BaseModel):
+class RateSummary(Strict):
     # no docstring: the JSON schema of results.json (schemas/) is generated from this model
-    model_config = ConfigDict(extra="forbid")
     pass_rate: Optional[float]
     n_passed: int
     n_total: int
 
 
-class ModelResult(BaseModel):
+class ModelResult(Strict):
     """results.json entry."""
 
-    model_config = ConfigDict(extra="forbid")
     target_model: str
     positive_pass_rate: Optional[float]
     negative_pass_rate: Optional[float]

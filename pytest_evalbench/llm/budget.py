@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from filelock import FileLock
+
+from ..store import atomic_write_text
 
 DEFAULT_OUTPUT_CAP = 4096
 """Output tokens reserved for a request that sets neither `max_tokens` nor `max_completion_tokens`
@@ -115,10 +116,8 @@ class FileLedger:
             return LedgerState()
 
     def _write(self, state: LedgerState) -> None:
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"spent": state.spent, "reserved": state.reserved,
-                                         "stopped": state.stopped}), encoding="utf-8")
-        os.replace(temporary, self.path)
+        atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,
+                                                 "stopped": state.stopped}), None)
 
     def try_reserve(self, amount: float, limit: float) -> Verdict:
         with self._lock:

@@ -21,20 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
+from ..store import atomic_write_text
 from .types import safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
 CACHE_VERSION = 1
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 class CorruptEntry(Exception):
@@ -120,31 +115,6 @@ def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str
     return hashlib.sha256(_utf8(text)).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory and os.replace: readers see old or new, never half."""
-    with atomic_open(path) as handle:
-        handle.write(text)
-
-
-@contextmanager
-def atomic_open(path: Path) -> Iterator[TextIO]:
-    """A text handle whose content replaces `path` when the block ends without an exception (for
-    files written piece by piece); on an exception the old file stays and the temp file goes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; result files should be like any other
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 class ResponseCache:
     """File-per-entry cache honouring `--evalbench-cache` modes."""
 
@@ -207,4 +177,4 @@ class ResponseCache:
             return
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response)}
-        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True))
+        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)

@@ -8,81 +8,23 @@ builds them, encodes the request body once and counts usage and cost per phase a
 from __future__ import annotations
 
 import concurrent.futures
-from collections import Counter, defaultdict
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .cache import ResponseCache, canonical_json, request_key
-from .http1 import MAX_RESPONSE_BYTES
 from .limits import Limits
 from .memo import Memo
 from .pipelines import PRIORITY, Pipelines
 from .pricing import PriceTable
 from .retry import Retrier
 from .transport import Transport, make_transport
-from .types import Completion, Endpoint, Usage
+from .types import Completion, Endpoint, EngineSettings, EngineStats, Usage
 
 __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strings"]
 """`PRIORITY` lives in pipelines.py; authoring imports it from here (it sets its pipelines' order)."""
 
 T = TypeVar("T")
 
-
-@dataclass
-class EngineSettings:
-    concurrency: int = 16
-    timeout: float = 60.0
-    max_attempts: int = 5
-    max_retry_seconds: float = 120.0
-    backoff_base: float = 0.5
-    backoff_cap: float = 20.0
-    max_cost: float | None = None
-    """Dollars the whole session may spend (all xdist workers together, see `budget.py`)."""
-    budget_ledger: str | None = None
-    """The session's shared ledger file under xdist (made by the controller); None: in memory."""
-    rate_limit: float | None = None
-    """Requests per minute, shared across processes through a file in the cache directory."""
-    max_reply_chars: int = 50_000
-    """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
-    token_limit: float | None = None
-    """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
-    max_response_bytes: int = MAX_RESPONSE_BYTES
-    """Cap on every answer's body, as received and as decompressed, for every role."""
-    transport: str = "http"
-    """"http" (raw JSON over the plugin's own HTTP/1.1 client), "aiohttp" (raw JSON on one aiohttp
-    session) or "openai" (the official SDK)."""
-
-
-@dataclass
-class EngineStats:
-    """Counters of this process, reported in the terminal summary and merged across workers."""
-
-    requests: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    failures: Counter[str] = field(default_factory=Counter)
-    spent: float = 0.0
-    peak_in_flight: int = 0
-    usage: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
-    unpriced: set[str] = field(default_factory=set)
-    """Models that had no price: counted as $0 and named in the summary (merged across workers)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
-                "failures": dict(self.failures), "spent": self.spent, "peak_in_flight": self.peak_in_flight,
-                "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
-
-    def merge(self, data: dict[str, Any]) -> None:
-        self.requests += int(data.get("requests", 0))
-        self.cache_hits += int(data.get("cache_hits", 0))
-        self.retries += int(data.get("retries", 0))
-        self.failures.update(data.get("failures", {}))
-        self.spent += float(data.get("spent", 0.0))
-        self.peak_in_flight = max(self.peak_in_flight, int(data.get("peak_in_flight", 0)))
-        for key, value in data.get("usage", {}).items():
-            self.usage[key].add(Usage.from_json(value))
-        self.unpriced.update(data.get("unpriced", []))
 
 
 

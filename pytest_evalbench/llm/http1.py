@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from .types import check_base_url
+from .types import MAX_RESPONSE_BYTES, check_base_url
 
 MAX_HEAD = 64 * 1024
 """Bytes of status line and headers accepted before the answer is called malformed."""
@@ -43,11 +43,6 @@ MAX_HEAD = 64 * 1024
 
 class ProtocolError(ValueError):
     """The peer's bytes are not a valid HTTP/1.1 response."""
-
-
-MAX_RESPONSE_BYTES = 4 << 20
-"""Default cap on an answer's body, as received and as decompressed (a chat completion is a few
-kilobytes; one of 100,000 tokens of text is well under 2 MiB)."""
 
 
 class ResponseTooLarge(ProtocolError):

@@ -15,7 +15,7 @@ import itertools
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import BudgetExhausted
 from .budget import Budget, worst_case_tokens
@@ -23,10 +23,7 @@ from .pipelines import call_priority
 from .pricing import PriceTable
 from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
 from .transport import Failure
-from .types import Completion, Endpoint
-
-if TYPE_CHECKING:  # both move to .types (issue 26, C5): then a plain import
-    from .engine import EngineSettings, EngineStats
+from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:

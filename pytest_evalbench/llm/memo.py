@@ -8,15 +8,12 @@ import asyncio
 import concurrent.futures
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CacheMiss, LLMError
 from ..redaction import SECRETS
 from .cache import CorruptEntry, ResponseCache, canonical_json
-from .types import Completion
-
-if TYPE_CHECKING:  # moves to .types (issue 26, C5): then a plain import
-    from .engine import EngineStats
+from .types import Completion, EngineStats
 
 
 def redacted(completion: Completion) -> Completion:

@@ -9,16 +9,13 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import EvalbenchError, LLMError
 from ..redaction import SECRETS
 from .limits import Limits
 from .transport import Failure, Transport, classify
-from .types import Completion, Endpoint
-
-if TYPE_CHECKING:  # both move to .types (issue 26, C5): then a plain import
-    from .engine import EngineSettings, EngineStats
+from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
 class Retrier:

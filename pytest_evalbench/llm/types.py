@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -134,3 +135,64 @@ class Usage:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
         return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), float(data.get("cost", 0.0)))
+
+
+MAX_RESPONSE_BYTES = 4 << 20
+"""Default cap on an answer's body, as received and as decompressed (a chat completion is a few
+kilobytes; one of 100,000 tokens of text is well under 2 MiB)."""
+
+
+@dataclass
+class EngineSettings:
+    concurrency: int = 16
+    timeout: float = 60.0
+    max_attempts: int = 5
+    max_retry_seconds: float = 120.0
+    backoff_base: float = 0.5
+    backoff_cap: float = 20.0
+    max_cost: float | None = None
+    """Dollars the whole session may spend (all xdist workers together, see `budget.py`)."""
+    budget_ledger: str | None = None
+    """The session's shared ledger file under xdist (made by the controller); None: in memory."""
+    rate_limit: float | None = None
+    """Requests per minute, shared across processes through a file in the cache directory."""
+    max_reply_chars: int = 50_000
+    """Longer target replies are cut (with a note in the transcript): bounded files and judge input."""
+    token_limit: float | None = None
+    """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    """Cap on every answer's body, as received and as decompressed, for every role."""
+    transport: str = "http"
+    """"http" (raw JSON over the plugin's own HTTP/1.1 client), "aiohttp" (raw JSON on one aiohttp
+    session) or "openai" (the official SDK)."""
+
+
+@dataclass
+class EngineStats:
+    """Counters of this process, reported in the terminal summary and merged across workers."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    spent: float = 0.0
+    peak_in_flight: int = 0
+    usage: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
+    unpriced: set[str] = field(default_factory=set)
+    """Models that had no price: counted as $0 and named in the summary (merged across workers)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
+                "failures": dict(self.failures), "spent": self.spent, "peak_in_flight": self.peak_in_flight,
+                "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
+
+    def merge(self, data: dict[str, Any]) -> None:
+        self.requests += int(data.get("requests", 0))
+        self.cache_hits += int(data.get("cache_hits", 0))
+        self.retries += int(data.get("retries", 0))
+        self.failures.update(data.get("failures", {}))
+        self.spent += float(data.get("spent", 0.0))
+        self.peak_in_flight = max(self.peak_in_flight, int(data.get("peak_in_flight", 0)))
+        for key, value in data.get("usage", {}).items():
+            self.usage[key].add(Usage.from_json(value))
+        self.unpriced.update(data.get("unpriced", []))

@@ -36,9 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
         gc_tuning.freeze_startup()  # before the imports below: their collections skip pytest's heap
     settings = build_settings(config)
     if settings is not None:
+        from ..shipped import register_shipped
         from . import xdist
         from .session import EvalbenchSession
 
+        register_shipped()  # the kind registry is filled from above, before the session asks for a kind
         gc_tuning.freeze_at_exit()
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session

@@ -20,18 +20,17 @@ import pytest
 from ..completeness import WORKER_DIED, Completeness, crash_reason
 from ..context import BenchmarkRun
 from ..errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
-from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of
-from ..llm.cache import atomic_write_text
+from ..kinds import BenchmarkKind, JSONRecord, KindResults, kind_of, spec_kind
 from ..llm.engine import EngineStats
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..redaction import SECRETS, redact
 from ..render.progress import Counts, ProgressReporter
 from ..render.status import ERROR, JUDGE_UNRELIABLE, NOT_RUN, UNSCORED, case_status
 from ..render.terminal import LAST_RUN, MAX_LISTED, summary_lines, transcript_text, write_run_running, write_run_status
-from ..safe_files import atomic_write_text as write_text
 from ..sanitize import terminal
 from ..settings import RunSettings
 from ..spool import Spool
+from ..store import atomic_write_text
 from . import gc_tuning
 from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import check_files, compare_path, gate_settings
@@ -192,7 +191,8 @@ class EvalbenchSession:
         if run is not None:
             gate = gate_settings(self.config, self.bench_dir, run.spec.gate)
             try:
-                run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [])
+                run.preflight(kind.roles, [gate.save_baseline] if gate.save_baseline else [],
+                              names_targets=spec_kind(run.spec).thresholds_name_targets)
             except EvalbenchError as exc:
                 raise pytest.UsageError(terminal(str(exc))) from None  # nothing ran: last_run.json stays as it was
         self._status_started = True
@@ -536,9 +536,9 @@ class EvalbenchSession:
             summary.history = read_history(history_path)
             html = redact(render_html(summary))
             if html_path == self.bench_dir / "report.html":  # never through a link out of the benchmark
-                write_text(html_path, html, self.bench_dir)
+                atomic_write_text(html_path, html, self.bench_dir)
             elif html_path is not None:  # the user's own path: checked at start (a regular file or new)
-                atomic_write_text(html_path, html)
+                atomic_write_text(html_path, html, None)
             markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
             if markdown_path is not None:
                 write_markdown(markdown_path, markdown, append=False)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..safe_files import open_append
+from ..store import open_append
 from .summary import RunSummary
 
 HISTORY = "history.jsonl"

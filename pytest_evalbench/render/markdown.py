@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..redaction import redact
 from ..sanitize import control_visible, markdown
+from ..store import atomic_write_text
 from .summary import RunSummary
 
 ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
@@ -119,7 +120,11 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
 
 
 def write_markdown(path: Path, text: str, append: bool) -> None:
-    """Append (GitHub's step summary collects several steps) or replace the file."""
+    """Append (GitHub's step summary collects several steps) or replace the file (atomically: a
+    reader never sees half a report)."""
+    if not append:
+        atomic_write_text(path, text, None)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a" if append else "w", encoding="utf-8") as fh:
+    with path.open("a", encoding="utf-8") as fh:
         fh.write(text)

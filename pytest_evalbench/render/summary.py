@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
+from .._version import __version__
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..llm.engine import EngineStats

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..redaction import redact
-from ..safe_files import atomic_write_text
+from ..store import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start

@@ -11,18 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from .._models import StrictAnswer
 from ..llm.engine import Engine
 from ..llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
 from ..llm.types import Endpoint, Usage
 from ..spec import Message, Metric
 
 
-class JudgeAnswer(BaseModel):
+class JudgeAnswer(StrictAnswer):
     """What the judge must return."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
     justification: str = Field(description="1-3 sentences citing the transcript")
     present: bool = Field(description="true if the behaviour occurs in the assistant's replies")
 

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .._models import unknown_keys
 from ..errors import InputError
 from ..loading import DECODER, check_depth, may_hold_surrogates, parse_json, read_text, validate_as, warn_unknown
-from ..spec import MAX_ID_LENGTH, BenchmarkSpec, unknown_keys
+from ..spec import MAX_ID_LENGTH, BenchmarkSpec
 from .models import Scenario
 
 SCENARIOS_FILE = "scenarios.json"

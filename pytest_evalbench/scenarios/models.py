@@ -7,21 +7,23 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ..gate.rows import ModelResult, OutcomeRow, RateSummary
-from ..kinds import Status
+from .._models import Input, Strict
+from ..gate.rows import ModelResult, OutcomeRow, RateSummary, Status
 from ..llm.types import Usage
-from ..spec import Int, Message, MetricType, _Input, _Strict, check_id
+from ..spec import Int, Message, MetricType, check_id
 
 __all__ = ["ConversationRow", "JudgeVote", "Landmark", "ModelResult", "RateSummary", "Scenario", "ScenarioRecord",
            "ScoreRow", "TargetRef", "derive_pass"]
 
 
-class Landmark(_Input):
+class Landmark(Input):
     turn: Int = Field(ge=1)
     instruction: str
 
 
-class Scenario(_Input):
+# The docstring is the description in scenarios.schema.json, kept byte for byte: `spec._Input` is
+# now `_models.Input`.
+class Scenario(Input):
     """One row of scenarios.json: metric × base scenario × demographic variant.
 
     Rows as impactbench writes them load unchanged: `persona` may be missing when `user_persona`
@@ -69,7 +71,7 @@ class Scenario(_Input):
 # --------------------------------------------------------------------------- result files
 
 
-class TargetRef(_Strict):
+class TargetRef(Strict):
     id: str
     model: Optional[str]
 
@@ -98,7 +100,7 @@ class ConversationRow(Scenario):
         return data
 
 
-class JudgeVote(_Strict):
+class JudgeVote(Strict):
     """One vote of a judge panel (scores.json `judges`)."""
 
     judge: str
@@ -107,7 +109,7 @@ class JudgeVote(_Strict):
     text: str
 
 
-class ScoreRow(_Strict):
+class ScoreRow(Strict):
     """scores.json row. present/passed/score are null when the judgment is unscored."""
 
     id: str

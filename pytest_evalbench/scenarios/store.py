@@ -9,7 +9,6 @@ read-merge-write under the benchmark's result lock.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,23 +17,23 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
-from ..safe_files import atomic_open, check_dir
+from ..safe_files import check_dir
 from ..spool import Spool
 from ..store import (
-    USAGE_LEDGER,
+    StreamedDict,
     count_rows,
     dump_json,
     dump_json_object,
     dump_json_rows,
     iter_valid,
-    phase_cost,
-    read_ledger,
     read_rows,
     read_valid_rows,
     results_lock,
+    write_json,
 )
 from .aggregate import aggregate, summarize_counts
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
@@ -342,20 +341,12 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json") ...])` writes
     for the full summaries, with each target's `by_scenario` (one entry per scenario: 100,000 at
     N = 100,000) written as it is counted instead of built as models first."""
-    with atomic_open(path, root or path.parent) as handle:
-        opening = "[\n  "
-        for result in results:
-            head = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False)
-            assert head.endswith('"by_scenario": {}\n}')
-            handle.write(opening + head[:-4].replace("\n", "\n  "))
-            first = True
-            for key, summary in summarize_counts(rows_by_model[result.target_model], "id"):
-                value = json.dumps(summary, indent=2, ensure_ascii=False).replace("\n", "\n      ")
-                handle.write(("{\n      " if first else ",\n      ") + json.dumps(key, ensure_ascii=False) + ": " + value)
-                first = False
-            handle.write("{}\n  }" if first else "\n    }\n  }")
-            opening = ",\n  "
-        handle.write("[]\n" if opening.startswith("[") else "\n]\n")
+    entries = []
+    for result in results:
+        entry = result.model_dump(mode="json")
+        entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
+        entries.append(entry)
+    write_json(path, entries, root or path.parent)
 
 
 def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],

@@ -98,9 +98,9 @@ def test_shipped_label_sets_load() -> None:
     from pytest_evalbench.calibration.models import load_labels
     from pytest_evalbench.loading import load_spec
 
-    for name, n in (("demo", 12), ("agents", 12)):
+    for name, judged, n in (("demo", "metrics", 12), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name
-        assert len(load_labels(bench / "calibration.jsonl", load_spec(bench))) == n
+        assert len(load_labels(bench / "calibration.jsonl", load_spec(bench), judged)) == n
 
 
 def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pytest_evalbench import schemas
+from pytest_evalbench._models import unknown_keys
 from pytest_evalbench.dataset.models import DatasetCase, payload_for
 from pytest_evalbench.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
 from pytest_evalbench.errors import EvalbenchWarning, InputError
@@ -20,7 +21,6 @@ from pytest_evalbench.loading import load_spec, parse_json
 from pytest_evalbench.scenarios.loading import iter_json_list, load_scenarios
 from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.scenarios.store import Known, normalise_score
-from pytest_evalbench.spec import unknown_keys
 from pytest_evalbench.store import read_valid_rows
 
 DATA = Path(__file__).parents[1] / "data"

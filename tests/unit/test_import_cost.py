@@ -46,7 +46,8 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:
     """Our modules in sys.modules after resolving benchmark.yaml's `kind:` to its class, as a run does."""
-    probe = ("import json, sys\nfrom pytest_evalbench.kinds import spec_kind\nfrom pytest_evalbench.spec import "
+    probe = ("import json, sys\nfrom pytest_evalbench.kinds import spec_kind\nfrom pytest_evalbench.shipped import "
+             "register_shipped\nregister_shipped()\nfrom pytest_evalbench.spec import "
              f"BenchmarkSpec\nspec_kind(BenchmarkSpec.model_validate({{'name': 'b', 'kind': {kind!r}}}))\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)

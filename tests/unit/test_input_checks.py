@@ -137,9 +137,9 @@ def test_calibration_file_gets_the_same_checks(tmp_path: Path) -> None:
     spec = BenchmarkSpec(name="b", metrics=[Metric(id="m01", name="n", type="positive", definition="d")])
     path = tmp_path / "calibration.jsonl"
     label = {"metric_id": "m01", "transcript": [{"role": "assistant", "content": "hi"}], "present": True}
-    assert len(load_labels(_write(path, [label]), spec)) == 1
+    assert len(load_labels(_write(path, [label]), spec, "metrics")) == 1
     _write(path, [label, {**label, "note": "\ud800"}])
-    assert problem(load_labels, path, spec).endswith(
+    assert problem(load_labels, path, spec, "metrics").endswith(
         "calibration.jsonl:2, field 'note': contains a lone surrogate (\\ud800): half of a UTF-16 pair, not a "
         "character, so it cannot be stored or sent as UTF-8; remove it or write the whole pair")
 

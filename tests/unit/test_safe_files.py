@@ -11,14 +11,12 @@ import pytest
 from pytest_evalbench.errors import ConfigError
 from pytest_evalbench.safe_files import (
     UnsafeWrite,
-    atomic_write_text,
     check_input_file,
     check_output_file,
     check_writable_dir,
     check_write,
-    open_append,
 )
-from pytest_evalbench.store import dump_json, results_lock
+from pytest_evalbench.store import atomic_write_text, dump_json, open_append, results_lock
 
 CANARY = "canary\n"
 

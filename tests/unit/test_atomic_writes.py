@@ -1,0 +1,95 @@
+"""The package's one atomic write (store.atomic_open): files get the permissions any file of the
+user gets (0o666 minus the umask in force when the file is written, not one read at import), a
+failed write leaves the old file and no temp file, and every writer goes through it."""
+
+from __future__ import annotations
+
+import ast
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pytest_evalbench
+from pytest_evalbench.llm.budget import FileLedger
+from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.render.markdown import write_markdown
+from pytest_evalbench.store import atomic_open, atomic_write_text, dump_json
+
+PACKAGE = Path(pytest_evalbench.__file__).parent
+
+
+@pytest.fixture
+def umask_027() -> Iterator[None]:
+    """A umask set after the package was imported (as a CI step or a test runner may)."""
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.usefixtures("umask_027")
+def test_written_files_follow_the_current_umask(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    atomic_write_text(bench / "runs" / "t" / "scores.json", "[]\n", bench)
+    atomic_write_text(tmp_path / "report.html", "<html>", None)
+    dump_json(bench / "results.json", {"a": 1})
+    cache = ResponseCache(tmp_path / "cache")
+    cache.put("ab" * 32, {"x": 1}, {"content": "hi"})
+    ledger = FileLedger(tmp_path / "budget.json")
+    ledger.settle(0.0, 0.5)
+    write_markdown(tmp_path / "summary.md", "# x\n", append=False)
+    written = [bench / "runs" / "t" / "scores.json", tmp_path / "report.html", bench / "results.json",
+               cache.path_for("ab" * 32), tmp_path / "budget.json", tmp_path / "summary.md"]
+    assert {str(p.relative_to(tmp_path)): oct(mode(p)) for p in written} == {
+        str(p.relative_to(tmp_path)): oct(0o640) for p in written}
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "results.json"
+    target.write_text("old\n")
+
+    def interrupted() -> None:
+        with atomic_open(target, tmp_path) as handle:
+            handle.write("half")
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        interrupted()
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_the_temp_file_never_opens_an_existing_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """O_EXCL: a temp name already taken, here by a link to a file outside, is skipped, not opened."""
+    victim = tmp_path / "victim"
+    victim.write_text("canary\n")
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / ".out.json.taken.tmp").symlink_to(victim)
+    names = iter(["taken", "free"])
+    monkeypatch.setattr(secrets, "token_hex", lambda _: next(names))
+    atomic_write_text(bench / "out.json", "new\n", bench)
+    assert victim.read_text() == "canary\n"
+    assert (bench / "out.json").read_text() == "new\n"
+    assert sorted(p.name for p in bench.iterdir()) == [".out.json.taken.tmp", "out.json"]
+
+
+def test_no_module_reads_the_umask_or_replaces_files_itself() -> None:
+    """One implementation: `os.umask` (which changes process state to read it) nowhere, and
+    `os.replace` only in store.py."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                    and (node.attr == "umask" or (node.attr == "replace" and path.name != "store.py"))):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} os.{node.attr}")
+    assert offenders == []

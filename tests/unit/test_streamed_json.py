@@ -1,0 +1,69 @@
+"""The one JSON writer (store.write_json): streamed lists and objects are written byte for byte as
+`json.dumps(indent=2, ensure_ascii=False)` writes the same data held in memory, at any depth, empty or
+not; and a streamed container is iterated once, as the encoder reaches it."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_evalbench.store import StreamedDict, StreamedList, write_json
+
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+           | st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                              max_size=4), max_leaves=20)
+
+
+def streamed(value: Any, *, deep: bool) -> Any:
+    """The same data with lists and objects (the outermost, or every one with `deep`) as streams."""
+    def inner(v: Any) -> Any:
+        return streamed(v, deep=True) if deep else v
+    if isinstance(value, list):
+        return StreamedList(inner(v) for v in value)
+    if isinstance(value, dict):
+        return StreamedDict((k, inner(v)) for k, v in value.items())
+    return value
+
+
+def written(data: Any) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "out.json"
+        write_json(path, data, Path(tmp))
+        return path.read_bytes()
+
+
+def expected(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+@settings(max_examples=150, deadline=None)
+@given(VALUES, st.booleans())
+def test_streamed_data_is_written_as_json_dumps_writes_it(value: Any, deep: bool) -> None:
+    assert written(streamed(value, deep=deep)) == expected(value)
+
+
+def test_empty_streams_and_empty_nested_streams() -> None:
+    assert written(StreamedList(iter([]))) == b"[]\n"
+    assert written(StreamedDict(iter([]))) == b"{}\n"
+    nested = {"a": StreamedList([]), "b": [StreamedDict([])], "c": StreamedList([StreamedList([1])])}
+    assert written(nested) == expected({"a": [], "b": [{}], "c": [[1]]})
+
+
+def test_a_stream_is_consumed_as_it_is_written() -> None:
+    """The generator is iterated exactly once (a stream cannot be read twice)."""
+    pulled: list[int] = []
+
+    def rows() -> Iterator[dict[str, int]]:
+        for i in range(3):
+            pulled.append(i)
+            yield {"row": i}
+
+    assert written(StreamedList(rows())) == expected([{"row": 0}, {"row": 1}, {"row": 2}])
+    assert pulled == [0, 1, 2]
