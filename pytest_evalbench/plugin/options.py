@@ -230,7 +230,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     budget_ledger = None
     if workerinput is not None:
         # xdist workers reserve the one budget in the controller's ledger file (llm/budget.py)
-        from .xdist import BUDGET_INPUT, worker_share
+        from .workers import BUDGET_INPUT, worker_share
 
         budget_ledger = workerinput.get(BUDGET_INPUT)
     if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:

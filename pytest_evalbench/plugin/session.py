@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Collection, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -33,7 +33,7 @@ from ..sanitize import terminal
 from ..settings import RunSettings
 from ..spool import Spool
 from . import gc_tuning
-from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
+from .nodes import CASE_KEY, OUTCOME_KEY, SESSION_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import check_files, compare_path, gate_settings
 
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
@@ -44,6 +44,11 @@ if TYPE_CHECKING:  # the gate and the reports are imported where a controller fi
 RECORD_KEY = pytest.StashKey[JSONRecord]()
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
+
+
+def session_of(config: pytest.Config) -> EvalbenchSession:
+    """The session registered for this run, typed (its stash key names only the `CaseSource` protocol)."""
+    return cast(EvalbenchSession, config.stash[SESSION_KEY])  # no isinstance: pytester may re-import this module
 
 
 class Unscored(EvalbenchError):

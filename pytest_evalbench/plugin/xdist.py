@@ -22,17 +22,8 @@ from typing import Any
 
 import pytest
 
-from .collect import SESSION_KEY
-
-STATS_OUTPUT = "evalbench_stats"
-SHARES_INPUT = "evalbench_shares"
-"""Set in `workerinput` by the controller when the share scheduler runs this session."""
-FILES_INPUT = "evalbench_whole_files"
-"""Set in `workerinput` by the controller when xdist sends each data file to one worker (workers
-themselves see `--dist no`)."""
-SHARED_DISTS = ("load", "worksteal")
-BUDGET_INPUT = "evalbench_budget_ledger"
-"""Set in `workerinput` by the controller with `--evalbench-max-cost`: the session's ledger file."""
+from .session import session_of
+from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
 
 
 class WorkerHooks:
@@ -42,7 +33,7 @@ class WorkerHooks:
         self.config = config
 
     def pytest_sessionfinish(self) -> None:
-        stats = self.config.stash[SESSION_KEY].close_engine()
+        stats = session_of(self.config).close_engine()
         self.config.workeroutput[STATS_OUTPUT] = stats or {}  # type: ignore[attr-defined]
 
 
@@ -54,39 +45,7 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.config.stash[SESSION_KEY].stats.merge(getattr(node, "workeroutput", {}).get(STATS_OUTPUT, {}))
-
-
-# ---------------------------------------------------------------------- fixed shares
-def share_bounds(count: int, workers: int, index: int) -> tuple[int, int]:
-    """The contiguous slice [start, stop) of `count` items that worker `index` of `workers` runs.
-
-    The first `count % workers` shares hold one item more; the controller and every worker
-    compute the same bounds from the same collection.
-    """
-    size, extra = divmod(count, workers)
-    start = index * size + min(index, extra)
-    return start, start + size + (1 if index < extra else 0)
-
-
-def worker_index(workerinput: Mapping[str, Any]) -> int | None:
-    """This worker's position among the workers xdist started (`gw3` -> 3); None for a replacement
-    of a crashed worker (xdist numbers those past the initial count), which owns no share."""
-    workerid = str(workerinput.get("workerid", ""))
-    try:
-        index = int(workerid.removeprefix("gw"))
-    except ValueError:
-        return None
-    return index if 0 <= index < int(workerinput.get("workercount", 0)) else None
-
-
-def worker_share(workerinput: Mapping[str, Any], concurrency: int) -> int:
-    """This worker's part of the requests in flight (at least one). The budget is not split: all
-    workers reserve against one ledger (`BudgetController`)."""
-    workers = int(workerinput["workercount"])
-    index = worker_index(workerinput)
-    start, stop = share_bounds(concurrency, workers, index if index is not None else workers - 1)
-    return max(1, stop - start)
+        session_of(self.config).stats.merge(getattr(node, "workeroutput", {}).get(STATS_OUTPUT, {}))
 
 
 class ShareScheduling:
@@ -277,7 +236,7 @@ class SharePrefetch:
         if index is None:
             return
         start, stop = share_bounds(len(session.items), int(workerinput["workercount"]), index)
-        self.config.stash[SESSION_KEY].schedule(session.items[start:stop], start)
+        session_of(self.config).schedule(session.items[start:stop], start)
 
 
 WHOLE_FILE_DISTS = ("loadfile", "loadscope")
@@ -302,7 +261,7 @@ class FilePrefetch:
         items = item.session.items
         first = next(i for i, other in enumerate(items) if other.path == item.path)
         count = sum(1 for other in items if other.path == item.path)
-        self.config.stash[SESSION_KEY].schedule(items[first:first + count], first)
+        session_of(self.config).schedule(items[first:first + count], first)
 
 
 class WholeFileController:
@@ -348,11 +307,11 @@ class SelectionHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if not self.config.option.collectonly:
-            self.config.stash[SESSION_KEY].selected(list(ids))
+            session_of(self.config).selected(list(ids))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        self.config.stash[SESSION_KEY].worker_died(report)
+        session_of(self.config).worker_died(report)
 
 
 ORPHAN_EXIT = 3

@@ -8,19 +8,27 @@ users can override `evalbench_*` fixtures like any other.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
 
-if TYPE_CHECKING:
-    from .session import EvalbenchSession
 
-SESSION_KEY: pytest.StashKey[EvalbenchSession] = pytest.StashKey()
-"""The session object in `config.stash`. Defined here, in a module loaded with the plugin, so the key
-is one object for the whole process even when pytester's in-process runs drop lazily imported modules."""
+class CaseSource(Protocol):
+    """What collection needs of the session: the cases of one data file. Collection names this
+    protocol, not the session class, so the nodes module imports nothing of the plugin above it."""
+
+    def cases_for(self, path: Path) -> list[Any]:
+        """The cases of one data file of the selected benchmark."""
+
+
+SESSION_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
+"""The session object in `config.stash` (`session.session_of` gives it typed). Defined here, in a module
+loaded with the plugin, so the key is one object for the whole process even when pytester's in-process
+runs drop lazily imported modules."""
 CASE_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[Any]()
 
