@@ -33,6 +33,23 @@ from ..sanitize import terminal
 from ..settings import RunSettings
 from ..spool import Spool
 from . import gc_tuning
+from ._compat import (
+    QuietReports,
+    attach,
+    collect_only,
+    collection_failed_count,
+    continues_on_collection_errors,
+    default_args,
+    detach,
+    has_teardown_output,
+    is_worker,
+    is_xdist_controller,
+    junit_xml,
+    read,
+    set_exit_status,
+    terminal_writer,
+    xfail_reason,
+)
 from .nodes import CASE_KEY, OUTCOME_KEY, SESSION_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import check_files, compare_path, gate_settings
 
@@ -43,6 +60,8 @@ if TYPE_CHECKING:  # the gate and the reports are imported where a controller fi
 
 RECORD_KEY = pytest.StashKey[JSONRecord]()
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
+RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
+"""What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status."""
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
@@ -61,7 +80,7 @@ class EvalbenchSession:
     def __init__(self, config: pytest.Config, settings: RunSettings) -> None:
         self.config = config
         self.settings = settings
-        self.is_worker = hasattr(config, "workerinput")
+        self.is_worker = is_worker(config)
         SECRETS.add_environment(os.environ)  # known before anything can print (the roles add theirs)
         SECRETS.add_url(settings.base_url)
         try:
@@ -99,10 +118,9 @@ class EvalbenchSession:
         self.finished: set[str] = set()
         self.total = 0
         self.progress: ProgressReporter | None = None
-        self._quiet_reports: list[Any] | None = None
-        """The terminal reporter's list of setup/teardown reports (`stats[""]`), once looked up."""
-        if config.args_source != pytest.Config.ArgsSource.ARGS:
-            config.args = [str(self.bench_dir)]
+        self._quiet_reports = QuietReports(config)
+        """The terminal reporter's list of setup/teardown reports (`stats[""]`)."""
+        default_args(config, [str(self.bench_dir)])
 
     def _read_baseline(self) -> Baseline | None:
         """The baseline to compare with, read and validated before any LLM call (controller only)."""
@@ -180,7 +198,7 @@ class EvalbenchSession:
         would otherwise fail after money is spent is a usage error (exit 4) before the first call.
         Then last_run.json says "running" until the final state replaces it, so a killed run never
         leaves an earlier "complete" behind (`--collect-only` leaves it alone)."""
-        if self.is_worker or self.config.option.collectonly:
+        if self.is_worker or collect_only(self.config):
             return
         try:
             check_files(self.config, self.settings, self.bench_dir)
@@ -262,10 +280,10 @@ class EvalbenchSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist, start every selected item's LLM work before the first test runs."""
-        if session.testsfailed or self.config.option.collectonly:
+        if collection_failed_count(session) or collect_only(self.config):
             return
         gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
-        if self.is_worker or self.config.pluginmanager.hasplugin("dsession"):
+        if self.is_worker or is_xdist_controller(self.config):
             return
         self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.schedule(session.items)
@@ -276,7 +294,7 @@ class EvalbenchSession:
 
     def worker_died(self, report: pytest.TestReport) -> None:
         """xdist lost the worker running this item: it is counted, never silently dropped."""
-        report.evalbench_error = WORKER_DIED  # type: ignore[attr-defined]
+        attach(report, ERROR_ATTR, WORKER_DIED)
 
     def record_for(self, item: pytest.Item) -> JSONRecord:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
@@ -312,14 +330,14 @@ class EvalbenchSession:
                 "target error" if isinstance(exc, TargetError) else
                 exc.kind if isinstance(exc, LLMError) else "error")
             report.longrepr = terminal(f"evalbench {kind}: {exc}")
-            report.evalbench_error = kind  # type: ignore[attr-defined]
+            attach(report, ERROR_ATTR, kind)
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
-            report.evalbench_error = crash_reason(exc)  # type: ignore[attr-defined]
+            attach(report, ERROR_ATTR, crash_reason(exc))
             report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
-        if getattr(report, "evalbench_error", None) and not any(k == "evalbench_status" for k, _ in item.user_properties):
+        if read(report, ERROR_ATTR) and not any(k == "evalbench_status" for k, _ in item.user_properties):
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if OUTCOME_KEY in item.stash:
-            report.evalbench_status = item.stash[OUTCOME_KEY].status  # type: ignore[attr-defined]
+            attach(report, STATUS_ATTR, item.stash[OUTCOME_KEY].status)
         if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
             full = transcript_text(item.stash[RECORD_KEY])
             if full:
@@ -332,7 +350,7 @@ class EvalbenchSession:
         """The item is done: its record moves to the teardown report (which the controller, or xdist
         on the way there, consumes) and nothing of it stays on the item or in the engine."""
         if RECORD_KEY in item.stash:
-            report.evalbench = item.stash[RECORD_KEY]  # type: ignore[attr-defined]
+            attach(report, RECORD_ATTR, item.stash[RECORD_KEY])
             del item.stash[RECORD_KEY]
         if OUTCOME_KEY in item.stash:
             del item.stash[OUTCOME_KEY]
@@ -349,49 +367,33 @@ class EvalbenchSession:
         try:
             return (yield)
         finally:
-            if hasattr(report, "evalbench"):
-                del report.evalbench
+            detach(report, RECORD_ATTR)
             if report.when != "call" and self.is_case(report.nodeid):
-                self._drop_if_quiet(report)
-
-    def _drop_if_quiet(self, report: pytest.TestReport) -> None:
-        """Every plugin has seen this setup/teardown report: if it is a quiet pass (no teardown
-        output), the terminal reporter need not keep it, so it is dropped as it arrives (it was the
-        last one added) instead of at the end: two of an item's three reports (~2 KB each item,
-        ~200 MB at N = 100,000) never pile up."""
-        quiet = self._quiet_reports
-        if quiet is None:
-            stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
-            quiet = self._quiet_reports = stats.setdefault("", []) if isinstance(stats, dict) else []
-        if quiet and quiet[-1] is report and report.passed and not self._has_teardown_output(report):
-            quiet.pop()
-
-    @staticmethod
-    def _has_teardown_output(report: pytest.TestReport) -> bool:
-        return any("teardown" in name for name, _ in getattr(report, "sections", ()))
+                self._quiet_reports.drop_last(report)
 
     def _consume(self, report: pytest.TestReport) -> None:
         """Controller side (and no-xdist runs): keep every item's record, status and first error;
         any failure other than the kind's own `failed` verdict, and any skip, is an error."""
         nodeid = report.nodeid
-        status = getattr(report, "evalbench_status", None)
-        error = getattr(report, "evalbench_error", None)
+        status = read(report, STATUS_ATTR)
+        error = read(report, ERROR_ATTR)
+        xfailed = xfail_reason(report)
         if error is None and report.failed and not (report.when == "call" and status == "failed"):
             error = "crashed"
         if error is None and report.skipped and not (report.when == "call" and status == "failed"
-                                                     and hasattr(report, "wasxfail")):
+                                                     and xfailed is not None):
             error = "skipped"  # an xfailed verdict (judge unreliable: cannot convict) is still a scored row
         if error:
             self.tally.error(nodeid, error)
             self._collapse_repeated(report, error)
         if status is not None and report.when == "teardown":
             self.tally.status(nodeid, status)
-        if report.when == "call" and status == "failed" and (report.failed or hasattr(report, "wasxfail")):
-            if hasattr(report, "wasxfail"):
+        if report.when == "call" and status == "failed" and (report.failed or xfailed is not None):
+            if xfailed is not None:
                 self.unreliable.add(nodeid)
-            text = str(getattr(report, "wasxfail", "") or report.longrepr or "")
+            text = str(xfailed or report.longrepr or "")
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
-        record = getattr(report, "evalbench", None)
+        record = read(report, RECORD_ATTR)
         if record is not None:
             self._keep(nodeid, record)
         self._track_progress(report)
@@ -420,8 +422,9 @@ class EvalbenchSession:
         self.stats.merge(self.close_engine() or {})
         status = int(exitstatus)
         if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
-                and not self.config.option.continue_on_collection_errors):
-            status = session.exitstatus = pytest.ExitCode.INTERRUPTED
+                and not continues_on_collection_errors(self.config)):
+            status = pytest.ExitCode.INTERRUPTED
+            set_exit_status(session, status)
         if not self._status_started:
             return
         if not self.tally.selected and not self.records and not self.errors:
@@ -432,21 +435,19 @@ class EvalbenchSession:
         except EvalbenchError as exc:
             self.finish_error = str(exc)
             write_run_status(self.bench_dir / LAST_RUN, self, None)
-            session.exitstatus = pytest.ExitCode.USAGE_ERROR
-            self.write_reports(int(session.exitstatus))
+            set_exit_status(session, pytest.ExitCode.USAGE_ERROR)
+            self.write_reports(int(pytest.ExitCode.USAGE_ERROR))
             return
-        session.exitstatus = self.outcome.exit_code(status)
-        self.write_reports(int(session.exitstatus))
+        code = self.outcome.exit_code(status)
+        set_exit_status(session, code)
+        self.write_reports(int(code))
 
     def _drop_quiet_phase_reports(self) -> None:
         """Keep pytest's failure summary linear: for every failed item it scans all passed
         setup/teardown reports for teardown output (quadratic: minutes at 10,000 failing items).
         Our items' passed setup/teardown reports without teardown output print nothing there, so
         the terminal reporter need not keep them (nor the records attached to them)."""
-        stats = getattr(self.config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
-        if isinstance(stats, dict) and stats.get(""):
-            stats[""][:] = [r for r in stats[""] if not self.is_case(getattr(r, "nodeid", ""))
-                            or self._has_teardown_output(r)]
+        self._quiet_reports.keep_only(lambda r: not self.is_case(getattr(r, "nodeid", "")) or has_teardown_output(r))
 
     def _finish(self, exitstatus: int) -> GateOutcome:
         from ..gate.outcome import GateInputs, evaluate_gate, write_gate_files
@@ -573,20 +574,16 @@ class EvalbenchSession:
     def _junit_properties(self, summary: RunSummary) -> None:
         """With --junitxml: the run's rates, case counts and gate rules as the test suite's properties
         (each case carries its own `evalbench_status`), in the words every other surface uses."""
-        try:
-            from _pytest.junitxml import xml_key  # the plugin behind record_testsuite_property
-        except ImportError:  # pragma: no cover - pytest internals moved
-            return
-        xml = self.config.stash.get(xml_key, None)
+        xml = junit_xml(self.config)
         if xml is None:
             return
-        xml.add_global_property("evalbench_gate", f"{summary.gate.verdict} (exit {summary.gate.exit_code}): "
+        xml.add_property("evalbench_gate", f"{summary.gate.verdict} (exit {summary.gate.exit_code}): "
                                                   f"{summary.gate.reason}")
-        xml.add_global_property("evalbench_cases", summary.status_line())
+        xml.add_property("evalbench_cases", summary.status_line())
         for rule in summary.gate.rule_lines:
-            xml.add_global_property("evalbench_rule", rule)
+            xml.add_property("evalbench_rule", rule)
         for row in summary.rates:
-            xml.add_global_property(f"evalbench_rate {row.target} {row.metric}",
+            xml.add_property(f"evalbench_rate {row.target} {row.metric}",
                                     f"{row.rate_text()} {row.interval_text()}")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -594,12 +591,13 @@ class EvalbenchSession:
         if self.is_worker:
             return
         self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        found = terminal_writer(self.config)
         every = self.config.getoption("evalbench_progress_every")
-        if reporter is None or self.config.option.collectonly or every < 0:
+        if found is None or collect_only(self.config) or every < 0:
             return
-        live = bool(reporter.isatty) and self.config.getoption("verbose") <= 0 and every > 0
-        self.progress = ProgressReporter(reporter, live=live, every=every)
+        writer, isatty = found
+        live = isatty and self.config.getoption("verbose") <= 0 and every > 0
+        self.progress = ProgressReporter(writer, live=live, every=every)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -609,7 +607,7 @@ class EvalbenchSession:
             return None
         if self.progress is not None and self.progress.live:
             return report.outcome, "", ""
-        if hasattr(report, "wasxfail") and getattr(report, "evalbench_status", None) == "failed":
+        if xfail_reason(report) is not None and read(report, STATUS_ATTR) == "failed":
             return "xfailed", "x", f"XFAIL ({JUDGE_UNRELIABLE})"
         return None
 
@@ -632,7 +630,7 @@ class EvalbenchSession:
             return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
         counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)), failed=len(self.failed),
                         errored=len(self.errors))
-        if self._run is not None and not self.config.pluginmanager.hasplugin("dsession"):
+        if self._run is not None and not is_xdist_controller(self.config):
             engine = self._run.engine
             counts.in_flight, counts.requests, counts.cache_hits = (engine.in_flight, engine.stats.requests,
                                                                     engine.stats.cache_hits)

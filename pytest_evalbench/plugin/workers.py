@@ -1,5 +1,5 @@
 """What the xdist controller tells its workers and how a worker finds its part: the `workerinput`
-keys, the fixed contiguous shares and a worker's index. Imports nothing of the plugin, so the
+keys, the fixed contiguous shares and a worker's index. Imports nothing of the plugin but `_compat`, so the
 options (per-worker settings) and the xdist glue both use it without importing each other.
 """
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ._compat import worker_count, worker_number
 
 STATS_OUTPUT = "evalbench_stats"
 SHARES_INPUT = "evalbench_shares"
@@ -33,18 +35,14 @@ def share_bounds(count: int, workers: int, index: int) -> tuple[int, int]:
 def worker_index(workerinput: Mapping[str, Any]) -> int | None:
     """This worker's position among the workers xdist started (`gw3` -> 3); None for a replacement
     of a crashed worker (xdist numbers those past the initial count), which owns no share."""
-    workerid = str(workerinput.get("workerid", ""))
-    try:
-        index = int(workerid.removeprefix("gw"))
-    except ValueError:
-        return None
-    return index if 0 <= index < int(workerinput.get("workercount", 0)) else None
+    index = worker_number(workerinput)
+    return index if index is not None and 0 <= index < worker_count(workerinput) else None
 
 
 def worker_share(workerinput: Mapping[str, Any], concurrency: int) -> int:
     """This worker's part of the requests in flight (at least one). The budget is not split: all
     workers reserve against one ledger (`BudgetController`)."""
-    workers = int(workerinput["workercount"])
+    workers = worker_count(workerinput)
     index = worker_index(workerinput)
     start, stop = share_bounds(concurrency, workers, index if index is not None else workers - 1)
     return max(1, stop - start)

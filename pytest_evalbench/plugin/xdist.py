@@ -16,12 +16,27 @@ import difflib
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ._compat import (
+    collect_only,
+    is_shutting_down,
+    is_worker,
+    node_input,
+    node_name,
+    put_worker_output,
+    scheduler_log,
+    send_items,
+    shut_down,
+    worker_count,
+    worker_input,
+    worker_output,
+    xdist_mode,
+)
 from .session import session_of
 from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
 
@@ -34,7 +49,7 @@ class WorkerHooks:
 
     def pytest_sessionfinish(self) -> None:
         stats = session_of(self.config).close_engine()
-        self.config.workeroutput[STATS_OUTPUT] = stats or {}  # type: ignore[attr-defined]
+        put_worker_output(self.config, STATS_OUTPUT, stats or {})
 
 
 class ControllerHooks:
@@ -45,7 +60,7 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        session_of(self.config).stats.merge(getattr(node, "workeroutput", {}).get(STATS_OUTPUT, {}))
+        session_of(self.config).stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
 
 
 class ShareScheduling:
@@ -59,7 +74,7 @@ class ShareScheduling:
 
     def __init__(self, config: pytest.Config, log: Any = None) -> None:
         self.config = config
-        self.log: Callable[..., None] = log.sharesched if log is not None else (lambda *args: None)
+        self.log: Callable[..., None] = scheduler_log(log)
         self.node2collection: dict[Any, list[str]] = {}
         self.node2pending: dict[Any, list[int]] = {}
         """Per live worker, the indices it was sent and has not finished, in the order it runs them."""
@@ -91,15 +106,15 @@ class ShareScheduling:
     def add_node(self, node: Any) -> None:
         assert node not in self.node2pending
         if self.expected is None:
-            self.expected = int(node.workerinput["workercount"])
+            self.expected = worker_count(node_input(node))
         self.node2pending[node] = []
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
         assert node in self.node2pending
         if self.collection is not None and list(collection) != self.collection:
             # a replacement of a crashed worker collected something else: it gets no items
-            self.log(collection_diff(self.collection, collection, "the first workers", node.gateway.id))
-            node.shutdown()
+            self.log(collection_diff(self.collection, collection, "the first workers", node_name(node)))
+            shut_down(node)
             return
         self.node2collection[node] = list(collection)
 
@@ -137,10 +152,10 @@ class ShareScheduling:
         collection = self.collection = next(iter(self.node2collection.values()))
         owned: set[int] = set()
         for node in self.nodes:
-            index = worker_index(node.workerinput)
+            index = worker_index(node_input(node))
             if index is None:
                 continue
-            start, stop = share_bounds(len(collection), int(node.workerinput["workercount"]), index)
+            start, stop = share_bounds(len(collection), worker_count(node_input(node)), index)
             owned.update(range(start, stop))
             self._send(node, list(range(start, stop)))
         self.pending[:] = [i for i in range(len(collection)) if i not in owned]  # shares of absent workers
@@ -150,28 +165,28 @@ class ShareScheduling:
     def _same_collections(self) -> bool:
         """Whether every worker collected the same items; if not, each difference is reported as a
         collection error (the run then ends with exit 2, running nothing)."""
-        (first, reference), *others = sorted(self.node2collection.items(), key=lambda entry: entry[0].gateway.id)
+        (first, reference), *others = sorted(self.node2collection.items(), key=lambda entry: node_name(entry[0]))
         same = True
         for node, collection in others:
-            diff = collection_diff(reference, collection, first.gateway.id, node.gateway.id)
+            diff = collection_diff(reference, collection, node_name(first), node_name(node))
             if diff:
                 same = False
                 self.log(diff)
                 self.config.hook.pytest_collectreport(report=pytest.CollectReport(
-                    nodeid=node.gateway.id, outcome="failed", longrepr=diff, result=[]))
+                    nodeid=node_name(node), outcome="failed", longrepr=diff, result=[]))
         return same
 
     def _check(self, node: Any) -> None:
-        if node.shutting_down:
+        if is_shutting_down(node):
             return
         if self.pending:
             self._hand_out()
         elif len(self.node2pending[node]) < 2:
-            node.shutdown()
+            shut_down(node)
 
     def _hand_out(self) -> None:
         """Split the unowned items evenly over the live workers; shut down those with nothing left."""
-        live = [node for node in self.nodes if not node.shutting_down and node in self.node2collection]
+        live = [node for node in self.nodes if not is_shutting_down(node) and node in self.node2collection]
         if self.pending and live:
             pending, self.pending[:] = list(self.pending), []
             for n, node in enumerate(live):
@@ -179,12 +194,12 @@ class ShareScheduling:
                 self._send(node, pending[start:stop])
         for node in live:
             if not self.pending and len(self.node2pending[node]) < 2:
-                node.shutdown()
+                shut_down(node)
 
     def _send(self, node: Any, indices: list[int]) -> None:
         if indices:
             self.node2pending[node].extend(indices)
-            node.send_runtest_some(indices)
+            send_items(node, indices)
 
 
 def collection_diff(reference: Sequence[str], other: Sequence[str], reference_id: str, other_id: str) -> str | None:
@@ -205,7 +220,7 @@ class ShareController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[SHARES_INPUT] = True
+        node_input(node)[SHARES_INPUT] = True
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -231,11 +246,12 @@ class SharePrefetch:
             return
         self.started = True
         session = item.session
-        workerinput: Mapping[str, Any] = self.config.workerinput  # type: ignore[attr-defined]
+        workerinput = worker_input(self.config)
+        assert workerinput is not None  # registered on workers only
         index = worker_index(workerinput)
         if index is None:
             return
-        start, stop = share_bounds(len(session.items), int(workerinput["workercount"]), index)
+        start, stop = share_bounds(len(session.items), worker_count(workerinput), index)
         session_of(self.config).schedule(session.items[start:stop], start)
 
 
@@ -255,7 +271,7 @@ class FilePrefetch:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
-        if item.path in self.started or worker_index(self.config.workerinput) is None:  # type: ignore[attr-defined]
+        if item.path in self.started or worker_index(worker_input(self.config) or {}) is None:
             return
         self.started.add(item.path)
         items = item.session.items
@@ -269,7 +285,7 @@ class WholeFileController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[FILES_INPUT] = True
+        node_input(node)[FILES_INPUT] = True
 
 
 class BudgetController:
@@ -284,7 +300,7 @@ class BudgetController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[BUDGET_INPUT] = str(self.ledger)
+        node_input(node)[BUDGET_INPUT] = str(self.ledger)
 
     def pytest_unconfigure(self) -> None:
         import shutil
@@ -293,7 +309,7 @@ class BudgetController:
 
 
 def uses_shares(config: pytest.Config) -> bool:
-    return str(config.getoption("dist", "no")) in SHARED_DISTS
+    return xdist_mode(config)[0] in SHARED_DISTS
 
 
 class SelectionHooks:
@@ -306,7 +322,7 @@ class SelectionHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if not self.config.option.collectonly:
+        if not collect_only(self.config):
             session_of(self.config).selected(list(ids))
 
     @pytest.hookimpl(optionalhook=True)
@@ -363,18 +379,19 @@ def distributes(config: pytest.Config) -> bool:
     """Whether this process is an xdist controller that hands items to workers: xdist's own
     condition (a `--dist` mode and `--tx` nodes, which `-n N` sets), read through its options, so it
     holds however the plugin was loaded (`-p xdist.plugin` registers it under another name)."""
-    return (not hasattr(config, "workerinput") and not config.option.collectonly
-            and config.getoption("dist", "no") != "no" and bool(config.getoption("tx", None)))
+    dist, has_nodes = xdist_mode(config)
+    return not is_worker(config) and not collect_only(config) and dist != "no" and has_nodes
 
 
 def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
-    if hasattr(config, "workerinput"):
+    workerinput = worker_input(config)
+    if workerinput is not None:
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
-        if config.workerinput.get(SHARES_INPUT):
+        if workerinput.get(SHARES_INPUT):
             config.pluginmanager.register(SharePrefetch(config), "evalbench-xdist-prefetch")
-        elif config.workerinput.get(FILES_INPUT):
+        elif workerinput.get(FILES_INPUT):
             config.pluginmanager.register(FilePrefetch(config), "evalbench-xdist-prefetch")
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
@@ -383,5 +400,5 @@ def register(config: pytest.Config) -> None:
             config.pluginmanager.register(BudgetController(), "evalbench-xdist-budget")
         if uses_shares(config):
             config.pluginmanager.register(ShareController(config), "evalbench-xdist-shares")
-        elif str(config.getoption("dist", "no")) in WHOLE_FILE_DISTS:
+        elif xdist_mode(config)[0] in WHOLE_FILE_DISTS:
             config.pluginmanager.register(WholeFileController(), "evalbench-xdist-files")
