@@ -50,8 +50,9 @@ from ._compat import (
     terminal_writer,
     xfail_reason,
 )
-from .nodes import CASE_KEY, OUTCOME_KEY, SESSION_KEY, BrokenBenchmark, CaseFile, CaseItem
+from .nodes import OUTCOME_KEY, SESSION_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import check_files, compare_path, gate_settings
+from .scheduling import Scheduler
 
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
     from ..gate.compare import Baseline
@@ -99,6 +100,7 @@ class EvalbenchSession:
         self.dropped: list[str] = []
         self._case_prefix = self._nodeid_prefix(config, self.bench_dir)
         self._status_started = False
+        self.scheduler = Scheduler(self)
         self.stats = EngineStats()
         self.outcome: GateOutcome | None = None
         self.finish_error: str | None = None
@@ -156,6 +158,9 @@ class EvalbenchSession:
                 return self.config.hook.pytest_evalbench_make_target(config=self.config, target=target)
 
             self._run = BenchmarkRun(self.bench_dir, spec, self.settings, make_app)
+        return self._run
+
+    def loaded_run(self) -> BenchmarkRun | None:
         return self._run
 
     @property
@@ -263,20 +268,6 @@ class EvalbenchSession:
             self.collection_failed = True
 
     # ------------------------------------------------------------------ scheduling
-    def schedule(self, items: list[pytest.Item], first: int = 0) -> None:
-        """Start the LLM work of these items, earlier positions first."""
-        for position, item in enumerate(items, start=first):
-            if isinstance(item, CaseItem):
-                self.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
-
-    def _pipeline(self, item: CaseItem) -> Any:
-        case = item.stash[CASE_KEY]
-        kind = self.kind
-        return lambda: kind.run_case(case)
-
-    def _future(self, item: CaseItem, priority: int) -> Any:
-        return self.run.engine.submit(item.nodeid, self._pipeline(item), priority)
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         """Without xdist, start every selected item's LLM work before the first test runs."""
@@ -286,7 +277,7 @@ class EvalbenchSession:
         if self.is_worker or is_xdist_controller(self.config):
             return
         self.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
-        self.schedule(session.items)
+        self.scheduler.start(session.items)
 
     def selected(self, ids: list[str]) -> None:
         """Controller side: these items must each end scored or counted."""
@@ -300,7 +291,7 @@ class EvalbenchSession:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
         The typed record becomes JSON here, once: the fixture's value and the teardown report's payload."""
         assert isinstance(item, CaseItem)
-        record = self._future(item, 0).result()  # usually prefetched: priority unused
+        record = self.scheduler.wait(item)
 
         hook = self.config.hook.pytest_evalbench_judged_row
 
@@ -354,8 +345,7 @@ class EvalbenchSession:
             del item.stash[RECORD_KEY]
         if OUTCOME_KEY in item.stash:
             del item.stash[OUTCOME_KEY]
-        if self._run is not None:
-            self._run.engine.release(item.nodeid)
+        self.scheduler.release(item.nodeid)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
@@ -406,20 +396,13 @@ class EvalbenchSession:
         """This session's records in node-id order, read back from the spool on every pass."""
         return self.records.values()
 
-    def close_engine(self) -> dict[str, Any] | None:
-        """Stop this process's engine; its counters, or None if it never started."""
-        if self._run is None:
-            return None
-        self._run.engine.close()
-        return self._run.engine.stats.to_json()
-
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The controller merges, writes and decides the exit status (workers hand over counters
         through the xdist glue)."""
         if self.is_worker:
             return
         self._drop_quiet_phase_reports()
-        self.stats.merge(self.close_engine() or {})
+        self.stats.merge(self.scheduler.close() or {})
         status = int(exitstatus)
         if (self.collection_failed and status == pytest.ExitCode.TESTS_FAILED
                 and not continues_on_collection_errors(self.config)):
@@ -660,6 +643,6 @@ class EvalbenchSession:
             terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.close_engine()
+        self.scheduler.close()
         gc_tuning.restore()
         self.records.close()

@@ -48,7 +48,7 @@ class WorkerHooks:
         self.config = config
 
     def pytest_sessionfinish(self) -> None:
-        stats = session_of(self.config).close_engine()
+        stats = session_of(self.config).scheduler.close()
         put_worker_output(self.config, STATS_OUTPUT, stats or {})
 
 
@@ -252,7 +252,7 @@ class SharePrefetch:
         if index is None:
             return
         start, stop = share_bounds(len(session.items), worker_count(workerinput), index)
-        session_of(self.config).schedule(session.items[start:stop], start)
+        session_of(self.config).scheduler.start(session.items[start:stop], start)
 
 
 WHOLE_FILE_DISTS = ("loadfile", "loadscope")
@@ -277,7 +277,7 @@ class FilePrefetch:
         items = item.session.items
         first = next(i for i, other in enumerate(items) if other.path == item.path)
         count = sum(1 for other in items if other.path == item.path)
-        session_of(self.config).schedule(items[first:first + count], first)
+        session_of(self.config).scheduler.start(items[first:first + count], first)
 
 
 class WholeFileController:
