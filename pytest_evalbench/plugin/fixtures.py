@@ -24,4 +24,4 @@ def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The judged result of this item: conversation, score row and usage (waits for the engine)."""
     from .session import session_of  # loaded with --benchmark, before any item runs
 
-    return session_of(request.config).record_for(request.node)
+    return session_of(request.config).outcomes.record_for(request.node)

@@ -26,10 +26,12 @@ class CaseSource(Protocol):
         """The cases of one data file of the selected benchmark."""
 
 
-SESSION_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
+SESSION_KEY: pytest.StashKey[object] = pytest.StashKey()
 """The session object in `config.stash` (`session.session_of` gives it typed). Defined here, in a module
 loaded with the plugin, so the key is one object for the whole process even when pytester's in-process
 runs drop lazily imported modules."""
+SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
+"""Where collection gets the cases (the session's `Selection`)."""
 CASE_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[Any]()
 
@@ -70,7 +72,7 @@ class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
 
     def collect(self) -> Iterator[CaseItem]:
-        session = self.config.stash[SESSION_KEY]
+        session = self.config.stash[SOURCE_KEY]
         try:
             cases = session.cases_for(self.path)
         except EvalbenchError as exc:

@@ -36,7 +36,7 @@ class ShardPlugin:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Deal every case of the benchmark, not just the ones collected: an item's shard does not
         depend on -k, --lf or node ids, so a printed rerun command with the shard runs its items."""
-        every = set(session_of(config).case_node_ids())
+        every = set(session_of(config).selection.case_node_ids())
         shards = shard_of(every | {item.nodeid for item in items}, self.count)
         keep = [item for item in items if shards[item.nodeid] == self.index]
         dropped = [item for item in items if shards[item.nodeid] != self.index]
@@ -47,4 +47,4 @@ class ShardPlugin:
     def pytest_evalbench_results(self, config: pytest.Config, benchmark: str, results: list[dict[str, Any]],
                                  records: list[dict[str, Any]]) -> None:
         session = session_of(config)
-        write_records(session.run.output_dir, session.records, session.bench_dir)
+        write_records(session.selection.run.output_dir, session.outcomes.records, session.bench_dir)

@@ -60,7 +60,7 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        session_of(self.config).stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
+        session_of(self.config).results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
 
 
 class ShareScheduling:
@@ -323,11 +323,11 @@ class SelectionHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if not collect_only(self.config):
-            session_of(self.config).selected(list(ids))
+            session_of(self.config).outcomes.selected(list(ids))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        session_of(self.config).worker_died(report)
+        session_of(self.config).outcomes.worker_died(report)
 
 
 ORPHAN_EXIT = 3
