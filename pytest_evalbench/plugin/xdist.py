@@ -1,5 +1,5 @@
-"""xdist glue, registered only when pytest-xdist distributes; public hooks and xdist's public
-scheduler protocol only (no private attribute of pytest or xdist).
+"""xdist glue, registered only when pytest-xdist distributes: public hooks and xdist's public
+scheduler protocol (`xdist_scheduler.py`); what is undocumented goes through `_compat`.
 
 Workers hand their engine counters to the controller through `workeroutput`. With the share
 scheduler (`ShareScheduling`, our own implementation of `xdist.scheduler.protocol.Scheduling`,
@@ -12,11 +12,6 @@ a dead worker's remaining items go to the live workers.
 
 from __future__ import annotations
 
-import difflib
-import os
-import sys
-import threading
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +19,18 @@ import pytest
 
 from ._compat import (
     collect_only,
-    is_shutting_down,
     is_worker,
     node_input,
-    node_name,
     put_worker_output,
-    scheduler_log,
-    send_items,
-    shut_down,
     worker_count,
     worker_input,
     worker_output,
     xdist_mode,
 )
 from .session import session_of
+from .watchdog import OrphanWatchdog
 from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
+from .xdist_scheduler import ShareScheduling
 
 
 class WorkerHooks:
@@ -61,155 +53,6 @@ class ControllerHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         session_of(self.config).results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
-
-
-class ShareScheduling:
-    """A scheduler for xdist's public protocol (`xdist.scheduler.protocol.Scheduling`): every initial
-    worker gets its whole contiguous share at once.
-
-    A worker is told to shut down only when it holds its last item (xdist runs an item once the
-    next one, or the shutdown, has arrived), so while any worker is alive the items of one that died
-    (all but the crashing one, which xdist reports) can be handed to it.
-    """
-
-    def __init__(self, config: pytest.Config, log: Any = None) -> None:
-        self.config = config
-        self.log: Callable[..., None] = scheduler_log(log)
-        self.node2collection: dict[Any, list[str]] = {}
-        self.node2pending: dict[Any, list[int]] = {}
-        """Per live worker, the indices it was sent and has not finished, in the order it runs them."""
-        self.pending: list[int] = []
-        """Indices owned by no live worker yet (shares of workers that died or never came up)."""
-        self.collection: list[str] | None = None
-        self.expected: int | None = None
-        """How many workers xdist starts (`workercount` of the first one): collection is complete when
-        that many have reported theirs."""
-
-    # ---------------------------------------------------------------- protocol
-    @property
-    def nodes(self) -> list[Any]:
-        return list(self.node2pending)
-
-    @property
-    def collection_is_completed(self) -> bool:
-        return self.expected is not None and len(self.node2collection) >= self.expected
-
-    @property
-    def tests_finished(self) -> bool:
-        return (self.collection_is_completed and not self.pending
-                and all(len(pending) < 2 for pending in self.node2pending.values()))
-
-    @property
-    def has_pending(self) -> bool:
-        return bool(self.pending) or any(self.node2pending.values())
-
-    def add_node(self, node: Any) -> None:
-        assert node not in self.node2pending
-        if self.expected is None:
-            self.expected = worker_count(node_input(node))
-        self.node2pending[node] = []
-
-    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-        assert node in self.node2pending
-        if self.collection is not None and list(collection) != self.collection:
-            # a replacement of a crashed worker collected something else: it gets no items
-            self.log(collection_diff(self.collection, collection, "the first workers", node_name(node)))
-            shut_down(node)
-            return
-        self.node2collection[node] = list(collection)
-
-    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
-        self.node2pending[node].remove(item_index)
-        self._check(node)
-
-    def mark_test_pending(self, item: str) -> None:
-        assert self.collection is not None
-        self.pending.insert(0, self.collection.index(item))
-        self._hand_out()
-
-    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
-        raise NotImplementedError("the share scheduler never steals items")
-
-    def remove_node(self, node: Any) -> str | None:
-        """Forget a worker that finished or died; a dead one's remaining items go to the live ones.
-        Returns the item it was running when it died (xdist reports that one as crashed)."""
-        pending = self.node2pending.pop(node)
-        if not pending or self.collection is None:
-            return None
-        crashed = self.collection[pending.pop(0)]
-        self.pending.extend(pending)
-        self._hand_out()
-        return crashed
-
-    def schedule(self) -> None:
-        assert self.collection_is_completed
-        if self.collection is not None:
-            self._hand_out()  # a replacement worker came up: it may take unowned items
-            return
-        if not self._same_collections():
-            self.log("**Different tests collected, aborting run**")
-            return
-        collection = self.collection = next(iter(self.node2collection.values()))
-        owned: set[int] = set()
-        for node in self.nodes:
-            index = worker_index(node_input(node))
-            if index is None:
-                continue
-            start, stop = share_bounds(len(collection), worker_count(node_input(node)), index)
-            owned.update(range(start, stop))
-            self._send(node, list(range(start, stop)))
-        self.pending[:] = [i for i in range(len(collection)) if i not in owned]  # shares of absent workers
-        self._hand_out()
-
-    # ---------------------------------------------------------------- ours
-    def _same_collections(self) -> bool:
-        """Whether every worker collected the same items; if not, each difference is reported as a
-        collection error (the run then ends with exit 2, running nothing)."""
-        (first, reference), *others = sorted(self.node2collection.items(), key=lambda entry: node_name(entry[0]))
-        same = True
-        for node, collection in others:
-            diff = collection_diff(reference, collection, node_name(first), node_name(node))
-            if diff:
-                same = False
-                self.log(diff)
-                self.config.hook.pytest_collectreport(report=pytest.CollectReport(
-                    nodeid=node_name(node), outcome="failed", longrepr=diff, result=[]))
-        return same
-
-    def _check(self, node: Any) -> None:
-        if is_shutting_down(node):
-            return
-        if self.pending:
-            self._hand_out()
-        elif len(self.node2pending[node]) < 2:
-            shut_down(node)
-
-    def _hand_out(self) -> None:
-        """Split the unowned items evenly over the live workers; shut down those with nothing left."""
-        live = [node for node in self.nodes if not is_shutting_down(node) and node in self.node2collection]
-        if self.pending and live:
-            pending, self.pending[:] = list(self.pending), []
-            for n, node in enumerate(live):
-                start, stop = share_bounds(len(pending), len(live), n)
-                self._send(node, pending[start:stop])
-        for node in live:
-            if not self.pending and len(self.node2pending[node]) < 2:
-                shut_down(node)
-
-    def _send(self, node: Any, indices: list[int]) -> None:
-        if indices:
-            self.node2pending[node].extend(indices)
-            send_items(node, indices)
-
-
-def collection_diff(reference: Sequence[str], other: Sequence[str], reference_id: str, other_id: str) -> str | None:
-    """Why two workers' collections differ (a unified diff of their node ids), or None if they don't."""
-    if list(reference) == list(other):
-        return None
-    diff = "\n".join(line.rstrip() for line in difflib.unified_diff(list(reference), list(other),
-                                                                     fromfile=reference_id, tofile=other_id))
-    return (f"Different tests were collected between {reference_id} and {other_id}; every worker must "
-            f"collect the same benchmark items. The difference is:\n{diff}")
 
 
 class ShareController:
@@ -328,51 +171,6 @@ class SelectionHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         session_of(self.config).outcomes.worker_died(report)
-
-
-ORPHAN_EXIT = 3
-"""Exit status of a worker that stopped because its controller is gone."""
-
-
-def controller_alive(pid: int) -> bool:
-    """Whether the process that started this worker still runs (POSIX: we were not re-parented)."""
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32
-        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
-        if not handle:
-            return False
-        try:
-            return bool(kernel32.WaitForSingleObject(handle, 0) == 0x102)  # WAIT_TIMEOUT: still running
-        finally:
-            kernel32.CloseHandle(handle)
-    return os.getppid() == pid
-
-
-class OrphanWatchdog:
-    """Registered on xdist workers: a worker whose controller died (kill -9, OOM) exits at once
-    instead of paying for LLM calls whose results nobody can receive."""
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.parent = os.getppid()
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="evalbench-orphan-watchdog", daemon=True)
-
-    def start(self) -> OrphanWatchdog:
-        self._thread.start()
-        return self
-
-    def _watch(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not controller_alive(self.parent):
-                sys.stderr.write(f"evalbench: xdist controller (pid {self.parent}) is gone; worker stops\n")
-                sys.stderr.flush()
-                os._exit(ORPHAN_EXIT)
-
-    def pytest_unconfigure(self) -> None:
-        self._stop.set()
 
 
 def distributes(config: pytest.Config) -> bool:
