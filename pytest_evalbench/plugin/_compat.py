@@ -152,6 +152,18 @@ class JUnitSuite:
         self._xml.add_global_property(name, value)
 
 
+def junit_path(config: pytest.Config) -> str | None:
+    """The `--junitxml` path, also on an xdist worker (which has no `LogXML`: the controller writes
+    the file from the reports): pytest's option dest "xmlpath" (pytest 8.0 - 9.2; absent with -p no:junitxml)."""
+    value = config.getoption("xmlpath", None)
+    return str(value) if value else None
+
+
+def junit_requested(config: pytest.Config) -> bool:
+    """Whether `--junitxml` was given (pytest 8.0 - 9.2)."""
+    return junit_path(config) is not None
+
+
 def junit_xml(config: pytest.Config) -> JUnitSuite | None:
     """pytest's JUnit XML writer when `--junitxml` is given, else None. Its stash key lives in the
     private `_pytest.junitxml` (`xml_key`, pytest 8.0 - 9.2): the object behind the public

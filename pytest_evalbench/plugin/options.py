@@ -316,10 +316,12 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
         for run_dir in sorted(runs.iterdir()):
             if run_dir.is_dir() or run_dir.is_symlink():
                 check_tree(bench_dir, [check_dir(run_dir, bench_dir)], [run_dir / name for name in RUN_FILES])
+    from ._compat import junit_path
+
     explicit = [("--evalbench-save-baseline", config.getoption("evalbench_save_baseline")),
                 ("--evalbench-html", config.getoption("evalbench_html")),
                 ("--evalbench-markdown", config.getoption("evalbench_markdown")),
-                ("--junitxml", getattr(config.option, "xmlpath", None))]
+                ("--junitxml", junit_path(config))]
     for option, value in explicit:  # the baseline's directory must exist (as before); reports create theirs
         if value and value.lower() != "none":
             check_output_file(Path(value).resolve(), option, new_dirs=option != "--evalbench-save-baseline")

@@ -20,7 +20,7 @@ from ..render.status import ERROR, NOT_RUN, UNSCORED, case_status
 from ..render.terminal import transcript_text
 from ..sanitize import terminal
 from ..spool import Spool
-from ._compat import attach, read, xfail_reason
+from ._compat import attach, junit_requested, read, xfail_reason
 from .nodes import OUTCOME_KEY, CaseItem
 from .scheduling import Scheduler
 from .selection import Selection
@@ -58,6 +58,10 @@ class Outcomes:
         """Items whose failure rests on an unreliable judge (reported as xfailed)."""
         self.reasons: dict[str, str] = {}
         """Node id -> the first line of a failed (or judge-unreliable) item's message."""
+        self.junit = junit_requested(config)
+        """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
+        item's three reports, which its terminal reporter keeps for the whole session, so they are
+        filled only for the one sink that reads them (`--junitxml`)."""
 
     def selected(self, ids: list[str]) -> None:
         """Controller side: these items must each end scored or counted."""
@@ -81,9 +85,10 @@ class Outcomes:
         kind = self.selection.kind
         outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         data = kind.record_to_json(record)
-        item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
-                                    for name, value in outcome.properties)  # JUnit XML
-        item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
+        if self.junit:
+            item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
+                                        for name, value in outcome.properties)  # JUnit XML
+            item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
         item.stash[RECORD_KEY] = data
         item.stash[OUTCOME_KEY] = outcome
         if outcome.status == "unscored":
@@ -102,7 +107,7 @@ class Outcomes:
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
             attach(report, ERROR_ATTR, crash_reason(exc))
             report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
-        if read(report, ERROR_ATTR) and not any(k == "evalbench_status" for k, _ in item.user_properties):
+        if self.junit and read(report, ERROR_ATTR) and not any(k == "evalbench_status" for k, _ in item.user_properties):
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if OUTCOME_KEY in item.stash:
             attach(report, STATUS_ATTR, item.stash[OUTCOME_KEY].status)

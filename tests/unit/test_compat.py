@@ -26,7 +26,7 @@ ATTRIBUTES = {
 ASSIGNED = {"location": "Item.location is a cached property", "exitstatus": "Session.exitstatus",
             "args": "Config.args"}
 """Attributes that may be read anywhere but assigned only in `_compat`."""
-STRINGS = {"dsession", "terminalreporter", "workercount", "workerid", "stats"}
+STRINGS = {"dsession", "terminalreporter", "workercount", "workerid", "stats", "xmlpath"}
 """String constants naming internal plugins or keys (docstrings never equal them exactly)."""
 
 
