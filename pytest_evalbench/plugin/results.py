@@ -42,6 +42,7 @@ class RunEnd:
     stats: EngineStats
     finish_error: str | None
     scope_name: str
+    judge_lines: list[str]
 
     def scope(self) -> str:
         return self.scope_name
@@ -88,7 +89,7 @@ class Results:
     def run_end(self) -> RunEnd:
         o = self.outcomes
         return RunEnd(self.settings, self.bench_dir, o.tally, o.errors, o.records, self.dropped, self.stats,
-                      self.finish_error, self.scope())
+                      self.finish_error, self.scope(), self.judge_lines)
 
     def scope(self) -> str:
         """`full` when every case of the configured benchmark was selected, else `selection`."""
