@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from . import gc_tuning, hookspecs
-from .collect import SESSION_KEY
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
+from .nodes import SESSION_KEY
 from .options import add_options, benchmark_hint, build_settings
 
 
@@ -61,8 +61,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> Any:
     """One line naming benchmark, models, cache mode and concurrency."""
-    session = config.stash.get(SESSION_KEY, None)
-    return session.header() if session else None
+    if SESSION_KEY not in config.stash:
+        return None
+    from .session import session_of
+
+    return session_of(config).header()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

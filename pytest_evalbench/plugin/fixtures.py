@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .collect import CASE_KEY, SESSION_KEY
+from .nodes import CASE_KEY
 
 
 @pytest.fixture
@@ -22,4 +22,6 @@ def evalbench_case(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The judged result of this item: conversation, score row and usage (waits for the engine)."""
-    return request.config.stash[SESSION_KEY].record_for(request.node)
+    from .session import session_of  # loaded with --benchmark, before any item runs
+
+    return session_of(request.config).outcomes.record_for(request.node)

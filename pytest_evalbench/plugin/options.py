@@ -226,20 +226,23 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             raise pytest.UsageError(str(exc)) from None
     concurrency = config.getoption("evalbench_concurrency")
     token_limit = config.getoption("evalbench_token_limit") or None
-    workerinput = getattr(config, "workerinput", None)
+    from ._compat import worker_count, worker_input
+
+    workerinput = worker_input(config)
     budget_ledger = None
     if workerinput is not None:
         # xdist workers reserve the one budget in the controller's ledger file (llm/budget.py)
-        from .xdist import BUDGET_INPUT, worker_share
+        from .workers import BUDGET_INPUT, worker_share
 
         budget_ledger = workerinput.get(BUDGET_INPUT)
-    if workerinput is not None and int(workerinput.get("workercount", 1)) > 1:
+    workers = worker_count(workerinput, 1) if workerinput is not None else 1
+    if workerinput is not None and workers > 1:
         # each xdist worker keeps its share of the tokens per minute and of the requests in
         # flight, so the totals stay what the options say
         concurrency = worker_share(workerinput, concurrency)
-        token_limit = token_limit / int(workerinput["workercount"]) if token_limit else None
+        token_limit = token_limit / workers if token_limit else None
         if budget_ledger is None and max_cost is not None:  # no ledger from the controller: an even split
-            max_cost = max_cost / int(workerinput["workercount"])
+            max_cost = max_cost / workers
     return RunSettings(
         benchmark=name,
         targets=targets,
@@ -313,10 +316,12 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
         for run_dir in sorted(runs.iterdir()):
             if run_dir.is_dir() or run_dir.is_symlink():
                 check_tree(bench_dir, [check_dir(run_dir, bench_dir)], [run_dir / name for name in RUN_FILES])
+    from ._compat import junit_path
+
     explicit = [("--evalbench-save-baseline", config.getoption("evalbench_save_baseline")),
                 ("--evalbench-html", config.getoption("evalbench_html")),
                 ("--evalbench-markdown", config.getoption("evalbench_markdown")),
-                ("--junitxml", getattr(config.option, "xmlpath", None))]
+                ("--junitxml", junit_path(config))]
     for option, value in explicit:  # the baseline's directory must exist (as before); reports create theirs
         if value and value.lower() != "none":
             check_output_file(Path(value).resolve(), option, new_dirs=option != "--evalbench-save-baseline")

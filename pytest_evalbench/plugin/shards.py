@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ..merge import write_records
-from .collect import SESSION_KEY
+from .session import session_of
 
 
 def shard_of(node_ids: Iterable[str], count: int) -> dict[str, int]:
@@ -36,7 +36,7 @@ class ShardPlugin:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Deal every case of the benchmark, not just the ones collected: an item's shard does not
         depend on -k, --lf or node ids, so a printed rerun command with the shard runs its items."""
-        every = set(config.stash[SESSION_KEY].case_node_ids())
+        every = set(session_of(config).selection.case_node_ids())
         shards = shard_of(every | {item.nodeid for item in items}, self.count)
         keep = [item for item in items if shards[item.nodeid] == self.index]
         dropped = [item for item in items if shards[item.nodeid] != self.index]
@@ -46,5 +46,5 @@ class ShardPlugin:
 
     def pytest_evalbench_results(self, config: pytest.Config, benchmark: str, results: list[dict[str, Any]],
                                  records: list[dict[str, Any]]) -> None:
-        session = config.stash[SESSION_KEY]
-        write_records(session.run.output_dir, session.records, session.bench_dir)
+        session = session_of(config)
+        write_records(session.selection.run.output_dir, session.outcomes.records, session.bench_dir)

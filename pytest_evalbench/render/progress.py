@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 
 def _duration(value: float) -> str:
@@ -54,11 +54,24 @@ def progress_line(c: Counts, elapsed: float) -> str:
     return ", ".join(parts)
 
 
+class LineWriter(Protocol):
+    """What the progress line needs of the terminal (pytest's TerminalReporter provides it;
+    `plugin._compat.terminal_writer` hands it over)."""
+
+    def rewrite(self, line: str, *, erase: bool = ...) -> None: ...
+
+    def ensure_newline(self) -> None: ...
+
+    def write_line(self, line: str) -> None: ...
+
+    def write(self, content: str) -> None: ...
+
+
 @dataclass
 class ProgressReporter:
     """Writes the progress line through pytest's terminal reporter (`live`: redraw in place)."""
 
-    writer: Any
+    writer: LineWriter
     live: bool
     every: float
     started: float = field(default_factory=time.monotonic)

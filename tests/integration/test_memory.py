@@ -56,3 +56,38 @@ def test_records_are_not_held_in_memory(pytester: pytest.Pytester, bench_env: Fa
                                                for c in conversations)  # the records were all there
     large = json.loads(Path(pytester.path / "retained.json").read_text())
     assert len(large) < ITEMS / 10, f"{len(large)} blocks of >= 40 KB still allocated after {ITEMS} items"
+
+
+PROPERTIES_PROBE = """
+import json
+from pathlib import Path
+
+seen = []
+
+
+def pytest_runtest_logreport(report):
+    seen.append(len(report.user_properties))
+
+
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):  # the controller sees every report
+        Path("properties.json").write_text(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("junit", [False, True])
+def test_junit_properties_only_with_junitxml(pytester: pytest.Pytester, bench_env: FakeLLMServer, junit: bool,
+                                             workers: int) -> None:
+    """Items carry JUnit properties only for --junitxml: pytest copies them onto each of an item's
+    three reports, which its terminal reporter keeps for the whole session (issue 26, memory)."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(3)])
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(PROPERTIES_PROBE)
+    args = ["--benchmark=demo", "-p", "no:randomly", f"-n{workers}"] + (["--junitxml=junit.xml"] if junit else [])
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
+    seen = json.loads((pytester.path / "properties.json").read_text())
+    assert len(seen) == 9
+    assert (min(seen) > 0) if junit else (max(seen) == 0)
+    if junit:
+        assert (pytester.path / "junit.xml").read_text().count('name="evalbench_status" value="passed"') == 3

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.plugin.xdist import ShareScheduling, share_bounds, worker_index, worker_share
+from pytest_evalbench.plugin.workers import share_bounds, worker_index, worker_share
+from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
 
 
 class FakeHooks:

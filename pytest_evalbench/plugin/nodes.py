@@ -8,19 +8,30 @@ users can override `evalbench_*` fixtures like any other.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
+from ._compat import add_k_keywords, fix_structured_nodeid, share_location
 
-if TYPE_CHECKING:
-    from .session import EvalbenchSession
 
-SESSION_KEY: pytest.StashKey[EvalbenchSession] = pytest.StashKey()
-"""The session object in `config.stash`. Defined here, in a module loaded with the plugin, so the key
-is one object for the whole process even when pytester's in-process runs drop lazily imported modules."""
+class CaseSource(Protocol):
+    """What collection needs of the session: the cases of one data file. Collection names this
+    protocol, not the session class, so the nodes module imports nothing of the plugin above it."""
+
+    def cases_for(self, path: Path) -> list[Any]:
+        """The cases of one data file of the selected benchmark."""
+
+
+SESSION_KEY: pytest.StashKey[object] = pytest.StashKey()
+"""The session object in `config.stash` (`session.session_of` gives it typed). Defined here, in a module
+loaded with the plugin, so the key is one object for the whole process even when pytester's in-process
+runs drop lazily imported modules."""
+SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
+"""Where collection gets the cases (the session's `Selection`)."""
 CASE_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[Any]()
 
@@ -37,20 +48,10 @@ class CaseItem(pytest.Function):
     def __init__(self, *, case: Any, location_of: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if location_of is not None:  # the file's relative path, as pytest computes it for every item
-            self.location = (location_of, None, self.name)
+            share_location(self, location_of)
         self.stash[CASE_KEY] = case
-        self.extra_keyword_matches.update(case.keywords)  # what -k matches (pytest 9.2 ignores `keywords=` there)
-        node_id = getattr(self, "_id", None)
-        if node_id is not None and hasattr(type(node_id), "parse"):
-            # pytest >= 9.2 keeps structured ids (path, names, params) and --lf/--nf compare them with
-            # the stored ids parsed back; Function derives params only from a callspec, which only
-            # Metafunc.parametrize builds (CallSpec and Metafunc's constructor are private), and does
-            # not forward Node's `nodeid=`. Items made by pytest's own parametrization (a Module whose
-            # public `obj` is a synthesized module, `metafunc.parametrize` per row; node ids byte-identical)
-            # were measured at 10,000 rows: collection 2.3-2.6x slower, peak RSS +11% (an extra
-            # FunctionDefinition and Metafunc per row). So this one private attribute stays
-            # (tests: --lf, --nf, --sw in test_scenarios.py).
-            self._id = type(node_id).parse(str(node_id))
+        add_k_keywords(self, case.keywords)  # what -k matches
+        fix_structured_nodeid(self)  # --lf/--nf/--sw on pytest >= 9.2
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.name
@@ -71,7 +72,7 @@ class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
 
     def collect(self) -> Iterator[CaseItem]:
-        session = self.config.stash[SESSION_KEY]
+        session = self.config.stash[SOURCE_KEY]
         try:
             cases = session.cases_for(self.path)
         except EvalbenchError as exc:

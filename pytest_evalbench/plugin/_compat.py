@@ -1,0 +1,282 @@
+"""Every private or undocumented pytest/xdist attribute and behaviour the plugin relies on, behind
+one named function each (issue 26). Nothing else in the package touches them (tests/unit/test_compat.py
+checks the AST), so a pytest or xdist release that moves one breaks here, in one place.
+
+Each function says why it is needed and which versions it was checked on. Supported range (pyproject):
+pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.0, execnet 2.1).
+"Checked" means run by the suite on 9.2.0/3.8.0 and read in the 8.0.0/3.5.0 sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any, Protocol
+
+import pytest
+
+from ..render.progress import LineWriter
+
+
+# ---------------------------------------------------------------------- items (collection)
+def share_location(item: pytest.Item, relpath: str) -> None:
+    """Set `item.location` (a cached property) so every item of a file shares one path string
+    instead of each computing its own (memory at 100,000 items). Undocumented: pytest caches
+    `location` with `functools.cached_property` on Node/Item (pytest 8.0 - 9.2), so assigning the
+    instance attribute is what a first read would have stored."""
+    item.location = (relpath, None, item.name)
+
+
+def add_k_keywords(item: pytest.Item, words: Mapping[str, Any]) -> None:
+    """Make `-k` match the case's keywords: pytest 9.2 no longer matches `keywords=` given to
+    `Function`, only `extra_keyword_matches` (a set on Node in pytest 8.0 - 9.2, undocumented)."""
+    item.extra_keyword_matches.update(words)
+
+
+def fix_structured_nodeid(item: pytest.Item) -> None:
+    """pytest >= 9.2 keeps structured node ids (path, names, params) in the private `Node._id` and
+    `--lf/--nf/--sw` compare them with stored ids parsed back; `Function` derives params only from a
+    callspec, which only `Metafunc.parametrize` builds (CallSpec and Metafunc's constructor are
+    private), and does not forward Node's `nodeid=`. Items made by pytest's own parametrization were
+    measured at 10,000 rows: collection 2.3-2.6x slower, peak RSS +11%. So this one private attribute
+    stays (the issue accepts it; tests: --lf, --nf, --sw in test_scenarios.py). pytest < 9.2 has a
+    plain string `_id` without `parse` (pytest 8.0 - 9.1): nothing to do."""
+    node_id = getattr(item, "_id", None)
+    if node_id is not None and hasattr(type(node_id), "parse"):
+        item._id = type(node_id).parse(str(node_id))
+
+
+# ---------------------------------------------------------------------- config and session
+def default_args(config: pytest.Config, args: list[str]) -> None:
+    """With no path on the command line (nor `testpaths`), collect the benchmark directory.
+    `Config.args_source` is public (pytest >= 7.2); writing `config.args` is not documented, but it is
+    what `Session.perform_collect` reads (pytest 8.0 - 9.2)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = args
+
+
+def collect_only(config: pytest.Config) -> bool:
+    """`--collect-only`: pytest's option dest `collectonly` (pytest 8.0 - 9.2; not in the docs)."""
+    return bool(config.option.collectonly)
+
+
+def continues_on_collection_errors(config: pytest.Config) -> bool:
+    """`--continue-on-collection-errors`: dest `continue_on_collection_errors` (pytest 8.0 - 9.2)."""
+    return bool(config.option.continue_on_collection_errors)
+
+
+def collection_failed_count(session: pytest.Session) -> int:
+    """How many collection errors or failed tests so far: `Session.testsfailed`, which pytest's own
+    main loop reads to skip running after collection errors (pytest 8.0 - 9.2; undocumented)."""
+    return int(session.testsfailed)
+
+
+def set_exit_status(session: pytest.Session, code: int) -> None:
+    """Change the session's exit status in `pytest_sessionfinish`: pytest returns `session.exitstatus`
+    after the hook (pytest 8.0 - 9.2; undocumented, syrupy does the same)."""
+    session.exitstatus = code
+
+
+# ---------------------------------------------------------------------- reports
+def attach(report: pytest.TestReport, name: str, value: Any) -> None:
+    """Put our data on a report as an extra attribute. xdist ships it to the controller because
+    `_report_to_json` copies the report's `__dict__` (pytest 8.0 - 9.2, xdist 3.5 - 3.8; undocumented)."""
+    setattr(report, name, value)
+
+
+def read(report: pytest.TestReport, name: str) -> Any:
+    """An attribute `attach` put on the report (here or on a worker, pytest 8.0 - 9.2), or None."""
+    return getattr(report, name, None)
+
+
+def detach(report: pytest.TestReport, name: str) -> None:
+    """Remove an attached attribute (the terminal reporter keeps reports for the whole session; pytest 8.0 - 9.2)."""
+    if hasattr(report, name):
+        delattr(report, name)
+
+
+def xfail_reason(report: pytest.TestReport) -> str | None:
+    """The xfail reason of an xfailed report: the `wasxfail` attribute pytest's skipping plugin sets
+    (pytest 8.0 - 9.2; undocumented, its presence is how pytest itself tells xfailed reports apart)."""
+    return getattr(report, "wasxfail", None)
+
+
+def has_teardown_output(report: pytest.TestReport) -> bool:
+    """Whether the report carries captured teardown output: pytest names those sections
+    "Captured ... teardown" (pytest 8.0 - 9.2; naming undocumented)."""
+    return any("teardown" in name for name, _ in getattr(report, "sections", ()))
+
+
+def _terminal_stats(config: pytest.Config) -> dict[str, list[Any]] | None:
+    """The terminal reporter's `stats` dict (category -> reports kept for the summary): a public
+    attribute of `TerminalReporter` in pytest 8.0 - 9.2 but undocumented; "" holds passed
+    setup/teardown reports."""
+    stats = getattr(config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
+    return stats if isinstance(stats, dict) else None
+
+
+class QuietReports:
+    """Drops our quiet setup/teardown reports from the terminal reporter's `stats[""]` list, which it
+    keeps for the whole session only to scan them for teardown output (quadratic at 10,000 failing items).
+    The list and its order (the reporter appends each report in its own logreport hook, which runs
+    before our wrapper's teardown) are undocumented (pytest 8.0 - 9.2)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self._quiet: list[Any] | None = None
+
+    def drop_last(self, report: pytest.TestReport) -> None:
+        """Every plugin has seen this report: drop it if it is a quiet pass (no teardown output) and
+        the last one the reporter added (it was added by the reporter's own logreport hook)."""
+        quiet = self._quiet
+        if quiet is None:
+            stats = _terminal_stats(self.config)
+            quiet = self._quiet = stats.setdefault("", []) if stats is not None else []
+        if quiet and quiet[-1] is report and report.passed and not has_teardown_output(report):
+            quiet.pop()
+
+    def keep_only(self, keep: Callable[[Any], bool]) -> None:
+        """At session end: keep only the setup/teardown reports `keep` accepts."""
+        stats = _terminal_stats(self.config)
+        if stats is not None and stats.get(""):
+            stats[""][:] = [r for r in stats[""] if keep(r)]
+
+
+class JUnitSuite:
+    """The test suite of pytest's JUnit XML file: `LogXML.add_global_property`, what the public
+    `record_testsuite_property` fixture calls (pytest 8.0 - 9.2)."""
+
+    def __init__(self, xml: Any) -> None:
+        self._xml = xml
+
+    def add_property(self, name: str, value: object) -> None:
+        self._xml.add_global_property(name, value)
+
+
+def junit_path(config: pytest.Config) -> str | None:
+    """The `--junitxml` path, also on an xdist worker (which has no `LogXML`: the controller writes
+    the file from the reports): pytest's option dest "xmlpath" (pytest 8.0 - 9.2; absent with -p no:junitxml)."""
+    value = config.getoption("xmlpath", None)
+    return str(value) if value else None
+
+
+def junit_requested(config: pytest.Config) -> bool:
+    """Whether `--junitxml` was given (pytest 8.0 - 9.2)."""
+    return junit_path(config) is not None
+
+
+def junit_xml(config: pytest.Config) -> JUnitSuite | None:
+    """pytest's JUnit XML writer when `--junitxml` is given, else None. Its stash key lives in the
+    private `_pytest.junitxml` (`xml_key`, pytest 8.0 - 9.2): the object behind the public
+    `record_testsuite_property` fixture, which a session-end hook cannot request."""
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - pytest internals moved
+        return None
+    xml = config.stash.get(xml_key, None)
+    return JUnitSuite(xml) if xml is not None else None
+
+
+# ---------------------------------------------------------------------- terminal
+def terminal_writer(config: pytest.Config) -> tuple[LineWriter, bool] | None:
+    """pytest's terminal reporter as a `LineWriter` and whether it writes to a TTY, or None (-p
+    no:terminal). `rewrite`, `ensure_newline` and `isatty` are undocumented TerminalReporter members
+    (pytest 8.0 - 9.2)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return None
+    return reporter, bool(reporter.isatty)
+
+
+# ---------------------------------------------------------------------- xdist
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """Whether xdist's controller plugin runs this session: it registers as "dsession"
+    (xdist 3.5 - 3.8; internal name)."""
+    return bool(config.pluginmanager.hasplugin("dsession"))
+
+
+def worker_input(config: pytest.Config) -> MutableMapping[str, Any] | None:
+    """On an xdist worker, the dict the controller sent (`config.workerinput`, documented by xdist);
+    None in a controller or a single process (xdist 3.5 - 3.8)."""
+    return getattr(config, "workerinput", None)
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker (xdist 3.5 - 3.8: it has `workerinput`)."""
+    return worker_input(config) is not None
+
+
+def node_input(node: Any) -> MutableMapping[str, Any]:
+    """Controller side: the `workerinput` dict of a worker being configured or scheduled (xdist 3.5 - 3.8)."""
+    return node.workerinput
+
+
+def worker_count(workerinput: Mapping[str, Any], default: int = 0) -> int:
+    """How many workers xdist started: the "workercount" key (xdist 3.5 - 3.8; undocumented)."""
+    return int(workerinput.get("workercount", default))
+
+
+def worker_number(workerinput: Mapping[str, Any]) -> int | None:
+    """The N of this worker's id "gwN" (xdist 3.5 - 3.8; the format is undocumented; replacements of
+    crashed workers get numbers past the initial count); None if it is not of that form."""
+    workerid = str(workerinput.get("workerid", ""))
+    try:
+        return int(workerid.removeprefix("gw"))
+    except ValueError:
+        return None
+
+
+def put_worker_output(config: pytest.Config, key: str, value: Any) -> None:
+    """Worker side: hand a value to the controller (`config.workeroutput`, documented by xdist 3.5 - 3.8)."""
+    config.workeroutput[key] = value  # type: ignore[attr-defined]
+
+
+def worker_output(node: Any) -> Mapping[str, Any]:
+    """Controller side: what a finished worker handed over (`node.workeroutput`, set when the worker
+    finished, absent if it died; xdist 3.5 - 3.8)."""
+    return getattr(node, "workeroutput", {})
+
+
+def scheduler_log(log: Any) -> Callable[..., None]:
+    """A sub-log of the `log` xdist passes to `pytest_xdist_make_scheduler`: its py.log-style
+    Producer creates one per attribute (xdist 3.5 - 3.8; undocumented)."""
+    return log.sharesched if log is not None else (lambda *args: None)
+
+
+def node_name(node: Any) -> str:
+    """A worker's id ("gw0"): `node.gateway.id`, the execnet gateway of xdist's WorkerController
+    (xdist 3.5 - 3.8, execnet 2.x; undocumented)."""
+    return str(node.gateway.id)
+
+
+class WorkerNode(Protocol):
+    """xdist's WorkerController as a scheduler uses it (untyped in xdist; the methods its own
+    schedulers call, xdist 3.5 - 3.8). xdist runs an item only once the next one (or the shutdown)
+    has arrived, and `remove_node` must return the item a crashed worker was running: the share
+    scheduler relies on both (tests/unit/test_share_scheduler.py)."""
+
+    shutting_down: bool
+
+    def shutdown(self) -> None: ...
+
+    def send_runtest_some(self, indices: list[int]) -> None: ...
+
+
+def is_shutting_down(node: WorkerNode) -> bool:
+    """Whether the controller already told this worker to stop (xdist 3.5 - 3.8 WorkerController property)."""
+    return bool(node.shutting_down)
+
+
+def shut_down(node: WorkerNode) -> None:
+    """Tell a worker to stop once it ran what it holds (xdist 3.5 - 3.8 WorkerController)."""
+    node.shutdown()
+
+
+def send_items(node: WorkerNode, indices: list[int]) -> None:
+    """Send a worker these collection indices to run (xdist 3.5 - 3.8 WorkerController)."""
+    node.send_runtest_some(indices)
+
+
+def xdist_mode(config: pytest.Config) -> tuple[str, bool]:
+    """xdist's `--dist` mode and whether `--tx` nodes are set (`-n N` sets them): xdist's option
+    dests "dist" and "tx" (xdist 3.5 - 3.8; undocumented)."""
+    return str(config.getoption("dist", "no")), bool(config.getoption("tx", None))

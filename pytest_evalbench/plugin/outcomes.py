@@ -1,0 +1,184 @@
+"""Outcomes: each item's record, status and error, from the fixture that waits for its pipeline to
+the report the controller consumes (a role of the session; `session.py` keeps the hooks).
+
+Every selected item ends scored or counted (`Completeness`); a configuration problem that hits
+every item is shown in full once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from ..completeness import WORKER_DIED, Completeness, crash_reason
+from ..errors import EvalbenchError, LLMError, TargetError
+from ..kinds import JSONRecord
+from ..redaction import redact
+from ..render.status import ERROR, NOT_RUN, UNSCORED, case_status
+from ..render.terminal import transcript_text
+from ..sanitize import terminal
+from ..spool import Spool
+from ._compat import attach, junit_requested, read, xfail_reason
+from .nodes import OUTCOME_KEY, CaseItem
+from .scheduling import Scheduler
+from .selection import Selection
+
+if TYPE_CHECKING:
+    from ..render.summary import CaseStatus
+
+RECORD_KEY = pytest.StashKey[JSONRecord]()
+RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
+"""What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status."""
+PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
+
+
+class Unscored(EvalbenchError):
+    """The judge could not be parsed: the row is recorded with nulls and the item is an ERROR."""
+
+
+class Outcomes:
+    """Per-item outcomes and error accounting of this session."""
+
+    def __init__(self, config: pytest.Config, selection: Selection, scheduler: Scheduler, bench_dir: Path) -> None:
+        self.config = config
+        self.selection = selection
+        self.scheduler = scheduler
+        self.records: Spool[str] = Spool(bench_dir)
+        """Node id -> record (JSON), spooled to disk as reports arrive (controller and single process)."""
+        self.tally = Completeness()
+        self.errors = self.tally.errors
+        self.messages: dict[str, str] = {}
+        """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
+        self._first_with: dict[str, str] = {}
+        """One-line error -> the first item that had it (a dict: 10,000 failing items stay linear)."""
+        self.failed: set[str] = set()
+        self.unreliable: set[str] = set()
+        """Items whose failure rests on an unreliable judge (reported as xfailed)."""
+        self.reasons: dict[str, str] = {}
+        """Node id -> the first line of a failed (or judge-unreliable) item's message."""
+        self.junit = junit_requested(config)
+        """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
+        item's three reports, which its terminal reporter keeps for the whole session, so they are
+        filled only for the one sink that reads them (`--junitxml`)."""
+
+    def selected(self, ids: list[str]) -> None:
+        """Controller side: these items must each end scored or counted."""
+        self.tally.select([i for i in ids if self.selection.is_case(i)])
+
+    def worker_died(self, report: pytest.TestReport) -> None:
+        """xdist lost the worker running this item: it is counted, never silently dropped."""
+        attach(report, ERROR_ATTR, WORKER_DIED)
+
+    def record_for(self, item: pytest.Item) -> JSONRecord:
+        """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
+        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload."""
+        assert isinstance(item, CaseItem)
+        record = self.scheduler.wait(item)
+
+        hook = self.config.hook.pytest_evalbench_judged_row
+
+        def judged_row(row: dict[str, Any], rec: JSONRecord) -> None:
+            hook(config=self.config, row=row, record=rec)
+
+        kind = self.selection.kind
+        outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
+        data = kind.record_to_json(record)
+        if self.junit:
+            item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
+                                        for name, value in outcome.properties)  # JUnit XML
+            item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
+        item.stash[RECORD_KEY] = data
+        item.stash[OUTCOME_KEY] = outcome
+        if outcome.status == "unscored":
+            raise Unscored(outcome.message or "unscored")
+        return data
+
+    def make_report(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+        """Short one-line reprs for our errors; attach the item's record to its teardown report."""
+        exc = call.excinfo.value if call.excinfo else None
+        if isinstance(exc, EvalbenchError):
+            kind = "unscored" if isinstance(exc, Unscored) else (
+                "target error" if isinstance(exc, TargetError) else
+                exc.kind if isinstance(exc, LLMError) else "error")
+            report.longrepr = terminal(f"evalbench {kind}: {exc}")
+            attach(report, ERROR_ATTR, kind)
+        elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
+            attach(report, ERROR_ATTR, crash_reason(exc))
+            report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
+        if self.junit and read(report, ERROR_ATTR) and not any(k == "evalbench_status" for k, _ in item.user_properties):
+            item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
+        if OUTCOME_KEY in item.stash:
+            attach(report, STATUS_ATTR, item.stash[OUTCOME_KEY].status)
+        if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
+            full = transcript_text(item.stash[RECORD_KEY])
+            if full:
+                report.longrepr = f"{report.longrepr}\n{terminal(full)}"
+        if call.when == "teardown":
+            self._release(item, report)
+
+    def _release(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """The item is done: its record moves to the teardown report (which the controller, or xdist
+        on the way there, consumes) and nothing of it stays on the item or in the engine."""
+        if RECORD_KEY in item.stash:
+            attach(report, RECORD_ATTR, item.stash[RECORD_KEY])
+            del item.stash[RECORD_KEY]
+        if OUTCOME_KEY in item.stash:
+            del item.stash[OUTCOME_KEY]
+        self.scheduler.release(item.nodeid)
+
+    def consume(self, report: pytest.TestReport) -> None:
+        """Controller side (and no-xdist runs): keep every item's record, status and first error;
+        any failure other than the kind's own `failed` verdict, and any skip, is an error."""
+        nodeid = report.nodeid
+        status = read(report, STATUS_ATTR)
+        error = read(report, ERROR_ATTR)
+        xfailed = xfail_reason(report)
+        if error is None and report.failed and not (report.when == "call" and status == "failed"):
+            error = "crashed"
+        if error is None and report.skipped and not (report.when == "call" and status == "failed"
+                                                     and xfailed is not None):
+            error = "skipped"  # an xfailed verdict (judge unreliable: cannot convict) is still a scored row
+        if error:
+            self.tally.error(nodeid, error)
+            self._collapse_repeated(report, error)
+        if status is not None and report.when == "teardown":
+            self.tally.status(nodeid, status)
+        if report.when == "call" and status == "failed" and (report.failed or xfailed is not None):
+            if xfailed is not None:
+                self.unreliable.add(nodeid)
+            text = str(xfailed or report.longrepr or "")
+            self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
+        record = read(report, RECORD_ATTR)
+        if record is not None:
+            self.records.add(nodeid, record)  # the one place a record arriving on the controller is stored
+        if report.failed and report.when == "call":
+            self.failed.add(report.nodeid)
+
+    def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
+        """A configuration problem that hits every item is shown in full once: later items with the
+        same message point at the first one (the summary counts them: "500 items: <message>")."""
+        message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
+        first = self._first_with.setdefault(message, report.nodeid)
+        self.messages[report.nodeid] = message
+        if first != report.nodeid:
+            report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
+
+    def case_statuses(self) -> list[CaseStatus]:
+        """Every selected item of this session with its documented status (`render.summary.CASE_STATUSES`)."""
+        from ..render.summary import CaseStatus
+
+        tally = self.tally
+        out = []
+        for nodeid in sorted(tally.selected | set(tally.scored) | set(tally.errors)):
+            if nodeid in tally.errors:
+                status = UNSCORED if tally.errors[nodeid] == UNSCORED else ERROR
+                reason = self.messages.get(nodeid, tally.errors[nodeid])
+            elif nodeid in tally.scored:
+                status = case_status(tally.scored[nodeid], nodeid not in self.unreliable)
+                reason = self.reasons.get(nodeid, "") if status != UNSCORED else ""
+            else:
+                status, reason = NOT_RUN, "never reported"
+            out.append(CaseStatus(nodeid, status, reason))
+        return out

@@ -1,0 +1,90 @@
+"""Private or undocumented pytest/xdist access lives in plugin/_compat.py only (issue 26): the package's
+AST is searched for the names that reach into pytest or xdist internals; any use outside `_compat`
+fails with file and line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest_evalbench
+
+PACKAGE = Path(pytest_evalbench.__file__).parent
+COMPAT = PACKAGE / "plugin" / "_compat.py"
+
+PRIVATE_MODULES = ("_pytest", "xdist.dsession", "xdist.workermanage", "xdist.remote", "execnet")
+ATTRIBUTES = {
+    "_id": "structured node id", "wasxfail": "xfail marker on reports", "workerinput": "xdist worker input",
+    "workeroutput": "xdist worker output", "testsfailed": "session counter", "args_source": "config.args origin",
+    "isatty": "terminal reporter", "gateway": "execnet gateway", "send_runtest_some": "xdist WorkerController",
+    "shutting_down": "xdist WorkerController", "sharesched": "py.log producer", "collectonly": "pytest option dest",
+    "continue_on_collection_errors": "pytest option dest", "extra_keyword_matches": "-k matching",
+    "evalbench": "attribute attached to reports", "evalbench_error": "attribute attached to reports",
+    "evalbench_status": "attribute attached to reports", "add_global_property": "pytest's LogXML",
+}
+"""Attribute names read or written (also as a constant given to getattr/hasattr/setattr/delattr)."""
+ASSIGNED = {"location": "Item.location is a cached property", "exitstatus": "Session.exitstatus",
+            "args": "Config.args"}
+"""Attributes that may be read anywhere but assigned only in `_compat`."""
+STRINGS = {"dsession", "terminalreporter", "workercount", "workerid", "stats", "xmlpath"}
+"""String constants naming internal plugins or keys (docstrings never equal them exactly)."""
+
+
+def violations(source: str, filename: str = "<source>") -> list[str]:
+    """Every private access in `source`, as `file:line: what`."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        where = f"{filename}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            out += [f"{where}: imports {name}" for name in names if name.startswith(PRIVATE_MODULES)]
+        elif isinstance(node, ast.Attribute):
+            if node.attr in ATTRIBUTES:
+                out.append(f"{where}: .{node.attr} ({ATTRIBUTES[node.attr]})")
+            elif node.attr in ASSIGNED and isinstance(node.ctx, ast.Store | ast.Del):
+                out.append(f"{where}: assigns .{node.attr} ({ASSIGNED[node.attr]})")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "getattr", "hasattr", "setattr", "delattr") and len(node.args) >= 2:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and (name.value in ATTRIBUTES or name.value in ASSIGNED):
+                out.append(f"{where}: {node.func.id}(..., {name.value!r})")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in STRINGS:
+            out.append(f"{where}: {node.value!r}")
+    return out
+
+
+def test_the_guard_finds_each_kind_of_private_access() -> None:
+    source = "\n".join([
+        "from _pytest.junitxml import xml_key",
+        "import _pytest.terminal",
+        "config.pluginmanager.hasplugin('dsession')",
+        "reporter = config.pluginmanager.get_plugin('terminalreporter')",
+        "x = report.wasxfail",
+        "hasattr(config, 'workerinput')",
+        "item._id = 1",
+        "item.location = ('a', None, 'b')",
+        "session.exitstatus = 3",
+        "config.args = []",
+        "n = session.testsfailed",
+        "node.gateway.id",
+        "report.evalbench_error = 'x'",
+    ])
+    assert len(violations(source)) == 13
+    assert violations("x = item.location\ny = session.exitstatus\n'''workerinput docstring'''\n") == []
+
+
+def test_private_pytest_and_xdist_access_only_in_compat() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != COMPAT:
+            found += violations(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE.parent)))
+    assert found == [], "private pytest/xdist access outside plugin/_compat.py:\n" + "\n".join(found)
+
+
+def test_compat_names_versions_for_every_function() -> None:
+    """Each accessor says which pytest/xdist versions it was checked on."""
+    tree = ast.parse(COMPAT.read_text(encoding="utf-8"))
+    missing = [node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)
+               and not node.name.startswith("_") and node.name not in ("is_worker",)
+               and not any(word in (ast.get_docstring(node) or "") for word in ("pytest 8.0", "xdist 3.5"))]
+    assert missing == []
