@@ -92,7 +92,8 @@ class GateOutcome:
     """Per-case verdicts over samples (num_samples > 1 only)."""
     flips: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
+    baseline_files: list[Path] = field(default_factory=list)
+    """Baseline files this session wrote (`--evalbench-save-baseline`)."""
     mode: str = "cases"
     fail_inconclusive: bool = False
     held: int = 0
@@ -224,4 +225,4 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
         atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n")
-        outcome.written.append(f"baseline {settings.save_baseline}")
+        outcome.baseline_files.append(settings.save_baseline)

@@ -498,7 +498,7 @@ class EvalbenchSession:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
         from ..commands import session_commands
-        from ..render.gate_view import gate_view, node_ids_of
+        from ..gate.verdict import gate_verdict, node_ids_of
         from ..render.history import HISTORY, append_history, read_history
         from ..render.html import render_html
         from ..render.markdown import render_markdown, write_markdown
@@ -508,8 +508,8 @@ class EvalbenchSession:
         if self.written is not None:
             files += [(p.name, str(p)) for p in self.written.files]
         files.append(("status", str(self.bench_dir / LAST_RUN)))
-        gate = gate_view(self.outcome, exit_code, len(self.failed), node_ids_of(self.records), self.finish_error)
-        files += [("baseline", path) for path in gate.baseline_files]
+        gate = gate_verdict(self.outcome, exit_code, len(self.failed), node_ids_of(self.records), self.finish_error)
+        files += [("baseline", str(path)) for path in gate.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -523,7 +523,7 @@ class EvalbenchSession:
                                 recorded=len(self.records), failed=len(self.failed), root=self.config.rootpath,
                                 files=files, notes=self._notes(), cases=self._case_statuses())
         summary.scope = self.scope()
-        summary.commands = session_commands(self.settings, flips=[f for f in gate.flips if "::" in f],
+        summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
                                             failed=bool(self.failed or self.errors), errors=self.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)
         if self.written is not None:  # the session its rows record (`.sessions.json`), so labels match

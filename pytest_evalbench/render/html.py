@@ -112,7 +112,7 @@ def _problems(s: RunSummary) -> str:
              + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
              + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
-    flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
+    flips = "".join(f"<li><code>{E(f.text())}</code></li>" for f in gate.flips)
     if not items and not flips:
         return ""
     body = "".join(f'<li><b>{E(k)}:</b> {E(v)}</li>' for k, v in items)

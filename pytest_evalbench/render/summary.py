@@ -2,7 +2,7 @@
 report.html, JUnit properties and history.jsonl.
 
 Built once per session on the controller from the kind's results (`kinds.KindResults`), the
-gate's decision (through `gate_view`), the run's metadata, the engine's counters and the status
+gate's decision (a typed `GateVerdict`), the run's metadata, the engine's counters and the status
 of each selected item. Renderers read this object only and show a rate through `RateRow.rate_text`
 and a case through its documented status (`status.CASE_STATUSES`); none of them recomputes a
 number, so every surface agrees (tests/integration/test_one_summary.py parses them all).
@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..gate.compare import Comparison
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
+from ..gate.verdict import GateVerdict
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..provenance import carried_label, git_commit, unit_key
 from ..reliability import judged_unreliably
-from .gate_view import GateView
 from .status import CASE_STATUSES, FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED, error_group
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ class RunSummary:
     commit: str | None
     models: dict[str, list[str]]
     cost: CostView
-    gate: GateView
+    gate: GateVerdict
     rates: list[RateRow]
     recorded: int
     errored: int
@@ -272,6 +273,7 @@ class RunSummary:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["gate"] = self.gate.to_json()
         data["cost"]["note"] = self.cost.note
         if self.dataset is not None:
             data["dataset"] = self.dataset.to_json()
@@ -344,7 +346,7 @@ def _counts() -> defaultdict[tuple[str, str], list[int]]:
     return defaultdict(lambda: [0, 0, 0])
 
 
-def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> list[RateRow]:
+def scenario_rates(written: KindResults, comparison: Comparison | None) -> list[RateRow]:
     """Per target: the pass rate over its positive and over its negative metrics' rows, then one
     row per metric. Over the rows this session measured: observed k/n (unscored rows counted apart;
     a metric whose rows are all unscored stays as `unscored (n)`) and the gate's k/n where it leaves
@@ -374,7 +376,8 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
         if key in observed:
             return _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
         return _carried_row(target, metric, name, mtype, carried[key], carried_label(carried_keys[key], written.sessions))
-    changes = {(e["target"], e["metric_id"]): e for e in (comparison or {}).get("entries", [])}
+    changes = {(t.target, t.metric_id): t for t in (comparison.tests if comparison is not None else [])
+               if t.kind == "pass/fail"}
     metrics_of: dict[str, set[str]] = defaultdict(set)
     for target, mid in [*observed, *carried]:
         if mid in labels:
@@ -388,15 +391,12 @@ def scenario_rates(written: KindResults, comparison: dict[str, Any] | None) -> l
                                  _note(members, written.unreliable)))
         for mid in sorted(metrics_of[target]):
             row = rate(target, mid, labels[mid][0], labels[mid][1], (target, mid), _note([mid], written.unreliable))
-            change = changes.get((target, mid))
-            if change is not None:
-                paired = change.get("paired") or {}
-                row.baseline = (change.get("baseline") or {}).get("rate")
-                row.change = change.get("change")
-                row.change_low = paired.get("low", change.get("change_low"))
-                row.change_high = paired.get("high", change.get("change_high"))
-                row.significant_drop = bool(change.get("significant_drop"))
-                row.flips_down, row.flips_up = paired.get("b"), paired.get("c")
+            test = changes.get((target, mid))
+            if test is not None:
+                row.baseline, row.change = test.baseline_mean, test.change
+                row.change_low, row.change_high = test.low, test.high
+                row.significant_drop = test.significant
+                row.flips_down, row.flips_up = test.b, test.c
             rows.append(row)
     return rows
 
@@ -573,7 +573,7 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
     return DatasetView(written.agents, evals, written.cases, comparisons, dict(written.unreliable)), rates
 
 
-def build_summary(*, kind: str, written: KindResults | None, gate: GateView, meta: dict[str, Any],
+def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],
                   stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path,
                   files: list[tuple[str, str]], notes: list[str] | None = None,
                   cases: list[CaseStatus] | None = None) -> RunSummary:
@@ -595,5 +595,5 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateView, met
         summary.rates = scenario_rates(written, gate.comparison)
         shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
-                                        list((gate.comparison or {}).get("meta_warnings") or []), total)
+                                        list(gate.comparison.meta_warnings if gate.comparison is not None else []), total)
     return summary

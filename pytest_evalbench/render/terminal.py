@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..gate.compare import comparison_table
 from ..redaction import redact
 from ..safe_files import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
@@ -101,7 +102,8 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)
-    lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    table = comparison_table(gate.comparison) if gate.comparison is not None else []
+    lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")

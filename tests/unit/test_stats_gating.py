@@ -41,8 +41,8 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
+from pytest_evalbench.gate.verdict import gate_verdict
 from pytest_evalbench.llm.engine import EngineStats
-from pytest_evalbench.render.gate_view import gate_view
 from pytest_evalbench.render.summary import build_summary
 from pytest_evalbench.render.terminal import summary_lines
 from pytest_evalbench.scenarios.aggregate import aggregate
@@ -244,7 +244,7 @@ def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = N
 
 def rendered(outcome: GateOutcome, code: int, failed: int) -> list[str]:
     """The terminal summary a session prints for this outcome (the rendering production uses)."""
-    summary = build_summary(kind="scenarios", written=None, gate=gate_view(outcome, code, failed, {}),
+    summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(outcome, code, failed, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
                             root=Path("/"), files=[])
     return summary_lines(summary, Path("b"), Path("b"))
