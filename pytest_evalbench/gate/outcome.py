@@ -21,18 +21,10 @@ from ..errors import InputError
 from ..kinds import KindResults
 from ..llm.cache import atomic_write_text
 from ..spec import ThresholdRules
-from .compare import (
-    Baseline,
-    CompareRule,
-    Comparison,
-    RuleResult,
-    check_thresholds,
-    compare_with_baseline,
-    load_baseline,
-    make_baseline,
-    summary_table,
-)
+from .baseline import Baseline, load_baseline, make_baseline
+from .paired import CompareRule, Comparison, compare_with_baseline
 from .rows import EvalScore, ModelResult, OutcomeRow
+from .rules import RuleResult, check_thresholds
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6
@@ -195,8 +187,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")
-    outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
-                                                                   else [])
+    outcome.table = list(inputs.table or [])  # the rates table is rendered from the rows (render/tables.py)
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
     return outcome
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .compare import Comparison, RuleResult
 from .outcome import GateOutcome
+from .paired import Comparison
+from .rules import RuleResult
 
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
               5: "no tests collected", 6: "regression", 7: "incomplete"}

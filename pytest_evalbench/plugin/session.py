@@ -37,7 +37,7 @@ from .collect import CASE_KEY, OUTCOME_KEY, BrokenBenchmark, CaseFile, CaseItem
 from .options import check_files, compare_path, gate_settings
 
 if TYPE_CHECKING:  # the gate and the reports are imported where a controller finishes the run (workers never do)
-    from ..gate.compare import Baseline
+    from ..gate.baseline import Baseline
     from ..gate.outcome import GateOutcome
     from ..render.summary import CaseStatus, RunSummary
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..gate.compare import Comparison
+from ..gate.paired import Comparison
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..gate.verdict import GateVerdict
 from ..kinds import KindResults

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..gate.compare import comparison_table
 from ..redaction import redact
 from ..safe_files import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
+from .tables import align, comparison_table
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from .summary import CaseStatus, RunSummary
@@ -34,13 +34,6 @@ def _where(files: list[tuple[str, str]], bench_dir: Path, base: Path) -> str:
     return "results: " + ", ".join(parts + outside)
 
 
-def _align(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
-    return lines
-
-
 def rate_lines(summary: RunSummary) -> list[str]:
     """The rates table of the rates this session measured: per target and metric the 95% interval
     and the rate as every surface shows it (`RateRow.rate_text`); dataset runs add the means and
@@ -48,7 +41,7 @@ def rate_lines(summary: RunSummary) -> list[str]:
     lines: list[str] = list(summary.kind_table)
     measured = [r for r in summary.rates if r.measured]
     if measured:
-        lines += _align([["target", "metric", "95% CI", "rate (k/n)"]]
+        lines += align([["target", "metric", "95% CI", "rate (k/n)"]]
                         + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:

@@ -19,8 +19,9 @@ import pytest
 from helpers import read_json
 
 from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
-from pytest_evalbench.gate.compare import compare_with_baseline, make_baseline
+from pytest_evalbench.gate.baseline import make_baseline
 from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.paired import compare_with_baseline
 from pytest_evalbench.gate.rows import ModelResult
 from pytest_evalbench.gate.verdict import FlipKey, gate_verdict
 from pytest_evalbench.kinds import KindResults

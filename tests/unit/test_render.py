@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from pytest_evalbench.dataset.summary import AgentSummary
-from pytest_evalbench.gate.compare import RuleResult
 from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.gate.verdict import FlipKey, gate_verdict, node_ids_of
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
@@ -117,7 +117,7 @@ def test_sparkline_needs_two_points() -> None:
 
 
 def test_meta_warnings_in_words() -> None:
-    from pytest_evalbench.gate.compare import meta_warnings
+    from pytest_evalbench.gate.paired import meta_warnings
 
     baseline = {"benchmark": "demo", "judge_model": "j1", "targets": {"fake-gpt": "fake-gpt", "old": "m"}}
     current = {"benchmark": "demo", "judge_model": "j2", "targets": {"fake-gpt": "gpt-4o", "new": "n"}}
