@@ -16,7 +16,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .summary import JUDGE_UNRELIABLE, DatasetView, DemographicGroup, RunSummary, TranscriptView
+from .rates import DemographicGroup
+from .status import JUDGE_UNRELIABLE
+from .summary import RunSummary
+from .views import DatasetView, TranscriptView
 
 E = html.escape
 """Every text from a run (names, reasons, model output) reaches the page through this one function."""

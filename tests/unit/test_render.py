@@ -15,7 +15,8 @@ from pytest_evalbench.llm.types import Usage
 from pytest_evalbench.render.history import append_history, read_history
 from pytest_evalbench.render.html import sparkline_svg
 from pytest_evalbench.render.progress import Counts, progress_line
-from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view, mean_interval
+from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view
+from pytest_evalbench.render.views import mean_interval
 
 
 def test_collapse_errors_counts_identical_messages() -> None:
