@@ -42,7 +42,7 @@ def rate_lines(summary: RunSummary) -> list[str]:
     measured = [r for r in summary.rates if r.measured]
     if measured:
         lines += align([["target", "metric", "95% CI", "rate (k/n)"]]
-                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
+                       + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:
         from ..dataset.summary import comparison_lines
