@@ -156,10 +156,8 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
                               worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
                               + ("s" if len(comparison.tests) != 1 else "")))
-    for unevaluated in comparison.unevaluated:  # "<target>: <metric> not compared (<why>)"
-        target, _, rest = unevaluated.partition(": ")
-        metric, _, why = rest.partition(" not compared (")
-        out.append(RuleResult("compare", name, target, metric, "not evaluated", why=why.rstrip(")") or rest))
+    for skipped in comparison.not_compared:
+        out.append(RuleResult("compare", name, skipped.target, skipped.metric, "not evaluated", why=skipped.why))
     return out
 
 

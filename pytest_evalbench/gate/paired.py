@@ -100,15 +100,32 @@ class PairedTest:
                 f"adjusted p={self.p_adjusted:.3g}")
 
 
+@dataclass(frozen=True)
+class NotCompared:
+    """A target x metric the comparison could not pair (no shared cases, no scored cases on one side)."""
+
+    target: str
+    metric: str
+    why: str
+
+    def text(self) -> str:
+        return f"{self.target}: {self.metric} not compared ({self.why})"
+
+
 @dataclass
 class Comparison:
     tests: list[PairedTest]
     correction: str
     alpha: float
-    unevaluated: list[str] = field(default_factory=list)
+    not_compared: list[NotCompared] = field(default_factory=list)
     """Comparisons that could not be made (no shared cases, metric missing on one side)."""
     baseline_meta: dict[str, Any] = field(default_factory=dict)
     meta_warnings: list[str] = field(default_factory=list)
+
+    @property
+    def unevaluated(self) -> list[str]:
+        """`not_compared` in words: `<target>: <metric> not compared (<why>)`."""
+        return [n.text() for n in self.not_compared]
 
     def get(self, target: str, metric_id: str) -> PairedTest | None:
         return next((t for t in self.tests if t.target == target and t.metric_id == metric_id), None)
@@ -185,12 +202,12 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[OutcomeRow], meta: 
     old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
     old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
-    unevaluated: list[str] = []
+    unevaluated: list[NotCompared] = []
 
     def missing(target: str, metric: str, old: dict[str, Any], new: dict[str, Any]) -> None:
         side = "this run" if old and not new else ("the baseline" if new and not old else "both")
         why = "no shared cases" if old and new else f"no scored cases in {side}"
-        unevaluated.append(f"{target}: {metric} not compared ({why})")
+        unevaluated.append(NotCompared(target, metric, why))
 
     by_target: dict[str, list[PairedTest]] = defaultdict(list)
     for key in sorted(set(old_cases) | set(new_cases)):

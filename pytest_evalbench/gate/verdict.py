@@ -8,7 +8,7 @@ into typed `Flip`s in this module only, the one that knows the gate's key format
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -85,7 +85,7 @@ class GateVerdict:
                 "notes": self.notes, "verdicts": self.verdicts, "flips": [f.text() for f in self.flips],
                 "baseline_files": [str(p) for p in self.baseline_files],
                 "comparison": self.comparison.to_dict() if self.comparison is not None else None,
-                "rules": self.rule_lines}
+                "rules": [asdict(r) for r in self.rules]}
 
 
 def flips_of(comparison: Comparison, node_ids: Mapping[FlipKey, str]) -> list[Flip]:

@@ -63,6 +63,6 @@ def comparison_table(comparison: Comparison) -> list[str]:
                  f"{len(comparison.tests)} test{'s' if len(comparison.tests) != 1 else ''}")
     if any(t.kind == "scores" for t in comparison.tests):
         lines.append("scores: mean change on the 1..5 scale; drop:X and max_drop compare X with that change / 4")
-    lines += [f"not compared: {u.split(': ', 1)[1]} [{u.split(': ', 1)[0]}]" for u in comparison.unevaluated]
+    lines += [f"not compared: {n.metric} not compared ({n.why}) [{n.target}]" for n in comparison.not_compared]
     lines += [f"warning: {w}" for w in comparison.meta_warnings]
     return lines
