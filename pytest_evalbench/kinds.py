@@ -166,12 +166,17 @@ _CALIBRATION: list[Callable[[], KindFactory]] = []
 """The loader of judge calibration's kind (`--evalbench-calibrate`), once registered."""
 
 
+def _where(loader: Callable[..., Any]) -> tuple[str, str]:
+    """A loader's defining module and name: pytest's in-process runs may import shipped.py anew."""
+    return getattr(loader, "__module__", ""), getattr(loader, "__qualname__", "")
+
+
 def register_kind(name: str, loader: Callable[[], type[SpecKind]]) -> None:
     """Make benchmark.yaml's `kind: <name>` load its class with `loader` (called on first use). Registering
     the same loader again is a no-op (pytest may configure several sessions in one process); another
     loader for a registered name is a programming error."""
     known = SPEC_KINDS.setdefault(name, loader)
-    if known is not loader:
+    if known is not loader and _where(known) != _where(loader):  # a re-imported module's loader is the same one
         raise ValueError(f"benchmark kind {name!r} is already registered")
 
 
@@ -179,7 +184,7 @@ def register_calibration(loader: Callable[[], KindFactory]) -> None:
     """The kind `--evalbench-calibrate` runs (idempotent, as `register_kind`)."""
     if not _CALIBRATION:
         _CALIBRATION.append(loader)
-    elif _CALIBRATION[0] is not loader:
+    elif _CALIBRATION[0] is not loader and _where(_CALIBRATION[0]) != _where(loader):
         raise ValueError("the calibration kind is already registered")
 
 

@@ -19,20 +19,12 @@ from typing import Any
 
 from ..errors import InputError
 from ..kinds import KindResults
-from ..spec import ThresholdRules
+from ..spec_rules import ThresholdRules
 from ..store import atomic_write_text
-from .compare import (
-    Baseline,
-    CompareRule,
-    Comparison,
-    RuleResult,
-    check_thresholds,
-    compare_with_baseline,
-    load_baseline,
-    make_baseline,
-    summary_table,
-)
+from .baseline import Baseline, load_baseline, make_baseline
+from .paired import CompareRule, Comparison, compare_with_baseline
 from .rows import EvalScore, ModelResult, OutcomeRow
+from .rules import RuleResult, check_thresholds
 from .stats import case_verdict
 
 EXIT_REGRESSION = 6
@@ -92,7 +84,8 @@ class GateOutcome:
     """Per-case verdicts over samples (num_samples > 1 only)."""
     flips: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
+    baseline_files: list[Path] = field(default_factory=list)
+    """Baseline files this session wrote (`--evalbench-save-baseline`)."""
     mode: str = "cases"
     fail_inconclusive: bool = False
     held: int = 0
@@ -163,10 +156,8 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
                               worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
                               + ("s" if len(comparison.tests) != 1 else "")))
-    for unevaluated in comparison.unevaluated:  # "<target>: <metric> not compared (<why>)"
-        target, _, rest = unevaluated.partition(": ")
-        metric, _, why = rest.partition(" not compared (")
-        out.append(RuleResult("compare", name, target, metric, "not evaluated", why=why.rstrip(")") or rest))
+    for skipped in comparison.not_compared:
+        out.append(RuleResult("compare", name, skipped.target, skipped.metric, "not evaluated", why=skipped.why))
     return out
 
 
@@ -194,8 +185,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")
-    outcome.table = inputs.table if inputs.table is not None else (summary_table(inputs.results) if inputs.results
-                                                                   else [])
+    outcome.table = list(inputs.table or [])  # the rates table is rendered from the rows (render/tables.py)
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
     return outcome
 
@@ -224,4 +214,4 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
         atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n", None)
-        outcome.written.append(f"baseline {settings.save_baseline}")
+        outcome.baseline_files.append(settings.save_baseline)

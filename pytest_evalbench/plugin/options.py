@@ -22,8 +22,8 @@ import pytest
 from ..llm.cache import CACHE_MODES
 
 if TYPE_CHECKING:
-    from ..gate.compare import CompareRule
     from ..gate.outcome import GateSettings
+    from ..gate.paired import CompareRule
     from ..settings import RunSettings
 
 
@@ -151,7 +151,7 @@ def base_url(text: str) -> str:
 
 
 def _compare_rule(text: str) -> CompareRule:
-    from ..gate.compare import parse_compare_rule
+    from ..gate.paired import parse_compare_rule
 
     try:
         return parse_compare_rule(text)

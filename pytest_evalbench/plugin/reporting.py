@@ -48,7 +48,7 @@ class Reporting:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
         from ..commands import session_commands
-        from ..render.gate_view import gate_view, node_ids_of
+        from ..gate.verdict import gate_verdict, node_ids_of
         from ..render.history import HISTORY, append_history, read_history
         from ..render.html import render_html
         from ..render.markdown import render_markdown, write_markdown
@@ -60,9 +60,9 @@ class Reporting:
         if results.written is not None:
             files += [(p.name, str(p)) for p in results.written.files]
         files.append(("status", str(self.bench_dir / LAST_RUN)))
-        gate = gate_view(results.outcome, exit_code, len(outcomes.failed), node_ids_of(outcomes.records),
+        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids_of(outcomes.records),
                          results.finish_error)
-        files += [("baseline", path) for path in gate.baseline_files]
+        files += [("baseline", str(path)) for path in gate.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -76,7 +76,7 @@ class Reporting:
                                 recorded=len(outcomes.records), failed=len(outcomes.failed), root=self.config.rootpath,
                                 files=files, notes=results.notes(), cases=outcomes.case_statuses())
         summary.scope = results.scope()
-        summary.commands = session_commands(self.settings, flips=[f for f in gate.flips if "::" in f],
+        summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
                                             failed=bool(outcomes.failed or outcomes.errors),
                                             errors=outcomes.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)

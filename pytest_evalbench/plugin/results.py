@@ -26,7 +26,7 @@ from .outcomes import Outcomes
 from .selection import Selection
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
-    from ..gate.compare import Baseline
+    from ..gate.baseline import Baseline
     from ..gate.outcome import GateOutcome
 
 

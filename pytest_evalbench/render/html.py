@@ -14,9 +14,14 @@ ci-<target>-<metric>, change-<target>-<metric>, trend-<target>-<metric>, demo-<t
 from __future__ import annotations
 
 import html
+from functools import cache
+from importlib import resources
 from typing import Any
 
-from .summary import JUDGE_UNRELIABLE, DatasetView, DemographicGroup, RunSummary, TranscriptView
+from .rates import DemographicGroup
+from .status import JUDGE_UNRELIABLE
+from .summary import RunSummary
+from .views import DatasetView, TranscriptView
 
 E = html.escape
 """Every text from a run (names, reasons, model output) reaches the page through this one function."""
@@ -112,7 +117,7 @@ def _problems(s: RunSummary) -> str:
              + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
              + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
-    flips = "".join(f"<li><code>{E(f)}</code></li>" for f in gate.flips)
+    flips = "".join(f"<li><code>{E(f.text())}</code></li>" for f in gate.flips)
     if not items and not flips:
         return ""
     body = "".join(f'<li><b>{E(k)}:</b> {E(v)}</li>' for k, v in items)
@@ -337,6 +342,12 @@ def _files(s: RunSummary) -> str:
     return f'<section><h2>Files</h2><ul>{items}</ul></section>' if items else ""
 
 
+@cache
+def _asset(name: str) -> str:
+    """The page's stylesheet or script, shipped as package data beside this module (pyproject package-data)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
 def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
     body = [_header(summary), "<main>", _problems(summary), _rules(summary), _rates(summary),
@@ -347,68 +358,8 @@ def render_html(summary: RunSummary) -> str:
     if summary.dataset is not None:
         body += [_agents(summary.dataset, summary), _comparisons(summary.dataset), _cases(summary.dataset)]
     body += [_files(summary), "</main>"]
+    css, js = _asset("report.css"), _asset("report.js")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
-            f'content="width=device-width, initial-scale=1"><title>{E(summary.title)}</title><style>{_CSS}</style>'
-            f'</head><body>{"".join(body)}<script>{_JS}</script></body></html>\n')
+            f'content="width=device-width, initial-scale=1"><title>{E(summary.title)}</title><style>{css}</style>'
+            f'</head><body>{"".join(body)}<script>{js}</script></body></html>\n')
 
-
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}
-header{background:#1d2330;color:#fff;padding:16px 28px}header h1{margin:0 0 8px;font-size:22px}
-.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:4px 18px;margin:0}
-.facts dt{font-size:11px;text-transform:uppercase;color:#b8c0cc}.facts dd{margin:0 0 4px}
-.verdict{font-size:15px;margin:10px 0 0;padding:6px 10px;border-radius:6px;background:#374151}
-.verdict.passed{background:#065f46}.verdict.failed,.verdict.regression{background:#991b1b}
-.verdict.incomplete{background:#92400e}main{padding:8px 28px 40px;max-width:1300px}
-section{background:#fff;border:1px solid #e1e4ea;border-radius:8px;padding:12px 18px;margin:16px 0}
-h2{font-size:16px;margin:4px 0 10px}h3{font-size:14px;margin:4px 0}.muted{color:#6b7280;font-size:12px}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #eef0f3;
-vertical-align:top}th{font-size:12px;color:#4b5563;font-weight:600}
-.num{font-weight:600;font-variant-numeric:tabular-nums}.down{color:#b91c1c;font-weight:600}.up{color:#047857}
-.flag{display:inline-block;background:#fde68a;color:#78350f;border-radius:4px;padding:0 6px;font-size:12px;margin-left:6px}
-.group{border-top:1px solid #eef0f3;padding:8px 0}.warn{color:#92400e}
-.pass{color:#047857;font-weight:600}.fail{color:#b91c1c;font-weight:600}.unscored{color:#6b7280;font-weight:600}
-.unreliable{color:#92400e;font-weight:600}
-.filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;margin-bottom:8px}
-input[type=search]{min-width:260px;padding:4px}select{font:inherit;padding:2px}
-details.conv{border-top:1px solid #eef0f3;padding:6px 0}details.conv summary{cursor:pointer}
-.judgment{border-left:3px solid #d1d5db;padding:4px 10px;margin:8px 0}.why{white-space:pre-wrap}
-.turn{border-radius:8px;padding:8px 12px;margin:6px 0;white-space:pre-wrap;max-width:900px}
-.turn.user{background:#eef2ff}.turn.assistant{background:#f0fdf4;margin-left:40px}
-.role{font-size:11px;color:#6b7280;text-transform:uppercase}svg.bar,svg.spark{vertical-align:middle}
-"""
-
-_JS = r"""
-(function () {
-  const q = id => document.getElementById(id);
-  const items = Array.from(document.querySelectorAll('#convs > details'));
-  const controls = ['f-failed', 'f-metric', 'f-target', 'f-demo', 'f-search'].map(q).filter(Boolean);
-  function apply() {
-    const failed = q('f-failed') && q('f-failed').checked;
-    const metric = q('f-metric') ? q('f-metric').value : '';
-    const target = q('f-target') ? q('f-target').value : '';
-    const demo = q('f-demo') ? q('f-demo').value : '';
-    const text = q('f-search') ? q('f-search').value.trim().toLowerCase() : '';
-    let shown = 0;
-    for (const d of items) {
-      const ok = (!failed || d.dataset.status !== 'passed') && (!metric || d.dataset.metric === metric)
-        && (!target || d.dataset.target === target) && (!demo || d.dataset.demo.split('|').includes(demo))
-        && (!text || d.textContent.toLowerCase().includes(text));
-      d.style.display = ok ? '' : 'none';
-      if (ok) shown++;
-    }
-    if (q('f-count')) q('f-count').textContent = shown + ' shown';
-  }
-  for (const c of controls) { c.addEventListener('input', apply); c.addEventListener('change', apply); }
-  // Filters and an open item can be preset in the URL: #failed=1&metric=m01&target=t&demo=age: x&q=text&open=<testid>
-  const params = new URLSearchParams(location.hash.slice(1));
-  const preset = {'f-metric': 'metric', 'f-target': 'target', 'f-demo': 'demo', 'f-search': 'q'};
-  for (const [id, key] of Object.entries(preset)) if (q(id) && params.has(key)) q(id).value = params.get(key);
-  if (q('f-failed') && params.get('failed') === '1') q('f-failed').checked = true;
-  if (params.has('open')) {
-    const d = document.querySelector('[data-testid="' + CSS.escape(params.get('open')) + '"]');
-    if (d) { d.open = true; d.scrollIntoView(); }
-  }
-  apply();
-})();
-"""

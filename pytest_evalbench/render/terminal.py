@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..redaction import redact
 from ..store import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
+from .tables import align, comparison_table
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from .summary import CaseStatus, RunSummary
@@ -33,13 +34,6 @@ def _where(files: list[tuple[str, str]], bench_dir: Path, base: Path) -> str:
     return "results: " + ", ".join(parts + outside)
 
 
-def _align(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
-    return lines
-
-
 def rate_lines(summary: RunSummary) -> list[str]:
     """The rates table of the rates this session measured: per target and metric the 95% interval
     and the rate as every surface shows it (`RateRow.rate_text`); dataset runs add the means and
@@ -47,8 +41,8 @@ def rate_lines(summary: RunSummary) -> list[str]:
     lines: list[str] = list(summary.kind_table)
     measured = [r for r in summary.rates if r.measured]
     if measured:
-        lines += _align([["target", "metric", "95% CI", "rate (k/n)"]]
-                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
+        lines += align([["target", "metric", "95% CI", "rate (k/n)"]]
+                       + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:
         from ..dataset.summary import comparison_lines
@@ -101,7 +95,8 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)
-    lines += [line for line in gate.table if not line.startswith("warning: ")]  # reworded below
+    table = comparison_table(gate.comparison) if gate.comparison is not None else []
+    lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")

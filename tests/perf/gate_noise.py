@@ -24,8 +24,9 @@ import argparse
 import random
 import time
 
-from pytest_evalbench.gate.compare import make_baseline, parse_compare_rule
+from pytest_evalbench.gate.baseline import make_baseline
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.paired import parse_compare_rule
 from pytest_evalbench.gate.rows import ModelResult, OutcomeRow, RateSummary
 from pytest_evalbench.spec import ThresholdRules
 

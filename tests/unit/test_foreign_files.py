@@ -187,7 +187,7 @@ def test_compare_agents_pairs_by_scenario_and_skips_unscored() -> None:
 
 
 def test_implicit_context_is_scenario_authoring_context_only() -> None:
-    from pytest_evalbench.authoring import scenarios_prompt
+    from pytest_evalbench.authoring.prompts import scenarios_prompt
 
     spec = load_spec(HUMANE)
     prompt = scenarios_prompt(spec, spec.metrics[0], 3)[1]["content"]

@@ -74,6 +74,7 @@ def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "pytest_evalbench.scenarios.kind" in loaded
-    unwanted = ("pytest_evalbench.dataset", "pytest_evalbench.calibration", "pytest_evalbench.gate.compare",
+    unwanted = ("pytest_evalbench.dataset", "pytest_evalbench.calibration", "pytest_evalbench.gate.baseline",
+                "pytest_evalbench.gate.paired", "pytest_evalbench.gate.rules",
                 "pytest_evalbench.gate.outcome", "pytest_evalbench.render.html", "pytest_evalbench.render.summary")
     assert [m for m in loaded if m.startswith(unwanted)] == []

@@ -20,7 +20,7 @@ from pytest_evalbench.provenance import (
     unit_key,
     update_sessions,
 )
-from pytest_evalbench.render.summary import scenario_rates
+from pytest_evalbench.render.rates import scenario_rates
 from pytest_evalbench.settings import RunSettings
 
 OLD = SessionStamp("2026-11-24T10:00:00Z", "abc1234")

@@ -6,16 +6,17 @@ import json
 from pathlib import Path
 
 from pytest_evalbench.dataset.summary import AgentSummary
-from pytest_evalbench.gate.compare import RuleResult
 from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.rules import RuleResult
+from pytest_evalbench.gate.verdict import FlipKey, gate_verdict, node_ids_of
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.llm.types import Usage
-from pytest_evalbench.render.gate_view import gate_view, node_ids_of
 from pytest_evalbench.render.history import append_history, read_history
 from pytest_evalbench.render.html import sparkline_svg
 from pytest_evalbench.render.progress import Counts, progress_line
-from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view, mean_interval
+from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view
+from pytest_evalbench.render.views import mean_interval
 
 
 def test_collapse_errors_counts_identical_messages() -> None:
@@ -51,30 +52,30 @@ def test_progress_line_eta_and_end() -> None:
 def test_verdicts_say_why() -> None:
     rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
              RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
-    thresholds = gate_view(GateOutcome(mode="thresholds", held=2, rules=rules), 0, 3, {})
+    thresholds = gate_verdict(GateOutcome(mode="thresholds", held=2, rules=rules), 0, 3, {})
     assert (thresholds.verdict, thresholds.reason) == (
         "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
                   "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "
                   "which is reported but does not fail the build")
-    many = gate_view(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
+    many = gate_verdict(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
     assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
-    cases_mode = gate_view(GateOutcome(rules=rules[:1]), 0, 0, {})
+    cases_mode = gate_verdict(GateOutcome(rules=rules[:1]), 0, 0, {})
     assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
-    none = gate_view(GateOutcome(mode="thresholds"), 0, 0, {})
+    none = gate_verdict(GateOutcome(mode="thresholds"), 0, 0, {})
     assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
-    cases = gate_view(GateOutcome(), 1, 1, {})
+    cases = gate_verdict(GateOutcome(), 1, 1, {})
     assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
-    incomplete = gate_view(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})
+    incomplete = gate_verdict(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})
     assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
-    regression = gate_view(GateOutcome(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
+    regression = gate_verdict(GateOutcome(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
     assert (regression.verdict, regression.reason) == ("regression", "1 threshold breach")
-    assert gate_view(None, 4, 0, {}, "bad baseline").reason == "results could not be written: bad baseline"
+    assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written: bad baseline"
 
 
 def test_flip_keys_map_to_node_ids() -> None:
     records = {"benchmarks/d/scenarios.json::m01_s001_v01[t-s1]":
                {"target_id": "t", "score": {"id": "m01_s001_v01", "sample": 1}}}
-    assert node_ids_of(records) == {"t|m01_s001_v01|1": "benchmarks/d/scenarios.json::m01_s001_v01[t-s1]"}
+    assert node_ids_of(records) == {FlipKey("t", "m01_s001_v01", 1): "benchmarks/d/scenarios.json::m01_s001_v01[t-s1]"}
 
 
 def test_cost_view_counts_cached_replays_and_names_unpriced() -> None:
@@ -97,7 +98,7 @@ def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
                          composite_mean=None, metric_means={})
     written = KindResults([agent.to_json()], agents=[agent], view="cases")
     summary = build_summary(kind="dataset", written=written,
-                            gate=gate_view(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                            gate=gate_verdict(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
                             errors={}, recorded=2, failed=1, root=tmp_path, files=[])
     path = tmp_path / "history.jsonl"
     append_history(path, summary)
@@ -117,7 +118,7 @@ def test_sparkline_needs_two_points() -> None:
 
 
 def test_meta_warnings_in_words() -> None:
-    from pytest_evalbench.gate.compare import meta_warnings
+    from pytest_evalbench.gate.paired import meta_warnings
 
     baseline = {"benchmark": "demo", "judge_model": "j1", "targets": {"fake-gpt": "fake-gpt", "old": "m"}}
     current = {"benchmark": "demo", "judge_model": "j2", "targets": {"fake-gpt": "gpt-4o", "new": "n"}}

@@ -1,4 +1,4 @@
-"""gate/stats.py and gate/compare.py and gate/outcome.py: tests against published and hand-computed
+"""gate/stats.py, gate/baseline.py, gate/paired.py, gate/rules.py and gate/outcome.py: tests against published and hand-computed
 values, multiplicity corrections, threshold and compare rules, the baseline file, the gate outcome."""
 
 from __future__ import annotations
@@ -14,21 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pytest_evalbench.gate.compare import (
-    BASELINE_SCHEMA_VERSION,
-    POOLED,
-    Baseline,
-    ThresholdRules,
-    check_thresholds,
-    compare_with_baseline,
-    comparison_table,
-    load_baseline,
-    make_baseline,
-    parse_compare_rule,
-    summary_table,
-)
+from pytest_evalbench.gate.baseline import BASELINE_SCHEMA_VERSION, Baseline, load_baseline, make_baseline
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateOutcome, GateSettings, evaluate_gate
+from pytest_evalbench.gate.paired import POOLED, compare_with_baseline, parse_compare_rule
 from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.gate.rules import ThresholdRules, check_thresholds
 from pytest_evalbench.gate.stats import (
     agresti_min_interval,
     benjamini_hochberg,
@@ -41,9 +31,10 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
+from pytest_evalbench.gate.verdict import gate_verdict
 from pytest_evalbench.llm.engine import EngineStats
-from pytest_evalbench.render.gate_view import gate_view
 from pytest_evalbench.render.summary import build_summary
+from pytest_evalbench.render.tables import comparison_table, summary_table
 from pytest_evalbench.render.terminal import summary_lines
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import ScoreRow
@@ -244,7 +235,7 @@ def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = N
 
 def rendered(outcome: GateOutcome, code: int, failed: int) -> list[str]:
     """The terminal summary a session prints for this outcome (the rendering production uses)."""
-    summary = build_summary(kind="scenarios", written=None, gate=gate_view(outcome, code, failed, {}),
+    summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(outcome, code, failed, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
                             root=Path("/"), files=[])
     return summary_lines(summary, Path("b"), Path("b"))

@@ -1,0 +1,254 @@
+"""`gen-metrics` and `gen-scenarios`: the options, the engine and the structured asking behind both."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from ..context import open_engine, role_endpoint
+from ..errors import ConfigError, InputError, UnusableAnswer
+from ..kinds import spec_kind
+from ..llm import structured
+from ..llm.cache import CacheMode
+from ..llm.engine import PRIORITY, Engine, EngineSettings
+from ..llm.structured import MAX_ATTEMPTS
+from ..llm.types import Endpoint, Usage
+from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from ..scenarios.loading import SCENARIOS_FILE, load_scenarios
+from ..settings import RunSettings
+from ..shipped import register_shipped
+from ..spec import BenchmarkSpec, Metric
+from ..store import dump_json
+from .metrics_file import scenario_rows_schema_check, write_cost, write_metrics
+from .prompts import (
+    MAX_EXAMPLES,
+    MAX_LANDMARKS,
+    LandmarkDraft,
+    MetricsAnswer,
+    ScenarioDraft,
+    ScenariosAnswer,
+    VariantAnswer,
+    check_drafts,
+    demographic_combos,
+    describe_demographic,
+    metrics_prompt,
+    scenarios_prompt,
+    variant_prompt,
+)
+
+A = TypeVar("A", bound=BaseModel)
+
+# --------------------------------------------------------------------------- options and session
+
+
+@dataclass
+class AuthoringOptions:
+    """What the command line decides for one authoring command."""
+
+    root: Path = field(default_factory=Path.cwd)
+    force: bool = False
+    cache: CacheMode | None = None
+    """None: `on`, or `refresh` with --force. An explicit mode wins over --force."""
+    base_url: str | None = None
+    model: str | None = None
+    concurrency: int = 8
+    provider: str | None = None
+
+    @property
+    def cache_mode(self) -> CacheMode:
+        if self.cache is not None:
+            return self.cache
+        return "refresh" if self.force else "on"
+
+
+@dataclass
+class Summary:
+    """What a command wrote and what it cost, for the one-line report."""
+
+    path: Path
+    count: int
+    usage: Usage
+    requests: int
+    cache_hits: int
+    unpriced: list[str]
+    detail: str = ""
+
+    def line(self, command: str) -> str:
+        price = f"${self.usage.cost:.4f}" + (f" (no price for {', '.join(self.unpriced)}; add `pricing:` to "
+                                              f"{SPEC_FILE})" if self.unpriced else "")
+        return (f"{command}: wrote {self.count} {self.detail} to {self.path} — {self.requests} request(s), "
+                f"{self.cache_hits} cached; {price}, {self.usage.input_tokens} in / {self.usage.output_tokens} "
+                "out tokens")
+
+
+def benchmark_dir(options: AuthoringOptions, name: str) -> Path:
+    """`<root>/benchmarks/<name>`, with a message that talks about the command, not pytest."""
+    return resolve_benchmark_dir(options.root / "benchmarks", name, option="")
+
+
+def authoring_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOptions,
+                     env: Mapping[str, str]) -> tuple[Engine, Endpoint]:
+    """An engine like BenchmarkRun's (cache in the benchmark dir, prices from spec) and the user model."""
+    settings = RunSettings(benchmark=bench_dir.name, base_url=options.base_url, provider=options.provider,
+                           cache_mode=options.cache_mode)
+    endpoint = role_endpoint(spec.user_model, options.model or None, settings, env)
+    if endpoint is None:
+        raise ConfigError(f"{bench_dir / SPEC_FILE}: `user_model` is missing (it writes metrics and scenarios); "
+                          "add `user_model: {model: ...}` or pass --model MODEL")
+    return open_engine(bench_dir, spec, EngineSettings(concurrency=options.concurrency), options.cache_mode), endpoint
+
+
+# --------------------------------------------------------------------------- structured asking
+
+
+async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], model: type[A], *,
+              schema_name: str, phase: str, sample: int, ledger: dict[str, Usage], what: str,
+              check: Callable[[A], None] | None = None) -> A:
+    """Structured output with a bounded re-ask that shows the problem; UnusableAnswer after that."""
+    answer, reason = await structured.ask(
+        engine, endpoint, messages, lambda text: structured.parse_as(text, model, check),
+        schema=(schema_name, structured.strict_schema(model)), role="user", phase=phase, sample=sample,
+        ledger=ledger, shape="in the same shape as asked")
+    if answer is None:
+        raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
+                             f"last problem: {reason}; try another model with --model, or rerun with --force to ask again")
+    return answer
+
+
+async def gather_all(awaitables: Sequence[Awaitable[Any]]) -> list[Any]:
+    """Like asyncio.gather, but lets every call finish (and be cached) before raising the first error,
+    so a rerun resumes from everything that did succeed."""
+    results = await asyncio.gather(*awaitables, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def gen_metrics(name: str, options: AuthoringOptions, env: Mapping[str, str] | None = None) -> Summary:
+    """Draft metrics from name/description and write them into benchmark.yaml as m01, m02, ..."""
+    bench_dir = benchmark_dir(options, name)
+    spec = load_spec(bench_dir)
+    path = bench_dir / SPEC_FILE
+    if spec.metrics and not options.force:
+        raise ConfigError(f"{path} already has {len(spec.metrics)} metric(s); pass --force to replace them")
+    if not spec.description.strip():
+        raise InputError(path, "`description` is empty; describe what the benchmark measures first",
+                         field="description")
+    engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
+    ledger: dict[str, Usage] = {}
+    try:
+        answer = engine.run(ask(engine, endpoint, metrics_prompt(spec), MetricsAnswer, schema_name="metrics",
+                                phase="gen_metrics", sample=0, ledger=ledger, what="gen-metrics"))
+    finally:
+        engine.close()
+    metrics = [{"id": f"m{i:02d}", "name": m.name.strip(), "type": m.type, "definition": m.definition.strip(),
+                "examples": [e.strip() for e in m.examples if e.strip()][:MAX_EXAMPLES]}
+               for i, m in enumerate(answer.metrics, start=1)]
+    written = write_metrics(bench_dir, metrics)
+    usage = ledger.get("gen_metrics", Usage())
+    write_cost(bench_dir, "gen_metrics", usage)
+    if spec.metrics and (bench_dir / SCENARIOS_FILE).exists():
+        print(f"gen-metrics: note: {bench_dir / SCENARIOS_FILE} was made for the previous metrics; regenerate "
+              "it with gen-scenarios --force", file=sys.stderr)
+    return Summary(path, len(written.metrics), usage, engine.stats.requests, engine.stats.cache_hits,
+                   sorted(engine.prices.unpriced), detail="metrics")
+
+
+def _row(base_id: str, v_index: int, metric: Metric, base: ScenarioDraft, persona: str,
+         landmarks: list[LandmarkDraft], demographic: dict[str, str]) -> dict[str, Any]:
+    """One scenarios.json row; `persona` is the variant's own (rewritten) persona."""
+    return {
+        "id": f"{base_id}_v{v_index:02d}", "metric_id": metric.id, "metric_name": metric.name,
+        "metric_type": metric.type, "persona": persona.strip(), "user_goal": base.user_goal.strip(),
+        "latent_adversarial_goal": base.latent_adversarial_goal.strip(),
+        "landmarks": [{"turn": lm.turn, "instruction": lm.instruction.strip()} for lm in landmarks[:MAX_LANDMARKS]],
+        "demographic": dict(demographic),
+    }
+
+
+def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] | None = None) -> Summary:
+    """Base scenarios per metric plus one rewrite per demographic combination, into scenarios.json."""
+    bench_dir = benchmark_dir(options, name)
+    spec = load_spec(bench_dir)
+    spec_path, out_path = bench_dir / SPEC_FILE, bench_dir / SCENARIOS_FILE
+    register_shipped()
+    if not spec_kind(spec).generated_from_metrics:
+        raise ConfigError(f"{spec_path}: kind is {spec.kind!r}; gen-scenarios only writes scenario benchmarks")
+    if not spec.metrics:
+        raise InputError(spec_path, "no metrics yet; run gen-metrics first (or write them by hand)",
+                         field="metrics")
+    if out_path.exists() and not options.force:
+        raise ConfigError(f"{out_path} already exists; pass --force to regenerate it")
+    combos = demographic_combos(spec, spec_path)
+    expand = bool(spec.demographics)
+    count, turns = spec.generation.scenarios_per_metric, spec.generation.turns
+    engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
+    ledger: dict[str, Usage] = {}
+    done = [0]
+
+    async def variant(metric: Metric, base: ScenarioDraft, base_id: str, s_index: int,
+                      v_index: int, demographic: dict[str, str]) -> dict[str, Any]:
+        if not expand:
+            return _row(base_id, v_index, metric, base, base.persona, base.landmarks, demographic)
+        answer = await ask(engine, endpoint, variant_prompt(spec, metric, base, demographic), VariantAnswer,
+                           schema_name="variant", phase="gen_scenarios",
+                           sample=(s_index - 1) * len(combos) + v_index, ledger=ledger,
+                           what=f"gen-scenarios {base_id}_v{v_index:02d} ({describe_demographic(demographic)})",
+                           check=check_drafts(turns))
+        return _row(base_id, v_index, metric, base, answer.persona, answer.landmarks, demographic)
+
+    async def base_scenarios(metric: Metric) -> list[ScenarioDraft]:
+        """`count` base scenarios; an answer with fewer is kept and the missing ones are asked for
+        (showing the ones so far), so a provider that ignores the requested count still gets there."""
+        drafts: list[ScenarioDraft] = []
+        for round_ in range(count):
+            missing = count - len(drafts)
+            answer = await ask(engine, endpoint, scenarios_prompt(spec, metric, missing, drafts), ScenariosAnswer,
+                               schema_name="scenarios", phase="gen_scenarios", sample=round_, ledger=ledger,
+                               what=f"gen-scenarios {metric.id}", check=check_drafts(turns, 1))
+            drafts += answer.scenarios[:missing]
+            if len(drafts) >= count:
+                return drafts
+        raise UnusableAnswer(f"gen-scenarios {metric.id}: model '{endpoint.model}' gave {len(drafts)} of "
+                             f"{count} scenarios in {count} requests; try another model with --model")
+
+    async def per_metric(position: int, metric: Metric) -> list[dict[str, Any]]:
+        PRIORITY.set(position)  # earlier metrics first, so progress lines arrive roughly in order
+        drafts = await base_scenarios(metric)
+        calls = [variant(metric, base, f"{metric.id}_s{s:03d}", s, v, demographic)
+                 for s, base in enumerate(drafts, start=1)
+                 for v, demographic in enumerate(combos, start=1)]
+        rows = await gather_all(calls)
+        done[0] += 1
+        print(f"gen-scenarios: {metric.id} done ({count} scenarios, {len(rows)} variants) "
+              f"[{done[0]}/{len(spec.metrics)}]", file=sys.stderr, flush=True)
+        return rows
+
+    async def everything() -> list[dict[str, Any]]:
+        per = await gather_all([per_metric(i, m) for i, m in enumerate(spec.metrics)])
+        return [row for rows in per for row in rows]
+
+    try:
+        rows = engine.run(everything())
+    finally:
+        engine.close()
+    scenario_rows_schema_check(rows, out_path)
+    usage = ledger.get("gen_scenarios", Usage())
+    dump_json(out_path, rows, bench_dir)
+    write_cost(bench_dir, "gen_scenarios", usage)
+    load_scenarios(bench_dir, spec)  # the file the plugin will read loads as written
+    return Summary(out_path, len(rows), usage, engine.stats.requests, engine.stats.cache_hits,
+                   sorted(engine.prices.unpriced),
+                   detail=f"scenario rows ({len(spec.metrics)} metrics x {count} scenarios x {len(combos)} "
+                          "variants)")

@@ -1,0 +1,130 @@
+"""The threshold rules of benchmark.yaml, evaluated: each one held, breached or not evaluated (and why).
+
+Pure functions; no I/O, no pytest. `RuleResult.text()` is the one wording every surface shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..spec_rules import MetricRule, TargetRule, ThresholdRules
+from .paired import EPS, Comparison
+from .rows import ModelResult
+
+__all__ = ["MetricRule", "TargetRule", "ThresholdRules"]
+
+
+# --------------------------------------------------------------------------- threshold rules
+
+
+RuleStatus = Literal["held", "breached", "not evaluated"]
+
+
+@dataclass
+class RuleResult:
+    """One gate rule as evaluated: its name and limit, whom it applies to, the number it read and
+    the outcome; renderers show `text()` (the same words on every surface) and never parse it."""
+
+    rule: str
+    """`min_positive_pass_rate`, `min_negative_pass_rate`, `min_pass_rate`, `max_drop` or `compare`."""
+    limit: float | str | None
+    target: str | None
+    metric: str | None
+    status: RuleStatus
+    value: float | None = None
+    """The number the rule compared with its limit (a rate, or for max_drop the change)."""
+    p_adjusted: float | None = None
+    why: str | None = None
+    """With status "not evaluated": why; otherwise an optional detail (a breached test's description)."""
+
+    def text(self) -> str:
+        """`min_negative_pass_rate 0.60 t: 1.00 held`, `max_drop 0.10 t m01: -0.25, p_adj 0.03 breached`,
+        `max_drop 0.10 t m01: not evaluated (no paired cases)`."""
+        limit = f"{self.limit:.2f}" if isinstance(self.limit, float) else (self.limit or "")
+        head = " ".join(p for p in (self.rule, limit, self.target, self.metric) if p)
+        if self.status == "not evaluated":
+            return f"{head}: not evaluated ({self.why})"
+        nums = [] if self.value is None else [f"{self.value:+.2f}" if self.rule in ("max_drop", "compare")
+                                              else f"{self.value:.2f}"]
+        if self.p_adjusted is not None:
+            nums.append(f"p_adj {self.p_adjusted:.3g}")
+        return f"{head}: {', '.join(nums) + ' ' if nums else ''}{self.status}" + (f" ({self.why})" if self.why else "")
+
+
+@dataclass
+class RuleReport:
+    rules: list[RuleResult] = field(default_factory=list)
+    """Every configured rule, evaluated or not, in the order checked."""
+
+    @property
+    def breaches(self) -> list[str]:
+        return [r.text() for r in self.rules if r.status == "breached"]
+
+    @property
+    def unevaluated(self) -> list[str]:
+        return [r.text() for r in self.rules if r.status == "not evaluated"]
+
+    @property
+    def held(self) -> int:
+        return sum(1 for r in self.rules if r.status == "held")
+
+
+def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
+                     comparison: Comparison | None = None) -> RuleReport:
+    """Every configured rule: breached, held, or not evaluated (a null rate, a target without
+    results, or a max_drop without a baseline comparison). min rules read the results.json-shaped
+    summaries; max_drop reads the comparison's paired tests: observed drop > max_drop AND
+    significant after the run's correction."""
+    rules = rules or ThresholdRules()
+    report = RuleReport()
+
+    def minimum(target: str, name: str, metric: str | None, value: float | None, threshold: float | None) -> None:
+        if threshold is None:
+            return
+        if value is None:
+            report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated", why="no scored rows"))
+        else:
+            report.rules.append(RuleResult(name, threshold, target, metric,
+                                           "breached" if value < threshold - EPS else "held", value))
+
+    seen = {s.target_model for s in results}
+    for name in sorted(set(rules.per_target) - seen):
+        report.rules.append(RuleResult("per_target", None, name, None, "not evaluated",
+                                       why="no results for this target"))
+    for summary in sorted(results, key=lambda s: s.target_model):
+        target = summary.target_model
+        rule = rules.for_target(target)
+        minimum(target, "min_positive_pass_rate", None, summary.positive_pass_rate, rule.min_positive_pass_rate)
+        minimum(target, "min_negative_pass_rate", None, summary.negative_pass_rate, rule.min_negative_pass_rate)
+        for mid, mrule in sorted(rules.per_metric.items()):
+            rate = summary.by_metric.get(mid)
+            minimum(target, "min_pass_rate", mid, rate.pass_rate if rate else None, mrule.min_pass_rate)
+        _max_drops(target, rules, rule, summary, comparison, report)
+    return report
+
+
+def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: ModelResult,
+               comparison: Comparison | None, report: RuleReport) -> None:
+    """The max_drop rules of one target: per metric (its own limit or the target's) and pooled."""
+    per_metric = {mid: m.max_drop for mid, m in rules.per_metric.items() if m.max_drop is not None}
+    if rule.max_drop is None and not per_metric:
+        return
+    if comparison is None:
+        report.rules.append(RuleResult("max_drop", rule.max_drop, target, None, "not evaluated",
+                                       why="no baseline comparison; use --evalbench-compare"))
+        return
+    wanted: dict[str, float] = {}
+    if rule.max_drop is not None:
+        wanted.update(dict.fromkeys(summary.by_metric, rule.max_drop))
+        wanted.update({t.metric_id: rule.max_drop for t in comparison.tests
+                       if t.target == target and t.kind != "scores"})
+    wanted.update(per_metric)
+    for mid, limit in sorted(wanted.items()):
+        test = comparison.get(target, mid)
+        if test is None:
+            report.rules.append(RuleResult("max_drop", limit, target, mid, "not evaluated", why="no paired cases"))
+        else:
+            breached = test.significant and test.exceeds(limit)
+            report.rules.append(RuleResult("max_drop", limit, target, mid, "breached" if breached else "held",
+                                           test.change, test.p_adjusted, test.describe() if breached else None))
