@@ -57,8 +57,6 @@ class GateInputs:
     baseline: Baseline | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)
-    table: list[str] | None = None
-    """The kind's own rates table, replacing the default one."""
 
 
 @dataclass
@@ -75,7 +73,6 @@ class CaseVerdict:
 
 @dataclass
 class GateOutcome:
-    table: list[str] = field(default_factory=list)
     breaches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Rules that could not be evaluated (never counted as held)."""
@@ -185,7 +182,6 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")
-    outcome.table = list(inputs.table or [])  # the rates table is rendered from the rows (render/tables.py)
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
     return outcome
 

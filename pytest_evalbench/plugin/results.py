@@ -137,7 +137,7 @@ class Results:
         inputs = GateInputs(
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline,
-            meta=run.meta(), table=written.table,
+            meta=run.meta(),
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
