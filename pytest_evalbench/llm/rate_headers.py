@@ -18,11 +18,13 @@ from email.utils import parsedate_to_datetime
 
 MAX_WAIT = 120.0
 """Longest wait any header can ask for (seconds)."""
+MAX_DURATION = 86_400.0
+"""Longest reset believed (a day); waits derived from it are still capped at `MAX_WAIT`."""
 MAX_HEADER_CHARS = 64
 MAX_LIMIT = 1e12
 """Largest limit or remaining count believed (a bigger one is as good as none)."""
 
-_DURATION = re.compile(r"(?:(\d{1,9}(?:\.\d{1,9})?)(ms|h|m|s))")
+_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)(ms|h|m|s)", re.ASCII)
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -40,7 +42,7 @@ def _text(headers: Mapping[str, str] | None, name: str) -> str | None:
 
 def _number(text: str | None, upper: float) -> float | None:
     """A finite, non-negative number up to `upper`, else None."""
-    if text is None:
+    if text is None or not text.isascii():  # float() takes other scripts' digits and "1_000"
         return None
     try:
         value = float(text)
@@ -51,17 +53,17 @@ def _number(text: str | None, upper: float) -> float | None:
 
 def parse_duration(text: str | None) -> float | None:
     """OpenAI's reset durations ("1s", "6m0s", "20ms", "1h2m3.5s") or plain seconds -> seconds, capped
-    at `MAX_WAIT`; None for anything else."""
-    if text is None or len(text) > MAX_HEADER_CHARS:
+    at `MAX_DURATION`; None for anything else."""
+    if text is None or len(text) > MAX_HEADER_CHARS or not text.isascii():
         return None
     text = text.strip()
     plain = _number(text, float("inf"))
     if plain is not None:
-        return min(plain, MAX_WAIT)
+        return min(plain, MAX_DURATION)
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return min(sum(float(n) * _UNITS[u] for n, u in parts), MAX_WAIT)
+    return min(sum(float(n) * _UNITS[u] for n, u in parts), MAX_DURATION)
 
 
 def retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

@@ -96,7 +96,7 @@ class EndpointState:
         for kind, per_request in ((info.requests, 1.0), (info.tokens, self.tokens)):
             self._spread(now, kind, per_request)
         if info.retry_after is not None and limited:
-            self.hold = max(self.hold, now + info.retry_after)
+            self.hold = max(self.hold, now + min(info.retry_after, MAX_WAIT))
         if limited:
             if now >= self.cut_after:  # one cut per round: answers to requests sent before it do not cut again
                 self.backoff = min(MAX_WAIT, max(self.backoff * GROW, self.interval(now) * GROW, 0.001))
@@ -112,7 +112,7 @@ class EndpointState:
         if kind.remaining < per_request:  # used up: no start until it resets (or, with a known
             # sustained limit, until it grants the next one; a 429's Retry-After holds longer)
             grant = 60.0 * per_request / kind.limit if kind.limit else kind.reset
-            self.hold = max(self.hold, now + min(kind.reset, grant))
+            self.hold = max(self.hold, now + min(kind.reset, grant, MAX_WAIT))
             return
         # requests possible until the reset: what remains, plus what refills meanwhile at the sustained rate
         possible = (kind.remaining + (kind.reset * kind.limit / 60.0 if kind.limit else 0.0)) / per_request
