@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from filelock import FileLock
+from filelock import AcquireReturnProxy, FileLock
 
 from ..redaction import strip_credentials
 from ..store import atomic_write_text
@@ -141,6 +141,11 @@ class SharedLimits:
         self._view: dict[str, EndpointState] = {}
 
     # -------------------------------------------------------------- file
+    def _locked(self) -> AcquireReturnProxy:
+        """The lock, polled every half millisecond when another process holds it (filelock's default
+        50 ms would stall this process's event loop that long; a holder keeps it for microseconds)."""
+        return self._lock.acquire(poll_interval=0.0005)
+
     def _mtime(self) -> int | None:
         try:
             return os.stat(self.path).st_mtime_ns
@@ -172,7 +177,7 @@ class SharedLimits:
             state = self._view.get(key)
             if state is None or state.quiet(now):
                 return now
-        with self._lock:
+        with self._locked():
             state = self._read().get(key)
             now = time.time()
             if state is None or state.quiet(now):
@@ -185,7 +190,9 @@ class SharedLimits:
     def learn(self, key: str, info: RateHeaders, *, limited: bool, tokens: int = 0) -> None:
         """What one answer taught about the endpoint, for every process."""
         now = time.time()
-        if not limited and self._mtime() == self._seen:  # a success that changes nothing is not written
+        if not limited:  # a success that changes nothing is not written
+            if self._mtime() != self._seen:
+                self._read()  # without the lock: the file is only ever replaced whole
             current = self._view.get(key)
             trial = replace(current) if current is not None else EndpointState()
             trial.learn(now, info, limited, tokens)
@@ -193,7 +200,7 @@ class SharedLimits:
                 if current is not None:
                     current.tokens = trial.tokens
                 return
-        with self._lock:
+        with self._locked():
             states = self._read()
             state = states.setdefault(key, EndpointState())
             state.learn(time.time(), info, limited, tokens)
@@ -201,5 +208,5 @@ class SharedLimits:
 
     def state(self, key: str) -> EndpointState | None:
         """The endpoint's entry as the file holds it now (for tests and reports)."""
-        with self._lock:
+        with self._locked():
             return self._read().get(key)
