@@ -74,6 +74,8 @@ def serve(port: int) -> None:
                 return web.Response(status=429, body=json.dumps(error).encode(), content_type="application/json",
                                     headers=limit_headers)
         state["requests"] += 1
+        state.setdefault("first", time.time())
+        state["last"] = time.time()
         state["active"] += 1
         state["peak"] = max(state["peak"], state["active"])
         try:
@@ -93,6 +95,7 @@ def serve(port: int) -> None:
         body = json.loads(await http.read())
         if body.get("reset"):
             state.update(requests=0, peak=0)
+            state.pop("first", None)
         if "latency" in body:
             state["latency"] = float(body["latency"])
         if "rate_limit" in body:  # requests per minute; None: no limit
@@ -102,7 +105,8 @@ def serve(port: int) -> None:
     async def stats(http: web.Request) -> web.Response:
         window = state["window"]
         return web.json_response({"requests": state["requests"], "peak_concurrency": state["peak"],
-                                  "limited": window.limited if window is not None else 0})
+                                  "limited": window.limited if window is not None else 0,
+                                  "span": state.get("last", 0.0) - state.get("first", 0.0)})
 
     async def main() -> None:
         app = web.Application()
@@ -326,8 +330,9 @@ def rate_limited(server: Server, root: Path, args: argparse.Namespace) -> None:
           f"{args.latency * 1000:.0f} ms; ideal = calls / R = {ideal:.1f} s (load average {os.getloadavg()[0]:.2f})")
     print("  fixed = the same command with --collect-only (interpreter, pytest, xdist workers, collection), "
           "measured just before; (process - fixed) / ideal is what the calls took")
+    print("  span = first to last request the endpoint admitted; span / ideal is the pace the calls kept")
     print(f"{'workers':>7} {'exit':>4} {'process s':>9} {'process/ideal':>13} {'fixed s':>7} {'(process-fixed)/ideal':>21} "
-          f"{'calls':>6} {'429s':>5} {'429s/calls':>10}")
+          f"{'span/ideal':>10} {'calls':>6} {'429s':>5} {'429s/calls':>10}")
     for workers in ("0", "2"):
         fixed = run_pytest(project, "--benchmark=perf", "--collect-only", "-n", workers)["process"]
         server.control(reset=True, latency=args.latency, rate_limit=args.rate_limit)
@@ -336,7 +341,7 @@ def rate_limited(server: Server, root: Path, args: argparse.Namespace) -> None:
                        f"--evalbench-concurrency={args.rate_concurrency}", "-n", workers)
         stats = server.stats()
         print(f"{'-n ' + workers:>7} {r['exit']:>4.0f} {r['process']:>9.2f} {r['process'] / ideal:>13.2f} {fixed:>7.2f} "
-              f"{(r['process'] - fixed) / ideal:>21.2f} "
+              f"{(r['process'] - fixed) / ideal:>21.2f} {stats['span'] / ideal:>10.2f} "
               f"{stats['requests']:>6} {stats['limited']:>5} {stats['limited'] / max(1, stats['requests']):>10.1%}"
               f"  (load average {os.getloadavg()[0]:.2f})", flush=True)
     server.control(rate_limit=None)
