@@ -24,6 +24,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -139,6 +140,8 @@ class SharedLimits:
         self._seen: int | None = None
         """Modification time (ns) of the file when this process last read it."""
         self._view: dict[str, EndpointState] = {}
+        self._local = False
+        """The file could not be used: this process keeps its view in memory only."""
 
     # -------------------------------------------------------------- file
     def _locked(self) -> AcquireReturnProxy:
@@ -147,12 +150,16 @@ class SharedLimits:
         return self._lock.acquire(poll_interval=0.0005)
 
     def _mtime(self) -> int | None:
+        if self._local:
+            return self._seen
         try:
             return os.stat(self.path).st_mtime_ns
         except OSError:
             return None
 
     def _read(self) -> dict[str, EndpointState]:
+        if self._local:
+            return self._view
         self._seen = self._mtime()
         try:
             data = json.loads(self.path.read_text(encoding="utf-8")) if self._seen is not None else {}
@@ -170,6 +177,20 @@ class SharedLimits:
         self._seen = self._mtime()
 
     # -------------------------------------------------------------- requests
+    def _change(self, change: Callable[[dict[str, EndpointState], float], tuple[float, bool]]) -> float:
+        """`change(view, now)` -> (result, changed) under the lock, the view written back if changed.
+        Once the file cannot be used (a read-only cache directory), this process paces alone, in memory."""
+        if not self._local:
+            try:
+                with self._locked():
+                    result, changed = change(self._read(), time.time())
+                    if changed:
+                        self._write()
+                    return result
+            except OSError:
+                self._local = True
+        return change(self._view, time.time())[0]
+
     def reserve(self, key: str) -> float:
         """Claim the endpoint's next start slot; return its wall-clock time (now when unpaced)."""
         now = time.time()
@@ -177,15 +198,17 @@ class SharedLimits:
             state = self._view.get(key)
             if state is None or state.quiet(now):
                 return now
-        with self._locked():
-            state = self._read().get(key)
-            now = time.time()
+
+        def claim(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
+            state = view.get(key)
             if state is None or state.quiet(now):
-                return now
-            slot = max(now, state.next, state.hold)
+                return now, False
+            # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
+            slot = max(now, min(state.next, now + MAX_WAIT), min(state.hold, now + MAX_WAIT))
             state.next = slot + state.interval(now)
-            self._write()
-            return slot
+            return slot, True
+
+        return self._change(claim)
 
     def learn(self, key: str, info: RateHeaders, *, limited: bool, tokens: int = 0) -> None:
         """What one answer taught about the endpoint, for every process."""
@@ -200,13 +223,13 @@ class SharedLimits:
                 if current is not None:
                     current.tokens = trial.tokens
                 return
-        with self._locked():
-            states = self._read()
-            state = states.setdefault(key, EndpointState())
-            state.learn(time.time(), info, limited, tokens)
-            self._write()
+
+        def update(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
+            view.setdefault(key, EndpointState()).learn(now, info, limited, tokens)
+            return now, True
+
+        self._change(update)
 
     def state(self, key: str) -> EndpointState | None:
-        """The endpoint's entry as the file holds it now (for tests and reports)."""
-        with self._locked():
-            return self._read().get(key)
+        """The endpoint's entry as this process sees it now (for tests and reports)."""
+        return self._read().get(key)

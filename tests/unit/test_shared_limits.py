@@ -104,3 +104,17 @@ def test_hostile_state_file_is_ignored(tmp_path: Path) -> None:
     assert SharedLimits(path).reserve(KEY) <= time.time()
     path.write_text("not json")
     assert SharedLimits(path).reserve(KEY) <= time.time()
+
+
+def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / ".endpoint-limits"
+    now = time.time()
+    path.write_text('{"%s": {"next": %r, "hold": %r, "backoff": 1e9, "updated": %r}}' % (KEY, now + 1e9, now + 1e9, now))
+    assert SharedLimits(path).reserve(KEY) <= time.time() + 120
+
+
+def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    limits = SharedLimits(tmp_path / "file" / ".endpoint-limits")  # its "directory" is a file
+    limits.learn(KEY, parse({"retry-after": "2"}), limited=True)
+    assert limits.reserve(KEY) >= time.time() + 1.5  # learned, in memory
