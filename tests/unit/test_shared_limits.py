@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import multiprocessing
 import time
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_hostile_state_file_is_ignored(tmp_path: Path) -> None:
 def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
     path = tmp_path / ".endpoint-limits"
     now = time.time()
-    path.write_text('{"%s": {"next": %r, "hold": %r, "backoff": 1e9, "updated": %r}}' % (KEY, now + 1e9, now + 1e9, now))
+    path.write_text(json.dumps({KEY: {"next": now + 1e9, "hold": now + 1e9, "backoff": 1e9, "updated": now}}))
     assert SharedLimits(path).reserve(KEY) <= time.time() + 120
 
 
