@@ -8,7 +8,8 @@ Per endpoint (scheme://host:port/path, credentials stripped) it keeps:
 - `next`: the wall-clock time of the next free start slot; each request reserves one and sleeps
   until it, so starts are spaced by `interval` across all processes;
 - `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 2% margin: the
-  sustained rate the provider grants), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens),
+  sustained rate the provider grants, once no more than 10% of the limit remains: a burst the
+  provider grants is used), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, alike),
   `spread` (the remaining requests or tokens spread over the time to their reset, until then) and
   `backoff`, learned from 429s without such headers (AIMD: a 429 stretches it 1.4-fold, at most
   once per round; each success shortens it by 0.3%);
@@ -38,6 +39,8 @@ from .rate_headers import MAX_WAIT, RateHeaders, Window
 STALE_SECONDS = 600.0
 MARGIN = 1.02
 """Pace 2% under the sustained rate the headers grant: clocks and networks jitter."""
+BURST_RESERVE = 0.1
+"""Share of a per-minute limit kept in reserve (requests in flight, other processes) before pacing."""
 MAX_ENDPOINTS = 64
 GROW, SHRINK = 1.4, 0.997
 
@@ -91,9 +94,9 @@ class EndpointState:
         if tokens > 0:
             self.tokens = tokens if not self.tokens else 0.9 * self.tokens + 0.1 * tokens
         if info.requests.limit:
-            self.req_gap = min(MAX_WAIT, 60.0 / info.requests.limit * MARGIN)
+            self.req_gap = _gap(info.requests, 1.0)
         if info.tokens.limit and self.tokens:
-            self.tok_gap = min(MAX_WAIT, 60.0 * self.tokens / info.tokens.limit * MARGIN)
+            self.tok_gap = _gap(info.tokens, self.tokens)
         for kind, per_request in ((info.requests, 1.0), (info.tokens, self.tokens)):
             self._spread(now, kind, per_request)
         if info.retry_after is not None and limited:
@@ -115,6 +118,8 @@ class EndpointState:
             grant = 60.0 * per_request / kind.limit if kind.limit else kind.reset
             self.hold = max(self.hold, now + min(kind.reset, grant, MAX_WAIT))
             return
+        if kind.limit and kind.remaining > BURST_RESERVE * kind.limit:
+            return  # a burst the provider grants: used (see `_gap`)
         # requests possible until the reset: what remains, plus what refills meanwhile at the sustained rate
         possible = (kind.remaining + (kind.reset * kind.limit / 60.0 if kind.limit else 0.0)) / per_request
         spread = min(MAX_WAIT, kind.reset / possible) if kind.reset > 0 else 0.0
@@ -129,6 +134,16 @@ class EndpointState:
         return (close(self.req_gap, other.req_gap) and close(self.tok_gap, other.tok_gap)
                 and close(self.spread, other.spread) and self.backoff == other.backoff
                 and self.hold == other.hold and self.cut_after == other.cut_after)
+
+
+def _gap(kind: Window, per_request: float) -> float:
+    """Seconds between starts at the sustained rate a per-minute limit grants (2% under); none while
+    more than `BURST_RESERVE` of the limit remains (a provider that grants bursts is not paced
+    until its burst is nearly used)."""
+    assert kind.limit
+    if kind.remaining is not None and kind.remaining > BURST_RESERVE * kind.limit:
+        return 0.0
+    return min(MAX_WAIT, 60.0 * per_request / kind.limit * MARGIN)
 
 
 class SharedLimits:

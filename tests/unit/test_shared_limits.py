@@ -53,7 +53,7 @@ def test_a_429_in_one_process_holds_another(tmp_path: Path, spawn: multiprocessi
 def test_two_processes_share_the_pace_the_headers_grant(tmp_path: Path,
                                                         spawn: multiprocessing.context.SpawnContext) -> None:
     path = tmp_path / ".endpoint-limits"
-    SharedLimits(path).learn(KEY, parse({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "500",
+    SharedLimits(path).learn(KEY, parse({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "50",
                                          "x-ratelimit-reset-requests": "10s"}), limited=False)
     with spawn.Pool(2) as pool:
         slots = sorted(s for part in pool.starmap(reserve_slots, [(str(path), 15)] * 2) for s in part)
@@ -119,3 +119,13 @@ def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:
     limits = SharedLimits(tmp_path / "file" / ".endpoint-limits")  # its "directory" is a file
     limits.learn(KEY, parse({"retry-after": "2"}), limited=True)
     assert limits.reserve(KEY) >= time.time() + 1.5  # learned, in memory
+
+
+def test_a_granted_burst_is_used_and_the_sustained_rate_kept_near_its_end() -> None:
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "5000",
+                            "x-ratelimit-reset-requests": "10s"}), limited=False, tokens=0)
+    assert state.interval(0.0) == 0.0  # most of the minute's requests remain: no pacing
+    state.learn(1.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "500",
+                            "x-ratelimit-reset-requests": "55s"}), limited=False, tokens=0)
+    assert state.interval(1.0) == pytest.approx(0.01 * MARGIN)  # near the end: the sustained 100 a second
