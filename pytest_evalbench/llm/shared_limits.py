@@ -58,6 +58,10 @@ def endpoint_key(url: str) -> str:
     return f"{parts.scheme}://{shown}:{port}{parts.path.rstrip('/')}"[:200]
 
 
+_GAPS = ("req_gap", "tok_gap", "spread", "backoff")
+"""Fields that are durations (bounded by MAX_WAIT when read from the file); the others are times."""
+
+
 @dataclass
 class EndpointState:
     next: float = 0.0
@@ -86,7 +90,8 @@ class EndpointState:
         values = {}
         for f in fields(cls):
             value = data.get(f.name, 0.0)
-            values[f.name] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+            number = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+            values[f.name] = min(max(0.0, number), MAX_WAIT) if f.name in _GAPS else max(0.0, number)
         return cls(**values)
 
     def learn(self, now: float, info: RateHeaders, limited: bool, tokens: int) -> None:
