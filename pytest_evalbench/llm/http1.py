@@ -30,7 +30,6 @@ import ssl
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -87,6 +86,37 @@ class Origin:
         return host if self.port == default else f"{host}:{self.port}"
 
 
+class _Inflater:
+    """A gzip or deflate body inflated as it arrives, never past `max_bytes`."""
+
+    def __init__(self, encoding: str, max_bytes: int) -> None:
+        self.encoding = encoding
+        self.max_bytes = max_bytes
+        self._inflater = zlib.decompressobj(_WBITS[encoding])
+        self._inflated = 0
+
+    def inflate(self, data: bytes, final: bool = False) -> bytes:
+        """Inflate the next piece (or, `final`, what the decompressor still holds) within the cap."""
+        inflater = self._inflater
+        room = self.max_bytes - self._inflated
+        try:
+            out = inflater.flush() if final else inflater.decompress(data, room + 1)
+        except zlib.error as exc:
+            raise ProtocolError(f"bad {self.encoding} body: {exc}") from None
+        self._inflated += len(out)
+        if self._inflated > self.max_bytes:
+            raise ResponseTooLarge(f"{self.encoding} body inflates past the cap of {_size(self.max_bytes)}")
+        if final and not inflater.eof:
+            raise ProtocolError(f"bad {self.encoding} body: truncated")
+        return bytes(out)
+
+
+def _until_close(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether an answer's body is delimited by the connection's close."""
+    return not (status < 200 or status in (204, 304) or "content-length" in headers
+                or "chunked" in headers.get("transfer-encoding", "").lower())
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection: llhttp (through httptools) parses the answer to the request in
     flight as bytes arrive; the body is kept only up to `max_bytes`."""
@@ -104,8 +134,7 @@ class _Connection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self._body_size = 0  # bytes of body received (compressed, if it is)
-        self._inflater: Any = None  # a zlib decompressor while a gzip or deflate body arrives
-        self._inflated = 0
+        self._inflater: _Inflater | None = None  # while a gzip or deflate body arrives
         self._response: Response | None = None
 
     # -------------------------------------------------------------- asyncio.Protocol
@@ -142,15 +171,12 @@ class _Connection(asyncio.Protocol):
             self._waiter.set_exception(exc)
         self.abort()
 
-    def eof_received(self) -> bool:
-        return False  # close our side too
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
-        if not self._in_head and self._parser is not None and self._until_close():
+        if not self._in_head and self._parser is not None and _until_close(self._parser.get_status_code(), self._headers):
             try:  # a body delimited by the close (no Content-Length, not chunked) ends here
                 waiter.set_result(self._finish())
             except ProtocolError as error:
@@ -164,7 +190,7 @@ class _Connection(asyncio.Protocol):
         if self._response is not None:  # a second answer to one request: the server is out of step
             self.closed = True
         self._in_head, self._head_bytes, self._reason, self._headers = True, 0, b"", {}
-        self._body, self._body_size, self._inflater, self._inflated = [], 0, None, 0
+        self._body, self._body_size, self._inflater = [], 0, None
 
     def on_status(self, reason: bytes) -> None:
         self._reason += reason
@@ -182,31 +208,15 @@ class _Connection(asyncio.Protocol):
             raise ResponseTooLarge(f"Content-Length {_size(int(length))} over the cap of {_size(self.max_bytes)}")
         encoding = self._headers.get("content-encoding", "identity").strip().lower()
         if encoding in _WBITS:  # inflated as it arrives: a compressed body is never held whole
-            self._inflater = zlib.decompressobj(_WBITS[encoding])
+            self._inflater = _Inflater(encoding, self.max_bytes)
 
     def on_body(self, body: bytes) -> None:
         self._body_size += len(body)
         if self._body_size > self.max_bytes:
             raise ResponseTooLarge(f"body longer than the cap of {_size(self.max_bytes)}")
         if self._inflater is not None:
-            body = self._inflate(body)
+            body = self._inflater.inflate(body)
         self._body.append(body)
-
-    def _inflate(self, data: bytes, final: bool = False) -> bytes:
-        """Inflate the next piece (or, `final`, what the decompressor still holds) within the cap."""
-        inflater = self._inflater
-        room = self.max_bytes - self._inflated
-        try:
-            out = inflater.flush() if final else inflater.decompress(data, room + 1)
-        except zlib.error as exc:
-            raise ProtocolError(f"bad {self._headers['content-encoding']} body: {exc}") from None
-        self._inflated += len(out)
-        if self._inflated > self.max_bytes:
-            raise ResponseTooLarge(f"{self._headers['content-encoding']} body inflates past the cap of "
-                                   f"{_size(self.max_bytes)}")
-        if final and not inflater.eof:
-            raise ProtocolError(f"bad {self._headers['content-encoding']} body: truncated")
-        return bytes(out)
 
     def on_message_complete(self) -> None:
         assert self._parser is not None
@@ -238,19 +248,12 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    def _until_close(self) -> bool:
-        """Whether the answer's body is delimited by the connection's close."""
-        assert self._parser is not None
-        status = self._parser.get_status_code()
-        return not (status < 200 or status in (204, 304) or "content-length" in self._headers
-                    or "chunked" in self._headers.get("transfer-encoding", "").lower())
-
     def _finish(self) -> Response:
         """The complete answer: body decompressed (bounded), HTTP/1.0 answers marked to close."""
         assert self._parser is not None
         headers = self._headers
         if self._inflater is not None and self._body_size:  # no body is no compressed stream
-            self._body.append(self._inflate(b"", final=True))
+            self._body.append(self._inflater.inflate(b"", final=True))
         body = b"".join(self._body)
         self._body = []
         if self._parser.get_http_version() == "1.0" and "keep-alive" not in headers.get("connection", "").lower():

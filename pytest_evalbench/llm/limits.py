@@ -2,9 +2,11 @@
 
 In order: the endpoint's adaptive concurrency (rate_limit.py), a slot of the global priority
 semaphore (at most `concurrency` requests in flight, the most urgent waiter first), the shared
-request rate, the token rate, and the budget's reservation of the call's worst-case price
-(budget.py). After the answer (or the failure) the reservation is settled at the real price, the
-token estimate corrected, and the provider's rate headers may hold the endpoint off for a while.
+request rate, the token rate, the endpoint's start slot in the machine-wide view of its limits
+(shared_limits.py), and the budget's reservation of the call's worst-case price (budget.py).
+After the answer (or the failure) the reservation is settled at the real price, the token
+estimate corrected, and what the answer says about the endpoint's limits (429, Retry-After,
+x-ratelimit-* headers) goes into the shared view, pacing every process.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from typing import Any
 
 from ..errors import BudgetExhausted
 from .budget import Budget, worst_case_tokens
+from .failures import Failure
 from .pipelines import call_priority
 from .pricing import PriceTable
-from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate, exhausted_for
-from .transport import Failure
+from .rate_headers import parse
+from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate
+from .shared_limits import SharedLimits, endpoint_key
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
@@ -71,7 +75,8 @@ class Limits:
         self.prices = prices
         self.semaphore: PrioritySemaphore | None = None
         self._in_flight = 0
-        self._cooldown: dict[str, float] = {}
+        self.shared = SharedLimits(rate_file.with_name(".endpoint-limits"))
+        self._keys: dict[str, str] = {}
         self.rate = SharedRateLimit(rate_file, settings.rate_limit) if settings.rate_limit else None
         self.tokens = TokenRate(settings.token_limit) if settings.token_limit else None
         self.adaptive: dict[str, AdaptiveConcurrency] = {}
@@ -87,14 +92,13 @@ class Limits:
         """Requests on the network right now (read by the progress line)."""
         return self._in_flight
 
-    def cooldown(self, ident: str) -> float:
-        """Seconds the endpoint is still held off (zero or less: none)."""
-        return self._cooldown.get(ident, 0.0) - time.monotonic()
-
-    def hold_off(self, ident: str, seconds: float | None) -> None:
-        """The provider's rate headers say its window is used up: start nothing new there until it resets."""
-        if seconds:
-            self._cooldown[ident] = max(self._cooldown.get(ident, 0.0), time.monotonic() + seconds)
+    def key(self, endpoint: Endpoint) -> str:
+        """The endpoint's name in the shared view of limits (scheme://host:port/path, no credentials)."""
+        ident = endpoint.identity
+        key = self._keys.get(ident)
+        if key is None:
+            key = self._keys[ident] = ident if endpoint.provider == "local" else endpoint_key(ident)
+        return key
 
     def admission(self, endpoint: Endpoint) -> Admission:
         """`async with limits.admission(endpoint) as admitted:` holds a concurrency slot for one request."""
@@ -149,6 +153,9 @@ class Admission:
         if limits.tokens is not None:
             self.estimate = estimate_tokens(body)
             await limits.tokens.wait(self.estimate)
+        delay = limits.shared.reserve(limits.key(endpoint)) - time.time()
+        if delay > 0:  # paced: the endpoint's next start slot, shared by every process
+            await asyncio.sleep(delay)
         if limits.budget is not None:
             # the call's worst-case price is reserved before it is sent (see budget.py)
             worst = limits.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=self.local)
@@ -165,9 +172,12 @@ class Admission:
                                           local=self.local)
         if limits.tokens is not None:
             limits.tokens.correct(self.estimate, completion.input_tokens + completion.output_tokens)
-        limits.hold_off(self.endpoint.identity, exhausted_for(headers))
+        limits.shared.learn(limits.key(self.endpoint), parse(headers), limited=False,
+                            tokens=completion.input_tokens + completion.output_tokens)
 
     def refused(self, failure: Failure) -> None:
-        """A rate-limited answer cuts the endpoint's concurrency (on exit); its headers may hold it off."""
+        """A rate-limited answer cuts the endpoint's concurrency (on exit) and paces it for every
+        process; any error's headers may say its windows are used up."""
         self.limited = failure.kind == "rate limited"
-        self.limits.hold_off(self.endpoint.identity, exhausted_for(failure.headers))
+        if self.limited or failure.headers:
+            self.limits.shared.learn(self.limits.key(self.endpoint), parse(failure.headers), limited=self.limited)

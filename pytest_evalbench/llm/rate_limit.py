@@ -1,5 +1,6 @@
-"""Rate limits: requests per minute shared by every process on the machine (xdist workers
-included), tokens per minute per process, and concurrency that adapts to 429s per endpoint.
+"""Rate limits the user sets: requests per minute shared by every process on the machine (xdist
+workers included), tokens per minute per process; and concurrency that adapts to 429s per endpoint.
+What the provider says about its own limits is in shared_limits.py (headers: rate_headers.py).
 
 Each request reserves the next free slot in a tiny state file under an exclusive `fcntl` lock,
 then sleeps until its slot: the spacing holds across workers without a coordinator, and a
@@ -13,7 +14,6 @@ import heapq
 import itertools
 import os
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -130,43 +130,3 @@ class TokenRate:
 
     def correct(self, estimated: int, actual: int) -> None:
         self._due += (actual - estimated) / self.per_second
-
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_reset(text: str | None) -> float | None:
-    """OpenAI's reset durations ("1s", "6m0s", "20ms", "0.5s") or plain seconds -> seconds."""
-    if not text:
-        return None
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    total, number = 0.0, ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            number += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in _UNITS or not number:
-            return None
-        total += float(number) * _UNITS[unit]
-        number = ""
-        i += len(unit)
-    return total if not number else None
-
-
-def exhausted_for(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to hold off when the rate headers say the requests or tokens of the window are used up."""
-    if not headers:
-        return None
-    waits = []
-    for kind in ("requests", "tokens"):
-        remaining = headers.get(f"x-ratelimit-remaining-{kind}")
-        if remaining is not None and remaining.strip() in ("0", "0.0"):
-            waits.append(parse_reset(headers.get(f"x-ratelimit-reset-{kind}")) or 1.0)
-    return max(waits) if waits else None

@@ -1,6 +1,11 @@
 """Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of
 failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds.
-Each attempt goes through the limits (limits.py) and is sent by the transport."""
+Each attempt goes through the limits (limits.py) and is sent by the transport.
+
+A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process),
+so the call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the
+call's start) is spent; only then is it an error, "still rate limited". `max_attempts` counts the
+other failures only."""
 
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ from typing import Any
 
 from ..errors import EvalbenchError, LLMError
 from ..redaction import SECRETS
+from .failures import Failure, classify
 from .limits import Limits
-from .transport import Failure, Transport, classify
+from .transport import Transport
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
@@ -37,7 +43,9 @@ class Retrier:
         settings = self.settings
         started = time.monotonic()
         ident = endpoint.identity
-        for attempt in range(settings.max_attempts):
+        attempt = 0  # attempts that failed for real: a 429 is the provider pacing us, not a failure
+        limited = 0
+        while True:
             if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
                 raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                                "or use --evalbench-cache=replay with a recorded cache", role=role,
@@ -46,19 +54,21 @@ class Retrier:
                 # the circuit is open: fail with the refusal that opened it, so every item the dead
                 # endpoint stops reads the same error (however many calls were in flight by then)
                 raise LLMError(*self._refusals[ident], role=role, model=endpoint.model)
-            wait = self.limits.cooldown(ident)
-            if wait > 0:
-                await asyncio.sleep(wait)
             failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
                 self._connection_failures[ident] = 0
                 return failure
-            self.stats.failures[failure.kind] += 1
             message = SECRETS.redact(failure.message)
+            elapsed = time.monotonic() - started
+            if failure.kind == "rate limited":
+                limited += 1
+                self.stats.rate_limited += 1
+                await self._paced_retry(limited, failure, elapsed, message, role, endpoint)
+                continue
+            self.stats.failures[failure.kind] += 1
             if failure.connection:
                 self._connection_failures[ident] += 1
                 self._refusals[ident] = (failure.kind, message)
-            elapsed = time.monotonic() - started
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
                 raise LLMError(failure.kind, message
                                + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),
@@ -68,11 +78,21 @@ class Retrier:
                 raise LLMError(failure.kind, message
                                + f" (gave up after {attempt + 1} attempts: retry budget "
                                f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
-            if failure.retry_after is not None:
-                self.limits.hold_off(ident, delay)
             self.stats.retries += 1
+            attempt += 1
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _paced_retry(self, limited: int, failure: Failure, elapsed: float, message: str, role: str,
+                           endpoint: Endpoint) -> None:
+        """A 429: asked again (the shared limits already hold every process for its Retry-After) until
+        the call's retry budget is spent, with a backoff that grows with this call's 429s."""
+        budget = self.settings.max_retry_seconds
+        backoff = min(self.settings.backoff_cap, 0.05 * 2 ** min(limited - 1, 20)) * random.uniform(0.5, 1.0)
+        delay = max(failure.retry_after or 0.0, backoff)
+        if elapsed + delay > budget:
+            raise LLMError("rate limited", message + f" (still rate limited after {elapsed:.1f}s and {limited} "
+                           f"answers 429: retry budget {budget:.0f}s exhausted)", role=role, model=endpoint.model)
+        await asyncio.sleep(delay)
 
     async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes
                        ) -> Completion | Failure:

@@ -174,6 +174,8 @@ class EngineStats:
     requests: int = 0
     cache_hits: int = 0
     retries: int = 0
+    rate_limited: int = 0
+    """Answers 429 (asked again, never counted as failures or retries)."""
     failures: Counter[str] = field(default_factory=Counter)
     spent: float = 0.0
     peak_in_flight: int = 0
@@ -183,13 +185,15 @@ class EngineStats:
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
-                "failures": dict(self.failures), "spent": self.spent, "peak_in_flight": self.peak_in_flight,
+                "rate_limited": self.rate_limited, "failures": dict(self.failures), "spent": self.spent,
+                "peak_in_flight": self.peak_in_flight,
                 "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
 
     def merge(self, data: dict[str, Any]) -> None:
         self.requests += int(data.get("requests", 0))
         self.cache_hits += int(data.get("cache_hits", 0))
         self.retries += int(data.get("retries", 0))
+        self.rate_limited += int(data.get("rate_limited", 0))
         self.failures.update(data.get("failures", {}))
         self.spent += float(data.get("spent", 0.0))
         self.peak_in_flight = max(self.peak_in_flight, int(data.get("peak_in_flight", 0)))

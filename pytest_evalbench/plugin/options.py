@@ -310,6 +310,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     if settings.cache_dir is None:  # the default cache is in the benchmark: its subdirectories too
         directories.append(bench_dir / CACHE_DIR)
         files.append(bench_dir / CACHE_DIR / ".rate-limit")
+        files += [bench_dir / CACHE_DIR / ".endpoint-limits", bench_dir / CACHE_DIR / ".endpoint-limits.lock"]
         cache_entries.append(bench_dir / CACHE_DIR)
     check_tree(bench_dir, directories, files, cache_entries)
     if runs.is_dir():

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .fake_server import FakeLLMServer, Reply, Responder, by_model, schema_answer, sequence
+    from .fake_server import FakeLLMServer, RateWindow, Reply, Responder, by_model, schema_answer, sequence
 
-__all__ = ["FakeLLMServer", "Reply", "Responder", "by_model", "schema_answer", "sequence"]
+__all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "schema_answer", "sequence"]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,6 +13,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .rate_window import RateWindow
 from .scripts import Reply, Responder, coerce, echo_ok
 
 _ENDLESS = "\x00endless"  # marks a scripted endless answer between _chat and do_POST (never sent)
@@ -67,6 +68,9 @@ class ServerState:
         self.limit_headers: dict[str, str] = {}
         """Headers of those 429s (e.g. Retry-After, x-ratelimit-remaining-requests)."""
         self.rejected = 0
+        self.rate_window: RateWindow | None = None
+        """Enforced requests per minute (`RateWindow`): x-ratelimit-* headers on every chat answer,
+        429 with Retry-After beyond it (counted in its `limited`, not recorded)."""
         self._responder: Responder = responder or echo_ok
         self._lock = threading.Lock()
         self._active = 0
@@ -198,7 +202,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v1/_stats":  # out-of-process use (performance script): counters as JSON
             owner = self.server.owner
             body: dict[str, Any] = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency,
-                    "rejected": owner.rejected}
+                    "rejected": owner.rejected,
+                    "limited": owner.rate_window.limited if owner.rate_window else 0}
             self._send(200, json.dumps(body).encode())
         elif path in ("/v1/models", "/models"):
             body = {"object": "list",
@@ -219,12 +224,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.owner.latency = float(control["latency"])
             if "max_in_flight" in control:
                 self.server.owner.max_in_flight = control["max_in_flight"]
+            if "rate_limit" in control:  # requests per minute (None: no limit), optional "burst" seconds
+                rpm = control["rate_limit"]
+                self.server.owner.rate_window = RateWindow(float(rpm), float(control.get("burst", 1.0))) if rpm else None
             self._send(200, b"{}")
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(404, f"no route for POST {path}"))
             return
         owner = self.server.owner
+        limit_headers: dict[str, str] = {}
+        if owner.rate_window is not None:
+            admitted, limit_headers = owner.rate_window.take()
+            if not admitted:
+                self._send(429, _error_body(429, "Rate limit reached for requests"), limit_headers)
+                return
         if not owner._enter():
             self._send(429, _error_body(429, "too many requests in flight"), owner.limit_headers)
             return
@@ -242,7 +256,7 @@ class Handler(BaseHTTPRequestHandler):
         elif answer[2].get(_ENDLESS):
             self._send_endless()
         else:
-            self._send(*answer)
+            self._send(answer[0], answer[1], {**limit_headers, **answer[2]})
 
     def _send_endless(self) -> None:
         """A chunked body of 64 KiB chunks, written until the client goes away or the server stops."""

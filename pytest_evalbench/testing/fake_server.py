@@ -21,9 +21,10 @@ import sys
 import threading
 
 from ._handler import Handler, QuietHTTPServer, ServerState
+from .rate_window import RateWindow
 from .scripts import Reply, Responder, by_model, schema_answer, sequence
 
-__all__ = ["FakeLLMServer", "Reply", "Responder", "by_model", "main", "schema_answer", "sequence"]
+__all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "main", "schema_answer", "sequence"]
 
 _LOOPBACK = "127.0.0.1"
 
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds every chat response waits")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free port)")
     parser.add_argument("--reply", default="ok", help="assistant content of every answer")
+    parser.add_argument("--rate-limit", type=float, default=None, metavar="RPM",
+                        help="enforce RPM requests per minute (one second's worth at once; 429 beyond)")
     parser.add_argument("--responder", metavar="MODULE:NAME", help="import this Responder instead of --reply")
     args = parser.parse_args(argv)
 
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         module, _, name = args.responder.partition(":")
         responder = getattr(importlib.import_module(module), name)
     with FakeLLMServer(responder, latency=args.latency, port=args.port) as server:
+        if args.rate_limit:
+            server.rate_window = RateWindow(args.rate_limit)
         print(server.base_url, flush=True)
         while not done.wait(0.2):  # short waits keep signal handling responsive on every platform
             pass

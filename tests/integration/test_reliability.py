@@ -32,15 +32,15 @@ def test_transient_faults_recover_transparently(pytester: pytest.Pytester, bench
     result = pytester.runpytest("--benchmark=demo", *FAST)
     result.assert_outcomes(passed=1)
     assert judge_requests(bench_env) == 3
-    result.stdout.fnmatch_lines(["*llm: 7 requests, 0 cache hits, 2 retries*"])
+    retries = 0 if fault.status == 429 else 2  # a 429 is the provider pacing us: asked again, not a retry
+    result.stdout.fnmatch_lines([f"*llm: 7 requests, 0 cache hits, {retries} retries*"])
     assert read_json(bench / "runs" / "tgt" / "scores.json")[0]["passed"] is True
 
 
-@pytest.mark.parametrize(("fault", "kind"), [(Reply(status=429, headers={"Retry-After": "0.05"}), "rate limited"),
-                                             (Reply(status=500), "server error"),
+@pytest.mark.parametrize(("fault", "kind"), [(Reply(status=500), "server error"),
                                              (Reply(raw_body=b"not json"), "bad response"),
                                              (Reply(delay=2.0), "timeout")],
-                         ids=["429", "500", "non-json-200", "hang"])
+                         ids=["500", "non-json-200", "hang"])  # a 429 is not a failed attempt: test_rate_limits.py
 def test_persistent_faults_are_bounded_errors_and_keep_other_rows(pytester: pytest.Pytester,
                                                                   bench_env: FakeLLMServer,
                                                                   fault: Reply, kind: str) -> None:

@@ -12,6 +12,10 @@
 Every measured pytest process runs with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 and names its plugins
 with -p (ours, xdist's for -n), so other installed plugins do not count against ours.
 3. `-n 2` against one process at the middle concurrency: process wall and request counts.
+5. (issue #27) the endpoint enforcing `--rate-limit` R requests/minute (a bucket of one second's
+   worth, OpenAI's x-ratelimit-* headers on every answer, 429 + Retry-After beyond), no limit
+   option, `-n 0` and `-n 2`, N = `--rate-n`: exit code (0/1/6: every row scored), wall / ideal
+   (ideal = calls / R) and 429 answers / calls. `--rate-only` runs just this part.
 4. N = 10,000 at the middle concurrency with the same chains and latency (about two minutes):
    wall / ideal and peak RSS; with `--rss-large 100000` also peak RSS at N = 100,000 (1 turn +
    judge, `--rss-latency`, several minutes; off by default).
@@ -46,7 +50,9 @@ def serve(port: int) -> None:
     """An OpenAI-compatible endpoint: sim-user / sim-target / sim-judge, latency set over /control."""
     from aiohttp import web
 
-    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0}
+    from pytest_evalbench.testing.rate_window import RateWindow
+
+    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None}
 
     def answer(request: dict[str, Any]) -> str:
         model = request.get("model")
@@ -58,7 +64,18 @@ def serve(port: int) -> None:
         return "Sure, tell me more?"
 
     async def chat(http: web.Request) -> web.Response:
+        window: RateWindow | None = state["window"]
+        limit_headers: dict[str, str] = {}
+        if window is not None:
+            admitted, limit_headers = window.take()
+            if not admitted:
+                error = {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                                   "code": "rate_limit_exceeded"}}
+                return web.Response(status=429, body=json.dumps(error).encode(), content_type="application/json",
+                                    headers=limit_headers)
         state["requests"] += 1
+        state.setdefault("first", time.time())
+        state["last"] = time.time()
         state["active"] += 1
         state["peak"] = max(state["peak"], state["active"])
         try:
@@ -69,7 +86,8 @@ def serve(port: int) -> None:
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": answer(request)}}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-            return web.Response(body=json.dumps(body).encode(), content_type="application/json")
+            return web.Response(body=json.dumps(body).encode(), content_type="application/json",
+                                headers=limit_headers)
         finally:
             state["active"] -= 1
 
@@ -77,12 +95,18 @@ def serve(port: int) -> None:
         body = json.loads(await http.read())
         if body.get("reset"):
             state.update(requests=0, peak=0)
+            state.pop("first", None)
         if "latency" in body:
             state["latency"] = float(body["latency"])
+        if "rate_limit" in body:  # requests per minute; None: no limit
+            state["window"] = RateWindow(float(body["rate_limit"])) if body["rate_limit"] else None
         return web.json_response({})
 
     async def stats(http: web.Request) -> web.Response:
-        return web.json_response({"requests": state["requests"], "peak_concurrency": state["peak"]})
+        window = state["window"]
+        return web.json_response({"requests": state["requests"], "peak_concurrency": state["peak"],
+                                  "limited": window.limited if window is not None else 0,
+                                  "span": state.get("last", 0.0) - state.get("first", 0.0)})
 
     async def main() -> None:
         app = web.Application()
@@ -294,6 +318,35 @@ def pytest_collect_file(parent, file_path):
 """
 
 
+def rate_limited(server: Server, root: Path, args: argparse.Namespace) -> None:
+    """Issue #27's target: the endpoint enforcing R requests/minute, no limit option, -n 0 and -n 2:
+    every row scored (exit 0/1/6), wall / ideal <= 1.10 (ideal = calls / R), 429s <= 5% of calls."""
+    project = root / "rate"
+    write_bench(project, args.rate_n, args.turns)
+    calls = args.rate_n * (2 * args.turns + 1)
+    ideal = calls / (args.rate_limit / 60)
+    print(f"\nendpoint enforcing {args.rate_limit:g} requests/min (1 s burst, x-ratelimit-* headers), no limit "
+          f"option, N={args.rate_n} x {2 * args.turns + 1} = {calls} calls, C={args.rate_concurrency}, latency "
+          f"{args.latency * 1000:.0f} ms; ideal = calls / R = {ideal:.1f} s (load average {os.getloadavg()[0]:.2f})")
+    print("  fixed = the same command with --collect-only (interpreter, pytest, xdist workers, collection), "
+          "measured just before; (process - fixed) / ideal is what the calls took")
+    print("  span = first to last request the endpoint admitted; span / ideal is the pace the calls kept")
+    print(f"{'workers':>7} {'exit':>4} {'process s':>9} {'process/ideal':>13} {'fixed s':>7} {'(process-fixed)/ideal':>21} "
+          f"{'span/ideal':>10} {'calls':>6} {'429s':>5} {'429s/calls':>10}")
+    for workers in ("0", "2"):
+        fixed = run_pytest(project, "--benchmark=perf", "--collect-only", "-n", workers)["process"]
+        server.control(reset=True, latency=args.latency, rate_limit=args.rate_limit)
+        (project / "benchmarks" / "perf" / ".evalbench-cache" / ".endpoint-limits").unlink(missing_ok=True)
+        r = run_pytest(project, "--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
+                       f"--evalbench-concurrency={args.rate_concurrency}", "-n", workers)
+        stats = server.stats()
+        print(f"{'-n ' + workers:>7} {r['exit']:>4.0f} {r['process']:>9.2f} {r['process'] / ideal:>13.2f} {fixed:>7.2f} "
+              f"{(r['process'] - fixed) / ideal:>21.2f} {stats['span'] / ideal:>10.2f} "
+              f"{stats['requests']:>6} {stats['limited']:>5} {stats['limited'] / max(1, stats['requests']):>10.1%}"
+              f"  (load average {os.getloadavg()[0]:.2f})", flush=True)
+    server.control(rate_limit=None)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200)
@@ -305,8 +358,20 @@ def main() -> int:
                         help="latency of the --rss-large run (1 turn + judge)")
     parser.add_argument("--rss-large", type=int, default=0, metavar="N",
                         help="also measure peak RSS at N items (e.g. 100000: several minutes; off by default)")
+    parser.add_argument("--rate-limit", type=float, default=3000, metavar="R", help="requests/min of the limited endpoint")
+    parser.add_argument("--rate-n", type=int, default=100, help="scenarios of the rate-limited runs")
+    parser.add_argument("--rate-concurrency", type=int, default=64)
+    parser.add_argument("--rate-only", action="store_true", help="run only the rate-limited part")
     args = parser.parse_args()
     calls = 2 * args.turns + 1
+    if args.rate_only:
+        server = Server()
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                rate_limited(server, Path(tmp), args)
+        finally:
+            server.stop()
+        return 0
     began = time.perf_counter()
     server = Server()
     try:
@@ -344,6 +409,8 @@ def main() -> int:
             print(f"\n-n 2 vs one process at C={middle}: process {xd['process']:.2f} s vs {one_process['process']:.2f} s "
                   f"(ratio {xd['process'] / one_process['process']:.2f}); requests {xd_requests} vs "
                   f"{one_process['requests']:.0f}" + (f"  (exit {xd['exit']:.0f})" if xd.get("exit") else ""))
+
+            rate_limited(server, root, args)
 
             with_plugin, without, own_ms = startup(root)
             print(f"\nstartup, unrelated one-test run (median of 5): {with_plugin * 1000:.0f} ms with the plugin, "

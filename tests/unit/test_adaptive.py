@@ -13,7 +13,7 @@ from pytest_evalbench.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.engine import Engine, EngineSettings
 from pytest_evalbench.llm.pricing import PriceTable
-from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, TokenRate, exhausted_for, parse_reset
+from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, TokenRate
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
@@ -56,15 +56,6 @@ def test_waiters_wait_for_the_adapted_limit() -> None:
 
     peak, in_flight = asyncio.run(run())
     assert peak <= 4 and in_flight == 0
-
-
-def test_reset_durations_and_exhausted_windows() -> None:
-    assert parse_reset("1s") == 1.0 and parse_reset("6m0s") == 360.0 and parse_reset("20ms") == 0.02
-    assert parse_reset("0.5") == 0.5 and parse_reset("1m30.5s") == 90.5 and parse_reset("soon") is None
-    assert exhausted_for({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2s"}) == 2.0
-    assert exhausted_for({"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "250ms",
-                          "x-ratelimit-remaining-requests": "5"}) == 0.25
-    assert exhausted_for({"x-ratelimit-remaining-requests": "3"}) is None and exhausted_for(None) is None
 
 
 def test_token_rate_spaces_requests_by_their_tokens() -> None:

@@ -125,6 +125,27 @@ def test_429_carries_retry_after(server: FakeLLMServer, client: OpenAI) -> None:
     assert info.value.body["type"] == "rate_limit_error"  # the client exposes the inner "error" object
 
 
+def test_an_enforced_rate_limit_answers_like_openai(server: FakeLLMServer, client: OpenAI) -> None:
+    from pytest_evalbench.llm.rate_headers import parse
+    from pytest_evalbench.testing import RateWindow
+
+    server.rate_window = RateWindow(120, burst=1.0)  # 2 a second, 2 at once
+    try:
+        answers = [client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+                   for _ in range(2)]
+        info = parse(dict(answers[1].headers))
+        assert (info.requests.limit, info.requests.remaining) == (120, 0) and 0 < info.requests.reset <= 1.0
+        with pytest.raises(openai.RateLimitError) as refused:
+            chat(client)
+        limited = parse(dict(refused.value.response.headers))
+        assert limited.retry_after is not None and 0 < limited.retry_after <= 0.5
+        assert limited.requests.remaining == 0 and server.rate_window.limited == 1
+        time.sleep(0.6)  # the bucket refills at 2 a second
+        assert chat(client)
+    finally:
+        server.rate_window = None
+
+
 def test_scripted_500(server: FakeLLMServer, client: OpenAI) -> None:
     server.set_responder(lambda request: Reply(status=500, content="boom"))
     with pytest.raises(openai.InternalServerError) as info:

@@ -1,0 +1,255 @@
+"""One view of each endpoint's rate limits for every process on the machine (xdist workers, and
+other runs against the same endpoint, included): what one process learns from an answer paces all.
+
+The view is a small JSON file (`.endpoint-limits` in the cache directory) changed under an
+exclusive `filelock` and replaced atomically, so a reader without the lock never sees half of it.
+Per endpoint (scheme://host:port/path, credentials stripped) it keeps:
+
+- `next`: the wall-clock time of the next free start slot; each request reserves one and sleeps
+  until it, so starts are spaced by `interval` across all processes;
+- `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 2% margin: the
+  sustained rate the provider grants, once no more than 10% of the limit remains: a burst the
+  provider grants is used), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, alike),
+  `spread` (the remaining requests or tokens spread over the time to their reset, until then) and
+  `backoff`, learned from 429s without such headers (AIMD: a 429 stretches it 1.4-fold, at most
+  once per round; each success shortens it by 0.3%);
+- `hold`: no start before then (Retry-After of a 429, or a window reported used up).
+
+An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file,
+no lock. Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from filelock import AcquireReturnProxy, FileLock
+
+from ..redaction import strip_credentials
+from ..store import atomic_write_text
+from .rate_headers import MAX_WAIT, RateHeaders, Window
+
+STALE_SECONDS = 600.0
+MARGIN = 1.02
+"""Pace 2% under the sustained rate the headers grant: clocks and networks jitter."""
+BURST_RESERVE = 0.1
+"""Share of a per-minute limit kept in reserve (requests in flight, other processes) before pacing."""
+MAX_ENDPOINTS = 64
+GROW, SHRINK = 1.4, 0.997
+
+
+def endpoint_key(url: str) -> str:
+    """scheme://host:port/path of an endpoint URL, credentials and query stripped (the limits are
+    the provider's, whatever the key in the URL)."""
+    try:
+        parts = urlsplit(strip_credentials(url))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return strip_credentials(url)[:200]
+    host = parts.hostname or ""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{shown}:{port}{parts.path.rstrip('/')}"[:200]
+
+
+_GAPS = ("req_gap", "tok_gap", "spread", "backoff")
+"""Fields that are durations (bounded by MAX_WAIT when read from the file); the others are times."""
+
+
+@dataclass
+class EndpointState:
+    next: float = 0.0
+    hold: float = 0.0
+    req_gap: float = 0.0
+    tok_gap: float = 0.0
+    spread: float = 0.0
+    spread_until: float = 0.0
+    backoff: float = 0.0
+    cut_after: float = 0.0
+    tokens: float = 0.0
+    """Tokens per request (moving average), for the token limit's gap."""
+    updated: float = 0.0
+
+    def interval(self, now: float) -> float:
+        spread = self.spread if now < self.spread_until else 0.0
+        return max(self.req_gap, self.tok_gap, spread, self.backoff)
+
+    def quiet(self, now: float) -> bool:
+        return self.interval(now) == 0.0 and self.hold <= now
+
+    @classmethod
+    def of(cls, data: object) -> EndpointState:
+        if not isinstance(data, dict):
+            return cls()
+        values = {}
+        for f in fields(cls):
+            value = data.get(f.name, 0.0)
+            number = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+            values[f.name] = min(max(0.0, number), MAX_WAIT) if f.name in _GAPS else max(0.0, number)
+        return cls(**values)
+
+    def learn(self, now: float, info: RateHeaders, limited: bool, tokens: int) -> None:
+        """Update from one answer: a 429 (`limited`), its headers and the tokens it used."""
+        if tokens > 0:
+            self.tokens = tokens if not self.tokens else 0.9 * self.tokens + 0.1 * tokens
+        if info.requests.limit:
+            self.req_gap = _gap(info.requests, 1.0)
+        if info.tokens.limit and self.tokens:
+            self.tok_gap = _gap(info.tokens, self.tokens)
+        for kind, per_request in ((info.requests, 1.0), (info.tokens, self.tokens)):
+            self._spread(now, kind, per_request)
+        if info.retry_after is not None and limited:
+            self.hold = max(self.hold, now + min(info.retry_after, MAX_WAIT))
+        if limited:
+            if now >= self.cut_after:  # one cut per round: answers to requests sent before it do not cut again
+                self.backoff = min(MAX_WAIT, max(self.backoff * GROW, self.interval(now) * GROW, 0.001))
+                self.cut_after = now + max(0.25, 4 * self.interval(now))
+        elif self.backoff:
+            self.backoff = self.backoff * SHRINK if self.backoff * SHRINK > max(0.001, self.req_gap) else 0.0
+        self.updated = now
+
+    def _spread(self, now: float, kind: Window, per_request: float) -> None:
+        """Spread what remains of a window over the time to its reset (`per_request` units each)."""
+        if kind.remaining is None or kind.reset is None or per_request <= 0:
+            return
+        if kind.remaining < per_request:  # used up: no start until it resets (or, with a known
+            # sustained limit, until it grants the next one; a 429's Retry-After holds longer)
+            grant = 60.0 * per_request / kind.limit if kind.limit else kind.reset
+            self.hold = max(self.hold, now + min(kind.reset, grant, MAX_WAIT))
+            return
+        if kind.limit and kind.remaining > BURST_RESERVE * kind.limit:
+            return  # a burst the provider grants: used (see `_gap`)
+        # requests possible until the reset: what remains, plus what refills meanwhile at the sustained rate
+        possible = (kind.remaining + (kind.reset * kind.limit / 60.0 if kind.limit else 0.0)) / per_request
+        spread = min(MAX_WAIT, kind.reset / possible) if kind.reset > 0 else 0.0
+        if spread > max(self.req_gap, self.tok_gap):  # else the sustained rate is the slower pace
+            self.spread, self.spread_until = spread, now + kind.reset
+
+    def same_pace(self, other: EndpointState) -> bool:
+        """Whether both pace alike (gaps within 5%, same holds): nothing worth writing."""
+        def close(a: float, b: float) -> bool:
+            return abs(a - b) <= 0.05 * max(a, b)
+
+        return (close(self.req_gap, other.req_gap) and close(self.tok_gap, other.tok_gap)
+                and close(self.spread, other.spread) and self.backoff == other.backoff
+                and self.hold == other.hold and self.cut_after == other.cut_after)
+
+
+def _gap(kind: Window, per_request: float) -> float:
+    """Seconds between starts at the sustained rate a per-minute limit grants (2% under); none while
+    more than `BURST_RESERVE` of the limit remains (a provider that grants bursts is not paced
+    until its burst is nearly used)."""
+    assert kind.limit
+    if kind.remaining is not None and kind.remaining > BURST_RESERVE * kind.limit:
+        return 0.0
+    return min(MAX_WAIT, 60.0 * per_request / kind.limit * MARGIN)
+
+
+class SharedLimits:
+    """The machine-wide view in `path` (see the module docstring), for one process."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = FileLock(str(path) + ".lock")
+        self._seen: int | None = None
+        """Modification time (ns) of the file when this process last read it."""
+        self._view: dict[str, EndpointState] = {}
+        self._local = False
+        """The file could not be used: this process keeps its view in memory only."""
+
+    # -------------------------------------------------------------- file
+    def _locked(self) -> AcquireReturnProxy:
+        """The lock, polled every half millisecond when another process holds it (filelock's default
+        50 ms would stall this process's event loop that long; a holder keeps it for microseconds)."""
+        return self._lock.acquire(poll_interval=0.0005)
+
+    def _mtime(self) -> int | None:
+        if self._local:
+            return self._seen
+        try:
+            return os.stat(self.path).st_mtime_ns
+        except OSError:
+            return None
+
+    def _read(self) -> dict[str, EndpointState]:
+        if self._local:
+            return self._view
+        self._seen = self._mtime()
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8")) if self._seen is not None else {}
+        except (OSError, ValueError):
+            data = {}
+        now = time.time()
+        states = {str(k)[:200]: EndpointState.of(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        self._view = {k: s for k, s in states.items() if now - s.updated < STALE_SECONDS}
+        return self._view
+
+    def _write(self) -> None:
+        newest = sorted(self._view.items(), key=lambda item: item[1].updated)[-MAX_ENDPOINTS:]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, json.dumps({k: asdict(s) for k, s in newest}), None)
+        self._seen = self._mtime()
+
+    # -------------------------------------------------------------- requests
+    def _change(self, change: Callable[[dict[str, EndpointState], float], tuple[float, bool]]) -> float:
+        """`change(view, now)` -> (result, changed) under the lock, the view written back if changed.
+        Once the file cannot be used (a read-only cache directory), this process paces alone, in memory."""
+        if not self._local:
+            try:
+                with self._locked():
+                    result, changed = change(self._read(), time.time())
+                    if changed:
+                        self._write()
+                    return result
+            except OSError:
+                self._local = True
+        return change(self._view, time.time())[0]
+
+    def reserve(self, key: str) -> float:
+        """Claim the endpoint's next start slot; return its wall-clock time (now when unpaced)."""
+        now = time.time()
+        if self._mtime() == self._seen:
+            state = self._view.get(key)
+            if state is None or state.quiet(now):
+                return now
+
+        def claim(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
+            state = view.get(key)
+            if state is None or state.quiet(now):
+                return now, False
+            # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
+            slot = max(now, min(state.next, now + MAX_WAIT), min(state.hold, now + MAX_WAIT))
+            state.next = slot + state.interval(now)
+            return slot, True
+
+        return self._change(claim)
+
+    def learn(self, key: str, info: RateHeaders, *, limited: bool, tokens: int = 0) -> None:
+        """What one answer taught about the endpoint, for every process."""
+        now = time.time()
+        if not limited:  # a success that changes nothing is not written
+            if self._mtime() != self._seen:
+                self._read()  # without the lock: the file is only ever replaced whole
+            current = self._view.get(key)
+            trial = replace(current) if current is not None else EndpointState()
+            trial.learn(now, info, limited, tokens)
+            if trial.same_pace(current or EndpointState()) and now - (current.updated if current else now) < 5.0:
+                if current is not None:
+                    current.tokens = trial.tokens
+                return
+
+        def update(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
+            view.setdefault(key, EndpointState()).learn(now, info, limited, tokens)
+            return now, True
+
+        self._change(update)
+
+    def state(self, key: str) -> EndpointState | None:
+        """The endpoint's entry as this process sees it now (for tests and reports)."""
+        return self._read().get(key)

@@ -1,0 +1,133 @@
+"""One view of an endpoint's limits for every process: what one learns paces the others."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_evalbench.llm.rate_headers import parse
+from pytest_evalbench.llm.shared_limits import MARGIN, EndpointState, SharedLimits, endpoint_key
+
+KEY = "http://127.0.0.1:8000/v1"
+
+
+def reserve_slots(path: str, count: int) -> list[float]:
+    """In another OS process: claim `count` start slots of KEY."""
+    limits = SharedLimits(Path(path))
+    return [limits.reserve(KEY) for _ in range(count)]
+
+
+def learn_429(path: str) -> None:
+    SharedLimits(Path(path)).learn(KEY, parse({"retry-after": "1"}), limited=True)
+
+
+@pytest.fixture
+def spawn() -> multiprocessing.context.SpawnContext:
+    return multiprocessing.get_context("spawn")  # fresh interpreters: nothing shared but the file
+
+
+def test_endpoint_key_strips_credentials_and_names_the_port() -> None:
+    assert endpoint_key("https://user:secret@api.example.com/v1/?key=sk-abc") == "https://api.example.com:443/v1"
+    assert endpoint_key("http://127.0.0.1:8000/v1") == KEY
+    assert "secret" not in endpoint_key("http://u:secret@[::1]:9/x")
+
+
+def test_a_429_in_one_process_holds_another(tmp_path: Path, spawn: multiprocessing.context.SpawnContext) -> None:
+    path = tmp_path / ".endpoint-limits"
+    here = SharedLimits(path)
+    assert here.reserve(KEY) <= time.time()  # nothing learned: no wait
+    learner = spawn.Process(target=learn_429, args=(str(path),))
+    before = time.time()
+    learner.start()
+    learner.join(30)
+    assert learner.exitcode == 0
+    slot = here.reserve(KEY)  # this process learned nothing itself
+    assert slot >= before + 1.0  # the other process's Retry-After
+
+
+def test_two_processes_share_the_pace_the_headers_grant(tmp_path: Path,
+                                                        spawn: multiprocessing.context.SpawnContext) -> None:
+    path = tmp_path / ".endpoint-limits"
+    SharedLimits(path).learn(KEY, parse({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "50",
+                                         "x-ratelimit-reset-requests": "10s"}), limited=False)
+    with spawn.Pool(2) as pool:
+        slots = sorted(s for part in pool.starmap(reserve_slots, [(str(path), 15)] * 2) for s in part)
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
+    assert len(slots) == 30 and min(gaps) == pytest.approx(60 / 600 * MARGIN)  # one schedule for both
+
+
+def test_without_headers_429s_stretch_the_pace_and_successes_shorten_it() -> None:
+    state = EndpointState()
+    state.learn(100.0, parse({}), limited=True, tokens=0)
+    first = state.interval(100.0)
+    assert first > 0
+    state.learn(100.1, parse({}), limited=True, tokens=0)  # the same round: no second cut
+    assert state.interval(100.1) == first
+    state.learn(101.0, parse({}), limited=True, tokens=0)
+    assert state.interval(101.0) > first
+    for i in range(3000):
+        state.learn(102.0 + i / 1000, parse({}), limited=False, tokens=0)
+    assert state.interval(106.0) == 0.0  # back to unpaced
+
+
+def test_tokens_per_minute_pace_requests_by_their_size() -> None:
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-limit-tokens": "60000"}), limited=False, tokens=500)
+    assert state.interval(0.0) == pytest.approx(60 * 500 / 60000 * MARGIN)  # 2 requests a second
+
+
+def test_a_window_used_up_holds_until_the_next_grant() -> None:
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3s"}),
+                limited=False, tokens=0)
+    assert state.hold == 3.0  # no sustained limit known: the reset
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+                            "x-ratelimit-reset-requests": "3s"}), limited=False, tokens=0)
+    assert state.hold == 1.0  # one request a second refills before the window's full reset
+
+
+def test_remaining_requests_are_spread_over_the_time_to_reset() -> None:
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-remaining-requests": "10", "x-ratelimit-reset-requests": "5s"}),
+                limited=False, tokens=0)
+    assert state.interval(1.0) == 0.5 and state.interval(6.0) == 0.0
+
+
+def test_hostile_state_file_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / ".endpoint-limits"
+    path.write_text('{"http://127.0.0.1:8000/v1": {"hold": "NaN", "next": 1e400, "backoff": [1]}, "x": 3}')
+    assert SharedLimits(path).reserve(KEY) <= time.time()
+    path.write_text("not json")
+    assert SharedLimits(path).reserve(KEY) <= time.time()
+
+
+def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / ".endpoint-limits"
+    now = time.time()
+    path.write_text(json.dumps({KEY: {"next": now + 1e9, "hold": now + 1e9, "backoff": 1e9, "updated": now}}))
+    limits = SharedLimits(path)
+    assert limits.reserve(KEY) <= time.time() + 120
+    assert limits.reserve(KEY) <= time.time() + 240  # the gap read back is bounded too
+
+
+def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    limits = SharedLimits(tmp_path / "file" / ".endpoint-limits")  # its "directory" is a file
+    limits.learn(KEY, parse({"retry-after": "2"}), limited=True)
+    assert limits.reserve(KEY) >= time.time() + 1.5  # learned, in memory
+
+
+def test_a_granted_burst_is_used_and_the_sustained_rate_kept_near_its_end() -> None:
+    state = EndpointState()
+    state.learn(0.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "5000",
+                            "x-ratelimit-reset-requests": "10s"}), limited=False, tokens=0)
+    assert state.interval(0.0) == 0.0  # most of the minute's requests remain: no pacing
+    state.learn(1.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "500",
+                            "x-ratelimit-reset-requests": "55s"}), limited=False, tokens=0)
+    assert state.interval(1.0) == pytest.approx(0.01 * MARGIN)  # near the end: the sustained 100 a second
