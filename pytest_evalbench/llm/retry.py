@@ -1,4 +1,4 @@
-"""Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of
+"""Attempts of one request: the no-key check, a circuit breaker per endpoint (breaker.py), classification of
 failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds.
 Each attempt goes through the limits (limits.py) and is sent by the transport."""
 
@@ -7,20 +7,20 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import EvalbenchError, LLMError
 from ..redaction import SECRETS
+from .breaker import Breaker
 from .limits import Limits
 from .transport import Failure, Transport, classify
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
 class Retrier:
-    """Fetches one answer with bounded retries; an endpoint that refused connections too often is
-    failed at once with the refusal that opened its circuit."""
+    """Fetches one answer with bounded retries; an endpoint that kept failing is failed at once
+    (breaker.py has the rule)."""
 
     def __init__(self, settings: EngineSettings, stats: EngineStats, limits: Limits,
                  transport: Callable[[], Transport]) -> None:
@@ -29,9 +29,7 @@ class Retrier:
         self.limits = limits
         self._transport = transport
         """The engine's transport, built at the first request (a replayed run never loads a client)."""
-        self._connection_failures: Counter[str] = Counter()
-        self._refusals: dict[str, tuple[str, str]] = {}
-        """Endpoint -> (kind, message) of its last refused connection: what an open circuit reports."""
+        self.breaker = Breaker(2 * settings.max_attempts)
 
     async def fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion:
         settings = self.settings
@@ -42,22 +40,19 @@ class Retrier:
                 raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                                "or use --evalbench-cache=replay with a recorded cache", role=role,
                                model=endpoint.model)
-            if self._connection_failures[ident] >= 2 * settings.max_attempts:
-                # the circuit is open: fail with the refusal that opened it, so every item the dead
-                # endpoint stops reads the same error (however many calls were in flight by then)
-                raise LLMError(*self._refusals[ident], role=role, model=endpoint.model)
+            self.breaker.check(ident, role, endpoint.model)
             wait = self.limits.cooldown(ident)
             if wait > 0:
                 await asyncio.sleep(wait)
             failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
-                self._connection_failures[ident] = 0
+                self.breaker.answered(ident)
                 return failure
             self.stats.failures[failure.kind] += 1
             message = SECRETS.redact(failure.message)
-            if failure.connection:
-                self._connection_failures[ident] += 1
-                self._refusals[ident] = (failure.kind, message)
+            if failure.connection or failure.kind == "server error":
+                self.breaker.failed(ident, message, retry=attempt > 0)
+                self.breaker.check(ident, role, endpoint.model)
             elapsed = time.monotonic() - started
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
                 raise LLMError(failure.kind, message

@@ -18,6 +18,21 @@ from ..render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)
+class OneLineErrors(pytest.Function):
+    """A test function whose failures of the `one_line` types skip pytest's traceback formatting.
+
+    pytest formats a full traceback for every failed setup (private `Node._repr_failure_py`, called
+    by `TestReport.from_item_and_call`; pytest 8.0-9.2) and for every failed call: ~10 ms an item,
+    wasted for the plugin's own errors, whose one-line message `Outcomes.make_report` writes instead."""
+
+    one_line: tuple[type[BaseException], ...] = ()
+
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, self.one_line):
+            return str(excinfo.value)
+        return super()._repr_failure_py(excinfo, style)
+
+
 def share_location(item: pytest.Item, relpath: str) -> None:
     """Set `item.location` (a cached property) so every item of a file shares one path string
     instead of each computing its own (memory at 100,000 items). Undocumented: pytest caches

@@ -15,7 +15,7 @@ import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
-from ._compat import add_k_keywords, fix_structured_nodeid, share_location
+from ._compat import OneLineErrors, add_k_keywords, fix_structured_nodeid, share_location
 
 
 class CaseSource(Protocol):
@@ -42,8 +42,10 @@ def check_case(evalbench_record: dict[str, Any]) -> None:
     `inspect.signature`) for every use of `request`, per item."""
 
 
-class CaseItem(pytest.Function):
+class CaseItem(OneLineErrors):
     """One benchmark case (scenario × target × sample, or a dataset case)."""
+
+    one_line = (EvalbenchError,)  # their one-line message replaces pytest's traceback (make_report)
 
     def __init__(self, *, case: Any, location_of: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -1,0 +1,65 @@
+"""Circuit breaker per endpoint: an endpoint that keeps failing fails the rest of the run at once.
+
+Without it every call to a dead endpoint pays its whole retry backoff (500 items answered HTTP 500
+took ~22 s, against ~2 s for 500 answered items). The rule:
+
+- a failed attempt counts when it is a server error (HTTP 5xx, 408, 409) or a connection failure;
+  any answer from the endpoint resets the count (a 429, a timeout or a 4xx neither counts nor resets);
+- the circuit opens when the endpoint's last K counted attempts failed in a row, K = 2 x
+  max_attempts (10 by default), and at least one of them was a retry, so the endpoint was still
+  failing after a backoff (a burst of concurrent first attempts alone never opens it);
+- an open circuit stays open for the rest of the process: every later call to that endpoint raises
+  `LLMError("endpoint down: <the failure that opened it>")` without sending anything. Its rows are
+  errors, the run exits 7 and last_run.json names the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LLMError
+
+
+@dataclass
+class _Streak:
+    failures: int = 0
+    retried: bool = False
+    reason: str = ""
+    open: bool = False
+
+
+class Breaker:
+    """Consecutive server/connection failures per endpoint identity, and the circuits they opened."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = max(1, threshold)
+        self._streaks: dict[str, _Streak] = {}
+
+    def check(self, ident: str, role: str, model: str) -> None:
+        """Raise the endpoint-down error when this endpoint's circuit is open."""
+        streak = self._streaks.get(ident)
+        if streak is not None and streak.open:
+            raise LLMError(f"endpoint down: {streak.reason}",
+                           f"no request sent: the endpoint failed {self.threshold} attempts in a row",
+                           role=role, model=model)
+
+    def answered(self, ident: str) -> None:
+        """The endpoint answered: a closed circuit's count starts again (an open one stays open)."""
+        streak = self._streaks.get(ident)
+        if streak is not None and not streak.open:
+            del self._streaks[ident]
+
+    def failed(self, ident: str, reason: str, *, retry: bool) -> None:
+        """A counted failure (`retry`: the attempt was not the call's first); opens the circuit at K."""
+        streak = self._streaks.setdefault(ident, _Streak())
+        if streak.open:
+            return
+        streak.failures += 1
+        streak.retried = streak.retried or retry
+        streak.reason = reason
+        if streak.failures >= self.threshold and streak.retried:
+            streak.open = True
+
+    def is_open(self, ident: str) -> bool:
+        streak = self._streaks.get(ident)
+        return streak is not None and streak.open
