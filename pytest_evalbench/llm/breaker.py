@@ -5,6 +5,8 @@ took ~22 s, against ~2 s for 500 answered items). The rule:
 
 - a failed attempt counts when it is a server error (HTTP 5xx, 408, 409) or a connection failure;
   any answer from the endpoint resets the count (a 429, a timeout or a 4xx neither counts nor resets);
+- connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
+  broken model does not stop the others served by the same URL);
 - the circuit opens when the endpoint's last K counted attempts failed in a row, K = 2 x
   max_attempts (10 by default), and at least one of them was a retry, so the endpoint was still
   failing after a backoff (a burst of concurrent first attempts alone never opens it);
@@ -36,22 +38,24 @@ class Breaker:
         self._streaks: dict[str, _Streak] = {}
 
     def check(self, ident: str, role: str, model: str) -> None:
-        """Raise the endpoint-down error when this endpoint's circuit is open."""
-        streak = self._streaks.get(ident)
-        if streak is not None and streak.open:
-            raise LLMError(f"endpoint down: {streak.reason}",
-                           f"no request sent: the endpoint failed {self.threshold} attempts in a row",
-                           role=role, model=model)
+        """Raise the endpoint-down error when the circuit of this endpoint (or of this model on it) is open."""
+        for key in (ident, f"{ident} {model}"):
+            streak = self._streaks.get(key)
+            if streak is not None and streak.open:
+                raise LLMError(f"endpoint down: {streak.reason}",
+                               f"no request sent: the endpoint failed {self.threshold} attempts in a row",
+                               role=role, model=model)
 
-    def answered(self, ident: str) -> None:
+    def answered(self, ident: str, model: str) -> None:
         """The endpoint answered: a closed circuit's count starts again (an open one stays open)."""
-        streak = self._streaks.get(ident)
-        if streak is not None and not streak.open:
-            del self._streaks[ident]
+        for key in (ident, f"{ident} {model}"):
+            streak = self._streaks.get(key)
+            if streak is not None and not streak.open:
+                del self._streaks[key]
 
-    def failed(self, ident: str, reason: str, *, retry: bool) -> None:
+    def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool) -> None:
         """A counted failure (`retry`: the attempt was not the call's first); opens the circuit at K."""
-        streak = self._streaks.setdefault(ident, _Streak())
+        streak = self._streaks.setdefault(ident if connection else f"{ident} {model}", _Streak())
         if streak.open:
             return
         streak.failures += 1
@@ -60,6 +64,5 @@ class Breaker:
         if streak.failures >= self.threshold and streak.retried:
             streak.open = True
 
-    def is_open(self, ident: str) -> bool:
-        streak = self._streaks.get(ident)
-        return streak is not None and streak.open
+    def is_open(self, ident: str, model: str) -> bool:
+        return any(s.open for s in (self._streaks.get(ident), self._streaks.get(f"{ident} {model}")) if s)

@@ -46,12 +46,12 @@ class Retrier:
                 await asyncio.sleep(wait)
             failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
-                self.breaker.answered(ident)
+                self.breaker.answered(ident, endpoint.model)
                 return failure
             self.stats.failures[failure.kind] += 1
             message = SECRETS.redact(failure.message)
             if failure.connection or failure.kind == "server error":
-                self.breaker.failed(ident, message, retry=attempt > 0)
+                self.breaker.failed(ident, endpoint.model, message, connection=failure.connection, retry=attempt > 0)
                 self.breaker.check(ident, role, endpoint.model)
             elapsed = time.monotonic() - started
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
