@@ -10,7 +10,7 @@ pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pytest
 
@@ -31,6 +31,17 @@ class OneLineErrors(pytest.Function):
         if isinstance(excinfo.value, self.one_line):
             return str(excinfo.value)
         return super()._repr_failure_py(excinfo, style)
+
+
+def fixture_info(node: pytest.Collector, func: Callable[..., Any]) -> Any:
+    """The fixture closure of `func` seen from `node`, computed once and handed to every item of
+    the node (`pytest.Function(fixtureinfo=...)`), as pytest's own parametrization shares one per
+    function definition: computed per item it costs an `inspect.signature` and a closure walk each
+    (~0.1 ms, 4% of a fully cached 10,000-item run). Private: `Session._fixturemanager.getfixtureinfo`
+    (keyword arguments node/func/cls in pytest 8.0 - 9.2)."""
+    # typed for an Item (pytest passes a FunctionDefinition); it reads only the node's chain, markers
+    # and node id, which a file's items share with the file
+    return node.session._fixturemanager.getfixtureinfo(node=cast(pytest.Item, node), func=func, cls=None)
 
 
 def share_location(item: pytest.Item, relpath: str) -> None:

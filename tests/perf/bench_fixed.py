@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import run_pytest, write_bench  # noqa: E402
+from bench_engine import run_pytest, write_bench
 
 
 def serve() -> None:
