@@ -8,8 +8,9 @@ took ~22 s, against ~2 s for 500 answered items). The rule:
 - connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
   broken model does not stop the others served by the same URL);
 - the circuit opens when the endpoint's last K counted attempts failed in a row, K = 2 x
-  max_attempts (10 by default), and at least one of them was a retry, so the endpoint was still
-  failing after a backoff (a burst of concurrent first attempts alone never opens it);
+  max_attempts (10 by default); for server errors at least one of them must have been a retry, so
+  the endpoint was still failing after a backoff (a burst of concurrent first attempts answered 5xx
+  by an overloaded server never opens it alone; a refused connection needs no such proof);
 - an open circuit stays open for the rest of the process: every later call to that endpoint raises
   `LLMError("endpoint down: <the failure that opened it>")` without sending anything. Its rows are
   errors, the run exits 7 and last_run.json names the reason.
@@ -61,7 +62,7 @@ class Breaker:
         streak.failures += 1
         streak.retried = streak.retried or retry
         streak.reason = reason
-        if streak.failures >= self.threshold and streak.retried:
+        if streak.failures >= self.threshold and (streak.retried or connection):
             streak.open = True
 
     def is_open(self, ident: str, model: str) -> bool:

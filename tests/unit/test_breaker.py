@@ -37,14 +37,17 @@ def test_an_answer_before_k_resets_the_count() -> None:
     assert not breaker.is_open(URL, "m")
 
 
-def test_first_attempts_alone_never_open_it() -> None:
-    """A burst of concurrent first attempts failing together is not evidence of a dead endpoint;
-    one failing retry (the endpoint still failed after a backoff) is."""
+def test_first_attempts_answered_5xx_alone_never_open_it() -> None:
+    """A burst of concurrent first attempts answered 5xx together is not evidence of a dead endpoint;
+    one failing retry (the endpoint still failed after a backoff) is. Refused connections need none."""
     breaker = Breaker(threshold=4)
     fail(breaker, 20, retry=False)
     assert not breaker.is_open(URL, "m")
     fail(breaker, 1)
     assert breaker.is_open(URL, "m")
+    refused = Breaker(threshold=4)
+    fail(refused, 4, retry=False, connection=True)
+    assert refused.is_open(URL, "m")
 
 
 def test_server_errors_count_per_model_connection_failures_per_endpoint() -> None:
