@@ -3,14 +3,14 @@
 Without it every call to a dead endpoint pays its whole retry backoff (500 items answered HTTP 500
 took ~22 s, against ~2 s for 500 answered items). The rule:
 
-- a failed attempt counts when it is a server error (HTTP 5xx, 408, 409) or a connection failure;
-  any answer from the endpoint resets the count (a 429, a timeout or a 4xx neither counts nor resets);
+- a failed attempt counts when it is a connection failure, or a server error (HTTP 5xx, 408, 409)
+  answered to a retry: the endpoint still failed after a backoff (a call's first attempt answered
+  5xx neither counts nor resets, so a burst of concurrent first attempts refused by an overloaded
+  server proves nothing alone); any answer resets the count (a 429, a timeout or a 4xx neither
+  counts nor resets it);
 - connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
   broken model does not stop the others served by the same URL);
-- the circuit opens when the endpoint's last K counted attempts failed in a row, K = 2 x
-  max_attempts (10 by default); for server errors at least one of them must have been a retry, so
-  the endpoint was still failing after a backoff (a burst of concurrent first attempts answered 5xx
-  by an overloaded server never opens it alone; a refused connection needs no such proof);
+- the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
 - an open circuit stays open for the rest of the process: every later call to that endpoint raises
   `LLMError("endpoint down: <the failure that opened it>")` without sending anything. Its rows are
   errors, the run exits 7 and last_run.json names the reason.
@@ -26,7 +26,6 @@ from ..errors import LLMError
 @dataclass
 class _Streak:
     failures: int = 0
-    retried: bool = False
     reason: str = ""
     open: bool = False
 
@@ -55,14 +54,16 @@ class Breaker:
                 del self._streaks[key]
 
     def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool) -> None:
-        """A counted failure (`retry`: the attempt was not the call's first); opens the circuit at K."""
+        """A server error or connection failure (`retry`: the attempt was not the call's first);
+        opens the circuit at K counted ones in a row."""
+        if not (connection or retry):
+            return
         streak = self._streaks.setdefault(ident if connection else f"{ident} {model}", _Streak())
         if streak.open:
             return
         streak.failures += 1
-        streak.retried = streak.retried or retry
         streak.reason = reason
-        if streak.failures >= self.threshold and (streak.retried or connection):
+        if streak.failures >= self.threshold:
             streak.open = True
 
     def is_open(self, ident: str, model: str) -> bool:

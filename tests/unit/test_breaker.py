@@ -1,4 +1,4 @@
-"""The circuit breaker's rule (llm/breaker.py): K failures in a row, one of them a retry, open it."""
+"""The circuit breaker's rule (llm/breaker.py): K counted failures in a row open it."""
 
 from __future__ import annotations
 
@@ -37,12 +37,14 @@ def test_an_answer_before_k_resets_the_count() -> None:
     assert not breaker.is_open(URL, "m")
 
 
-def test_first_attempts_answered_5xx_alone_never_open_it() -> None:
-    """A burst of concurrent first attempts answered 5xx together is not evidence of a dead endpoint;
-    one failing retry (the endpoint still failed after a backoff) is. Refused connections need none."""
+def test_first_attempts_answered_5xx_neither_count_nor_reset() -> None:
+    """A burst of concurrent first attempts answered 5xx is not evidence of a dead endpoint; failing
+    retries (the endpoint still failed after a backoff) are. Refused connections always count."""
     breaker = Breaker(threshold=4)
     fail(breaker, 20, retry=False)
     assert not breaker.is_open(URL, "m")
+    fail(breaker, 3)
+    fail(breaker, 5, retry=False)  # no reset either
     fail(breaker, 1)
     assert breaker.is_open(URL, "m")
     refused = Breaker(threshold=4)
