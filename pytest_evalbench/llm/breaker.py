@@ -43,7 +43,7 @@ class Breaker:
             streak = self._streaks.get(key)
             if streak is not None and streak.open:
                 raise LLMError(f"endpoint down: {streak.reason}",
-                               f"no request sent: the endpoint failed {self.threshold} attempts in a row",
+                               f"circuit open after {self.threshold} failures in a row: later calls send no request",
                                role=role, model=model)
 
     def answered(self, ident: str, model: str) -> None:

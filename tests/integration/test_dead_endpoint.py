@@ -25,7 +25,7 @@ def test_dead_endpoint_opens_the_circuit_and_the_rest_fails_fast(pytester: pytes
     assert result.ret == EXIT_INCOMPLETE
     # without the breaker each of the 30 first calls pays its 3 attempts (90 requests)
     assert len(bench_env.requests) < 45
-    result.stdout.fnmatch_lines(["*evalbench endpoint down: HTTP 500*no request sent*"])
+    result.stdout.fnmatch_lines(["*evalbench endpoint down: HTTP 500*circuit open after 6 failures in a row*"])
     result.stdout.no_fnmatch_line("*Traceback*")
     last = read_json(bench / "last_run.json")
     assert last["status"] == "incomplete"

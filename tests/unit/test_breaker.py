@@ -23,7 +23,7 @@ def test_opens_after_k_failures_in_a_row_and_fails_fast() -> None:
     with pytest.raises(LLMError) as raised:
         breaker.check(URL, "judge", "m")
     assert raised.value.kind == "endpoint down: HTTP 500: boom"
-    assert "no request sent" in str(raised.value)
+    assert "circuit open after 4 failures in a row" in str(raised.value)
     breaker.answered(URL, "m")  # a late answer of a call in flight does not close it again
     assert breaker.is_open(URL, "m")
 
