@@ -178,15 +178,13 @@ def errors(server: Server, root: Path, items: int, turns: int) -> None:
     failing = run_pytest(project, *base)
     failing_requests = server.requests()
     server.control(status=200)
-    last = json.loads((project / "benchmarks" / "perf" / "results" / "last_run.json").read_text()) \
-        if (project / "benchmarks" / "perf" / "results" / "last_run.json").is_file() else {}
+    status = project / "benchmarks" / "perf" / "last_run.json"
+    last = json.loads(status.read_text()) if status.is_file() else {}
     print(f"\n3. {items} items ({turns} turns + judge, default concurrency, latency 0): endpoint answering 500 "
           f"{failing['process']:.2f} s ({failing_requests} requests, exit {failing['exit']:.0f}) vs answered "
           f"{passing['process']:.2f} s ({passing_requests} requests, exit {passing['exit']:.0f}): ratio "
           f"{failing['process'] / passing['process']:.2f} (target <= 1.00); {load()}", flush=True)
-    reason = last.get("reason") or last.get("incomplete") or ""
-    if reason:
-        print(f"   last_run.json reason: {str(reason)[:200]}")
+    print(f"   last_run.json of the erroring run: {last.get('status')}, {str(last.get('incomplete'))[:200]}")
 
 
 def main() -> int:
