@@ -1,4 +1,4 @@
-"""Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of
+"""Attempts of one request: the no-key check, a circuit breaker per endpoint (breaker.py), classification of
 failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds.
 Each attempt goes through the limits (limits.py) and is sent by the transport.
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import EvalbenchError, LLMError
 from ..redaction import SECRETS
+from .breaker import Breaker
 from .failures import Failure, classify
 from .limits import Limits
 from .transport import Transport
@@ -25,8 +25,8 @@ from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
 class Retrier:
-    """Fetches one answer with bounded retries; an endpoint that refused connections too often is
-    failed at once with the refusal that opened its circuit."""
+    """Fetches one answer with bounded retries; an endpoint that kept failing is failed at once
+    (breaker.py has the rule)."""
 
     def __init__(self, settings: EngineSettings, stats: EngineStats, limits: Limits,
                  transport: Callable[[], Transport]) -> None:
@@ -35,9 +35,7 @@ class Retrier:
         self.limits = limits
         self._transport = transport
         """The engine's transport, built at the first request (a replayed run never loads a client)."""
-        self._connection_failures: Counter[str] = Counter()
-        self._refusals: dict[str, tuple[str, str]] = {}
-        """Endpoint -> (kind, message) of its last refused connection: what an open circuit reports."""
+        self.breaker = Breaker(2 * settings.max_attempts)
 
     async def fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion:
         settings = self.settings
@@ -50,13 +48,10 @@ class Retrier:
                 raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                                "or use --evalbench-cache=replay with a recorded cache", role=role,
                                model=endpoint.model)
-            if self._connection_failures[ident] >= 2 * settings.max_attempts:
-                # the circuit is open: fail with the refusal that opened it, so every item the dead
-                # endpoint stops reads the same error (however many calls were in flight by then)
-                raise LLMError(*self._refusals[ident], role=role, model=endpoint.model)
+            self.breaker.check(ident, role, endpoint.model)
             failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
-                self._connection_failures[ident] = 0
+                self.breaker.answered(ident, endpoint.model)
                 return failure
             message = SECRETS.redact(failure.message)
             elapsed = time.monotonic() - started
@@ -66,9 +61,9 @@ class Retrier:
                 await self._paced_retry(limited, failure, elapsed, message, role, endpoint)
                 continue
             self.stats.failures[failure.kind] += 1
-            if failure.connection:
-                self._connection_failures[ident] += 1
-                self._refusals[ident] = (failure.kind, message)
+            if failure.connection or failure.kind == "server error":
+                self.breaker.failed(ident, endpoint.model, message, connection=failure.connection, retry=attempt > 0)
+                self.breaker.check(ident, role, endpoint.model)
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
                 raise LLMError(failure.kind, message
                                + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),

@@ -15,7 +15,7 @@ import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
-from ._compat import add_k_keywords, fix_structured_nodeid, share_location
+from ._compat import OneLineErrors, add_k_keywords, fix_structured_nodeid, fixture_info, share_location
 
 
 class CaseSource(Protocol):
@@ -42,8 +42,10 @@ def check_case(evalbench_record: dict[str, Any]) -> None:
     `inspect.signature`) for every use of `request`, per item."""
 
 
-class CaseItem(pytest.Function):
+class CaseItem(OneLineErrors):
     """One benchmark case (scenario × target × sample, or a dataset case)."""
+
+    one_line = (EvalbenchError,)  # their one-line message replaces pytest's traceback (make_report)
 
     def __init__(self, *, case: Any, location_of: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -78,8 +80,9 @@ class CaseFile(pytest.File):
         except EvalbenchError as exc:
             raise self.CollectError(terminal(str(exc))) from None  # it may quote names from the input files
         location: str | None = None
+        info = fixture_info(self, check_case)  # one fixture closure for the file's items, as parametrize shares one
         for case in cases:
-            item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
+            item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case, fixtureinfo=info,
                                         keywords=dict(case.keywords), location_of=location)
             location = location or item.location[0]  # computed by pytest once per file, shared after
             yield item

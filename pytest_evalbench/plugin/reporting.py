@@ -51,7 +51,6 @@ class Reporting:
         from ..gate.verdict import gate_verdict, node_ids_of
         from ..render.history import HISTORY, append_history, read_history
         from ..render.html import render_html
-        from ..render.markdown import render_markdown, write_markdown
         from ..render.summary import build_summary
 
         results, outcomes = self.results, self.outcomes
@@ -94,6 +93,10 @@ class Reporting:
                 atomic_write_text(html_path, html, self.bench_dir)
             elif html_path is not None:  # the user's own path: checked at start (a regular file or new)
                 atomic_write_text(html_path, html, None)
+            if markdown_path is None and not step_summary:
+                return
+            from ..render.markdown import render_markdown, write_markdown  # only a run that writes Markdown
+
             markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
             if markdown_path is not None:
                 write_markdown(markdown_path, markdown, append=False)

@@ -111,3 +111,23 @@ def test_unreadable_entry_is_corrupt_not_a_crash(tmp_path: Path, damage: bytes) 
     cache.path_for(key).write_bytes(damage)
     with pytest.raises(CorruptEntry):
         cache.get(key)
+
+
+@pytest.mark.parametrize("request_", [
+    {"attempt": 0, "body": {"model": "m", "messages": [{"role": "user", "content": "hé \ud800"}]},
+     "endpoint": "http://x/v1", "sample": 1},
+    {"attempt": 0, "body": {}, "endpoint": "e", "sample": 0, "w": 1},  # a key sorting after "v"
+    {"v": 2, "body": {}},  # a forged version field
+    {"": [1.5, None, True]},
+    {},
+])
+def test_fast_key_and_digest_match_the_canonical_definitions(request_: dict) -> None:
+    """The replay path hashes the request's canonical JSON once for both checks; it must give what
+    `cache_key` and `entry_digest` define, for any request a file may hold."""
+    from pytest_evalbench.llm.cache import _digest, _material_key, cache_key, canonical_json, entry_digest
+
+    response = {"content": "ok", "finish_reason": "stop", "input_tokens": 1, "output_tokens": 2}
+    encoded = canonical_json(request_)
+    assert _material_key(request_, encoded) == cache_key(request_)
+    key = cache_key(request_)
+    assert _digest(key, encoded, response) == entry_digest(key, request_, response)

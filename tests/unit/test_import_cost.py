@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import write_benchmark
+from helpers import script, write_benchmark
+
+from pytest_evalbench.testing import FakeLLMServer
 
 HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest_evalbench.plugin.session",
          "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport")
@@ -78,3 +80,27 @@ def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the
                 "pytest_evalbench.gate.paired", "pytest_evalbench.gate.rules",
                 "pytest_evalbench.gate.outcome", "pytest_evalbench.render.html", "pytest_evalbench.render.summary")
     assert [m for m in loaded if m.startswith(unwanted)] == []
+
+
+NOT_FOR_A_PLAIN_RUN = ("openai", "httpx", "aiohttp", "jinja2", "pytest_evalbench.render.markdown")
+
+
+def _run_imports(cwd: Path, *args: str) -> list[str]:
+    """Which of NOT_FOR_A_PLAIN_RUN a whole benchmark run in this process imported."""
+    argv = ['-q', '-p', 'no:cacheprovider', '--benchmark=demo', *args]
+    run = f"import pytest\nassert pytest.main({argv!r}) in (0, 1)"  # exit 1: m02 fails, a scored run
+    probe = f"{run}\nimport json, sys\nprint(json.dumps([m for m in {NOT_FOR_A_PLAIN_RUN!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_written(
+        tmp_path: Path, bench_env: FakeLLMServer) -> None:
+    write_benchmark(tmp_path)
+    bench_env.set_responder(script(True))
+    assert _run_imports(tmp_path, "--evalbench-cache=off") == []  # the raw HTTP transport, HTML report only
+    # the counter-check: the probe sees them once the run asks for them
+    loaded = _run_imports(tmp_path, "--evalbench-cache=off", "--evalbench-transport=openai",
+                          f"--evalbench-markdown={tmp_path / 'summary.md'}")
+    assert "openai" in loaded and "pytest_evalbench.render.markdown" in loaded

@@ -1,0 +1,70 @@
+"""Circuit breaker per endpoint: an endpoint that keeps failing fails the rest of the run at once.
+
+Without it every call to a dead endpoint pays its whole retry backoff (500 items answered HTTP 500
+took ~22 s, against ~2 s for 500 answered items). The rule:
+
+- a failed attempt counts when it is a connection failure, or a server error (HTTP 5xx, 408, 409)
+  answered to a retry: the endpoint still failed after a backoff (a call's first attempt answered
+  5xx neither counts nor resets, so a burst of concurrent first attempts refused by an overloaded
+  server proves nothing alone); any answer resets the count (a 429, a timeout or a 4xx neither
+  counts nor resets it);
+- connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
+  broken model does not stop the others served by the same URL);
+- the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
+- an open circuit stays open for the rest of the process: every later call to that endpoint raises
+  `LLMError("endpoint down: <the failure that opened it>")` without sending anything. Its rows are
+  errors, the run exits 7 and last_run.json names the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import LLMError
+
+
+@dataclass
+class _Streak:
+    failures: int = 0
+    reason: str = ""
+    open: bool = False
+
+
+class Breaker:
+    """Consecutive server/connection failures per endpoint identity, and the circuits they opened."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = max(1, threshold)
+        self._streaks: dict[str, _Streak] = {}
+
+    def check(self, ident: str, role: str, model: str) -> None:
+        """Raise the endpoint-down error when the circuit of this endpoint (or of this model on it) is open."""
+        for key in (ident, f"{ident} {model}"):
+            streak = self._streaks.get(key)
+            if streak is not None and streak.open:
+                raise LLMError(f"endpoint down: {streak.reason}",
+                               f"circuit open after {self.threshold} failures in a row: later calls send no request",
+                               role=role, model=model)
+
+    def answered(self, ident: str, model: str) -> None:
+        """The endpoint answered: a closed circuit's count starts again (an open one stays open)."""
+        for key in (ident, f"{ident} {model}"):
+            streak = self._streaks.get(key)
+            if streak is not None and not streak.open:
+                del self._streaks[key]
+
+    def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool) -> None:
+        """A server error or connection failure (`retry`: the attempt was not the call's first);
+        opens the circuit at K counted ones in a row."""
+        if not (connection or retry):
+            return
+        streak = self._streaks.setdefault(ident if connection else f"{ident} {model}", _Streak())
+        if streak.open:
+            return
+        streak.failures += 1
+        streak.reason = reason
+        if streak.failures >= self.threshold:
+            streak.open = True
+
+    def is_open(self, ident: str, model: str) -> bool:
+        return any(s.open for s in (self._streaks.get(ident), self._streaks.get(f"{ident} {model}")) if s)

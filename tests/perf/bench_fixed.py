@@ -1,0 +1,222 @@
+"""Fixed-cost performance script (not part of the test suite): prints, in one run, the issue #27
+targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
+
+    python tests/perf/bench_fixed.py [--n 200] [--cached 10000] [--errors 500] [--skip fixed cached errors]
+
+1. Whole-process wall / ideal at C = 64 and C = 128 (N scenarios x 3 turns + judge, 100 ms latency,
+   one process, cache off; targets <= 1.15 and <= 1.25), and `-n 2` against one process plus what
+   xdist itself adds to an empty suite (a one-test project with `-n 2` minus the same without).
+2. Fully cached N = 10,000: the cache is recorded once (latency 0), then a `--evalbench-cache=replay`
+   run (no request) against plain pytest running 10,000 trivial parametrized tests, in the same run
+   (target <= 1.5).
+3. 500 items whose endpoint answers HTTP 500 against the same 500 items answered (latency 0, cache
+   off; target <= 1.0).
+Every pytest process is run as bench_engine.py runs it (autoload off, plugins named with -p). Both
+sides of each ratio are measured here, one after the other; the machine's load average is printed
+next to each ratio because the numbers are noisy on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_engine import run_pytest, write_bench
+
+
+def serve() -> None:
+    """bench_engine's endpoint plus a `status` knob: every chat answer is that HTTP status when set."""
+    from aiohttp import web
+
+    state: dict[str, Any] = {"latency": 0.0, "status": 200, "requests": 0}
+
+    def answer(request: dict[str, Any]) -> str:
+        model = request.get("model")
+        if model == "sim-user":
+            persona = request["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0]
+            return f"Thought: t\nMessage: hello {len(request['messages'])} from {persona}"
+        if model == "sim-judge":
+            return json.dumps({"justification": "asked", "present": True})
+        return "Sure, tell me more?"
+
+    async def chat(http: web.Request) -> web.Response:
+        state["requests"] += 1
+        request = json.loads(await http.read())
+        if state["latency"]:
+            await asyncio.sleep(state["latency"])
+        if state["status"] != 200:
+            return web.json_response({"error": {"message": "internal error", "type": "server_error"}},
+                                     status=state["status"])
+        body = {"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": answer(request)}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        return web.Response(body=json.dumps(body).encode(), content_type="application/json")
+
+    async def control(http: web.Request) -> web.Response:
+        body = json.loads(await http.read())
+        if body.pop("reset", False):
+            state["requests"] = 0
+        state.update(body)
+        return web.json_response({})
+
+    async def stats(http: web.Request) -> web.Response:
+        return web.json_response({"requests": state["requests"]})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_post("/v1/_control", control)
+        app.router.add_get("/v1/_stats", stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
+        print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+class Server:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+
+    def control(self, **body: object) -> None:
+        request = urllib.request.Request(f"{self.base_url}/_control", data=json.dumps(body).encode(), method="POST")
+        urllib.request.urlopen(request).read()
+
+    def requests(self) -> int:
+        return int(json.loads(urllib.request.urlopen(f"{self.base_url}/_stats").read())["requests"])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def exit_note(r: dict[str, float]) -> str:
+    return f" (exit {r['exit']:.0f})" if r.get("exit") else ""
+
+
+def plain_project(root: Path, tests: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test_rows.py").write_text(
+        f"import pytest\n\n\n@pytest.mark.parametrize('i', range({tests}))\ndef test_row(i):\n    pass\n")
+    return root
+
+
+def fixed(server: Server, root: Path, n: int, turns: int, latency: float) -> None:
+    calls = 2 * turns + 1
+    project = root / "fixed"
+    write_bench(project, n, turns)
+    base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off")
+    print(f"1. fixed costs: N={n} x ({turns} turns + judge), {latency * 1000:.0f} ms, cache off; "
+          f"ideal = ceil(N/C) x {calls} x latency", flush=True)
+    plain = plain_project(root / "empty", 1)
+    for conc, target in ((64, 1.15), (128, 1.25)):
+        ideal = math.ceil(n / conc) * calls * latency
+        server.control(reset=True, latency=latency, status=200)
+        one = run_pytest(project, *base, f"--evalbench-concurrency={conc}")
+        print(f"   C={conc}: one process {one['process']:.2f} s, ideal {ideal:.2f} s, process/ideal "
+              f"{one['process'] / ideal:.2f} (target <= {target}); requests {server.requests()}{exit_note(one)}; "
+              f"{load()}", flush=True)
+        server.control(reset=True)
+        two = run_pytest(project, *base, f"--evalbench-concurrency={conc}", "-n", "2")
+        requests = server.requests()
+        bare_xd = run_pytest(plain, "-n", "2", plugin=False)["process"]
+        bare = run_pytest(plain, plugin=False)["process"]
+        allowed = one["process"] + (bare_xd - bare)
+        print(f"   C={conc}: -n 2 {two['process']:.2f} s vs one process + xdist's own cost "
+              f"({one['process']:.2f} + {bare_xd:.2f} - {bare:.2f} = {allowed:.2f} s): ratio "
+              f"{two['process'] / allowed:.2f} (target <= 1.00); requests {requests}{exit_note(two)}; {load()}",
+              flush=True)
+
+
+def cached(server: Server, root: Path, rows: int, turns: int) -> None:
+    project = root / "cached"
+    write_bench(project, rows, turns)
+    server.control(reset=True, latency=0.0, status=200)
+    base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}")
+    record = run_pytest(project, *base, "--evalbench-cache=on", "--evalbench-concurrency=64")
+    print(f"\n2. fully cached N={rows} ({turns} turns + judge): recorded in {record['process']:.1f} s, "
+          f"{server.requests()} requests{exit_note(record)}", flush=True)
+    plain = plain_project(root / "plain", rows)
+    for _ in range(2):  # the second pair is the one printed: both sides with warm file caches
+        server.control(reset=True)
+        replay = run_pytest(project, *base, "--evalbench-cache=replay")
+        bare = run_pytest(plain, plugin=False)
+    print(f"   replay {replay['process']:.2f} s (requests {server.requests()}{exit_note(replay)}) vs plain pytest, "
+          f"{rows} trivial parametrized tests {bare['process']:.2f} s: ratio {replay['process'] / bare['process']:.2f} "
+          f"(target <= 1.5); {load()}", flush=True)
+
+
+def errors(server: Server, root: Path, items: int, turns: int) -> None:
+    project = root / "errors"
+    write_bench(project, items, turns)
+    base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off")
+    server.control(reset=True, latency=0.0, status=200)
+    passing = run_pytest(project, *base)
+    passing_requests = server.requests()
+    server.control(reset=True, status=500)
+    failing = run_pytest(project, *base)
+    failing_requests = server.requests()
+    server.control(status=200)
+    status = project / "benchmarks" / "perf" / "last_run.json"
+    last = json.loads(status.read_text()) if status.is_file() else {}
+    print(f"\n3. {items} items ({turns} turns + judge, default concurrency, latency 0): endpoint answering 500 "
+          f"{failing['process']:.2f} s ({failing_requests} requests, exit {failing['exit']:.0f}) vs answered "
+          f"{passing['process']:.2f} s ({passing_requests} requests, exit {passing['exit']:.0f}): ratio "
+          f"{failing['process'] / passing['process']:.2f} (target <= 1.00); {load()}", flush=True)
+    print(f"   last_run.json of the erroring run: {last.get('status')}, {str(last.get('incomplete'))[:200]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--cached", type=int, default=10_000, help="rows of the fully cached run")
+    parser.add_argument("--errors", type=int, default=500, help="items of the erroring run")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["fixed", "cached", "errors"])
+    args = parser.parse_args()
+    began = time.perf_counter()
+    print("pytest runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_evalbench.plugin [-p xdist.plugin], "
+          f"bytecode written; {load()}", flush=True)
+    server = Server()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            if "fixed" not in args.skip:
+                fixed(server, root, args.n, args.turns, args.latency)
+            if "errors" not in args.skip:
+                errors(server, root, args.errors, args.turns)
+            if "cached" not in args.skip:
+                cached(server, root, args.cached, args.turns)
+    finally:
+        server.stop()
+    print(f"\nscript run time {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve()
+    else:
+        sys.exit(main())

@@ -1,0 +1,62 @@
+"""The circuit breaker's rule (llm/breaker.py): K counted failures in a row open it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_evalbench.errors import LLMError
+from pytest_evalbench.llm.breaker import Breaker
+
+URL = "http://127.0.0.1:9/v1"
+
+
+def fail(breaker: Breaker, times: int, *, retry: bool = True, model: str = "m", connection: bool = False) -> None:
+    for _ in range(times):
+        breaker.failed(URL, model, "HTTP 500: boom", connection=connection, retry=retry)
+
+
+def test_opens_after_k_failures_in_a_row_and_fails_fast() -> None:
+    breaker = Breaker(threshold=4)
+    fail(breaker, 3)
+    breaker.check(URL, "judge", "m")  # K - 1: still closed
+    fail(breaker, 1)
+    with pytest.raises(LLMError) as raised:
+        breaker.check(URL, "judge", "m")
+    assert raised.value.kind == "endpoint down: HTTP 500: boom"
+    assert "circuit open after 4 failures in a row" in str(raised.value)
+    breaker.answered(URL, "m")  # a late answer of a call in flight does not close it again
+    assert breaker.is_open(URL, "m")
+
+
+def test_an_answer_before_k_resets_the_count() -> None:
+    breaker = Breaker(threshold=4)
+    for _ in range(5):
+        fail(breaker, 3)
+        breaker.answered(URL, "m")
+    breaker.check(URL, "judge", "m")
+    assert not breaker.is_open(URL, "m")
+
+
+def test_first_attempts_answered_5xx_neither_count_nor_reset() -> None:
+    """A burst of concurrent first attempts answered 5xx is not evidence of a dead endpoint; failing
+    retries (the endpoint still failed after a backoff) are. Refused connections always count."""
+    breaker = Breaker(threshold=4)
+    fail(breaker, 20, retry=False)
+    assert not breaker.is_open(URL, "m")
+    fail(breaker, 3)
+    fail(breaker, 5, retry=False)  # no reset either
+    fail(breaker, 1)
+    assert breaker.is_open(URL, "m")
+    refused = Breaker(threshold=4)
+    fail(refused, 4, retry=False, connection=True)
+    assert refused.is_open(URL, "m")
+
+
+def test_server_errors_count_per_model_connection_failures_per_endpoint() -> None:
+    breaker = Breaker(threshold=2)
+    fail(breaker, 2, model="broken")
+    assert breaker.is_open(URL, "broken") and not breaker.is_open(URL, "fine")
+    fail(breaker, 2, model="fine", connection=True)
+    assert breaker.is_open(URL, "other")
+    with pytest.raises(LLMError, match="endpoint down"):
+        breaker.check(URL, "target", "other")
