@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..context import BenchmarkRun
+from ..estimate import Expectations, Plan
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
@@ -90,6 +91,12 @@ class DatasetKind:
         run = self.run
         return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
                               samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
+
+    def plan_calls(self, case: Any, expect: Expectations) -> Plan:
+        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
+        from .estimate import plan_case
+
+        return plan_case(self.run, case, expect)
 
     def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
         return record.to_json()

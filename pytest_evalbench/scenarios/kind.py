@@ -11,6 +11,7 @@ from typing import Any, ClassVar, overload
 
 from ..context import BenchmarkRun
 from ..errors import ConfigError
+from ..estimate import Expectations, Plan
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
@@ -84,6 +85,12 @@ class ScenarioKind:
 
     async def run_case(self, case: Any) -> ScenarioRecord:
         return await run_scenario(self.run, case)
+
+    def plan_calls(self, case: Any, expect: Expectations) -> Plan:
+        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
+        from .estimate import plan_scenario
+
+        return plan_scenario(self.run, case, expect)
 
     def record_to_json(self, record: ScenarioRecord) -> dict[str, Any]:
         return record.to_json()
