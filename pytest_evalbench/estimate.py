@@ -207,7 +207,9 @@ class Estimate:
             self.seconds_sequential += seconds
             chain += seconds
         self.longest_chain = max(self.longest_chain, chain * plan.chain / max(1, len(plan.calls)))
-        self.notes += [n for n in plan.notes if n not in self.notes]
+        for note in plan.notes:
+            if note not in self.notes:
+                self.notes.append(note)
 
     @property
     def calls(self) -> int:
@@ -268,15 +270,20 @@ def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_en
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     seconds, bound = wall_time(est, settings)
-    lines.append(f"total: ~{est.tokens} tokens, ~${cost_total:.4f}"
-                 + (f" plus the models without a price: {', '.join(sorted(set(unpriced)))} (not counted as $0; "
-                    "add them under `pricing:` in benchmark.yaml)" if unpriced else ""))
+    names = ", ".join(sorted(set(unpriced)))
+    priced = any(not t.local and t.model not in unpriced for t in est.roles.values())
+    cost_text = (f"~${cost_total:.4f}" if not unpriced else
+                 f"~${cost_total:.4f} for the priced models, plus" if priced else "unknown:")
+    lines.append(f"total: ~{est.tokens} tokens, {cost_text}"
+                 + (f" models without a price: {names} (not counted as $0; add them under `pricing:` in "
+                    "benchmark.yaml)" if unpriced else ""))
     lines.append(f"time: ~{_duration(seconds)}, bound by {bound} (assumed {ASSUMED_SECONDS:g} s + "
                  f"{ASSUMED_TOKENS_PER_SECOND:g} output tokens/s per call)")
     lines.append(f"tokens: characters of the request messages / {CHARS_PER_TOKEN}"
                  + (" (scaled by the cache's recorded ratio where it has the model)"
                     if any(t.scaled for t in est.roles.values()) else "")
-                 + "; output: the mean the cache recorded for the role (cache) or its max_tokens (an upper bound)"
+                 + "; output tokens: the mean of the answers the cache recorded for the role, else its max_tokens "
+                   "(an upper bound)"
                  + f"; {cache_entries} cache entries read. Cached answers are counted as calls (the cache can "
                    "only lower the bill); re-asks of unusable answers are not")
     lines += est.notes
