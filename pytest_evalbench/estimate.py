@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .llm.cache import CorruptEntry, canonical_json, request_key
+from .llm.engine import Engine
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, EngineSettings
 
@@ -50,6 +52,11 @@ def filler(tokens: int) -> str:
     return "x" * (max(0, tokens) * CHARS_PER_TOKEN)
 
 
+def _form(structured: bool) -> str:
+    """The group of every answer of one model in one form (no system prompt starts with NUL)."""
+    return "\0json" if structured else "\0text"
+
+
 def _system_prefix(messages: Sequence[Any]) -> str:
     first = messages[0] if messages else None
     if isinstance(first, dict) and first.get("role") == "system" and isinstance(first.get("content"), str):
@@ -72,14 +79,17 @@ class Expected:
     tokens: int
     text: str
     source: str
-    """"cache" (mean of recorded answers) or "max_tokens" (the role's limit: an upper bound)."""
+    """"cached" (this very request's recorded answer: the run replays it), "cache" (mean of the
+    answers recorded for the role) or "max_tokens" (the role's limit: an upper bound)."""
 
 
 class Expectations:
     """Expected answer sizes: the cache's recorded usage where it has answers of the same model and
     role prompt, else the role's `max_tokens` (an upper bound). The cache is only read."""
 
-    def __init__(self, cache_dir: Path | None, limit: int = MAX_CACHE_SCAN) -> None:
+    def __init__(self, cache_dir: Path | None, engine: Engine | None = None, limit: int = MAX_CACHE_SCAN) -> None:
+        self.engine = engine
+        """Looks up requests known exactly (read only; None, or a cache mode that does not read: no lookup)."""
         self.seen: dict[tuple[str, str], _Seen] = {}
         self.ratio: dict[str, tuple[int, int]] = {}
         """model -> (recorded input tokens, approximated input tokens) over the entries read."""
@@ -108,17 +118,50 @@ class Expectations:
             seen.output_tokens.append(out)
             if len(seen.texts) < 50:
                 seen.texts.append(text)
+            self.seen.setdefault((model, _form("response_format" in body)), _Seen()).output_tokens.append(out)
             if given > 0:
                 recorded, approx = self.ratio.get(model, (0, 0))
                 self.ratio[model] = (recorded + given, approx + message_tokens(messages))
 
-    def output(self, endpoint: Endpoint, messages: Sequence[dict[str, Any]]) -> Expected:
-        seen = self.seen.get((endpoint.model, _system_prefix(messages)))
-        if seen is not None and seen.output_tokens:
-            tokens = round(sum(seen.output_tokens) / len(seen.output_tokens))
-            return Expected(tokens, filler(tokens), "cache")
-        tokens = int(endpoint.params.get("max_tokens") or 0)
-        return Expected(tokens, filler(tokens), "max_tokens")
+    def call(self, role: str, endpoint: Endpoint, messages: list[dict[str, Any]], *, sample: int,
+             schema: tuple[str, dict[str, Any]] | None = None, possible: bool = False) -> PlannedCall:
+        """The call as planned: replayed from the cache when this exact request is recorded there,
+        else estimated from the messages and the expected answer."""
+        recorded = self.recorded(endpoint, messages, sample, schema)
+        if recorded is not None:
+            tokens, out, text = recorded
+            return PlannedCall(role, endpoint, tokens, Expected(out, text, "cached"), possible, cached=True)
+        tokens, scaled = self.input(endpoint, messages)
+        return PlannedCall(role, endpoint, tokens, self.output(endpoint, messages, schema is not None), possible, scaled)
+
+    def recorded(self, endpoint: Endpoint, messages: list[dict[str, Any]], sample: int,
+                 schema: tuple[str, dict[str, Any]] | None) -> tuple[int, int, str] | None:
+        """(input tokens, output tokens, text) the cache recorded for exactly this first attempt, if
+        the run would replay it."""
+        engine = self.engine
+        if engine is None or not engine.cache.reads:
+            return None
+        body = engine.request_body(endpoint, messages, schema, None)
+        try:
+            found = engine.cache.get(request_key(endpoint.identity, canonical_json(body), sample, 0))
+        except CorruptEntry:
+            return None  # the run refetches it
+        if found is None:
+            return None
+        text = found.get("content") if isinstance(found.get("content"), str) else ""
+        return int(found.get("input_tokens") or 0), int(found.get("output_tokens") or 0), text or ""
+
+    def output(self, endpoint: Endpoint, messages: Sequence[dict[str, Any]], structured: bool = False) -> Expected:
+        """The mean of the answers recorded for this model and role prompt, else for this model's
+        answers of the same form (JSON or free text), at most max_tokens; else max_tokens."""
+        limit = int(endpoint.params.get("max_tokens") or 0)
+        for key in (_system_prefix(messages), _form(structured)):
+            seen = self.seen.get((endpoint.model, key))
+            if seen is not None and seen.output_tokens:
+                tokens = round(sum(seen.output_tokens) / len(seen.output_tokens))
+                tokens = min(tokens, limit) if limit else tokens
+                return Expected(tokens, filler(tokens), "cache")
+        return Expected(limit, filler(limit), "max_tokens")
 
     def recorded_texts(self, endpoint: Endpoint, messages: Sequence[dict[str, Any]]) -> list[str]:
         """Answers the cache recorded for this model and role prompt (a sample), e.g. to learn how
@@ -148,6 +191,8 @@ class PlannedCall:
     """True when a deterministic check may decide first (the call is counted: an upper bound)."""
     scaled: bool = False
     """The input count was scaled by the cache's recorded ratio."""
+    cached: bool = False
+    """The cache holds this exact request's answer: the run replays it (no request, no cost)."""
 
 
 @dataclass
@@ -179,6 +224,9 @@ class RoleTotal:
     output_tokens: int = 0
     from_cache: int = 0
     scaled: int = 0
+    cached: int = 0
+    cached_input: int = 0
+    cached_output: int = 0
 
 
 @dataclass
@@ -201,11 +249,17 @@ class Estimate:
             total.possible += call.possible
             total.input_tokens += call.input_tokens
             total.output_tokens += call.output.tokens
-            total.from_cache += call.output.source == "cache"
+            total.from_cache += call.output.source in ("cache", "cached")
             total.scaled += call.scaled
+            if call.cached:
+                total.cached += 1
+                total.cached_input += call.input_tokens
+                total.cached_output += call.output.tokens
+                continue  # replayed: no wait
             seconds = latency(call.output.tokens)
             self.seconds_sequential += seconds
             chain += seconds
+        # the item's calls one after the other: `chain` of them, each as long as their mean
         self.longest_chain = max(self.longest_chain, chain * plan.chain / max(1, len(plan.calls)))
         for note in plan.notes:
             if note not in self.notes:
@@ -247,26 +301,33 @@ def wall_time(est: Estimate, settings: EngineSettings) -> tuple[float, str]:
 def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_entries: int) -> list[str]:
     """The terminal lines: per role calls, tokens and cost, then totals, time and what is assumed."""
     possible = sum(t.possible for t in est.roles.values())
+    cached = sum(t.cached for t in est.roles.values())
     lines = [f"estimate, not measured (no LLM call was made): {est.items} items, {est.calls} calls"
+             + (f", {cached} of them replayed from the cache (no request, no cost)" if cached else "")
              + (f" (an upper bound: {possible} judge calls happen only if no deterministic check decides)"
                 if possible else "")]
     header = ("role", "model", "calls", "input tokens", "output tokens", "cost")
     rows: list[tuple[str, ...]] = []
     cost_total, unpriced = 0.0, []
     for total in est.roles.values():
+        sent_in, sent_out = total.input_tokens - total.cached_input, total.output_tokens - total.cached_output
         if total.local:
             cost = "$0 (local model)"
+        elif total.cached == total.calls:
+            cost = "$0 (all cached)"
         elif total.model in prices.prices:
-            value = prices.quote(total.model, total.input_tokens, total.output_tokens)
+            value = prices.quote(total.model, sent_in, sent_out)
             cost_total += value
             cost = f"~${value:.4f}"
         else:
             cost = "no price"
             unpriced.append(total.model)
-        calls = f"{total.calls}" + (f" (≤, {total.possible} if judged)" if total.possible else "")
-        out = f"~{total.output_tokens}" + (" (cache)" if total.from_cache == total.calls else
-                                           " (max_tokens)" if not total.from_cache else " (cache/max_tokens)")
-        rows.append((total.role, total.model, calls, f"~{total.input_tokens}", out, cost))
+        calls = (f"{total.calls}" + (f" ({total.cached} cached)" if total.cached else "")
+                 + (f" (≤: {total.possible} only if judged)" if total.possible else ""))
+        source = ("cached" if total.cached == total.calls else "cache" if total.from_cache == total.calls
+                  else "max_tokens" if not total.from_cache else "cache/max_tokens")
+        rows.append((total.role, total.model, calls, f"~{total.input_tokens}", f"~{total.output_tokens} ({source})",
+                     cost))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     seconds, bound = wall_time(est, settings)
@@ -282,10 +343,10 @@ def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_en
     lines.append(f"tokens: characters of the request messages / {CHARS_PER_TOKEN}"
                  + (" (scaled by the cache's recorded ratio where it has the model)"
                     if any(t.scaled for t in est.roles.values()) else "")
-                 + "; output tokens: the mean of the answers the cache recorded for the role, else its max_tokens "
-                   "(an upper bound)"
-                 + f"; {cache_entries} cache entries read. Cached answers are counted as calls (the cache can "
-                   "only lower the bill); re-asks of unusable answers are not")
+                 + "; output tokens: the answer the cache recorded for that very request (cached: its "
+                   "recorded usage), else the mean of the answers it recorded for the role (cache), else the "
+                   f"role's max_tokens (an upper bound); {cache_entries} cache entries read. Costs count the "
+                   "calls that would be sent; re-asks of unusable answers are not counted")
     lines += est.notes
     return lines
 

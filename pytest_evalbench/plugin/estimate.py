@@ -35,7 +35,7 @@ class EstimateMode:
         if not isinstance(kind, Estimable):
             raise pytest.UsageError("--evalbench-estimate: this kind of benchmark cannot be estimated")
         run = selection.run
-        expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None)
+        expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None, run.engine)
         try:
             result: Estimate = estimate(kind.plan_calls(item.stash[CASE_KEY], expect)
                                         for item in session.items if isinstance(item, CaseItem))

@@ -2,10 +2,13 @@
 
 Per user turn: one simulated-user call (its system prompt, the conversation so far with roles
 flipped, the turn prompt) and one target call (the target's system prompt and the conversation);
-then one judge call per panel judge and judge sample, unless a deterministic check decides. Answers
-not known before the run are stand-in text of the expected size (see `estimate.Expectations`); the
-share of the simulated user's answer that reaches the conversation (its `Message:` line) is learned
-from the cache's recorded answers, else taken as a half (an assumption).
+then one judge call per panel judge and judge sample, unless a deterministic check decides. While
+the cache holds the answer to the exact request, the plan follows it as the run would replay it
+(so a fully recorded conversation is planned exactly, and its checks are applied to it); from the
+first request it does not hold, answers are stand-in text of the expected size (see
+`estimate.Expectations`), the share of the simulated user's answer that reaches the conversation
+(its `Message:` line) learned from the cache's recorded answers, else taken as a half (an
+assumption), and a judge call a check may spare is counted as possible (an upper bound).
 """
 
 from __future__ import annotations
@@ -13,16 +16,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..context import BenchmarkRun
-from ..estimate import Expectations, Plan, PlannedCall, filler
+from ..estimate import Expectations, Plan, filler
 from ..llm.types import Endpoint
+from ..panel import vote_sample
 from ..spec import Message
 from ..targets import ModelTarget
-from .judge import judge_messages
+from .checks import decide
+from .judge import SCHEMA, judge_messages
 from .runner import ScenarioCase, row_target
-from .simulate import parse_user_message, turn_prompt, user_system_prompt
+from .simulate import TERMINATE, parse_user_message, perfunctory, turn_prompt, user_system_prompt
 
 ASSUMED_MESSAGE_SHARE = 0.5
 """Without recorded answers: the share of the simulated user's answer sent (the rest is its Thought)."""
+APP_REPLY_TOKENS = 64
+"""An app target's reply, as assumed in the conversation's size (its own calls are not seen)."""
 
 
 def message_share(expect: Expectations, user: Endpoint, prompt: list[dict[str, Any]]) -> float:
@@ -43,40 +50,46 @@ def plan_scenario(run: BenchmarkRun, case: ScenarioCase, expect: Expectations) -
     system = user_system_prompt(scenario, metric, generation)
     history: list[dict[str, Any]] = []
     transcript: list[Message] = []
+    known = True
+    """Every answer so far is the one the cache holds (the conversation is the one the run replays)."""
     for turn in range(1, generation.turns + 1):
         flipped = [{"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]} for m in history]
         prompt = [{"role": "system", "content": system}, *flipped,
                   {"role": "user", "content": turn_prompt(turn, scenario, generation)}]
-        said = _call(plan, expect, "simulated user", user, prompt)
-        message = filler(round(said.tokens * message_share(expect, user, prompt)))
+        said = expect.call("simulated user", user, prompt, sample=case.sample)
+        plan.calls.append(said)
+        message = parse_user_message(said.output.text) if said.cached else ""
+        known = known and said.cached and bool(message)
+        if known and message.lower().startswith(TERMINATE) and transcript:
+            break  # the recorded user ends the conversation here
+        if known:
+            message = perfunctory(message, f"{scenario.id}|{case.sample}|{turn}") if generation.perfunctory else message
+        else:
+            message = filler(round(said.output.tokens * message_share(expect, user, prompt)))
         history.append({"role": "user", "content": message})
         transcript.append(Message(role="user", content=message))
         if isinstance(target, ModelTarget):
             sent = [{"role": "system", "content": target.system_prompt}, *history]
-            reply = _call(plan, expect, f"target {case.target_id}", target.endpoint, sent).text
+            replied = expect.call(f"target {case.target_id}", target.endpoint, sent, sample=case.sample)
+            plan.calls.append(replied)
+            reply = replied.output.text
+            known = known and replied.cached
         else:
-            reply = filler(64)
+            reply, known = filler(APP_REPLY_TOKENS), False
             plan.notes.append(f"target {case.target_id} is an app: its own LLM calls are not seen by evalbench "
-                              "and not estimated (its replies are taken as ~64 tokens)")
+                              f"and not estimated (its replies are taken as ~{APP_REPLY_TOKENS} tokens)")
         history.append({"role": "assistant", "content": reply})
         transcript.append(Message(role="assistant", content=reply))
     plan.chain = len(plan.calls)
     checks = metric.checks
-    if checks is not None and checks.otherwise != "judge":
-        return plan  # the checks decide every row alone
+    if checks is not None and (checks.otherwise != "judge" or (known and decide(metric, transcript) is not None)):
+        return plan  # the checks decide (on the recorded conversation, or every row whatever it says)
     messages = judge_messages(metric, transcript)
     panel = run.judges()
     for judge in panel:
         role = "judge" if len(panel) == 1 else f"judge {judge.model}"
-        for _ in range(run.spec.judge.samples):
-            _call(plan, expect, role, judge, messages, possible=checks is not None)
+        for index in range(run.spec.judge.samples):
+            plan.calls.append(expect.call(role, judge, messages, sample=vote_sample(case.sample, index),
+                                          schema=SCHEMA, possible=checks is not None and not known))
     plan.chain += 1
     return plan
-
-
-def _call(plan: Plan, expect: Expectations, role: str, endpoint: Endpoint, messages: list[dict[str, Any]],
-          *, possible: bool = False) -> Any:
-    tokens, scaled = expect.input(endpoint, messages)
-    output = expect.output(endpoint, messages)
-    plan.calls.append(PlannedCall(role, endpoint, tokens, output, possible=possible, scaled=scaled))
-    return output

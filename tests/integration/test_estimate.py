@@ -32,6 +32,11 @@ def estimated(out: str) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+def sources(out: str) -> set[str]:
+    """Where the table's output counts came from: cached, cache, max_tokens, cache/max_tokens."""
+    return set(re.findall(r"~\d+ \(([a-z_/]+)\)", out))
+
+
 def measured(out: str, server: FakeLLMServer) -> dict[str, tuple[int, int, int]]:
     """role -> (calls the server answered, input and output tokens the run counted in its `llm:` lines)."""
     calls = {ROLE["user"]: 0, ROLE["target"]: 0, ROLE["judge"]: 0}
@@ -111,22 +116,25 @@ def test_scenario_estimate_within_20_percent_cold(pytester: pytest.Pytester, ben
                    judge={"params": {"max_tokens": 30}})
     bench_env.set_responder(verbose_script())
     guess = pytester.runpytest("--benchmark=demo", "--evalbench-estimate")
-    assert "(max_tokens)" in guess.stdout.str() and " (cache)" not in guess.stdout.str()
+    assert sources(guess.stdout.str()) == {"max_tokens"}
     assert "total: ~19136 tokens, unknown: models without a price: sim-judge, sim-target, sim-user" in guess.stdout.str()
     real = pytester.runpytest("--benchmark=demo")
     assert_within(estimated(guess.stdout.str()), measured(real.stdout.str(), bench_env))
 
 
 def test_scenario_estimate_refined_from_the_cache(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """Samples 0 recorded: their calls are planned on the recorded answers (replayed, no cost), samples 1
+    from the mean of the recorded answers of each role."""
     scenario_bench(pytester.path)
     bench_env.set_responder(terse_script())
     cold = estimated(pytester.runpytest("--benchmark=demo", "--evalbench-estimate").stdout.str())
-    pytester.runpytest("--benchmark=demo")  # records the cache
-    guess = pytester.runpytest("--benchmark=demo", "--evalbench-estimate")
-    assert " (cache)" in guess.stdout.str()
+    pytester.runpytest("--benchmark=demo", "-k", "tgt-s0")  # records the cache of half the items
+    guess = pytester.runpytest("--benchmark=demo", "--evalbench-estimate").stdout.str()
+    assert "8 items, 56 calls, 28 of them replayed from the cache" in guess
+    assert sources(guess) == {"cache"}
     bench_env.requests.clear()
     real = measured(pytester.runpytest("--benchmark=demo", "--evalbench-cache=refresh").stdout.str(), bench_env)
-    assert_within(estimated(guess.stdout.str()), real)
+    assert_within(estimated(guess), real)
     assert cold["judge"][2] > 10 * real["judge"][2]  # without the cache: max_tokens, an upper bound
 
 
@@ -145,9 +153,9 @@ def test_dataset_estimate_within_20_percent_cold(pytester: pytest.Pytester, benc
 def test_dataset_estimate_refined_from_the_cache(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     dataset_bench(pytester.path)
     bench_env.set_responder(scores({}, 4))
-    pytester.runpytest("--benchmark=agents")
-    guess = pytester.runpytest("--benchmark=agents", "--evalbench-estimate", "-n", "2")
-    assert " (cache)" in guess.stdout.str()
+    pytester.runpytest("--benchmark=agents", "-k", "curator")  # records some cases' evals
+    guess = pytester.runpytest("--benchmark=agents", "--evalbench-estimate", "-n", "2").stdout.str()
+    assert "6 of them replayed from the cache" in guess and sources(guess) == {"cache"}
     bench_env.requests.clear()
     real = measured(pytester.runpytest("--benchmark=agents", "--evalbench-cache=refresh").stdout.str(), bench_env)
-    assert_within(estimated(guess.stdout.str()), real)
+    assert_within(estimated(guess), real)
