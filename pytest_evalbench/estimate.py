@@ -17,12 +17,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .llm.cache import CorruptEntry, canonical_json, request_key
 from .llm.engine import Engine
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, EngineSettings
+
+if TYPE_CHECKING:
+    from .context import BenchmarkRun
 
 CHARS_PER_TOKEN = 4
 """The approximation: about four characters of English text (and of its JSON) per token."""
@@ -204,6 +207,13 @@ class Plan:
     """Calls made one after the other (turns × 2 + one judge round)."""
     notes: list[str] = field(default_factory=list)
     """Things the estimate cannot see (an app target's own calls), once per kind of note."""
+
+
+class HasRun(Protocol):
+    """A kind, as its planner sees it: its run (benchmark, roles, targets)."""
+
+    @property
+    def run(self) -> BenchmarkRun: ...
 
 
 @runtime_checkable

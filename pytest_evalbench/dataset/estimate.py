@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import BenchmarkRun
-from ..estimate import Expectations, Plan, filler
+from ..estimate import Expectations, HasRun, Plan, filler
 from ..panel import vote_sample
 from ..targets import AppTarget, ModelTarget
 from .explain import VERDICT_SCHEMA, build_messages
@@ -21,7 +20,9 @@ from .runner import TOOL_EVAL, tool_eval_not_applicable
 APP_ANSWER_TOKENS = 64
 
 
-def plan_case(run: BenchmarkRun, item: DatasetItem, expect: Expectations) -> Plan:
+def plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
+    """A kind's `plan_calls` (see `estimate.Estimable`)."""
+    run = kind.run
     case = item.case
     plan = Plan()
     target = run.targets.get(case.agent_name)

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..context import BenchmarkRun
-from ..estimate import Expectations, Plan
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
 from .answers import stored_answer, write_answers
+from .estimate import plan_case
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .models import DatasetItem, StoredAnswer
@@ -37,6 +37,9 @@ class DatasetKind:
     generated_from_metrics: ClassVar[bool] = False
     record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
+
+    plan_calls = plan_case
+    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -91,12 +94,6 @@ class DatasetKind:
         run = self.run
         return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
                               samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
-
-    def plan_calls(self, case: Any, expect: Expectations) -> Plan:
-        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
-        from .estimate import plan_case
-
-        return plan_case(self.run, case, expect)
 
     def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
         return record.to_json()

@@ -45,6 +45,8 @@ class EstimateMode:
         return True
 
     def summary(self, terminalreporter: Any) -> None:
+        if not self.lines:
+            return  # collection failed, or --collect-only: nothing was planned
         terminalreporter.section("evalbench estimate")
         for line in self.lines:
             terminalreporter.write_line(terminal(line))

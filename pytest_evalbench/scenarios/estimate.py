@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context import BenchmarkRun
-from ..estimate import Expectations, Plan, filler
+from ..estimate import Expectations, HasRun, Plan, filler
 from ..llm.types import Endpoint
 from ..panel import vote_sample
 from ..spec import Message
@@ -39,7 +38,9 @@ def message_share(expect: Expectations, user: Endpoint, prompt: list[dict[str, A
     return sum(len(parse_user_message(t)) for t in texts) / sum(len(t) for t in texts)
 
 
-def plan_scenario(run: BenchmarkRun, case: ScenarioCase, expect: Expectations) -> Plan:
+def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
+    """A kind's `plan_calls` (see `estimate.Estimable`)."""
+    run = kind.run
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)
     assert metric is not None  # loading checked it

@@ -11,7 +11,6 @@ from typing import Any, ClassVar, overload
 
 from ..context import BenchmarkRun
 from ..errors import ConfigError
-from ..estimate import Expectations, Plan
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
@@ -19,6 +18,7 @@ from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
 from .aggregate import aggregate
+from .estimate import plan_scenario
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -42,6 +42,9 @@ class ScenarioKind:
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
         (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
         (("conversation", "id"), ("score", "id")))
+
+    plan_calls = plan_scenario
+    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -85,12 +88,6 @@ class ScenarioKind:
 
     async def run_case(self, case: Any) -> ScenarioRecord:
         return await run_scenario(self.run, case)
-
-    def plan_calls(self, case: Any, expect: Expectations) -> Plan:
-        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
-        from .estimate import plan_scenario
-
-        return plan_scenario(self.run, case, expect)
 
     def record_to_json(self, record: ScenarioRecord) -> dict[str, Any]:
         return record.to_json()
