@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
+from pytest_evalbench.testing import FakeLLMServer, by_model
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, TARGET, JUDGE = "sim-user", "sim-target", "sim-judge"
@@ -80,7 +80,7 @@ def dataset_bench(root: Path, max_tokens: dict[str, int] | None) -> None:
 
 def pytest_run(root: Path, env: dict[str, str], *args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_evalbench.plugin", "-p", "xdist",
-                           "--benchmark=est", "-q", *args], cwd=root, env=env, capture_output=True, text=True,
+                           "--benchmark=est", "-q", *args], cwd=root, env=env, capture_output=True, text=True, check=False,
                           timeout=900)
     return done.stdout
 
