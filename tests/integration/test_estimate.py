@@ -159,3 +159,21 @@ def test_dataset_estimate_refined_from_the_cache(pytester: pytest.Pytester, benc
     bench_env.requests.clear()
     real = measured(pytester.runpytest("--benchmark=agents", "--evalbench-cache=refresh").stdout.str(), bench_env)
     assert_within(estimated(guess), real)
+
+
+def test_panels_judge_samples_shards_and_rate_limits(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """Two judges voting twice each: 2 turns x (user + target) + 2 x 2 votes = 8 calls per item, as sent."""
+    other = "sim-judge-2"
+    write_benchmark(pytester.path, evaluator_models=[{"model": other}], judge={"samples": 2})
+    script = verbose_script()
+    bench_env.set_responder(lambda r: script({**r, "model": JUDGE} if r["model"] == other else r))
+    guess = pytester.runpytest("--benchmark=demo", "--evalbench-estimate").stdout.str()
+    assert "4 items, 32 calls" in guess
+    assert re.search(r"^  judge sim-judge-2\s+sim-judge-2\s+8\s", guess, re.M)
+    shard = pytester.runpytest("--benchmark=demo", "--evalbench-estimate", "--evalbench-shard=1/2",
+                               "--evalbench-rate-limit=2").stdout.str()
+    assert "2 items, 16 calls" in shard and "time: ~8 min, bound by rate limit 2 requests/min" in shard
+    assert not (pytester.path / "benchmarks" / "demo" / "shards").exists()
+    assert bench_env.requests == []
+    pytester.runpytest("--benchmark=demo")
+    assert len(bench_env.requests) == 32
