@@ -16,6 +16,7 @@ from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
 from .answers import stored_answer, write_answers
+from .estimate import plan_case
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .models import DatasetItem, StoredAnswer
@@ -36,6 +37,9 @@ class DatasetKind:
     generated_from_metrics: ClassVar[bool] = False
     record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
+
+    plan_calls = plan_case
+    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run

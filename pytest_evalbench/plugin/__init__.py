@@ -29,6 +29,15 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`--evalbench-estimate` plans in one process (printed once, no worker started), also with `-n`."""
+    if config.getoption("evalbench_benchmark") and config.getoption("evalbench_estimate"):
+        from ._compat import single_process
+
+        single_process(config)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""

@@ -220,6 +220,19 @@ def is_xdist_controller(config: pytest.Config) -> bool:
     return bool(config.pluginmanager.hasplugin("dsession"))
 
 
+def single_process(config: pytest.Config) -> None:
+    """Run this session without xdist workers (`-n`/`--dist` ignored): xdist reads `numprocesses`,
+    `dist` and `tx` in its `pytest_cmdline_main` and `pytest_configure` (xdist 3.5 - 3.8; set before
+    either, or after its cmdline_main: both orders end with no distribution)."""
+    option = config.option
+    if hasattr(option, "numprocesses"):
+        option.numprocesses = 0
+    if hasattr(option, "dist"):
+        option.dist = "no"
+    if hasattr(option, "tx"):
+        option.tx = []
+
+
 def worker_input(config: pytest.Config) -> MutableMapping[str, Any] | None:
     """On an xdist worker, the dict the controller sent (`config.workerinput`, documented by xdist);
     None in a controller or a single process (xdist 3.5 - 3.8)."""

@@ -111,6 +111,9 @@ def add_options(parser: pytest.Parser) -> None:
                     default="http", help="HTTP client: http (raw JSON over the plugin's own HTTP/1.1 client, "
                                          "least CPU), aiohttp (raw JSON on one aiohttp session) or openai "
                                          "(the official SDK). Default: %(default)s")
+    group.addoption("--evalbench-estimate", dest="evalbench_estimate", action="store_true", default=False,
+                    help="Make no LLM call and write nothing: print per role the calls, tokens, cost and time the "
+                         "selected items would take (an estimate)")
     add_gate_options(group)
 
 

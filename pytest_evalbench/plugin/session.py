@@ -40,6 +40,7 @@ from ._compat import (
     is_worker,
     is_xdist_controller,
 )
+from .estimate import EstimateMode, wanted
 from .nodes import SESSION_KEY, SOURCE_KEY, CaseItem
 from .outcomes import RECORD_ATTR, Outcomes
 from .progress import Progress
@@ -73,6 +74,8 @@ class EvalbenchSession:
         self.results = Results(config, self.selection, self.outcomes, self.is_worker)
         self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
         self.progress = Progress(config, self.selection, self.outcomes)
+        self.estimate = EstimateMode(self.selection) if wanted(config) else None
+        """`--evalbench-estimate`: plan and print, run nothing, write nothing."""
         self._quiet_reports = QuietReports(config)
         """The terminal reporter's list of setup/teardown reports (`stats[""]`)."""
         config.stash[SOURCE_KEY] = self.selection
@@ -89,7 +92,7 @@ class EvalbenchSession:
         would otherwise fail after money is spent is a usage error (exit 4) before the first call.
         Then last_run.json says "running" until the final state replaces it, so a killed run never
         leaves an earlier "complete" behind (`--collect-only` leaves it alone)."""
-        if self.is_worker or collect_only(self.config):
+        if self.is_worker or collect_only(self.config) or self.estimate is not None:
             return
         self.selection.preflight()
         self.results.start()
@@ -116,15 +119,19 @@ class EvalbenchSession:
 
     # ------------------------------------------------------------------ running
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> None:
-        """Without xdist, start every selected item's LLM work before the first test runs."""
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """Without xdist, start every selected item's LLM work before the first test runs. With
+        `--evalbench-estimate` the loop ends here, before the first item (as `--collect-only`)."""
         if collection_failed_count(session) or collect_only(self.config):
-            return
+            return None
+        if self.estimate is not None:
+            return self.estimate.run(session)
         gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
         if self.is_worker or is_xdist_controller(self.config):
-            return
+            return None
         self.outcomes.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.scheduler.start(session.items)
+        return None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -158,8 +165,8 @@ class EvalbenchSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The controller merges, writes and decides the exit status (workers hand over counters
         through the xdist glue)."""
-        if self.is_worker:
-            return
+        if self.is_worker or self.estimate is not None:
+            return  # an estimate writes nothing
         self._drop_quiet_phase_reports()
         code = self.results.finish(session, exitstatus, self.scheduler.close())
         if code is not None:
@@ -177,6 +184,9 @@ class EvalbenchSession:
         """One section rendered from the run's summary: rates, problems, cost, where results went and,
         last, the gate's verdict and why."""
         if self.is_worker:
+            return
+        if self.estimate is not None:
+            self.estimate.summary(terminalreporter)
             return
         self.progress.finish()
         self.reporting.terminal_summary(terminalreporter)

@@ -18,6 +18,7 @@ from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
 from .aggregate import aggregate
+from .estimate import plan_scenario
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -41,6 +42,9 @@ class ScenarioKind:
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
         (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
         (("conversation", "id"), ("score", "id")))
+
+    plan_calls = plan_scenario
+    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
