@@ -15,7 +15,7 @@ import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
-from ._compat import add_k_keywords, fix_structured_nodeid, share_location
+from ._compat import add_k_keywords, fix_structured_nodeid, fixture_info, share_location
 
 
 class CaseSource(Protocol):
@@ -78,10 +78,12 @@ class CaseFile(pytest.File):
         except EvalbenchError as exc:
             raise self.CollectError(terminal(str(exc))) from None  # it may quote names from the input files
         location: str | None = None
+        shared: dict[str, Any] = {}  # the first item's fixture closure, for the file's other items
         for case in cases:
             item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
-                                        keywords=dict(case.keywords), location_of=location)
+                                        keywords=dict(case.keywords), location_of=location, **shared)
             location = location or item.location[0]  # computed by pytest once per file, shared after
+            shared = shared or {"fixtureinfo": fixture_info(item)}
             yield item
 
 

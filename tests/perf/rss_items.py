@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine import BARE_ITEMS, Server, floor_rss, run_pytest, write_bench
+from bench_engine import Server, bare_files, floor_rss, run_pytest, write_bench
 
 
 def main() -> int:
@@ -30,7 +30,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="evalbench-rss-") as tmp:
             root = Path(tmp)
-            bare = floor_rss(root / "bare", {"rows.txt": "", "conftest.py": BARE_ITEMS.replace("ROWS", str(args.n))})
+            bare = floor_rss(root / "bare", bare_files(args.n))
             print(f"N={args.n}: bare pytest.Item floor {bare:.0f} MB", flush=True)
             write_bench(root / "eval", args.n, 1)
             runs = {"evalbench": (), "evalbench --junitxml": ("--junitxml=junit.xml",)}
