@@ -22,6 +22,12 @@ BUFFER = 1 << 16
 system call lets the engine thread take the GIL, and the test loop waits to get it back)."""
 
 
+SPAN_BITS = 40
+"""A row's byte range is kept as one int, `offset << SPAN_BITS | size` (rows under 1 TB): one int
+object per row instead of a tuple of two (~80 bytes less per row, 8 MB at 100,000 items)."""
+SPAN_MASK = (1 << SPAN_BITS) - 1
+
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Built once (`json.dumps` with options builds an encoder per call)."""
 
@@ -39,7 +45,8 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._sort_key = sort_key
         self._file: IO[bytes] | None = None
         self._end = 0
-        self._index: dict[K, tuple[int, int]] = {}
+        self._index: dict[K, int] = {}
+        """Key -> its byte range (`SPAN_BITS`)."""
         self._order: list[K] | None = None
         self._at_end = False
         """The file's position is the end of the data: appends need no seek (a seek flushes the
@@ -65,11 +72,12 @@ class Spool(Mapping[K, Any], Generic[K]):
         handle.write(line)
         if key not in self._index:
             self._order = None
-        self._index[key] = (self._end, len(line))
+        self._index[key] = self._end << SPAN_BITS | len(line)
         self._end += len(line)
 
     def __getitem__(self, key: K) -> Any:
-        offset, size = self._index[key]
+        span = self._index[key]
+        offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
         self._file.seek(offset)

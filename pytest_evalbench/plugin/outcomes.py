@@ -171,7 +171,7 @@ class Outcomes:
 
         tally = self.tally
         out = []
-        for nodeid in sorted(tally.selected | set(tally.scored) | set(tally.errors)):
+        for nodeid in sorted(set().union(tally.selected, tally.scored, tally.errors)):  # one set, not three
             if nodeid in tally.errors:
                 status = UNSCORED if tally.errors[nodeid] == UNSCORED else ERROR
                 reason = self.messages.get(nodeid, tally.errors[nodeid])

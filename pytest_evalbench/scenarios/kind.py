@@ -127,8 +127,7 @@ class ScenarioKind:
         measured: set[str] = set()
 
         def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
-            for record in records:
-                measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
+            for record in records:  # `measured` is filled by the store (one key string per row)
                 if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
                     agreement.append((record.score.metric_id, record.score.agreement))
                 if record.status == "failed" and self.judged_unreliably(record.score):
@@ -140,7 +139,7 @@ class ScenarioKind:
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
                                                       samples=run.spec.generation.num_samples, known=self._known,
-                                                      stamp=run.stamp, root=run.bench_dir)
+                                                      stamp=run.stamp, root=run.bench_dir, measured=measured)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:

@@ -272,7 +272,7 @@ class RunConversations(RunRows[ConversationRow]):
 
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
-                  stamp: SessionStamp | None = None, root: Path | None = None,
+                  stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
@@ -281,20 +281,21 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
     read from disk on each pass) and those rows as compact pass/fail units by target run (read
     once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`. No
     write leaves `root` (default `bench_dir`; a shard's directory has the benchmark directory as its
-    root)."""
+    root). `measured` (when given) receives the unit keys of `records`: the caller's one copy of them
+    (100,000 strings at 100,000 items)."""
     with results_lock(bench_dir, root=root):
-        return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp)
+        return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp,
+                              set() if measured is None else measured)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
-                   stamp: SessionStamp | None = None,
+                   stamp: SessionStamp | None, measured: set[str],
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
-    measured: list[str] = []
     try:
         for record in records:
-            measured.append(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
+            measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
             target = by_target.get(record.target_id)
             if target is None:
                 target = by_target[record.target_id] = TargetRows(bench_dir)

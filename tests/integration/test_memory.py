@@ -91,3 +91,34 @@ def test_junit_properties_only_with_junitxml(pytester: pytest.Pytester, bench_en
     assert (min(seen) > 0) if junit else (max(seen) == 0)
     if junit:
         assert (pytester.path / "junit.xml").read_text().count('name="evalbench_status" value="passed"') == 3
+
+
+SHARED_PROBE = """
+import json
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def evalbench_record(evalbench_record, evalbench_case):
+    Path("overridden").joinpath(evalbench_case.name.replace("[", "_").replace("]", "")).touch()
+    return evalbench_record
+
+
+def pytest_collection_finish(session):
+    Path("overridden").mkdir(exist_ok=True)
+    Path("closures.json").write_text(json.dumps(sorted({id(item._fixtureinfo) for item in session.items})))
+"""
+
+
+def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """One fixture closure per data file, as pytest's parametrization shares one per function (it
+    cost ~0.5 KB per item, issue 26 memory); a conftest override of `evalbench_record` still wraps
+    every item."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(4)])
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(SHARED_PROBE)
+    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
+    assert len(json.loads((pytester.path / "closures.json").read_text())) == 1
+    assert len(list((pytester.path / "overridden").iterdir())) == 4

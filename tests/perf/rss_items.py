@@ -2,7 +2,7 @@
 (issue 26: within 15% of the floor), in one run; also the evalbench run with `--junitxml`, the one
 sink that needs per-item JUnit properties.
 
-    python tests/perf/rss_items.py [--n 20000] [--latency 0.002] [--concurrency 64]
+    python tests/perf/rss_items.py [--n 20000] [--latency 0.002] [--concurrency 64] [--no-junitxml]
 
 Reuses bench_engine.py's fake endpoint (its own process) and measured pytest runs (autoload off,
 only our plugin, peak RSS read by a probe plugin at session end). Prints one line per run and the ratio.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_engine import BARE_ITEMS, Server, floor_rss, run_pytest, write_bench
+from bench_engine import Server, bare_files, floor_rss, run_pytest, write_bench
 
 
 def main() -> int:
@@ -25,15 +25,18 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=20_000)
     parser.add_argument("--latency", type=float, default=0.002)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--no-junitxml", action="store_true", help="skip the --junitxml run (halves the time)")
     args = parser.parse_args()
     server = Server()
     try:
         with tempfile.TemporaryDirectory(prefix="evalbench-rss-") as tmp:
             root = Path(tmp)
-            bare = floor_rss(root / "bare", {"rows.txt": "", "conftest.py": BARE_ITEMS.replace("ROWS", str(args.n))})
+            bare = floor_rss(root / "bare", bare_files(args.n))
             print(f"N={args.n}: bare pytest.Item floor {bare:.0f} MB", flush=True)
             write_bench(root / "eval", args.n, 1)
             runs = {"evalbench": (), "evalbench --junitxml": ("--junitxml=junit.xml",)}
+            if args.no_junitxml:
+                del runs["evalbench --junitxml"]
             for label, extra in runs.items():
                 server.control(reset=True, latency=args.latency)
                 r = run_pytest(root / "eval", "--benchmark=perf", f"--evalbench-base-url={server.base_url}",
