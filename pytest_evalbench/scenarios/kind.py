@@ -9,15 +9,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, overload
 
+from ..calibration.correction import JudgeAccuracy
 from ..context import BenchmarkRun
 from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
-from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
+from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
-from .aggregate import aggregate
+from .aggregate import aggregate, correct_results
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -53,6 +54,11 @@ class ScenarioKind:
         run = self.run
         judge = judge_name(run.evaluators)
         return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+
+    @functools.cached_property
+    def accuracy(self) -> dict[str, JudgeAccuracy]:
+        """Metric id -> this judge's calibration counts (calibration.json): what corrected rates read."""
+        return judge_accuracy(self.run.bench_dir, judge_name(self.run.evaluators))
 
     def judged_unreliably(self, score: ScoreRow) -> bool:
         """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
@@ -136,7 +142,7 @@ class ScenarioKind:
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
                                                       samples=run.spec.generation.num_samples, known=self._known,
-                                                      stamp=run.stamp, root=run.bench_dir)
+                                                      stamp=run.stamp, root=run.bench_dir, accuracy=self.accuracy)
         lines = agreement_lines(agreement)
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
@@ -149,11 +155,14 @@ class ScenarioKind:
         gated = {target: kept for target, rows in gated.items()
                  if (kept := [r for r in rows if unit_key(r.target, r.id, r.sample) in measured])}
         rates = aggregate(gated, by_scenario=False)
+        if self.accuracy or run.spec.judge.correct_rates:  # the gate's rates, corrected over its own rows
+            correct_results(rates, gated, self.accuracy)
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir))
+                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir),
+                           accuracy=self.accuracy)
 
 
 class ResultsFile(Sequence[dict[str, Any]]):

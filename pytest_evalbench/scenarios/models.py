@@ -138,7 +138,7 @@ class ScoreRow(Strict):
     def outcome_row(self) -> OutcomeRow:
         """The pass/fail unit the gate pairs with the baseline."""
         return OutcomeRow(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
-                          self.metric_type)
+                          self.metric_type, self.decided_by)
 
 
 def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, Literal[0, 1] | None]:

@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..calibration.correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage
@@ -35,7 +36,7 @@ from ..store import (
     results_lock,
     write_json,
 )
-from .aggregate import aggregate, summarize_counts
+from .aggregate import aggregate, correct_results, summarize_counts
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 M = TypeVar("M", bound=BaseModel)
@@ -273,6 +274,7 @@ class RunConversations(RunRows[ConversationRow]):
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
                   stamp: SessionStamp | None = None, root: Path | None = None,
+                  accuracy: Mapping[str, JudgeAccuracy] | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
@@ -281,14 +283,15 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
     read from disk on each pass) and those rows as compact pass/fail units by target run (read
     once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`. No
     write leaves `root` (default `bench_dir`; a shard's directory has the benchmark directory as its
-    root)."""
+    root). With `accuracy` (the judge's calibration), results.json carries corrected rates too."""
     with results_lock(bench_dir, root=root):
-        return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp)
+        return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp,
+                              accuracy)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
-                   stamp: SessionStamp | None = None,
+                   stamp: SessionStamp | None = None, accuracy: Mapping[str, JudgeAccuracy] | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
     measured: list[str] = []
@@ -307,6 +310,8 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     scores = RunScores(bench_dir, known)
     rows_by_model = scores.outcome_rows()
     results = aggregate(rows_by_model, by_scenario=False)
+    if accuracy:
+        correct_results(results, rows_by_model, accuracy)
     if rows_by_model:
         dump_results(bench_dir / "results.json", results, rows_by_model, root)
     update_sessions(bench_dir, measured, {unit_key(r.target, r.id, r.sample) for rows in rows_by_model.values()
@@ -332,7 +337,8 @@ class RunScores(RunRows[ScoreRow]):
             target = shared.setdefault(row.target_model, row.target_model)
             out.setdefault(run_target if keep is None else target, []).append(OutcomeRow(
                 target, row.id, shared.setdefault(row.metric_id, row.metric_id), row.sample, row.passed,
-                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type)))
+                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type),
+                row.decided_by))
         return out
 
 
@@ -343,7 +349,7 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     N = 100,000) written as it is counted instead of built as models first."""
     entries = []
     for result in results:
-        entry = result.model_dump(mode="json")
+        entry = result.model_dump(mode="json", exclude_unset=True)  # corrected rates only when set
         entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
         entries.append(entry)
     write_json(path, entries, root or path.parent)
