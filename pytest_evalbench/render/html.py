@@ -233,6 +233,7 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
             f'<div class="judgment"><span class="{_status_cls(js)}">{E(js)}</span> '
             f'{E(j.metric_id)} {E(j.metric_name or "")} ({E(j.metric_type)}): '
             f'behaviour {"present" if j.present else "absent" if j.present is not None else "unknown"}'
+            f'{f" (first at assistant turn {j.turn})" if j.turn else ""}'
             f'<div class="why">{"why unscored" if js == "unscored" else j.decided_by or "judge"}: '
             f'{E(j.justification or "")}</div></div>' for j, js in zip(view.judgments, view.judgment_statuses()))
         if not view.judgments:

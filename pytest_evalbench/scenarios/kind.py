@@ -197,8 +197,8 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     score = record.score
     seen = "present" if score.present else "absent"
     want = "present" if score.metric_type == "positive" else "absent"
-    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
-             f"expected {want}", *([f"why it matters: {why}"] if why else []),
+    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}"
+             f"{f' (first at assistant turn {score.turn})' if score.turn else ''}, expected {want}", *([f"why it matters: {why}"] if why else []),
              f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
     for message in record.conversation.transcript[-TAIL_MESSAGES:]:
         text = " ".join(message.content.split())

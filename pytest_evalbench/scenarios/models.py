@@ -130,10 +130,14 @@ class ScoreRow(Strict):
     """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
+    turn: Optional[int] = Field(default=None, ge=1)
+    """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
+    the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel."""
-        return self.model_dump(mode="json", exclude={"agreement", "judges"} if self.judges is None else None)
+        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel, `turn` only when named."""
+        exclude = ({"agreement", "judges"} if self.judges is None else set()) | ({"turn"} if self.turn is None else set())
+        return self.model_dump(mode="json", exclude=exclude or None)
 
     def outcome_row(self) -> OutcomeRow:
         """The pass/fail unit the gate pairs with the baseline."""

@@ -107,6 +107,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, ledger=ledger)
     decided_by: Literal["check", "judge"] | None = None
+    turn: int | None = None
     panel: PanelVerdict[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
@@ -114,14 +115,18 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     elif (decision := decide(metric, transcript.messages)) is not None:
         verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
+        turns: list[int] = []  # the turns named by votes saying "present"
+
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
                                   sample=sample, ledger=ledger)
+            turns.extend([verdict.turn] if verdict.turn is not None else [])
             return verdict.present, verdict.justification
 
         votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
         panel = majority(votes)
         verdict_present, justification, decided_by = panel.value, panel.justification, "judge"
+        turn = min(turns) if panel.value is True and turns else None  # the earliest a "present" vote named
     conversation = ConversationRow.model_validate({
         **scenario.model_dump(exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
         "persona": scenario.effective_persona,
@@ -132,7 +137,8 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     })
     score_row = ScoreRow(id=scenario.id, metric_id=metric.id, metric_name=metric.name, metric_type=metric.type,
                          target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
-                         score=None, justification=justification, sample=case.sample, decided_by=decided_by)
+                         score=None, justification=justification, sample=case.sample, decided_by=decided_by,
+                         turn=turn)
     if panel is not None and len(panel.votes) > 1:
         score_row.agreement = panel.agreement
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]
