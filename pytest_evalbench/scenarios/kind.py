@@ -196,9 +196,10 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
     score = record.score
     seen = "present" if score.present else "absent"
+    seen += f" (first at assistant turn {score.turn})" if score.turn else ""
     want = "present" if score.metric_type == "positive" else "absent"
-    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}"
-             f"{f' (first at assistant turn {score.turn})' if score.turn else ''}, expected {want}", *([f"why it matters: {why}"] if why else []),
+    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
+             f"expected {want}", *([f"why it matters: {why}"] if why else []),
              f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
     for message in record.conversation.transcript[-TAIL_MESSAGES:]:
         text = " ".join(message.content.split())
