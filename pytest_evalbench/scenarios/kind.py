@@ -19,6 +19,7 @@ from ..provenance import read_sessions, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
 from .aggregate import aggregate, correct_results
+from .audit import audit_line
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -126,11 +127,15 @@ class ScenarioKind:
         run = self.run
         agreement: list[tuple[str, float | None]] = []
         failures: Counter[str] = Counter()
+        audited: Counter[str] = Counter()  # this session's conversations per simulated-user audit flag
         measured: set[str] = set()
 
         def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
             for record in records:
                 measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
+                if (found := record.conversation.user_audit) is not None:
+                    audited.update(ended_early=found.ended_early, stated_objective=bool(found.stated_objective),
+                                   broke_character=bool(found.broke_character))
                 if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
                     agreement.append((record.score.metric_id, record.score.agreement))
                 if record.status == "failed" and self.judged_unreliably(record.score):
@@ -144,6 +149,9 @@ class ScenarioKind:
                                                       samples=run.spec.generation.num_samples, known=self._known,
                                                       stamp=run.stamp, root=run.bench_dir, accuracy=self.accuracy)
         lines = agreement_lines(agreement)
+        line = audit_line({k: audited[k] for k in ("ended_early", "stated_objective", "broke_character")},
+                          len(measured))
+        lines += [line] if line else []
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build

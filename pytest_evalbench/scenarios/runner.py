@@ -9,6 +9,7 @@ from ..context import BenchmarkRun
 from ..llm.types import Endpoint, Usage
 from ..panel import PanelVerdict, majority, poll
 from ..targets import ModelTarget, Target
+from .audit import audit
 from .checks import decide
 from .judge import judge
 from .models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
@@ -134,6 +135,9 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
         "target": {"id": case.target_id, "model": target.model},
         "transcript": transcript.messages,
         "sample": case.sample,
+        "user_audit": audit([m.content for m in transcript.messages if m.role == "user"],
+                            planned_turns=run.spec.generation.turns, ended_by_user=transcript.ended_by_user,
+                            hidden=[scenario.latent_adversarial_goal, metric.behaviour]),
     })
     score_row = ScoreRow(id=scenario.id, metric_id=metric.id, metric_name=metric.name, metric_type=metric.type,
                          target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
