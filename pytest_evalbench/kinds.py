@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
-    from .calibration.correction import JudgeAccuracy
     from .context import BenchmarkRun
+    from .correction import JudgeAccuracy
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
     from .scenarios.models import ConversationRow, ScoreRow

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .calibration.correction import JudgeAccuracy
+from .correction import JudgeAccuracy
 from .store import read_json
 
 RESULT_FILE = "calibration.json"

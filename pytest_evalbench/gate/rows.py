@@ -19,7 +19,7 @@ Judged = Literal["metrics", "evals"]
 
 
 class CorrectedSummary(Strict):
-    """A judge-decided pass rate corrected for the judge's errors (calibration/correction.py)."""
+    """A judge-decided pass rate corrected for the judge's errors (correction.py)."""
 
     pass_rate: Optional[float]
     """Rogan-Gladen corrected pass rate, clipped to [0, 1]; null when undefined."""

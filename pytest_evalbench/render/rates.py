@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..calibration.correction import CorrectedRate, StrataCounter
+from ..correction import CorrectedRate, StrataCounter
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..provenance import carried_label, unit_key

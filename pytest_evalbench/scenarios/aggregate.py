@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
-from ..calibration.correction import CorrectedRate, JudgeAccuracy, StrataCounter
+from ..correction import CorrectedRate, JudgeAccuracy, StrataCounter
 from ..gate.rows import CorrectedSummary, OutcomeRow
 from .models import ModelResult, RateSummary, ScoreRow
 
@@ -73,7 +73,7 @@ def _summary(value: CorrectedRate | None) -> CorrectedSummary | None:
 
 def correct_results(results: Iterable[ModelResult], rows_by_model: Mapping[str, Sequence[Row]],
                     accuracy: Mapping[str, JudgeAccuracy]) -> None:
-    """Set each summary's corrected rates (calibration/correction.py) from the rows it was counted
+    """Set each summary's corrected rates (correction.py) from the rows it was counted
     from: per metric, and over the positive / negative metrics. A rate without judge-decided rows
     has nothing to correct and keeps no corrected entry."""
     counter = StrataCounter()

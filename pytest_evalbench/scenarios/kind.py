@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, overload
 
-from ..calibration.correction import JudgeAccuracy
 from ..context import BenchmarkRun
+from ..correction import JudgeAccuracy
 from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from ..calibration.correction import JudgeAccuracy
+from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage

@@ -1,11 +1,11 @@
-"""Rogan-Gladen corrected pass rates (calibration/correction.py) against hand-computed values, and the
+"""Rogan-Gladen corrected pass rates (correction.py) against hand-computed values, and the
 gate's min rules with `judge: {correct_rates: true}` and without."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.calibration.correction import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
+from pytest_evalbench.correction import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
 from pytest_evalbench.gate.rows import CorrectedSummary, OutcomeRow
 from pytest_evalbench.gate.rules import check_thresholds
 from pytest_evalbench.scenarios.aggregate import aggregate, correct_results
