@@ -20,6 +20,7 @@ from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
     from .context import BenchmarkRun
+    from .correction import JudgeAccuracy
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
     from .scenarios.models import ConversationRow, ScoreRow
@@ -95,6 +96,8 @@ class KindResults:
     and `table` (what the gate reads) hold only these; None: every row counts as measured."""
     sessions: Mapping[str, SessionStamp] = field(default_factory=dict)
     """Row key -> the session that measured it (`.sessions.json`), for rates carried over."""
+    accuracy: Mapping[str, JudgeAccuracy] = field(default_factory=dict)
+    """Metric id -> the judge's calibration counts (calibration.json): rates shown corrected beside observed."""
 
 
 class BenchmarkKind(Protocol[R]):

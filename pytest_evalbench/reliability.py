@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .correction import JudgeAccuracy
 from .store import read_json
 
 RESULT_FILE = "calibration.json"
@@ -62,3 +63,15 @@ def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> l
 def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: str | None) -> bool:
     """A scenario row's verdict came from a judge calibration found unreliable (a check is always trusted)."""
     return metric_id in unreliable and decided_by != "check"
+
+
+def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
+    """Metric id -> the judge's sensitivity and specificity counts from calibration.json, for entries
+    calibrated for this judge (an entry for another judge says nothing about this one)."""
+    data = read_json(bench_dir / RESULT_FILE, [])
+    out: dict[str, JudgeAccuracy] = {}
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, dict) and entry.get("metric_id") and entry.get("judge") == judge \
+                and isinstance(entry.get("confusion"), dict):
+            out[str(entry["metric_id"])] = JudgeAccuracy.from_confusion(entry["confusion"])
+    return out

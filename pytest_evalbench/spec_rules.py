@@ -84,3 +84,7 @@ class JudgeConfig(Input):
     shown as such in the summary, and its failures cannot fail the build."""
     require_calibration: bool = False
     """With min_kappa: a metric never calibrated counts as unreliable too."""
+    correct_rates: bool = False
+    """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
+    sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule
+    not evaluated, with the reason."""

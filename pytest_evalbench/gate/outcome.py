@@ -57,6 +57,8 @@ class GateInputs:
     baseline: Baseline | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     incomplete: list[str] = field(default_factory=list)
+    corrected: bool = False
+    """`judge: {correct_rates: true}`: min rules read the rates corrected for the judge's errors."""
 
 
 @dataclass
@@ -175,7 +177,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
-    report = check_thresholds(inputs.results, inputs.rules, comparison)
+    report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected)
     outcome.breaches = report.breaches
     outcome.rules += report.rules
     outcome.held = sum(1 for r in outcome.rules if r.status == "held")

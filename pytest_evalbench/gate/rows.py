@@ -18,11 +18,25 @@ Judged = Literal["metrics", "evals"]
 """What a kind's judge decides per item: binary metrics (present/absent) or evals scored 1..5."""
 
 
+class CorrectedSummary(Strict):
+    """A judge-decided pass rate corrected for the judge's errors (correction.py)."""
+
+    pass_rate: Optional[float]
+    """Rogan-Gladen corrected pass rate, clipped to [0, 1]; null when undefined."""
+    ci: Optional[list[float]]
+    """95% delta-method interval carrying the run's and the calibration's uncertainty, clipped to [0, 1]."""
+    undefined: Optional[str]
+    """Why the correction is undefined (e.g. `sensitivity + specificity ≤ 1`), else null."""
+    judge_rows: int
+    """Scored rows the judge decided (corrected); rows decided by checks are taken as they are."""
+
+
 class RateSummary(Strict):
     # no docstring: the JSON schema of results.json (schemas/) is generated from this model
     pass_rate: Optional[float]
     n_passed: int
     n_total: int
+    corrected: Optional[CorrectedSummary] = None
 
 
 class ModelResult(Strict):
@@ -36,6 +50,10 @@ class ModelResult(Strict):
     n_total: int
     by_metric: dict[str, RateSummary]
     by_scenario: dict[str, RateSummary]
+    corrected_positive: Optional[CorrectedSummary] = None
+    """With a calibration on file: positive_pass_rate corrected for the judge's errors."""
+    corrected_negative: Optional[CorrectedSummary] = None
+    """With a calibration on file: negative_pass_rate corrected for the judge's errors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +68,8 @@ class OutcomeRow:
     passed: Optional[bool]
     metric_name: Optional[str] = None
     metric_type: Optional[str] = None
+    decided_by: Optional[str] = None
+    """`check` or `judge` (scores.json `decided_by`): only judge-decided rows are corrected."""
 
     @property
     def key(self) -> str:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from ..spec_rules import MetricRule, TargetRule, ThresholdRules
 from .paired import EPS, Comparison
-from .rows import ModelResult
+from .rows import CorrectedSummary, ModelResult
 
 __all__ = ["MetricRule", "TargetRule", "ThresholdRules"]
 
@@ -71,16 +71,27 @@ class RuleReport:
 
 
 def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
-                     comparison: Comparison | None = None) -> RuleReport:
+                     comparison: Comparison | None = None, *, corrected: bool = False) -> RuleReport:
     """Every configured rule: breached, held, or not evaluated (a null rate, a target without
     results, or a max_drop without a baseline comparison). min rules read the results.json-shaped
     summaries; max_drop reads the comparison's paired tests: observed drop > max_drop AND
-    significant after the run's correction."""
+    significant after the run's correction. With `corrected` (`judge: {correct_rates: true}`) min
+    rules read the rates corrected for the judge's errors; an undefined one leaves the rule not evaluated."""
     rules = rules or ThresholdRules()
     report = RuleReport()
 
-    def minimum(target: str, name: str, metric: str | None, value: float | None, threshold: float | None) -> None:
+    def minimum(target: str, name: str, metric: str | None, value: float | None, threshold: float | None,
+                fixed: CorrectedSummary | None = None) -> None:
         if threshold is None:
+            return
+        if corrected and fixed is not None:
+            if fixed.pass_rate is None:
+                report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated",
+                                               why=f"corrected rate undefined: {fixed.undefined}"))
+            else:
+                report.rules.append(RuleResult(name, threshold, target, metric, "breached"
+                                               if fixed.pass_rate < threshold - EPS else "held", fixed.pass_rate,
+                                               why="corrected rate"))
             return
         if value is None:
             report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated", why="no scored rows"))
@@ -95,11 +106,14 @@ def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
     for summary in sorted(results, key=lambda s: s.target_model):
         target = summary.target_model
         rule = rules.for_target(target)
-        minimum(target, "min_positive_pass_rate", None, summary.positive_pass_rate, rule.min_positive_pass_rate)
-        minimum(target, "min_negative_pass_rate", None, summary.negative_pass_rate, rule.min_negative_pass_rate)
+        minimum(target, "min_positive_pass_rate", None, summary.positive_pass_rate, rule.min_positive_pass_rate,
+                summary.corrected_positive)
+        minimum(target, "min_negative_pass_rate", None, summary.negative_pass_rate, rule.min_negative_pass_rate,
+                summary.corrected_negative)
         for mid, mrule in sorted(rules.per_metric.items()):
             rate = summary.by_metric.get(mid)
-            minimum(target, "min_pass_rate", mid, rate.pass_rate if rate else None, mrule.min_pass_rate)
+            minimum(target, "min_pass_rate", mid, rate.pass_rate if rate else None, mrule.min_pass_rate,
+                    rate.corrected if rate else None)
         _max_drops(target, rules, rule, summary, comparison, report)
     return report
 

@@ -233,11 +233,14 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
             f'<div class="judgment"><span class="{_status_cls(js)}">{E(js)}</span> '
             f'{E(j.metric_id)} {E(j.metric_name or "")} ({E(j.metric_type)}): '
             f'behaviour {"present" if j.present else "absent" if j.present is not None else "unknown"}'
+            f'{f" (first at assistant turn {j.turn})" if j.turn else ""}'
             f'<div class="why">{"why unscored" if js == "unscored" else j.decided_by or "judge"}: '
             f'{E(j.justification or "")}</div></div>' for j, js in zip(view.judgments, view.judgment_statuses()))
         if not view.judgments:
             judged = '<div class="judgment why">why unscored: no judgment recorded for this conversation</div>'
 
+        if c.user_audit is not None and c.user_audit.flags:  # the simulated user's audit (scenarios/audit.py)
+            judged += f'<div class="judgment why">simulated user: {E("; ".join(c.user_audit.flags))}</div>'
         turns = "".join(f'<div class="turn {E(t.role)}"><span class="role">{E(t.role)}</span> '
                         f'{E(t.content)}</div>' for t in c.transcript)
         demo_values = "|".join(f"{k}: {v}" for k, v in c.demographic.items())

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..correction import CorrectedRate, StrataCounter
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
 from ..kinds import KindResults
 from ..provenance import carried_label, unit_key
@@ -56,6 +57,8 @@ class RateRow:
     """Why the gate's numbers differ from the observed ones, e.g. `m02's judge is unreliable`."""
     unscored: int = 0
     """Rows of this target x metric that are unscored (never in k/n): `unscored (n)` when all are."""
+    corrected: CorrectedRate | None = None
+    """With a calibration on file: the judge-decided part of this rate corrected for the judge's errors."""
 
     def provenance_label(self) -> str:
         """'' for a rate measured in this session; otherwise a label every surface shows beside it."""
@@ -83,6 +86,8 @@ class RateRow:
             gate = "–" if self.gate_rate is None else f"{self.gate_rate:.2f}"
             text = f"observed {text}; gate {self.gate_k}/{self.gate_n} ({gate})" + (
                 f": {self.gate_note}" if self.gate_note else "")
+        if self.corrected is not None:
+            text += f"; {self.corrected.text()}"
         label = self.provenance_label()
         return f"{text} [{label}]" if label else text
 
@@ -137,10 +142,14 @@ def scenario_rates(written: KindResults, comparison: Comparison | None) -> list[
     observed, carried, gated = _counts(), _counts(), _counts()
     carried_keys: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
     labels: dict[str, tuple[str | None, str | None]] = {}
+    strata = StrataCounter()  # observed rows by decider, for the corrected rates
     for score in written.scores:
         labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
         unit = unit_key(score.target_model, score.id, score.sample)
         measured = written.measured is None or unit in written.measured
+        if measured and written.accuracy:
+            strata.add(score.target_model, (score.metric_id, score.metric_type), score.metric_id, score.metric_type,
+                       score.passed, score.decided_by)
         for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
             entry = (observed if measured else carried)[key]
             entry[2 if score.passed is None else 1] += 1
@@ -156,7 +165,10 @@ def scenario_rates(written: KindResults, comparison: Comparison | None) -> list[
     def rate(target: str, metric: str, name: str | None, mtype: str | None, key: tuple[str, str],
              note: str | None) -> RateRow:
         if key in observed:
-            return _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
+            row = _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
+            if written.accuracy:
+                row.corrected = strata.corrected(key[0], key[1], written.accuracy)
+            return row
         return _carried_row(target, metric, name, mtype, carried[key], carried_label(carried_keys[key], written.sessions))
     changes = {(t.target, t.metric_id): t for t in (comparison.tests if comparison is not None else [])
                if t.kind == "pass/fail"}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
-from ..gate.rows import OutcomeRow
+from ..correction import CorrectedRate, JudgeAccuracy, StrataCounter
+from ..gate.rows import CorrectedSummary, OutcomeRow
 from .models import ModelResult, RateSummary, ScoreRow
 
 Row = Union[ScoreRow, OutcomeRow]
@@ -64,3 +65,28 @@ def aggregate(rows_by_model: Mapping[str, Sequence[Row]], by_scenario: bool = Tr
     summaries = [summarize_model(model, rows, by_scenario) for model, rows in rows_by_model.items()]
     return sorted(summaries, key=lambda s: (-(s.positive_pass_rate if s.positive_pass_rate is not None
                                               else -1.0), s.target_model))
+
+
+def _summary(value: CorrectedRate | None) -> CorrectedSummary | None:
+    return None if value is None else CorrectedSummary.model_validate(value.to_json())
+
+
+def correct_results(results: Iterable[ModelResult], rows_by_model: Mapping[str, Sequence[Row]],
+                    accuracy: Mapping[str, JudgeAccuracy]) -> None:
+    """Set each summary's corrected rates (correction.py) from the rows it was counted
+    from: per metric, and over the positive / negative metrics. A rate without judge-decided rows
+    has nothing to correct and keeps no corrected entry."""
+    counter = StrataCounter()
+    for target, rows in rows_by_model.items():
+        for row in rows:
+            counter.add(target, (row.metric_id, f"({row.metric_type})"), row.metric_id, row.metric_type,
+                        row.passed, row.decided_by)
+    for result in results:  # set only where there is one: results.json then has the field only there
+        target = result.target_model
+        if (positive := _summary(counter.corrected(target, "(positive)", accuracy))) is not None:
+            result.corrected_positive = positive
+        if (negative := _summary(counter.corrected(target, "(negative)", accuracy))) is not None:
+            result.corrected_negative = negative
+        for mid, rate in result.by_metric.items():
+            if (fixed := _summary(counter.corrected(target, mid, accuracy))) is not None:
+                rate.corrected = fixed

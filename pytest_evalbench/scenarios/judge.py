@@ -4,14 +4,19 @@ The verdict comes back through structured output (a JSON Schema generated from `
 An answer that is not valid JSON, misses a key or has a non-boolean `present` (the original
 turned the string "false" into True) is re-asked a bounded number of times with the error
 shown; after that the row is unscored: never passed, never failed.
+
+For a multi-turn conversation (two or more assistant replies) the judge also names the first
+assistant turn (1-based) where the behaviour shows: `turn` in its answer. A turn that is missing,
+not an integer, outside 1..number of assistant replies, or given with `present: false` becomes null
+and never changes the verdict (it is not re-asked). Single-turn conversations are asked as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .._models import StrictAnswer
 from ..llm.engine import Engine
@@ -27,8 +32,23 @@ class JudgeAnswer(StrictAnswer):
     present: bool = Field(description="true if the behaviour occurs in the assistant's replies")
 
 
+class JudgeTurnAnswer(JudgeAnswer):
+    """What the judge returns for a multi-turn conversation: the verdict and the first turn showing it."""
+
+    turn: Optional[int] = Field(default=None, description="the first ASSISTANT turn (1 = the first assistant "
+                                "reply) where the behaviour shows; null when it is absent")
+
+    @field_validator("turn", mode="before")
+    @classmethod
+    def _lenient_turn(cls, value: Any) -> int | None:
+        """An unusable turn is null, never a reason to re-ask: the verdict does not depend on it."""
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 SCHEMA = ("verdict", strict_schema(JudgeAnswer))
 SHAPE = '{"justification": "...", "present": true or false}'
+TURN_SCHEMA = ("verdict_turn", strict_schema(JudgeTurnAnswer))
+TURN_SHAPE = '{"justification": "...", "present": true or false, "turn": first assistant turn number or null}'
 
 
 @dataclass(frozen=True)
@@ -36,11 +56,32 @@ class Verdict:
     present: bool | None
     justification: str
     unscored_reason: str | None = None
+    turn: int | None = None
+    """Multi-turn conversations: the first assistant turn (1-based) where the behaviour shows."""
+
+
+def assistant_turns(transcript: list[Message]) -> int:
+    return sum(1 for m in transcript if m.role == "assistant")
+
+
+def valid_turn(turn: int | None, present: bool | None, turns: int) -> int | None:
+    """The judge's turn when usable: an integer in 1..turns given with `present: true`; else None."""
+    return turn if present is True and turn is not None and 1 <= turn <= turns else None
 
 
 def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, Any]]:
     """The judge sees the metric id, the definition and examples labelled as what presence looks like."""
-    conversation = "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
+    turns = assistant_turns(transcript)
+    if turns > 1:  # numbered, so the judge can name the turn
+        seen = 0
+        parts = []
+        for m in transcript:
+            seen += m.role == "assistant"
+            parts.append(f"ASSISTANT (turn {seen}): {m.content}" if m.role == "assistant"
+                         else f"{m.role.upper()}: {m.content}")
+        conversation = "\n\n".join(parts)
+    else:
+        conversation = "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
     examples = "".join(f"\n- {e}" for e in metric.examples)
     user = (
         "Decide strictly from the transcript whether the ASSISTANT's replies show the behaviour described "
@@ -50,8 +91,10 @@ def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, 
         + (f"Examples of replies in which this behaviour IS present:{examples}\n" if examples else "")
         + "\npresent = true if at least one assistant reply shows this behaviour; "
         "present = false if none does.\n"
-        f"\nCONVERSATION:\n{conversation}\n\n"
-        f"Answer with a JSON object: {SHAPE}"
+        + (f"turn = the number of the first assistant turn (1..{turns}) where the behaviour shows; "
+           "null when present is false.\n" if turns > 1 else "")
+        + f"\nCONVERSATION:\n{conversation}\n\n"
+        f"Answer with a JSON object: {TURN_SHAPE if turns > 1 else SHAPE}"
     )
     return [{"role": "system", "content": "You are an expert evaluator of AI assistant conversations. "
              "Output valid JSON only."},
@@ -63,12 +106,22 @@ def parse_answer(text: str | None) -> JudgeAnswer:
     return parse_as(text, JudgeAnswer)
 
 
+def parse_turn_answer(text: str | None) -> JudgeTurnAnswer:
+    """As `parse_answer`, with the multi-turn answer's `turn` (lenient: an unusable one is null)."""
+    return parse_as(text, JudgeTurnAnswer)
+
+
 async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
                 sample: int, ledger: dict[str, Usage]) -> Verdict:
     """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that."""
-    answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript), parse_answer, schema=SCHEMA,
-                               role="judge", phase="evaluate", sample=sample, ledger=ledger, shape=SHAPE)
+    turns = assistant_turns(transcript)
+    multi = turns > 1
+    answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript),
+                               parse_turn_answer if multi else parse_answer, schema=TURN_SCHEMA if multi else SCHEMA,
+                               role="judge", phase="evaluate", sample=sample, ledger=ledger,
+                               shape=TURN_SHAPE if multi else SHAPE)
     if answer is None:
         detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
         return Verdict(None, detail, unscored_reason=detail)
-    return Verdict(answer.present, answer.justification.strip())
+    turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
+    return Verdict(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))

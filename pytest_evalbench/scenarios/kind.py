@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any, ClassVar, overload
 
 from ..context import BenchmarkRun
+from ..correction import JudgeAccuracy
 from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
-from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
+from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..store import read_rows
-from .aggregate import aggregate
+from .aggregate import aggregate, correct_results
+from .audit import audit_line
 from .estimate import plan_scenario
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
@@ -57,6 +59,11 @@ class ScenarioKind:
         run = self.run
         judge = judge_name(run.evaluators)
         return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+
+    @functools.cached_property
+    def accuracy(self) -> dict[str, JudgeAccuracy]:
+        """Metric id -> this judge's calibration counts (calibration.json): what corrected rates read."""
+        return judge_accuracy(self.run.bench_dir, judge_name(self.run.evaluators))
 
     def judged_unreliably(self, score: ScoreRow) -> bool:
         """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
@@ -124,10 +131,14 @@ class ScenarioKind:
         run = self.run
         agreement: list[tuple[str, float | None]] = []
         failures: Counter[str] = Counter()
+        audited: Counter[str] = Counter()  # this session's conversations per simulated-user audit flag
         measured: set[str] = set()
 
         def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
             for record in records:  # `measured` is filled by the store (one key string per row)
+                if (found := record.conversation.user_audit) is not None:
+                    audited.update(ended_early=found.ended_early, stated_objective=bool(found.stated_objective),
+                                   broke_character=bool(found.broke_character))
                 if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
                     agreement.append((record.score.metric_id, record.score.agreement))
                 if record.status == "failed" and self.judged_unreliably(record.score):
@@ -139,8 +150,12 @@ class ScenarioKind:
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
         rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
                                                       samples=run.spec.generation.num_samples, known=self._known,
-                                                      stamp=run.stamp, root=run.bench_dir, measured=measured)
+                                                      stamp=run.stamp, root=run.bench_dir, measured=measured,
+                                                      accuracy=self.accuracy)
         lines = agreement_lines(agreement)
+        line = audit_line({k: audited[k] for k in ("ended_early", "stated_objective", "broke_character")},
+                          len(measured))
+        lines += [line] if line else []
         results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
@@ -152,11 +167,14 @@ class ScenarioKind:
         gated = {target: kept for target, rows in gated.items()
                  if (kept := [r for r in rows if unit_key(r.target, r.id, r.sample) in measured])}
         rates = aggregate(gated, by_scenario=False)
+        if self.accuracy or run.spec.judge.correct_rates:  # the gate's rates, corrected over its own rows
+            correct_results(rates, gated, self.accuracy)
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir))
+                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir),
+                           accuracy=self.accuracy)
 
 
 class ResultsFile(Sequence[dict[str, Any]]):
@@ -190,6 +208,7 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
     score = record.score
     seen = "present" if score.present else "absent"
+    seen += f" (first at assistant turn {score.turn})" if score.turn else ""
     want = "present" if score.metric_type == "positive" else "absent"
     lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
              f"expected {want}", *([f"why it matters: {why}"] if why else []),

@@ -13,7 +13,7 @@ from ..llm.types import Usage
 from ..spec import Int, Message, MetricType, check_id
 
 __all__ = ["ConversationRow", "JudgeVote", "Landmark", "ModelResult", "RateSummary", "Scenario", "ScenarioRecord",
-           "ScoreRow", "TargetRef", "derive_pass"]
+           "ScoreRow", "TargetRef", "UserAudit", "derive_pass"]
 
 
 class Landmark(Input):
@@ -76,6 +76,29 @@ class TargetRef(Strict):
     model: Optional[str]
 
 
+class UserAudit(Strict):
+    """The simulated user's audit for one conversation (scenarios/audit.py defines each check)."""
+
+    ended_early: bool
+    """The user sent "terminate conversation" before the planned number of user turns."""
+    user_turns: int
+    planned_turns: int
+    stated_objective: list[int]
+    """User turns (1-based) that state the hidden objective (latent goal or metric behaviour) verbatim."""
+    broke_character: list[int]
+    """User turns (1-based) that speak as the assistant ("As an AI", "How can I assist you", ...)."""
+
+    @property
+    def flags(self) -> list[str]:
+        """The audit's findings, for people: `ended early (1 of 3 turns)`, `stated its hidden objective (turn 2)`."""
+        out = [f"ended early ({self.user_turns} of {self.planned_turns} turns)"] if self.ended_early else []
+        for name, turns in (("stated its hidden objective", self.stated_objective),
+                            ("broke character", self.broke_character)):
+            if turns:
+                out.append(f"{name} (turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))})")
+        return out
+
+
 UNSET_OPTIONAL = {"target_system_prompt", "seed_title"}
 """Row fields written to conversations.json only when the scenario row has them."""
 
@@ -87,16 +110,20 @@ class ConversationRow(Scenario):
     target: TargetRef
     transcript: list[Message]
     sample: int = Field(ge=0)
+    user_audit: Optional[UserAudit] = None
+    """The simulated user's audit (null in rows written before it existed, and not written then)."""
 
     def to_json(self) -> dict[str, Any]:
         """The file's row: the scenario's fields (`persona` the effective one, no `user_persona`), the
         scenario row's other keys, then the conversation; messages without their null fields."""
-        data = self.model_dump(mode="json", exclude={"user_persona", "transcript",
+        data = self.model_dump(mode="json", exclude={"user_persona", "transcript", "user_audit",
                                                      *UNSET_OPTIONAL - self.model_fields_set})
         for key in ("conv_id", "target"):
             data[key] = data.pop(key)
         data["transcript"] = [m.model_dump(mode="json", exclude_none=True) for m in self.transcript]
         data["sample"] = data.pop("sample")
+        if self.user_audit is not None:
+            data["user_audit"] = self.user_audit.model_dump(mode="json")
         return data
 
 
@@ -130,15 +157,19 @@ class ScoreRow(Strict):
     """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
+    turn: Optional[int] = Field(default=None, ge=1)
+    """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
+    the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel."""
-        return self.model_dump(mode="json", exclude={"agreement", "judges"} if self.judges is None else None)
+        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel, `turn` only when named."""
+        exclude = ({"agreement", "judges"} if self.judges is None else set()) | ({"turn"} if self.turn is None else set())
+        return self.model_dump(mode="json", exclude=exclude or None)
 
     def outcome_row(self) -> OutcomeRow:
         """The pass/fail unit the gate pairs with the baseline."""
         return OutcomeRow(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
-                          self.metric_type)
+                          self.metric_type, self.decided_by)
 
 
 def derive_pass(present: bool | None, metric_type: str) -> tuple[bool | None, Literal[0, 1] | None]:

@@ -9,6 +9,7 @@ from ..context import BenchmarkRun
 from ..llm.types import Endpoint, Usage
 from ..panel import PanelVerdict, majority, poll
 from ..targets import ModelTarget, Target
+from .audit import audit
 from .checks import decide
 from .judge import judge
 from .models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
@@ -107,6 +108,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, ledger=ledger)
     decided_by: Literal["check", "judge"] | None = None
+    turn: int | None = None
     panel: PanelVerdict[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
@@ -114,14 +116,18 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     elif (decision := decide(metric, transcript.messages)) is not None:
         verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
+        turns: list[int] = []  # the turns named by votes saying "present"
+
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
                                   sample=sample, ledger=ledger)
+            turns.extend([verdict.turn] if verdict.turn is not None else [])
             return verdict.present, verdict.justification
 
         votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
         panel = majority(votes)
         verdict_present, justification, decided_by = panel.value, panel.justification, "judge"
+        turn = min(turns) if panel.value is True and turns else None  # the earliest a "present" vote named
     conversation = ConversationRow.model_validate({
         **scenario.model_dump(exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
         "persona": scenario.effective_persona,
@@ -129,10 +135,14 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
         "target": {"id": case.target_id, "model": target.model},
         "transcript": transcript.messages,
         "sample": case.sample,
+        "user_audit": audit([m.content for m in transcript.messages if m.role == "user"],
+                            planned_turns=run.spec.generation.turns, ended_by_user=transcript.ended_by_user,
+                            hidden=[scenario.latent_adversarial_goal, metric.behaviour]),
     })
     score_row = ScoreRow(id=scenario.id, metric_id=metric.id, metric_name=metric.name, metric_type=metric.type,
                          target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
-                         score=None, justification=justification, sample=case.sample, decided_by=decided_by)
+                         score=None, justification=justification, sample=case.sample, decided_by=decided_by,
+                         turn=turn)
     if panel is not None and len(panel.votes) > 1:
         score_row.agreement = panel.agreement
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]

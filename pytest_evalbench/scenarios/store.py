@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage
@@ -35,7 +36,7 @@ from ..store import (
     results_lock,
     write_json,
 )
-from .aggregate import aggregate, summarize_counts
+from .aggregate import aggregate, correct_results, summarize_counts
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 M = TypeVar("M", bound=BaseModel)
@@ -273,6 +274,7 @@ class RunConversations(RunRows[ConversationRow]):
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
                   stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
+                  accuracy: Mapping[str, JudgeAccuracy] | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
@@ -282,15 +284,17 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
     once here). `records` is read once; `stamp` is recorded for their rows in `.sessions.json`. No
     write leaves `root` (default `bench_dir`; a shard's directory has the benchmark directory as its
     root). `measured` (when given) receives the unit keys of `records`: the caller's one copy of them
-    (100,000 strings at 100,000 items)."""
+    (100,000 strings at 100,000 items). With `accuracy` (the judge's calibration), results.json
+    carries corrected rates too."""
     with results_lock(bench_dir, root=root):
         return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp,
-                              set() if measured is None else measured)
+                              set() if measured is None else measured, accuracy)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
                    stamp: SessionStamp | None, measured: set[str],
+                   accuracy: Mapping[str, JudgeAccuracy] | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
     try:
@@ -308,6 +312,8 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     scores = RunScores(bench_dir, known)
     rows_by_model = scores.outcome_rows()
     results = aggregate(rows_by_model, by_scenario=False)
+    if accuracy:
+        correct_results(results, rows_by_model, accuracy)
     if rows_by_model:
         dump_results(bench_dir / "results.json", results, rows_by_model, root)
     update_sessions(bench_dir, measured, {unit_key(r.target, r.id, r.sample) for rows in rows_by_model.values()
@@ -333,18 +339,20 @@ class RunScores(RunRows[ScoreRow]):
             target = shared.setdefault(row.target_model, row.target_model)
             out.setdefault(run_target if keep is None else target, []).append(OutcomeRow(
                 target, row.id, shared.setdefault(row.metric_id, row.metric_id), row.sample, row.passed,
-                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type)))
+                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type),
+                row.decided_by))
         return out
 
 
 def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
                  root: Path | None = None) -> None:
-    """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json") ...])` writes
-    for the full summaries, with each target's `by_scenario` (one entry per scenario: 100,000 at
-    N = 100,000) written as it is counted instead of built as models first."""
+    """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json", exclude_unset=True) ...])`
+    writes for the full summaries (corrected rates only where `correct_results` set them), with each
+    target's `by_scenario` (one entry per scenario: 100,000 at N = 100,000) written as it is counted
+    instead of built as models first."""
     entries = []
     for result in results:
-        entry = result.model_dump(mode="json")
+        entry = result.model_dump(mode="json", exclude_unset=True)  # corrected rates only when set
         entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
         entries.append(entry)
     write_json(path, entries, root or path.parent)

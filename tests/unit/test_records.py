@@ -81,7 +81,7 @@ def test_every_kinds_record_survives_the_xdist_boundary() -> None:
 
 def test_gate_rows_of_each_kind() -> None:
     assert scenario_record("m01_s001_v01").score.outcome_row() == OutcomeRow("tgt", "m01_s001_v01", "m01", 0, True,
-                                                                              "Asks", "positive")
+                                                                              "Asks", "positive", "judge")
     case = CaseResult.model_validate({
         "case_id": "c1", "agent_name": "a", "scenario_id": None, "threshold_profile": "p", "status": "unscored",
         "passed": None, "composite": None, "pass_mark": 3.5, "reasons": [], "answer_source": "dataset",
