@@ -25,6 +25,15 @@ class RateSummary(Strict):
     n_total: int
 
 
+class PassK(Strict):
+    # no docstring: the JSON schema of results.json (schemas/) is generated from this model
+    k: int
+    n_cases: int
+    n_excluded: int
+    pass_hat_k: Optional[float]
+    pass_at_k: Optional[float]
+
+
 class ModelResult(Strict):
     """results.json entry."""
 
@@ -36,6 +45,8 @@ class ModelResult(Strict):
     n_total: int
     by_metric: dict[str, RateSummary]
     by_scenario: dict[str, RateSummary]
+    pass_k: Optional[dict[str, PassK]] = None
+    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (scenarios/flaky.py); absent otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

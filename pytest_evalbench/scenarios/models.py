@@ -130,10 +130,18 @@ class ScoreRow(Strict):
     """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
+    flaky: Optional[Literal["judge", "agent", "both"]] = None
+    """On every sample row of a flaky case: the votes on one transcript disagree (judge), the samples'
+    verdicts differ (agent), or both (scenarios/flaky.py); absent when the case is not flaky."""
+    flaky_detail: Optional[str] = None
+    """With `flaky`: the numbers, e.g. "agent: 2/3 samples passed; judge: 1 of 3 transcripts split 2-1"."""
 
     def to_json(self) -> dict[str, Any]:
-        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel."""
-        return self.model_dump(mode="json", exclude={"agreement", "judges"} if self.judges is None else None)
+        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel,
+        `flaky`/`flaky_detail` only on a flaky case's rows."""
+        exclude = ({"agreement", "judges"} if self.judges is None else set()) | \
+            ({"flaky", "flaky_detail"} if self.flaky is None else set())
+        return self.model_dump(mode="json", exclude=exclude or None)
 
     def outcome_row(self) -> OutcomeRow:
         """The pass/fail unit the gate pairs with the baseline."""

@@ -36,6 +36,7 @@ from ..store import (
     write_json,
 )
 from .aggregate import aggregate, summarize_counts
+from .flaky import label_rows
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 M = TypeVar("M", bound=BaseModel)
@@ -201,7 +202,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
             yield name, usage
 
     dump_json_rows(run_dir / "conversations.json", conversations(), root)
-    dump_json_rows(run_dir / "scores.json", scores(), root)
+    dump_json_rows(run_dir / "scores.json", label_rows(scores()), root)
     dump_json_object(ledger_path, ledger(), root)
     dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES}, root)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
@@ -344,6 +345,8 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     entries = []
     for result in results:
         entry = result.model_dump(mode="json")
+        if entry.get("pass_k") is None:
+            entry.pop("pass_k", None)  # additive: absent with one sample per case, as before
         entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
         entries.append(entry)
     write_json(path, entries, root or path.parent)
