@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, Literal, Optional, Protocol
 
+from .._models import Strict
 from ..gate.rows import PassK
 
 FlakyLabel = Literal["judge", "agent", "both"]
@@ -108,3 +109,99 @@ def pass_k(rows: Iterable[_Row]) -> dict[str, PassK]:
                             pass_hat_k=round(sum(1 for v in counted if all(v)) / n, 4) if n else None,
                             pass_at_k=round(sum(1 for v in counted if any(v)) / n, 4) if n else None)
     return out
+
+
+# --------------------------------------------------------------------------- rejudge.json (`evalbench rejudge`)
+
+
+class RejudgedTranscript(Strict):
+    """One stored transcript judged k more times."""
+
+    sample: int
+    stored: Optional[bool]
+    """The stored verdict (`present` in scores.json); null when that row was unscored."""
+    votes: list[Optional[bool]]
+    """The new verdicts (`present`), k per judge in panel order; null: an unusable answer."""
+    self_agreement: Optional[float]
+    """Share of the usable new votes equal to their majority (0.5 for a tie); null below two usable votes."""
+    stored_agreement: Optional[float]
+    """Share of the usable new votes equal to the stored verdict; null when either is missing."""
+    split: bool
+    """The usable new votes disagree with each other or with the stored verdict."""
+
+
+class RejudgedCase(Strict):
+    """One case (scenario row × this target) over its stored samples."""
+
+    id: str
+    metric_id: str
+    samples: list[RejudgedTranscript]
+    judge_noise: bool
+    """At least one of its transcripts is split."""
+
+
+class RejudgeMetric(Strict):
+    """One metric's judge noise over its re-judged transcripts."""
+
+    transcripts: int
+    split: int
+    flipped: int
+    """Transcripts whose new majority (not a tie) differs from the stored verdict."""
+    self_agreement: Optional[float]
+    """Mean `self_agreement` over the transcripts that have one."""
+    stored_agreement: Optional[float]
+    """Mean `stored_agreement` over the transcripts that have one."""
+
+
+class RejudgeReport(Strict):
+    """runs/<target>/rejudge.json: judge noise measured after the run, without calling the target."""
+
+    target: str
+    k: int
+    """New verdicts per transcript and judge (`--samples`)."""
+    judges: list[str]
+    temperature: Optional[float]
+    """The judges' sampling temperature for these calls (`--temperature`, else benchmark.yaml's; null: the model's default)."""
+    created: str
+    skipped: int
+    """Stored rows not re-judged: decided by a deterministic check, or without an assistant reply."""
+    cases: list[RejudgedCase]
+    by_metric: dict[str, RejudgeMetric]
+
+
+def _share(values: list[bool], value: bool) -> float:
+    return round(sum(1 for v in values if v == value) / len(values), 4)
+
+
+def rejudged(sample: int, stored: Optional[bool], votes: list[Optional[bool]]) -> RejudgedTranscript:
+    """One transcript's new votes compared with each other and with the stored verdict."""
+    usable = [v for v in votes if v is not None]
+    yes = sum(1 for v in usable if v)
+    self_agreement = round(max(yes, len(usable) - yes) / len(usable), 4) if len(usable) >= 2 else None
+    stored_agreement = _share(usable, stored) if usable and stored is not None else None
+    split = (0 < yes < len(usable)) or (stored is not None and any(v != stored for v in usable))
+    return RejudgedTranscript(sample=sample, stored=stored, votes=votes, self_agreement=self_agreement,
+                              stored_agreement=stored_agreement, split=split)
+
+
+def _flipped(t: RejudgedTranscript) -> bool:
+    usable = [v for v in t.votes if v is not None]
+    yes = sum(1 for v in usable if v)
+    return t.stored is not None and yes * 2 != len(usable) and (yes * 2 > len(usable)) != t.stored
+
+
+def _mean(values: list[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return round(sum(got) / len(got), 4) if got else None
+
+
+def rejudge_by_metric(cases: list[RejudgedCase]) -> dict[str, RejudgeMetric]:
+    """Per metric: transcripts, split ones, flipped ones, and the mean agreements."""
+    groups: dict[str, list[RejudgedTranscript]] = {}
+    for case in cases:
+        groups.setdefault(case.metric_id, []).extend(case.samples)
+    return {metric: RejudgeMetric(transcripts=len(ts), split=sum(1 for t in ts if t.split),
+                                  flipped=sum(1 for t in ts if _flipped(t)),
+                                  self_agreement=_mean([t.self_agreement for t in ts]),
+                                  stored_agreement=_mean([t.stored_agreement for t in ts]))
+            for metric, ts in sorted(groups.items())}

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, write_benchmark
 
+from pytest_evalbench.__main__ import main
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 SID = re.compile(r"(m0\d_s\d{3}_v\d{2})")
@@ -94,3 +95,48 @@ def test_each_flaky_label_and_pass_k_in_files_and_every_surface(pytester: pytest
         assert f"flaky: {label} tgt" in markdown and detail in markdown
         assert f"flaky: {label} tgt" in html and detail in html
     assert line in markdown and line in html
+
+
+def test_rejudge_calls_only_the_judge_past_the_cache_and_writes_rejudge_json(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = flaky_bench(pytester.path)
+    bench_env.set_responder(voting_script(PLAN))
+    pytester.runpytest("--benchmark=demo", "-p", "no:xdist")  # cache on: every original verdict is cached
+    stored = read_json(bench / "runs" / "tgt" / "scores.json")
+    bench_env.reset()
+    bench_env.set_responder(by_model({JUDGE: judge_says(True)}))  # any target or user call would be a 404
+    capsys.readouterr()
+    assert main(["rejudge", "demo", "--samples", "2", "--root", str(pytester.path)]) == 0
+    assert roles(bench_env) == Counter({JUDGE: 12 * 2})  # none served by the stored verdicts' cache entries
+    report = read_json(bench / "runs" / "tgt" / "rejudge.json")
+    assert read_json(bench / "runs" / "tgt" / "scores.json") == stored  # the run's files are untouched
+    # stored majorities: v01 T T T, v02 T T T, v03 two T one F, v04 one T two F -> 9 of 12 True; the new
+    # verdicts are all True: they agree with each other (1.0) and with the stored verdict on 9 of 12
+    assert report["k"] == 2 and report["judges"] == [JUDGE] and report["skipped"] == 0
+    assert report["by_metric"] == {"m01": {"transcripts": 12, "split": 3, "flipped": 3, "self_agreement": 1.0,
+                                           "stored_agreement": 0.75}}
+    noisy = {c["id"] for c in report["cases"] if c["judge_noise"]}
+    assert noisy == {"m01_s001_v03", "m01_s001_v04"}
+    v04 = next(c for c in report["cases"] if c["id"] == "m01_s001_v04")
+    assert sorted((t["stored"], t["votes"], t["split"]) for t in v04["samples"]) == [
+        (False, [True, True], True), (False, [True, True], True), (True, [True, True], False)]
+    out = capsys.readouterr().out
+    assert "m01: new verdicts agree with each other 1.00, with the stored verdict 0.75; 3 of 12 transcripts split, " \
+           "3 flipped" in out
+    assert "judge noise: m01_s001_v04 (m01): 2 of 3 transcripts split" in out
+    assert "llm: 24 judge requests, 0 cache hits" in out
+    bench_env.reset()  # the same k again replays the first rejudge's answers
+    assert main(["rejudge", "demo", "--samples", "2", "--root", str(pytester.path)]) == 0
+    assert roles(bench_env) == Counter()
+
+
+def test_rejudge_errors_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    flaky_bench(pytester.path)
+    assert main(["rejudge", "nope", "--root", str(pytester.path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalbench rejudge: error: unknown benchmark 'nope'; available: demo") and err.count("\n") == 1
+    assert main(["rejudge", "demo", "--root", str(pytester.path)]) == 2
+    err = capsys.readouterr().err
+    assert "no stored run to re-judge" in err and "pytest --benchmark=demo" in err and err.count("\n") == 1
+    assert roles(bench_env) == Counter()
