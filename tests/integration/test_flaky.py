@@ -13,9 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, write_benchmark
 
+from pytest_evalbench import schemas
 from pytest_evalbench.__main__ import main
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
@@ -83,6 +85,8 @@ def test_each_flaky_label_and_pass_k_in_files_and_every_surface(pytester: pytest
     for row in scores:
         assert (row.get("flaky"), row.get("flaky_detail")) == EXPECTED[row["id"]], row["id"]
     # pass^3: only v01 and v02 pass all three samples -> 2/4; pass@3: every case passes once -> 4/4
+    jsonschema.validate(scores, schemas.load("scores"))
+    jsonschema.validate(read_json(bench / "results.json"), schemas.load("results"))
     entry = read_json(bench / "results.json")[0]
     assert entry["pass_k"] == {"m01": {"k": 3, "n_cases": 4, "n_excluded": 0, "pass_hat_k": 0.5, "pass_at_k": 1.0}}
     line = "pass^3 0.50, pass@3 1.00 tgt m01: over 4 cases, k = 3 samples per case"
@@ -109,6 +113,7 @@ def test_rejudge_calls_only_the_judge_past_the_cache_and_writes_rejudge_json(
     assert main(["rejudge", "demo", "--samples", "2", "--root", str(pytester.path)]) == 0
     assert roles(bench_env) == Counter({JUDGE: 12 * 2})  # none served by the stored verdicts' cache entries
     report = read_json(bench / "runs" / "tgt" / "rejudge.json")
+    jsonschema.validate(report, schemas.load("rejudge"))
     assert read_json(bench / "runs" / "tgt" / "scores.json") == stored  # the run's files are untouched
     # stored majorities: v01 T T T, v02 T T T, v03 two T one F, v04 one T two F -> 9 of 12 True; the new
     # verdicts are all True: they agree with each other (1.0) and with the stored verdict on 9 of 12
