@@ -119,7 +119,8 @@ def _rejudge(args: argparse.Namespace) -> int:
     try:
         result = rejudge(args.name, options, os.environ)
     except EvalbenchError as exc:  # one line; an endpoint's words are redacted and made printable
-        print(terminal(redact(f"evalbench rejudge: error: {' '.join(str(exc).split())}")), file=sys.stderr)
+        text = " ".join(str(exc).split()).replace("--evalbench-max-cost", "--max-cost")
+        print(terminal(redact(f"evalbench rejudge: error: {text}")), file=sys.stderr)
         return 2
     for line in summary_lines(result, root):
         print(terminal(line))

@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, write_benchmark
 
 from pytest_evalbench import schemas
@@ -145,3 +146,20 @@ def test_rejudge_errors_are_one_line(pytester: pytest.Pytester, bench_env: FakeL
     err = capsys.readouterr().err
     assert "no stored run to re-judge" in err and "pytest --benchmark=demo" in err and err.count("\n") == 1
     assert roles(bench_env) == Counter()
+
+
+def test_rejudge_keeps_the_budget_and_writes_nothing_past_it(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    bench = flaky_bench(pytester.path)
+    bench_env.set_responder(voting_script(PLAN))
+    pytester.runpytest("--benchmark=demo", "-p", "no:xdist")
+    spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
+    spec["pricing"] = {JUDGE: {"input_per_million": 0.0, "output_per_million": 1000.0}}  # a judge call: ~$1
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec))
+    bench_env.reset()
+    capsys.readouterr()
+    assert main(["rejudge", "demo", "--max-cost", "0.5", "--root", str(pytester.path)]) == 2
+    err = capsys.readouterr().err
+    assert "budget exhausted" in err and "--max-cost" in err and "--evalbench-max-cost" not in err
+    assert roles(bench_env) == Counter()
+    assert not (bench / "runs" / "tgt" / "rejudge.json").exists()
