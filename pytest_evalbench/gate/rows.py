@@ -8,7 +8,9 @@ The two row types are plain slotted dataclasses: tens of thousands are made per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from .._models import Strict
 
@@ -47,6 +49,15 @@ class ModelResult(Strict):
     by_scenario: dict[str, RateSummary]
     pass_k: Optional[dict[str, PassK]] = None
     """Per metric id, with num_samples > 1: pass^k and pass@k over cases (scenarios/flaky.py); absent otherwise."""
+
+    @model_serializer(mode="wrap")
+    def _additive(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """`pass_k` is left out when null: an entry with one sample per case stays as it was. No return
+        annotation: with one, pydantic would describe the serialised entry as that type in results.schema.json."""
+        data: dict[str, Any] = handler(self)
+        if data.get("pass_k") is None:
+            data.pop("pass_k", None)
+        return data
 
 
 @dataclass(frozen=True, slots=True)

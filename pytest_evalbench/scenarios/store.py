@@ -345,8 +345,6 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     entries = []
     for result in results:
         entry = result.model_dump(mode="json")
-        if entry.get("pass_k") is None:
-            entry.pop("pass_k", None)  # additive: absent with one sample per case, as before
         entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
         entries.append(entry)
     write_json(path, entries, root or path.parent)
