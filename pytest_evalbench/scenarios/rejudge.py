@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..context import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
 from ..errors import ConfigError
+from ..kinds import spec_kind
 from ..llm.engine import Engine
 from ..llm.types import Endpoint, EngineSettings, Usage
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
@@ -134,7 +135,7 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
     """Re-judge every stored run of benchmark `name` and write each target's rejudge.json."""
     bench_dir = resolve_benchmark_dir(options.root / "benchmarks", name, option="")
     spec = load_spec(bench_dir)
-    if spec.kind != "scenarios":
+    if spec_kind(spec).judged != "metrics":  # the registry names kinds; a kind says what its judge decides
         raise ConfigError(f"{bench_dir / SPEC_FILE}: kind is {spec.kind!r}; rejudge re-judges scenario transcripts")
     run_dirs = stored_runs(bench_dir, options.targets)
     settings = RunSettings(benchmark=name, judge_model=options.judge_model, base_url=options.base_url,
