@@ -58,6 +58,9 @@ class RejudgeResult:
     requests: int
     cache_hits: int
     usage: Usage
+    """Priced usage of the new verdicts, cached replays included."""
+    spent: float
+    """Dollars sent over the network by this command (cache hits cost nothing now)."""
 
 
 def judges_of(spec: BenchmarkSpec, settings: RunSettings, env: Mapping[str, str], temperature: float | None,
@@ -160,7 +163,8 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
     with results_lock(bench_dir):
         for path, report in reports:
             write_json(path, report.model_dump(mode="json"), bench_dir)
-    return RejudgeResult(reports, engine.stats.requests, engine.stats.cache_hits, ledger.get("evaluate", Usage()))
+    return RejudgeResult(reports, engine.stats.requests, engine.stats.cache_hits, ledger.get("evaluate", Usage()),
+                         engine.stats.spent)
 
 
 def summary_lines(result: RejudgeResult, base: Path) -> list[str]:
@@ -172,8 +176,8 @@ def summary_lines(result: RejudgeResult, base: Path) -> list[str]:
     for path, report in result.reports:
         n = sum(len(c.samples) for c in report.cases)
         lines.append(f"rejudge {report.target}: {n} stored transcript{'s' if n != 1 else ''} judged {report.k} more "
-                     f"time{'s' if report.k != 1 else ''} by {', '.join(report.judges)} (measured now; "
-                     f"{report.skipped} skipped: decided by a check or no reply)")
+                     f"time{'s' if report.k != 1 else ''} by {', '.join(report.judges)} ({report.skipped} skipped: "
+                     "decided by a check or no reply)")
         for metric, m in report.by_metric.items():
             lines.append(f"  {metric}: new verdicts agree with each other {num(m.self_agreement)}, with the stored "
                          f"verdict {num(m.stored_agreement)}; {m.split} of {m.transcripts} transcripts split, "
@@ -185,8 +189,10 @@ def summary_lines(result: RejudgeResult, base: Path) -> list[str]:
         if len(noisy) > 50:
             lines.append(f"  ... and {len(noisy) - 50} more cases with judge noise (see {RESULT_FILE})")
         lines.append(f"  wrote {_shown(path, base)}")
-    lines.append(f"llm: {result.requests} judge requests, {result.cache_hits} cache hits; ${result.usage.cost:.4f} "
-                 f"priced, {result.usage.input_tokens} in / {result.usage.output_tokens} out tokens")
+    lines.append(f"llm: {result.requests} judge requests sent by this command, {result.cache_hits} answered from the "
+                 f"cache (replaying an earlier rejudge's verdicts); ${result.spent:.4f} spent now, "
+                 f"${result.usage.cost:.4f} priced usage, {result.usage.input_tokens} in / "
+                 f"{result.usage.output_tokens} out tokens")
     return lines
 
 

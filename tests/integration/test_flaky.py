@@ -130,10 +130,11 @@ def test_rejudge_calls_only_the_judge_past_the_cache_and_writes_rejudge_json(
     assert "m01: new verdicts agree with each other 1.00, with the stored verdict 0.75; 3 of 12 transcripts split, " \
            "3 flipped" in out
     assert "judge noise: m01_s001_v04 (m01): 2 of 3 transcripts split" in out
-    assert "llm: 24 judge requests, 0 cache hits" in out
+    assert "llm: 24 judge requests sent by this command, 0 answered from the cache" in out
     bench_env.reset()  # the same k again replays the first rejudge's answers
     assert main(["rejudge", "demo", "--samples", "2", "--root", str(pytester.path)]) == 0
     assert roles(bench_env) == Counter()
+    assert "llm: 0 judge requests sent by this command, 24 answered from the cache" in capsys.readouterr().out
 
 
 def test_rejudge_errors_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer,
@@ -163,3 +164,20 @@ def test_rejudge_keeps_the_budget_and_writes_nothing_past_it(pytester: pytest.Py
     assert "budget exhausted" in err and "--max-cost" in err and "--evalbench-max-cost" not in err
     assert roles(bench_env) == Counter()
     assert not (bench / "runs" / "tgt" / "rejudge.json").exists()
+
+
+def test_judge_noise_with_one_sample_per_case(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """num_samples 1, judge samples 3: no pass^k (k = 1), but a split transcript is still `flaky: judge`."""
+    plan = {"m01_s001_v01": [[True, False, True]], "m01_s001_v02": [[False, False, False]]}
+    bench = write_benchmark(pytester.path, scenarios=[scenario(sid, "m01") for sid in plan],
+                            generation={"turns": 1, "num_samples": 1, "perfunctory": False, "landmarks": True},
+                            judge={"samples": 3})
+    bench_env.set_responder(voting_script(plan))
+    result = pytester.runpytest("--benchmark=demo", "-p", "no:xdist", "--evalbench-cache=off")
+    scores = {r["id"]: r for r in read_json(bench / "runs" / "tgt" / "scores.json")}
+    assert scores["m01_s001_v01"]["flaky"] == "judge"
+    assert scores["m01_s001_v01"]["flaky_detail"] == "agent: 1/1 samples passed; judge: 1 of 1 transcript split 2-1"
+    assert "flaky" not in scores["m01_s001_v02"]
+    assert "pass_k" not in read_json(bench / "results.json")[0]
+    result.stdout.fnmatch_lines(["*flaky: judge tgt m01_s001_v01 (m01): *split 2-1*"])
+    result.stdout.no_fnmatch_line("*pass^*")
