@@ -44,22 +44,14 @@ def _usable(votes: Sequence[Any] | None) -> list[bool]:
     return [v for v in values if isinstance(v, bool)]
 
 
-def _split(votes: Sequence[Any] | None) -> tuple[int, int] | None:
-    """(majority, minority) counts of a transcript's usable votes when they disagree, else None."""
-    values = _usable(votes)
-    yes = sum(1 for v in values if v is True)
-    no = sum(1 for v in values if v is False)
-    return (max(yes, no), min(yes, no)) if yes and no else None
-
-
 def case_noise(samples: Sequence[Mapping[str, Any]]) -> CaseNoise:
     """The noise of one case from its samples' scores.json rows (`passed`, `judges`)."""
     passed = [s.get("passed") for s in samples]
     scored = [p for p in passed if p is not None]
     n_pass = sum(1 for p in scored if p)
     agent = 0 < n_pass < len(scored)
-    voted = [s for s in samples if len(_usable(s.get("judges"))) >= 2]
-    splits = [sp for sp in (_split(s.get("judges")) for s in voted) if sp is not None]
+    voted = [u for u in (_usable(s.get("judges")) for s in samples) if len(u) >= 2]
+    splits = [(max(yes, len(u) - yes), min(yes, len(u) - yes)) for u in voted if 0 < (yes := sum(u)) < len(u)]
     parts = [f"agent: {n_pass}/{len(scored)} samples passed"
              + (f" ({len(passed) - len(scored)} unscored)" if len(scored) < len(passed) else "")]
     if voted:
@@ -75,6 +67,9 @@ def label_rows(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     `flaky`/`flaky_detail` set on every row of a flaky case and removed from the others."""
     for _, group in groupby(rows, key=lambda r: r.get("id")):
         case = list(group)
+        if len(case) == 1 and not case[0].get("judges") and "flaky" not in case[0]:
+            yield case[0]  # one sample, one vote: never flaky (the usual case, kept cheap)
+            continue
         noise = case_noise(case)
         for row in case:
             for key in FLAKY_FIELDS:
