@@ -46,12 +46,31 @@ def main(argv: list[str] | None = None) -> int:
                        help="shard directories (benchmarks/NAME/shards/K-of-N or downloaded CI artifacts)")
     merge.add_argument("--root", type=Path, default=None, metavar="DIR",
                        help="project root that holds benchmarks/ (default: the current directory)")
+    rejudge = sub.add_parser("rejudge", help="Judge the stored transcripts k more times (no target or user call) "
+                                              "and write runs/<target>/rejudge.json: judge noise after the fact")
+    rejudge.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
+    rejudge.add_argument("--samples", type=positive_int, default=3, metavar="K",
+                         help="new verdicts per transcript and judge (default: 3)")
+    rejudge.add_argument("--temperature", type=float, default=None, metavar="T",
+                         help="the judges' sampling temperature for these calls (default: benchmark.yaml's)")
+    rejudge.add_argument("--target", action="append", default=[], metavar="ID", help="only this target (repeatable)")
+    rejudge.add_argument("--cache", choices=("on", "off", "refresh", "replay"), default="on",
+                         help="response cache in benchmarks/NAME/.evalbench-cache (default: on)")
+    rejudge.add_argument("--judge-model", metavar="MODEL", help="override benchmark.yaml's judge (and panel)")
+    rejudge.add_argument("--base-url", metavar="URL", type=base_url, help="OpenAI-compatible endpoint for the judge")
+    rejudge.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
+                         help="requests in flight at once (default: 8)")
+    rejudge.add_argument("--max-cost", type=float, default=None, metavar="USD", help="stop before spending more")
+    rejudge.add_argument("--root", type=Path, default=None, metavar="DIR",
+                         help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
     from .shipped import register_shipped
 
     register_shipped()  # the kinds this package ships, before any command asks for one
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
+    if args.command == "rejudge":
+        return _rejudge(args)
     if args.command == "schemas":
         from .schemas import write
 
@@ -82,6 +101,29 @@ def _merge(root: Path, name: str, dirs: list[Path]) -> int:
         print(f"evalbench merge: incomplete: {total - count} of the benchmark's {total} items have no record "
               "(a shard missing, or its rows errored or not run)", file=sys.stderr)
         return 7
+    return 0
+
+
+def _rejudge(args: argparse.Namespace) -> int:
+    import os
+
+    from .errors import EvalbenchError
+    from .redaction import redact
+    from .sanitize import terminal
+    from .scenarios.rejudge import RejudgeOptions, rejudge, summary_lines
+
+    root = args.root or Path.cwd()
+    options = RejudgeOptions(root=root, samples=args.samples, temperature=args.temperature, cache=args.cache,
+                             base_url=args.base_url, judge_model=args.judge_model, concurrency=args.concurrency,
+                             max_cost=args.max_cost, targets=args.target)
+    try:
+        result = rejudge(args.name, options, os.environ)
+    except EvalbenchError as exc:  # one line; an endpoint's words are redacted and made printable
+        text = " ".join(str(exc).split()).replace("--evalbench-max-cost", "--max-cost")
+        print(terminal(redact(f"evalbench rejudge: error: {text}")), file=sys.stderr)
+        return 2
+    for line in summary_lines(result, root):
+        print(terminal(line))
     return 0
 
 

@@ -17,6 +17,7 @@ from .calibration.models import CalibrationEntry
 from .dataset.loading import DatasetSettings
 from .dataset.models import DatasetCase, StoredAnswer
 from .dataset.summary import DATASET_TYPES
+from .scenarios.flaky import RejudgeReport
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost
 
@@ -33,6 +34,7 @@ TYPES: dict[str, Any] = {
     "answers": StoredAnswer,
     **DATASET_TYPES,
     "calibration": list[CalibrationEntry],
+    "rejudge": RejudgeReport,
 }
 """`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read);
 `answers` one line of answers/<agent>.jsonl (written by a run, read back as a dataset line)."""

@@ -8,7 +8,9 @@ The two row types are plain slotted dataclasses: tens of thousands are made per 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
 
 from .._models import Strict
 
@@ -39,6 +41,15 @@ class RateSummary(Strict):
     corrected: Optional[CorrectedSummary] = None
 
 
+class PassK(Strict):
+    # no docstring: the JSON schema of results.json (schemas/) is generated from this model
+    k: int
+    n_cases: int
+    n_excluded: int
+    pass_hat_k: Optional[float]
+    pass_at_k: Optional[float]
+
+
 class ModelResult(Strict):
     """results.json entry."""
 
@@ -54,6 +65,17 @@ class ModelResult(Strict):
     """With a calibration on file: positive_pass_rate corrected for the judge's errors."""
     corrected_negative: Optional[CorrectedSummary] = None
     """With a calibration on file: negative_pass_rate corrected for the judge's errors."""
+    pass_k: Optional[dict[str, PassK]] = None
+    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (scenarios/flaky.py); absent otherwise."""
+
+    @model_serializer(mode="wrap")
+    def _additive(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """`pass_k` is left out when null: an entry with one sample per case stays as it was. No return
+        annotation: with one, pydantic would describe the serialised entry as that type in results.schema.json."""
+        data: dict[str, Any] = handler(self)
+        if data.get("pass_k") is None:
+            data.pop("pass_k", None)
+        return data
 
 
 @dataclass(frozen=True, slots=True)

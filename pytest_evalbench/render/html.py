@@ -340,6 +340,12 @@ def _comparisons(d: DatasetView) -> str:
             f'<p class="muted">Differences are agent minus other on the scenarios both have scored.</p></section>')
 
 
+def _reliability(s: RunSummary) -> str:
+    """pass^k / pass@k and the flaky cases (flaky: judge / agent / both, with the numbers)."""
+    items = "".join(f"<li>{E(line)}</li>" for line in s.reliability_lines())
+    return f'<section><h2>Reliability over samples</h2><ul data-testid="reliability">{items}</ul></section>' if items else ""
+
+
 def _files(s: RunSummary) -> str:
     items = "".join(f"<li>{E(what)}: <code>{E(path)}</code></li>" for what, path in s.files)
     return f'<section><h2>Files</h2><ul>{items}</ul></section>' if items else ""
@@ -353,7 +359,7 @@ def _asset(name: str) -> str:
 
 def render_html(summary: RunSummary) -> str:
     """The report page of one run."""
-    body = [_header(summary), "<main>", _problems(summary), _rules(summary), _rates(summary),
+    body = [_header(summary), "<main>", _problems(summary), _rules(summary), _rates(summary), _reliability(summary),
             _case_statuses(summary)]
     if summary.scenario is not None:
         body += [_demographics(summary.scenario.demographics),

@@ -98,6 +98,9 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
     if summary.rates:
         out += _rates(summary)
+    reliability = summary.reliability_lines()
+    if reliability:
+        out += ["Reliability over samples:", ""] + [f"- {_cell(line)}" for line in reliability] + [""]
     if summary.kind_table:
         out += ["```", *(line.replace("`", "'") for line in summary.kind_table), "```", ""]
     out += _comparisons(summary)

@@ -21,6 +21,7 @@ from ..gate.verdict import GateVerdict
 from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..provenance import git_commit
+from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
 from .rates import RateRow, demographic_groups, scenario_rates
 from .status import CASE_STATUSES, PASSED, error_group
 from .views import DatasetView, ScenarioView, dataset_view, transcripts
@@ -113,6 +114,15 @@ class RunSummary:
     scope: str = "full"
     """`full`: every case of the configured benchmark was selected; `selection`: a node id, -k, -m,
     --lf, a shard or --evalbench-target chose fewer (the gate reads the rows the session measured)."""
+    pass_k: list[PassKRow] = field(default_factory=list)
+    """pass^k and pass@k per target × metric (results.json `pass_k`), with num_samples > 1."""
+    flaky: list[FlakyCase] = field(default_factory=list)
+    """Flaky cases (scores.json `flaky`), at most `flakiness.MAX_FLAKY`; `flaky_total` counts them all."""
+    flaky_total: int = 0
+
+    def reliability_lines(self) -> list[str]:
+        """pass^k / pass@k and the flaky cases, as every surface shows them."""
+        return reliability_lines(self.pass_k, self.flaky, self.flaky_total)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -196,6 +206,9 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
     elif written.view == "rates":
         summary.rates = scenario_rates(written, gate.comparison)
         shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
+        summary.pass_k = pass_k_rows(written.results)
+        if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:
+            summary.flaky, summary.flaky_total = flaky_cases(written.scores)  # else no third pass over scores
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
                                         list(gate.comparison.meta_warnings if gate.comparison is not None else []), total)
     return summary

@@ -95,6 +95,7 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)
+    lines += summary.reliability_lines()
     table = comparison_table(gate.comparison) if gate.comparison is not None else []
     lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
     carried = [r for r in summary.rates if not r.measured]

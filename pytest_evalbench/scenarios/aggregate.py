@@ -3,7 +3,8 @@
 Pass rates are row-level means over scored rows (passed not null), split by metric type; a rate
 is null when no scored row of that kind exists (distinct from 0.0). `n_positive`/`n_negative`/
 `n_total` at the model level count unscored rows too; `by_*` counts only scored rows (as the
-original pipeline and the spec's example do).
+original pipeline and the spec's example do). `pass_k` (pass^k, pass@k per metric, see flaky.py)
+is there only when a case has more than one sample.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Union
 
 from ..correction import CorrectedRate, JudgeAccuracy, StrataCounter
 from ..gate.rows import CorrectedSummary, OutcomeRow
+from .flaky import pass_k
 from .models import ModelResult, RateSummary, ScoreRow
 
 Row = Union[ScoreRow, OutcomeRow]
@@ -52,7 +54,8 @@ def summarize_model(target_model: str, rows: Sequence[Row], by_scenario: bool = 
     return ModelResult(target_model=target_model, positive_pass_rate=_rate(positive),
                        negative_pass_rate=_rate(negative), n_positive=len(positive), n_negative=len(negative),
                        n_total=len(rows), by_metric=summarize_by(rows, "metric_id"),
-                       by_scenario=summarize_by(rows, "id") if by_scenario else {})
+                       by_scenario=summarize_by(rows, "id") if by_scenario else {},
+                       pass_k=(pass_k(rows) or None) if any(r.sample for r in rows) else None)
 
 
 def aggregate(rows_by_model: Mapping[str, Sequence[Row]], by_scenario: bool = True) -> list[ModelResult]:

@@ -160,10 +160,17 @@ class ScoreRow(Strict):
     turn: Optional[int] = Field(default=None, ge=1)
     """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
     the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
+    flaky: Optional[Literal["judge", "agent", "both"]] = None
+    """On every sample row of a flaky case: the votes on one transcript disagree (judge), the samples'
+    verdicts differ (agent), or both (scenarios/flaky.py); absent when the case is not flaky."""
+    flaky_detail: Optional[str] = None
+    """With `flaky`: the numbers, e.g. "agent: 2/3 samples passed; judge: 1 of 3 transcripts split 2-1"."""
 
     def to_json(self) -> dict[str, Any]:
-        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel, `turn` only when named."""
-        exclude = ({"agreement", "judges"} if self.judges is None else set()) | ({"turn"} if self.turn is None else set())
+        """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel, `turn` only
+        when named, `flaky`/`flaky_detail` only on a flaky case's rows."""
+        exclude = ({"agreement", "judges"} if self.judges is None else set()) | \
+            ({"turn"} if self.turn is None else set()) | ({"flaky", "flaky_detail"} if self.flaky is None else set())
         return self.model_dump(mode="json", exclude=exclude or None)
 
     def outcome_row(self) -> OutcomeRow:

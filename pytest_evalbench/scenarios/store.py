@@ -37,6 +37,7 @@ from ..store import (
     write_json,
 )
 from .aggregate import aggregate, correct_results, summarize_counts
+from .flaky import label_rows
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 
 M = TypeVar("M", bound=BaseModel)
@@ -202,7 +203,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
             yield name, usage
 
     dump_json_rows(run_dir / "conversations.json", conversations(), root)
-    dump_json_rows(run_dir / "scores.json", scores(), root)
+    dump_json_rows(run_dir / "scores.json", label_rows(scores()), root)
     dump_json_object(ledger_path, ledger(), root)
     dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES}, root)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]

@@ -50,6 +50,23 @@ def reference(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                          "n_passed": sum(scored), "n_total": len(scored)}
         return out
 
+    def pass_k(group: list[dict[str, Any]]) -> dict[str, Any]:
+        """Per metric, with k (the most rows a case has) >= 2: over the cases with k scored rows, the
+        share that passed every time (pass^k) and at least once (pass@k)."""
+        out = {}
+        for metric in sorted({r["metric_id"] for r in group}):
+            cases: dict[str, list[bool | None]] = defaultdict(list)
+            for r in group:
+                if r["metric_id"] == metric:
+                    cases[r["id"]].append(r["passed"])
+            k = max(len(v) for v in cases.values())
+            full = [v for v in cases.values() if len(v) == k and None not in v]
+            if k >= 2:
+                out[metric] = {"k": k, "n_cases": len(full), "n_excluded": len(cases) - len(full),
+                               "pass_hat_k": round(sum(all(v) for v in full) / len(full), 4) if full else None,
+                               "pass_at_k": round(sum(any(v) for v in full) / len(full), 4) if full else None}
+        return out
+
     models: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         models[row["target_model"]].append(row)
@@ -60,6 +77,8 @@ def reference(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results.append({"target_model": model, "positive_pass_rate": rate(pos), "negative_pass_rate": rate(neg),
                         "n_positive": len(pos), "n_negative": len(neg), "n_total": len(group),
                         "by_metric": by(group, "metric_id"), "by_scenario": by(group, "id")})
+        if any(r["sample"] for r in group) and pass_k(group):  # additive: only with more than one sample
+            results[-1]["pass_k"] = pass_k(group)
     results.sort(key=lambda r: r["target_model"])
     results.sort(key=lambda r: -1 if r["positive_pass_rate"] is None else r["positive_pass_rate"], reverse=True)
     return results

@@ -171,7 +171,7 @@ def test_field_tables_fail_on_a_missing_or_doubled_row(monkeypatch: pytest.Monke
 OUTPUT_SECTIONS = {"results": "### results.json", "conversations": "### runs/&lt;target&gt;/conversations.json",
                    "scores": "### runs/&lt;target&gt;/conversations.json", "cost": "### cost.json",
                    "case_results": "### case_results.json", "agent_summary": "### case_results.json",
-                   "calibration": "### calibration.json"}
+                   "calibration": "### calibration.json", "rejudge": "### runs/&lt;target&gt;/rejudge.json"}
 
 
 def section(heading: str) -> str:

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, list[str]]] = [
               "completeness", "testing", "testing.*"]),
     ("formats", ["spec", "spec_rules", "loading", "settings", "schemas", "provenance", "reliability", "correction", "costs",
                  "llm.types", "llm.pricing", "gate.rows", "gate.stats", "calibration.stats", "calibration.models",
-                 "scenarios.models", "scenarios.loading", "scenarios.checks", "scenarios.aggregate",
+                 "scenarios.models", "scenarios.loading", "scenarios.checks", "scenarios.aggregate", "scenarios.flaky",
                  "dataset.models", "dataset.loading", "dataset.policy", "dataset.summary", "dataset.tool_check"]),
     ("llm", ["llm", "llm.*", "panel", "targets"]),
     ("run", ["run", "context", "kinds", "estimate"]),
