@@ -21,8 +21,16 @@ from .local_model import DEFAULT, MODELS, LocalModel, install_command, installed
 
 __all__ = ["LocalServer", "install_command", "local_extra_installed", "resolve_model"]
 
+THREADS_ENV = "EVALBENCH_LOCAL_THREADS"
+"""Threads per server (default 2): 1 does more work per CPU second on a heavily shared machine,
+where llama.cpp's threads spin waiting for each other."""
 CONTEXT = {"qwen2.5-coder-1.5b": 8192, "smollm2": 4096}
 """Context window per model: a judge prompt holds the metric, its examples and a whole transcript."""
+
+
+def _threads() -> str:
+    value = os.environ.get(THREADS_ENV, "")
+    return value if value.isdigit() and int(value) > 0 else str(min(2, os.cpu_count() or 1))
 
 
 def resolve_model(name: str) -> LocalModel:
@@ -60,7 +68,7 @@ class LocalServer:
             port = _free_port()
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path(model)),
                    "--model_alias", model.name, "--host", "127.0.0.1", "--port", str(port),
-                   "--n_ctx", str(CONTEXT.get(model.name, 4096)), "--n_threads", str(min(2, os.cpu_count() or 1))]
+                   "--n_ctx", str(CONTEXT.get(model.name, 4096)), "--n_threads", _threads()]
             log = tempfile.TemporaryFile()  # noqa: SIM115  (kept open for the server's life; a pipe could block)
             proc = self._procs[model.name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log,
                                                               env={**os.environ, "HF_HUB_OFFLINE": "1"})
