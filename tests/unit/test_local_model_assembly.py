@@ -66,11 +66,10 @@ def test_a_verified_file_is_not_rebuilt_and_a_corrupt_one_is_replaced_atomically
     assemble(model, target)
     assert joins == []  # the verification stamp matches: no re-hash, no rebuild
     target.write_bytes(b"x" * len(WHOLE))  # same size, wrong bytes, stamp no longer matches
-    held = open(target, "rb")  # a reader of the old file keeps its (old) content: replaced, not rewritten
-    assemble(model, target)
-    assert joins == [1] and target.read_bytes() == WHOLE
-    assert held.read() == b"x" * len(WHOLE)
-    held.close()
+    with open(target, "rb") as held:  # a reader of the old file keeps its (old) content: replaced, not rewritten
+        assemble(model, target)
+        assert joins == [1] and target.read_bytes() == WHOLE
+        assert held.read() == b"x" * len(WHOLE)
 
 
 def test_a_mismatch_is_one_clear_line_and_leaves_nothing(parts_root: Path, tmp_path: Path) -> None:
