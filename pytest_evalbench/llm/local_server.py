@@ -51,7 +51,7 @@ def _free_port() -> int:
 class LocalServer:
     """Lazily started llama.cpp server subprocesses, one per embedded model (per process, thread-safe)."""
 
-    def __init__(self, startup_timeout: float = 60.0) -> None:
+    def __init__(self, startup_timeout: float = 180.0) -> None:
         self.startup_timeout = startup_timeout
         self._lock = threading.Lock()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}

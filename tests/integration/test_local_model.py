@@ -29,7 +29,7 @@ def test_one_scenario_end_to_end_on_the_real_local_model(pytester: pytest.Pytest
                             user_model={"model": "qwen2.5-coder-1.5b", **LOCAL},
                             evaluator_model={"model": "qwen2.5-coder-1.5b", "provider": "local",
                                              "params": {"temperature": 0, "max_tokens": 150, "seed": 1}})
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-timeout=120")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-timeout=900")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1, result.stdout.str()[-3000:]
     [row] = read_json(bench / "runs" / "smol" / "scores.json")
