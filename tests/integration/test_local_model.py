@@ -14,6 +14,7 @@ from pytest_evalbench.llm import local_model
 from pytest_evalbench.llm.local_server import LocalServer, local_extra_installed, resolve_model
 
 LOCAL = {"provider": "local", "params": {"temperature": 0, "max_tokens": 40, "seed": 1}}
+MODEL_DIR = str(local_model.cache_dir())  # read before pytester points HOME elsewhere: assemble once, not per run
 
 
 @pytest.mark.local_model
@@ -23,6 +24,7 @@ def test_one_scenario_end_to_end_on_the_real_local_model(pytester: pytest.Pytest
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("EVALBENCH_MODEL_DIR", MODEL_DIR)
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
                             generation={"turns": 1},
                             targets=[{"id": "smol", "model": "qwen2.5-coder-1.5b", **LOCAL}],
