@@ -105,11 +105,12 @@ def model_path(model: LocalModel) -> Path:
 
 def part_files(model: LocalModel) -> list[Path]:
     assert model.part_path is not None
-    missing = [name for name in model.packages if _package_dir(name) is None]
+    dirs = [_package_dir(name) for name in model.packages]
+    missing = [name for name, found in zip(model.packages, dirs) if found is None]
     if missing:
         raise ConfigError(f"{missing_extra(model)} ({len(missing)} of {len(model.packages)} parts missing, "
                           f"first {missing[0]})")
-    files = [_package_dir(name) / model.part_path(i) for i, name in enumerate(model.packages, 1)]  # type: ignore[operator]
+    files = [found / model.part_path(i) for i, found in enumerate(dirs, 1) if found is not None]
     absent = [f for f in files if not f.is_file()]
     if absent:
         raise ConfigError(f"{absent[0]}: model part missing; reinstall the [{model.extra}] extra")
