@@ -28,6 +28,8 @@ EARLY_END = ("The assistant has not replied yet, so the conversation cannot end 
              "in character, as 'Thought: ...' then 'Message: ...'.")
 _MESSAGE_RE = re.compile(r"^\s*message\s*:\s*(.+)", re.IGNORECASE | re.MULTILINE | re.DOTALL)
 _THOUGHT_RE = re.compile(r"^\s*thought\s*:", re.IGNORECASE | re.MULTILINE)
+_INLINE_MESSAGE_RE = re.compile(r"^\s*thought\s*:[^\n]*?[.!?]\s+message\s*:\s*(.+)", re.IGNORECASE | re.DOTALL)
+"""Small models write both on one line: "Thought: I am busy. Message: Hi" (a sentence, then the marker)."""
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
@@ -91,11 +93,12 @@ def turn_prompt(turn: int, scenario: Scenario, generation: Generation) -> str:
 
 def parse_user_message(text: str | None) -> str:
     """What is sent to the target: the text after `Message:` (up to a later `Thought:` line), or, when
-    the answer has no `Message:` marker, the whole answer only if it has no `Thought:` either. An
+    the answer has no `Message:` marker, the whole answer only if it has no `Thought:` either (a
+    Thought line whose sentence ends before an inline `Message:` counts as both). An
     answer with a Thought and no Message gives "" (re-asked): the Thought, which may spell out the
     hidden goal, never reaches the target."""
     cleaned = _THINK_RE.sub("", text or "").strip()
-    match = _MESSAGE_RE.search(cleaned)
+    match = _MESSAGE_RE.search(cleaned) or _INLINE_MESSAGE_RE.match(cleaned)
     if match:
         message = _THOUGHT_RE.split(match.group(1))[0]
     elif _THOUGHT_RE.search(cleaned):

@@ -36,6 +36,8 @@ METRIC = Metric(id="m01", name="Asks questions", type="positive", definition="As
     ("<think>secret</think>Message: hi", "hi"),
     ("just a bare reply", "just a bare reply"),
     ('Message: "quoted"', "quoted"),
+    ("Thought: I am in a hurry. Message: Sure, a list please.", "Sure, a list please."),  # one line (1.5B model)
+    ("Thought: my message: the hidden goal", ""),  # no sentence before the marker: still only a Thought
     ("", ""),
     (None, ""),
 ])
