@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
 from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
-    from .context import BenchmarkRun
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
+    from .run import BenchmarkRun
     from .scenarios.models import ConversationRow, ScoreRow
     from .spec import BenchmarkSpec
 

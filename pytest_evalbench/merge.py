@@ -18,10 +18,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .context import BenchmarkRun
 from .errors import EvalbenchError, InputError
 from .kinds import SpecKind, kind_of, spec_kind
 from .loading import load_spec, read_json, resolve_benchmark_dir
+from .run import BenchmarkRun
 from .settings import RunSettings
 from .shipped import register_shipped
 from .spec import check_id

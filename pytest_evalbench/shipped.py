@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .kinds import BenchmarkKind, SpecKind, register_calibration, register_kind
 
 if TYPE_CHECKING:
-    from .context import BenchmarkRun
+    from .run import BenchmarkRun
 
 
 def _scenarios() -> type[SpecKind]:

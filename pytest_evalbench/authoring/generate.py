@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..context import open_engine, role_endpoint
 from ..errors import ConfigError, InputError, UnusableAnswer
 from ..kinds import spec_kind
 from ..llm import structured
@@ -21,6 +20,7 @@ from ..llm.engine import PRIORITY, Engine, EngineSettings
 from ..llm.structured import MAX_ATTEMPTS
 from ..llm.types import Endpoint, Usage
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from ..run import open_engine, role_endpoint
 from ..scenarios.loading import SCENARIOS_FILE, load_scenarios
 from ..settings import RunSettings
 from ..shipped import register_shipped

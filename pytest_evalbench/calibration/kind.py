@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..context import BenchmarkRun
 from ..dataset.explain import EVAL_NAMES
 from ..dataset.runner import run_eval
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
 from ..llm.types import Endpoint, Usage
 from ..panel import majority, poll
 from ..reliability import RESULT_FILE, judge_name
+from ..run import BenchmarkRun
 from ..scenarios.judge import judge
 from ..store import dump_json
 from .models import (

@@ -215,8 +215,8 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
 
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
-    from ..context import parse_target_option
     from ..errors import ConfigError
+    from ..run import parse_target_option
 
     targets = list(config.getoption("evalbench_targets"))
     for value in targets:
@@ -295,7 +295,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     regular; paths given on the command line must be regular files or new, in a directory where a
     file can be created; a cache directory the session writes to must be writable. ConfigError names
     the first problem (a usage error, exit 4): a run never learns this after spending money."""
-    from ..context import CACHE_DIR, SHARDS_DIR, shard_dir
+    from ..run import CACHE_DIR, SHARDS_DIR, shard_dir
     from ..safe_files import check_dir, check_output_file, check_tree, check_writable_dir
 
     out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir

@@ -19,7 +19,7 @@ from ..kinds import BenchmarkKind
 from .nodes import CASE_KEY, CaseItem
 
 if TYPE_CHECKING:
-    from ..context import BenchmarkRun
+    from ..run import BenchmarkRun
 
 
 class RunSource(Protocol):

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from ..context import BenchmarkRun
 from ..errors import EvalbenchError
 from ..kinds import BenchmarkKind, kind_of, spec_kind
 from ..loading import SPEC_FILE, load_spec
+from ..run import BenchmarkRun
 from ..sanitize import terminal
 from ..settings import RunSettings
 from .nodes import BrokenBenchmark, CaseFile

@@ -9,13 +9,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, overload
 
-from ..context import BenchmarkRun
 from ..errors import ConfigError
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, judged_unreliably, reliability_lines, unreliable_judges
+from ..run import BenchmarkRun
 from ..store import read_rows
 from .aggregate import aggregate
 from .loading import SCENARIOS_FILE, iter_scenarios

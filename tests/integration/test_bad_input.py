@@ -386,7 +386,7 @@ def test_header_from_unset_variable_is_a_usage_error(pytester: pytest.Pytester, 
 
 
 def test_endpoint_repr_hides_key_and_headers() -> None:
-    from pytest_evalbench.context import resolve_endpoint
+    from pytest_evalbench.run import resolve_endpoint
     from pytest_evalbench.settings import RunSettings
     from pytest_evalbench.spec import ModelConfig
 

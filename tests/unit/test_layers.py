@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
                  "scenarios.models", "scenarios.loading", "scenarios.checks", "scenarios.aggregate",
                  "dataset.models", "dataset.loading", "dataset.policy", "dataset.summary", "dataset.tool_check"]),
     ("llm", ["llm", "llm.*", "panel", "targets"]),
-    ("run", ["run", "context", "kinds"]),
+    ("run", ["run", "kinds"]),
     ("kinds", ["scenarios", "scenarios.*", "dataset", "dataset.*", "calibration", "calibration.*"]),
     ("gate", ["gate", "gate.*"]),
     ("render", ["render", "render.*", "commands"]),
