@@ -19,7 +19,7 @@ def history_entry(summary: RunSummary) -> dict[str, Any]:
     measured (none when it is incomplete: its numbers are no trend point; rates carried over from
     earlier sessions never are) with their counts (and the gate's k/n where it differs), whether it
     was complete and a full run, case statuses, cost, the gate's verdict and rules."""
-    complete = not summary.gate.incomplete and summary.gate.exit_code in (0, 1, 6)
+    complete = not summary.gate.outcome.incomplete and summary.gate.exit_code in (0, 1, 6)
     rates: dict[str, dict[str, float | None]] = {}
     for row in summary.rates if complete else []:
         if row.measured:

@@ -193,8 +193,9 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
     if written.view == "cases":
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
-        summary.rates = scenario_rates(written, gate.comparison)
+        comparison = gate.outcome.comparison
+        summary.rates = scenario_rates(written, comparison)
         shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
-                                        list(gate.comparison.meta_warnings if gate.comparison is not None else []), total)
+                                        list(comparison.meta_warnings if comparison is not None else []), total)
     return summary

@@ -95,19 +95,19 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)
-    table = comparison_table(gate.comparison) if gate.comparison is not None else []
+    table = comparison_table(gate.outcome.comparison) if gate.outcome.comparison is not None else []
     lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
         lines += [f"  {r.target} {r.metric}: {r.observed_text()}, {r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
-    lines += [f"  per-case: {v}" for v in gate.verdicts]
-    lines += [f"  rule: {r.text()}" for r in gate.rules if r.status == "held"]  # the others follow, by kind
-    lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
-    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]
-    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.regressions]
-    lines += [f"  INCOMPLETE: {i}" for i in gate.incomplete]
+    lines += [f"  per-case: {v}" for v in gate.outcome.verdicts]
+    lines += [f"  rule: {r.text()}" for r in gate.outcome.rules if r.status == "held"]  # the others follow, by kind
+    lines += [f"  NOT EVALUATED: {n}" for n in gate.outcome.notes]
+    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.outcome.breaches]
+    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.outcome.regressions]
+    lines += [f"  INCOMPLETE: {i}" for i in gate.outcome.incomplete]
     if gate.flips:
         lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
         lines.append("  " + summary.commands.get("flipped", ""))
