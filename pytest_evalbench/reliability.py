@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .store import read_json
+from .store import read_rows
 
 RESULT_FILE = "calibration.json"
 """What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""
@@ -28,9 +28,7 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
     minimum = judge_config.min_kappa
     if minimum is None:
         return {}
-    data = read_json(bench_dir / RESULT_FILE, [])
-    entries = {str(e.get("metric_id") or e.get("eval")): e for e in data if isinstance(e, dict)} \
-        if isinstance(data, list) else {}
+    entries = {str(e.get("metric_id") or e.get("eval")): e for e in read_rows(bench_dir / RESULT_FILE)}
     out: dict[str, str] = {}
     for key in keys:
         entry = entries.get(key)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..dataset.explain import EVAL_NAMES
 from ..dataset.runner import run_eval
+from ..file_version import versioned
 from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
 from ..llm.types import Endpoint, Usage
 from ..panel import majority, poll
@@ -99,7 +100,7 @@ class CalibrationKind:
     def write_results(self, records: Iterable[CalibrationRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
         entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
-        dump_json(self.run.bench_dir / RESULT_FILE, [e.model_dump(exclude_none=False) for e in entries],
+        dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))

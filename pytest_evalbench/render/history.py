@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..file_version import version_problem, versioned
 from ..store import open_append
 from .summary import RunSummary
 
@@ -48,6 +49,8 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
+        if version_problem(entry) is not None:  # a newer format's line: not read, like a torn one
+            continue
         if isinstance(entry, dict) and isinstance(entry.get("rates"), dict) and entry.get("scope", "full") == "full":
             entries.append(entry)
     return entries[-limit:]
@@ -56,7 +59,7 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
 def append_history(path: Path, summary: RunSummary) -> None:
     """Append this run's line in one write; after a torn last line (a killed writer) start a new line,
     so only the torn entry is lost. The file lives in the benchmark directory and is never a link."""
-    line = json.dumps(history_entry(summary), sort_keys=True, ensure_ascii=False) + "\n"
+    line = json.dumps(versioned(history_entry(summary)), sort_keys=True, ensure_ascii=False) + "\n"
     with open_append(path, path.parent) as fh:
         if fh.tell() > 0:
             fh.seek(-1, 2)

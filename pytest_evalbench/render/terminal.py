@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..redaction import redact
 from ..store import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
@@ -140,7 +141,7 @@ def _now() -> str:
 def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> None:
     """Written at session start: a run that dies before its end leaves "running" (never through a
     link out of `root`, the benchmark directory)."""
-    status = {"benchmark": benchmark, "started_at": _now(), "status": "running"}
+    status = {"benchmark": benchmark, "started_at": _now(), "status": "running", VERSION_KEY: FORMAT_VERSION}
     atomic_write_text(path, json.dumps(status, indent=2) + "\n", root or path.parent)
 
 
@@ -169,4 +170,4 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     }
     if session.finish_error:
         status["error"] = session.finish_error
-    atomic_write_text(path, redact(json.dumps(status, indent=2)) + "\n", session.bench_dir)
+    atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)

@@ -10,6 +10,7 @@ from typing import Any
 
 from .._models import unknown_keys
 from ..errors import InputError
+from ..file_version import unversioned
 from ..loading import DECODER, check_depth, may_hold_surrogates, parse_json, read_text, validate_as, warn_unknown
 from ..spec import MAX_ID_LENGTH, BenchmarkSpec
 from .models import Scenario
@@ -36,7 +37,7 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
         label = row_label(index, raw)
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
-        row: Scenario = validate_as(Scenario, raw, path, row=label)
+        row: Scenario = validate_as(Scenario, unversioned(path, raw, index + 1), path, row=label)
         del raw
         if row.id in seen:
             raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
