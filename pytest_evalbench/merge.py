@@ -20,8 +20,9 @@ from typing import Any
 
 from .errors import EvalbenchError, InputError
 from .file_version import unversioned, versioned
+from .input_json import read_json
 from .kinds import SpecKind, kind_of, spec_kind
-from .loading import load_spec, read_json, resolve_benchmark_dir
+from .loading import load_spec, resolve_benchmark_dir
 from .run import BenchmarkRun
 from .settings import RunSettings
 from .shipped import register_shipped

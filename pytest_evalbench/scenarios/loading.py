@@ -11,7 +11,8 @@ from typing import Any
 from .._models import unknown_keys
 from ..errors import InputError
 from ..file_version import unversioned
-from ..loading import DECODER, check_depth, may_hold_surrogates, parse_json, read_text, validate_as, warn_unknown
+from ..input_json import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
+from ..loading import validate_as, warn_unknown
 from ..spec import MAX_ID_LENGTH, BenchmarkSpec
 from .models import Scenario
 
@@ -110,7 +111,7 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 def iter_json_list(text: str, path: Path) -> Iterator[Any]:
     """The values of a JSON list text, decoded one at a time (each checked for depth as an element
     of the list). Anything else, or broken JSON, raises the `InputError` that parsing the whole
-    text raises (`loading.parse_json`), so messages do not depend on where the break is."""
+    text raises (`input_json.parse_json`), so messages do not depend on where the break is."""
     decoder = DECODER
     strings = may_hold_surrogates(text)  # one scan of the text, so a file without escapes skips the string checks
 

@@ -64,7 +64,7 @@ def test_object_files_old_read_new_refused(tmp_path: Path) -> None:
     data = json.loads(cost.read_text())
     assert list(data) == ["gen_scenarios", "gen_metrics", "version"] and data["version"] == 1
     write(cost, {**data, "version": 3})
-    with pytest.raises(InputError, match="cost.json: written by a newer"):
+    with pytest.raises(InputError, match=r"cost\.json: written by a newer"):
         update_cost_file(cost, {"gen_metrics": Usage()})
 
 

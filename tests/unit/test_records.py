@@ -10,11 +10,11 @@ from typing import Any
 
 from helpers import scenario
 
-from pytest_evalbench.file_version import versioned
 from pytest_evalbench.calibration.models import CalibrationRecord
 from pytest_evalbench.dataset.runner import DatasetRecord
 from pytest_evalbench.dataset.store import write_dataset_results
 from pytest_evalbench.dataset.summary import CaseResult
+from pytest_evalbench.file_version import versioned
 from pytest_evalbench.gate.rows import OutcomeRow
 from pytest_evalbench.llm.types import Usage
 from pytest_evalbench.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
