@@ -96,8 +96,8 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)
-    table = comparison_table(gate.outcome.comparison) if gate.outcome.comparison is not None else []
-    lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
+    comparison = gate.outcome.comparison
+    lines += comparison_table(comparison, warnings=False) if comparison is not None else []  # warned below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
