@@ -70,8 +70,9 @@ class KindResults:
     """What a kind wrote and what the gate and the summary need from it."""
 
     results: Sequence[JSONObject]
-    """The kind's summary file entries as written (results.json, agent_summary.json): the results
-    hook's payload (JSON by contract; may be read from the file when first indexed)."""
+    """The kind's summary file entries as written (results.json, agent_summary.json), without the
+    file's `version`: the results hook's payload (JSON by contract; may be read from the file when
+    first indexed)."""
     rates: list[ModelResult] = field(default_factory=list)
     """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
     outcomes: list[OutcomeRow] = field(default_factory=list)
