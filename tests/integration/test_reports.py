@@ -140,7 +140,7 @@ def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: 
     assert lines[1]["counts"]["tgt"]["m01"] == {"k": 0, "n": 2, "unscored": 0}
     assert lines[1]["cases"] == {"passed": 2, "failed": 2}
     assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "complete", "scope",
-                             "cost", "gate"}
+                             "cost", "gate", "version"}
     assert [(line["complete"], line["scope"]) for line in lines] == [(True, "full")] * 2
     page = (bench / "report.html").read_text()
     assert 'data-testid="trend-tgt-m01"><svg class="spark"' in page  # two runs: a trend line is drawn
