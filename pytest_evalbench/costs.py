@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .file_version import versioned
 from .llm.types import Usage
 from .spec import PhaseCost
 from .store import dump_json, read_result
@@ -41,4 +42,4 @@ def update_cost_file(path: Path, usage: dict[str, Usage], root: Path | None = No
     its other phases would be lost)."""
     cost = read_result(path, {}, dict)
     cost.update({phase: phase_cost(phase, value) for phase, value in usage.items()})
-    dump_json(path, cost, root)
+    dump_json(path, versioned(cost), root)

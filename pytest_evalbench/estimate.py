@@ -25,7 +25,7 @@ from .llm.pricing import PriceTable
 from .llm.types import Endpoint, EngineSettings
 
 if TYPE_CHECKING:
-    from .context import BenchmarkRun
+    from .run import BenchmarkRun
 
 CHARS_PER_TOKEN = 4
 """The approximation: about four characters of English text (and of its JSON) per token."""

@@ -14,24 +14,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, Union
 
 from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
-    from .context import BenchmarkRun
     from .correction import JudgeAccuracy
     from .dataset.summary import AgentSummary, CaseResult
     from .provenance import SessionStamp
+    from .run import BenchmarkRun
     from .scenarios.models import ConversationRow, ScoreRow
     from .spec import BenchmarkSpec
 
-JSONRecord = dict[str, Any]
+JSONValue: TypeAlias = Union[dict[str, "JSONValue"], list["JSONValue"], str, int, float, bool, None]
+"""Any JSON value: what crosses the kind boundary as data (records, rows, hook payloads)."""
+JSONObject: TypeAlias = dict[str, JSONValue]
+JSONRecord: TypeAlias = JSONObject
 """A record as JSON: how it travels from an xdist worker to the controller, and what hooks see."""
-JudgedRowHook = Callable[[dict[str, Any], JSONRecord], None]
+JudgedRowHook = Callable[[JSONObject, JSONRecord], None]
 """Calls `pytest_evalbench_judged_row(row, record)`: the row (mutable) and the record, as JSON.
 The session passes None when no plugin implements the hook (the JSON is then never built)."""
-R = TypeVar("R")
 
 
 class Case(Protocol):
@@ -44,7 +46,13 @@ class Case(Protocol):
     def row_id(self) -> str: ...
 
     @property
-    def keywords(self) -> dict[str, Any]: ...
+    def keywords(self) -> Mapping[str, object]: ...
+
+
+R = TypeVar("R")
+"""A kind's record: what running one case produces (`ScenarioRecord`, `DatasetRecord`, ...)."""
+C = TypeVar("C", bound=Case)
+"""A kind's case: one item's work, as its `load_cases` makes it (`ScenarioCase`, `DatasetItem`, ...)."""
 
 
 @dataclass
@@ -53,7 +61,7 @@ class Outcome:
 
     status: Status
     message: str = ""
-    properties: list[tuple[str, Any]] = field(default_factory=list)
+    properties: list[tuple[str, object]] = field(default_factory=list)
     convicts: bool = True
     """False for a failure whose judge is unreliable (see calibration/): reported as xfailed."""
 
@@ -62,9 +70,10 @@ class Outcome:
 class KindResults:
     """What a kind wrote and what the gate and the summary need from it."""
 
-    results: Sequence[dict[str, Any]]
-    """The kind's summary file entries as written (results.json, agent_summary.json): the results
-    hook's payload (JSON by contract; may be read from the file when first indexed)."""
+    results: Sequence[JSONObject]
+    """The kind's summary file entries as written (results.json, agent_summary.json), without the
+    file's `version`: the results hook's payload (JSON by contract; may be read from the file when
+    first indexed)."""
     rates: list[ModelResult] = field(default_factory=list)
     """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
     outcomes: list[OutcomeRow] = field(default_factory=list)
@@ -100,8 +109,8 @@ class KindResults:
     """Metric id -> the judge's calibration counts (calibration.json): rates shown corrected beside observed."""
 
 
-class BenchmarkKind(Protocol[R]):
-    """What the pytest layer asks of a benchmark kind whose items produce records of type R."""
+class BenchmarkKind(Protocol[R, C]):
+    """What the pytest layer asks of a benchmark kind whose cases are of type C and produce records of type R."""
 
     run: BenchmarkRun
 
@@ -113,13 +122,13 @@ class BenchmarkKind(Protocol[R]):
     def data_files(self) -> list[Path]:
         """The files whose rows become items (they are collected by pytest)."""
 
-    def load_cases(self) -> dict[Path, list[Any]]:
+    def load_cases(self) -> dict[Path, list[C]]:
         """Cases per data file, in file order; raises `InputError` naming file, row and field."""
 
     def order(self) -> dict[str, int]:
         """Row id -> position in the data files: result files keep this order."""
 
-    async def run_case(self, case: Any) -> R:
+    async def run_case(self, case: C) -> R:
         """The LLM work of one item; LLM and app failures propagate (the item ERRORs)."""
 
     def outcome(self, record: R, judged_row: JudgedRowHook | None) -> Outcome:
@@ -137,7 +146,12 @@ class BenchmarkKind(Protocol[R]):
         """The inverse of `record_to_json` (on the controller, and when merging shards)."""
 
 
-class SpecKind(BenchmarkKind[Any], Protocol):
+AnyKind: TypeAlias = "BenchmarkKind[Any, Any]"
+"""A kind whose record and case types the caller does not know (the registry, the pytest layer):
+each kind object keeps its own pair consistent (its records come from its own cases)."""
+
+
+class SpecKind(BenchmarkKind[Any, Any], Protocol):
     """A kind benchmark.yaml's `kind:` names, with what code outside the kind asks of it before (or
     without) a run, as class attributes: a new kind states them instead of edits across the tree."""
 
@@ -158,7 +172,7 @@ class SpecKind(BenchmarkKind[Any], Protocol):
     def __init__(self, run: BenchmarkRun) -> None: ...
 
 
-KindFactory = Callable[["BenchmarkRun"], BenchmarkKind[Any]]
+KindFactory = Callable[["BenchmarkRun"], AnyKind]
 """What makes a run's kind object from the run (a kind's class)."""
 
 SPEC_KINDS: dict[str, Callable[[], type[SpecKind]]] = {}
@@ -206,7 +220,7 @@ def spec_kind(spec: BenchmarkSpec) -> type[SpecKind]:
     return load()
 
 
-def kind_of(run: BenchmarkRun) -> BenchmarkKind[Any]:
+def kind_of(run: BenchmarkRun) -> AnyKind:
     """The kind named by benchmark.yaml's `kind:`, or judge calibration with `--evalbench-calibrate`."""
     if run.settings.calibrate:
         if not _CALIBRATION:

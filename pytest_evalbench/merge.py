@@ -18,10 +18,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .context import BenchmarkRun
 from .errors import EvalbenchError, InputError
+from .file_version import unversioned, versioned
+from .input_json import read_json
 from .kinds import SpecKind, kind_of, spec_kind
-from .loading import load_spec, read_json, resolve_benchmark_dir
+from .loading import load_spec, resolve_benchmark_dir
+from .run import BenchmarkRun
 from .settings import RunSettings
 from .shipped import register_shipped
 from .spec import check_id
@@ -35,7 +37,7 @@ def write_records(directory: Path, records: Mapping[str, Any], root: Path) -> No
     """A shard's records, written by the plugin at the end of a `--evalbench-shard` session (inside
     `root`, the benchmark directory)."""
     atomic_write_text(directory / RECORDS_FILE,
-                      json.dumps(dict(sorted(records.items())), ensure_ascii=False) + "\n", root)
+                      json.dumps(versioned(dict(sorted(records.items()))), ensure_ascii=False) + "\n", root)
 
 
 class _NotCalled:
@@ -52,7 +54,7 @@ def read_shard(directory: Path) -> dict[str, Any]:
     records = read_json(path)
     if not isinstance(records, dict):
         raise InputError(path, "expected a JSON object of records by node id")
-    return records
+    return unversioned(path, records)
 
 
 def _field(record: Any, path: tuple[str, ...]) -> Any:

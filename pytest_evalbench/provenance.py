@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .file_version import FORMAT_VERSION, VERSION_KEY, check_version
 from .store import atomic_write_text
 
 SESSIONS_LEDGER = ".sessions.json"
@@ -77,6 +78,7 @@ def read_sessions(directory: Path) -> dict[str, SessionStamp]:
         data = json.loads((directory / SESSIONS_LEDGER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    check_version(directory / SESSIONS_LEDGER, data)
     if not isinstance(data, dict) or not isinstance(data.get("sessions"), list) or not isinstance(data.get("rows"), dict):
         return {}
     stamps = [SessionStamp.from_json(s) for s in data["sessions"]]
@@ -101,8 +103,8 @@ def update_sessions(directory: Path, measured: Iterable[str], live: Collection[s
         return
     sessions: dict[SessionStamp, int] = {}
     indexed = {key: sessions.setdefault(s, len(sessions)) for key, s in sorted(rows.items())}
-    atomic_write_text(directory / SESSIONS_LEDGER, json.dumps(
-        {"sessions": [s.to_json() for s in sessions], "rows": indexed}, ensure_ascii=False) + "\n", root or directory)
+    ledger = {"sessions": [s.to_json() for s in sessions], "rows": indexed, VERSION_KEY: FORMAT_VERSION}
+    atomic_write_text(directory / SESSIONS_LEDGER, json.dumps(ledger, ensure_ascii=False) + "\n", root or directory)
 
 
 def carried_label(keys: Iterable[str], sessions: Mapping[str, SessionStamp]) -> str:

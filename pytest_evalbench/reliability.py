@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .correction import JudgeAccuracy
-from .store import read_json
+from .store import read_rows
 
 RESULT_FILE = "calibration.json"
 """What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""
@@ -29,9 +29,7 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
     minimum = judge_config.min_kappa
     if minimum is None:
         return {}
-    data = read_json(bench_dir / RESULT_FILE, [])
-    entries = {str(e.get("metric_id") or e.get("eval")): e for e in data if isinstance(e, dict)} \
-        if isinstance(data, list) else {}
+    entries = {str(e.get("metric_id") or e.get("eval")): e for e in read_rows(bench_dir / RESULT_FILE)}
     out: dict[str, str] = {}
     for key in keys:
         entry = entries.get(key)
@@ -68,9 +66,8 @@ def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: st
 def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
     """Metric id -> the judge's sensitivity and specificity counts from calibration.json, for entries
     calibrated for this judge (an entry for another judge says nothing about this one)."""
-    data = read_json(bench_dir / RESULT_FILE, [])
     out: dict[str, JudgeAccuracy] = {}
-    for entry in data if isinstance(data, list) else []:
+    for entry in read_rows(bench_dir / RESULT_FILE):
         if isinstance(entry, dict) and entry.get("metric_id") and entry.get("judge") == judge \
                 and isinstance(entry.get("confusion"), dict):
             out[str(entry["metric_id"])] = JudgeAccuracy.from_confusion(entry["confusion"])

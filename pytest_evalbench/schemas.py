@@ -17,6 +17,7 @@ from .calibration.models import CalibrationEntry
 from .dataset.loading import DatasetSettings
 from .dataset.models import DatasetCase, StoredAnswer
 from .dataset.summary import DATASET_TYPES
+from .file_version import FORMAT_VERSION, VERSION_KEY
 from .scenarios.flaky import RejudgeReport
 from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 from .spec import BenchmarkSpec, PhaseCost
@@ -53,12 +54,30 @@ def _with_dataset_block(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+VERSIONED = {"scenarios", "conversations", "scores", "results", "cost", "case_results", "agent_summary", "calibration"}
+"""Files whose rows (a list file) or whose object (cost.json) carry `version` (see `file_version`)."""
+
+
+def _with_version(schema: dict[str, Any]) -> dict[str, Any]:
+    """`version` on each row of a list file, or beside the phases of cost.json; optional, since
+    files written before it existed are read too."""
+    node = schema.get("items", schema)
+    if "$ref" in node:
+        node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    node.setdefault("properties", {})[VERSION_KEY] = {
+        "const": FORMAT_VERSION, "type": "integer", "title": "Version",
+        "description": "The file format version (absent in files written before it existed)."}
+    return schema
+
+
 def generate() -> dict[str, dict[str, Any]]:
     schemas = {}
     for name, tp in TYPES.items():
         schema = TypeAdapter(tp).json_schema(mode="validation" if name in INPUT_FILES else "serialization")
         if name == "benchmark":
             schema = _with_dataset_block(schema)
+        if name in VERSIONED:
+            schema = _with_version(schema)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["title"] = f"pytest-evalbench {name}"
         schemas[name] = schema

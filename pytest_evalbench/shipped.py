@@ -10,12 +10,12 @@ Each loader imports its kind's module when first called, so a run imports its ow
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .kinds import BenchmarkKind, SpecKind, register_calibration, register_kind
+from .kinds import AnyKind, SpecKind, register_calibration, register_kind
 
 if TYPE_CHECKING:
-    from .context import BenchmarkRun
+    from .run import BenchmarkRun
 
 
 def _scenarios() -> type[SpecKind]:
@@ -30,7 +30,7 @@ def _dataset() -> type[SpecKind]:
     return DatasetKind
 
 
-def _calibration() -> Callable[[BenchmarkRun], BenchmarkKind[Any]]:
+def _calibration() -> Callable[[BenchmarkRun], AnyKind]:
     from .calibration.kind import CalibrationKind
 
     return CalibrationKind

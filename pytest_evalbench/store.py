@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 from filelock import FileLock, Timeout
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
+from .file_version import unversioned
 from .safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -269,9 +270,12 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable)."""
+    """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable),
+    without their `version` (InputError for a row of a newer format)."""
     data = read_json(path, [])
-    return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
+    if not isinstance(data, list):
+        return []
+    return [unversioned(path, r, n) for n, r in enumerate(data, start=1) if isinstance(r, dict)]
 
 
 def read_result(path: Path, default: Any, expected: type) -> Any:
@@ -296,7 +300,7 @@ def read_result(path: Path, default: Any, expected: type) -> Any:
     if not isinstance(data, expected):
         raise InputError(path, f"result file holds a JSON {type(data).__name__}, not a {expected.__name__}; "
                          f"{_KEEP_HINT}")
-    return data
+    return unversioned(path, data) if isinstance(data, dict) else data  # a list's rows: see `_valid`
 
 
 _KEEP_HINT = ("its rows would be lost by merging this run's rows into it, so nothing was written: restore it "
@@ -336,7 +340,7 @@ def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
 
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
-        row = normalise(raw)
+        row = normalise(unversioned(path, raw, number))
         try:
             typed = model.model_validate(row)
         except ValidationError as exc:

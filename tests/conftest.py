@@ -5,11 +5,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from pytest_evalbench.testing import FakeLLMServer
+
+# No test asserts a duration (speed targets are scripts in tests/perf): hypothesis' default 200 ms
+# deadline per example fails property tests on a loaded CI machine, so it is off.
+hypothesis.settings.register_profile("evalbench", deadline=None)
+hypothesis.settings.load_profile("evalbench")
 
 SECRET = "sk-test-SECRET-0123456789abcdefghij"
 

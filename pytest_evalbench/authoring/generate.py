@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..context import open_engine, role_endpoint
 from ..errors import ConfigError, InputError, UnusableAnswer
+from ..file_version import versioned
 from ..kinds import spec_kind
 from ..llm import structured
 from ..llm.cache import CacheMode
@@ -21,6 +21,7 @@ from ..llm.engine import PRIORITY, Engine, EngineSettings
 from ..llm.structured import MAX_ATTEMPTS
 from ..llm.types import Endpoint, Usage
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from ..run import open_engine, role_endpoint
 from ..scenarios.loading import SCENARIOS_FILE, load_scenarios
 from ..settings import RunSettings
 from ..shipped import register_shipped
@@ -245,7 +246,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
         engine.close()
     scenario_rows_schema_check(rows, out_path)
     usage = ledger.get("gen_scenarios", Usage())
-    dump_json(out_path, rows, bench_dir)
+    dump_json(out_path, [versioned(r) for r in rows], bench_dir)
     write_cost(bench_dir, "gen_scenarios", usage)
     load_scenarios(bench_dir, spec)  # the file the plugin will read loads as written
     return Summary(out_path, len(rows), usage, engine.stats.requests, engine.stats.cache_hits,

@@ -13,8 +13,9 @@ import yaml
 from .. import schemas
 from ..costs import update_cost_file
 from ..errors import InputError
+from ..input_yaml import read_yaml
 from ..llm.types import Usage
-from ..loading import SPEC_FILE, field_path, read_yaml, validate_as
+from ..loading import SPEC_FILE, field_path, validate_as
 from ..scenarios.models import Scenario
 from ..spec import BenchmarkSpec
 from ..store import atomic_write_text

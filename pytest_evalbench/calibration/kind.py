@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-from ..context import BenchmarkRun
 from ..dataset.explain import EVAL_NAMES
 from ..dataset.runner import run_eval
-from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
+from ..file_version import versioned
+from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
 from ..llm.types import Endpoint, Usage
 from ..panel import majority, poll
 from ..reliability import RESULT_FILE, judge_name
+from ..run import BenchmarkRun
 from ..scenarios.judge import judge
 from ..store import dump_json
 from .models import (
@@ -42,7 +42,7 @@ class CalibrationKind:
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / CALIBRATION_FILE]
 
-    def load_cases(self) -> dict[Path, list[Any]]:
+    def load_cases(self) -> dict[Path, list[CalibrationCase]]:
         path = self.data_files()[0]
         cases = load_labels(path, self.run.spec, spec_kind(self.run.spec).judged)
         self._order = {c.row_id: c.index for c in cases}
@@ -53,8 +53,7 @@ class CalibrationKind:
             self.load_cases()
         return self._order
 
-    async def run_case(self, case: Any) -> CalibrationRecord:
-        assert isinstance(case, CalibrationCase)
+    async def run_case(self, case: CalibrationCase) -> CalibrationRecord:
         run = self.run
         ledger: dict[str, Usage] = {}
         judges = run.judges()
@@ -78,10 +77,10 @@ class CalibrationKind:
             verdict, text, expected = outcome.score, outcome.explanation, label.score
         return CalibrationRecord(run.spec.name, case.line, case.key, expected, verdict, text, ledger)
 
-    def record_to_json(self, record: CalibrationRecord) -> dict[str, Any]:
+    def record_to_json(self, record: CalibrationRecord) -> JSONRecord:
         return record.to_json()
 
-    def record_from_json(self, data: dict[str, Any]) -> CalibrationRecord:
+    def record_from_json(self, data: JSONRecord) -> CalibrationRecord:
         return CalibrationRecord.from_json(data)
 
     def outcome(self, record: CalibrationRecord, judged_row: JudgedRowHook | None) -> Outcome:
@@ -99,7 +98,7 @@ class CalibrationKind:
     def write_results(self, records: Iterable[CalibrationRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
         entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
-        dump_json(self.run.bench_dir / RESULT_FILE, [e.model_dump(exclude_none=False) for e in entries],
+        dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))
@@ -110,7 +109,7 @@ def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, ju
     for record in sorted(records, key=lambda r: r.line):
         groups[record.key].append(record)
     weighted = judged == "evals"
-    categories: list[Any] = [True, False] if not weighted else [1, 2, 3, 4, 5]
+    categories: list[bool | int] = [True, False] if not weighted else [1, 2, 3, 4, 5]
     order = list(EVAL_NAMES) if weighted else sorted(groups)
     entries = []
     for key in sorted(groups, key=lambda k: (order.index(k) if k in order else len(order), k)):
@@ -134,3 +133,8 @@ def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
                      + (f" ({e.weighting}-weighted)" if e.weighting != "none" else "")
                      + (f", {e.unscored} unscored" if e.unscored else ""))
     return lines
+
+
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[CalibrationRecord, CalibrationCase]:
+    """For mypy: the kind is the boundary's protocol with its own case and record types."""
+    return CalibrationKind(run)

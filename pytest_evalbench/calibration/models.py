@@ -19,8 +19,9 @@ from .._models import Strict
 from ..dataset.models import PAYLOAD_KEYS, EvalName
 from ..errors import InputError
 from ..gate.rows import Judged, Status
+from ..input_json import parse_json
 from ..llm.types import Usage
-from ..loading import first_error, parse_json
+from ..loading import first_error
 from ..spec import BenchmarkSpec, Message
 
 CALIBRATION_FILE = "calibration.jsonl"

@@ -8,13 +8,13 @@ import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ..context import BenchmarkRun
-from ..kinds import Judged, JudgedRowHook, KindResults, Outcome
+from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
+from ..run import BenchmarkRun
 from .answers import stored_answer, write_answers
 from .estimate import plan_case
 from .explain import EVAL_NAMES
@@ -57,7 +57,7 @@ class DatasetKind:
     def data_files(self) -> list[Path]:
         return dataset_files(self.run.bench_dir, self.settings)
 
-    def load_cases(self) -> dict[Path, list[Any]]:
+    def load_cases(self) -> dict[Path, list[DatasetItem]]:
         items = self._load_items()
         check_answerable(items, set(self.run.targets))
         return dict(items)
@@ -90,15 +90,15 @@ class DatasetKind:
             self._load_items()
         return self._order
 
-    async def run_case(self, case: Any) -> DatasetRecord:
+    async def run_case(self, case: DatasetItem) -> DatasetRecord:
         run = self.run
         return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
                               samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
 
-    def record_to_json(self, record: DatasetRecord) -> dict[str, Any]:
+    def record_to_json(self, record: DatasetRecord) -> JSONRecord:
         return record.to_json()
 
-    def record_from_json(self, data: dict[str, Any]) -> DatasetRecord:
+    def record_from_json(self, data: JSONRecord) -> DatasetRecord:
         return DatasetRecord.from_json(data)
 
     @functools.cached_property
@@ -114,7 +114,7 @@ class DatasetKind:
     def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The scoring policy decides the case here, once (`runner.decide`); no hook runs for dataset cases."""
         case = decide(record, self.policy)
-        properties: list[tuple[str, Any]] = [("evalbench_composite", case.composite)]
+        properties: list[tuple[str, object]] = [("evalbench_composite", case.composite)]
         doubtful = self.unreliable_in(case) if case.status == "failed" else []
         if doubtful:
             why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
@@ -163,3 +163,8 @@ class DatasetKind:
                            judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files,
                            measured=measured, sessions=read_sessions(out))
+
+
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[DatasetRecord, DatasetItem]:
+    """For mypy: the kind is the boundary's protocol with its own case and record types."""
+    return DatasetKind(run)

@@ -18,7 +18,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from .._models import Input
 from ..errors import InputError
-from ..loading import first_error, parse_json, read_text
+from ..input_json import parse_json, read_text
+from ..loading import first_error
 from ..spec import ToolCall, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",

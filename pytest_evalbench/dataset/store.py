@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import TypeAdapter
 
 from ..costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
+from ..file_version import versioned
 from ..provenance import SessionStamp, unit_key, update_sessions
 from ..store import count_rows, dump_json, read_valid_rows, results_lock
 from .runner import DatasetRecord
@@ -37,9 +38,9 @@ def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], ord
         merged = sorted(rows.values(), key=lambda r: order[r["case_id"]])
         cases = TypeAdapter(list[CaseResult]).validate_python(merged)
         summary = summarize_agents(cases)
-        dump_json(bench_dir / CASE_RESULTS, merged, root)
-        dump_json(bench_dir / AGENT_SUMMARY, [a.to_json() for a in summary], root)
-        dump_json(bench_dir / USAGE_LEDGER, dict(sorted(ledger.items())), root)
+        dump_json(bench_dir / CASE_RESULTS, [versioned(r) for r in merged], root)
+        dump_json(bench_dir / AGENT_SUMMARY, [versioned(a.to_json()) for a in summary], root)
+        dump_json(bench_dir / USAGE_LEDGER, versioned(dict(sorted(ledger.items()))), root)
         update_cost_file(bench_dir / "cost.json", ledger_totals(ledger), root)
         update_sessions(bench_dir, [unit_key(r.agent_name, r.case_id) for r in cases if r.case_id in measured],
                         {unit_key(r.agent_name, r.case_id) for r in cases}, stamp, root)

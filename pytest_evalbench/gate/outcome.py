@@ -81,13 +81,11 @@ class GateOutcome:
     regressions: list[str] = field(default_factory=list)
     cases: list[CaseVerdict] = field(default_factory=list)
     """Per-case verdicts over samples (num_samples > 1 only)."""
-    flips: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)
     baseline_files: list[Path] = field(default_factory=list)
     """Baseline files this session wrote (`--evalbench-save-baseline`)."""
     mode: str = "cases"
     fail_inconclusive: bool = False
-    held: int = 0
     comparison: Comparison | None = None
     rules: list[RuleResult] = field(default_factory=list)
     """Every rule the gate read, typed: held, breached or not evaluated (and why), with its numbers."""
@@ -170,17 +168,12 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
         comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
                                            correction=settings.correction, alpha=settings.alpha)
         outcome.comparison = comparison
-        for test in comparison.tests:
-            if test.kind == "pass/fail" and test.pass_to_fail:
-                flipped = ", ".join(k.split("|", 1)[1] for k in test.pass_to_fail)
-                outcome.flips.append(f"{test.target} {test.metric_id}: {flipped}")
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
     report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected)
     outcome.breaches = report.breaches
     outcome.rules += report.rules
-    outcome.held = sum(1 for r in outcome.rules if r.status == "held")
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")

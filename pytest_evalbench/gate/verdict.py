@@ -1,7 +1,8 @@
-"""The gate's outcome as people read it: the verdict word, the reason, typed rules and flips.
+"""The gate's outcome as people read it: the verdict word and the reason, beside the typed outcome.
 
-gate/ decides and words its decision once, here; render/ reads a `GateVerdict`'s typed fields
-and never parses a string back (issue 26). The flip keys the comparison pairs on are read back
+gate/ decides (`GateOutcome`) and words its decision once, here; a `GateVerdict` holds that outcome
+as it is (no copied fields), and render/ reads its typed fields and never parses a string back
+(issue 26). The flip keys the comparison pairs on are read back
 into typed `Flip`s in this module only, the one that knows the gate's key format (`OutcomeRow.key`).
 """
 
@@ -9,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from .outcome import GateOutcome
 from .paired import Comparison
-from .rules import RuleResult
 
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
               5: "no tests collected", 6: "regression", 7: "incomplete"}
@@ -50,29 +49,21 @@ class Flip:
 
 @dataclass
 class GateVerdict:
-    """What the gate decided, typed: verdict, exit code, the reason, and what it read."""
+    """What the gate decided, in words: the verdict, the exit code, the reason, beside the gate's own
+    typed `GateOutcome` (rules, breaches, comparison...), which renderers read as it is."""
 
     verdict: str
     exit_code: int
     reason: str
-    mode: str = "cases"
-    breaches: list[str] = field(default_factory=list)
-    regressions: list[str] = field(default_factory=list)
-    incomplete: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    verdicts: list[str] = field(default_factory=list)
+    outcome: GateOutcome = field(default_factory=GateOutcome)
+    """The gate's decision, typed; empty when no case was run."""
     flips: list[Flip] = field(default_factory=list)
-    """Cases that passed in the baseline and fail now."""
-    baseline_files: list[Path] = field(default_factory=list)
-    """Baseline files the gate wrote."""
-    comparison: Comparison | None = None
-    rules: list[RuleResult] = field(default_factory=list)
-    """Every rule the gate read, typed (held, breached, not evaluated and why), shown on every surface."""
+    """Cases that passed in the baseline and fail now, with this session's node ids."""
 
     @property
     def rule_lines(self) -> list[str]:
         """Each rule in the same words everywhere: `min_negative_pass_rate 0.60 t: 1.00 held`."""
-        return [r.text() for r in self.rules]
+        return [r.text() for r in self.outcome.rules]
 
     @property
     def flip_node_ids(self) -> list[str]:
@@ -80,12 +71,13 @@ class GateVerdict:
         return [f.node_id for f in self.flips if f.node_id]
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "exit_code": self.exit_code, "reason": self.reason, "mode": self.mode,
-                "breaches": self.breaches, "regressions": self.regressions, "incomplete": self.incomplete,
-                "notes": self.notes, "verdicts": self.verdicts, "flips": [f.text() for f in self.flips],
-                "baseline_files": [str(p) for p in self.baseline_files],
-                "comparison": self.comparison.to_dict() if self.comparison is not None else None,
-                "rules": [asdict(r) for r in self.rules]}
+        o = self.outcome
+        return {"verdict": self.verdict, "exit_code": self.exit_code, "reason": self.reason, "mode": o.mode,
+                "breaches": o.breaches, "regressions": o.regressions, "incomplete": o.incomplete,
+                "notes": o.notes, "verdicts": o.verdicts, "flips": [f.text() for f in self.flips],
+                "baseline_files": [str(p) for p in o.baseline_files],
+                "comparison": o.comparison.to_dict() if o.comparison is not None else None,
+                "rules": [asdict(r) for r in o.rules]}
 
 
 def flips_of(comparison: Comparison, node_ids: Mapping[FlipKey, str]) -> list[Flip]:
@@ -128,29 +120,23 @@ def gate_verdict(outcome: GateOutcome | None, exit_code: int, failed: int, node_
         reason = f"results could not be written: {finish_error}" if finish_error else "no case was run"
         return GateVerdict(verdict=EXIT_WORDS.get(exit_code, f"exit {exit_code}"), exit_code=exit_code, reason=reason)
     comparison = outcome.comparison
-    view = GateVerdict(verdict="", exit_code=exit_code, reason="", mode=outcome.mode,
-                       breaches=list(outcome.breaches), regressions=list(outcome.regressions),
-                       incomplete=list(outcome.incomplete), notes=list(outcome.notes),
-                       verdicts=list(outcome.verdicts),
-                       flips=flips_of(comparison, node_ids) if comparison is not None else [],
-                       baseline_files=list(outcome.baseline_files), comparison=comparison,
-                       rules=list(outcome.rules))
-    view.verdict, view.reason = _verdict(view, exit_code, failed)
-    return view
+    flips = flips_of(comparison, node_ids) if comparison is not None else []
+    verdict, reason = _verdict(outcome, exit_code, failed)
+    return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, outcome=outcome, flips=flips)
 
 
-def _rules_said(view: GateVerdict) -> str:
+def _rules_said(view: GateOutcome) -> str:
     """`min_negative_pass_rate 0.50 t: 1.00 held` for a few rules, else counts by status."""
     if not view.rules:
         return "no threshold rules are configured"
     if len(view.rules) <= MAX_RULES_IN_REASON:
-        return "; ".join(view.rule_lines)
+        return "; ".join(r.text() for r in view.rules)
     counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "not evaluated")}
     return ", ".join(f"{n} rule{'s' if n != 1 and s == 'held' else ''} {s}" if s == "held" else f"{n} {s}"
                      for s, n in counts.items() if n) + " (each rule is listed)"
 
 
-def _verdict(view: GateVerdict, exit_code: int, failed: int) -> tuple[str, str]:
+def _verdict(view: GateOutcome, exit_code: int, failed: int) -> tuple[str, str]:
     """The verdict word and one plain sentence saying why the build passed or failed."""
     cases = f"{failed} case{'s' if failed != 1 else ''} failed"
     if exit_code == 7 or view.incomplete:

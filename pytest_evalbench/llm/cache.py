@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
 from ..store import atomic_write_text
 from .types import safe_json
 
@@ -167,7 +168,7 @@ class ResponseCache:
         except (ValueError, RecursionError):
             raise CorruptEntry(path, "not valid JSON") from None
         try:
-            problem = entry_problem(key, entry)
+            problem = version_problem(entry) or entry_problem(key, entry)
         except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
@@ -193,5 +194,5 @@ class ResponseCache:
         if not self.writes or not usable_response(response):
             return
         entry = {"key": key, "request": request, "response": response,
-                 "digest": entry_digest(key, request, response)}
+                 "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
         atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)

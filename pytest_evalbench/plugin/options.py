@@ -193,7 +193,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
 def check_text_options(config: pytest.Config) -> None:
     """Every evalbench option is text UTF-8 can carry: a command-line byte that is not UTF-8 arrives as a
     lone surrogate (Python's surrogateescape), which no request, result file or report could encode."""
-    from ..loading import has_surrogate
+    from ..input_json import has_surrogate
 
     for dest, value in sorted(vars(config.option).items()):
         if not dest.startswith("evalbench_"):
@@ -218,8 +218,8 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
 
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
-    from ..context import parse_target_option
     from ..errors import ConfigError
+    from ..run import parse_target_option
 
     targets = list(config.getoption("evalbench_targets"))
     for value in targets:
@@ -298,7 +298,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     regular; paths given on the command line must be regular files or new, in a directory where a
     file can be created; a cache directory the session writes to must be writable. ConfigError names
     the first problem (a usage error, exit 4): a run never learns this after spending money."""
-    from ..context import CACHE_DIR, SHARDS_DIR, shard_dir
+    from ..run import CACHE_DIR, SHARDS_DIR, shard_dir
     from ..safe_files import check_dir, check_output_file, check_tree, check_writable_dir
 
     out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir

@@ -61,7 +61,7 @@ class Reporting:
         files.append(("status", str(self.bench_dir / LAST_RUN)))
         gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids_of(outcomes.records),
                          results.finish_error)
-        files += [("baseline", str(path)) for path in gate.baseline_files]
+        files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")

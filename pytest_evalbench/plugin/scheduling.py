@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ..kinds import BenchmarkKind
+from ..kinds import AnyKind
 from .nodes import CASE_KEY, CaseItem
 
 if TYPE_CHECKING:
-    from ..context import BenchmarkRun
+    from ..run import BenchmarkRun
 
 
 class RunSource(Protocol):
@@ -29,7 +29,7 @@ class RunSource(Protocol):
     def run(self) -> BenchmarkRun: ...
 
     @property
-    def kind(self) -> BenchmarkKind[Any]: ...
+    def kind(self) -> AnyKind: ...
 
     def loaded_run(self) -> BenchmarkRun | None:
         """The run if it was loaded (an engine may be running), else None (nothing to stop)."""

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from ..context import BenchmarkRun
 from ..errors import EvalbenchError
-from ..kinds import BenchmarkKind, kind_of, spec_kind
+from ..kinds import AnyKind, kind_of, spec_kind
 from ..loading import SPEC_FILE, load_spec
+from ..run import BenchmarkRun
 from ..sanitize import terminal
 from ..settings import RunSettings
 from .nodes import BrokenBenchmark, CaseFile
@@ -32,7 +32,7 @@ class Selection:
         self.settings = settings
         self.bench_dir = bench_dir
         self._run: BenchmarkRun | None = None
-        self._kind: BenchmarkKind[Any] | None = None
+        self._kind: AnyKind | None = None
         self._cases: dict[Path, list[Any]] | None = None
         self._load_warnings: list[warnings.WarningMessage] = []
         self._case_prefix = self._nodeid_prefix(config, self.bench_dir)
@@ -66,7 +66,7 @@ class Selection:
         return self._run
 
     @property
-    def kind(self) -> BenchmarkKind[Any]:
+    def kind(self) -> AnyKind:
         if self._kind is None:
             self._kind = kind_of(self.run)
         return self._kind

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..file_version import version_problem, versioned
 from ..store import open_append
 from .summary import RunSummary
 
@@ -19,7 +20,7 @@ def history_entry(summary: RunSummary) -> dict[str, Any]:
     measured (none when it is incomplete: its numbers are no trend point; rates carried over from
     earlier sessions never are) with their counts (and the gate's k/n where it differs), whether it
     was complete and a full run, case statuses, cost, the gate's verdict and rules."""
-    complete = not summary.gate.incomplete and summary.gate.exit_code in (0, 1, 6)
+    complete = not summary.gate.outcome.incomplete and summary.gate.exit_code in (0, 1, 6)
     rates: dict[str, dict[str, float | None]] = {}
     for row in summary.rates if complete else []:
         if row.measured:
@@ -48,6 +49,8 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
+        if version_problem(entry) is not None:  # a newer format's line: not read, like a torn one
+            continue
         if isinstance(entry, dict) and isinstance(entry.get("rates"), dict) and entry.get("scope", "full") == "full":
             entries.append(entry)
     return entries[-limit:]
@@ -56,7 +59,7 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
 def append_history(path: Path, summary: RunSummary) -> None:
     """Append this run's line in one write; after a torn last line (a killed writer) start a new line,
     so only the torn entry is lost. The file lives in the benchmark directory and is never a link."""
-    line = json.dumps(history_entry(summary), sort_keys=True, ensure_ascii=False) + "\n"
+    line = json.dumps(versioned(history_entry(summary)), sort_keys=True, ensure_ascii=False) + "\n"
     with open_append(path, path.parent) as fh:
         if fh.tell() > 0:
             fh.seek(-1, 2)

@@ -113,8 +113,8 @@ def _header(s: RunSummary) -> str:
 
 def _problems(s: RunSummary) -> str:
     gate = s.gate
-    items = ([("regression", r) for r in gate.regressions]
-             + [("incomplete", i) for i in gate.incomplete] + [("error", e) for e in s.errors]
+    items = ([("regression", r) for r in gate.outcome.regressions]
+             + [("incomplete", i) for i in gate.outcome.incomplete] + [("error", e) for e in s.errors]
              + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
     flips = "".join(f"<li><code>{E(f.text())}</code></li>" for f in gate.flips)
@@ -128,7 +128,7 @@ def _problems(s: RunSummary) -> str:
 
 def _rules(s: RunSummary) -> str:
     """Every rule the gate read: held, breached or not evaluated (and why), with its numbers."""
-    rules = s.gate.rules
+    rules = s.gate.outcome.rules
     if not rules:
         return ""
     cls = {"held": "pass", "breached": "fail", "not evaluated": "unscored"}

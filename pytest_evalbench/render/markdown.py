@@ -94,7 +94,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     icon = ICONS.get(gate.verdict)
     title = f"evalbench `{summary.benchmark}`: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
-    if gate.rules:
+    if gate.outcome.rules:
         out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
     if summary.rates:
         out += _rates(summary)
@@ -105,7 +105,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += ["```", *(line.replace("`", "'") for line in summary.kind_table), "```", ""]
     out += _comparisons(summary)
     out += _cases(summary)
-    problems = ([f"regression: {r}" for r in gate.regressions] + [f"incomplete: {i}" for i in gate.incomplete]
+    problems = ([f"regression: {r}" for r in gate.outcome.regressions] + [f"incomplete: {i}" for i in gate.outcome.incomplete]
                 + [f"error: {e}" for e in summary.errors] + [f"note: {n}" for n in summary.notes])
     if problems:
         out += [f"- {_cell(p)}" for p in problems] + [""]

@@ -204,11 +204,12 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
     if written.view == "cases":
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
-        summary.rates = scenario_rates(written, gate.comparison)
+        comparison = gate.outcome.comparison
+        summary.rates = scenario_rates(written, comparison)
         shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
         summary.pass_k = pass_k_rows(written.results)
         if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:
             summary.flaky, summary.flaky_total = flaky_cases(written.scores)  # else no third pass over scores
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
-                                        list(gate.comparison.meta_warnings if gate.comparison is not None else []), total)
+                                        list(comparison.meta_warnings if comparison is not None else []), total)
     return summary

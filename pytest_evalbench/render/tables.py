@@ -43,7 +43,7 @@ def summary_table(results: list[ModelResult]) -> list[str]:
     return align(rows)
 
 
-def comparison_table(comparison: Comparison) -> list[str]:
+def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[str]:
     """What decided, per paired test: baseline and current on the shared cases, the change, the
     flips, the test, its raw and adjusted p. `!` marks a drop significant after correction."""
     from ..gate.paired import SCORE_RANGE
@@ -64,5 +64,5 @@ def comparison_table(comparison: Comparison) -> list[str]:
     if any(t.kind == "scores" for t in comparison.tests):
         lines.append("scores: mean change on the 1..5 scale; drop:X and max_drop compare X with that change / 4")
     lines += [f"not compared: {n.metric} not compared ({n.why}) [{n.target}]" for n in comparison.not_compared]
-    lines += [f"warning: {w}" for w in comparison.meta_warnings]
+    lines += [f"warning: {w}" for w in comparison.meta_warnings] if warnings else []
     return lines

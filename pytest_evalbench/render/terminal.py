@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..redaction import redact
 from ..store import atomic_write_text
 from .status import ERROR, UNSCORED, error_group
@@ -96,19 +97,19 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += summary.notes
     lines += rate_lines(summary)
     lines += summary.reliability_lines()
-    table = comparison_table(gate.comparison) if gate.comparison is not None else []
-    lines += [line for line in table if not line.startswith("warning: ")]  # reworded below
+    comparison = gate.outcome.comparison
+    lines += comparison_table(comparison, warnings=False) if comparison is not None else []  # warned below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
         lines += [f"  {r.target} {r.metric}: {r.observed_text()}, {r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
-    lines += [f"  per-case: {v}" for v in gate.verdicts]
-    lines += [f"  rule: {r.text()}" for r in gate.rules if r.status == "held"]  # the others follow, by kind
-    lines += [f"  NOT EVALUATED: {n}" for n in gate.notes]
-    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.breaches]
-    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.regressions]
-    lines += [f"  INCOMPLETE: {i}" for i in gate.incomplete]
+    lines += [f"  per-case: {v}" for v in gate.outcome.verdicts]
+    lines += [f"  rule: {r.text()}" for r in gate.outcome.rules if r.status == "held"]  # the others follow, by kind
+    lines += [f"  NOT EVALUATED: {n}" for n in gate.outcome.notes]
+    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.outcome.breaches]
+    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.outcome.regressions]
+    lines += [f"  INCOMPLETE: {i}" for i in gate.outcome.incomplete]
     if gate.flips:
         lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
         lines.append("  " + summary.commands.get("flipped", ""))
@@ -141,7 +142,7 @@ def _now() -> str:
 def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> None:
     """Written at session start: a run that dies before its end leaves "running" (never through a
     link out of `root`, the benchmark directory)."""
-    status = {"benchmark": benchmark, "started_at": _now(), "status": "running"}
+    status = {"benchmark": benchmark, "started_at": _now(), "status": "running", VERSION_KEY: FORMAT_VERSION}
     atomic_write_text(path, json.dumps(status, indent=2) + "\n", root or path.parent)
 
 
@@ -170,4 +171,4 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     }
     if session.finish_error:
         status["error"] = session.finish_error
-    atomic_write_text(path, redact(json.dumps(status, indent=2)) + "\n", session.bench_dir)
+    atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)

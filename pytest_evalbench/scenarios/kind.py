@@ -7,16 +7,16 @@ import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, overload
+from typing import ClassVar, overload
 
-from ..context import BenchmarkRun
 from ..correction import JudgeAccuracy
 from ..errors import ConfigError
-from ..kinds import Judged, JudgedRowHook, KindResults, Outcome, Status
+from ..kinds import BenchmarkKind, JSONObject, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
 from ..provenance import read_sessions, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
+from ..run import BenchmarkRun
 from ..store import read_rows
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
@@ -72,7 +72,7 @@ class ScenarioKind:
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
 
-    def load_cases(self) -> dict[Path, list[Any]]:
+    def load_cases(self) -> dict[Path, list[ScenarioCase]]:
         """Items in a fixed order: scenario row, then target, then sample."""
         run = self.run
         if not run.target_configs:
@@ -93,13 +93,13 @@ class ScenarioKind:
             self.load_cases()
         return self._order
 
-    async def run_case(self, case: Any) -> ScenarioRecord:
+    async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
         return await run_scenario(self.run, case)
 
-    def record_to_json(self, record: ScenarioRecord) -> dict[str, Any]:
+    def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
         return record.to_json()
 
-    def record_from_json(self, data: dict[str, Any]) -> ScenarioRecord:
+    def record_from_json(self, data: JSONRecord) -> ScenarioRecord:
         return ScenarioRecord.from_json(data)
 
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
@@ -113,7 +113,7 @@ class ScenarioKind:
         score.passed, score.score = derive_pass(score.present, score.metric_type)
         status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
         record.status = status
-        properties = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
+        properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
                       ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
         metric = self.run.spec.metric(score.metric_id)
         message = {"failed": failure_message(record, metric.why if metric else None),
@@ -156,7 +156,7 @@ class ScenarioKind:
         line = audit_line({k: audited[k] for k in ("ended_early", "stated_objective", "broke_character")},
                           len(measured))
         lines += [line] if line else []
-        results: Sequence[dict[str, Any]] = ResultsFile(bench_dir / "results.json") if rates else []
+        results: Sequence[JSONObject] = ResultsFile(bench_dir / "results.json") if rates else []
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
@@ -177,26 +177,26 @@ class ScenarioKind:
                            accuracy=self.accuracy)
 
 
-class ResultsFile(Sequence[dict[str, Any]]):
+class ResultsFile(Sequence[JSONObject]):
     """results.json's entries, read from the file when first asked for: the results hook's payload,
     built only for a plugin that implements the hook (by_scenario holds one entry per scenario)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._entries: list[dict[str, Any]] | None = None
+        self._entries: list[JSONObject] | None = None
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _read(self) -> list[JSONObject]:
         if self._entries is None:
             self._entries = read_rows(self.path)
         return self._entries
 
     @overload
-    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    def __getitem__(self, index: int) -> JSONObject: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+    def __getitem__(self, index: slice[int | None, int | None, int | None]) -> Sequence[JSONObject]: ...
 
-    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+    def __getitem__(self, index: int | slice[int | None, int | None, int | None]) -> JSONObject | Sequence[JSONObject]:
         return self._read()[index]
 
     def __len__(self) -> int:
@@ -217,3 +217,8 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
         text = " ".join(message.content.split())
         lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
     return "\n".join(lines)
+
+
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:
+    """For mypy: the kind is the boundary's protocol with its own case and record types."""
+    return ScenarioKind(run)

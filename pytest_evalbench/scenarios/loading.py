@@ -10,7 +10,9 @@ from typing import Any
 
 from .._models import unknown_keys
 from ..errors import InputError
-from ..loading import DECODER, check_depth, may_hold_surrogates, parse_json, read_text, validate_as, warn_unknown
+from ..file_version import unversioned
+from ..input_json import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
+from ..loading import validate_as, warn_unknown
 from ..spec import MAX_ID_LENGTH, BenchmarkSpec
 from .models import Scenario
 
@@ -36,7 +38,7 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
         label = row_label(index, raw)
         if not isinstance(raw, dict):
             raise InputError(path, "expected an object", row=label)
-        row: Scenario = validate_as(Scenario, raw, path, row=label)
+        row: Scenario = validate_as(Scenario, unversioned(path, raw, index + 1), path, row=label)
         del raw
         if row.id in seen:
             raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
@@ -109,7 +111,7 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 def iter_json_list(text: str, path: Path) -> Iterator[Any]:
     """The values of a JSON list text, decoded one at a time (each checked for depth as an element
     of the list). Anything else, or broken JSON, raises the `InputError` that parsing the whole
-    text raises (`loading.parse_json`), so messages do not depend on where the break is."""
+    text raises (`input_json.parse_json`), so messages do not depend on where the break is."""
     decoder = DECODER
     strings = may_hold_surrogates(text)  # one scan of the text, so a file without escapes skips the string checks
 

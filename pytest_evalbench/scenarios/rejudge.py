@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..context import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
 from ..errors import ConfigError
 from ..kinds import spec_kind
 from ..llm.engine import Engine
 from ..llm.types import Endpoint, EngineSettings, Usage
 from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
 from ..panel import vote_sample
+from ..run import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
 from ..settings import RunSettings
 from ..spec import BenchmarkSpec
 from ..store import results_lock, write_json

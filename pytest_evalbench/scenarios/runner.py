@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Literal
 
-from ..context import BenchmarkRun
 from ..llm.types import Endpoint, Usage
 from ..panel import PanelVerdict, majority, poll
+from ..run import BenchmarkRun
 from ..targets import ModelTarget, Target
 from .audit import audit
 from .checks import decide

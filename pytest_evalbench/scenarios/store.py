@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
+from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..gate.rows import OutcomeRow
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
@@ -182,11 +183,11 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
 
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
-            yield new.spooled[key][2] if key in new.spooled else kept_scores[key]
+            yield versioned(new.spooled[key][2] if key in new.spooled else kept_scores[key])
 
     def conversations() -> Iterator[dict[str, Any]]:
         for key in live:
-            yield new.spooled[key][0] if key in new.spooled else old[key]
+            yield versioned(new.spooled[key][0] if key in new.spooled else old[key])
 
     ledger_path = run_dir / USAGE_LEDGER
     old_ledger = read_ledger(ledger_path)
@@ -201,11 +202,12 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
             for phase, value in usage.items():
                 totals[phase].add(Usage.from_json(value))
             yield name, usage
+        yield VERSION_KEY, FORMAT_VERSION
 
     dump_json_rows(run_dir / "conversations.json", conversations(), root)
     dump_json_rows(run_dir / "scores.json", label_rows(scores()), root)
     dump_json_object(ledger_path, ledger(), root)
-    dump_json(run_dir / "cost.json", {phase: phase_cost(phase, totals[phase]) for phase in PHASES}, root)
+    dump_json(run_dir / "cost.json", versioned({phase: phase_cost(phase, totals[phase]) for phase in PHASES}), root)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
 
 
@@ -347,15 +349,15 @@ class RunScores(RunRows[ScoreRow]):
 
 def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
                  root: Path | None = None) -> None:
-    """results.json, byte for byte what `dump_json(path, [r.model_dump(mode="json", exclude_unset=True) ...])`
-    writes for the full summaries (corrected rates only where `correct_results` set them), with each
-    target's `by_scenario` (one entry per scenario: 100,000 at N = 100,000) written as it is counted
-    instead of built as models first."""
+    """results.json, byte for byte what `dump_json(path, [versioned(r.model_dump(mode="json",
+    exclude_unset=True)) ...])` writes for the full summaries (corrected rates only where
+    `correct_results` set them), with each target's `by_scenario` (one entry per scenario: 100,000 at
+    N = 100,000) written as it is counted instead of built as models first."""
     entries = []
     for result in results:
         entry = result.model_dump(mode="json", exclude_unset=True)  # corrected rates only when set
         entry["by_scenario"] = StreamedDict(summarize_counts(rows_by_model[result.target_model], "id"))
-        entries.append(entry)
+        entries.append(versioned(entry))
     write_json(path, entries, root or path.parent)
 
 

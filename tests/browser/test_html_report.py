@@ -154,7 +154,7 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     comparison = compare_with_baseline(make_baseline(base_results, [r.outcome_row() for r in base_scores],
                                                      {"judge": "j1"}), [r.outcome_row() for r in scores])
     rule = RuleResult("min_positive_pass_rate", 0.5, "alpha", None, "held", 0.8)
-    outcome = GateOutcome(mode="thresholds", held=1, comparison=comparison, rules=[rule])
+    outcome = GateOutcome(mode="thresholds", comparison=comparison, rules=[rule])
     node_ids = {FlipKey("beta-mini", "m01_s002_v01", 0): "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}
     gate = gate_verdict(outcome, 0, 5, node_ids)
     meta = {"benchmark": "Demo </title> report", "user_model": "u1", "judge_model": "j1",

@@ -16,7 +16,7 @@ import yaml
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, script, write_benchmark
 
 from conftest import SECRET
-from pytest_evalbench import loading
+from pytest_evalbench import input_json
 from pytest_evalbench.dataset.models import DatasetError, load_cases
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
@@ -220,14 +220,14 @@ def test_utf8_with_bom_is_accepted(pytester: pytest.Pytester, bench_env: FakeLLM
 def test_oversized_input_is_refused_before_reading(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01", persona="p" * 4096)])
-    monkeypatch.setattr(loading, "MAX_INPUT_BYTES", 4096)
+    monkeypatch.setattr(input_json, "MAX_INPUT_BYTES", 4096)
     collection_error(pytester, bench_env, "*scenarios.json: file is 0.0 MiB; input files are limited to 0 MiB*")
-    assert (bench / "scenarios.json").stat().st_size > loading.MAX_INPUT_BYTES
+    assert (bench / "scenarios.json").stat().st_size > input_json.MAX_INPUT_BYTES
 
 
 def test_default_size_cap_is_documented() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    assert f"{loading.MAX_INPUT_BYTES // 2**20} MiB" in readme and f"{loading.MAX_DEPTH} levels" in readme
+    assert f"{input_json.MAX_INPUT_BYTES // 2**20} MiB" in readme and f"{input_json.MAX_DEPTH} levels" in readme
 
 
 # --------------------------------------------------------------------------- command-line ids
@@ -386,7 +386,7 @@ def test_header_from_unset_variable_is_a_usage_error(pytester: pytest.Pytester, 
 
 
 def test_endpoint_repr_hides_key_and_headers() -> None:
-    from pytest_evalbench.context import resolve_endpoint
+    from pytest_evalbench.run import resolve_endpoint
     from pytest_evalbench.settings import RunSettings
     from pytest_evalbench.spec import ModelConfig
 

@@ -87,7 +87,7 @@ def test_all_high_scores_pass_and_only_required_evals_run(pytester: pytest.Pytes
     assert summary[0] == {"agent_name": "learning-path-curator", "n_cases": 2, "n_scored": 2, "n_passed": 2,
                           "n_unscored": 0, "pass_rate": 1.0, "composite_mean": 5.0,
                           "metric_means": {"RelevanceExplain": 5.0, "TaskAdherenceExplain": 5.0,
-                                           "ToolCallAccuracyExplain": 5.0}}
+                                           "ToolCallAccuracyExplain": 5.0}, "version": 1}
     assert rows[0]["tool_check"]["ok"] is True and rows[1]["tool_check"]["ok"] is False
     assert "evaluate" in read_json(bench / "cost.json")
 

@@ -59,7 +59,7 @@ def test_cache_key_follows_what_changes_the_output(pytester: pytest.Pytester, be
         text = path.read_text()
         assert SECRET not in text
         entry = json.loads(text)
-        assert set(entry) == {"key", "request", "response", "digest"}
+        assert set(entry) == {"key", "request", "response", "digest", "version"}
         assert entry["request"]["endpoint"] == bench_env.base_url
 
 

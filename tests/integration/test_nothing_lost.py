@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, read_json, scenario, script, write_benchmark
 
+from pytest_evalbench.file_version import unversioned
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.scenarios.models import ScenarioRecord
 from pytest_evalbench.scenarios.store import write_results
@@ -235,8 +236,8 @@ def test_concurrent_writers_lose_no_rows(pytester: pytest.Pytester, bench_env: F
     conversations = read_json(bench / "runs" / "tgt" / "conversations.json")
     scores = read_json(bench / "runs" / "tgt" / "scores.json")
     order = {r["id"]: i for i, r in enumerate(rows(writers))}
-    records = [{"benchmark": "demo", "target_id": "tgt", "conversation": c, "score": s, "usage": {}}
-               for c, s in zip(conversations, scores)]
+    records = [{"benchmark": "demo", "target_id": "tgt", "conversation": unversioned("c", c), "score": unversioned("s", s),
+                "usage": {}} for c, s in zip(conversations, scores)]  # a record's rows, not the files' rows
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     barrier = context.Barrier(writers)
     procs = [context.Process(target=_write_own_row, args=(str(pytester.path / "race"), r, order, trials, barrier))

@@ -140,7 +140,7 @@ def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: 
     assert lines[1]["counts"]["tgt"]["m01"] == {"k": 0, "n": 2, "unscored": 0}
     assert lines[1]["cases"] == {"passed": 2, "failed": 2}
     assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "complete", "scope",
-                             "cost", "gate"}
+                             "cost", "gate", "version"}
     assert [(line["complete"], line["scope"]) for line in lines] == [(True, "full")] * 2
     page = (bench / "report.html").read_text()
     assert 'data-testid="trend-tgt-m01"><svg class="spark"' in page  # two runs: a trend line is drawn
@@ -208,8 +208,8 @@ def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
                                  "sim-user (counted as $0, so --evalbench-max-cost cannot limit them; add `pricing:` to "
                                  "benchmark.yaml)"])
     cost = json.loads((bench / "runs" / "tgt" / "cost.json").read_text())
-    assert {phase: entry["cached_replays_counted"] for phase, entry in cost.items()} == {"simulate": True,
-                                                                                         "evaluate": True}
+    phases = {phase: entry["cached_replays_counted"] for phase, entry in cost.items() if phase != "version"}
+    assert phases == {"simulate": True, "evaluate": True} and cost["version"] == 1
 
 
 def test_failure_summary_keeps_teardown_output_and_drops_quiet_phase_reports(

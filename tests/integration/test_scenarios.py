@@ -72,7 +72,7 @@ def test_files_match_schema_and_spec(pytester: pytest.Pytester, bench_env: FakeL
     assert conv[0]["target"] == {"id": "tgt", "model": TARGET}
     assert [m["role"] for m in conv[0]["transcript"]] == ["user", "assistant", "user", "assistant"]
     cost = read_json(bench / "runs" / "tgt" / "cost.json")
-    assert set(cost) == {"simulate", "evaluate"}
+    assert set(cost) == {"simulate", "evaluate", "version"} and cost["version"] == 1
     assert cost["simulate"]["input_tokens"] > 0 and cost["evaluate"]["output_tokens"] > 0
 
 

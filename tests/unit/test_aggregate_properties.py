@@ -11,6 +11,7 @@ from helpers import score_row
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_evalbench.file_version import versioned
 from pytest_evalbench.scenarios.aggregate import aggregate
 from pytest_evalbench.scenarios.models import ScoreRow, derive_pass
 from pytest_evalbench.scenarios.store import dump_results, merge_rows
@@ -124,6 +125,6 @@ def test_results_file_streamed_is_what_the_models_dump(rows: list[dict[str, Any]
     assert [r.model_dump(exclude={"by_scenario"}) for r in rates] == [r.model_dump(exclude={"by_scenario"}) for r in full]
     assert all(r.by_scenario == {} for r in rates)
     with tempfile.TemporaryDirectory() as tmp:
-        dump_json(Path(tmp) / "expected.json", [r.model_dump(mode="json", exclude_unset=True) for r in full])
+        dump_json(Path(tmp) / "expected.json", [versioned(r.model_dump(mode="json", exclude_unset=True)) for r in full])
         dump_results(Path(tmp) / "results.json", rates, compact)
         assert (Path(tmp) / "results.json").read_bytes() == (Path(tmp) / "expected.json").read_bytes()

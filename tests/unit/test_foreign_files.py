@@ -17,7 +17,8 @@ from pytest_evalbench._models import unknown_keys
 from pytest_evalbench.dataset.models import DatasetCase, payload_for
 from pytest_evalbench.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
 from pytest_evalbench.errors import EvalbenchWarning, InputError
-from pytest_evalbench.loading import load_spec, parse_json
+from pytest_evalbench.input_json import parse_json
+from pytest_evalbench.loading import load_spec
 from pytest_evalbench.scenarios.loading import iter_json_list, load_scenarios
 from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.scenarios.store import Known, normalise_score

@@ -15,7 +15,9 @@ from pydantic import ValidationError
 
 from pytest_evalbench.dataset.models import DatasetError, load_cases
 from pytest_evalbench.errors import ConfigError, InputError, field_path
-from pytest_evalbench.loading import MAX_INT, first_error, load_spec, parse_json, parse_yaml, resolve_benchmark_dir
+from pytest_evalbench.input_json import MAX_INT, parse_json
+from pytest_evalbench.input_yaml import parse_yaml
+from pytest_evalbench.loading import first_error, load_spec, resolve_benchmark_dir
 from pytest_evalbench.scenarios.loading import check_demographic, iter_json_list, load_scenarios, row_label
 from pytest_evalbench.scenarios.models import Scenario
 from pytest_evalbench.scenarios.runner import ScenarioCase

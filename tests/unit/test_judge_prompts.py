@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.context import BenchmarkRun
+from pytest_evalbench.run import BenchmarkRun
 from pytest_evalbench.scenarios.judge import judge_messages
 from pytest_evalbench.scenarios.models import Scenario
 from pytest_evalbench.scenarios.simulate import parse_user_message, user_system_prompt

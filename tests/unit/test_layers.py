@@ -18,14 +18,15 @@ ROOT = PACKAGE.name
 
 LAYERS: list[tuple[str, list[str]]] = [
     # lowest first; modules are named relative to the package ("" is the package's own __init__)
-    ("base", ["_version", "_models", "errors", "redaction", "sanitize", "store", "safe_files", "spool",
+    ("base", ["_version", "_models", "errors", "file_version", "redaction", "sanitize", "store", "safe_files", "spool",
               "completeness", "testing", "testing.*"]),
-    ("formats", ["spec", "spec_rules", "loading", "settings", "schemas", "provenance", "reliability", "correction", "costs",
+    ("formats", ["spec", "spec_rules", "loading", "input_json", "input_yaml", "settings", "schemas", "provenance",
+                 "reliability", "correction", "costs",
                  "llm.types", "llm.pricing", "gate.rows", "gate.stats", "calibration.stats", "calibration.models",
                  "scenarios.models", "scenarios.loading", "scenarios.checks", "scenarios.aggregate", "scenarios.flaky",
                  "dataset.models", "dataset.loading", "dataset.policy", "dataset.summary", "dataset.tool_check"]),
     ("llm", ["llm", "llm.*", "panel", "targets"]),
-    ("run", ["run", "context", "kinds", "estimate"]),
+    ("run", ["run", "kinds", "estimate"]),
     ("kinds", ["scenarios", "scenarios.*", "dataset", "dataset.*", "calibration", "calibration.*"]),
     ("gate", ["gate", "gate.*"]),
     ("render", ["render", "render.*", "commands"]),

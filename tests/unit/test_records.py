@@ -14,6 +14,7 @@ from pytest_evalbench.calibration.models import CalibrationRecord
 from pytest_evalbench.dataset.runner import DatasetRecord
 from pytest_evalbench.dataset.store import write_dataset_results
 from pytest_evalbench.dataset.summary import CaseResult
+from pytest_evalbench.file_version import versioned
 from pytest_evalbench.gate.rows import OutcomeRow
 from pytest_evalbench.llm.types import Usage
 from pytest_evalbench.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
@@ -112,11 +113,11 @@ def test_stores_read_their_records_in_one_pass(tmp_path: Path) -> None:
     assert [(r.id, r.passed) for r in outcomes["tgt"]] == [(r.id, r.passed) for r in scores]
     assert results[0].by_metric["m01"].n_passed == 2
     written = json.loads((tmp_path / "s" / "runs" / "tgt" / "scores.json").read_text())
-    assert written == [r.score.to_json() for r in records]
+    assert written == [versioned(r.score.to_json()) for r in records]
     case = {"case_id": "c1", "agent_name": "a", "scenario_id": None, "threshold_profile": "p", "status": "passed",
             "passed": True, "composite": 4.0, "pass_mark": 3.5, "reasons": [], "answer_source": "dataset",
             "tool_check": None, "metrics": []}
     record = DatasetRecord("agents", decided=CaseResult.model_validate(case))
     cases, summary, _ = write_dataset_results(tmp_path / "d", OnePass([record]), {"c1": 0})
     assert [c.case_id for c in cases] == ["c1"] and summary[0].pass_rate == 1.0
-    assert json.loads((tmp_path / "d" / "case_results.json").read_text()) == [case]
+    assert json.loads((tmp_path / "d" / "case_results.json").read_text()) == [versioned(case)]

@@ -52,7 +52,7 @@ def test_progress_line_eta_and_end() -> None:
 def test_verdicts_say_why() -> None:
     rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
              RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
-    thresholds = gate_verdict(GateOutcome(mode="thresholds", held=2, rules=rules), 0, 3, {})
+    thresholds = gate_verdict(GateOutcome(mode="thresholds", rules=rules), 0, 3, {})
     assert (thresholds.verdict, thresholds.reason) == (
         "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
                   "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from pytest_evalbench.gate.baseline import make_baseline
 from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.gate.paired import compare_with_baseline
 from pytest_evalbench.gate.rows import OutcomeRow
-from pytest_evalbench.gate.verdict import Flip, FlipKey, gate_verdict
+from pytest_evalbench.gate.verdict import Flip, FlipKey, GateVerdict, gate_verdict
 
 
 def rows(outcomes: list[bool]) -> list[OutcomeRow]:
@@ -18,10 +19,18 @@ def rows(outcomes: list[bool]) -> list[OutcomeRow]:
 def test_flips_are_typed_and_carry_the_node_id_this_session_ran() -> None:
     comparison = compare_with_baseline(make_baseline([], rows([True, True, True]), {}), rows([False, True, False]))
     node_ids = {FlipKey("t", "c0", 0): "benchmarks/d/scenarios.json::c0[t-s0]"}
-    verdict = gate_verdict(GateOutcome(comparison=comparison, baseline_files=[Path("base.json")]), 0, 2, node_ids)
+    outcome = GateOutcome(comparison=comparison, baseline_files=[Path("base.json")])
+    verdict = gate_verdict(outcome, 0, 2, node_ids)
     assert verdict.flips == [Flip("t", "c0", "m01", 0, "t|c0|m01|0", "benchmarks/d/scenarios.json::c0[t-s0]"),
                              Flip("t", "c2", "m01", 0, "t|c2|m01|0")]
     assert [f.text() for f in verdict.flips] == ["benchmarks/d/scenarios.json::c0[t-s0]", "t|c2|m01|0"]
     assert verdict.flip_node_ids == ["benchmarks/d/scenarios.json::c0[t-s0]"]
-    assert verdict.baseline_files == [Path("base.json")] and verdict.comparison is comparison
+    assert verdict.outcome is outcome and verdict.outcome.comparison is comparison
     assert verdict.to_json()["baseline_files"] == ["base.json"]
+
+
+def test_the_verdict_holds_the_gates_outcome_and_copies_none_of_it() -> None:
+    """Renderers read the gate's typed `GateOutcome`; the verdict adds only its words and the flips' node ids."""
+    assert {f.name for f in fields(GateVerdict)} == {"verdict", "exit_code", "reason", "outcome", "flips"}
+    assert {f.name for f in fields(GateOutcome)} & {f.name for f in fields(GateVerdict)} == set()
+    assert gate_verdict(None, 4, 0, {}).outcome == GateOutcome()

@@ -1,0 +1,207 @@
+"""Input files as text and as JSON, read as hostile: bounded in size and depth, UTF-8 only, and every
+value checked (numbers that fit, no lone surrogates, no duplicate keys) before anything uses it.
+
+Every problem becomes one `InputError` naming file, row and field; nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError, field_path
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""Largest input file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines): 64 MiB."""
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings accepted in an input file."""
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 input file (with or without BOM) as text; size, encoding and read problems are InputErrors."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise InputError(path, f"file is {size / 2**20:.1f} MiB; input files are limited to "
+                             f"{MAX_INPUT_BYTES // 2**20} MiB")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise InputError(path, f"file is {name} encoded; save it as UTF-8")
+    if len(data) >= 2 and (data[0] == 0) != (data[1] == 0):
+        raise InputError(path, "file looks UTF-16 encoded (NUL bytes); save it as UTF-8")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(path, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8",
+                         row=line) from None
+
+
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
+other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
+
+
+class _BadValue:
+    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
+    second value of a duplicate key), so the walk that checks the data can name its row and field."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def problem(self) -> str:
+        text = self.text
+        if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
+            return f"{text} is not a number an input file may hold (numbers must be finite)"
+        digits = sum(c.isdigit() for c in text)
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({digits} digits)"
+        if any(c in text for c in ".eE") and not text.lower().startswith(("0x", "-0x", "+0x")):
+            return f"number {shown} is too large (numbers must be finite)"
+        return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
+
+
+class _DuplicateKey(_BadValue):
+    def problem(self) -> str:
+        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is marked, not silently overwritten."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                data[key] = _DuplicateKey(key)
+                break
+            seen.add(key)
+    return data
+
+
+def _parse_int(text: str) -> int | _BadValue:
+    if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
+        return _BadValue(text)
+    value = int(text)
+    return value if -MAX_INT <= value <= MAX_INT else _BadValue(text)
+
+
+def _parse_float(text: str) -> float | _BadValue:
+    value = float(text)
+    return value if math.isfinite(value) else _BadValue(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_BadValue,
+                           object_pairs_hook=_object)
+"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
+markers that `check_depth` reports with their row and field."""
+
+
+def surrogate_problem(text: str) -> str:
+    """The message for a text holding a lone surrogate, naming the first one."""
+    found = _SURROGATE.search(text)
+    code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
+    return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
+            "stored or sent as UTF-8; remove it or write the whole pair")
+
+
+def _value_problem(value: Any, strings: bool) -> str | None:
+    if isinstance(value, _BadValue):
+        return value.problem()
+    if strings and isinstance(value, str) and _SURROGATE.search(value):
+        return surrogate_problem(value)
+    return None
+
+
+def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
+    """(field path counted from 1, problem) of the first bad value or key, in document order."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if strings and isinstance(key, str) and _SURROGATE.search(key):
+                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                    return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
+            stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
+        else:
+            problem = _value_problem(value, strings)
+            if problem is not None:
+                return field_path(where, data), problem
+    return None
+
+
+def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
+                base_depth: int = 0) -> Any:
+    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
+    held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
+    Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
+    deep `data` itself sits (1 for an element of a row list)."""
+    stack: list[tuple[Any, int]] = [(data, base_depth)]
+    bad = False
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
+            if isinstance(value, dict):
+                if strings and any(isinstance(k, str) and _SURROGATE.search(k) for k in value):
+                    bad = True
+                    break
+                children: Iterable[Any] = value.values()
+            else:
+                children = value
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(value, _BadValue) or (strings and isinstance(value, str) and _SURROGATE.search(value)):
+            bad = True
+            break
+    if bad:
+        found = _locate(data, strings)
+        assert found is not None
+        raise InputError(path, found[1], row=row, field=found[0] or None)
+    return data
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
+    return _SURROGATE.search(text) is not None
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def parse_json(text: str, path: Path, row: int | None = None) -> Any:
+    """JSON text -> data; syntax, nesting, out-of-range numbers and lone surrogates are one-line
+    InputErrors (`row` = the text's line)."""
+    try:
+        data = DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
+                         row=row if row is not None else exc.lineno) from None
+    except RecursionError:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
+    return check_depth(data, path, row, strings=may_hold_surrogates(text))
+
+
+def read_json(path: Path) -> Any:
+    return parse_json(read_text(path), path)

@@ -1,0 +1,134 @@
+"""benchmark.yaml as YAML, read as hostile: checked as a node graph (duplicate keys, depth, alias
+bombs, values JSON cannot hold) before PyYAML builds any Python object.
+
+Every problem becomes one `InputError` naming file and line; nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError
+from .input_json import _SURROGATE, MAX_DEPTH, MAX_INT, _BadValue, read_text, surrogate_problem  # the values JSON input may hold
+
+MAX_YAML_NODES = 200_000
+"""Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""
+
+
+class _Composer(yaml.SafeLoader):
+    """PyYAML's safe loader; documents are checked as node graphs before any Python object is built."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+_YAML_INT = "tag:yaml.org,2002:int"
+_YAML_FLOAT = "tag:yaml.org,2002:float"
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_YAML_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
+"""What a document may hold: JSON's values. A date is kept as its text (as YAML 1.2 and JSON read it);
+`!!binary`, `!!set`, `!!omap` and `!!pairs` values are refused (no request or result file can carry them)."""
+
+
+def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
+    """Why a YAML scalar cannot be held (an out-of-range or non-finite number, a lone surrogate), or None.
+    Checked on the node, before PyYAML builds it (its int() raises past 4,300 digits)."""
+    value = node.value
+    if node.tag == _YAML_TIMESTAMP:
+        node.tag = _YAML_STR
+    if _SURROGATE.search(value):
+        try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
+            node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            return surrogate_problem(value)
+        return None
+    if node.tag == _YAML_INT:
+        if len(value.replace("_", "").lstrip("+-")) > 20:
+            return _BadValue(value).problem()
+        number = loader.construct_yaml_int(node)
+        return None if -MAX_INT <= number <= MAX_INT else _BadValue(value).problem()
+    if node.tag == _YAML_FLOAT and not math.isfinite(loader.construct_yaml_float(node)):
+        return _BadValue(value).problem()
+    return None
+
+
+def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> None:
+    """Duplicate keys, depth, the size after alias expansion and every scalar's value, walked
+    without recursion."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, int, str, bool]] = [(root, 0, "", False)]
+    while stack:
+        node, depth, where, done = stack.pop()
+        if done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(k)] for k in _children(node)))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            raise InputError(path, "recursive YAML alias", row=node.start_mark.line + 1, field=where or None)
+        if depth >= MAX_DEPTH:
+            raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=node.start_mark.line + 1,
+                             field=where or None)
+        if isinstance(node, yaml.ScalarNode):
+            problem = _scalar_problem(loader, node)
+            if problem is not None:
+                raise InputError(path, problem, row=node.start_mark.line + 1, field=where or None)
+        if node.tag not in _YAML_TAGS:
+            raise InputError(path, f"YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')[:100]} is not accepted: "
+                             "values are text, numbers, true/false, null, lists and mappings",
+                             row=node.start_mark.line + 1, field=where or None)
+        open_nodes.add(id(node))
+        stack.append((node, depth, where, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                name = (str(key.value).encode("utf-8", "backslashreplace").decode("utf-8")
+                        if isinstance(key, yaml.ScalarNode) else None)
+                if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                    if name in seen:
+                        raise InputError(path, f"duplicate key {name!r} (first on line {seen[name]})",
+                                         row=key.start_mark.line + 1, field=f"{where}.{name}".lstrip("."))
+                    seen[name] = key.start_mark.line + 1
+                stack.append((key, depth + 1, where, False))
+                stack.append((value, depth + 1, f"{where}.{name}".lstrip(".") if name else where, False))
+        else:  # list positions count from 1 in the field path, as in every message
+            stack.extend((child, depth + 1, f"{where}.{number}".lstrip("."), False)
+                         for number, child in enumerate(_children(node), start=1))
+    if sizes[id(root)] > MAX_YAML_NODES:
+        raise InputError(path, f"YAML expands to more than {MAX_YAML_NODES} values once aliases are followed "
+                         "(an alias bomb?)")
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects."""
+    loader = _Composer(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_nodes(node, path, loader)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, f"invalid YAML: {problem}", row=(mark.line + 1) if mark else None) from None
+    except RecursionError:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    return parse_yaml(read_text(path), path)
