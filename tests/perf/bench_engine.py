@@ -126,8 +126,10 @@ def serve(port: int) -> None:
 
 
 class Server:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    """The fake endpoint in its own process: `script --serve` (this file's server, or another script's)."""
+
+    def __init__(self, script: str = __file__) -> None:
+        self.proc = subprocess.Popen([sys.executable, script, "--serve"], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
 

@@ -23,15 +23,14 @@ import asyncio
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_engine
 from bench_engine import run_pytest, write_bench
 
 
@@ -88,22 +87,14 @@ def serve() -> None:
     asyncio.run(main())
 
 
-class Server:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.base_url = self.proc.stdout.readline().strip()
+class Server(bench_engine.Server):
+    """bench_engine's process wrapper around this file's server (it has the HTTP-status switch)."""
 
-    def control(self, **body: object) -> None:
-        request = urllib.request.Request(f"{self.base_url}/_control", data=json.dumps(body).encode(), method="POST")
-        urllib.request.urlopen(request).read()
+    def __init__(self) -> None:
+        super().__init__(__file__)
 
     def requests(self) -> int:
-        return int(json.loads(urllib.request.urlopen(f"{self.base_url}/_stats").read())["requests"])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait()
+        return int(self.stats()["requests"])
 
 
 def load() -> str:
