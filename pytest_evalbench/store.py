@@ -76,6 +76,12 @@ def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
         handle.write(text)
 
 
+def publish(finished: Path, path: Path) -> None:
+    """Move a file written elsewhere in full (e.g. a large binary streamed and checked first) to
+    `path` in one rename: readers see nothing or all of it."""
+    os.replace(finished, path)
+
+
 def open_append(path: Path, root: Path) -> BinaryIO:
     """`path` (checked against `root`) opened for reading and appending in binary; created if new.
     The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not

