@@ -54,7 +54,8 @@ def _with_dataset_block(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-VERSIONED = {"scenarios", "conversations", "scores", "results", "cost", "case_results", "agent_summary", "calibration"}
+VERSIONED = {"scenarios", "conversations", "scores", "results", "cost", "case_results", "agent_summary", "calibration",
+             "rejudge"}
 """Files whose rows (a list file) or whose object (cost.json) carry `version` (see `file_version`)."""
 
 

@@ -26,6 +26,7 @@ from ..panel import vote_sample
 from ..run import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
 from ..settings import RunSettings
 from ..spec import BenchmarkSpec
+from ..file_version import versioned
 from ..store import results_lock, write_json
 from .flaky import RejudgedCase, RejudgedTranscript, RejudgeReport, rejudge_by_metric, rejudged
 from .judge import judge
@@ -162,7 +163,7 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
         engine.close()
     with results_lock(bench_dir):
         for path, report in reports:
-            write_json(path, report.model_dump(mode="json"), bench_dir)
+            write_json(path, versioned(report.model_dump(mode="json")), bench_dir)
     return RejudgeResult(reports, engine.stats.requests, engine.stats.cache_hits, ledger.get("evaluate", Usage()),
                          engine.stats.spent)
 
