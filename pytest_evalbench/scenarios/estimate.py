@@ -21,7 +21,7 @@ from ..panel import vote_sample
 from ..spec import Message
 from ..targets import ModelTarget
 from .checks import decide
-from .judge import SCHEMA, judge_messages
+from .judge import answer_schema, judge_messages
 from .runner import ScenarioCase, row_target
 from .simulate import TERMINATE, parse_user_message, perfunctory, turn_prompt, user_system_prompt
 
@@ -91,6 +91,6 @@ def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Pla
         role = "judge" if len(panel) == 1 else f"judge {judge.model}"
         for index in range(run.spec.judge.samples):
             plan.calls.append(expect.call(role, judge, messages, sample=vote_sample(case.sample, index),
-                                          schema=SCHEMA, possible=checks is not None and not known))
+                                          schema=answer_schema(transcript), possible=checks is not None and not known))
     plan.chain += 1
     return plan

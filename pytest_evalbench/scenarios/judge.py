@@ -111,13 +111,18 @@ def parse_turn_answer(text: str | None) -> JudgeTurnAnswer:
     return parse_as(text, JudgeTurnAnswer)
 
 
+def answer_schema(transcript: list[Message]) -> tuple[str, dict[str, Any]]:
+    """The structured answer asked for: with a `turn` when the assistant replied more than once."""
+    return TURN_SCHEMA if assistant_turns(transcript) > 1 else SCHEMA
+
+
 async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
                 sample: int, ledger: dict[str, Usage]) -> Verdict:
     """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that."""
     turns = assistant_turns(transcript)
     multi = turns > 1
     answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript),
-                               parse_turn_answer if multi else parse_answer, schema=TURN_SCHEMA if multi else SCHEMA,
+                               parse_turn_answer if multi else parse_answer, schema=answer_schema(transcript),
                                role="judge", phase="evaluate", sample=sample, ledger=ledger,
                                shape=TURN_SHAPE if multi else SHAPE)
     if answer is None:

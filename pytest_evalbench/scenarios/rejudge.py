@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..file_version import versioned
 from ..kinds import spec_kind
 from ..llm.engine import Engine
 from ..llm.types import Endpoint, EngineSettings, Usage
@@ -26,7 +27,6 @@ from ..panel import vote_sample
 from ..run import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
 from ..settings import RunSettings
 from ..spec import BenchmarkSpec
-from ..file_version import versioned
 from ..store import results_lock, write_json
 from .flaky import RejudgedCase, RejudgedTranscript, RejudgeReport, rejudge_by_metric, rejudged
 from .judge import judge

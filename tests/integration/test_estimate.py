@@ -177,3 +177,17 @@ def test_panels_judge_samples_shards_and_rate_limits(pytester: pytest.Pytester, 
     assert bench_env.requests == []
     pytester.runpytest("--benchmark=demo")
     assert len(bench_env.requests) == 32
+
+
+def test_the_demos_estimate_finds_every_call_in_its_cache(pytester: pytest.Pytester) -> None:
+    """The committed demo replays all its calls, multi-turn judge calls included (their request
+    asks for the answer with a `turn`): the estimate must build the same requests, so every call is
+    found in the cache and none is priced as new."""
+    from test_one_summary import copy_example
+
+    copy_example(pytester.path, "demo")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-estimate", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    line = next(line for line in result.stdout.lines if line.startswith("estimate, not measured"))
+    calls, cached = re.search(r"(\d+) calls, (\d+) of them replayed", line).groups()  # type: ignore[union-attr]
+    assert calls == cached, line

@@ -209,7 +209,8 @@ def run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.Pytester, workers: str) -> None:
     """The quick start's demo: m02's judge is unreliable, so the gate's numbers differ from the
-    observed ones; with a baseline. The README's excerpt is what the demo prints."""
+    observed ones (its corrected rate shown beside them); with a baseline. The README's excerpt is
+    what the demo prints."""
     bench = copy_example(pytester.path, "demo")
     quick = pytester.runpytest("--benchmark=demo")
     assert quick.ret == 0
@@ -220,17 +221,18 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
 
     verbose = run(pytester, "demo", "--evalbench-save-baseline", "-v")
     assert verbose.ret == 0
-    verbose.stdout.fnmatch_lines(["*scenarios.json::m02_s001_v01?smollm2-s0? XFAIL (judge unreliable)*"])
+    verbose.stdout.fnmatch_lines(["*scenarios.json::m02_s001_v01?qwen-1.5b-s0? XFAIL (judge unreliable)*"])
     result = run(pytester, "demo", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
                  "-n", workers)
     assert result.ret == 0
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
-    assert texts["smollm2 m02"] == "observed 1/2 (0.50); gate 1/1 (1.00): m02's judge is unreliable"
-    assert texts["smollm2 (negative)"] == texts["smollm2 m02"]
+    assert texts["qwen-1.5b m02"] == ("observed 1/2 (0.50); gate 0/0 (–): m02's judge is unreliable; "
+                                      "corrected 0.00 [0.00, 1.00]")
+    assert texts["qwen-1.5b (negative)"] == texts["qwen-1.5b m02"]
     html = (bench / "report.html").read_text()
     assert 'data-status="judge unreliable"' in html and 'data-status="failed"' in html
     # the demo row pytest reported as xfailed is "judge unreliable" everywhere, never "failed"
-    assert "judge unreliable: benchmarks/demo/scenarios.json::m02_s001_v01[smollm2-s0]" in result.stdout.str()
+    assert "judge unreliable: benchmarks/demo/scenarios.json::m02_s001_v01[qwen-1.5b-s0]" in result.stdout.str()
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
