@@ -117,7 +117,7 @@ def test_scenario_estimate_within_20_percent_cold(pytester: pytest.Pytester, ben
     bench_env.set_responder(verbose_script())
     guess = pytester.runpytest("--benchmark=demo", "--evalbench-estimate")
     assert sources(guess.stdout.str()) == {"max_tokens"}
-    assert "total: ~19136 tokens, unknown: models without a price: sim-judge, sim-target, sim-user" in guess.stdout.str()
+    assert "total: ~19504 tokens, unknown: models without a price: sim-judge, sim-target, sim-user" in guess.stdout.str()
     real = pytester.runpytest("--benchmark=demo")
     assert_within(estimated(guess.stdout.str()), measured(real.stdout.str(), bench_env))
 
