@@ -11,9 +11,11 @@ took ~22 s, against ~2 s for 500 answered items). The rule:
 - connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
   broken model does not stop the others served by the same URL);
 - the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
-- an open circuit stays open for the rest of the process: every later call to that endpoint raises
-  `LLMError("endpoint down: <the failure that opened it>")` without sending anything. Its rows are
-  errors, the run exits 7 and last_run.json names the reason.
+- an open circuit stays open for the rest of the process: every later call to that endpoint fails
+  without sending anything. A circuit opened by refused connections raises exactly the refusal that
+  opened it (so a dead endpoint is one error group in the summary, however many calls were in
+  flight); one opened by server errors raises `LLMError("endpoint down: <the failure>")`. Its rows
+  are errors, the run exits 7 and last_run.json names the reason.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..errors import LLMError
 @dataclass
 class _Streak:
     failures: int = 0
+    kind: str = ""
     reason: str = ""
     open: bool = False
 
@@ -41,6 +44,8 @@ class Breaker:
         """Raise the endpoint-down error when the circuit of this endpoint (or of this model on it) is open."""
         for key in (ident, f"{ident} {model}"):
             streak = self._streaks.get(key)
+            if streak is not None and streak.open and key == ident:  # refused connections: the same error
+                raise LLMError(streak.kind, streak.reason, role=role, model=model)
             if streak is not None and streak.open:
                 raise LLMError(f"endpoint down: {streak.reason}",
                                f"circuit open after {self.threshold} failures in a row: later calls send no request",
@@ -53,7 +58,8 @@ class Breaker:
             if streak is not None and not streak.open:
                 del self._streaks[key]
 
-    def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool) -> None:
+    def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool,
+               kind: str = "connection error") -> None:
         """A server error or connection failure (`retry`: the attempt was not the call's first);
         opens the circuit at K counted ones in a row."""
         if not (connection or retry):
@@ -62,7 +68,7 @@ class Breaker:
         if streak.open:
             return
         streak.failures += 1
-        streak.reason = reason
+        streak.kind, streak.reason = kind, reason
         if streak.failures >= self.threshold:
             streak.open = True
 

@@ -62,7 +62,8 @@ class Retrier:
                 continue
             self.stats.failures[failure.kind] += 1
             if failure.connection or failure.kind == "server error":
-                self.breaker.failed(ident, endpoint.model, message, connection=failure.connection, retry=attempt > 0)
+                self.breaker.failed(ident, endpoint.model, message, connection=failure.connection, retry=attempt > 0,
+                                    kind=failure.kind)
                 self.breaker.check(ident, role, endpoint.model)
             if not failure.retryable or attempt + 1 >= settings.max_attempts:
                 raise LLMError(failure.kind, message

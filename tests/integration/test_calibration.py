@@ -98,7 +98,7 @@ def test_shipped_label_sets_load() -> None:
     from pytest_evalbench.calibration.models import load_labels
     from pytest_evalbench.loading import load_spec
 
-    for name, judged, n in (("demo", "metrics", 12), ("agents", "evals", 12)):
+    for name, judged, n in (("demo", "metrics", 65), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name
         assert len(load_labels(bench / "calibration.jsonl", load_spec(bench), judged)) == n
 
