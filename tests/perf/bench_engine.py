@@ -49,12 +49,13 @@ PROBE_ENV = "EVALBENCH_PERF_PROBE"
 
 # ---------------------------------------------------------------------- fake server (own process)
 def serve(port: int) -> None:
-    """An OpenAI-compatible endpoint: sim-user / sim-target / sim-judge, latency set over /control."""
+    """An OpenAI-compatible endpoint: sim-user / sim-target / sim-judge; latency, an enforced rate limit
+    and an HTTP status for every answer (a dead endpoint) set over /control."""
     from aiohttp import web
 
     from pytest_evalbench.testing.rate_window import RateWindow
 
-    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None}
+    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None, "status": 200}
 
     def answer(request: dict[str, Any]) -> str:
         model = request.get("model")
@@ -84,6 +85,9 @@ def serve(port: int) -> None:
             request = json.loads(await http.read())
             if state["latency"]:
                 await asyncio.sleep(state["latency"])
+            if state["status"] != 200:  # bench_fixed.py's dead endpoint: every chat answer is this status
+                return web.json_response({"error": {"message": "internal error", "type": "server_error"}},
+                                         status=state["status"])
             body = {"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": answer(request)}}],
@@ -100,6 +104,8 @@ def serve(port: int) -> None:
             state.pop("first", None)
         if "latency" in body:
             state["latency"] = float(body["latency"])
+        if "status" in body:
+            state["status"] = int(body["status"])
         if "rate_limit" in body:  # requests per minute; None: no limit
             state["window"] = RateWindow(float(body["rate_limit"])) if body["rate_limit"] else None
         return web.json_response({})
@@ -126,10 +132,10 @@ def serve(port: int) -> None:
 
 
 class Server:
-    """The fake endpoint in its own process: `script --serve` (this file's server, or another script's)."""
+    """The fake endpoint in its own process (`bench_engine.py --serve`)."""
 
-    def __init__(self, script: str = __file__) -> None:
-        self.proc = subprocess.Popen([sys.executable, script, "--serve"], stdout=subprocess.PIPE, text=True)
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
 

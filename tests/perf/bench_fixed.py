@@ -19,7 +19,6 @@ next to each ratio because the numbers are noisy on a shared machine.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
@@ -27,71 +26,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_engine
 from bench_engine import run_pytest, write_bench
 
 
-def serve() -> None:
-    """bench_engine's endpoint plus a `status` knob: every chat answer is that HTTP status when set."""
-    from aiohttp import web
-
-    state: dict[str, Any] = {"latency": 0.0, "status": 200, "requests": 0}
-
-    def answer(request: dict[str, Any]) -> str:
-        model = request.get("model")
-        if model == "sim-user":
-            persona = request["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0]
-            return f"Thought: t\nMessage: hello {len(request['messages'])} from {persona}"
-        if model == "sim-judge":
-            return json.dumps({"justification": "asked", "present": True})
-        return "Sure, tell me more?"
-
-    async def chat(http: web.Request) -> web.Response:
-        state["requests"] += 1
-        request = json.loads(await http.read())
-        if state["latency"]:
-            await asyncio.sleep(state["latency"])
-        if state["status"] != 200:
-            return web.json_response({"error": {"message": "internal error", "type": "server_error"}},
-                                     status=state["status"])
-        body = {"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": answer(request)}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-        return web.Response(body=json.dumps(body).encode(), content_type="application/json")
-
-    async def control(http: web.Request) -> web.Response:
-        body = json.loads(await http.read())
-        if body.pop("reset", False):
-            state["requests"] = 0
-        state.update(body)
-        return web.json_response({})
-
-    async def stats(http: web.Request) -> web.Response:
-        return web.json_response({"requests": state["requests"]})
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", chat)
-        app.router.add_post("/v1/_control", control)
-        app.router.add_get("/v1/_stats", stats)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
-        print(f"http://127.0.0.1:{runner.addresses[0][1]}/v1", flush=True)
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
 class Server(bench_engine.Server):
-    """bench_engine's process wrapper around this file's server (it has the HTTP-status switch)."""
-
-    def __init__(self) -> None:
-        super().__init__(__file__)
+    """bench_engine's endpoint (its `status` knob answers every chat call with that HTTP status)."""
 
     def requests(self) -> int:
         return int(self.stats()["requests"])
@@ -207,7 +149,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
-        serve()
-    else:
-        sys.exit(main())
+    sys.exit(main())
