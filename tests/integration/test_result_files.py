@@ -29,11 +29,17 @@ NOT_JSON = {"report.html", ".results.lock"}
 """What a run writes that is not a JSON file: the HTML report and the (empty) result lock."""
 
 
+RUN_OUTPUTS = ("runs", "results.json", "cost.json", "last_run.json", ".usage.json", "case_results.json", "agent_summary.json",
+               ".results.lock", "report.html", "history.jsonl", ".sessions.json", ".endpoint-limits*", "shards")
+"""What an earlier run left in the checkout (CI runs the demo before the suite; .gitignore lists the
+same): not copied, so the run under test writes every one of them itself."""
+
+
 def run_example(root: Path, name: str, workers: str) -> dict[str, bytes]:
     """Run one example in a copy of it under `root`; every file the run wrote (path -> bytes)."""
     root.mkdir()
     bench = root / "benchmarks" / name
-    shutil.copytree(ROOT / "benchmarks" / name, bench)
+    shutil.copytree(ROOT / "benchmarks" / name, bench, ignore=shutil.ignore_patterns(*RUN_OUTPUTS))
     shutil.copy(ROOT / "conftest.py", root / "conftest.py")
     inputs = {p for p in bench.rglob("*") if p.is_file()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "EVALBENCH_"))}
