@@ -176,7 +176,10 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     outcome.rules += report.rules
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
-        outcome.notes.append("threshold rules not evaluated (no row was measured in this session)")
+        # no row of this session reached the gate: none was measured, or every one was judged by a
+        # judge its calibration found unreliable (those rows are shown, never gated)
+        outcome.notes.append("threshold rules not evaluated (no row this session measured reached the gate: none "
+                             "was measured, or each rests on a judge found unreliable)")
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
     return outcome
 

@@ -127,8 +127,8 @@ def gate_verdict(outcome: GateOutcome | None, exit_code: int, failed: int, node_
 
 def _rules_said(view: GateOutcome) -> str:
     """`min_negative_pass_rate 0.50 t: 1.00 held` for a few rules, else counts by status."""
-    if not view.rules:
-        return "no threshold rules are configured"
+    if not view.rules:  # configured rules that could not be evaluated say so in the notes
+        return "; ".join(view.notes) if view.notes else "no threshold rules are configured"
     if len(view.rules) <= MAX_RULES_IN_REASON:
         return "; ".join(r.text() for r in view.rules)
     counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "not evaluated")}

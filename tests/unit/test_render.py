@@ -63,6 +63,14 @@ def test_verdicts_say_why() -> None:
     assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
     none = gate_verdict(GateOutcome(mode="thresholds"), 0, 0, {})
     assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
+    # rules configured but no row of the session reached the gate (e.g. every row's judge unreliable):
+    # the reason says so, never "no threshold rules are configured"
+    from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
+    from pytest_evalbench.spec_rules import ThresholdRules
+    unreached = evaluate_gate(GateInputs(results=[], rules=ThresholdRules(min_negative_pass_rate=0.5)),
+                              GateSettings(mode="thresholds"))
+    reason = gate_verdict(unreached, 0, 0, {}).reason
+    assert "no threshold rules are configured" not in reason and "rests on a judge found unreliable" in reason
     cases = gate_verdict(GateOutcome(), 1, 1, {})
     assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
     incomplete = gate_verdict(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})
