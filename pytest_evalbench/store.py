@@ -141,7 +141,20 @@ class _Peeked(Iterator[_T]):
         return next(self._items)
 
 
-class StreamedList(list[Any]):
+class _Streamed:
+    """What the encoder asks a streamed container before iterating it: empty or not (an empty one
+    prints `[]`/`{}`), answered by peeking at the first item."""
+
+    _items: _Peeked
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return int(bool(self._items))
+
+
+class StreamedList(_Streamed, list[Any]):
     """A JSON array written from an iterable as the encoder reaches it, never held as a list.
     Iterable once; the encoder asks `bool()` (empty prints `[]`) and then iterates."""
 
@@ -149,29 +162,17 @@ class StreamedList(list[Any]):
         super().__init__()
         self._items = _Peeked(items)
 
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def __len__(self) -> int:
-        return int(bool(self._items))
-
     def __iter__(self) -> Iterator[Any]:
         return self._items
 
 
-class StreamedDict(dict[str, Any]):
+class StreamedDict(_Streamed, dict[str, Any]):
     """A JSON object written from an iterable of (key, value) pairs as the encoder reaches it (keys
     are expected unique). Iterable once, like `StreamedList`."""
 
     def __init__(self, items: Iterable[tuple[str, Any]]) -> None:
         super().__init__()
         self._items = _Peeked(items)
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def __len__(self) -> int:
-        return int(bool(self._items))
 
     def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
         return self._items
