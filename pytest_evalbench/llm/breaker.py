@@ -12,7 +12,8 @@ took ~22 s, against ~2 s for 500 answered items). The rule:
   broken model does not stop the others served by the same URL);
 - the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
 - an open circuit stays open for the rest of the process: every later call to that endpoint fails
-  without sending anything. A circuit opened by refused connections raises exactly the refusal that
+  without sending anything, and calls sleeping in a retry backoff for it wake at once (`pause`), so
+  failing items cost no more than answered ones. A circuit opened by refused connections raises exactly the refusal that
   opened it (so a dead endpoint is one error group in the summary, however many calls were in
   flight); one opened by server errors raises `LLMError("endpoint down: <the failure>")`. Its rows
   are errors, the run exits 7 and last_run.json names the reason.
@@ -20,6 +21,7 @@ took ~22 s, against ~2 s for 500 answered items). The rule:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from ..errors import LLMError
@@ -39,6 +41,8 @@ class Breaker:
     def __init__(self, threshold: int) -> None:
         self.threshold = max(1, threshold)
         self._streaks: dict[str, _Streak] = {}
+        self._sleepers: dict[str, set[asyncio.Future[None]]] = {}
+        """Circuit key -> the backoffs sleeping on it (woken when it opens)."""
 
     def check(self, ident: str, role: str, model: str) -> None:
         """Raise the endpoint-down error when the circuit of this endpoint (or of this model on it) is open."""
@@ -71,6 +75,28 @@ class Breaker:
         streak.kind, streak.reason = kind, reason
         if streak.failures >= self.threshold:
             streak.open = True
+            for sleeper in self._sleepers.pop(ident if connection else f"{ident} {model}", ()):
+                if not sleeper.done():
+                    sleeper.set_result(None)
+
+    async def pause(self, ident: str, model: str, delay: float) -> None:
+        """Sleep a retry's backoff, cut short when a circuit of this endpoint (or model) opens meanwhile:
+        the caller's next `check` then fails at once instead of after the rest of the backoff.
+        Called on the engine's one event loop, like `failed`."""
+        keys = (ident, f"{ident} {model}")
+        sleeper: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._sleepers.setdefault(key, set()).add(sleeper)
+        try:
+            await asyncio.wait({sleeper}, timeout=delay)
+        finally:
+            sleeper.cancel()
+            for key in keys:
+                waiting = self._sleepers.get(key)
+                if waiting is not None:
+                    waiting.discard(sleeper)
+                    if not waiting:
+                        del self._sleepers[key]
 
     def is_open(self, ident: str, model: str) -> bool:
         return any(s.open for s in (self._streaks.get(ident), self._streaks.get(f"{ident} {model}")) if s)

@@ -76,7 +76,7 @@ class Retrier:
                                f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
             self.stats.retries += 1
             attempt += 1
-            await asyncio.sleep(delay)
+            await self.breaker.pause(ident, endpoint.model, delay)
 
     async def _paced_retry(self, limited: int, failure: Failure, elapsed: float, message: str, role: str,
                            endpoint: Endpoint) -> None:

@@ -61,3 +61,31 @@ def test_server_errors_count_per_model_connection_failures_per_endpoint() -> Non
     with pytest.raises(LLMError) as raised:  # refused connections: the refusal itself, one error group
         breaker.check(URL, "target", "other")
     assert raised.value.kind == "connection error" and "endpoint down" not in str(raised.value)
+
+
+def test_a_backoff_wakes_when_its_circuit_opens_and_only_then() -> None:
+    """Retries sleeping in a backoff for an endpoint whose circuit opens wake at once (a dead
+    endpoint's items cost no more than answered ones); a backoff on another model sleeps it out."""
+    import asyncio
+    import time
+
+    async def scenario() -> tuple[float, float, float]:
+        breaker = Breaker(threshold=2)
+
+        async def timed(model: str, delay: float) -> float:
+            began = time.monotonic()
+            await breaker.pause(URL, model, delay)
+            return time.monotonic() - began
+
+        same = asyncio.ensure_future(timed("m", 30.0))
+        other = asyncio.ensure_future(timed("other", 0.3))
+        alone = asyncio.ensure_future(timed("m", 0.2))
+        await asyncio.sleep(0.05)
+        await alone  # nothing opened: the whole backoff
+        fail(breaker, 2)  # opens the circuit of model m
+        woke = await asyncio.wait_for(same, 5.0)
+        return woke, await other, await alone
+
+    woke, other, alone = asyncio.run(scenario())
+    assert woke < 1.0  # not the 30 s backoff
+    assert other >= 0.29 and alone >= 0.19
