@@ -30,6 +30,12 @@ from .shared_limits import SharedLimits, endpoint_key
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
 
+LOCAL_SLOTS = 1
+"""Requests in flight to the embedded llama.cpp server: it answers one at a time, so more would only
+queue inside it, where the wait counts against each request's timeout (16 concurrent judge calls of
+the 1.5B model timed out); they wait here instead, with no timeout."""
+
+
 def estimate_tokens(body: dict[str, Any]) -> int:
     """Tokens a request may use before its answer says: ~4 characters a token, plus the output cap."""
     prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", ())) // 4 + 1
@@ -124,7 +130,8 @@ class Admission:
         ident = self.endpoint.identity
         gate = limits.adaptive.get(ident)
         if gate is None:
-            gate = limits.adaptive[ident] = AdaptiveConcurrency(limits.settings.concurrency)
+            ceiling = LOCAL_SLOTS if self.local else limits.settings.concurrency
+            gate = limits.adaptive[ident] = AdaptiveConcurrency(ceiling)
         priority = call_priority(limits.settings.concurrency)
         started_round = await gate.acquire(priority)
         try:

@@ -180,3 +180,26 @@ def test_open_circuit_reports_the_refusal_that_opened_it(tmp_path: Path) -> None
         engine.close()
     assert engine.stats.failures["connection error"] == 2  # the last three never dialled
     assert len(set(errors)) == 1 and "cannot reach the endpoint" in errors[0]
+
+
+def test_the_embedded_server_gets_one_request_at_a_time(tmp_path: Path) -> None:
+    """llama.cpp's server answers one request at a time: more in flight would only queue inside it,
+    against each request's timeout. A remote endpoint keeps the configured concurrency."""
+    from pytest_evalbench.llm.limits import Limits
+    from pytest_evalbench.llm.types import EngineStats
+
+    async def peak(endpoint: Endpoint) -> int:
+        limits = Limits(EngineSettings(concurrency=8), EngineStats(), PriceTable({}), tmp_path / ".rate-limit")
+        limits.open_slots()
+        seen = [0]
+
+        async def one() -> None:
+            async with limits.admission(endpoint):
+                seen[0] = max(seen[0], limits.in_flight)
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(one() for _ in range(6)))
+        return seen[0]
+
+    assert asyncio.run(peak(Endpoint(model="qwen2.5-coder-1.5b", base_url=None, provider="local"))) == 1
+    assert asyncio.run(peak(Endpoint(model="m", base_url="http://127.0.0.1:9/v1"))) == 6
