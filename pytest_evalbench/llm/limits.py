@@ -29,7 +29,6 @@ from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate
 from .shared_limits import SharedLimits, endpoint_key
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
-
 LOCAL_SLOTS = 1
 """Requests in flight to the embedded llama.cpp server: it answers one at a time, so more would only
 queue inside it, where the wait counts against each request's timeout (16 concurrent judge calls of
