@@ -52,12 +52,12 @@ def read_text(path: Path) -> str:
 MAX_INT = 2**63 - 1
 """Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
 other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
 
 
-class _BadValue:
+class BadValue:
     """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
     second value of a duplicate key), so the walk that checks the data can name its row and field."""
 
@@ -77,7 +77,7 @@ class _BadValue:
         return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
 
 
-class _DuplicateKey(_BadValue):
+class _DuplicateKey(BadValue):
     def problem(self) -> str:
         return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
 
@@ -95,19 +95,19 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
-def _parse_int(text: str) -> int | _BadValue:
+def _parse_int(text: str) -> int | BadValue:
     if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
-        return _BadValue(text)
+        return BadValue(text)
     value = int(text)
-    return value if -MAX_INT <= value <= MAX_INT else _BadValue(text)
+    return value if -MAX_INT <= value <= MAX_INT else BadValue(text)
 
 
-def _parse_float(text: str) -> float | _BadValue:
+def _parse_float(text: str) -> float | BadValue:
     value = float(text)
-    return value if math.isfinite(value) else _BadValue(text)
+    return value if math.isfinite(value) else BadValue(text)
 
 
-DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_BadValue,
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=BadValue,
                            object_pairs_hook=_object)
 """The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
 markers that `check_depth` reports with their row and field."""
@@ -115,16 +115,16 @@ markers that `check_depth` reports with their row and field."""
 
 def surrogate_problem(text: str) -> str:
     """The message for a text holding a lone surrogate, naming the first one."""
-    found = _SURROGATE.search(text)
+    found = SURROGATE.search(text)
     code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
     return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
             "stored or sent as UTF-8; remove it or write the whole pair")
 
 
 def _value_problem(value: Any, strings: bool) -> str | None:
-    if isinstance(value, _BadValue):
+    if isinstance(value, BadValue):
         return value.problem()
-    if strings and isinstance(value, str) and _SURROGATE.search(value):
+    if strings and isinstance(value, str) and SURROGATE.search(value):
         return surrogate_problem(value)
     return None
 
@@ -136,7 +136,7 @@ def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
         value, where = stack.pop()
         if isinstance(value, dict):
             for key in value:
-                if strings and isinstance(key, str) and _SURROGATE.search(key):
+                if strings and isinstance(key, str) and SURROGATE.search(key):
                     shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
                     return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
             stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
@@ -163,14 +163,14 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
             if depth >= MAX_DEPTH:
                 raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
             if isinstance(value, dict):
-                if strings and any(isinstance(k, str) and _SURROGATE.search(k) for k in value):
+                if strings and any(isinstance(k, str) and SURROGATE.search(k) for k in value):
                     bad = True
                     break
                 children: Iterable[Any] = value.values()
             else:
                 children = value
             stack.extend((child, depth + 1) for child in children)
-        elif isinstance(value, _BadValue) or (strings and isinstance(value, str) and _SURROGATE.search(value)):
+        elif isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value)):
             bad = True
             break
     if bad:
@@ -182,7 +182,7 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
 
 def has_surrogate(text: str) -> bool:
     """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
-    return _SURROGATE.search(text) is not None
+    return SURROGATE.search(text) is not None
 
 
 def may_hold_surrogates(text: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from .errors import InputError
-from .input_json import _SURROGATE, MAX_DEPTH, MAX_INT, _BadValue, read_text, surrogate_problem  # the values JSON input may hold
+from .input_json import MAX_DEPTH, MAX_INT, SURROGATE, BadValue, read_text, surrogate_problem  # the values JSON input may hold
 
 MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""
@@ -46,7 +46,7 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
     value = node.value
     if node.tag == _YAML_TIMESTAMP:
         node.tag = _YAML_STR
-    if _SURROGATE.search(value):
+    if SURROGATE.search(value):
         try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
             node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
         except UnicodeDecodeError:
@@ -54,11 +54,11 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
         return None
     if node.tag == _YAML_INT:
         if len(value.replace("_", "").lstrip("+-")) > 20:
-            return _BadValue(value).problem()
+            return BadValue(value).problem()
         number = loader.construct_yaml_int(node)
-        return None if -MAX_INT <= number <= MAX_INT else _BadValue(value).problem()
+        return None if -MAX_INT <= number <= MAX_INT else BadValue(value).problem()
     if node.tag == _YAML_FLOAT and not math.isfinite(loader.construct_yaml_float(node)):
-        return _BadValue(value).problem()
+        return BadValue(value).problem()
     return None
 
 
