@@ -157,6 +157,7 @@ class ScenarioKind:
                           len(measured))
         lines += [line] if line else []
         results: Sequence[JSONObject] = ResultsFile(bench_dir / "results.json") if rates else []
+        summaries = [r.model_dump(mode="json", exclude_unset=True) for r in rates]  # results.json's, by_scenario empty
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
@@ -174,7 +175,7 @@ class ScenarioKind:
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
                            unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir),
-                           accuracy=self.accuracy)
+                           accuracy=self.accuracy, summaries=summaries)
 
 
 class ResultsFile(Sequence[JSONObject]):
