@@ -122,3 +122,77 @@ def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, be
     pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
     assert len(json.loads((pytester.path / "closures.json").read_text())) == 1
     assert len(list((pytester.path / "overridden").iterdir())) == 4
+
+
+STASH_PROBE = """
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sizes = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    sizes[item.nodeid] = sys.getsizeof(item.stash._storage)  # private: the table pytest's keys share
+
+
+def pytest_sessionfinish(session):
+    Path("stash.json").write_text(json.dumps(sizes))
+"""
+
+
+def test_case_items_stash_no_more_than_plain_tests(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A case item's stash table is no larger than a plain test's while it runs: pytest's own keys
+    fill its smallest table, and the item's case, record and outcome kept there resized it for the
+    whole session (~130 bytes per item at 100,000 items; issue 26, memory)."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(2)])
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(STASH_PROBE)
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly", "benchmarks", "test_plain.py"
+                                  ).assert_outcomes(passed=3)
+    sizes = json.loads((pytester.path / "stash.json").read_text())
+    plain = sizes.pop("test_plain.py::test_plain")
+    assert len(sizes) == 2 and max(sizes.values()) <= plain, (sizes, plain)
+
+
+READS_PROBE = """
+import json
+from pathlib import Path
+
+import pytest_evalbench.scenarios.kind as kind
+
+read = []
+_read_rows = kind.read_rows
+
+
+def recording(path):
+    read.append(Path(path).name)
+    return _read_rows(path)
+
+
+kind.read_rows = recording
+
+
+def pytest_unconfigure(config):
+    Path("reads.json").write_text(json.dumps(read))
+"""
+
+
+def test_pass_k_shown_without_reading_results_json_back(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """The summary's pass^k comes from the per-target summaries kept when results.json was written:
+    parsing the file back held its `by_scenario` (one entry per scenario, 100,000 at N = 100,000)
+    to the end of the finish pass (issue 26, memory). The numbers are the file's."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(3)],
+                            generation={"turns": 1, "num_samples": 2, "perfunctory": False, "landmarks": False})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(READS_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly")
+    result.assert_outcomes(passed=6)
+    assert json.loads((pytester.path / "reads.json").read_text()) == []
+    entry = json.loads((bench / "results.json").read_text())[0]
+    assert entry["pass_k"]["m01"]["k"] == 2 and entry["pass_k"]["m01"]["n_cases"] == 3
+    result.stdout.fnmatch_lines(["*pass^k / pass@k over cases*", "*m01*"])
