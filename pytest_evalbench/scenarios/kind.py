@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..kinds import BenchmarkKind, JSONObject, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
-from ..provenance import read_sessions, unit_key
+from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from ..store import read_rows
@@ -174,7 +174,7 @@ class ScenarioKind:
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir),
+                           unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
                            accuracy=self.accuracy, summaries=summaries)
 
 
