@@ -107,6 +107,10 @@ class KindResults:
     """Row key -> the session that measured it (`.sessions.json`), for rates carried over."""
     accuracy: Mapping[str, JudgeAccuracy] = field(default_factory=dict)
     """Metric id -> the judge's calibration counts (calibration.json): rates shown corrected beside observed."""
+    summaries: Sequence[JSONObject] | None = None
+    """`results` without their per-case breakdown (results.json's `by_scenario`, 100,000 entries at
+    100,000 items), kept from the write when `results` is read from the file: what reports read
+    (pass^k), so a run never parses its own results.json back. None: read `results`."""
 
 
 class BenchmarkKind(Protocol[R, C]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,30 @@ def read_sessions(directory: Path) -> dict[str, SessionStamp]:
             if stamp is not None:
                 out[key] = stamp
     return out
+
+
+class LedgerRows(Mapping[str, SessionStamp]):
+    """`read_sessions(directory)`, read when first looked up. Reports look up only rows carried over
+    from earlier sessions: a run that measured every row never reads the ledger back (100,000 keys
+    at 100,000 items, otherwise held through the whole finish pass)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._rows: dict[str, SessionStamp] | None = None
+
+    def _read(self) -> dict[str, SessionStamp]:
+        if self._rows is None:
+            self._rows = read_sessions(self.directory)
+        return self._rows
+
+    def __getitem__(self, key: str) -> SessionStamp:
+        return self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def update_sessions(directory: Path, measured: Iterable[str], live: Collection[str],

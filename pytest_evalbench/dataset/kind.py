@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
-from ..provenance import read_sessions, unit_key
+from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from .answers import stored_answer, write_answers
@@ -162,7 +162,7 @@ class DatasetKind:
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
                            judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files,
-                           measured=measured, sessions=read_sessions(out))
+                           measured=measured, sessions=LedgerRows(out))
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[DatasetRecord, DatasetItem]:

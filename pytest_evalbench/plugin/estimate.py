@@ -13,7 +13,7 @@ import pytest
 from ..errors import EvalbenchError
 from ..estimate import Estimable, Estimate, Expectations, estimate, render
 from ..sanitize import terminal
-from .nodes import CASE_KEY, CaseItem
+from .nodes import CaseItem
 from .selection import Selection
 
 
@@ -37,7 +37,7 @@ class EstimateMode:
         run = selection.run
         expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None, run.engine)
         try:
-            result: Estimate = estimate(kind.plan_calls(item.stash[CASE_KEY], expect)
+            result: Estimate = estimate(kind.plan_calls(item.case, expect)
                                         for item in session.items if isinstance(item, CaseItem))
         except EvalbenchError as exc:
             raise pytest.UsageError(terminal(str(exc))) from None

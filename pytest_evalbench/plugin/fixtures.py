@@ -6,17 +6,17 @@ of an item is awaited (it was usually prefetched long before the test starts).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from .nodes import CASE_KEY
+from .nodes import CaseItem
 
 
 @pytest.fixture
 def evalbench_case(request: pytest.FixtureRequest) -> Any:
     """The case of the current item: `ScenarioCase` (scenario, target_id, sample) or a dataset case."""
-    return request.node.stash[CASE_KEY]
+    return cast(CaseItem, request.node).case
 
 
 @pytest.fixture

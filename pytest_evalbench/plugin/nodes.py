@@ -32,8 +32,6 @@ loaded with the plugin, so the key is one object for the whole process even when
 runs drop lazily imported modules."""
 SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
 """Where collection gets the cases (the session's `Selection`)."""
-CASE_KEY = pytest.StashKey[Any]()
-OUTCOME_KEY = pytest.StashKey[Any]()
 
 
 def check_case(evalbench_record: dict[str, Any]) -> None:
@@ -46,12 +44,18 @@ class CaseItem(OneLineErrors):
     """One benchmark case (scenario × target × sample, or a dataset case)."""
 
     one_line = (EvalbenchError,)  # their one-line message replaces pytest's traceback (make_report)
+    __slots__ = ("case", "case_outcome", "case_record")
+    """The case, its record (JSON) and the kind's outcome while the item runs (`outcomes.py` sets and
+    clears the last two). Slots, not stash keys: pytest's own keys fill the stash's smallest table
+    (5 entries), one more resizes it for the whole session (~130 bytes per item, 13 MB at 100,000)."""
 
     def __init__(self, *, case: Any, location_of: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if location_of is not None:  # the file's relative path, as pytest computes it for every item
             share_location(self, location_of)
-        self.stash[CASE_KEY] = case
+        self.case = case
+        self.case_record: Any = None
+        self.case_outcome: Any = None
         add_k_keywords(self, case.keywords)  # what -k matches
         fix_structured_nodeid(self)  # --lf/--nf/--sw on pytest >= 9.2
 
@@ -62,7 +66,7 @@ class CaseItem(OneLineErrors):
         """Run the test body, then fail with the core's message when the case's outcome is `failed`
         (xfail when its judge is unreliable: the failure is shown but cannot fail the build)."""
         super().runtest()
-        outcome = self.stash[OUTCOME_KEY]
+        outcome = self.case_outcome
         if outcome.status == "failed":
             message = terminal(outcome.message)  # the judge's justification and the last exchange
             if not outcome.convicts:

@@ -21,14 +21,13 @@ from ..render.terminal import transcript_text
 from ..sanitize import terminal
 from ..spool import Spool
 from ._compat import attach, junit_requested, read, xfail_reason
-from .nodes import OUTCOME_KEY, CaseItem
+from .nodes import CaseItem
 from .scheduling import Scheduler
 from .selection import Selection
 
 if TYPE_CHECKING:
     from ..render.summary import CaseStatus
 
-RECORD_KEY = pytest.StashKey[JSONRecord]()
 RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
 """What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status."""
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
@@ -89,8 +88,8 @@ class Outcomes:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                         for name, value in outcome.properties)  # JUnit XML
             item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
-        item.stash[RECORD_KEY] = data
-        item.stash[OUTCOME_KEY] = outcome
+        item.case_record = data
+        item.case_outcome = outcome
         if outcome.status == "unscored":
             raise Unscored(outcome.message or "unscored")
         return data
@@ -109,23 +108,23 @@ class Outcomes:
             report.longrepr = terminal(str(report.longrepr))  # its message may quote model or endpoint text
         if self.junit and read(report, ERROR_ATTR) and not any(k == "evalbench_status" for k, _ in item.user_properties):
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
-        if OUTCOME_KEY in item.stash:
-            attach(report, STATUS_ATTR, item.stash[OUTCOME_KEY].status)
-        if call.when == "call" and report.failed and RECORD_KEY in item.stash and self.config.getoption("verbose") > 0:
-            full = transcript_text(item.stash[RECORD_KEY])
+        if not isinstance(item, CaseItem):
+            return
+        if item.case_outcome is not None:
+            attach(report, STATUS_ATTR, item.case_outcome.status)
+        if call.when == "call" and report.failed and item.case_record is not None and self.config.getoption("verbose") > 0:
+            full = transcript_text(item.case_record)
             if full:
                 report.longrepr = f"{report.longrepr}\n{terminal(full)}"
         if call.when == "teardown":
             self._release(item, report)
 
-    def _release(self, item: pytest.Item, report: pytest.TestReport) -> None:
+    def _release(self, item: CaseItem, report: pytest.TestReport) -> None:
         """The item is done: its record moves to the teardown report (which the controller, or xdist
         on the way there, consumes) and nothing of it stays on the item or in the engine."""
-        if RECORD_KEY in item.stash:
-            attach(report, RECORD_ATTR, item.stash[RECORD_KEY])
-            del item.stash[RECORD_KEY]
-        if OUTCOME_KEY in item.stash:
-            del item.stash[OUTCOME_KEY]
+        if item.case_record is not None:
+            attach(report, RECORD_ATTR, item.case_record)
+        item.case_record = item.case_outcome = None
         self.scheduler.release(item.nodeid)
 
     def consume(self, report: pytest.TestReport) -> None:

@@ -73,7 +73,8 @@ class Reporting:
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=outcomes.messages,
                                 recorded=len(outcomes.records), failed=len(outcomes.failed), root=self.config.rootpath,
-                                files=files, notes=results.notes(), cases=outcomes.case_statuses())
+                                files=files, notes=results.notes())
+        summary.cases = outcomes.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
         summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
                                             failed=bool(outcomes.failed or outcomes.errors),

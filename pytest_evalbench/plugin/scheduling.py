@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from ..kinds import AnyKind
-from .nodes import CASE_KEY, CaseItem
+from .nodes import CaseItem
 
 if TYPE_CHECKING:
     from ..run import BenchmarkRun
@@ -66,6 +66,6 @@ class Scheduler:
         return run.engine.stats.to_json()
 
     def _pipeline(self, item: CaseItem) -> Callable[[], Any]:
-        case = item.stash[CASE_KEY]
+        case = item.case
         kind = self.source.kind
         return lambda: kind.run_case(case)

@@ -207,7 +207,7 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
         comparison = gate.outcome.comparison
         summary.rates = scenario_rates(written, comparison)
         shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
-        summary.pass_k = pass_k_rows(written.results)
+        summary.pass_k = pass_k_rows(written.results if written.summaries is None else written.summaries)
         if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:
             summary.flaky, summary.flaky_total = flaky_cases(written.scores)  # else no third pass over scores
         summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,

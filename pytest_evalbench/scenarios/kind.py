@@ -14,7 +14,7 @@ from ..errors import ConfigError
 from ..kinds import BenchmarkKind, JSONObject, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status
 from ..loading import SPEC_FILE
 from ..panel import agreement_lines
-from ..provenance import read_sessions, unit_key
+from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from ..store import read_rows
@@ -157,6 +157,7 @@ class ScenarioKind:
                           len(measured))
         lines += [line] if line else []
         results: Sequence[JSONObject] = ResultsFile(bench_dir / "results.json") if rates else []
+        summaries = [r.model_dump(mode="json", exclude_unset=True) for r in rates]  # results.json's, by_scenario empty
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
             lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
@@ -173,8 +174,8 @@ class ScenarioKind:
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable), measured=measured, sessions=read_sessions(bench_dir),
-                           accuracy=self.accuracy)
+                           unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
+                           accuracy=self.accuracy, summaries=summaries)
 
 
 class ResultsFile(Sequence[JSONObject]):

@@ -122,3 +122,80 @@ def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, be
     pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
     assert len(json.loads((pytester.path / "closures.json").read_text())) == 1
     assert len(list((pytester.path / "overridden").iterdir())) == 4
+
+
+STASH_PROBE = """
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sizes = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    sizes[item.nodeid] = sys.getsizeof(item.stash._storage)  # private: the table pytest's keys share
+
+
+def pytest_sessionfinish(session):
+    Path("stash.json").write_text(json.dumps(sizes))
+"""
+
+
+def test_case_items_stash_no_more_than_plain_tests(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A case item's stash table is no larger than a plain test's while it runs: pytest's own keys
+    fill its smallest table, and the item's case, record and outcome kept there resized it for the
+    whole session (~130 bytes per item at 100,000 items; issue 26, memory)."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(2)])
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(STASH_PROBE)
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly", "benchmarks", "test_plain.py"
+                                  ).assert_outcomes(passed=3)
+    sizes = json.loads((pytester.path / "stash.json").read_text())
+    plain = sizes.pop("test_plain.py::test_plain")
+    assert len(sizes) == 2 and max(sizes.values()) <= plain, (sizes, plain)
+
+
+READS_PROBE = """
+import json
+from collections import Counter
+from pathlib import Path
+
+read = Counter()
+_read_text = Path.read_text
+
+
+def recording(self, *args, **kwargs):
+    read[self.name] += 1
+    return _read_text(self, *args, **kwargs)
+
+
+Path.read_text = recording
+
+
+def pytest_unconfigure(config):
+    Path.read_text = _read_text
+    Path("reads.json").write_text(json.dumps(read))
+"""
+
+
+def test_finish_pass_reads_back_neither_results_nor_ledger(pytester: pytest.Pytester,
+                                                           bench_env: FakeLLMServer) -> None:
+    """The summary's pass^k comes from the per-target summaries kept when results.json was written,
+    and `.sessions.json` is read once (merged under the result lock), not again for reports when no
+    row is carried over: parsing either back held 100,000 entries at N = 100,000 through the rest of
+    the finish pass (issue 26, memory). The numbers shown are the file's."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(3)],
+                            generation={"turns": 1, "num_samples": 2, "perfunctory": False, "landmarks": False})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(READS_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly")
+    result.assert_outcomes(passed=6)
+    reads = json.loads((pytester.path / "reads.json").read_text())
+    assert reads.get("results.json", 0) == 0 and reads.get(".sessions.json", 0) == 1, reads
+    entry = json.loads((bench / "results.json").read_text())[0]
+    assert entry["pass_k"]["m01"] == {"k": 2, "n_cases": 3, "n_excluded": 0, "pass_hat_k": 1.0, "pass_at_k": 1.0}
+    result.stdout.fnmatch_lines(["*pass^2 1.00, pass@2 1.00 tgt m01: over 3 cases, k = 2 samples per case*"])
