@@ -214,3 +214,17 @@ def test_the_engine_key_is_the_canonical_key_of_its_material() -> None:
     material = {"endpoint": "http://x/v1", "body": body, "sample": 2, "attempt": 1}
     assert text == canonical_json(material)
     assert text_key(text) == cache_key(material) == request_key("http://x/v1", canonical_json(body), 2, 1)
+
+
+def test_entry_read_as_bytes_keeps_what_text_reading_gave(tmp_path: Path) -> None:
+    """Entries are read through bare file descriptors: CRLF line ends (an editor on Windows) still
+    replay, a large entry is read whole, a directory in an entry's place is unreadable, not a crash."""
+    cache, key = stored(tmp_path, content="long " * 40_000)
+    path = cache.path_for(key)
+    assert path.stat().st_size > 1 << 17 and cache.get(key) == {**RESPONSE, "content": "long " * 40_000}
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert cache.get(key) == {**RESPONSE, "content": "long " * 40_000}
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CorruptEntry, match="unreadable"):
+        cache.get(key)
