@@ -19,6 +19,7 @@ or decoded is a corrupt entry, never a crash.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -134,8 +135,15 @@ def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str
 
 def material_json(identity: str, body_json: str, sample: int, attempt: int) -> str:
     """The canonical JSON of a call's material, from its body's canonical JSON (no re-encoding)."""
-    return (f'{{"attempt":{canonical_json(attempt)},"body":{body_json},"endpoint":{canonical_json(identity)},'
-            f'"sample":{canonical_json(sample)}}}')
+    return (f'{{"attempt":{_small_json(attempt)},"body":{body_json},"endpoint":{_small_json(identity)},'
+            f'"sample":{_small_json(sample)}}}')
+
+
+@functools.lru_cache(maxsize=256)
+def _small_json(value: str | int) -> str:
+    """`canonical_json` of a call's endpoint identity, sample or attempt: a handful of distinct
+    values per run, each encoded once, not once per call."""
+    return canonical_json(value)
 
 
 def text_key(request_json: str) -> str:
@@ -162,14 +170,19 @@ def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: st
 def _read_text(path: str) -> str:
     """A file's UTF-8 text through bare file descriptors: a third of `open().read()`'s cost (no
     buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    fd = os.open(path, os.O_RDONLY | _O_BINARY)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
+        chunks = [os.read(fd, _CHUNK)]
+        while len(chunks[-1]) == _CHUNK:  # a short read of a regular file is its end: one read per entry
+            chunks.append(os.read(fd, _CHUNK))
     finally:
         os.close(fd)
     return b"".join(chunks).decode("utf-8")
+
+
+_CHUNK = 1 << 16
+_O_BINARY: int = getattr(os, "O_BINARY", 0)
+"""Windows: no newline translation (elsewhere 0)."""
 
 
 class ResponseCache:
@@ -178,6 +191,8 @@ class ResponseCache:
     def __init__(self, directory: Path, mode: CacheMode = "on") -> None:
         self.directory = directory
         self.mode = mode
+        self._root = os.path.join(directory, "")
+        """The directory as text with its separator: an entry's path is built by concatenation."""
 
     @property
     def reads(self) -> bool:
@@ -198,7 +213,7 @@ class ResponseCache:
         if not self.reads:
             return None
         try:
-            text = _read_text(os.path.join(self.directory, key[:2], key + ".json"))
+            text = _read_text(f"{self._root}{key[:2]}{os.sep}{key}.json")
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
