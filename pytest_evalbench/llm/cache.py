@@ -139,7 +139,7 @@ def material_json(identity: str, body_json: str, sample: int, attempt: int) -> s
             f'"sample":{_small_json(sample)}}}')
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 encode differently
 def _small_json(value: str | int) -> str:
     """`canonical_json` of a call's endpoint identity, sample or attempt: a handful of distinct
     values per run, each encoded once, not once per call."""
