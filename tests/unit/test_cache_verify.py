@@ -228,3 +228,13 @@ def test_entry_read_as_bytes_keeps_what_text_reading_gave(tmp_path: Path) -> Non
     path.mkdir()
     with pytest.raises(CorruptEntry, match="unreadable"):
         cache.get(key)
+
+
+@pytest.mark.parametrize(("sample", "attempt"), [(1, True), (True, 1), (0, 0), (1, 1)])
+def test_material_json_encodes_each_value_as_itself(sample: int, attempt: int) -> None:
+    """The per-value encoding memo must not confuse values that compare equal (True == 1)."""
+    from pytest_evalbench.llm.cache import canonical_json, material_json
+
+    for s, a in ((1, 1), (sample, attempt)):  # the memo already holds 1 when the pair is encoded
+        material = {"endpoint": "e", "body": {}, "sample": s, "attempt": a}
+        assert material_json("e", "{}", s, a) == canonical_json(material)
