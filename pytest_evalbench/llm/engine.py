@@ -11,7 +11,7 @@ import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .cache import ResponseCache, canonical_json, request_key
+from .cache import ResponseCache, canonical_json, material_json, text_key
 from .limits import Limits
 from .memo import Memo
 from .pipelines import PRIORITY, Pipelines
@@ -125,10 +125,12 @@ class Engine:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
         body = self.request_body(endpoint, messages, schema, tools)
         encoded = canonical_json(body)  # hashed into the key and sent as is: the body is encoded once
-        key = request_key(endpoint.identity, encoded, sample, attempt)
+        material_text = material_json(endpoint.identity, encoded, sample, attempt)
+        key = text_key(material_text)
         material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
         completion = await self.memo.answer(key, material, role, endpoint.model,
-                                            lambda: self.retrier.fetch(endpoint, body, role, encoded.encode()))
+                                            lambda: self.retrier.fetch(endpoint, body, role, encoded.encode()),
+                                            material_text)
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
                                 local=endpoint.provider == "local")
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)

@@ -36,9 +36,11 @@ class Memo:
         self._pending: dict[str, asyncio.Future[Completion]] = {}
 
     async def answer(self, key: str, material: dict[str, Any], role: str, model: str,
-                     fetch: Callable[[], Awaitable[Completion]]) -> Completion:
-        """The completion for `key`; `material` is what the cache entry records of the request."""
-        cached = self._cached(key, role, model)
+                     fetch: Callable[[], Awaitable[Completion]], material_text: str | None = None
+                     ) -> Completion:
+        """The completion for `key`; `material` is what the cache entry records of the request
+        (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
+        cached = self._cached(key, role, model, None if material_text is None else (material, material_text))
         if cached is not None:
             self.stats.cache_hits += 1
             completion = redacted(Completion.from_json(cached, cached=True, key=key))
@@ -62,11 +64,12 @@ class Memo:
             self._write_behind(key, material, completion)
         return completion
 
-    def _cached(self, key: str, role: str, model: str) -> dict[str, Any] | None:
+    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None
+                ) -> dict[str, Any] | None:
         """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
         mode an error naming the file."""
         try:
-            return self.cache.get(key)
+            return self.cache.get(key, request)
         except CorruptEntry as exc:
             self.stats.failures["corrupt cache entry"] += 1
             if self.cache.mode == "replay":

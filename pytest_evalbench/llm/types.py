@@ -11,13 +11,13 @@ from urllib.parse import urlsplit
 
 from ..redaction import redact, strip_credentials
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def safe_text(text: str) -> str:
     """`text` with lone surrogates (a JSON `\\ud800` escape decodes to one) made U+FFFD: such a
     string cannot be written as UTF-8, so one in a model's answer crashed every file written after."""
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    return SURROGATE.sub("\ufffd", text) if SURROGATE.search(text) else text
 
 
 def safe_json(value: Any) -> Any:

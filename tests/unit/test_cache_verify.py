@@ -131,3 +131,110 @@ def test_fast_key_and_digest_match_the_canonical_definitions(request_: dict) -> 
     assert _material_key(request_, encoded) == cache_key(request_)
     key = cache_key(request_)
     assert _digest(key, encoded, response) == entry_digest(key, request_, response)
+
+
+def damaged_entries(tmp_path: Path) -> list[tuple[str, Any]]:
+    """A sound entry and every kind of damage the checks name, each as (what, entry as stored)."""
+    cache, key = stored(tmp_path)
+    entry = json.loads(cache.path_for(key).read_text())
+    other = {**REQUEST, "sample": 1}
+    return [
+        ("sound", entry),
+        ("no digest", {k: v for k, v in entry.items() if k != "digest"}),
+        ("edited answer", {**entry, "response": {**RESPONSE, "content": "edited"}}),
+        ("edited request", {**entry, "request": {**REQUEST, "attempt": 1}}),
+        ("copied request", {**entry, "request": other, "digest": entry_digest(key, other, RESPONSE)}),
+        ("float for int", {**entry, "request": {**REQUEST, "sample": 0.0}}),
+        ("other key", {**entry, "key": cache_key(other)}),
+        ("bad response", {**entry, "response": {**RESPONSE, "input_tokens": -1}}),
+        ("empty response", {**entry, "response": {**RESPONSE, "content": " "}}),
+        ("surrogate", {**entry, "response": {**RESPONSE, "content": "x \ud800"},
+                       "digest": entry_digest(key, REQUEST, {**RESPONSE, "content": "x \ud800"})}),
+        ("newer version", {**entry, "version": 99}),
+        ("digest not text", {**entry, "digest": 7}),
+    ]
+
+
+def outcome(cache: ResponseCache, key: str, request: tuple[dict[str, Any], str] | None) -> Any:
+    try:
+        return cache.get(key, request)
+    except CorruptEntry as exc:
+        return ("corrupt", exc.reason)
+
+
+def test_the_callers_request_changes_no_verdict(tmp_path: Path) -> None:
+    """The replay hot path (the engine passes its own request and its canonical JSON) replays
+    exactly what the full checks replay and names exactly what they name, for every damage. One
+    difference, by design: a stored request equal in value to the call's but spelled differently
+    (0.0 for 0) still replays there, since the digest proves the answer was recorded for exactly
+    this call; the full check, re-hashing the stored spelling, names it."""
+    from pytest_evalbench.llm.cache import canonical_json
+
+    cache, key = stored(tmp_path / "c")
+    path = cache.path_for(key)
+    for what, entry in damaged_entries(tmp_path / "d"):
+        path.write_text(json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True))
+        full = outcome(cache, key, None)
+        fast = outcome(cache, key, (REQUEST, canonical_json(REQUEST)))
+        if what == "float for int":
+            assert (fast, full[0]) == (RESPONSE, "corrupt")
+            continue
+        assert fast == full, what
+        if what == "sound":
+            assert full == RESPONSE
+        elif what == "surrogate":
+            assert full == {**RESPONSE, "content": "x \ufffd"}
+        elif what != "no digest":
+            assert full[0] == "corrupt", what
+
+
+def test_a_sound_entry_is_not_re_encoded_when_the_caller_gives_its_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """70,000 replayed calls each re-encoding and re-hashing a whole conversation was the largest
+    cost of a cached run: given the caller's request, a sound entry skips the full checks."""
+    from pytest_evalbench.llm import cache as cache_module
+
+    cache, key = stored(tmp_path)
+    request = (REQUEST, cache_module.canonical_json(REQUEST))
+
+    def full_check(*_: object) -> str:
+        raise AssertionError("the full check ran for a sound entry")
+
+    monkeypatch.setattr(cache_module, "entry_problem", full_check)
+    assert cache.get(key, request) == RESPONSE
+    with pytest.raises(AssertionError):
+        cache.get(key)  # without the caller's request, the full check is the only one
+
+
+def test_the_engine_key_is_the_canonical_key_of_its_material() -> None:
+    from pytest_evalbench.llm.cache import canonical_json, material_json, request_key, text_key
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hé \ud800"}], "temperature": 0.5}
+    text = material_json("http://x/v1", canonical_json(body), 2, 1)
+    material = {"endpoint": "http://x/v1", "body": body, "sample": 2, "attempt": 1}
+    assert text == canonical_json(material)
+    assert text_key(text) == cache_key(material) == request_key("http://x/v1", canonical_json(body), 2, 1)
+
+
+def test_entry_read_as_bytes_keeps_what_text_reading_gave(tmp_path: Path) -> None:
+    """Entries are read through bare file descriptors: CRLF line ends (an editor on Windows) still
+    replay, a large entry is read whole, a directory in an entry's place is unreadable, not a crash."""
+    cache, key = stored(tmp_path, content="long " * 40_000)
+    path = cache.path_for(key)
+    assert path.stat().st_size > 1 << 17 and cache.get(key) == {**RESPONSE, "content": "long " * 40_000}
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert cache.get(key) == {**RESPONSE, "content": "long " * 40_000}
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(CorruptEntry, match="unreadable"):
+        cache.get(key)
+
+
+@pytest.mark.parametrize(("sample", "attempt"), [(1, True), (True, 1), (0, 0), (1, 1)])
+def test_material_json_encodes_each_value_as_itself(sample: int, attempt: int) -> None:
+    """The per-value encoding memo must not confuse values that compare equal (True == 1)."""
+    from pytest_evalbench.llm.cache import canonical_json, material_json
+
+    for s, a in ((1, 1), (sample, attempt)):  # the memo already holds 1 when the pair is encoded
+        material = {"endpoint": "e", "body": {}, "sample": s, "attempt": a}
+        assert material_json("e", "{}", s, a) == canonical_json(material)
