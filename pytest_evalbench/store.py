@@ -18,6 +18,7 @@ from filelock import FileLock, Timeout
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .file_version import unversioned
+from .json_text import iterencode
 from .safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -116,10 +117,6 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
 
 
 _T = TypeVar("_T")
-_ENCODER = json.JSONEncoder(indent=2, ensure_ascii=False)
-"""The one JSON text of every result file. With an indent, `iterencode` runs the standard library's
-pure-Python encoder, the same one `json.dumps(indent=2)` runs: what it writes is `json.dumps`'s
-text byte for byte, also for the streamed containers below (tests/unit/test_streamed_json.py)."""
 
 
 class _Peeked(Iterator[_T]):
@@ -182,7 +179,7 @@ def write_json(path: Path, data: Any, root: Path | None) -> None:
     """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
     replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
     in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
-    chunks = _ENCODER.iterencode(data)
+    chunks = iterencode(data)  # json.dumps's text, byte for byte (json_text; tests/unit/test_streamed_json.py)
     with atomic_open(path, root) as handle:
         while text := "".join(islice(chunks, 4096)):  # joined in C: one write per 4096 pieces
             handle.write(text)
