@@ -21,6 +21,7 @@ from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..gate.rows import OutcomeRow
+from ..json_text import IndentedText, indented
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
 from ..safe_files import check_dir
@@ -147,13 +148,14 @@ class TargetRows:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> [conversations.json row, its usage by phase, scores.json row]."""
+        """(id, sample) -> [conversations.json row as its indented JSON text (`json_text.indented`,
+        version included: written as it is, never parsed again), its usage by phase, scores.json row]."""
 
     def add(self, record: ScenarioRecord) -> None:
         conversation = record.conversation
         self.spooled.add((conversation.id, conversation.sample),
-                         [conversation.to_json(), {k: v.to_json() for k, v in record.usage.items()},
-                          record.score.to_json()])
+                         [indented(versioned(conversation.to_json())),
+                          {k: v.to_json() for k, v in record.usage.items()}, record.score.to_json()])
 
     def close(self) -> None:
         self.spooled.close()
@@ -185,9 +187,9 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
         for key in in_order(set(kept_scores) | set(new.spooled)):
             yield versioned(new.spooled[key][2] if key in new.spooled else kept_scores[key])
 
-    def conversations() -> Iterator[dict[str, Any]]:
+    def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:
-            yield versioned(new.spooled[key][0] if key in new.spooled else old[key])
+            yield IndentedText(new.spooled[key][0]) if key in new.spooled else versioned(old[key])
 
     ledger_path = run_dir / USAGE_LEDGER
     old_ledger = read_ledger(ledger_path)
