@@ -14,7 +14,7 @@ by the standard library (strings by its C `encode_basestring`, numbers and anyth
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -35,8 +35,11 @@ class IndentedText:
         self.text = text
 
 
+_PADS = ["  " * level for level in range(32)]
+
+
 def _pad(level: int) -> str:
-    return "  " * level
+    return _PADS[level] if level < 32 else "  " * level
 
 
 def _key(key: object) -> str:
@@ -56,6 +59,9 @@ def _scalar(value: Any) -> str:
     if value is None or value is True or value is False:
         return _CONSTANTS[value]
     return _SCALAR.encode(value)  # floats (NaN, Infinity) and anything else, as json encodes them
+
+
+_NESTED = (*_PLAIN, IndentedText)
 
 
 class _Flat:
@@ -87,60 +93,67 @@ _FLAT = _Flat()
 def _flat(value: list[Any] | tuple[Any, ...] | dict[Any, Any]) -> bool:
     """Every member a scalar or an empty plain container (an empty one is `[]`/`{}` at any depth)."""
     for member in value.values() if type(value) is dict else value:
-        if isinstance(member, (*_PLAIN, IndentedText)) and (member or type(member) not in _PLAIN):
+        if isinstance(member, _NESTED) and (member or type(member) not in _PLAIN):
             return False
     return True
 
 
-def iterencode(value: Any, level: int = 0) -> Iterator[str]:
-    """The JSON text of `value` at indent depth `level`, in pieces (lists and dicts of any kind are
-    iterated once, as the standard library iterates them: `store.StreamedList` relies on it)."""
-    kind = type(value)
-    if kind in _PLAIN and value and _flat(value):
+def _text(value: list[Any] | tuple[Any, ...] | dict[Any, Any], level: int) -> str:
+    """The text of a plain (not streamed) container at depth `level`, built as strings, not pieces."""
+    if not value:
+        return "{}" if type(value) is dict else "[]"
+    if _flat(value):
         text = _FLAT.encoder(level)(value)
-        yield f"{text[0]}\n{_pad(level + 1)}{text[1:-1]}\n{_pad(level)}{text[-1]}"
+        return f"{text[0]}\n{_pad(level + 1)}{text[1:-1]}\n{_pad(level)}{text[-1]}"
+    inner = "\n" + _pad(level + 1)
+    if type(value) is dict:
+        members = ("," + inner).join([f"{_key(k)}: {_member(v, level + 1)}" for k, v in value.items()])
+        return f"{{{inner}{members}\n{_pad(level)}}}"
+    members = ("," + inner).join([_member(v, level + 1) for v in value])
+    return f"[{inner}{members}\n{_pad(level)}]"
+
+
+def _member(value: Any, level: int) -> str:
+    kind = type(value)
+    if kind in _PLAIN:
+        return _text(value, level)
+    if kind is IndentedText:
+        return value.text.replace("\n", "\n" + _pad(level)) if level else value.text
+    if isinstance(value, _PLAIN):  # a list or dict subclass (e.g. a stream): iterated as json iterates it
+        return "".join(iterencode(value, level))
+    return _scalar(value)
+
+
+def iterencode(value: Any, level: int = 0) -> Iterator[str]:
+    """The JSON text of `value` at indent depth `level`, in pieces: a list or dict subclass (a
+    `store.StreamedList`) is iterated once, as the standard library iterates it, a member at a time;
+    plain containers are each one piece."""
+    if type(value) in _PLAIN or not isinstance(value, _PLAIN):
+        yield _member(value, level)
     elif isinstance(value, dict):
-        yield from _object(value, level)
-    elif isinstance(value, (list, tuple)):
-        yield from _array(value, level)
-    elif kind is IndentedText:
-        yield value.text.replace("\n", "\n" + _pad(level)) if level else value.text
+        yield from _streamed(value.items(), bool(value), level, "{}")
     else:
-        yield _scalar(value)
+        yield from _streamed(((None, v) for v in value), bool(value), level, "[]")
 
 
-def _object(value: dict[Any, Any], level: int) -> Iterator[str]:
-    if not value:
-        yield "{}"
+def _streamed(members: Iterable[tuple[Any, Any]], filled: bool, level: int, brackets: str) -> Iterator[str]:
+    """A container's members as they are iterated (`key` None: a list's)."""
+    if not filled:
+        yield brackets
         return
     inner = "\n" + _pad(level + 1)
-    opening = "{" + inner
-    for key, member in value.items():
-        if isinstance(member, (*_PLAIN, IndentedText)):
-            yield f"{opening}{_key(key)}: "
+    opening = brackets[0] + inner
+    for key, member in members:
+        head = opening if brackets == "[]" else f"{opening}{_key(key)}: "
+        if isinstance(member, _PLAIN) and type(member) not in _PLAIN:
+            yield head
             yield from iterencode(member, level + 1)
         else:
-            yield f"{opening}{_key(key)}: {_scalar(member)}"
+            yield head + _member(member, level + 1)
         opening = "," + inner
-    yield "\n" + _pad(level) + "}"
-
-
-def _array(value: list[Any] | tuple[Any, ...], level: int) -> Iterator[str]:
-    if not value:
-        yield "[]"
-        return
-    inner = "\n" + _pad(level + 1)
-    opening = "[" + inner
-    for member in value:
-        if isinstance(member, (*_PLAIN, IndentedText)):
-            yield opening
-            yield from iterencode(member, level + 1)
-        else:
-            yield opening + _scalar(member)
-        opening = "," + inner
-    yield "\n" + _pad(level) + "]"
+    yield "\n" + _pad(level) + brackets[1]
 
 
 def indented(value: Any) -> str:
     """`json.dumps(value, indent=2, ensure_ascii=False)`, byte for byte."""
-    return "".join(iterencode(value))
+    return _member(value, 0)
