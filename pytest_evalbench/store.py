@@ -313,21 +313,24 @@ _KEEP_HINT = ("its rows would be lost by merging this run's rows into it, so not
 
 
 def read_valid_rows(path: Path, model: type[BaseModel],
-                    normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
+                    normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict, *,
+                    skip: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
     """The usable rows of a result file on disk as JSON (see `read_valid`)."""
-    return [row for row, _ in read_valid(path, model, normalise, stacklevel=3)]
+    return [row for row, _ in read_valid(path, model, normalise, stacklevel=3, skip=skip)]
 
 
 def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict, *,
-               stacklevel: int = 2) -> list[tuple[dict[str, Any], M]]:
+               stacklevel: int = 2, skip: Callable[[dict[str, Any]], bool] | None = None,
+               ) -> list[tuple[dict[str, Any], M]]:
     """The usable rows of a result file on disk, whoever wrote it (an older version, another tool):
     each row normalised to this version's spelling, then kept if it validates as `model` (as JSON,
     to merge and write back unchanged, and as the model). Unusable rows are reported in one warning
     per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
     once) and dropped, so this run's rows replace them; they never stop the run. A file that is not
-    a JSON list at all is an InputError (`read_result`)."""
+    a JSON list at all is an InputError (`read_result`). Rows `skip` accepts (as read, after the
+    version check) are left out unread: rows the caller replaces anyway are never validated."""
     rows = [r for r in read_result(path, [], list) if isinstance(r, dict)]
-    return list(_valid(path, rows, model, normalise, stacklevel + 1))
+    return list(_valid(path, rows, model, normalise, stacklevel + 1, skip))
 
 
 def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict,
@@ -339,12 +342,16 @@ def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
 
 def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
            normalise: Callable[[dict[str, Any]], dict[str, Any]], stacklevel: int | None,
+           skip: Callable[[dict[str, Any]], bool] | None = None,
            ) -> Iterator[tuple[dict[str, Any], M]]:
     from pydantic import ValidationError
 
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
-        row = normalise(unversioned(path, raw, number))
+        current = unversioned(path, raw, number)
+        if skip is not None and skip(current):
+            continue
+        row = normalise(current)
         try:
             typed = model.model_validate(row)
         except ValidationError as exc:

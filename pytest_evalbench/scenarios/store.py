@@ -119,6 +119,14 @@ def row_key(row: dict[str, Any]) -> tuple[str, int]:
     return str(row.get("id")), int(row.get("sample") or 0)
 
 
+def raw_key(raw: dict[str, Any]) -> tuple[str, int] | None:
+    """The `row_key` a row read from a file has once normalised (`_common`), when its id and sample
+    are plainly spelled (else None: only the normalised, validated row tells)."""
+    sample = raw["sample"] if "sample" in raw else raw.get("_sample", 0)
+    found = raw.get("id")
+    return (found, sample) if type(found) is str and type(sample) is int else None
+
+
 def configured(row: dict[str, Any], order: dict[str, int], samples: int | None) -> bool:
     """Whether an earlier run's row still belongs to the benchmark: known scenario, sample in range."""
     return row.get("id") in order and (samples is None or row_key(row)[1] < samples)
@@ -171,11 +179,15 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
     the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused)."""
     check_dir(run_dir, root)
-    old_scores = read_file_rows(run_dir, "scores.json", known)
+
+    def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
+        return raw_key(raw) in new.spooled  # (a key of this session's is configured: never dropped either)
+
+    old_scores = read_file_rows(run_dir, "scores.json", known, skip=replaced)
     kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows(old_scores, order, samples)
     del old_scores
-    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known)
+    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
            if configured(r, order, samples)}
 
     def in_order(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -233,10 +245,12 @@ READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
 }
 
 
-def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list[dict[str, Any]]:
-    """The usable rows of one target's conversations.json or scores.json, whoever wrote them."""
+def read_file_rows(run_dir: Path, filename: str, known: Known = Known(),
+                   skip: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """The usable rows of one target's conversations.json or scores.json, whoever wrote them (but
+    those `skip` accepts as read: see `store.read_valid`)."""
     model, normalise = READERS[filename]
-    return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
+    return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known), skip=skip)
 
 
 def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:
