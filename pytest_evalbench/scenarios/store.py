@@ -21,11 +21,10 @@ from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..gate.rows import OutcomeRow
-from ..json_text import IndentedText, indented
+from ..json_text import IndentedText
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
 from ..safe_files import check_dir
-from ..spool import Spool
 from ..store import (
     StreamedDict,
     count_rows,
@@ -41,6 +40,7 @@ from ..store import (
 from .aggregate import aggregate, correct_results, summarize_counts
 from .flaky import label_rows
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
+from .target_rows import TargetRows
 
 M = TypeVar("M", bound=BaseModel)
 RUNS_DIR = "runs"
@@ -149,26 +149,6 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-class TargetRows:
-    """One target's rows from this session's records, spooled to disk as they come (only their
-    keys stay in memory): the files are written from the spool, and what is aggregated and
-    reported is read back from the files."""
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> [conversations.json row as its indented JSON text (`json_text.indented`,
-        version included: written as it is, never parsed again), its usage by phase, scores.json row]."""
-
-    def add(self, record: ScenarioRecord) -> None:
-        conversation = record.conversation
-        self.spooled.add((conversation.id, conversation.sample),
-                         [indented(versioned(conversation.to_json())),
-                          {k: v.to_json() for k, v in record.usage.items()}, record.score.to_json()])
-
-    def close(self) -> None:
-        self.spooled.close()
-
-
 def ledger_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
@@ -197,11 +177,11 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
 
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
-            yield versioned(new.spooled[key][2] if key in new.spooled else kept_scores[key])
+            yield versioned(new.usage_and_score(key)[1] if key in new.spooled else kept_scores[key])
 
     def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:
-            yield IndentedText(new.spooled[key][0]) if key in new.spooled else versioned(old[key])
+            yield new.conversation(key) if key in new.spooled else versioned(old[key])
 
     ledger_path = run_dir / USAGE_LEDGER
     old_ledger = read_ledger(ledger_path)
@@ -210,7 +190,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     def ledger() -> Iterator[tuple[str, Any]]:
         for key in sorted(live, key=ledger_key):
             name = ledger_key(key)
-            usage = new.spooled[key][1] if key in new.spooled else old_ledger.get(name)
+            usage = new.usage_and_score(key)[0] if key in new.spooled else old_ledger.get(name)
             if usage is None:
                 continue
             for phase, value in usage.items():
