@@ -64,7 +64,11 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        line = _ENCODER.encode(value).encode("utf-8") + b"\n"
+        self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+
+    def add_raw(self, key: K, line: bytes) -> None:
+        """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
+        reads them back; `__getitem__` only what `add` wrote)."""
         handle = self._open()
         if not self._at_end:
             handle.seek(self._end)
@@ -76,12 +80,16 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._end += len(line)
 
     def __getitem__(self, key: K) -> Any:
+        return json.loads(self.raw(key))
+
+    def raw(self, key: K) -> bytes:
+        """The bytes stored under `key`, as `add_raw` (or `add`: a JSON line) stored them."""
         span = self._index[key]
         offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
         self._file.seek(offset)
-        return json.loads(self._file.read(size))
+        return self._file.read(size)
 
     def __len__(self) -> int:
         return len(self._index)

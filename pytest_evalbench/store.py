@@ -18,6 +18,7 @@ from filelock import FileLock, Timeout
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .file_version import unversioned
+from .json_text import iterencode
 from .safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -116,10 +117,6 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
 
 
 _T = TypeVar("_T")
-_ENCODER = json.JSONEncoder(indent=2, ensure_ascii=False)
-"""The one JSON text of every result file. With an indent, `iterencode` runs the standard library's
-pure-Python encoder, the same one `json.dumps(indent=2)` runs: what it writes is `json.dumps`'s
-text byte for byte, also for the streamed containers below (tests/unit/test_streamed_json.py)."""
 
 
 class _Peeked(Iterator[_T]):
@@ -182,7 +179,7 @@ def write_json(path: Path, data: Any, root: Path | None) -> None:
     """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
     replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
     in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
-    chunks = _ENCODER.iterencode(data)
+    chunks = iterencode(data)  # json.dumps's text, byte for byte (json_text; tests/unit/test_streamed_json.py)
     with atomic_open(path, root) as handle:
         while text := "".join(islice(chunks, 4096)):  # joined in C: one write per 4096 pieces
             handle.write(text)
@@ -316,21 +313,24 @@ _KEEP_HINT = ("its rows would be lost by merging this run's rows into it, so not
 
 
 def read_valid_rows(path: Path, model: type[BaseModel],
-                    normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> list[dict[str, Any]]:
+                    normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict, *,
+                    skip: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
     """The usable rows of a result file on disk as JSON (see `read_valid`)."""
-    return [row for row, _ in read_valid(path, model, normalise, stacklevel=3)]
+    return [row for row, _ in read_valid(path, model, normalise, stacklevel=3, skip=skip)]
 
 
 def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict, *,
-               stacklevel: int = 2) -> list[tuple[dict[str, Any], M]]:
+               stacklevel: int = 2, skip: Callable[[dict[str, Any]], bool] | None = None,
+               ) -> list[tuple[dict[str, Any], M]]:
     """The usable rows of a result file on disk, whoever wrote it (an older version, another tool):
     each row normalised to this version's spelling, then kept if it validates as `model` (as JSON,
     to merge and write back unchanged, and as the model). Unusable rows are reported in one warning
     per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
     once) and dropped, so this run's rows replace them; they never stop the run. A file that is not
-    a JSON list at all is an InputError (`read_result`)."""
+    a JSON list at all is an InputError (`read_result`). Rows `skip` accepts (as read, after the
+    version check) are left out unread: rows the caller replaces anyway are never validated."""
     rows = [r for r in read_result(path, [], list) if isinstance(r, dict)]
-    return list(_valid(path, rows, model, normalise, stacklevel + 1))
+    return list(_valid(path, rows, model, normalise, stacklevel + 1, skip))
 
 
 def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]], dict[str, Any]] = dict,
@@ -342,12 +342,16 @@ def iter_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
 
 def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
            normalise: Callable[[dict[str, Any]], dict[str, Any]], stacklevel: int | None,
+           skip: Callable[[dict[str, Any]], bool] | None = None,
            ) -> Iterator[tuple[dict[str, Any], M]]:
     from pydantic import ValidationError
 
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
-        row = normalise(unversioned(path, raw, number))
+        current = unversioned(path, raw, number)
+        if skip is not None and skip(current):
+            continue
+        row = normalise(current)
         try:
             typed = model.model_validate(row)
         except ValidationError as exc:

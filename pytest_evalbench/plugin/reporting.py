@@ -59,8 +59,9 @@ class Reporting:
         if results.written is not None:
             files += [(p.name, str(p)) for p in results.written.files]
         files.append(("status", str(self.bench_dir / LAST_RUN)))
-        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids_of(outcomes.records),
-                         results.finish_error)
+        compared = results.outcome is not None and results.outcome.comparison is not None
+        node_ids = node_ids_of(outcomes.records) if compared else {}  # only flips name node ids: no pass over records
+        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids, results.finish_error)
         files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)

@@ -5,7 +5,7 @@ sessions, and the pass rate per demographic value of scenario runs."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -216,18 +216,36 @@ def _carried_row(target: str, metric: str, name: str | None, mtype: str | None, 
                    measured=False, carried_from=carried_from)
 
 
-def demographic_groups(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow]) -> list[DemographicGroup]:
+class Demographics:
+    """Scenario id -> its conversations' demographic, noted as the conversations pass by (`tap`), so
+    the pass that shows transcripts also serves `demographic_groups`. Rows without a demographic
+    are not kept; equal demographics share one dict (a benchmark has a few variants, and 100,000 rows)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, dict[str, str]] = {}
+        self._variants: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+
+    def tap(self, conversations: Iterable[ConversationRow]) -> Iterator[ConversationRow]:
+        for c in conversations:
+            if c.demographic:
+                self.by_id[c.id] = self._variants.setdefault(tuple(c.demographic.items()), c.demographic)
+            else:
+                self.by_id.pop(c.id, None)
+            yield c
+
+
+def demographic_groups(scores: Iterable[ScoreRow],
+                       conversations: Iterable[ConversationRow] | Demographics) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
-    Rows without a demographic are not kept; equal demographics share one dict (a benchmark has a
-    few variants, and 100,000 rows)."""
-    demo: dict[str, dict[str, str]] = {}
-    variants: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for c in conversations:
-        if c.demographic:
-            demo[c.id] = variants.setdefault(tuple(c.demographic.items()), c.demographic)
-        else:
-            demo.pop(c.id, None)
+    `conversations` may be what a `Demographics` noted of them in an earlier pass."""
+    if isinstance(conversations, Demographics):
+        demo = conversations.by_id
+    else:
+        noted = Demographics()
+        for _ in noted.tap(conversations):
+            pass
+        demo = noted.by_id
     counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     names: dict[str, str] = {}
     for row in scores:

@@ -22,7 +22,7 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..provenance import git_commit
 from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
-from .rates import RateRow, demographic_groups, scenario_rates
+from .rates import Demographics, RateRow, demographic_groups, scenario_rates
 from .status import CASE_STATUSES, PASSED, error_group
 from .views import DatasetView, ScenarioView, dataset_view, transcripts
 
@@ -206,10 +206,12 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
     elif written.view == "rates":
         comparison = gate.outcome.comparison
         summary.rates = scenario_rates(written, comparison)
-        shown, total = transcripts(written.scores, written.conversations, unreliable=written.unreliable)
+        demographics = Demographics()  # noted in the one pass over the conversations that transcripts makes
+        shown, total = transcripts(written.scores, demographics.tap(written.conversations),
+                                   unreliable=written.unreliable)
         summary.pass_k = pass_k_rows(written.results if written.summaries is None else written.summaries)
         if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:
             summary.flaky, summary.flaky_total = flaky_cases(written.scores)  # else no third pass over scores
-        summary.scenario = ScenarioView(demographic_groups(written.scores, written.conversations), shown,
+        summary.scenario = ScenarioView(demographic_groups(written.scores, demographics), shown,
                                         list(comparison.meta_warnings if comparison is not None else []), total)
     return summary

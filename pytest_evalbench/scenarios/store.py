@@ -21,10 +21,10 @@ from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..gate.rows import OutcomeRow
+from ..json_text import IndentedText
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
 from ..safe_files import check_dir
-from ..spool import Spool
 from ..store import (
     StreamedDict,
     count_rows,
@@ -40,6 +40,7 @@ from ..store import (
 from .aggregate import aggregate, correct_results, summarize_counts
 from .flaky import label_rows
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
+from .target_rows import TargetRows
 
 M = TypeVar("M", bound=BaseModel)
 RUNS_DIR = "runs"
@@ -118,6 +119,14 @@ def row_key(row: dict[str, Any]) -> tuple[str, int]:
     return str(row.get("id")), int(row.get("sample") or 0)
 
 
+def raw_key(raw: dict[str, Any]) -> tuple[str, int] | None:
+    """The `row_key` a row read from a file has once normalised (`_common`), when its id and sample
+    are plainly spelled (else None: only the normalised, validated row tells)."""
+    sample = raw["sample"] if "sample" in raw else raw.get("_sample", 0)
+    found = raw.get("id")
+    return (found, sample) if type(found) is str and type(sample) is int else None
+
+
 def configured(row: dict[str, Any], order: dict[str, int], samples: int | None) -> bool:
     """Whether an earlier run's row still belongs to the benchmark: known scenario, sample in range."""
     return row.get("id") in order and (samples is None or row_key(row)[1] < samples)
@@ -140,25 +149,6 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-class TargetRows:
-    """One target's rows from this session's records, spooled to disk as they come (only their
-    keys stay in memory): the files are written from the spool, and what is aggregated and
-    reported is read back from the files."""
-
-    def __init__(self, directory: Path | None = None) -> None:
-        self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> [conversations.json row, its usage by phase, scores.json row]."""
-
-    def add(self, record: ScenarioRecord) -> None:
-        conversation = record.conversation
-        self.spooled.add((conversation.id, conversation.sample),
-                         [conversation.to_json(), {k: v.to_json() for k, v in record.usage.items()},
-                          record.score.to_json()])
-
-    def close(self) -> None:
-        self.spooled.close()
-
-
 def ledger_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
@@ -169,11 +159,15 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
     the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused)."""
     check_dir(run_dir, root)
-    old_scores = read_file_rows(run_dir, "scores.json", known)
+
+    def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
+        return raw_key(raw) in new.spooled  # (a key of this session's is configured: never dropped either)
+
+    old_scores = read_file_rows(run_dir, "scores.json", known, skip=replaced)
     kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows(old_scores, order, samples)
     del old_scores
-    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known)
+    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
            if configured(r, order, samples)}
 
     def in_order(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -183,11 +177,11 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
 
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
-            yield versioned(new.spooled[key][2] if key in new.spooled else kept_scores[key])
+            yield versioned(new.usage_and_score(key)[1] if key in new.spooled else kept_scores[key])
 
-    def conversations() -> Iterator[dict[str, Any]]:
+    def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:
-            yield versioned(new.spooled[key][0] if key in new.spooled else old[key])
+            yield new.conversation(key) if key in new.spooled else versioned(old[key])
 
     ledger_path = run_dir / USAGE_LEDGER
     old_ledger = read_ledger(ledger_path)
@@ -196,7 +190,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     def ledger() -> Iterator[tuple[str, Any]]:
         for key in sorted(live, key=ledger_key):
             name = ledger_key(key)
-            usage = new.spooled[key][1] if key in new.spooled else old_ledger.get(name)
+            usage = new.usage_and_score(key)[0] if key in new.spooled else old_ledger.get(name)
             if usage is None:
                 continue
             for phase, value in usage.items():
@@ -231,10 +225,12 @@ READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
 }
 
 
-def read_file_rows(run_dir: Path, filename: str, known: Known = Known()) -> list[dict[str, Any]]:
-    """The usable rows of one target's conversations.json or scores.json, whoever wrote them."""
+def read_file_rows(run_dir: Path, filename: str, known: Known = Known(),
+                   skip: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+    """The usable rows of one target's conversations.json or scores.json, whoever wrote them (but
+    those `skip` accepts as read: see `store.read_valid`)."""
     model, normalise = READERS[filename]
-    return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known))
+    return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known), skip=skip)
 
 
 def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:

@@ -1,0 +1,104 @@
+"""The finish pass of a large run does each piece of work once: earlier rows this session replaces
+are not validated again (only what is kept is), and the summary reads the conversations (a pass
+over a large file) once for both transcripts and demographics."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from test_records import scenario_record
+
+from pytest_evalbench.errors import EvalbenchWarning
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.verdict import gate_verdict
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.render.rates import demographic_groups
+from pytest_evalbench.render.summary import build_summary
+from pytest_evalbench.scenarios.store import write_results
+
+ORDER = {"m01_s001_v01": 0, "m01_s001_v02": 1, "m01_s001_v03": 2}
+
+
+def earlier_run(bench: Path, broken: str) -> None:
+    """An earlier session's run files of three scenarios, the rows of `broken` unreadable by this version."""
+    run = bench / "runs" / "tgt"
+    run.mkdir(parents=True)
+    conversations, scores = [], []
+    for sid in ORDER:
+        record = scenario_record(sid)
+        conversation, score = versioned(record.conversation.to_json()), versioned(record.score.to_json())
+        if sid == broken:
+            conversation["transcript"], score["present"] = "not a list", "maybe"
+        conversations.append(conversation)
+        scores.append(score)
+    (run / "conversations.json").write_text(json.dumps(conversations))
+    (run / "scores.json").write_text(json.dumps(scores))
+
+
+def written(bench: Path, sids: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        write_results(bench, [scenario_record(sid) for sid in sids], ORDER)
+    rows = json.loads((bench / "runs" / "tgt" / "conversations.json").read_text())
+    return [str(w.message) for w in caught if issubclass(w.category, EvalbenchWarning)], rows
+
+
+def test_earlier_rows_this_session_replaces_are_not_validated(tmp_path: Path) -> None:
+    earlier_run(tmp_path, broken="m01_s001_v02")
+    caught, rows = written(tmp_path, ["m01_s001_v02"])
+    assert caught == []  # the broken rows were replaced, never read as rows
+    assert [r["id"] for r in rows] == list(ORDER)
+    assert rows[1]["transcript"] == scenario_record("m01_s001_v02").conversation.to_json()["transcript"]
+
+
+def test_earlier_rows_that_stay_are_still_validated(tmp_path: Path) -> None:
+    earlier_run(tmp_path, broken="m01_s001_v03")
+    caught, rows = written(tmp_path, ["m01_s001_v02"])
+    assert len(caught) == 2 and all("1 row unreadable by this version" in c and "row 3" in c for c in caught)
+    assert [r["id"] for r in rows] == ["m01_s001_v01", "m01_s001_v02"]  # the unreadable row is dropped
+
+
+class OnePass:
+    """Rows that can be iterated once (as the conversations of a large run, read from disk, cost a pass each)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows, self.used = rows, False
+
+    def __iter__(self) -> Iterator[Any]:
+        assert not self.used, "iterated twice"
+        self.used = True
+        return iter(self.rows)
+
+
+def test_the_summary_reads_the_conversations_once_for_transcripts_and_demographics(tmp_path: Path) -> None:
+    ages = ["teen", "adult", "teen", "adult"]
+    records = [scenario_record(f"m01_s00{i}_v01", demographic={"age": age}) for i, age in enumerate(ages, 1)]
+    for record, passed in zip(records, (True, False, True, True)):
+        record.score.present = record.score.passed = passed
+    scores = [r.score for r in records]
+    conversations = [r.conversation for r in records]
+    expected = demographic_groups(scores, conversations)
+    assert [(v, est.k, est.n) for v, est in expected[0].values] == [("adult", 1, 2), ("teen", 2, 2)]
+    written = KindResults(results=[], scores=scores, conversations=OnePass(conversations))
+    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+                            meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
+                            root=tmp_path, files=[])
+    assert summary.scenario is not None
+    assert summary.scenario.demographics == expected
+    assert summary.scenario.transcripts_total == 4 and len(summary.scenario.transcripts) == 4
+
+
+def test_run_files_are_json_dumps_text_of_the_rows(tmp_path: Path) -> None:
+    """Conversations are spooled as their final text: the files are still json.dumps's text of the rows."""
+    records = [scenario_record(sid, demographic={"note": "é\n\"x\""}) for sid in ORDER]
+    write_results(tmp_path, records, ORDER)
+    run = tmp_path / "runs" / "tgt"
+    for name, rows in (("conversations.json", [versioned(r.conversation.to_json()) for r in records]),
+                       ("scores.json", [versioned(r.score.to_json()) for r in records])):
+        assert (run / name).read_text(encoding="utf-8") == json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
