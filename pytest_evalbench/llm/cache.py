@@ -167,20 +167,35 @@ def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: st
     return response_json if hashlib.sha256(_utf8(text)).hexdigest() == digest else None
 
 
+class _TooLarge(Exception):
+    """A cache file past `MAX_ENTRY_BYTES`: not read further."""
+
+
 def _read_text(path: str) -> str:
     """A file's UTF-8 text through bare file descriptors: a third of `open().read()`'s cost (no
-    buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay."""
+    buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay.
+    At most `MAX_ENTRY_BYTES` are read: a huge file in the cache directory (a leftover, or planted)
+    is refused, never loaded into memory."""
     fd = os.open(path, os.O_RDONLY | _O_BINARY)
     try:
         chunks = [os.read(fd, _CHUNK)]
+        size = len(chunks[-1])
         while len(chunks[-1]) == _CHUNK:  # a short read of a regular file is its end: one read per entry
+            if size > MAX_ENTRY_BYTES:
+                raise _TooLarge
             chunks.append(os.read(fd, _CHUNK))
+            size += len(chunks[-1])
     finally:
         os.close(fd)
+    if size > MAX_ENTRY_BYTES:
+        raise _TooLarge
     return b"".join(chunks).decode("utf-8")
 
 
 _CHUNK = 1 << 16
+MAX_ENTRY_BYTES = 256 << 20
+"""Largest cache entry read: a request holds a whole conversation (each answer at most
+`MAX_RESPONSE_BYTES`, 4 MiB, escaped), so a real entry stays far below it."""
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 """Windows: no newline translation (elsewhere 0)."""
 
@@ -216,6 +231,8 @@ class ResponseCache:
             text = _read_text(f"{self._root}{key[:2]}{os.sep}{key}.json")
         except FileNotFoundError:
             return None
+        except _TooLarge:
+            raise CorruptEntry(self.path_for(key), f"larger than {MAX_ENTRY_BYTES:,} bytes: not read") from None
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
         try:

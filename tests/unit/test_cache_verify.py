@@ -238,3 +238,28 @@ def test_material_json_encodes_each_value_as_itself(sample: int, attempt: int) -
     for s, a in ((1, 1), (sample, attempt)):  # the memo already holds 1 when the pair is encoded
         material = {"endpoint": "e", "body": {}, "sample": s, "attempt": a}
         assert material_json("e", "{}", s, a) == canonical_json(material)
+
+
+def test_an_entry_past_the_size_cap_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A huge file where an entry belongs (a leftover, or planted) is a corrupt entry named with its
+    size cap, never loaded whole into memory; entries under the cap replay as before."""
+    from pytest_evalbench.llm import cache as cache_module
+
+    cache, key = stored(tmp_path)
+    path = cache.path_for(key)
+    monkeypatch.setattr(cache_module, "MAX_ENTRY_BYTES", 200_000)
+    assert cache.get(key) == RESPONSE
+    reads: list[int] = []
+    real_read = cache_module.os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        reads.append(len(data))
+        return data
+
+    monkeypatch.setattr(cache_module.os, "read", counting_read)
+    path.write_bytes(path.read_bytes() + b" " * 10_000_000)  # still valid JSON, 10 MB past the cap
+    with pytest.raises(CorruptEntry) as raised:
+        cache.get(key)
+    assert "larger than 200,000 bytes: not read" in str(raised.value) and str(path) in str(raised.value)
+    assert sum(reads) <= 200_000 + (1 << 16) * 2  # stopped at the cap, not after 10 MB
