@@ -234,18 +234,11 @@ class Demographics:
             yield c
 
 
-def demographic_groups(scores: Iterable[ScoreRow],
-                       conversations: Iterable[ConversationRow] | Demographics) -> list[DemographicGroup]:
+def demographic_groups(scores: Iterable[ScoreRow], demographics: Demographics) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
-    `conversations` may be what a `Demographics` noted of them in an earlier pass."""
-    if isinstance(conversations, Demographics):
-        demo = conversations.by_id
-    else:
-        noted = Demographics()
-        for _ in noted.tap(conversations):
-            pass
-        demo = noted.by_id
+    `demographics` is what a `Demographics` noted of the conversations in the pass that showed them."""
+    demo = demographics.by_id
     counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     names: dict[str, str] = {}
     for row in scores:

@@ -18,7 +18,7 @@ from pytest_evalbench.gate.outcome import GateOutcome
 from pytest_evalbench.gate.verdict import gate_verdict
 from pytest_evalbench.kinds import KindResults
 from pytest_evalbench.llm.engine import EngineStats
-from pytest_evalbench.render.rates import demographic_groups
+from pytest_evalbench.render.rates import Demographics, demographic_groups
 from pytest_evalbench.render.summary import build_summary
 from pytest_evalbench.scenarios.store import write_results
 
@@ -83,7 +83,9 @@ def test_the_summary_reads_the_conversations_once_for_transcripts_and_demographi
         record.score.present = record.score.passed = passed
     scores = [r.score for r in records]
     conversations = [r.conversation for r in records]
-    expected = demographic_groups(scores, conversations)
+    noted = Demographics()
+    assert list(noted.tap(conversations)) == conversations
+    expected = demographic_groups(scores, noted)
     assert [(v, est.k, est.n) for v, est in expected[0].values] == [("adult", 1, 2), ("teen", 2, 2)]
     written = KindResults(results=[], scores=scores, conversations=OnePass(conversations))
     summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
