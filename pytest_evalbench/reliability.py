@@ -68,7 +68,6 @@ def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
     calibrated for this judge (an entry for another judge says nothing about this one)."""
     out: dict[str, JudgeAccuracy] = {}
     for entry in read_rows(bench_dir / RESULT_FILE):
-        if isinstance(entry, dict) and entry.get("metric_id") and entry.get("judge") == judge \
-                and isinstance(entry.get("confusion"), dict):
+        if entry.get("metric_id") and entry.get("judge") == judge and isinstance(entry.get("confusion"), dict):
             out[str(entry["metric_id"])] = JudgeAccuracy.from_confusion(entry["confusion"])
     return out
