@@ -171,13 +171,17 @@ class _TooLarge(Exception):
     """A cache file past `MAX_ENTRY_BYTES`: not read further."""
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str, stamp: list[int] | None = None) -> str:
     """A file's UTF-8 text through bare file descriptors: a third of `open().read()`'s cost (no
     buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay.
     At most `MAX_ENTRY_BYTES` are read: a huge file in the cache directory (a leftover, or planted)
-    is refused, never loaded into memory."""
+    is refused, never loaded into memory. `stamp` receives the file's size, mtime_ns and inode (of the
+    very file read, not of one that replaced it meanwhile)."""
     fd = os.open(path, os.O_RDONLY | _O_BINARY)
     try:
+        if stamp is not None:
+            found = os.fstat(fd)
+            stamp[:] = [found.st_size, found.st_mtime_ns, found.st_ino]
         chunks = [os.read(fd, _CHUNK)]
         size = len(chunks[-1])
         while len(chunks[-1]) == _CHUNK:  # a short read of a regular file is its end: one read per entry
@@ -220,15 +224,22 @@ class ResponseCache:
     def path_for(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str, request: tuple[dict[str, Any], str] | None = None) -> dict[str, Any] | None:
+    def entry_file(self, key: str) -> str:
+        """`path_for(key)` as text, built without pathlib (the replay hot path)."""
+        return f"{self._root}{key[:2]}{os.sep}{key}.json"
+
+    def get(self, key: str, request: tuple[dict[str, Any], str] | None = None,
+            stamps: dict[str, tuple[int, int, int]] | None = None) -> dict[str, Any] | None:
         """The verified response stored for `key`; None when there is none (or this mode does not
         read); `CorruptEntry` when a file is there but must not be replayed. `request` (the
         caller's material and its canonical JSON, which hashes to `key`) makes a sound entry's
-        check cheap: its stored request is compared, not re-encoded and re-hashed."""
+        check cheap: its stored request is compared, not re-encoded and re-hashed. `stamps` gets
+        the entry file's (size, mtime_ns, inode) under `key` (what an item memo checks on a hit)."""
         if not self.reads:
             return None
+        stamp: list[int] | None = None if stamps is None else []
         try:
-            text = _read_text(f"{self._root}{key[:2]}{os.sep}{key}.json")
+            text = _read_text(self.entry_file(key), stamp)
         except FileNotFoundError:
             return None
         except _TooLarge:
@@ -244,12 +255,16 @@ class ResponseCache:
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
             if sound is not None and not SURROGATE.search(sound):
                 clean: dict[str, Any] = entry["response"]
+                if stamps is not None and stamp:
+                    stamps[key] = (stamp[0], stamp[1], stamp[2])
                 return clean  # no lone surrogate in it: `safe_json` would return an equal copy
             problem = problem or entry_problem(key, entry)
         except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(self.path_for(key), problem)
+        if stamps is not None and stamp:
+            stamps[key] = (stamp[0], stamp[1], stamp[2])
         try:
             response: dict[str, Any] = safe_json(entry["response"])
         except RecursionError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,6 +15,26 @@ from ..errors import CacheMiss, LLMError
 from ..redaction import SECRETS
 from .cache import CorruptEntry, ResponseCache, canonical_json
 from .types import Completion, EngineStats
+
+Call = tuple[str, str, str, str, bool, int, int]
+"""(cache key, phase, role, model, local, input tokens, output tokens): one call as the engine counted it."""
+
+
+class CallLog:
+    """One item's calls while its chain runs (see `CALLS`, item_memo.py): what a memo hit must count,
+    and the (size, mtime_ns, inode) of each cache file as it was read."""
+
+    __slots__ = ("calls", "memoable", "stamps")
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.stamps: dict[str, tuple[int, int, int]] = {}
+        self.memoable = True
+        """False once a call was not answered from a cache file exactly as stored."""
+
+
+CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("evalbench_item_calls", default=None)
+"""The call log of the item whose chain runs in this task (its child tasks share it); None: no memo."""
 
 
 def redacted(completion: Completion) -> Completion:
@@ -40,11 +61,19 @@ class Memo:
                      ) -> Completion:
         """The completion for `key`; `material` is what the cache entry records of the request
         (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
-        cached = self._cached(key, role, model, None if material_text is None else (material, material_text))
+        log = CALLS.get()
+        cached = self._cached(key, role, model, None if material_text is None else (material, material_text),
+                              None if log is None else log.stamps)
         if cached is not None:
             self.stats.cache_hits += 1
-            completion = redacted(Completion.from_json(cached, cached=True, key=key))
-        elif self.cache.mode == "replay":
+            stored = Completion.from_json(cached, cached=True, key=key)
+            completion = redacted(stored)
+            if log is not None and completion is not stored:  # masked now: the item depends on this run's secrets
+                log.memoable = False
+            return completion
+        if log is not None:
+            log.memoable = False  # not answered from a cache file: no memo of this item
+        if self.cache.mode == "replay":
             raise CacheMiss(role, model, key)
         elif key in self._pending:
             # single flight: an identical call is already under way; share its answer, pay once
@@ -64,12 +93,12 @@ class Memo:
             self._write_behind(key, material, completion)
         return completion
 
-    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None
-                ) -> dict[str, Any] | None:
+    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None,
+                stamps: dict[str, tuple[int, int, int]] | None = None) -> dict[str, Any] | None:
         """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
         mode an error naming the file."""
         try:
-            return self.cache.get(key, request)
+            return self.cache.get(key, request, stamps)
         except CorruptEntry as exc:
             self.stats.failures["corrupt cache entry"] += 1
             if self.cache.mode == "replay":
@@ -109,6 +138,12 @@ class Memo:
             self.stats.failures["not cached: the request holds a secret"] += 1
             return
         self.cache.put(key, material, response)
+
+    def submit(self, write: Callable[[], None]) -> None:
+        """Run `write` on the writer thread, after the cache writes queued so far (item memos)."""
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
+        self._writer.submit(write)
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued (same writer thread, FIFO)."""
