@@ -1,0 +1,214 @@
+"""The item memo (issue 27, llm/item_memo.py): a replay whose items are all answered from the cache
+leaves each item's record beside the cache; a later replay of the same item reads that one entry
+instead of re-running the chain, writes byte-identical result files and counts the same cache hits.
+Anything that shapes the item's requests, a deleted or re-recorded cache entry, a corrupt entry and
+an app target all mean the chain runs again."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import JUDGE, METRICS, TARGET, USER, judge_says, scenario, script, write_benchmark
+
+from pytest_evalbench.llm.cache import ResponseCache, entry_digest
+from pytest_evalbench.testing import FakeLLMServer, by_model
+
+ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s001_v02", "m01"), scenario("m02_s001_v01", "m02")]
+SESSION_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?")
+LLM_LINE = re.compile(r"llm: .*")
+
+
+@pytest.fixture
+def cache_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys of every cache entry read (the runs are in-process): a memo hit reads none."""
+    reads: list[str] = []
+    get = ResponseCache.get
+
+    def counted(self: ResponseCache, key: str, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        reads.append(key)
+        return get(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(ResponseCache, "get", counted)
+    return reads
+
+
+def memo_files(bench: Path) -> list[Path]:
+    return sorted((bench / ".evalbench-cache" / ".items").glob("*/*.item"))
+
+
+def cache_entries(bench: Path) -> list[Path]:
+    return sorted((bench / ".evalbench-cache").glob("??/*.json"))
+
+
+def results(bench: Path) -> dict[str, str]:
+    """Every result file (the cache and the inputs aside), session times masked."""
+    found: dict[str, str] = {}
+    for path in sorted(bench.rglob("*")):
+        name = str(path.relative_to(bench))
+        if not path.is_file() or ".evalbench-cache" in path.parts or name in ("benchmark.yaml", "scenarios.json"):
+            continue
+        text = path.read_text()
+        found[name] = SESSION_TIME.sub("<time>", text)
+    return found
+
+
+def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, str]:
+    result = pytester.runpytest("--benchmark=demo", "-p", "no:randomly", *args)
+    lines = [line for line in result.outlines if LLM_LINE.search(line)]
+    assert len(lines) == 1, result.outlines
+    return result, lines[0]
+
+
+def recorded(pytester: pytest.Pytester, server: FakeLLMServer, **spec: Any) -> Path:
+    """A benchmark recorded (run 1) and replayed once from its cache (run 2: leaves the memos)."""
+    bench = write_benchmark(pytester.path, scenarios=ROWS, **spec)
+    server.set_responder(script(True))
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)
+    assert memo_files(bench) == []  # answers fetched this session: nothing memoised
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert len(memo_files(bench)) == len(ROWS)
+    server.reset()
+    return bench
+
+
+def test_memo_hits_write_the_same_files_and_count_the_same_hits(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, cache_reads: list[str]) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    bench_env.set_responder(script(True))
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)
+    history = (bench / "history.jsonl").read_bytes()  # each run appends: the report's trends grow
+    cache_reads.clear()
+    second, llm_second = run(pytester, "--evalbench-cache=replay")
+    second.assert_outcomes(passed=2, failed=1)
+    files_second = results(bench)
+    assert len(cache_reads) == 5 * len(ROWS) and len(memo_files(bench)) == len(ROWS)
+    cache_reads.clear()
+    (bench / "history.jsonl").write_bytes(history)
+    third, llm_third = run(pytester, "--evalbench-cache=replay")
+    third.assert_outcomes(passed=2, failed=1)
+    assert cache_reads == []  # every item from its memo: no cache entry read, no request
+    assert llm_third == llm_second and "0 requests, 15 cache hits" in llm_third
+    assert results(bench) == files_second
+    cache_reads.clear()
+    (bench / "history.jsonl").write_bytes(history)
+    fourth, llm_fourth = run(pytester)  # the cache `on` reads as well: memo hits too
+    assert cache_reads == [] and llm_fourth == llm_second and results(bench) == files_second
+    fourth.assert_outcomes(passed=2, failed=1)
+
+
+def _judge_examples(pytester: pytest.Pytester) -> list[str]:
+    write_benchmark(pytester.path, scenarios=ROWS, metrics=[dict(METRICS[0], examples=["A new example?"]),
+                                                            METRICS[1]])
+    return []
+
+
+def _judge_model(pytester: pytest.Pytester) -> list[str]:
+    return ["--evalbench-judge-model=sim-judge-2"]
+
+
+def _turns(pytester: pytest.Pytester) -> list[str]:
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1, "num_samples": 1, "perfunctory": False,
+                                                               "landmarks": True})
+    return []
+
+
+def _reply_bound(pytester: pytest.Pytester) -> list[str]:
+    return ["--evalbench-max-reply-chars=25"]
+
+
+def _row(pytester: pytest.Pytester) -> list[str]:
+    write_benchmark(pytester.path, scenarios=[dict(ROWS[0], user_goal="get other help"), *ROWS[1:]])
+    return []
+
+
+@pytest.mark.parametrize("change", [_judge_examples, _judge_model, _turns, _reply_bound, _row],
+                         ids=["judge prompt", "judge model", "benchmark setting", "run setting", "row"])
+def test_what_shapes_the_requests_misses(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                         cache_reads: list[str], change: Callable[[pytest.Pytester], list[str]]
+                                         ) -> None:
+    bench = recorded(pytester, bench_env)
+    cache_reads.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert cache_reads == []  # unchanged: every item from its memo
+    args = change(pytester)
+    # the changed requests are answered anew, and now the judge says "absent": a stale memo would say present
+    bench_env.set_responder(by_model({USER: lambda r: "Thought: ok\nMessage: I need "
+                                      + ("other" if "get other help" in json.dumps(r) else "some") + " help",
+                                      TARGET: lambda r: "Sure, where are you going?",
+                                      JUDGE: judge_says(False), "sim-judge-2": judge_says(False)}))
+    run(pytester, *args)
+    assert bench_env.requests
+    scores = {r["id"]: r["present"] for r in json.loads((bench / "runs" / "tgt" / "scores.json").read_text())}
+    changed = {_row: ["m01_s001_v01"], _judge_examples: ["m01_s001_v01", "m01_s001_v02"]}.get(
+        change, [r["id"] for r in ROWS])
+    assert all(scores[i] is not True for i in changed) and all(scores[i] is True for i in scores if i not in changed)
+
+
+def _judge_entry(bench: Path, metric_id: str) -> Path:
+    """The cache entry of the judge's call on `metric_id`'s conversations."""
+    found = [p for p in cache_entries(bench) if json.loads(p.read_text())["request"]["body"]["model"] == JUDGE
+             and f"BEHAVIOUR TO DETECT ({metric_id})" in p.read_text()]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_a_rerecorded_or_deleted_cache_entry_misses(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                     cache_reads: list[str]) -> None:
+    bench = recorded(pytester, bench_env)
+    path = _judge_entry(bench, "m02")  # re-recorded: the judge now says "absent", so the m02 row passes
+    entry = json.loads(path.read_text())
+    entry["response"]["content"] = json.dumps({"justification": "because", "present": False})
+    entry["digest"] = entry_digest(entry["key"], entry["request"], entry["response"])
+    path.write_text(json.dumps(entry))
+    cache_reads.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=3)
+    assert entry["key"] in cache_reads and len(cache_reads) == 5  # the m01 items from their memos
+    _judge_entry(bench, "m01").unlink()  # deleted: a replay miss, an error of both m01 items
+    result, _ = run(pytester, "--evalbench-cache=replay")
+    result.assert_outcomes(passed=1, errors=2)
+    assert bench_env.requests == []
+
+
+def test_a_corrupt_memo_entry_misses(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                     cache_reads: list[str]) -> None:
+    bench = recorded(pytester, bench_env)
+    history = (bench / "history.jsonl").read_bytes()
+    _, llm_before = run(pytester, "--evalbench-cache=replay")
+    before = results(bench)
+    (bench / "history.jsonl").write_bytes(history)
+    memos = memo_files(bench)
+    edited = memos[0].read_text().replace('"because"', '"becauze"')  # a justification edited by hand
+    assert edited != memos[0].read_text()
+    memos[0].write_text(edited)
+    memos[1].write_bytes(memos[1].read_bytes()[:40])  # cut short
+    memos[2].write_bytes(b"\xff\xfe not text")
+    cache_reads.clear()
+    result, llm_after = run(pytester, "--evalbench-cache=replay")
+    result.assert_outcomes(passed=2, failed=1)
+    assert len(cache_reads) == 5 * len(ROWS) and bench_env.requests == []  # every chain replayed
+    assert results(bench) == before and llm_after == llm_before
+    cache_reads.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert cache_reads == []  # rewritten by the replay: hits again
+
+
+def test_an_app_target_never_uses_the_memo(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    pytester.makeconftest("""
+calls = []
+
+def pytest_evalbench_make_target(config, target):
+    def app(messages):
+        calls.append(1)
+        return "Sure, where are you going?"
+    return app
+""")
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    bench_env.set_responder(script(True))
+    for mode in ("on", "replay", "replay"):
+        run(pytester, f"--evalbench-cache={mode}")[0].assert_outcomes(passed=2, failed=1)
+    assert memo_files(bench) == [] and not (bench / ".evalbench-cache" / ".items").exists()
