@@ -199,16 +199,22 @@ def test_a_corrupt_memo_entry_misses(pytester: pytest.Pytester, bench_env: FakeL
 
 def test_an_app_target_never_uses_the_memo(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     pytester.makeconftest("""
-calls = []
+from pathlib import Path
 
 def pytest_evalbench_make_target(config, target):
+    if target.id != "app":
+        return None
+
     def app(messages):
-        calls.append(1)
+        with open(Path(config.rootpath) / "app-calls.txt", "a") as log:
+            log.write("call\\n")
         return "Sure, where are you going?"
     return app
 """)
-    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    bench = write_benchmark(pytester.path, scenarios=ROWS, targets=[{"id": "tgt", "model": TARGET}, {"id": "app"}])
     bench_env.set_responder(script(True))
     for mode in ("on", "replay", "replay"):
-        run(pytester, f"--evalbench-cache={mode}")[0].assert_outcomes(passed=2, failed=1)
-    assert memo_files(bench) == [] and not (bench / ".evalbench-cache" / ".items").exists()
+        run(pytester, f"--evalbench-cache={mode}")[0].assert_outcomes(passed=4, failed=2)
+    # the model target's items are memoised; the app's never: it answered every turn of every run
+    assert len(memo_files(bench)) == len(ROWS)
+    assert (pytester.path / "app-calls.txt").read_text().count("call") == 3 * len(ROWS) * 2
