@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
-from ..store import atomic_write_text
+from ..store import atomic_open
 from .types import SURROGATE, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
@@ -281,10 +281,18 @@ class ResponseCache:
             except OSError:
                 pass
 
-    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
-        """Store an answer; empty ones never (a transient empty reply must not be replayed forever)."""
+    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> tuple[int, int, int] | None:
+        """Store an answer; empty ones never (a transient empty reply must not be replayed forever).
+        The written file's (size, mtime_ns, inode) when a replay will accept it as is (what an item
+        memo lists; a later write of the same key by another process makes a new inode), else None."""
         if not self.writes or not usable_response(response):
-            return
+            return None
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
-        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)
+        with atomic_open(self.path_for(key), None) as handle:
+            handle.write(json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True))
+            handle.flush()
+            written = os.fstat(handle.fileno())
+        if response_problem(response) is not None:
+            return None
+        return written.st_size, written.st_mtime_ns, written.st_ino

@@ -1,17 +1,18 @@
 """The item memo (issue 27): a fully cached item's finished record, kept so a later replay of the same
 item reads one file instead of re-running its chain of cached calls.
 
-An item whose every call was answered from a cache file (none fetched, shared in flight, corrupt or
-changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`: its record's JSON and, per call, the
-cache key, what the engine counted for it (phase, role, model, tokens) and the cache file's size,
-mtime_ns and inode as it was read (an atomic re-record makes a new inode). The key hashes the
-package's own code, everything of the run that shapes requests (`BenchmarkRun.replay_material`)
-and the case. A hit requires every listed cache file unchanged (a deleted or re-recorded entry is a
-miss, so the chain replays), the record free of the run's secrets, and the file sound: its first
-line `{"digest", "key", "version"}`, the rest the payload whose sha256 is `digest`. Anything else
-(a missing, corrupt, oversized or unreadable file) is a miss, never an error. A hit adds to the
-engine's counters exactly what replaying the chain would. Used only where the cache is read (`on`,
-`replay`), never for an app target (its replies are not cached).
+An item whose every call was answered from a cache file or fetched and stored by this process (none
+shared in flight, unstored, corrupt or changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`:
+its record's JSON and, per call, the cache key, what the engine counted for it (phase, role, model,
+tokens) and the cache file's size, mtime_ns and inode as it was read or written (an atomic
+re-record makes a new inode). The key hashes the package's own code, everything of the run that
+shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
+file unchanged (a deleted or re-recorded entry is a miss, so the chain replays), the record free of
+the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
+payload whose sha256 is `digest`. Anything else (a missing, corrupt, oversized or unreadable file)
+is a miss, never an error. A hit adds to the engine's counters exactly what replaying the chain
+would. Used only where the cache is read (`on`, `replay`), never for an app target (its replies are
+not cached).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
 from ..redaction import SECRETS
+from ..safe_files import check_dir
 from ..store import atomic_write_text
 from .cache import MAX_ENTRY_BYTES, _read_text, _TooLarge
 from .engine import Engine
@@ -64,7 +66,9 @@ class ItemMemo:
         self.engine = engine
         self.cache = engine.cache
         self._run = run_fingerprint
-        self._directory = engine.cache.directory / MEMO_DIR
+        self._root = os.path.join(engine.cache.directory, MEMO_DIR, "")
+        """The memo directory as text with its separator: an entry's path is built by concatenation."""
+        self._checked: set[str] = set()
         self._broken = False
         """A write failed (a read-only cache directory under `replay`): no more attempts this process."""
 
@@ -72,8 +76,8 @@ class ItemMemo:
         """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample)."""
         return hashlib.sha256(json.dumps([self._run, *case], ensure_ascii=True).encode()).hexdigest()
 
-    def path(self, key: str) -> Path:
-        return self._directory / key[:2] / f"{key}{SUFFIX}"
+    def path(self, key: str) -> str:
+        return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
 
     async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
                      from_json: Callable[[dict[str, Any]], R]) -> R:
@@ -96,17 +100,15 @@ class ItemMemo:
         finally:
             CALLS.reset(token)
         if log.memoable and log.calls and not self._broken:
-            payload = json.dumps({"record": to_json(record), "calls": [list(c) + list(log.stamps[c[0]])
-                                                                       for c in log.calls]},
-                                 ensure_ascii=True, separators=(",", ":"))
-            self.engine.memo.submit(functools.partial(self._store, key, payload))
+            # after the cache writes of the answers it fetched (same writer thread): their stamps are in
+            self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 
     def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
         """The record's JSON and the calls to count, when the entry is sound and every cache file it
         lists is unchanged; None otherwise."""
         try:
-            text = _read_text(str(self.path(key)))
+            text = _read_text(self.path(key))
         except (OSError, ValueError, _TooLarge):
             return None
         head, newline, payload = text.partition("\n")
@@ -133,24 +135,38 @@ class ItemMemo:
             return None
         return record, calls
 
-    def _store(self, key: str, payload: str) -> None:
-        """Write one entry atomically (on the cache's writer thread); a failure only stops further writes."""
-        if self._broken:
+    def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
+        """Write one entry atomically (on the cache's writer thread) when every call's cache file is
+        known; a failure only stops further writes."""
+        if self._broken or not all(call[0] in log.stamps for call in log.calls):
             return
+        payload = json.dumps({"record": record, "calls": [[*call, *log.stamps[call[0]]] for call in log.calls]},
+                             ensure_ascii=True, separators=(",", ":"))
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
         text = f"{header}\n{payload}"
         if len(text) > MAX_ENTRY_BYTES:
             return
         try:
-            directory = self._directory
-            if not directory.is_dir():
-                directory.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(directory / ".gitignore", "# item memos: valid only beside this cache's files\n*\n",
-                                  self.cache.directory)
-            atomic_write_text(self.path(key), text, self.cache.directory)
+            directory = f"{self._root}{key[:2]}"
+            if directory not in self._checked:
+                self._prepare(directory)
+            atomic_write_text(Path(f"{directory}{os.sep}{key}{SUFFIX}"), text, None)
         except Exception:  # a memo is an optimisation, never an error of the run
             self._broken = True
+
+    def _prepare(self, directory: str) -> None:
+        """Once per entry directory: made, with `.items/.gitignore`, and checked to stay inside the
+        cache directory (no link out of it), so each write after needs no check of its own."""
+        memos, path = self.cache.directory / MEMO_DIR, Path(directory)
+        check_dir(path, self.cache.directory)  # before anything is made: links followed
+        if not memos.is_dir():
+            memos.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(memos / ".gitignore", "# item memos: valid only beside this cache's files\n*\n",
+                              self.cache.directory)
+        path.mkdir(exist_ok=True)
+        check_dir(path, self.cache.directory)
+        self._checked.add(directory)
 
 
 def _sound(call: Call) -> bool:

@@ -6,8 +6,10 @@ an app target all mean the chain runs again."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,6 @@ def recorded(pytester: pytest.Pytester, server: FakeLLMServer, **spec: Any) -> P
     bench = write_benchmark(pytester.path, scenarios=ROWS, **spec)
     server.set_responder(script(True))
     run(pytester)[0].assert_outcomes(passed=2, failed=1)
-    assert memo_files(bench) == []  # answers fetched this session: nothing memoised
     run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
     assert len(memo_files(bench)) == len(ROWS)
     server.reset()
@@ -82,6 +83,7 @@ def test_memo_hits_write_the_same_files_and_count_the_same_hits(
     bench_env.set_responder(script(True))
     run(pytester)[0].assert_outcomes(passed=2, failed=1)
     history = (bench / "history.jsonl").read_bytes()  # each run appends: the report's trends grow
+    shutil.rmtree(bench / ".evalbench-cache" / ".items")  # the second run replays every chain
     cache_reads.clear()
     second, llm_second = run(pytester, "--evalbench-cache=replay")
     second.assert_outcomes(passed=2, failed=1)
@@ -99,6 +101,20 @@ def test_memo_hits_write_the_same_files_and_count_the_same_hits(
     fourth, llm_fourth = run(pytester)  # the cache `on` reads as well: memo hits too
     assert cache_reads == [] and llm_fourth == llm_second and results(bench) == files_second
     fourth.assert_outcomes(passed=2, failed=1)
+
+
+def test_a_recording_run_leaves_memos_of_the_items_it_fetched(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, cache_reads: list[str]) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    # each row's own conversation: no call is shared in flight with another item
+    bench_env.set_responder(script(True, user=lambda r: "Thought: ok\nMessage: help with "
+                                   + hashlib.sha256(r["messages"][0]["content"].encode()).hexdigest()[:8]))
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)
+    assert len(bench_env.requests) == 5 * len(ROWS) and len(memo_files(bench)) == len(ROWS)
+    recorded_files = {k: v for k, v in results(bench).items() if k.startswith("runs")}
+    cache_reads.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert cache_reads == [] and {k: v for k, v in results(bench).items() if k.startswith("runs")} == recorded_files
 
 
 def _judge_examples(pytester: pytest.Pytester) -> list[str]:
