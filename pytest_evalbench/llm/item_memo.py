@@ -11,8 +11,9 @@ file unchanged (a deleted or re-recorded entry is a miss, so the chain replays),
 the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
 payload whose sha256 is `digest`. Anything else (a missing, corrupt, oversized or unreadable file)
 is a miss, never an error. A hit adds to the engine's counters exactly what replaying the chain
-would. Used only where the cache is read (`on`, `replay`), never for an app target (its replies are
-not cached).
+would. Read where the cache is read (`on`, `replay`), written only where cache entries are written
+too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use, since a
+checked-out file has a new inode); never for an app target (its replies are not cached).
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ class ItemMemo:
             record = await produce()
         finally:
             CALLS.reset(token)
-        if log.memoable and log.calls and not self._broken:
-            # after the cache writes of the answers it fetched (same writer thread): their stamps are in
+        if self.cache.writes and log.memoable and log.calls and not self._broken:
+            # queued after the cache writes of the answers it fetched (same thread): their stamps are in by then
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 

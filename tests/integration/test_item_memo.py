@@ -67,11 +67,11 @@ def run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, str]:
 
 
 def recorded(pytester: pytest.Pytester, server: FakeLLMServer, **spec: Any) -> Path:
-    """A benchmark recorded (run 1) and replayed once from its cache (run 2: leaves the memos)."""
+    """A benchmark recorded (run 1) and run again from its cache (run 2: memoises every item)."""
     bench = write_benchmark(pytester.path, scenarios=ROWS, **spec)
     server.set_responder(script(True))
     run(pytester)[0].assert_outcomes(passed=2, failed=1)
-    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)
     assert len(memo_files(bench)) == len(ROWS)
     server.reset()
     return bench
@@ -83,24 +83,26 @@ def test_memo_hits_write_the_same_files_and_count_the_same_hits(
     bench_env.set_responder(script(True))
     run(pytester)[0].assert_outcomes(passed=2, failed=1)
     history = (bench / "history.jsonl").read_bytes()  # each run appends: the report's trends grow
-    shutil.rmtree(bench / ".evalbench-cache" / ".items")  # the second run replays every chain
+    shutil.rmtree(bench / ".evalbench-cache" / ".items", ignore_errors=True)  # memos of items fetched alone
     cache_reads.clear()
-    second, llm_second = run(pytester, "--evalbench-cache=replay")
+    second, llm_second = run(pytester, "--evalbench-cache=replay")  # every chain replayed
     second.assert_outcomes(passed=2, failed=1)
     files_second = results(bench)
+    assert len(cache_reads) == 5 * len(ROWS) and memo_files(bench) == []  # `replay` reads memos, never writes
+    cache_reads.clear()
+    (bench / "history.jsonl").write_bytes(history)
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)  # `on`: every chain replayed, and memoised
     assert len(cache_reads) == 5 * len(ROWS) and len(memo_files(bench)) == len(ROWS)
-    cache_reads.clear()
-    (bench / "history.jsonl").write_bytes(history)
-    third, llm_third = run(pytester, "--evalbench-cache=replay")
-    third.assert_outcomes(passed=2, failed=1)
-    assert cache_reads == []  # every item from its memo: no cache entry read, no request
-    assert llm_third == llm_second and "0 requests, 15 cache hits" in llm_third
     assert results(bench) == files_second
-    cache_reads.clear()
-    (bench / "history.jsonl").write_bytes(history)
-    fourth, llm_fourth = run(pytester)  # the cache `on` reads as well: memo hits too
-    assert cache_reads == [] and llm_fourth == llm_second and results(bench) == files_second
-    fourth.assert_outcomes(passed=2, failed=1)
+    for mode in ("replay", "on"):
+        cache_reads.clear()
+        (bench / "history.jsonl").write_bytes(history)
+        result, llm = run(pytester, f"--evalbench-cache={mode}")
+        result.assert_outcomes(passed=2, failed=1)
+        assert cache_reads == []  # every item from its memo: no cache entry read, no request
+        assert llm == llm_second and "0 requests, 15 cache hits" in llm
+        assert results(bench) == files_second
+    assert bench_env.requests[5 * len(ROWS):] == []
 
 
 def test_a_recording_run_leaves_memos_of_the_items_it_fetched(
@@ -208,9 +210,10 @@ def test_a_corrupt_memo_entry_misses(pytester: pytest.Pytester, bench_env: FakeL
     result.assert_outcomes(passed=2, failed=1)
     assert len(cache_reads) == 5 * len(ROWS) and bench_env.requests == []  # every chain replayed
     assert results(bench) == before and llm_after == llm_before
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)  # rewritten by a run with the cache on
     cache_reads.clear()
     run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
-    assert cache_reads == []  # rewritten by the replay: hits again
+    assert cache_reads == []
 
 
 def test_an_app_target_never_uses_the_memo(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -229,7 +232,7 @@ def pytest_evalbench_make_target(config, target):
 """)
     bench = write_benchmark(pytester.path, scenarios=ROWS, targets=[{"id": "tgt", "model": TARGET}, {"id": "app"}])
     bench_env.set_responder(script(True))
-    for mode in ("on", "replay", "replay"):
+    for mode in ("on", "on", "replay"):
         run(pytester, f"--evalbench-cache={mode}")[0].assert_outcomes(passed=4, failed=2)
     # the model target's items are memoised; the app's never: it answered every turn of every run
     assert len(memo_files(bench)) == len(ROWS)
