@@ -77,9 +77,13 @@ def recorded(pytester: pytest.Pytester, server: FakeLLMServer, **spec: Any) -> P
     return bench
 
 
+PRICED = {"pricing": {name: {"input_per_million": 0.37, "output_per_million": 1.13} for name in (USER, TARGET, JUDGE)}}
+"""Prices whose sums are not exact in binary: each hit must add the same numbers as the chain."""
+
+
 def test_memo_hits_write_the_same_files_and_count_the_same_hits(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, cache_reads: list[str]) -> None:
-    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    bench = write_benchmark(pytester.path, scenarios=ROWS, spec=PRICED)
     bench_env.set_responder(script(True))
     run(pytester)[0].assert_outcomes(passed=2, failed=1)
     history = (bench / "history.jsonl").read_bytes()  # each run appends: the report's trends grow
