@@ -241,3 +241,21 @@ def pytest_evalbench_make_target(config, target):
     # the model target's items are memoised; the app's never: it answered every turn of every run
     assert len(memo_files(bench)) == len(ROWS)
     assert (pytester.path / "app-calls.txt").read_text().count("call") == 3 * len(ROWS) * 2
+
+
+def test_a_secret_of_this_run_in_a_memo_misses(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                               cache_reads: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "sk-live-0123456789abcdefghijKLMN"
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    bench_env.set_responder(script(True, target=f"Sure, use the token {token} for that."))
+    run(pytester)
+    run(pytester)
+    assert len(memo_files(bench)) == len(ROWS)
+    cache_reads.clear()
+    run(pytester, "--evalbench-cache=replay")
+    assert cache_reads == []  # hits while the token is nobody's secret
+    monkeypatch.setenv("OPENAI_API_KEY", token)  # now it is this run's key: masked wherever it shows
+    run(pytester)
+    assert len({key for key in cache_reads}) >= 2 * len(ROWS)  # every chain replayed (and asked on, masked)
+    conversations = (bench / "runs" / "tgt" / "conversations.json").read_text()
+    assert token not in conversations and "Sure, use the token" in conversations
