@@ -43,9 +43,13 @@ SUFFIX = ".item"
 
 @functools.cache
 def code_fingerprint() -> str:
-    """sha256 over the package's own files (paths and bytes), once per process: an edit to a prompt
-    template or a parser invalidates every memo."""
-    root = Path(__file__).resolve().parent.parent
+    """The package's own files' fingerprint, once per process: an edit to a prompt template or a
+    parser invalidates every memo."""
+    return tree_fingerprint(Path(__file__).resolve().parent.parent)
+
+
+def tree_fingerprint(root: Path) -> str:
+    """sha256 over every file under `root` (relative paths and bytes; compiled caches aside)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")

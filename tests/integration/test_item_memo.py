@@ -256,6 +256,6 @@ def test_a_secret_of_this_run_in_a_memo_misses(pytester: pytest.Pytester, bench_
     assert cache_reads == []  # hits while the token is nobody's secret
     monkeypatch.setenv("OPENAI_API_KEY", token)  # now it is this run's key: masked wherever it shows
     run(pytester)
-    assert len({key for key in cache_reads}) >= 2 * len(ROWS)  # every chain replayed (and asked on, masked)
+    assert len(set(cache_reads)) >= 2 * len(ROWS)  # every chain replayed (and asked on, masked)
     conversations = (bench / "runs" / "tgt" / "conversations.json").read_text()
     assert token not in conversations and "Sure, use the token" in conversations
