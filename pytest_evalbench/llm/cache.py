@@ -196,6 +196,15 @@ def _read_text(path: str, stamp: list[int] | None = None) -> str:
     return b"".join(chunks).decode("utf-8")
 
 
+def read_bounded(path: str) -> str | None:
+    """A file's text read as a cache entry is (at most `MAX_ENTRY_BYTES`); None when it is missing,
+    too large or unreadable (an item memo's read: any of these is a miss)."""
+    try:
+        return _read_text(path)
+    except (OSError, ValueError, _TooLarge):
+        return None
+
+
 _CHUNK = 1 << 16
 MAX_ENTRY_BYTES = 256 << 20
 """Largest cache entry read: a request holds a whole conversation (each answer at most

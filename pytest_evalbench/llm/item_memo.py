@@ -30,7 +30,7 @@ from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
 from ..redaction import SECRETS
 from ..safe_files import check_dir
 from ..store import atomic_write_text
-from .cache import MAX_ENTRY_BYTES, _read_text, _TooLarge
+from .cache import MAX_ENTRY_BYTES, read_bounded
 from .engine import Engine
 from .memo import CALLS, Call, CallLog
 from .types import Usage
@@ -40,6 +40,7 @@ R = TypeVar("R")
 MEMO_DIR = ".items"
 """Under the cache directory; not a two-character entry directory (the estimate scans `??/*.json`)."""
 SUFFIX = ".item"
+
 
 @functools.cache
 def code_fingerprint() -> str:
@@ -75,7 +76,7 @@ class ItemMemo:
         """The memo directory as text with its separator: an entry's path is built by concatenation."""
         self._checked: set[str] = set()
         self._broken = False
-        """A write failed (a read-only cache directory under `replay`): no more attempts this process."""
+        """A write failed (a full disk, a directory made read-only): no more attempts this process."""
 
     def key(self, *case: str | int) -> str:
         """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample)."""
@@ -87,7 +88,8 @@ class ItemMemo:
     async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
                      from_json: Callable[[dict[str, Any]], R]) -> R:
         """The item's record: from its memo entry when sound, else from `produce()` (the chain),
-        which leaves an entry when every call was answered from a cache file."""
+        which leaves an entry (cache `on`) when every call was answered from a cache file or
+        fetched and stored by this item."""
         hit = self.lookup(key)
         if hit is not None:
             record_json, calls = hit
@@ -112,9 +114,8 @@ class ItemMemo:
     def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
         """The record's JSON and the calls to count, when the entry is sound and every cache file it
         lists is unchanged; None otherwise."""
-        try:
-            text = _read_text(self.path(key))
-        except (OSError, ValueError, _TooLarge):
+        text = read_bounded(self.path(key))
+        if text is None:
             return None
         head, newline, payload = text.partition("\n")
         try:

@@ -22,7 +22,7 @@ Call = tuple[str, str, str, str, bool, int, int]
 
 class CallLog:
     """One item's calls while its chain runs (see `CALLS`, item_memo.py): what a memo hit must count,
-    and the (size, mtime_ns, inode) of each cache file as it was read."""
+    and the (size, mtime_ns, inode) of each cache file as it was read or written."""
 
     __slots__ = ("calls", "memoable", "stamps")
 
