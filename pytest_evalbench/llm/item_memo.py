@@ -32,7 +32,7 @@ from ..safe_files import check_dir
 from ..store import atomic_write_text
 from .cache import MAX_ENTRY_BYTES, read_bounded
 from .engine import Engine
-from .memo import CALLS, Call, CallLog
+from .memo import ITEM_CALLS, Call, CallLog
 from .types import Usage
 
 R = TypeVar("R")
@@ -101,11 +101,11 @@ class ItemMemo:
                 count_calls(self.engine, calls)
                 return record
         log = CallLog()
-        token = CALLS.set(log)
+        token = ITEM_CALLS.set(log)
         try:
             record = await produce()
         finally:
-            CALLS.reset(token)
+            ITEM_CALLS.reset(token)
         if self.cache.writes and log.memoable and log.calls and not self._broken:
             # queued after the cache writes of the answers it fetched (same thread): their stamps are in by then
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))

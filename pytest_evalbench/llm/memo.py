@@ -21,7 +21,7 @@ Call = tuple[str, str, str, str, bool, int, int]
 
 
 class CallLog:
-    """One item's calls while its chain runs (see `CALLS`, item_memo.py): what a memo hit must count,
+    """One item's calls while its chain runs (see `ITEM_CALLS`, item_memo.py): what a memo hit must count,
     and the (size, mtime_ns, inode) of each cache file as it was read or written."""
 
     __slots__ = ("calls", "memoable", "stamps")
@@ -33,7 +33,7 @@ class CallLog:
         """False once a call was not answered from a cache file exactly as stored."""
 
 
-CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("evalbench_item_calls", default=None)
+ITEM_CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("evalbench_item_calls", default=None)
 """The call log of the item whose chain runs in this task (its child tasks share it); None: no memo."""
 
 
@@ -61,7 +61,7 @@ class Memo:
                      ) -> Completion:
         """The completion for `key`; `material` is what the cache entry records of the request
         (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
-        log = CALLS.get()
+        log = ITEM_CALLS.get()
         cached = self._cached(key, role, model, None if material_text is None else (material, material_text),
                               None if log is None else log.stamps)
         if cached is not None:
