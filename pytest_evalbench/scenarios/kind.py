@@ -18,6 +18,7 @@ from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from ..store import read_rows
+from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
 from .estimate import plan_scenario
@@ -94,7 +95,13 @@ class ScenarioKind:
         return self._order
 
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
-        return await run_scenario(self.run, case)
+        """The item's record; from its item memo when a fully cached earlier replay left one (never
+        for an app target: its replies are not cached)."""
+        memo = self.run.item_memo
+        if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
+            return await run_scenario(self.run, case)
+        return await memo.replay(memo.key(case.stored.row_json, case.target_id, case.sample),
+                                 lambda: run_scenario(self.run, case), self.record_to_json, self.record_from_json)
 
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
         return record.to_json()

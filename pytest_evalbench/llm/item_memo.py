@@ -1,0 +1,193 @@
+"""The item memo (issue 27): a fully cached item's finished record, kept so a later replay of the same
+item reads one file instead of re-running its chain of cached calls.
+
+An item whose every call was answered from a cache file or fetched and stored by this process (none
+shared in flight, unstored, corrupt or changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`:
+its record's JSON and, per call, the cache key, what the engine counted for it (phase, role, model,
+tokens) and the cache file's size, mtime_ns and inode as it was read or written (an atomic
+re-record makes a new inode). The key hashes the package's own code, everything of the run that
+shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
+file unchanged (a deleted or re-recorded entry is a miss, so the chain replays), the record free of
+the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
+payload whose sha256 is `digest`. Anything else (a missing, corrupt, oversized or unreadable file)
+is a miss, never an error. A hit adds to the engine's counters exactly what replaying the chain
+would. Read where the cache is read (`on`, `replay`), written only where cache entries are written
+too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use, since a
+checked-out file has a new inode); never for an app target (its replies are not cached).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
+from ..redaction import SECRETS
+from ..safe_files import check_dir
+from ..store import atomic_write_text
+from .cache import MAX_ENTRY_BYTES, read_bounded
+from .engine import Engine
+from .memo import ITEM_CALLS, Call, CallLog
+from .types import Usage
+
+R = TypeVar("R")
+
+MEMO_DIR = ".items"
+"""Under the cache directory; not a two-character entry directory (the estimate scans `??/*.json`)."""
+SUFFIX = ".item"
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """The package's own files' fingerprint, once per process: an edit to a prompt template or a
+    parser invalidates every memo."""
+    return tree_fingerprint(Path(__file__).resolve().parent.parent)
+
+
+def tree_fingerprint(root: Path) -> str:
+    """sha256 over every file under `root` (relative paths and bytes; compiled caches aside)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def fingerprint(material: Any) -> str:
+    """sha256 of the canonical JSON of `material` (with the package's code fingerprint)."""
+    text = json.dumps({"code": code_fingerprint(), "run": material}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ItemMemo:
+    """Reads and writes item memo entries of one cache directory for one run (`fingerprint`)."""
+
+    def __init__(self, engine: Engine, run_fingerprint: str) -> None:
+        self.engine = engine
+        self.cache = engine.cache
+        self._run = run_fingerprint
+        self._root = os.path.join(engine.cache.directory, MEMO_DIR, "")
+        """The memo directory as text with its separator: an entry's path is built by concatenation."""
+        self._checked: set[str] = set()
+        self._broken = False
+        """A write failed (a full disk, a directory made read-only): no more attempts this process."""
+
+    def key(self, *case: str | int) -> str:
+        """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample)."""
+        return hashlib.sha256(json.dumps([self._run, *case], ensure_ascii=True).encode()).hexdigest()
+
+    def path(self, key: str) -> str:
+        return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
+
+    async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
+                     from_json: Callable[[dict[str, Any]], R]) -> R:
+        """The item's record: from its memo entry when sound, else from `produce()` (the chain),
+        which leaves an entry (cache `on`) when every call was answered from a cache file or
+        fetched and stored by this item."""
+        hit = self.lookup(key)
+        if hit is not None:
+            record_json, calls = hit
+            try:
+                record = from_json(record_json)
+            except Exception:  # anything a file holds is a miss, never an error
+                record = None
+            if record is not None:
+                count_calls(self.engine, calls)
+                return record
+        log = CallLog()
+        token = ITEM_CALLS.set(log)
+        try:
+            record = await produce()
+        finally:
+            ITEM_CALLS.reset(token)
+        if self.cache.writes and log.memoable and log.calls and not self._broken:
+            # queued after the cache writes of the answers it fetched (same thread): their stamps are in by then
+            self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
+        return record
+
+    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
+        """The record's JSON and the calls to count, when the entry is sound and every cache file it
+        lists is unchanged; None otherwise."""
+        text = read_bounded(self.path(key))
+        if text is None:
+            return None
+        head, newline, payload = text.partition("\n")
+        try:
+            header = json.loads(head)
+            if (not newline or not isinstance(header, dict) or version_problem(header) is not None
+                    or header.get("key") != key
+                    or header.get("digest") != hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()):
+                return None
+            if SECRETS and SECRETS.redact(payload) != payload:  # the chain would mask a secret of this run
+                return None
+            data = json.loads(payload)
+            record, rows = data["record"], data["calls"]
+            calls: list[Call] = []
+            for row in rows:
+                cache_key, phase, role, model, local, tokens_in, tokens_out, size, mtime, inode = row
+                entry = os.stat(self.cache.entry_file(cache_key))
+                if entry.st_size != size or entry.st_mtime_ns != mtime or entry.st_ino != inode:
+                    return None
+                calls.append((cache_key, phase, role, model, local, tokens_in, tokens_out))
+        except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+            return None
+        if not isinstance(record, dict) or not calls or not all(_sound(c) for c in calls):
+            return None
+        return record, calls
+
+    def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
+        """Write one entry atomically (on the cache's writer thread) when every call's cache file is
+        known; a failure only stops further writes."""
+        if self._broken or not all(call[0] in log.stamps for call in log.calls):
+            return
+        payload = json.dumps({"record": record, "calls": [[*call, *log.stamps[call[0]]] for call in log.calls]},
+                             ensure_ascii=True, separators=(",", ":"))
+        digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+        header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
+        text = f"{header}\n{payload}"
+        if len(text) > MAX_ENTRY_BYTES:
+            return
+        try:
+            directory = f"{self._root}{key[:2]}"
+            if directory not in self._checked:
+                self._prepare(directory)
+            atomic_write_text(Path(f"{directory}{os.sep}{key}{SUFFIX}"), text, None)
+        except Exception:  # a memo is an optimisation, never an error of the run
+            self._broken = True
+
+    def _prepare(self, directory: str) -> None:
+        """Once per entry directory: made, with `.items/.gitignore`, and checked to stay inside the
+        cache directory (no link out of it), so each write after needs no check of its own."""
+        memos, path = self.cache.directory / MEMO_DIR, Path(directory)
+        check_dir(path, self.cache.directory)  # before anything is made: links followed
+        if not memos.is_dir():
+            memos.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(memos / ".gitignore", "# item memos: valid only beside this cache's files\n*\n",
+                              self.cache.directory)
+        path.mkdir(exist_ok=True)
+        check_dir(path, self.cache.directory)
+        self._checked.add(directory)
+
+
+def _sound(call: Call) -> bool:
+    """A call row as written: text keys, a bool, non-negative token counts."""
+    cache_key, phase, role, model, local, tokens_in, tokens_out = call
+    return (all(isinstance(v, str) for v in (cache_key, phase, role, model)) and len(cache_key) == 64
+            and isinstance(local, bool) and all(type(v) is int and v >= 0 for v in (tokens_in, tokens_out)))
+
+
+def count_calls(engine: Engine, calls: list[Call]) -> None:
+    """Add to the engine's counters what replaying these cached calls counts (`Engine.complete`'s
+    bookkeeping of a cache hit: the hit, the usage priced now, any model without a price)."""
+    stats, prices = engine.stats, engine.prices
+    for _key, phase, role, model, local, tokens_in, tokens_out in calls:
+        stats.cache_hits += 1
+        stats.usage[f"{phase}:{role}"].add(Usage(tokens_in, tokens_out,
+                                                 prices.cost(model, tokens_in, tokens_out, local=local)))
+    stats.unpriced.update(prices.unpriced)

@@ -1,0 +1,31 @@
+"""The item memo's code fingerprint (llm/item_memo.py): any edit to the package's files, a prompt
+template included, changes it; compiled caches do not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_evalbench.llm.item_memo import code_fingerprint, fingerprint, tree_fingerprint
+
+
+def test_an_edit_to_any_file_changes_the_fingerprint(tmp_path: Path) -> None:
+    (tmp_path / "scenarios").mkdir()
+    template = tmp_path / "scenarios" / "judge.py"
+    template.write_text('PROMPT = "Decide strictly from the transcript"\n')
+    (tmp_path / "schema.json").write_text("{}")
+    before = tree_fingerprint(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "judge.cpython-311.pyc").write_bytes(b"\0compiled")
+    assert tree_fingerprint(tmp_path) == before
+    template.write_text('PROMPT = "Decide strictly from the transcript!"\n')
+    assert tree_fingerprint(tmp_path) != before
+    template.write_text('PROMPT = "Decide strictly from the transcript"\n')
+    assert tree_fingerprint(tmp_path) == before
+    template.rename(tmp_path / "scenarios" / "judge2.py")  # the same bytes under another name
+    assert tree_fingerprint(tmp_path) != before
+
+
+def test_the_run_fingerprint_covers_the_package_and_the_run() -> None:
+    assert len(code_fingerprint()) == 64
+    assert fingerprint({"spec": {"turns": 3}}) != fingerprint({"spec": {"turns": 2}})
+    assert fingerprint({"spec": {"turns": 3}}) == fingerprint({"spec": {"turns": 3}})
