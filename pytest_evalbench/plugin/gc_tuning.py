@@ -9,8 +9,10 @@ larger young generation, 0.26 s. At exit the interpreter's final collections wal
 again (0.4 to 1.0 s at N = 2,000, 3.6 s at N = 10,000): freezing the heap at exit skips them;
 memory is returned to the system with the process either way.
 
-Everything is undone at unconfigure (`restore`), so an in-process `pytest.main()` (pytester's
-inline runs) leaves the collector as it found it and nothing frozen stays uncollectable.
+Everything is undone at the very end of the run (`restore`, pytest's last cleanup), so an
+in-process `pytest.main()` (pytester's inline runs) leaves the collector as it found it and nothing
+frozen stays uncollectable; pytest's own full collections at the end (its unraisable-exception
+check) run before that and skip the frozen heap.
 """
 
 from __future__ import annotations

@@ -193,5 +193,4 @@ class EvalbenchSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
-        gc_tuning.restore()
         self.outcomes.records.close()
