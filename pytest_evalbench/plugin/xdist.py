@@ -28,9 +28,7 @@ from ._compat import (
     xdist_mode,
 )
 from .session import session_of
-from .watchdog import OrphanWatchdog
 from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
-from .xdist_scheduler import ShareScheduling
 
 
 class WorkerHooks:
@@ -67,6 +65,8 @@ class ShareController:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from .xdist_scheduler import ShareScheduling  # the controller's alone
+
         return ShareScheduling(config, log)
 
 
@@ -185,6 +185,8 @@ def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     workerinput = worker_input(config)
     if workerinput is not None:
+        from .watchdog import OrphanWatchdog  # a worker's alone
+
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if workerinput.get(SHARES_INPUT):

@@ -98,3 +98,33 @@ atexit.register(lambda: open({str(out)!r}, "w").write(str(gc.get_freeze_count())
     bench_env.set_responder(script(True))
     pytester.runpytest_subprocess("--benchmark=demo", "-n", "2").assert_outcomes(passed=2)
     assert int(out.read_text()) > 10_000
+
+
+PREWARM_PROBE = """
+import json, sys, threading
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    for thread in threading.enumerate():
+        if thread.name == "evalbench-prewarm":
+            thread.join()
+    wanted = ("pytest_evalbench.render.html", "pytest_evalbench.render.summary", "pytest_evalbench.gate.outcome")
+    with open("prewarmed.json", "w") as out:
+        json.dump([m for m in wanted if m in sys.modules], out)
+"""
+
+
+def test_the_xdist_controller_imports_its_finish_while_the_workers_run(pytester: pytest.Pytester,
+                                                                      bench_env: FakeLLMServer) -> None:
+    # the controller runs no item: its finish's modules are imported during the loop, not after it
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(PREWARM_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    assert json.loads((pytester.path / "prewarmed.json").read_text()) == [
+        "pytest_evalbench.render.html", "pytest_evalbench.render.summary", "pytest_evalbench.gate.outcome"]
+    assert (pytester.path / "benchmarks" / "demo" / "report.html").is_file()  # the finish still writes its report
