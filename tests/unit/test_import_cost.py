@@ -119,3 +119,18 @@ def test_a_run_imports_the_estimator_only_for_an_estimate_and_no_xdist_part_with
     # the counter-check: the probe sees the estimator once the run asks for an estimate
     loaded = _run_imports(tmp_path, "--evalbench-estimate", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST)
     assert loaded == ["pytest_evalbench.estimate", "pytest_evalbench.scenarios.estimate"]
+
+
+def test_a_loopback_endpoint_needs_no_proxy_lookup(tmp_path: Path) -> None:
+    # the proxy lookup's module costs ~5 ms CPU ahead of a run's first request; a local endpoint never has a proxy
+    code = ("import sys\nfrom pytest_evalbench.llm.transport import proxy_for\n"
+            "print(proxy_for({url!r}), 'urllib.request' in sys.modules)")
+
+    def lookup(url: str) -> str:
+        out = subprocess.run([sys.executable, "-c", code.format(url=url)], capture_output=True, text=True,
+                             cwd=tmp_path, check=True, env={"PATH": "", "HTTPS_PROXY": "http://proxy.corp:3128"})
+        return out.stdout.strip()
+
+    assert lookup("http://127.0.0.1:8000/v1/chat/completions") == "None False"
+    # the counter-check: any other host is looked up (and the proxy named by the environment applies)
+    assert lookup("https://api.openai.com/v1/chat/completions") == "http://proxy.corp:3128 True"
