@@ -28,7 +28,17 @@ from ._compat import (
     xdist_mode,
 )
 from .session import session_of
-from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
+from .workers import (
+    BUDGET_INPUT,
+    FILES_INPUT,
+    SHARED_DISTS,
+    SHARES_INPUT,
+    SPEC_INPUT,
+    STATS_OUTPUT,
+    pack_spec,
+    share_bounds,
+    worker_index,
+)
 
 
 class WorkerHooks:
@@ -131,6 +141,25 @@ class WholeFileController:
         node_input(node)[FILES_INPUT] = True
 
 
+class SpecController:
+    """Controller side: hand every worker the spec the controller's preflight loaded and validated
+    (`workers.SPEC_INPUT`), packed once. Without one (the benchmark did not load: collection reports
+    it) workers load benchmark.yaml themselves."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.packed: bytes | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        run = session_of(self.config).selection.loaded_run()
+        if run is None:
+            return
+        if self.packed is None:
+            self.packed = pack_spec(run.spec)
+        node_input(node)[SPEC_INPUT] = self.packed
+
+
 class BudgetController:
     """Controller side of `--evalbench-max-cost`: one ledger file for the session, which every
     worker reserves against (llm/budget.py), so the workers together keep the one limit."""
@@ -196,6 +225,7 @@ def register(config: pytest.Config) -> None:
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
+        config.pluginmanager.register(SpecController(config), "evalbench-xdist-spec")
         if config.getoption("evalbench_max_cost") is not None:
             config.pluginmanager.register(BudgetController(), "evalbench-xdist-budget")
         if uses_shares(config):
