@@ -29,14 +29,19 @@ def test_tuning_is_undone_by_restore() -> None:
 
 
 def test_the_startup_freeze_is_undone_by_restore() -> None:
+    before = gc.get_threshold()
     gc.collect()
     frozen_before = gc.get_freeze_count()
     gc_tuning.freeze_startup()
     try:
         assert gc.get_freeze_count() > frozen_before
+        assert gc.get_threshold()[0] >= gc_tuning.YOUNG_THRESHOLD  # the configure's imports: few young collections
+        gc_tuning.tune_for_run()  # the loop keeps the enlarged generation and freezes again
+        assert gc.get_threshold()[0] >= gc_tuning.YOUNG_THRESHOLD
     finally:
         gc_tuning.restore()
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
 def test_an_inline_benchmark_run_leaves_nothing_frozen(pytester: pytest.Pytester) -> None:
