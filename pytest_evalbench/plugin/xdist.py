@@ -33,7 +33,6 @@ from .workers import (
     FILES_INPUT,
     SHARED_DISTS,
     SHARES_INPUT,
-    SPEC_INPUT,
     STATS_OUTPUT,
     pack_spec,
     share_bounds,
@@ -148,7 +147,7 @@ class SpecController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.packed: bytes | None = None
+        self.packed: dict[str, Any] | None = None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -157,7 +156,7 @@ class SpecController:
             return
         if self.packed is None:
             self.packed = pack_spec(run.spec)
-        node_input(node)[SPEC_INPUT] = self.packed
+        node_input(node).update(self.packed)
 
 
 class BudgetController:
