@@ -8,7 +8,7 @@ import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from ..panel import agreement_lines
@@ -16,7 +16,6 @@ from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_name, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from .answers import stored_answer, write_answers
-from .estimate import plan_case
 from .explain import EVAL_NAMES
 from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
 from .models import DatasetItem, StoredAnswer
@@ -24,6 +23,16 @@ from .policy import ScoringPolicy
 from .runner import DatasetRecord, decide, run_case
 from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
 from .summary import CaseResult, agent_table, as_target_results, summarize_agents
+
+if TYPE_CHECKING:
+    from ..estimate import Expectations, HasRun, Plan
+
+
+def _plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
+    """`estimate.plan_case`, imported only for an estimate: a run does not pay for the estimator's modules."""
+    from .estimate import plan_case
+
+    return plan_case(kind, item, expect)
 
 CASE_METRIC = "pass_rate"
 
@@ -38,7 +47,7 @@ class DatasetKind:
     record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
 
-    plan_calls = plan_case
+    plan_calls = _plan_case
     """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:

@@ -6,15 +6,17 @@ runs in the controller alone (`_compat.single_process`), so it is printed once."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..errors import EvalbenchError
-from ..estimate import Estimable, Estimate, Expectations, estimate, render
 from ..sanitize import terminal
 from .nodes import CaseItem
 from .selection import Selection
+
+if TYPE_CHECKING:
+    from ..estimate import Estimate
 
 
 def wanted(config: pytest.Config) -> bool:
@@ -30,6 +32,8 @@ class EstimateMode:
 
     def run(self, session: pytest.Session) -> bool:
         """Plan every selected item; the loop stops here (True), so no item runs."""
+        from ..estimate import Estimable, Expectations, estimate, render  # only with --evalbench-estimate
+
         selection = self.selection
         kind = selection.kind
         if not isinstance(kind, Estimable):

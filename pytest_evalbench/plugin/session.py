@@ -29,7 +29,7 @@ from ..loading import resolve_benchmark_dir
 from ..redaction import SECRETS
 from ..sanitize import terminal
 from ..settings import RunSettings
-from . import gc_tuning
+from . import gc_tuning, prewarm
 from ._compat import (
     QuietReports,
     collect_only,
@@ -127,7 +127,10 @@ class EvalbenchSession:
         if self.estimate is not None:
             return self.estimate.run(session)
         gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
-        if self.is_worker or is_xdist_controller(self.config):
+        if self.is_worker:
+            return None
+        if is_xdist_controller(self.config):
+            prewarm.start()  # the finish's imports while the workers run the items
             return None
         self.outcomes.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.scheduler.start(session.items)
@@ -193,5 +196,4 @@ class EvalbenchSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
-        gc_tuning.restore()
         self.outcomes.records.close()

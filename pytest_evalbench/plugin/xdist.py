@@ -28,9 +28,16 @@ from ._compat import (
     xdist_mode,
 )
 from .session import session_of
-from .watchdog import OrphanWatchdog
-from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
-from .xdist_scheduler import ShareScheduling
+from .workers import (
+    BUDGET_INPUT,
+    FILES_INPUT,
+    SHARED_DISTS,
+    SHARES_INPUT,
+    STATS_OUTPUT,
+    pack_spec,
+    share_bounds,
+    worker_index,
+)
 
 
 class WorkerHooks:
@@ -67,6 +74,8 @@ class ShareController:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from .xdist_scheduler import ShareScheduling  # the controller's alone
+
         return ShareScheduling(config, log)
 
 
@@ -131,6 +140,25 @@ class WholeFileController:
         node_input(node)[FILES_INPUT] = True
 
 
+class SpecController:
+    """Controller side: hand every worker the spec the controller's preflight loaded and validated
+    (`workers.SPEC_INPUT`), packed once. Without one (the benchmark did not load: collection reports
+    it) workers load benchmark.yaml themselves."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.packed: dict[str, Any] | None = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        run = session_of(self.config).selection.loaded_run()
+        if run is None:
+            return
+        if self.packed is None:
+            self.packed = pack_spec(run.spec)
+        node_input(node).update(self.packed)
+
+
 class BudgetController:
     """Controller side of `--evalbench-max-cost`: one ledger file for the session, which every
     worker reserves against (llm/budget.py), so the workers together keep the one limit."""
@@ -185,6 +213,8 @@ def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     workerinput = worker_input(config)
     if workerinput is not None:
+        from .watchdog import OrphanWatchdog  # a worker's alone
+
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
         if workerinput.get(SHARES_INPUT):
@@ -194,6 +224,7 @@ def register(config: pytest.Config) -> None:
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
+        config.pluginmanager.register(SpecController(config), "evalbench-xdist-spec")
         if config.getoption("evalbench_max_cost") is not None:
             config.pluginmanager.register(BudgetController(), "evalbench-xdist-budget")
         if uses_shares(config):

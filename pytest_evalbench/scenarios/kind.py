@@ -7,7 +7,7 @@ import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar, overload
+from typing import TYPE_CHECKING, ClassVar, overload
 
 from ..correction import JudgeAccuracy
 from ..errors import ConfigError
@@ -21,11 +21,21 @@ from ..store import read_rows
 from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
-from .estimate import plan_scenario
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+
+if TYPE_CHECKING:
+    from ..estimate import Expectations, HasRun, Plan
+
+
+def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
+    """`estimate.plan_scenario`, imported only for an estimate: a run does not pay for the estimator's modules."""
+    from .estimate import plan_scenario
+
+    return plan_scenario(kind, case, expect)
+
 
 TAIL_MESSAGES = 2
 """A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
@@ -46,7 +56,7 @@ class ScenarioKind:
         (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
         (("conversation", "id"), ("score", "id")))
 
-    plan_calls = plan_scenario
+    plan_calls = _plan_scenario
     """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:

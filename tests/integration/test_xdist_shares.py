@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from helpers import scenario, script, write_benchmark
+from helpers import JUDGE, TARGET, USER, scenario, script, write_benchmark
 
 from pytest_evalbench.testing import FakeLLMServer
 
@@ -98,3 +98,62 @@ atexit.register(lambda: open({str(out)!r}, "w").write(str(gc.get_freeze_count())
     bench_env.set_responder(script(True))
     pytester.runpytest_subprocess("--benchmark=demo", "-n", "2").assert_outcomes(passed=2)
     assert int(out.read_text()) > 10_000
+
+
+PREWARM_PROBE = """
+import json, sys, threading
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        return
+    for thread in threading.enumerate():
+        if thread.name == "evalbench-prewarm":
+            thread.join()
+    wanted = ("pytest_evalbench.render.html", "pytest_evalbench.render.summary", "pytest_evalbench.gate.outcome")
+    with open("prewarmed.json", "w") as out:
+        json.dump([m for m in wanted if m in sys.modules], out)
+"""
+
+
+def test_the_xdist_controller_imports_its_finish_while_the_workers_run(pytester: pytest.Pytester,
+                                                                      bench_env: FakeLLMServer) -> None:
+    # the controller runs no item: its finish's modules are imported during the loop, not after it
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(PREWARM_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    assert json.loads((pytester.path / "prewarmed.json").read_text()) == [
+        "pytest_evalbench.render.html", "pytest_evalbench.render.summary", "pytest_evalbench.gate.outcome"]
+    assert (pytester.path / "benchmarks" / "demo" / "report.html").is_file()  # the finish still writes its report
+
+
+WORKER_IMPORTS_PROBE = """
+import json, sys
+
+def pytest_runtest_teardown(item):
+    workerinput = getattr(item.config, "workerinput", None)
+    name = f"imports-{workerinput['workerid']}.json" if workerinput else "imports-single.json"
+    with open(name, "w") as out:
+        json.dump([m for m in ("yaml", "pytest_evalbench.input_yaml") if m in sys.modules], out)
+"""
+
+
+def test_workers_are_handed_the_spec_the_controller_validated(pytester: pytest.Pytester,
+                                                              bench_env: FakeLLMServer) -> None:
+    # a worker neither imports yaml nor validates benchmark.yaml again (~20 ms CPU before its first item)
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1}, owner="me")
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(WORKER_IMPORTS_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    for worker in ("gw0", "gw1"):
+        assert json.loads((pytester.path / f"imports-{worker}.json").read_text()) == []
+    # what a worker reading the file itself warned is still warned, and the workers ran the spec's targets
+    assert "benchmark.yaml: unknown key kept and ignored: owner" in result.stdout.str()
+    assert {r["model"] for r in bench_env.requests} == {USER, TARGET, JUDGE}
+    # the counter-check: a process that reads benchmark.yaml imports yaml (the probe sees it)
+    pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
+    assert json.loads((pytester.path / "imports-single.json").read_text()) == ["yaml", "pytest_evalbench.input_yaml"]

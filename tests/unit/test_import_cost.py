@@ -85,11 +85,11 @@ def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the
 NOT_FOR_A_PLAIN_RUN = ("openai", "httpx", "aiohttp", "jinja2", "pytest_evalbench.render.markdown")
 
 
-def _run_imports(cwd: Path, *args: str) -> list[str]:
-    """Which of NOT_FOR_A_PLAIN_RUN a whole benchmark run in this process imported."""
+def _run_imports(cwd: Path, *args: str, modules: tuple[str, ...] = NOT_FOR_A_PLAIN_RUN) -> list[str]:
+    """Which of `modules` a whole benchmark run in this process imported."""
     argv = ['-q', '-p', 'no:cacheprovider', '--benchmark=demo', *args]
     run = f"import pytest\nassert pytest.main({argv!r}) in (0, 1)"  # exit 1: m02 fails, a scored run
-    probe = f"{run}\nimport json, sys\nprint(json.dumps([m for m in {NOT_FOR_A_PLAIN_RUN!r} if m in sys.modules]))"
+    probe = f"{run}\nimport json, sys\nprint(json.dumps([m for m in {modules!r} if m in sys.modules]))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -104,3 +104,33 @@ def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_writ
     loaded = _run_imports(tmp_path, "--evalbench-cache=off", "--evalbench-transport=openai",
                           f"--evalbench-markdown={tmp_path / 'summary.md'}")
     assert "openai" in loaded and "pytest_evalbench.render.markdown" in loaded
+
+
+ONLY_FOR_AN_ESTIMATE_OR_XDIST = ("pytest_evalbench.estimate", "pytest_evalbench.scenarios.estimate",
+                                 "pytest_evalbench.plugin.xdist_scheduler", "pytest_evalbench.plugin.watchdog")
+
+
+def test_a_run_imports_the_estimator_only_for_an_estimate_and_no_xdist_part_without_xdist(
+        tmp_path: Path, bench_env: FakeLLMServer) -> None:
+    # every process of a run (each xdist worker too) would pay ~3 ms for the estimator's module body
+    write_benchmark(tmp_path)
+    bench_env.set_responder(script(True))
+    assert _run_imports(tmp_path, "--evalbench-cache=off", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST) == []
+    # the counter-check: the probe sees the estimator once the run asks for an estimate
+    loaded = _run_imports(tmp_path, "--evalbench-estimate", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST)
+    assert loaded == ["pytest_evalbench.estimate", "pytest_evalbench.scenarios.estimate"]
+
+
+def test_a_loopback_endpoint_needs_no_proxy_lookup(tmp_path: Path) -> None:
+    # the proxy lookup's module costs ~5 ms CPU ahead of a run's first request; a local endpoint never has a proxy
+    code = ("import sys\nfrom pytest_evalbench.llm.transport import proxy_for\n"
+            "print(proxy_for({url!r}), 'urllib.request' in sys.modules)")
+
+    def lookup(url: str) -> str:
+        out = subprocess.run([sys.executable, "-c", code.format(url=url)], capture_output=True, text=True,
+                             cwd=tmp_path, check=True, env={"PATH": "", "HTTPS_PROXY": "http://proxy.corp:3128"})
+        return out.stdout.strip()
+
+    assert lookup("http://127.0.0.1:8000/v1/chat/completions") == "None False"
+    # the counter-check: any other host is looked up (and the proxy named by the environment applies)
+    assert lookup("https://api.openai.com/v1/chat/completions") == "http://proxy.corp:3128 True"
