@@ -7,7 +7,7 @@ users can override `evalbench_*` fixtures like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,7 +15,15 @@ import pytest
 
 from ..errors import EvalbenchError
 from ..sanitize import terminal
-from ._compat import OneLineErrors, add_k_keywords, fix_structured_nodeid, fixture_info, share_location
+from ._compat import (
+    OneLineErrors,
+    add_k_keywords,
+    fix_structured_nodeid,
+    fixture_info,
+    plain_fixture,
+    share_location,
+    skips_at_item,
+)
 
 
 class CaseSource(Protocol):
@@ -32,6 +40,11 @@ loaded with the plugin, so the key is one object for the whole process even when
 runs drop lazily imported modules."""
 SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
 """Where collection gets the cases (the session's `Selection`)."""
+RECORD_KEY: pytest.StashKey[Callable[[CaseItem], dict[str, Any]]] = pytest.StashKey()
+"""What the `evalbench_record` fixture returns for an item (`Outcomes.record_for`): items whose file
+has no fixture but the plugin's own call it directly (`CaseFile.direct_record`)."""
+FIXTURES_MODULE = __name__.rpartition(".")[0] + ".fixtures"
+"""Where the plugin's `evalbench_record` is defined (a definition elsewhere overrides it)."""
 
 
 def check_case(evalbench_record: dict[str, Any]) -> None:
@@ -59,6 +72,18 @@ class CaseItem(OneLineErrors):
         add_k_keywords(self, case.keywords)  # what -k matches
         fix_structured_nodeid(self)  # --lf/--nf/--sw on pytest >= 9.2
 
+    def setup(self) -> None:
+        """Fill the test body's argument. When nothing overrides or adds to the plugin's fixtures for
+        this file (decided at collection), call what `evalbench_record` would return directly: pytest's
+        fixture request, definition and finalizers cost more per item than the rest of the setup.
+        The same exceptions end the setup (an ERROR), so reports are the same."""
+        record_for = self.parent.direct_record if isinstance(self.parent, CaseFile) else None
+        if record_for is None:
+            super().setup()
+            return
+        with skips_at_item():
+            self.funcargs["evalbench_record"] = record_for(self)
+
     def reportinfo(self) -> tuple[Any, int | None, str]:
         return self.path, None, self.name
 
@@ -77,6 +102,10 @@ class CaseItem(OneLineErrors):
 class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
 
+    direct_record: Callable[[CaseItem], dict[str, Any]] | None = None
+    """Set at collection when this file's items may get their record without pytest's fixture
+    machinery (`_compat.plain_fixture`); None: through the `evalbench_record` fixture."""
+
     def collect(self) -> Iterator[CaseItem]:
         session = self.config.stash[SOURCE_KEY]
         try:
@@ -85,6 +114,8 @@ class CaseFile(pytest.File):
             raise self.CollectError(terminal(str(exc))) from None  # it may quote names from the input files
         location: str | None = None
         info = fixture_info(self, check_case)  # one fixture closure for the file's items, as parametrize shares one
+        if plain_fixture(self.config, info, "evalbench_record", FIXTURES_MODULE):
+            self.direct_record = self.config.stash.get(RECORD_KEY, None)
         for case in cases:
             item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case, fixtureinfo=info,
                                         keywords=dict(case.keywords), location_of=location)

@@ -41,7 +41,7 @@ from ._compat import (
     is_xdist_controller,
 )
 from .estimate import EstimateMode, wanted
-from .nodes import SESSION_KEY, SOURCE_KEY, CaseItem
+from .nodes import RECORD_KEY, SESSION_KEY, SOURCE_KEY, CaseItem
 from .outcomes import RECORD_ATTR, Outcomes
 from .progress import Progress
 from .reporting import Reporting
@@ -79,6 +79,7 @@ class EvalbenchSession:
         self._quiet_reports = QuietReports(config)
         """The terminal reporter's list of setup/teardown reports (`stats[""]`)."""
         config.stash[SOURCE_KEY] = self.selection
+        config.stash[RECORD_KEY] = self.outcomes.record_for  # what `evalbench_record` returns
         default_args(config, [str(self.bench_dir)])
 
     def header(self) -> str:

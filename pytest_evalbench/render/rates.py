@@ -133,66 +133,89 @@ def _counts() -> defaultdict[tuple[str, str], list[int]]:
     return defaultdict(lambda: [0, 0, 0])
 
 
+class RateCounts:
+    """What `scenario_rates` counts of the score rows, noted as they pass by (`tap`), so the summary's
+    pass over a run's scores (read from disk, a pass each) that finds the transcripts' statuses
+    serves the rates too."""
+
+    def __init__(self, written: KindResults) -> None:
+        self.written = written
+        self.observed, self.carried, self.gated = _counts(), _counts(), _counts()
+        self.carried_keys: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
+        self.labels: dict[str, tuple[str | None, str | None]] = {}
+        self.strata = StrataCounter()  # observed rows by decider, for the corrected rates
+
+    def tap(self, scores: Iterable[ScoreRow]) -> Iterator[ScoreRow]:
+        written, observed, carried, carried_keys = self.written, self.observed, self.carried, self.carried_keys
+        labels, strata = self.labels, self.strata
+        for score in scores:
+            labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
+            unit = unit_key(score.target_model, score.id, score.sample)
+            measured = written.measured is None or unit in written.measured
+            if measured and written.accuracy:
+                strata.add(score.target_model, (score.metric_id, score.metric_type), score.metric_id, score.metric_type,
+                           score.passed, score.decided_by)
+            for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
+                entry = (observed if measured else carried)[key]
+                entry[2 if score.passed is None else 1] += 1
+                entry[0] += bool(score.passed)
+                if not measured:
+                    carried_keys[key].append(unit)
+            yield score
+
+    def rows(self, comparison: Comparison | None) -> list[RateRow]:
+        """The rate rows, once every score row has passed through `tap`."""
+        written, observed, carried, gated = self.written, self.observed, self.carried, self.gated
+        carried_keys, labels, strata = self.carried_keys, self.labels, self.strata
+        for out in written.outcomes:
+            for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
+                entry = gated[key]
+                entry[2 if out.passed is None else 1] += 1
+                entry[0] += bool(out.passed)
+
+        def rate(target: str, metric: str, name: str | None, mtype: str | None, key: tuple[str, str],
+                 note: str | None) -> RateRow:
+            if key in observed:
+                row = _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
+                if written.accuracy:
+                    row.corrected = strata.corrected(key[0], key[1], written.accuracy)
+                return row
+            return _carried_row(target, metric, name, mtype, carried[key], carried_label(carried_keys[key], written.sessions))
+        changes = {(t.target, t.metric_id): t for t in (comparison.tests if comparison is not None else [])
+                   if t.kind == "pass/fail"}
+        metrics_of: dict[str, set[str]] = defaultdict(set)
+        for target, mid in [*observed, *carried]:
+            if mid in labels:
+                metrics_of[target].add(mid)
+        rows = []
+        for target in sorted(metrics_of):
+            for polarity, name in (("positive", POSITIVE), ("negative", NEGATIVE)):
+                members = [m for m in metrics_of[target] if labels[m][1] == polarity]
+                if members:
+                    rows.append(rate(target, name, f"all {polarity} metrics", polarity, (target, polarity),
+                                     _note(members, written.unreliable)))
+            for mid in sorted(metrics_of[target]):
+                row = rate(target, mid, labels[mid][0], labels[mid][1], (target, mid), _note([mid], written.unreliable))
+                test = changes.get((target, mid))
+                if test is not None:
+                    row.baseline, row.change = test.baseline_mean, test.change
+                    row.change_low, row.change_high = test.low, test.high
+                    row.significant_drop = test.significant
+                    row.flips_down, row.flips_up = test.b, test.c
+                rows.append(row)
+        return rows
+
+
 def scenario_rates(written: KindResults, comparison: Comparison | None) -> list[RateRow]:
     """Per target: the pass rate over its positive and over its negative metrics' rows, then one
     row per metric. Over the rows this session measured: observed k/n (unscored rows counted apart;
     a metric whose rows are all unscored stays as `unscored (n)`) and the gate's k/n where it leaves
     rows out (an unreliable judge's). A metric or target this session measured no row of shows the
     rate of the rows carried over from earlier sessions, `measured` False and naming the session."""
-    observed, carried, gated = _counts(), _counts(), _counts()
-    carried_keys: defaultdict[tuple[str, str], list[str]] = defaultdict(list)
-    labels: dict[str, tuple[str | None, str | None]] = {}
-    strata = StrataCounter()  # observed rows by decider, for the corrected rates
-    for score in written.scores:
-        labels.setdefault(score.metric_id, (score.metric_name, score.metric_type))
-        unit = unit_key(score.target_model, score.id, score.sample)
-        measured = written.measured is None or unit in written.measured
-        if measured and written.accuracy:
-            strata.add(score.target_model, (score.metric_id, score.metric_type), score.metric_id, score.metric_type,
-                       score.passed, score.decided_by)
-        for key in ((score.target_model, score.metric_id), (score.target_model, score.metric_type)):
-            entry = (observed if measured else carried)[key]
-            entry[2 if score.passed is None else 1] += 1
-            entry[0] += bool(score.passed)
-            if not measured:
-                carried_keys[key].append(unit)
-    for out in written.outcomes:
-        for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
-            entry = gated[key]
-            entry[2 if out.passed is None else 1] += 1
-            entry[0] += bool(out.passed)
-
-    def rate(target: str, metric: str, name: str | None, mtype: str | None, key: tuple[str, str],
-             note: str | None) -> RateRow:
-        if key in observed:
-            row = _rate_row(target, metric, name, mtype, observed[key], gated.get(key), note)
-            if written.accuracy:
-                row.corrected = strata.corrected(key[0], key[1], written.accuracy)
-            return row
-        return _carried_row(target, metric, name, mtype, carried[key], carried_label(carried_keys[key], written.sessions))
-    changes = {(t.target, t.metric_id): t for t in (comparison.tests if comparison is not None else [])
-               if t.kind == "pass/fail"}
-    metrics_of: dict[str, set[str]] = defaultdict(set)
-    for target, mid in [*observed, *carried]:
-        if mid in labels:
-            metrics_of[target].add(mid)
-    rows = []
-    for target in sorted(metrics_of):
-        for polarity, name in (("positive", POSITIVE), ("negative", NEGATIVE)):
-            members = [m for m in metrics_of[target] if labels[m][1] == polarity]
-            if members:
-                rows.append(rate(target, name, f"all {polarity} metrics", polarity, (target, polarity),
-                                 _note(members, written.unreliable)))
-        for mid in sorted(metrics_of[target]):
-            row = rate(target, mid, labels[mid][0], labels[mid][1], (target, mid), _note([mid], written.unreliable))
-            test = changes.get((target, mid))
-            if test is not None:
-                row.baseline, row.change = test.baseline_mean, test.change
-                row.change_low, row.change_high = test.low, test.high
-                row.significant_drop = test.significant
-                row.flips_down, row.flips_up = test.b, test.c
-            rows.append(row)
-    return rows
+    counts = RateCounts(written)
+    for _ in counts.tap(written.scores):
+        pass
+    return counts.rows(comparison)
 
 
 def _rate_row(target: str, metric: str, name: str | None, mtype: str | None, seen: list[int],
@@ -234,31 +257,50 @@ class Demographics:
             yield c
 
 
+class DemographicCounts:
+    """What `demographic_groups` counts of the score rows, noted as they pass by (`tap`, once the
+    conversations' pass has noted their demographics), so the summary's pass over a run's scores that
+    collects the shown transcripts' judgments serves the demographics too."""
+
+    def __init__(self, demographics: Demographics) -> None:
+        self.demographics = demographics
+        self.counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        self.names: dict[str, str] = {}
+
+    def tap(self, scores: Iterable[ScoreRow]) -> Iterator[ScoreRow]:
+        demo, counts, names = self.demographics.by_id, self.counts, self.names
+        for row in scores:
+            if row.passed is not None:
+                names.setdefault(row.metric_id, row.metric_name or "")
+                for axis, value in demo.get(row.id, {}).items():
+                    k_n = counts[(row.target_model, row.metric_id, axis)][str(value)]
+                    k_n[0] += row.passed
+                    k_n[1] += 1
+            yield row
+
+    def groups(self) -> list[DemographicGroup]:
+        """The groups, once every score row has passed through `tap`."""
+        counts, names = self.counts, self.names
+        out = []
+        for (target, mid, axis), by_value in sorted(counts.items()):
+            values = [(v, RateEstimate.of(k, n)) for v, (k, n) in sorted(by_value.items())]
+            group = DemographicGroup(target, mid, names.get(mid), axis, values)
+            scored = [(v, est) for v, est in values if est.n]
+            if len(scored) > 1:
+                best = max(scored, key=lambda v: v[1].rate or 0.0)
+                worst = min(scored, key=lambda v: v[1].rate or 0.0)
+                low, high = newcombe_diff_interval(worst[1].k, worst[1].n, best[1].k, best[1].n, Z95)
+                group.gap = DemographicGap(best[0], worst[0], low, high)
+                group.flagged = low > 0
+            out.append(group)
+        return out
+
+
 def demographic_groups(scores: Iterable[ScoreRow], demographics: Demographics) -> list[DemographicGroup]:
     """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
     best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
     `demographics` is what a `Demographics` noted of the conversations in the pass that showed them."""
-    demo = demographics.by_id
-    counts: dict[tuple[str, str, str], dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    names: dict[str, str] = {}
-    for row in scores:
-        if row.passed is None:
-            continue
-        names.setdefault(row.metric_id, row.metric_name or "")
-        for axis, value in demo.get(row.id, {}).items():
-            k_n = counts[(row.target_model, row.metric_id, axis)][str(value)]
-            k_n[0] += row.passed
-            k_n[1] += 1
-    out = []
-    for (target, mid, axis), by_value in sorted(counts.items()):
-        values = [(v, RateEstimate.of(k, n)) for v, (k, n) in sorted(by_value.items())]
-        group = DemographicGroup(target, mid, names.get(mid), axis, values)
-        scored = [(v, est) for v, est in values if est.n]
-        if len(scored) > 1:
-            best = max(scored, key=lambda v: v[1].rate or 0.0)
-            worst = min(scored, key=lambda v: v[1].rate or 0.0)
-            low, high = newcombe_diff_interval(worst[1].k, worst[1].n, best[1].k, best[1].n, Z95)
-            group.gap = DemographicGap(best[0], worst[0], low, high)
-            group.flagged = low > 0
-        out.append(group)
-    return out
+    counts = DemographicCounts(demographics)
+    for _ in counts.tap(scores):
+        pass
+    return counts.groups()

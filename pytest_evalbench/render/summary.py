@@ -22,9 +22,9 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..provenance import git_commit
 from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
-from .rates import Demographics, RateRow, demographic_groups, scenario_rates
+from .rates import DemographicCounts, Demographics, RateCounts, RateRow
 from .status import CASE_STATUSES, PASSED, error_group
-from .views import DatasetView, ScenarioView, dataset_view, transcripts
+from .views import DatasetView, Passes, ScenarioView, dataset_view, transcripts
 
 
 @dataclass(slots=True)
@@ -205,13 +205,14 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
         comparison = gate.outcome.comparison
-        summary.rates = scenario_rates(written, comparison)
         demographics = Demographics()  # noted in the one pass over the conversations that transcripts makes
-        shown, total = transcripts(written.scores, demographics.tap(written.conversations),
+        rates, groups = RateCounts(written), DemographicCounts(demographics)  # noted in its two passes over scores
+        shown, total = transcripts(Passes(written.scores, rates.tap, groups.tap), demographics.tap(written.conversations),
                                    unreliable=written.unreliable)
+        summary.rates = rates.rows(comparison)
         summary.pass_k = pass_k_rows(written.results if written.summaries is None else written.summaries)
         if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:
             summary.flaky, summary.flaky_total = flaky_cases(written.scores)  # else no third pass over scores
-        summary.scenario = ScenarioView(demographic_groups(written.scores, demographics), shown,
+        summary.scenario = ScenarioView(groups.groups(), shown,
                                         list(comparison.meta_warnings if comparison is not None else []), total)
     return summary

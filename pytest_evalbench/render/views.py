@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..gate.stats import Z95
 from ..kinds import KindResults
@@ -19,6 +19,8 @@ from .status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
 if TYPE_CHECKING:
     from ..dataset.summary import AgentComparison, AgentSummary, CaseResult
     from ..scenarios.models import ConversationRow, ScoreRow
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -99,7 +101,8 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
     most `limit`, failed and unscored first; and how many conversations there are in all. (A
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
-    `scores` (they may stream from disk): statuses first, then the judgments of shown conversations."""
+    `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
+    of shown conversations."""
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:
         key = (row.conv_id, row.sample)
@@ -111,20 +114,31 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     shown = set(problems[:limit]) | set(passed[:max(0, limit - len(problems))])
     del problems, passed
     judgments: dict[tuple[str, int], list[ScoreRow]] = {key: [] for key in shown}
-    for row in scores:
-        judged = judgments.get((row.conv_id, row.sample))
-        if judged is not None:
-            judged.append(row)
     out: list[TranscriptView] = []
     total = 0
-    for conv in conversations:
+    for conv in conversations:  # before the judgments' pass: a tap of that pass may need what this one noted
         total += 1
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
         out.append(TranscriptView(conv, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
+    for row in scores:  # the shown views' judgment lists fill in place
+        judged = judgments.get((row.conv_id, row.sample))
+        if judged is not None:
+            judged.append(row)
     out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
     return out, total
+
+
+class Passes(Generic[T]):
+    """`rows` (read from disk on every pass) whose successive passes each go through the next of
+    `taps` (generators that note what passes by), so consumers that each need a pass share one."""
+
+    def __init__(self, rows: Iterable[T], *taps: Callable[[Iterable[T]], Iterator[T]]) -> None:
+        self.rows, self.taps = rows, list(taps)
+
+    def __iter__(self) -> Iterator[T]:
+        return self.taps.pop(0)(self.rows) if self.taps else iter(self.rows)
 
 
 def mean_interval(values: list[float], bounds: tuple[float, float] = (1.0, 5.0)) -> dict[str, Any]:

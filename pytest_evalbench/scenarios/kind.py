@@ -132,9 +132,10 @@ class ScenarioKind:
         record.status = status
         properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
                       ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
-        metric = self.run.spec.metric(score.metric_id)
-        message = {"failed": failure_message(record, metric.why if metric else None),
-                   "unscored": score.justification}.get(status, "")
+        message = score.justification if status == "unscored" else ""
+        if status == "failed":  # built for failures only (the transcript's tail: ~8 us an item)
+            metric = self.run.spec.metric(score.metric_id)
+            message = failure_message(record, metric.why if metric else None)
         why = self.unreliable.get(score.metric_id) if self.judged_unreliably(score) else None
         if status == "failed" and why:
             return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -199,6 +199,9 @@ class ScenarioRecord:
     score: ScoreRow
     usage: dict[str, Usage]
     status: Optional[Status] = None
+    source: Optional[dict[str, Any]] = field(default=None, repr=False, compare=False)
+    """The JSON `from_json` read this record from (what `to_json` gives back): the finish pass writes
+    its parts instead of dumping the models again (`TargetRows.add`). Records read back are not changed."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
@@ -210,4 +213,4 @@ class ScenarioRecord:
     def from_json(cls, data: dict[str, Any]) -> ScenarioRecord:
         return cls(data["benchmark"], data["target_id"], ConversationRow.model_validate(data["conversation"]),
                    ScoreRow.model_validate(data["score"]),
-                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"))
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"), data)

@@ -27,9 +27,12 @@ class TargetRows:
         written as it is, never parsed again, and not parsed by the passes that read the rest."""
 
     def add(self, record: ScenarioRecord) -> None:
-        conversation = record.conversation
-        head = _LINE.encode([{k: v.to_json() for k, v in record.usage.items()}, record.score.to_json()])
-        text = indented(versioned(conversation.to_json()))
+        conversation, source = record.conversation, record.source
+        if source is None:
+            source = {"usage": {k: v.to_json() for k, v in record.usage.items()}, "score": record.score.to_json(),
+                      "conversation": conversation.to_json()}
+        head = _LINE.encode([source["usage"], source["score"]])  # read back: what to_json gives (no dump again)
+        text = indented(versioned(source["conversation"]))
         self.spooled.add_raw((conversation.id, conversation.sample), f"{head}\n{text}".encode())
 
     def conversation(self, key: tuple[str, int]) -> IndentedText:

@@ -38,3 +38,53 @@ def test_conftest_fixtures_reach_every_item(pytester: pytest.Pytester, bench_env
     result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*autouse saw 3 items, the override wrapped 3*"])
+
+
+COUNTING = """
+import _pytest.fixtures
+
+executed = []
+original = _pytest.fixtures.FixtureDef.execute
+
+
+def execute(self, request):
+    executed.append(self.argname)
+    return original(self, request)
+
+
+def pytest_configure(config):
+    _pytest.fixtures.FixtureDef.execute = execute
+
+
+def pytest_unconfigure(config):
+    _pytest.fixtures.FixtureDef.execute = original
+    print(f"\\nfixture executions: {len(executed)} {executed}")
+"""
+
+
+def test_items_get_their_record_without_a_fixture_request(pytester: pytest.Pytester,
+                                                          bench_env: FakeLLMServer) -> None:
+    """Nothing overrides the plugin's fixtures: no item builds a fixture request (`CaseItem.setup`
+    calls `Outcomes.record_for` itself), and the results are those of the fixture path."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 4)])
+    pytester.makeconftest(COUNTING)
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["fixture executions: 0 []"])
+    # --setup-show lists the fixture each item sets up: there the fixture path stays
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s", "--setup-show")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*SETUP    F evalbench_record*", "fixture executions: 3 *"])
+
+
+def test_an_override_that_raises_errors_every_item(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """A conftest `evalbench_record` that does not call the plugin's still replaces it."""
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 3)])
+    pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef evalbench_record():\n"
+                          "    raise RuntimeError('the override ran')\n")
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*the override ran*"])
+

@@ -104,3 +104,38 @@ def test_run_files_are_json_dumps_text_of_the_rows(tmp_path: Path) -> None:
     for name, rows in (("conversations.json", [versioned(r.conversation.to_json()) for r in records]),
                        ("scores.json", [versioned(r.score.to_json()) for r in records])):
         assert (run / name).read_text(encoding="utf-8") == json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+
+
+class Counted:
+    """Rows that count their passes (each a read of the run's scores.json from disk)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows, self.passes = rows, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        self.passes += 1
+        return iter(self.rows)
+
+
+def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographics(tmp_path: Path) -> None:
+    """Rates, transcripts and demographics share the transcripts' two passes over the scores: the
+    same views as each making its own passes (four)."""
+    from pytest_evalbench.render.rates import scenario_rates
+
+    ages = ["teen", "adult", "teen", "adult"]
+    records = [scenario_record(f"m01_s00{i}_v01", demographic={"age": age}) for i, age in enumerate(ages, 1)]
+    for record, passed in zip(records, (True, False, None, True)):
+        record.score.present = record.score.passed = passed
+    scores = Counted([r.score for r in records])
+    written = KindResults(results=[], scores=scores, conversations=OnePass([r.conversation for r in records]))
+    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+                            meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
+                            root=tmp_path, files=[])
+    assert scores.passes == 2
+    noted = Demographics()
+    list(noted.tap([r.conversation for r in records]))
+    assert summary.scenario is not None
+    assert summary.scenario.demographics == demographic_groups(scores.rows, noted)
+    assert summary.rates == scenario_rates(KindResults(results=[], scores=scores.rows), None)
+    assert [v.judgments for v in summary.scenario.transcripts] == [[r.score] for r in records]
+    assert [(r.metric, r.k, r.n, r.unscored) for r in summary.rates][-1] == ("m01", 2, 3, 1)

@@ -121,3 +121,26 @@ def test_stores_read_their_records_in_one_pass(tmp_path: Path) -> None:
     cases, summary, _ = write_dataset_results(tmp_path / "d", OnePass([record]), {"c1": 0})
     assert [c.case_id for c in cases] == ["c1"] and summary[0].pass_rate == 1.0
     assert json.loads((tmp_path / "d" / "case_results.json").read_text()) == [versioned(case)]
+
+
+def test_a_record_read_back_is_written_from_its_json_not_dumped_again(monkeypatch: Any) -> None:
+    """The finish pass writes a record read back from the spool (`from_json`) from the JSON it was
+    read from, byte for byte what dumping its models writes (key order included), without dumping them."""
+    from pytest_evalbench.scenarios.target_rows import TargetRows
+
+    record = scenario_record("m01_s001_v01", panel=True, region="EU")
+    data = json.loads(json.dumps(record.to_json()))
+    assert json.dumps(ScenarioRecord.from_json(data).to_json()) == json.dumps(data)  # what makes the reuse exact
+    typed, read_back = TargetRows(), TargetRows()
+    typed.add(record)
+
+    def dumped(self: Any) -> Any:
+        raise AssertionError("a record read back was dumped again")
+
+    monkeypatch.setattr(ConversationRow, "to_json", dumped)
+    monkeypatch.setattr(ScoreRow, "to_json", dumped)
+    read_back.add(ScenarioRecord.from_json(data))
+    key = ("m01_s001_v01", 0)
+    assert read_back.spooled.raw(key) == typed.spooled.raw(key)
+    typed.close()
+    read_back.close()
