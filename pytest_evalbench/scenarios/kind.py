@@ -122,6 +122,7 @@ class ScenarioKind:
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
         `passed`/`score` and the status are derived from `present`."""
+        record.source = None  # it changes here: the JSON it was read from (an item memo's) no longer matches
         if judged_row is not None:
             row = record.score.to_json()
             judged_row(row, record.to_json())

@@ -144,3 +144,25 @@ def test_a_record_read_back_is_written_from_its_json_not_dumped_again(monkeypatc
     assert read_back.spooled.raw(key) == typed.spooled.raw(key)
     typed.close()
     read_back.close()
+
+
+def test_a_record_whose_outcome_is_decided_is_written_from_its_models() -> None:
+    """A record read from JSON (an item memo's) changes when its outcome is decided (`passed`,
+    `score`, status): the finish pass must then write what it became, not the JSON it was read from."""
+    from types import SimpleNamespace
+
+    from pytest_evalbench.scenarios.kind import ScenarioKind
+    from pytest_evalbench.scenarios.target_rows import TargetRows
+
+    data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
+    data["score"].update(passed=None, score=None)  # as the chain leaves it: derived in `outcome`
+    record = ScenarioRecord.from_json(data)
+    kind = SimpleNamespace(run=SimpleNamespace(spec=SimpleNamespace(metric=lambda _id: None)), unreliable={},
+                           judged_unreliably=lambda _score: False)
+    ScenarioKind.outcome(kind, record, None)  # type: ignore[arg-type]
+    assert record.score.passed is not None
+    rows = TargetRows()
+    rows.add(record)
+    head = rows.spooled.raw(("m01_s001_v01", 0)).split(b"\n", 1)[0]
+    assert json.loads(head)[1]["passed"] is record.score.passed
+    rows.close()
