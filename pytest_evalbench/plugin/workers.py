@@ -31,8 +31,6 @@ builds the spec models' validators again (~20 ms CPU per worker, ahead of its fi
 SPEC_RUNTIME_INPUT = "evalbench_spec_runtime"
 
 
-
-
 def _runtime() -> str:
     """What a pickled spec depends on: a worker started with another interpreter (`--tx
     popen//python=...`) or other package versions reads benchmark.yaml itself."""
