@@ -157,7 +157,7 @@ class ItemMemo:
             directory = f"{self._root}{key[:2]}"
             if directory not in self._checked:
                 self._prepare(directory)
-            atomic_write_text(Path(f"{directory}{os.sep}{key}{SUFFIX}"), text, None)
+            atomic_write_text(Path(self.path(key)), text, None)
         except Exception:  # a memo is an optimisation, never an error of the run
             self._broken = True
 

@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import dataclasses
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -123,9 +124,7 @@ class Memo:
             if log is not None:
                 log.memoable = False
             return
-        if self._writer is None:
-            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
-        written = self._writer.submit(self._put, key, material, completion.to_json(), log)
+        written = self.submit(functools.partial(self._put, key, material, completion.to_json(), log))
         if not self.cache.reads:
             return
         loop = asyncio.get_running_loop()
@@ -150,12 +149,12 @@ class Memo:
         if log is not None and stamp is not None:
             log.stamps[key] = stamp
 
-    def submit(self, write: Callable[[], None]) -> None:
-        """Run `write` on the writer thread, after the cache writes queued so far (an item memo's,
-        after those of the answers its item fetched)."""
+    def submit(self, write: Callable[[], None]) -> concurrent.futures.Future[None]:
+        """Run `write` on the writer thread, after the writes queued so far (FIFO: an item memo's
+        after the cache writes of the answers its item fetched)."""
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
-        self._writer.submit(write)
+        return self._writer.submit(write)
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued (same writer thread, FIFO)."""

@@ -27,11 +27,9 @@ class TargetRows:
         written as it is, never parsed again, and not parsed by the passes that read the rest."""
 
     def add(self, record: ScenarioRecord) -> None:
-        conversation, source = record.conversation, record.source
-        if source is None:
-            source = {"usage": {k: v.to_json() for k, v in record.usage.items()}, "score": record.score.to_json(),
-                      "conversation": conversation.to_json()}
-        head = _LINE.encode([source["usage"], source["score"]])  # read back: what to_json gives (no dump again)
+        conversation = record.conversation
+        source = record.source or record.to_json()  # read back: the JSON it was read from (no dump again)
+        head = _LINE.encode([source["usage"], source["score"]])
         text = indented(versioned(source["conversation"]))
         self.spooled.add_raw((conversation.id, conversation.sample), f"{head}\n{text}".encode())
 
