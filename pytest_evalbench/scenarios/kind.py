@@ -114,15 +114,18 @@ class ScenarioKind:
                                  lambda: run_scenario(self.run, case), self.record_to_json, self.record_from_json)
 
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
-        return record.to_json()
+        """`to_json()`, or the JSON the record was read from when `outcome` kept it in step (a memo hit:
+        no dump again)."""
+        return record.source if record.source is not None else record.to_json()
 
     def record_from_json(self, data: JSONRecord) -> ScenarioRecord:
         return ScenarioRecord.from_json(data)
 
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
-        `passed`/`score` and the status are derived from `present`."""
-        record.source = None  # it changes here: the JSON it was read from (an item memo's) no longer matches
+        `passed`/`score` and the status are derived from `present`. The JSON the record was read from
+        (an item memo's) is kept only when no hook saw the row: what changes here is set in it too."""
+        source, record.source = record.source, None  # the record changes here: that JSON no longer matches
         if judged_row is not None:
             row = record.score.to_json()
             judged_row(row, record.to_json())
@@ -131,6 +134,8 @@ class ScenarioKind:
         score.passed, score.score = derive_pass(score.present, score.metric_type)
         status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
         record.status = status
+        if source is not None and judged_row is None:
+            record.source = _decided(source, score.passed, score.score, status)
         properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
                       ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
         message = score.justification if status == "unscored" else ""
@@ -237,6 +242,16 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
         text = " ".join(message.content.split())
         lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
     return "\n".join(lines)
+
+
+def _decided(source: JSONRecord, passed: bool | None, score: int | None, status: Status) -> JSONRecord | None:
+    """The record's JSON with its outcome set, as `to_json()` gives it after `outcome` (the keys are there,
+    in place, in `to_json()`'s JSON); None when it is not that JSON's shape."""
+    row = source.get("score")
+    if not isinstance(row, dict) or "passed" not in row or "score" not in row or "status" not in source:
+        return None
+    row["passed"], row["score"], source["status"] = passed, score, status
+    return source
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:

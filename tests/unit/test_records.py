@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import scenario
 
 from pytest_evalbench.calibration.models import CalibrationRecord
@@ -166,3 +167,47 @@ def test_a_record_whose_outcome_is_decided_is_written_from_its_models() -> None:
     head = rows.spooled.raw(("m01_s001_v01", 0)).split(b"\n", 1)[0]
     assert json.loads(head)[1]["passed"] is record.score.passed
     rows.close()
+
+
+def _outcome_kind() -> Any:
+    from types import SimpleNamespace
+
+    from pytest_evalbench.scenarios.kind import ScenarioKind
+
+    kind = SimpleNamespace(run=SimpleNamespace(spec=SimpleNamespace(metric=lambda _id: None)), unreliable={},
+                           judged_unreliably=lambda _score: False)
+    return kind, ScenarioKind
+
+
+@pytest.mark.parametrize("present", [True, False, None], ids=["passed", "failed", "unscored"])
+def test_a_memo_records_json_gets_its_outcome_and_is_not_dumped_again(monkeypatch: Any, present: bool | None) -> None:
+    """A record read from an item memo's JSON: `outcome` sets what it decides in that JSON too, and the
+    item's record JSON is that JSON (no dump of the models), equal to what dumping them gives, key order
+    included."""
+    kind, scenario_kind = _outcome_kind()
+    record = scenario_record("m01_s001_v01", panel=True, region="EU")
+    record.score.present = present
+    data = json.loads(json.dumps(record.to_json()))
+    data["score"].update(passed=None, score=None)  # as the chain leaves it: derived in `outcome`
+    data["status"] = None
+    read = ScenarioRecord.from_json(data)
+    scenario_kind.outcome(kind, read, None)
+    expected = json.dumps(read.to_json())
+    monkeypatch.setattr(ScenarioRecord, "to_json", lambda self: pytest.fail("dumped again"))
+    got = scenario_kind.record_to_json(kind, read)
+    assert json.dumps(got) == expected and got["status"] == {True: "passed", False: "failed"}.get(present, "unscored")
+
+
+def test_a_memo_records_json_is_dropped_when_the_judged_row_hook_saw_it() -> None:
+    """The judged-row hook may change the row: the record's JSON is then dumped from its models."""
+    kind, scenario_kind = _outcome_kind()
+    data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
+    read = ScenarioRecord.from_json(data)
+
+    def judged_row(row: dict[str, Any], _record: dict[str, Any]) -> None:
+        row["present"] = False
+        row["justification"] = "changed by the hook"
+
+    scenario_kind.outcome(kind, read, judged_row)
+    got = scenario_kind.record_to_json(kind, read)
+    assert got is not data and got["score"]["justification"] == "changed by the hook" and got["status"] == "failed"
