@@ -72,6 +72,8 @@ class ItemMemo:
         self.engine = engine
         self.cache = engine.cache
         self._run = run_fingerprint
+        self._key_start = hashlib.sha256(b"evalbench item memo\0%b\0" % run_fingerprint.encode())
+        """The hash of every key's common start (the run's fingerprint), copied per key."""
         self._root = os.path.join(engine.cache.directory, MEMO_DIR, "")
         """The memo directory as text with its separator: an entry's path is built by concatenation."""
         self._checked: set[str] = set()
@@ -79,8 +81,14 @@ class ItemMemo:
         """A write failed (a full disk, a directory made read-only): no more attempts this process."""
 
     def key(self, *case: str | int) -> str:
-        """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample)."""
-        return hashlib.sha256(json.dumps([self._run, *case], ensure_ascii=True).encode()).hexdigest()
+        """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample),
+        each part hashed with its type and length (unambiguous, and no JSON encoding of the row's text
+        per item)."""
+        digest = self._key_start.copy()
+        for part in case:
+            data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else str(part).encode()
+            digest.update(b"%c%d:%b" % (115 if isinstance(part, str) else 105, len(data), data))
+        return digest.hexdigest()
 
     def path(self, key: str) -> str:
         return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
@@ -128,16 +136,20 @@ class ItemMemo:
                 return None
             data = json.loads(payload)
             record, rows = data["record"], data["calls"]
+            if not isinstance(record, dict) or not rows:
+                return None
             calls: list[Call] = []
+            stat, entry_file = os.stat, self.cache.entry_file
             for row in rows:
                 cache_key, phase, role, model, local, tokens_in, tokens_out, size, mtime, inode = row
-                entry = os.stat(self.cache.entry_file(cache_key))
+                call = (cache_key, phase, role, model, local, tokens_in, tokens_out)
+                if not _sound(call):  # before its path is built from it
+                    return None
+                entry = stat(entry_file(cache_key))
                 if entry.st_size != size or entry.st_mtime_ns != mtime or entry.st_ino != inode:
                     return None
-                calls.append((cache_key, phase, role, model, local, tokens_in, tokens_out))
+                calls.append(call)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
-            return None
-        if not isinstance(record, dict) or not calls or not all(_sound(c) for c in calls):
             return None
         return record, calls
 
@@ -176,10 +188,12 @@ class ItemMemo:
 
 
 def _sound(call: Call) -> bool:
-    """A call row as written: text keys, a bool, non-negative token counts."""
+    """A call row as written: text keys, a bool, non-negative token counts (exact types, what JSON gives:
+    no generator per call)."""
     cache_key, phase, role, model, local, tokens_in, tokens_out = call
-    return (all(isinstance(v, str) for v in (cache_key, phase, role, model)) and len(cache_key) == 64
-            and isinstance(local, bool) and all(type(v) is int and v >= 0 for v in (tokens_in, tokens_out)))
+    return (type(cache_key) is str and len(cache_key) == 64 and type(phase) is str and type(role) is str
+            and type(model) is str and type(local) is bool and type(tokens_in) is int and tokens_in >= 0
+            and type(tokens_out) is int and tokens_out >= 0)
 
 
 def count_calls(engine: Engine, calls: list[Call]) -> None:

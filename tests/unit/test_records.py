@@ -195,7 +195,7 @@ def test_a_memo_records_json_gets_its_outcome_and_is_not_dumped_again(monkeypatc
     expected = json.dumps(read.to_json())
     monkeypatch.setattr(ScenarioRecord, "to_json", lambda self: pytest.fail("dumped again"))
     got = scenario_kind.record_to_json(kind, read)
-    assert json.dumps(got) == expected and got["status"] == {True: "passed", False: "failed"}.get(present, "unscored")
+    assert json.dumps(got) == expected and got["status"] == ("unscored" if present is None else "passed" if present else "failed")
 
 
 def test_a_memo_records_json_is_dropped_when_the_judged_row_hook_saw_it() -> None:
