@@ -3,17 +3,19 @@ item reads one file instead of re-running its chain of cached calls.
 
 An item whose every call was answered from a cache file or fetched and stored by this process (none
 shared in flight, unstored, corrupt or changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`:
-its record's JSON and, per call, the cache key, what the engine counted for it (phase, role, model,
-tokens) and the cache file's size, mtime_ns and inode as it was read or written (an atomic
-re-record makes a new inode). The key hashes the package's own code, everything of the run that
-shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
+per call, the cache key, what the engine counted for it (phase, role, model, tokens) and the cache
+file's size, mtime_ns and inode as it was read or written (an atomic re-record makes a new inode);
+then the record's JSON as the kind gives it for a memo (the scenario kind: its outcome decided, so a
+hit's text is what the spool stores). The key hashes the package's own code, everything of the run
+that shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
 file unchanged (a deleted or re-recorded entry is a miss, so the chain replays), the record free of
 the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
-payload whose sha256 is `digest`. Anything else (a missing, corrupt, oversized or unreadable file)
-is a miss, never an error. A hit adds to the engine's counters exactly what replaying the chain
-would. Read where the cache is read (`on`, `replay`), written only where cache entries are written
-too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use, since a
-checked-out file has a new inode); never for an app target (its replies are not cached).
+payload whose sha256 is `digest`: a line of the calls' JSON, then a line of the record's JSON.
+Anything else (a missing, corrupt, oversized or unreadable file, or a memo of the older one-line
+payload) is a miss, never an error. A hit adds to the engine's counters exactly what replaying the
+chain would. Read where the cache is read (`on`, `replay`), written only where cache entries are
+written too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use,
+since a checked-out file has a new inode); never for an app target (its replies are not cached).
 """
 
 from __future__ import annotations
@@ -94,15 +96,15 @@ class ItemMemo:
         return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
 
     async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
-                     from_json: Callable[[dict[str, Any]], R]) -> R:
-        """The item's record: from its memo entry when sound, else from `produce()` (the chain),
-        which leaves an entry (cache `on`) when every call was answered from a cache file or
-        fetched and stored by this item."""
+                     from_json: Callable[[dict[str, Any], str], R]) -> R:
+        """The item's record: from its memo entry when sound (`from_json` gets its JSON and the
+        JSON's text), else from `produce()` (the chain), which leaves an entry (cache `on`) when
+        every call was answered from a cache file or fetched and stored by this item."""
         hit = self.lookup(key)
         if hit is not None:
-            record_json, calls = hit
+            record_json, calls, record_text = hit
             try:
-                record = from_json(record_json)
+                record = from_json(record_json, record_text)
             except Exception:  # anything a file holds is a miss, never an error
                 record = None
             if record is not None:
@@ -119,9 +121,9 @@ class ItemMemo:
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 
-    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
-        """The record's JSON and the calls to count, when the entry is sound and every cache file it
-        lists is unchanged; None otherwise."""
+    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call], str] | None:
+        """The record's JSON, the calls to count and the record's JSON text, when the entry is sound
+        and every cache file it lists is unchanged; None otherwise."""
         text = read_bounded(self.path(key))
         if text is None:
             return None
@@ -134,9 +136,11 @@ class ItemMemo:
                 return None
             if SECRETS and SECRETS.redact(payload) != payload:  # the chain would mask a secret of this run
                 return None
-            data = json.loads(payload)
-            record, rows = data["record"], data["calls"]
-            if not isinstance(record, dict) or not rows:
+            calls_text, newline, record_text = payload.partition("\n")
+            if not newline:
+                return None
+            rows, record = json.loads(calls_text), json.loads(record_text)
+            if not isinstance(record, dict) or not isinstance(rows, list) or not rows:
                 return None
             calls: list[Call] = []
             stat, entry_file = os.stat, self.cache.entry_file
@@ -151,15 +155,15 @@ class ItemMemo:
                 calls.append(call)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             return None
-        return record, calls
+        return record, calls, record_text
 
     def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
         """Write one entry atomically (on the cache's writer thread) when every call's cache file is
         known; a failure only stops further writes."""
         if self._broken or not all(call[0] in log.stamps for call in log.calls):
             return
-        payload = json.dumps({"record": record, "calls": [[*call, *log.stamps[call[0]]] for call in log.calls]},
-                             ensure_ascii=True, separators=(",", ":"))
+        calls = [[*call, *log.stamps[call[0]]] for call in log.calls]
+        payload = f"{_COMPACT.encode(calls)}\n{_COMPACT.encode(record)}"  # ASCII JSON: no raw newline in either
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
         text = f"{header}\n{payload}"
@@ -185,6 +189,10 @@ class ItemMemo:
         path.mkdir(exist_ok=True)
         check_dir(path, self.cache.directory)
         self._checked.add(directory)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+"""A memo's payload lines: compact ASCII JSON (a lone surrogate in a string is escaped, never written raw)."""
 
 
 def _sound(call: Call) -> bool:
