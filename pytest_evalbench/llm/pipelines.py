@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import heapq
 import itertools
 import threading
@@ -68,7 +69,8 @@ class Pipelines:
         self._queue: list[list[Any]] = []
         """Heap of [priority, sequence, key, factory] of pipelines not started yet."""
         self._queued: dict[Any, list[Any]] = {}
-        self._started: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._started: dict[Any, asyncio.Task[Any]] = {}
+        """Tasks running on the loop (close() cancels them there)."""
         self._sequence = itertools.count()
         self._active: set[Any] = set()
         """Keys started and not yet released: at most `window` (plus those a caller waited for)."""
@@ -142,33 +144,39 @@ class Pipelines:
             self._start(entry, entry[0], future)
 
     def _start(self, entry: list[Any], priority: int, future: concurrent.futures.Future[Any]) -> None:
+        """Hand the pipeline to the loop, which makes its task there (`_spawn`): one call across threads,
+        no second future chained to `future` per pipeline."""
         key, factory = entry[2], entry[3]
         entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
+        self._ensure_loop().call_soon_threadsafe(self._spawn, key, factory, priority, future)
+
+    def _spawn(self, key: Any, factory: Any, priority: int, future: concurrent.futures.Future[Any]) -> None:
+        """On the loop: the pipeline's task, whose end settles `future` (unless close() cancelled it first)."""
+        if future.done():
+            return  # cancelled by close() before the loop got to it
 
         async def runner() -> Any:
             PRIORITY.set(priority)
             CALLS.set([0])
             return await factory()
 
-        inner = asyncio.run_coroutine_threadsafe(runner(), self._ensure_loop())
-        with self._lock:  # close() cancels it (no callback between the two futures: no reference cycle)
-            if not inner.done():
-                self._started[key] = inner
+        task = asyncio.get_running_loop().create_task(runner())
+        with self._lock:  # close() cancels it
+            self._started[key] = task
+        task.add_done_callback(functools.partial(self._settle, key, future))
 
-        def done(finished: concurrent.futures.Future[Any]) -> None:
-            with self._lock:
-                self._started.pop(key, None)
-            try:
-                if finished.cancelled():
-                    future.cancel()
-                elif finished.exception() is not None:
-                    future.set_exception(finished.exception())
-                else:
-                    future.set_result(finished.result())
-            except concurrent.futures.InvalidStateError:
-                pass  # cancelled by close() meanwhile
-
-        inner.add_done_callback(done)
+    def _settle(self, key: Any, future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+        with self._lock:
+            self._started.pop(key, None)
+        try:
+            if task.cancelled():
+                future.cancel()
+            elif task.exception() is not None:
+                future.set_exception(task.exception())
+            else:
+                future.set_result(task.result())
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled by close() meanwhile
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
@@ -199,8 +207,10 @@ class Pipelines:
             self._closed = True
             self._queue, self._queued = [], {}
             started = list(self._started.values())
-        for future in [*self._futures.values(), *started]:
+        for future in self._futures.values():
             future.cancel()
+        for task in started:  # queued before the shutdown below: cancelled first
+            loop.call_soon_threadsafe(task.cancel)
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
