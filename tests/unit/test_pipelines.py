@@ -70,3 +70,40 @@ def test_close_cancels_a_running_pipeline_and_its_callers_future() -> None:
     assert future.cancelled() and ended == ["cancelled"]
     with pytest.raises(concurrent.futures.CancelledError):
         future.result(timeout=1)
+
+
+def test_released_slots_are_refilled_in_batches_within_the_window() -> None:
+    """A release frees one slot; slots are refilled `PUMP_BATCH` at a time (a window of 256) in one
+    hand-over to the loop, so a cached replay wakes the loop once per batch, not per item; the window
+    still bounds what runs ahead, and every pipeline runs once, in order."""
+    from pytest_evalbench.llm.pipelines import PUMP_BATCH
+
+    pipes = Pipelines(256, lambda: None)
+    loop = pipes._ensure_loop()
+    handovers: list[int] = []
+    real = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        handovers.append(len(args[0]) if args and isinstance(args[0], list) else 0)
+        return real(callback, *args, **kwargs)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    started: list[int] = []
+
+    def factory(i: int) -> Any:
+        async def pipeline() -> int:
+            started.append(i)
+            return i
+        return pipeline
+
+    count = 256 + 20 * PUMP_BATCH
+    for i in range(count):
+        pipes.prefetch(i, factory(i), i)
+    assert handovers == [1] * 256  # the first window: each prefetch hands its own over
+    handovers.clear()
+    for i in range(count):
+        assert pipes.submit(i, factory(i), 0).result(timeout=5) == i
+        pipes.release(i)
+        assert len(pipes._active) <= 256
+    assert handovers == [PUMP_BATCH] * 20 and started == list(range(count))
+    pipes.close(lambda: asyncio.sleep(0))
