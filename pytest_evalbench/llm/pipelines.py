@@ -169,6 +169,7 @@ class Pipelines:
 
     def _spawn_one(self, loop: asyncio.AbstractEventLoop, key: Any, factory: Any, priority: int,
                    future: concurrent.futures.Future[Any]) -> None:
+        """On the loop: one pipeline's task, with its priority and its own call counter."""
 
         async def runner() -> Any:
             PRIORITY.set(priority)
@@ -181,6 +182,7 @@ class Pipelines:
         task.add_done_callback(functools.partial(self._settle, key, future))
 
     def _settle(self, key: Any, future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+        """On the loop, when the task ends: its outcome becomes the caller's future's."""
         with self._lock:
             self._started.pop(key, None)
         try:

@@ -58,12 +58,12 @@ class Outcomes:
         self.reasons: dict[str, str] = {}
         """Node id -> the first line of a failed (or judge-unreliable) item's message."""
         self.junit = junit_requested(config)
-        self._text: tuple[str, JSONRecord, str] | None = None
-        """(node id, record JSON, its JSON text) of the item running, when its record was read from a text
-        that still says the same (an item memo's): `consume` spools the text, not an encoding of the JSON."""
         """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
         item's three reports, which its terminal reporter keeps for the whole session, so they are
         filled only for the one sink that reads them (`--junitxml`)."""
+        self._text: tuple[str, JSONRecord, str] | None = None
+        """(node id, record JSON, its JSON text) of the item running, when its record was read from a text
+        that still says the same (an item memo's): `consume` spools the text, not an encoding of the JSON."""
 
     def selected(self, ids: list[str]) -> None:
         """Controller side: these items must each end scored or counted."""
