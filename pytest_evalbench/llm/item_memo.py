@@ -3,17 +3,19 @@ item reads one file instead of re-running its chain of cached calls.
 
 An item whose every call was answered from a cache file or fetched and stored by this process (none
 shared in flight, unstored, corrupt or changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`:
-its record's JSON and, per call, the cache key, what the engine counted for it (phase, role, model,
-tokens) and the cache file's size, mtime_ns and inode as it was read or written (an atomic
-re-record makes a new inode). The key hashes the package's own code, everything of the run that
-shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
+per call, the cache key, what the engine counted for it (phase, role, model, tokens) and the cache
+file's size, mtime_ns and inode as it was read or written (an atomic re-record makes a new inode);
+then the record's JSON as the kind gives it for a memo (the scenario kind: its outcome decided, so a
+hit's text is what the spool stores). The key hashes the package's own code, everything of the run
+that shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
 file unchanged (a deleted or re-recorded entry is a miss, so the chain replays), the record free of
 the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
-payload whose sha256 is `digest`. Anything else (a missing, corrupt, oversized or unreadable file)
-is a miss, never an error. A hit adds to the engine's counters exactly what replaying the chain
-would. Read where the cache is read (`on`, `replay`), written only where cache entries are written
-too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use, since a
-checked-out file has a new inode); never for an app target (its replies are not cached).
+payload whose sha256 is `digest`: a line of the calls' JSON, then a line of the record's JSON.
+Anything else (a missing, corrupt, oversized or unreadable file, or a memo of the older one-line
+payload) is a miss, never an error. A hit adds to the engine's counters exactly what replaying the
+chain would. Read where the cache is read (`on`, `replay`), written only where cache entries are
+written too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use,
+since a checked-out file has a new inode); never for an app target (its replies are not cached).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class ItemMemo:
         self.engine = engine
         self.cache = engine.cache
         self._run = run_fingerprint
+        self._key_start = hashlib.sha256(b"evalbench item memo\0%b\0" % run_fingerprint.encode())
+        """The hash of every key's common start (the run's fingerprint), copied per key."""
         self._root = os.path.join(engine.cache.directory, MEMO_DIR, "")
         """The memo directory as text with its separator: an entry's path is built by concatenation."""
         self._checked: set[str] = set()
@@ -79,22 +83,28 @@ class ItemMemo:
         """A write failed (a full disk, a directory made read-only): no more attempts this process."""
 
     def key(self, *case: str | int) -> str:
-        """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample)."""
-        return hashlib.sha256(json.dumps([self._run, *case], ensure_ascii=True).encode()).hexdigest()
+        """The entry's key: the run's fingerprint and the case's own material (row JSON, target, sample),
+        each part hashed with its type and length (unambiguous, and no JSON encoding of the row's text
+        per item)."""
+        digest = self._key_start.copy()
+        for part in case:
+            data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else str(part).encode()
+            digest.update(b"%c%d:%b" % (115 if isinstance(part, str) else 105, len(data), data))
+        return digest.hexdigest()
 
     def path(self, key: str) -> str:
         return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
 
     async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
-                     from_json: Callable[[dict[str, Any]], R]) -> R:
-        """The item's record: from its memo entry when sound, else from `produce()` (the chain),
-        which leaves an entry (cache `on`) when every call was answered from a cache file or
-        fetched and stored by this item."""
+                     from_json: Callable[[dict[str, Any], str], R]) -> R:
+        """The item's record: from its memo entry when sound (`from_json` gets its JSON and the
+        JSON's text), else from `produce()` (the chain), which leaves an entry (cache `on`) when
+        every call was answered from a cache file or fetched and stored by this item."""
         hit = self.lookup(key)
         if hit is not None:
-            record_json, calls = hit
+            record_json, calls, record_text = hit
             try:
-                record = from_json(record_json)
+                record = from_json(record_json, record_text)
             except Exception:  # anything a file holds is a miss, never an error
                 record = None
             if record is not None:
@@ -111,9 +121,9 @@ class ItemMemo:
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 
-    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
-        """The record's JSON and the calls to count, when the entry is sound and every cache file it
-        lists is unchanged; None otherwise."""
+    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call], str] | None:
+        """The record's JSON, the calls to count and the record's JSON text, when the entry is sound
+        and every cache file it lists is unchanged; None otherwise."""
         text = read_bounded(self.path(key))
         if text is None:
             return None
@@ -126,28 +136,34 @@ class ItemMemo:
                 return None
             if SECRETS and SECRETS.redact(payload) != payload:  # the chain would mask a secret of this run
                 return None
-            data = json.loads(payload)
-            record, rows = data["record"], data["calls"]
+            calls_text, newline, record_text = payload.partition("\n")
+            if not newline:
+                return None
+            rows, record = json.loads(calls_text), json.loads(record_text)
+            if not isinstance(record, dict) or not isinstance(rows, list) or not rows:
+                return None
             calls: list[Call] = []
+            stat, entry_file = os.stat, self.cache.entry_file
             for row in rows:
                 cache_key, phase, role, model, local, tokens_in, tokens_out, size, mtime, inode = row
-                entry = os.stat(self.cache.entry_file(cache_key))
+                call = (cache_key, phase, role, model, local, tokens_in, tokens_out)
+                if not _sound(call):  # before its path is built from it
+                    return None
+                entry = stat(entry_file(cache_key))
                 if entry.st_size != size or entry.st_mtime_ns != mtime or entry.st_ino != inode:
                     return None
-                calls.append((cache_key, phase, role, model, local, tokens_in, tokens_out))
+                calls.append(call)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             return None
-        if not isinstance(record, dict) or not calls or not all(_sound(c) for c in calls):
-            return None
-        return record, calls
+        return record, calls, record_text
 
     def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
         """Write one entry atomically (on the cache's writer thread) when every call's cache file is
         known; a failure only stops further writes."""
         if self._broken or not all(call[0] in log.stamps for call in log.calls):
             return
-        payload = json.dumps({"record": record, "calls": [[*call, *log.stamps[call[0]]] for call in log.calls]},
-                             ensure_ascii=True, separators=(",", ":"))
+        calls = [[*call, *log.stamps[call[0]]] for call in log.calls]
+        payload = f"{_COMPACT.encode(calls)}\n{_COMPACT.encode(record)}"  # ASCII JSON: no raw newline in either
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
         text = f"{header}\n{payload}"
@@ -175,11 +191,17 @@ class ItemMemo:
         self._checked.add(directory)
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+"""A memo's payload lines: compact ASCII JSON (a lone surrogate in a string is escaped, never written raw)."""
+
+
 def _sound(call: Call) -> bool:
-    """A call row as written: text keys, a bool, non-negative token counts."""
+    """A call row as written: text keys, a bool, non-negative token counts (exact types, what JSON gives:
+    no generator per call)."""
     cache_key, phase, role, model, local, tokens_in, tokens_out = call
-    return (all(isinstance(v, str) for v in (cache_key, phase, role, model)) and len(cache_key) == 64
-            and isinstance(local, bool) and all(type(v) is int and v >= 0 for v in (tokens_in, tokens_out)))
+    return (type(cache_key) is str and len(cache_key) == 64 and type(phase) is str and type(role) is str
+            and type(model) is str and type(local) is bool and type(tokens_in) is int and tokens_in >= 0
+            and type(tokens_out) is int and tokens_out >= 0)
 
 
 def count_calls(engine: Engine, calls: list[Call]) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import heapq
 import itertools
 import threading
@@ -40,6 +41,12 @@ ITEM_STRIDE = 1
 pipeline already made. A simulation of 200 chains x 7 calls at C = 64 finishes in 0.80 x the wave
 ideal (C = 128: 0.87), against 1.00 (1.05) in strict item order and 0.81 (0.93) first-come, with
 items still finishing in order; strides 2 and 4 were worse (0.82, 0.86)."""
+
+
+PUMP_BATCH = 16
+"""Released window slots are refilled this many at a time (fewer for a window under 256), handed to the
+loop in one call: one wake-up of the loop per batch instead of per item (the lookahead stays within
+this many of the window)."""
 
 
 def call_priority(concurrency: int) -> int:
@@ -68,7 +75,8 @@ class Pipelines:
         self._queue: list[list[Any]] = []
         """Heap of [priority, sequence, key, factory] of pipelines not started yet."""
         self._queued: dict[Any, list[Any]] = {}
-        self._started: dict[Any, concurrent.futures.Future[Any]] = {}
+        self._started: dict[Any, asyncio.Task[Any]] = {}
+        """Tasks running on the loop (close() cancels them there)."""
         self._sequence = itertools.count()
         self._active: set[Any] = set()
         """Keys started and not yet released: at most `window` (plus those a caller waited for)."""
@@ -119,7 +127,9 @@ class Pipelines:
             if entry is None:
                 entry = [priority, next(self._sequence), key, factory]
             future = self._take(entry)
-        self._start(entry, min(priority, entry[0]), future)
+            start = (key, entry[3], min(priority, entry[0]), future)
+            entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
+        self._start([start])
         return future
 
     def _take(self, entry: list[Any]) -> concurrent.futures.Future[Any]:
@@ -129,46 +139,61 @@ class Pipelines:
         self._active.add(entry[2])
         return future
 
-    def _pump(self) -> None:
-        """Start queued pipelines, lowest priority first, while the window has room."""
-        while True:
-            with self._lock:
-                if len(self._active) >= self.window or not self._queue or self._closed:
-                    return
+    def _pump(self, batch: int = 1) -> None:
+        """Start queued pipelines, lowest priority first, while the window has room (once it has room
+        for `batch` of them), handed to the loop together."""
+        starts = []
+        with self._lock:
+            if self.window - len(self._active) < batch:
+                return
+            while len(self._active) < self.window and self._queue and not self._closed:
                 entry = heapq.heappop(self._queue)
                 if self._queued.pop(entry[2], None) is None:
                     continue  # started by submit() already, or dropped by close()
-                future = self._take(entry)
-            self._start(entry, entry[0], future)
+                starts.append((entry[2], entry[3], entry[0], self._take(entry)))
+                entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
+        if starts:
+            self._start(starts)
 
-    def _start(self, entry: list[Any], priority: int, future: concurrent.futures.Future[Any]) -> None:
-        key, factory = entry[2], entry[3]
-        entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
+    def _start(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
+        """Hand (key, factory, priority, future) of pipelines to the loop, which makes their tasks there
+        (`_spawn`): one call across threads, no second future chained to each `future`."""
+        self._ensure_loop().call_soon_threadsafe(self._spawn, starts)
+
+    def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
+        """On the loop: each pipeline's task, whose end settles its future (unless close() cancelled it)."""
+        loop = asyncio.get_running_loop()
+        for key, factory, priority, future in starts:
+            if not future.done():  # else cancelled by close() before the loop got to it
+                self._spawn_one(loop, key, factory, priority, future)
+
+    def _spawn_one(self, loop: asyncio.AbstractEventLoop, key: Any, factory: Any, priority: int,
+                   future: concurrent.futures.Future[Any]) -> None:
+        """On the loop: one pipeline's task, with its priority and its own call counter."""
 
         async def runner() -> Any:
             PRIORITY.set(priority)
             CALLS.set([0])
             return await factory()
 
-        inner = asyncio.run_coroutine_threadsafe(runner(), self._ensure_loop())
-        with self._lock:  # close() cancels it (no callback between the two futures: no reference cycle)
-            if not inner.done():
-                self._started[key] = inner
+        task = loop.create_task(runner())
+        with self._lock:  # close() cancels it
+            self._started[key] = task
+        task.add_done_callback(functools.partial(self._settle, key, future))
 
-        def done(finished: concurrent.futures.Future[Any]) -> None:
-            with self._lock:
-                self._started.pop(key, None)
-            try:
-                if finished.cancelled():
-                    future.cancel()
-                elif finished.exception() is not None:
-                    future.set_exception(finished.exception())
-                else:
-                    future.set_result(finished.result())
-            except concurrent.futures.InvalidStateError:
-                pass  # cancelled by close() meanwhile
-
-        inner.add_done_callback(done)
+    def _settle(self, key: Any, future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+        """On the loop, when the task ends: its outcome becomes the caller's future's."""
+        with self._lock:
+            self._started.pop(key, None)
+        try:
+            if task.cancelled():
+                future.cancel()
+            elif task.exception() is not None:
+                future.set_exception(task.exception())
+            else:
+                future.set_result(task.result())
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled by close() meanwhile
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""
@@ -183,7 +208,7 @@ class Pipelines:
             future = self._futures.get(key)
             if future is not None and future.done():
                 del self._futures[key]
-        self._pump()
+        self._pump(min(PUMP_BATCH, max(1, self.window // 16)))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the loop and wait for it (used by the authoring commands)."""
@@ -199,8 +224,10 @@ class Pipelines:
             self._closed = True
             self._queue, self._queued = [], {}
             started = list(self._started.values())
-        for future in [*self._futures.values(), *started]:
+        for future in self._futures.values():
             future.cancel()
+        for task in started:  # queued before the shutdown below: cancelled first
+            loop.call_soon_threadsafe(task.cancel)
 
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)

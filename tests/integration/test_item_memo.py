@@ -113,6 +113,54 @@ def test_memo_hits_write_the_same_files_and_count_the_same_hits(
     assert len(bench_env.requests) == recorded_requests  # only the recording run asked
 
 
+def test_a_memo_hit_is_not_dumped_again(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item answered from its memo writes the same files from the memo's JSON: its typed record is
+    never dumped to JSON again (`ScenarioRecord.to_json`), nor encoded for the spool (the memo's text is
+    spooled), only the chain's records are; with a conftest fixture that sees the record, it is encoded."""
+    from pytest_evalbench.scenarios.models import ScenarioRecord
+    from pytest_evalbench.spool import Spool
+
+    spooled: list[str] = []
+    add, add_text = Spool.add, Spool.add_text
+
+    def add_counted(self: Spool[Any], key: Any, value: Any) -> None:
+        spooled.extend(["encoded"] if isinstance(key, str) and "::" in key else [])
+        add(self, key, value)
+
+    def add_text_counted(self: Spool[Any], key: Any, text: str) -> None:
+        spooled.append("text")
+        add_text(self, key, text)
+
+    monkeypatch.setattr(Spool, "add", add_counted)
+    monkeypatch.setattr(Spool, "add_text", add_text_counted)
+
+    bench = recorded(pytester, bench_env)
+    history = (bench / "history.jsonl").read_bytes()
+    shutil.rmtree(bench / ".evalbench-cache" / ".items")
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)  # every chain replayed
+    chained = results(bench)
+    run(pytester)  # memoised again
+    dumps: list[str] = []
+    to_json = ScenarioRecord.to_json
+
+    def counted(self: ScenarioRecord) -> dict[str, Any]:
+        dumps.append(self.conversation.id)
+        return to_json(self)
+
+    monkeypatch.setattr(ScenarioRecord, "to_json", counted)
+    (bench / "history.jsonl").write_bytes(history)
+    spooled.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert dumps == [] and spooled == ["text"] * len(ROWS) and results(bench) == chained
+    pytester.makeconftest("import pytest\n\n@pytest.fixture\ndef evalbench_record(evalbench_record):\n"
+                          "    return evalbench_record\n")
+    (bench / "history.jsonl").write_bytes(history)
+    spooled.clear()
+    run(pytester, "--evalbench-cache=replay")[0].assert_outcomes(passed=2, failed=1)
+    assert dumps == [] and spooled == ["encoded"] * len(ROWS) and results(bench) == chained
+
+
 def test_a_recording_run_leaves_memos_of_the_items_it_fetched(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, cache_reads: list[str]) -> None:
     bench = write_benchmark(pytester.path, scenarios=ROWS)

@@ -29,3 +29,22 @@ def test_the_run_fingerprint_covers_the_package_and_the_run() -> None:
     assert len(code_fingerprint()) == 64
     assert fingerprint({"spec": {"turns": 3}}) != fingerprint({"spec": {"turns": 2}})
     assert fingerprint({"spec": {"turns": 3}}) == fingerprint({"spec": {"turns": 3}})
+
+
+def test_a_memo_key_tells_its_parts_apart(tmp_path: Path) -> None:
+    """Each part is hashed with its type and length: no two different cases share a key."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from pytest_evalbench.llm.item_memo import ItemMemo
+
+    def memo(run: str) -> ItemMemo:
+        return ItemMemo(cast(Any, SimpleNamespace(cache=SimpleNamespace(directory=tmp_path))), run)
+
+    first, other = memo("run-a"), memo("run-b")
+    cases: list[tuple[str | int, ...]] = [('{"id":"x"}', "t", 0), ('{"id":"x"}', "t", 1), ('{"id":"x"}t', "", 0),
+                                          ('{"id":"x"}', "t0", 0), ('{"id":"x"}', "t", "0"), ('{"id":"é"}', "t", 0)]
+    keys = [first.key(*case) for case in cases]
+    assert len(set(keys)) == len(cases) and all(len(k) == 64 for k in keys)
+    assert [first.key(*case) for case in cases] == keys  # stable
+    assert {other.key(*case) for case in cases}.isdisjoint(keys)  # another run's fingerprint
