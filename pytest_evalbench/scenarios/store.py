@@ -10,7 +10,7 @@ read-merge-write under the benchmark's result lock.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -33,6 +33,7 @@ from ..store import (
     dump_json_rows,
     iter_valid,
     read_rows,
+    read_valid,
     read_valid_rows,
     results_lock,
     write_json,
@@ -41,6 +42,7 @@ from .aggregate import aggregate, correct_results, summarize_counts
 from .flaky import label_rows
 from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
 from .target_rows import TargetRows
+from .units import OutcomeUnits
 
 M = TypeVar("M", bound=BaseModel)
 RUNS_DIR = "runs"
@@ -153,20 +155,25 @@ def ledger_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
 
-def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
-                     samples: int | None = None, known: Known = Known(), *, root: Path) -> list[str]:
+def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samples: int | None = None,
+                     known: Known = Known(), *, root: Path, outcomes: list[OutcomeRow] | None = None) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
     dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
-    the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused)."""
+    the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused).
+    `outcomes` (when given) receives the written scores.json's rows as pass/fail units, in file
+    order, as reading the file back (`RunScores.outcome_rows`) would give them."""
     check_dir(run_dir, root)
 
     def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
         return raw_key(raw) in new.spooled  # (a key of this session's is configured: never dropped either)
 
-    old_scores = read_file_rows(run_dir, "scores.json", known, skip=replaced)
-    kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
-    dropped = dropped_rows(old_scores, order, samples)
+    old_scores = read_valid(run_dir / "scores.json", ScoreRow, lambda row: normalise_score(row, run_dir.name, known),
+                            stacklevel=2, skip=replaced)
+    kept_scores = {row_key(r): (r, typed) for r, typed in old_scores
+                   if configured(r, order, samples) and row_key(r) not in new.spooled}
+    dropped = dropped_rows([r for r, _ in old_scores], order, samples)
     del old_scores
+    units = OutcomeUnits()
     old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
            if configured(r, order, samples)}
 
@@ -177,7 +184,16 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
 
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
-            yield versioned(new.usage_and_score(key)[1] if key in new.spooled else kept_scores[key])
+            if key in new.spooled:  # this session's row: valid, as its model dumped it
+                row = new.usage_and_score(key)[1]
+                outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
+                          row["metric_name"], row["metric_type"], row.get("decided_by"))
+            else:  # a kept row: its validated model's values (what reading it back gives)
+                row, typed = kept_scores[key]
+                outcome = units.of(typed)
+            if outcomes is not None:
+                outcomes.append(outcome)
+            yield versioned(row)
 
     def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:
@@ -250,12 +266,16 @@ class RunRows(Generic[M]):
         self._warned = False
 
     def __iter__(self) -> Iterator[M]:
-        return (row for _, row in self._rows())
+        return (row for _, row in self._rows() if row is not None)
 
-    def _rows(self) -> Iterator[tuple[str, M]]:
-        """(target run directory, row) for every usable row, in target order."""
+    def _rows(self, skip: Collection[str] = ()) -> Iterator[tuple[str, M | None]]:
+        """(target run directory, row) for every usable row, in target order; for a target in `skip`,
+        one pair (target, None) instead of its rows."""
         warn, self._warned = not self._warned, True
         for run_dir in _run_dirs(self.bench_dir, self.filename):
+            if run_dir.name in skip:
+                yield run_dir.name, None
+                continue
             for _, row in iter_valid(run_dir / self.filename, self.model, self._normaliser(run_dir.name), warn):
                 yield run_dir.name, row
 
@@ -270,7 +290,7 @@ class RunConversations(RunRows[ConversationRow]):
         super().__init__(bench_dir, known, "conversations.json", ConversationRow, normalise_conversation)
 
 
-def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
+def write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
                   stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
                   accuracy: Mapping[str, JudgeAccuracy] | None = None,
@@ -290,26 +310,29 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
                               set() if measured is None else measured, accuracy)
 
 
-def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
+def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
                    stamp: SessionStamp | None, measured: set[str],
                    accuracy: Mapping[str, JudgeAccuracy] | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
+    written: dict[str, list[OutcomeRow]] = {}
     try:
         for record in records:
-            measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
-            target = by_target.get(record.target_id)
+            data = record if isinstance(record, dict) else record.source or record.to_json()
+            target_id, conversation = data["target_id"], data["conversation"]
+            measured.add(unit_key(target_id, conversation["id"], conversation["sample"]))
+            target = by_target.get(target_id)
             if target is None:
-                target = by_target[record.target_id] = TargetRows(bench_dir)
-            target.add(record)
-        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root)
+                target = by_target[target_id] = TargetRows(bench_dir)
+            target.add(data)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root, written)
     finally:
         for target in by_target.values():
             target.close()
-        by_target.clear()  # this session's rows: the files on disk hold them now, read back below
+        by_target.clear()  # this session's rows: the files on disk hold them now
     scores = RunScores(bench_dir, known)
-    rows_by_model = scores.outcome_rows()
+    rows_by_model = scores.outcome_rows(written=written)  # the targets just written: not read back
     results = aggregate(rows_by_model, by_scenario=False)
     if accuracy:
         correct_results(results, rows_by_model, accuracy)
@@ -326,20 +349,20 @@ class RunScores(RunRows[ScoreRow]):
     def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
         super().__init__(bench_dir, known, "scores.json", ScoreRow, normalise_score)
 
-    def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None) -> dict[str, list[OutcomeRow]]:
+    def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None,
+                     written: Mapping[str, list[OutcomeRow]] | None = None) -> dict[str, list[OutcomeRow]]:
         """The rows as compact pass/fail units, in file order: all of them by target run directory
         (what results.json is computed from), or those `keep` accepts by their `target_model`
-        (the gate's rows). Repeated strings are shared."""
-        shared: dict[Any, Any] = {}
+        (the gate's rows). Repeated strings are shared. `written`: the units of target runs whose
+        scores.json was just written from them (`write_target_run`), taken instead of read back."""
+        units = OutcomeUnits()
         out: dict[str, list[OutcomeRow]] = {}
-        for run_target, row in self._rows():
-            if keep is not None and not keep(row):
-                continue
-            target = shared.setdefault(row.target_model, row.target_model)
-            out.setdefault(run_target if keep is None else target, []).append(OutcomeRow(
-                target, row.id, shared.setdefault(row.metric_id, row.metric_id), row.sample, row.passed,
-                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type),
-                row.decided_by))
+        for run_target, row in self._rows(skip=written or ()):
+            if row is None:  # a target just written
+                if written and written[run_target]:
+                    out[run_target] = written[run_target]
+            elif keep is None or keep(row):
+                out.setdefault(run_target if keep is None else row.target_model, []).append(units.of(row))
         return out
 
 
@@ -357,9 +380,10 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     write_json(path, entries, root or path.parent)
 
 
-def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],
-                targets: set[str] | None, samples: int | None, known: Known, root: Path) -> list[str]:
-    """Every touched target's run files, one target at a time; stale rows and target runs dropped."""
+def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int], targets: set[str] | None,
+                samples: int | None, known: Known, root: Path, written: dict[str, list[OutcomeRow]]) -> list[str]:
+    """Every touched target's run files, one target at a time; stale rows and target runs dropped.
+    `written` receives each written target's scores.json rows as pass/fail units."""
     runs = check_dir(bench_dir / RUNS_DIR, root)
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
@@ -371,5 +395,5 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
-                                    known, root=root)
+                                    known, root=root, outcomes=written.setdefault(target_id, []))
     return dropped

@@ -26,12 +26,13 @@ class TargetRows:
         conversations.json row as its indented JSON text (`json_text.indented`, version included):
         written as it is, never parsed again, and not parsed by the passes that read the rest."""
 
-    def add(self, record: ScenarioRecord) -> None:
-        conversation = record.conversation
-        source = record.source or record.to_json()  # read back: the JSON it was read from (no dump again)
+    def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
+        """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
+        source = record if isinstance(record, dict) else record.source or record.to_json()  # no dump again
+        conversation = source["conversation"]
         head = _LINE.encode([source["usage"], source["score"]])
-        text = indented(versioned(source["conversation"]))
-        self.spooled.add_raw((conversation.id, conversation.sample), f"{head}\n{text}".encode())
+        text = indented(versioned(conversation))
+        self.spooled.add_raw((conversation["id"], conversation["sample"]), f"{head}\n{text}".encode())
 
     def conversation(self, key: tuple[str, int]) -> IndentedText:
         return IndentedText(self.spooled.raw(key).partition(b"\n")[2].decode())
