@@ -139,3 +139,59 @@ def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographi
     assert summary.rates == scenario_rates(KindResults(results=[], scores=scores.rows), None)
     assert [v.judgments for v in summary.scenario.transcripts] == [[r.score] for r in records]
     assert [(r.metric, r.k, r.n, r.unscored) for r in summary.rates][-1] == ("m01", 2, 3, 1)
+
+
+def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """The targets this session writes give results.json their units as scores.json is written; a
+    target it did not touch (another tool's run, impactbench's spelling) is still read from disk,
+    and the outcome is what reading every file back gives: same units, same results.json bytes."""
+    import pytest_evalbench.scenarios.store as store
+    from pytest_evalbench.scenarios.aggregate import aggregate
+    from pytest_evalbench.scenarios.store import RunScores, dump_results
+
+    earlier_run(tmp_path, broken="")  # three rows on disk; this session replaces one of them
+    other = tmp_path / "runs" / "other"
+    other.mkdir()
+    foreign = {k: v for k, v in scenario_record("m01_s001_v03").score.to_json().items()
+               if k not in ("score", "passed", "conv_id", "sample", "target_model")}
+    (other / "scores.json").write_text(json.dumps([{**foreign, "_sample": 0}]))
+    read: list[str] = []
+    real = store.iter_valid
+
+    def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
+        read.append(f"{path.parent.name}/{path.name}")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(store, "iter_valid", counted)
+    record = scenario_record("m01_s001_v02")
+    record.score.present = record.score.passed = False
+    _, _, _, outcomes = write_results(tmp_path, [record], ORDER)
+    assert read == ["other/scores.json"]  # tgt's scores.json was written, never read back
+    monkeypatch.setattr(store, "iter_valid", real)
+    assert outcomes == RunScores(tmp_path).outcome_rows() and len(outcomes["other"]) == 1
+    assert [(r.id, r.passed) for r in outcomes["tgt"]] == [("m01_s001_v01", True), ("m01_s001_v02", False),
+                                                           ("m01_s001_v03", True)]
+    dump_results(tmp_path / "expected.json", aggregate(outcomes, by_scenario=False), RunScores(tmp_path).outcome_rows())
+    assert (tmp_path / "results.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
+
+
+def test_records_given_as_json_are_written_without_validating_them(tmp_path: Path, monkeypatch: Any) -> None:
+    """This session's spooled records reach the store as JSON (they were valid when spooled): no
+    model is validated or dumped for them, and the files are those the typed records write."""
+    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+
+    records = [scenario_record(sid, panel=True) for sid in ORDER]
+    write_results(tmp_path / "typed", records, ORDER)
+    data = [json.loads(json.dumps(r.to_json())) for r in records]
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a spooled record was validated or dumped again")
+
+    for model in (ConversationRow, ScoreRow):
+        monkeypatch.setattr(model, "model_validate", refused)
+        monkeypatch.setattr(model, "to_json", refused)
+    write_results(tmp_path / "json", data, ORDER)
+    for name in ("conversations.json", "scores.json", "cost.json", ".usage.json"):
+        assert (tmp_path / "json" / "runs" / "tgt" / name).read_bytes() == \
+            (tmp_path / "typed" / "runs" / "tgt" / name).read_bytes()
+    assert (tmp_path / "json" / "results.json").read_bytes() == (tmp_path / "typed" / "results.json").read_bytes()
