@@ -182,7 +182,7 @@ class ScenarioKind:
             correct_results(rates, gated, self.accuracy)
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
-                           conversations=RunConversations(bench_dir, self._known), dropped=dropped,
+                           conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
                            unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
                            accuracy=self.accuracy, summaries=summaries)

@@ -145,7 +145,6 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
     """The targets this session writes give results.json their units as scores.json is written; a
     target it did not touch (another tool's run, impactbench's spelling) is still read from disk,
     and the outcome is what reading every file back gives: same units, same results.json bytes."""
-    import pytest_evalbench.scenarios.store as store
     from pytest_evalbench.scenarios.aggregate import aggregate
     from pytest_evalbench.scenarios.store import RunScores, dump_results
 
@@ -156,18 +155,21 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
                if k not in ("score", "passed", "conv_id", "sample", "target_model")}
     (other / "scores.json").write_text(json.dumps([{**foreign, "_sample": 0}]))
     read: list[str] = []
-    real = store.iter_valid
+    real_open = Path.open
 
-    def counted(path: Path, *args: Any, **kwargs: Any) -> Any:
-        read.append(f"{path.parent.name}/{path.name}")
-        return real(path, *args, **kwargs)
+    def opened(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == "scores.json" and "w" not in (args[0] if args else kwargs.get("mode", "r")):
+            read.append(f"{path.parent.name}/{path.name}")
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(store, "iter_valid", counted)
+    monkeypatch.setattr(Path, "open", opened)
     record = scenario_record("m01_s001_v02")
     record.score.present = record.score.passed = False
     _, _, _, outcomes = write_results(tmp_path, [record], ORDER)
-    assert read == ["other/scores.json"]  # tgt's scores.json was written, never read back
-    monkeypatch.setattr(store, "iter_valid", real)
+    # other's is read to see whether it holds stale rows, and for results.json; tgt's once, for the
+    # rows it keeps: written, it is never read back
+    assert read == ["other/scores.json", "tgt/scores.json", "other/scores.json"]
+    monkeypatch.undo()
     assert outcomes == RunScores(tmp_path).outcome_rows() and len(outcomes["other"]) == 1
     assert [(r.id, r.passed) for r in outcomes["tgt"]] == [("m01_s001_v01", True), ("m01_s001_v02", False),
                                                            ("m01_s001_v03", True)]
