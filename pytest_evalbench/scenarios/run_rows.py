@@ -140,7 +140,8 @@ class RunRows(Generic[M]):
             except ValidationError:
                 row = None
             if row is None:
-                yield from islice(iter_valid(path, self.model, self._normaliser(run_dir.name), warn), done, None)
+                usual = iter_valid(path, self.model, self._normaliser(run_dir.name), warn)
+                yield from (typed for _, typed in islice(usual, done, None))
                 return
             yield row
 

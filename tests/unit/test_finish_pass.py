@@ -197,3 +197,32 @@ def test_records_given_as_json_are_written_without_validating_them(tmp_path: Pat
         assert (tmp_path / "json" / "runs" / "tgt" / name).read_bytes() == \
             (tmp_path / "typed" / "runs" / "tgt" / name).read_bytes()
     assert (tmp_path / "json" / "results.json").read_bytes() == (tmp_path / "typed" / "results.json").read_bytes()
+
+
+def test_target_runs_this_finish_wrote_are_read_back_without_normalising(tmp_path: Path, monkeypatch: Any) -> None:
+    """The reports' passes over the files this finish wrote validate their rows as written (they were
+    normalised and valid then), and get what the usual normalising read gives; a row changed since
+    (impactbench's `_sample` spelling here) sends the rest of its file the usual way."""
+    import pytest_evalbench.scenarios.run_rows as run_rows
+    from pytest_evalbench.scenarios.store import RunConversations, RunScores
+
+    earlier_run(tmp_path, broken="")
+    _, _, scores, _ = write_results(tmp_path, [scenario_record("m01_s001_v02", region="EU")], ORDER)
+    assert scores.fresh == {"tgt"}
+    usual = list(RunScores(tmp_path)), list(RunConversations(tmp_path))
+    real = run_rows.normalise_score, run_rows.normalise_conversation
+
+    def refused(*args: Any) -> Any:
+        raise AssertionError("a row this finish wrote was normalised again")
+
+    monkeypatch.setattr(run_rows, "normalise_score", refused)
+    monkeypatch.setattr(run_rows, "normalise_conversation", refused)
+    fresh = list(RunScores(tmp_path, fresh=scores.fresh)), list(RunConversations(tmp_path, fresh=scores.fresh))
+    assert fresh == usual and [r.id for r in fresh[0]] == list(ORDER)
+    monkeypatch.setattr(run_rows, "normalise_score", real[0])
+    monkeypatch.setattr(run_rows, "normalise_conversation", real[1])
+    path = tmp_path / "runs" / "tgt" / "scores.json"
+    rows = json.loads(path.read_text())
+    rows[1]["_sample"] = rows[1].pop("sample")  # as another tool spells it: normalised, still usable
+    path.write_text(json.dumps(rows))
+    assert list(RunScores(tmp_path, fresh=scores.fresh)) == list(RunScores(tmp_path)) == usual[0]
