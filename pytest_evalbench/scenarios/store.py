@@ -129,7 +129,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
             if key in new.spooled:  # this session's row: valid, as its model dumped it
-                row = new.usage_and_score(key)[1]
+                row = new.score(key)
                 outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
                           row["metric_name"], row["metric_type"], row.get("decided_by"))
             else:  # a kept row: its validated model's values (what reading it back gives)
@@ -150,7 +150,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
     def ledger() -> Iterator[tuple[str, Any]]:
         for key in sorted(live, key=ledger_key):
             name = ledger_key(key)
-            usage = new.usage_and_score(key)[0] if key in new.spooled else old_ledger.get(name)
+            usage = new.usage(key) if key in new.spooled else old_ledger.get(name)
             if usage is None:
                 continue
             for phase, value in usage.items():
