@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 from filelock import FileLock, Timeout
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .file_version import unversioned
+from .file_version import check_version, unversioned
 from .json_text import iterencode
 from .safe_files import UnsafeWrite, check_dir, check_write
 
@@ -328,7 +328,8 @@ def read_valid(path: Path, model: type[M], normalise: Callable[[dict[str, Any]],
     per file (file, 1-based row, first problem; pytest's warnings summary shows a repeated message
     once) and dropped, so this run's rows replace them; they never stop the run. A file that is not
     a JSON list at all is an InputError (`read_result`). Rows `skip` accepts (as read, after the
-    version check) are left out unread: rows the caller replaces anyway are never validated."""
+    version check; `version` still in them) are left out unread: rows the caller replaces anyway are
+    never validated."""
     rows = [r for r in read_result(path, [], list) if isinstance(r, dict)]
     return list(_valid(path, rows, model, normalise, stacklevel + 1, skip))
 
@@ -348,9 +349,11 @@ def _valid(path: Path, raw_rows: Iterable[dict[str, Any]], model: type[M],
 
     bad = []
     for number, raw in enumerate(raw_rows, start=1):
+        if skip is not None:  # checked as read: a skipped row is not copied without its `version` first
+            check_version(path, raw, number)
+            if skip(raw):
+                continue
         current = unversioned(path, raw, number)
-        if skip is not None and skip(current):
-            continue
         row = normalise(current)
         try:
             typed = model.model_validate(row)
