@@ -13,7 +13,7 @@ from ..gate.stats import Z95
 from ..kinds import KindResults
 from ..provenance import carried_label, unit_key
 from ..reliability import judged_unreliably
-from .rates import PASS_RATE, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
+from .rates import PASS_RATE, Conversation, Deferred, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
 from .status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def row_status(row: ScoreRow, unreliable: dict[str, str]) -> str:
 _WORST_FIRST = (UNSCORED, FAILED, JUDGE_UNRELIABLE, PASSED)
 
 
-def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow],
+def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation],
                 limit: int = MAX_TRANSCRIPTS, unreliable: dict[str, str] | None = None
                 ) -> tuple[list[TranscriptView], int]:
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
@@ -121,7 +121,9 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        out.append(TranscriptView(conv, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
+        shown_row = conv.validated() if isinstance(conv, Deferred) else conv  # (as written: validated when shown)
+        if shown_row is not None:
+            out.append(TranscriptView(shown_row, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
     for row in scores:  # the shown views' judgment lists fill in place
         judged = judgments.get((row.conv_id, row.sample))
         if judged is not None:

@@ -20,6 +20,7 @@ from .models import ConversationRow, ScoreRow, derive_pass
 from .units import OutcomeUnits
 
 M = TypeVar("M", bound=BaseModel)
+_R = TypeVar("_R")
 RUNS_DIR = "runs"
 
 
@@ -124,24 +125,31 @@ class RunRows(Generic[M]):
             if run_dir.name in skip:
                 yield run_dir.name, None
                 continue
-            rows = (self._fresh_rows(run_dir, warn) if run_dir.name in self.fresh else
-                    (row for _, row in iter_valid(run_dir / self.filename, self.model, self._normaliser(run_dir.name), warn)))
+            rows = (self._fresh_rows(run_dir, warn, self._as_written) if run_dir.name in self.fresh else
+                    self._usual_rows(run_dir, warn))
             for row in rows:
                 yield run_dir.name, row
 
-    def _fresh_rows(self, run_dir: Path, warn: bool) -> Iterator[M]:
-        """A file this finish wrote, its rows validated as they are (no version check, no normalising:
-        a no-op on what was written). From a row that is not as written (changed since), the rest
-        of the file goes the usual way."""
-        path, validate = run_dir / self.filename, self.model.model_validate
-        for done, raw in enumerate(iter_json_rows(path)):
-            try:
-                row = validate(raw) if raw.pop(VERSION_KEY, None) == FORMAT_VERSION else None
-            except ValidationError:
-                row = None
+    def _usual_rows(self, run_dir: Path, warn: bool, start: int = 0) -> Iterator[M]:
+        usual = iter_valid(run_dir / self.filename, self.model, self._normaliser(run_dir.name), warn)
+        return (typed for _, typed in islice(usual, start, None))
+
+    def _as_written(self, raw: dict[str, Any], target: str) -> M | None:
+        """A row of a file this finish wrote, validated as it is (normalising is a no-op on what was written)."""
+        try:
+            return self.model.model_validate(raw)
+        except ValidationError:
+            return None
+
+    def _fresh_rows(self, run_dir: Path, warn: bool, read: Callable[[dict[str, Any], str], _R | None]
+                    ) -> Iterator[M | _R]:
+        """A file this finish wrote, each row `read` as it is (no version check, no normalising). From a
+        row that is not as written (changed since: `read` gives None), the rest of the file goes the
+        usual way."""
+        for done, raw in enumerate(iter_json_rows(run_dir / self.filename)):
+            row = read(raw, run_dir.name) if raw.pop(VERSION_KEY, None) == FORMAT_VERSION else None
             if row is None:
-                usual = iter_valid(path, self.model, self._normaliser(run_dir.name), warn)
-                yield from (typed for _, typed in islice(usual, done, None))
+                yield from self._usual_rows(run_dir, warn, done)
                 return
             yield row
 
@@ -154,6 +162,55 @@ class RunConversations(RunRows[ConversationRow]):
 
     def __init__(self, bench_dir: Path, known: Known = NOTHING_KNOWN, fresh: Collection[str] = ()) -> None:
         super().__init__(bench_dir, known, "conversations.json", ConversationRow, normalise_conversation, fresh)
+
+    def as_written(self) -> Iterator[ConversationRow | WrittenConversation]:
+        """The rows, those of target runs this finish wrote not validated (`WrittenConversation`): the
+        reports' pass over every conversation, which shows a few thousand of them at most."""
+        warn, self._warned = not self._warned, True
+        for run_dir in _run_dirs(self.bench_dir, self.filename):
+            yield from (self._fresh_rows(run_dir, warn, self._written) if run_dir.name in self.fresh else
+                        self._usual_rows(run_dir, warn))
+
+    def _written(self, raw: dict[str, Any], target: str) -> WrittenConversation | None:
+        plain = (type(raw.get("id")) is str and type(raw.get("conv_id")) is str and type(raw.get("sample")) is int
+                 and isinstance(raw.get("demographic"), dict))
+        return WrittenConversation(raw, lambda: normalise_conversation(raw, target, self.known)) if plain else None
+
+
+class WrittenConversation:
+    """A conversations.json row as this finish wrote it (`render.rates.Deferred`): its key and
+    demographic as written; the model built only for a row the report shows."""
+
+    __slots__ = ("_normalised", "_raw")
+
+    def __init__(self, raw: dict[str, Any], normalised: Callable[[], dict[str, Any]]) -> None:
+        self._raw, self._normalised = raw, normalised
+
+    @property
+    def id(self) -> str:
+        return str(self._raw["id"])
+
+    @property
+    def conv_id(self) -> str:
+        return str(self._raw["conv_id"])
+
+    @property
+    def sample(self) -> int:
+        return int(self._raw["sample"])
+
+    @property
+    def demographic(self) -> dict[str, str]:
+        demographic: dict[str, str] = self._raw["demographic"]
+        return demographic
+
+    def validated(self) -> ConversationRow | None:
+        """The row's model (normalised first if it is not valid as written); None when unusable."""
+        for row in (self._raw, None):
+            try:
+                return ConversationRow.model_validate(self._normalised() if row is None else row)
+            except ValidationError:
+                continue
+        return None
 
 
 class RunScores(RunRows[ScoreRow]):

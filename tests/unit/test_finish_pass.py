@@ -226,3 +226,39 @@ def test_target_runs_this_finish_wrote_are_read_back_without_normalising(tmp_pat
     rows[1]["_sample"] = rows[1].pop("sample")  # as another tool spells it: normalised, still usable
     path.write_text(json.dumps(rows))
     assert list(RunScores(tmp_path, fresh=scores.fresh)) == list(RunScores(tmp_path)) == usual[0]
+
+
+def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, monkeypatch: Any) -> None:
+    """The pass over every conversation of a target run this finish wrote reads key and demographic as
+    written; a shown conversation is validated (and is the model the usual read gives), and the
+    summary is the one the usual read builds."""
+    from pytest_evalbench.render.views import transcripts
+    from pytest_evalbench.scenarios.models import ConversationRow
+    from pytest_evalbench.scenarios.run_rows import WrittenConversation
+    from pytest_evalbench.scenarios.store import RunConversations, RunScores
+
+    ages = ["teen", "adult", "teen"]
+    records = [scenario_record(sid, demographic={"age": age}) for sid, age in zip(ORDER, ages)]
+    records[1].score.present = records[1].score.passed = False
+    _, _, scores, _ = write_results(tmp_path, records, ORDER)
+    conversations = RunConversations(tmp_path, fresh=scores.fresh)
+    assert all(isinstance(c, WrittenConversation) for c in conversations.as_written())
+    validated: list[Any] = []
+    real = ConversationRow.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        validated.append(value["id"])
+        return real(cls, value, *args, **kwargs)
+
+    monkeypatch.setattr(ConversationRow, "model_validate", classmethod(counted))
+    shown, total = transcripts(RunScores(tmp_path), conversations.as_written(), limit=1)
+    assert validated == ["m01_s001_v02"] and total == 3  # the failed one, shown first
+    assert [v.conversation for v in shown] == [c for c in RunConversations(tmp_path) if c.id == "m01_s001_v02"]
+
+    def summary(conversations: Any) -> Any:
+        written = KindResults(results=[], scores=RunScores(tmp_path), conversations=conversations)
+        return build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=3, failed=1,
+                             root=tmp_path, files=[]).scenario
+
+    assert summary(conversations) == summary(list(RunConversations(tmp_path)))
