@@ -113,11 +113,11 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
 
     old_scores = read_valid(run_dir / "scores.json", ScoreRow, lambda row: normalise_score(row, run_dir.name, known),
                             stacklevel=2, skip=replaced)
-    kept_scores = {row_key(r): (r, typed) for r, typed in old_scores
+    units = OutcomeUnits()  # a kept row's unit from its validated model (what reading it back gives), not the model
+    kept_scores = {row_key(r): (r, units.of(typed)) for r, typed in old_scores
                    if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows([r for r, _ in old_scores], order, samples)
     del old_scores
-    units = OutcomeUnits()
     old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
            if configured(r, order, samples)}
 
@@ -132,9 +132,8 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
                 row = new.score(key)
                 outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
                           row["metric_name"], row["metric_type"], row.get("decided_by"))
-            else:  # a kept row: its validated model's values (what reading it back gives)
-                row, typed = kept_scores[key]
-                outcome = units.of(typed)
+            else:
+                row, outcome = kept_scores[key]
             if outcomes is not None:
                 outcomes.append(outcome)
             yield versioned(row)
