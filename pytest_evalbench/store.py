@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -213,6 +214,7 @@ def read_json(path: Path, default: Any) -> Any:
 
 
 READ_CHUNK = 1 << 20
+_BLANK = re.compile(r"[ \t\r\n]*")
 
 
 def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -234,21 +236,21 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
             buffer, position = buffer[position:] + chunk, 0
             return not eof
 
-        def skip(chars: str) -> None:
+        def skip() -> None:  # JSON's whitespace, matched in C (a loop per character cost 2 us a row)
             nonlocal position
             while True:
-                while position < len(buffer) and buffer[position] in chars:
-                    position += 1
+                found = _BLANK.match(buffer, position)
+                position = found.end() if found else position
                 if position < len(buffer) or not fill():
                     return
 
         try:
-            skip(" \t\r\n")
+            skip()
             if buffer[position:position + 1] != "[":
                 raise ValueError("not a list")
             position += 1
             while True:
-                skip(" \t\r\n")
+                skip()
                 if buffer[position:position + 1] == "]":
                     return
                 while True:
@@ -263,7 +265,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                     fill()
                 if isinstance(row, dict):
                     yield row
-                skip(" \t\r\n")
+                skip()
                 if buffer[position:position + 1] == ",":
                     position += 1
                 elif buffer[position:position + 1] != "]":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Union
 
 from ..correction import CorrectedRate, StrataCounter
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
@@ -239,7 +239,6 @@ def _carried_row(target: str, metric: str, name: str | None, mtype: str | None, 
                    measured=False, carried_from=carried_from)
 
 
-@runtime_checkable
 class Deferred(Protocol):
     """A conversations.json row as this session's finish wrote it (`scenarios.run_rows.WrittenConversation`):
     the reports' pass over every row reads its key and demographic; it is validated only when shown."""

@@ -7,13 +7,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from ..gate.stats import Z95
 from ..kinds import KindResults
 from ..provenance import carried_label, unit_key
 from ..reliability import judged_unreliably
-from .rates import PASS_RATE, Conversation, Deferred, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
+from .rates import PASS_RATE, Conversation, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
 from .status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
     `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
     of shown conversations."""
+    from ..scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
+
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:
         key = (row.conv_id, row.sample)
@@ -121,7 +123,7 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        shown_row = conv.validated() if isinstance(conv, Deferred) else conv  # (as written: validated when shown)
+        shown_row = conv.validated() if isinstance(conv, WrittenConversation) else cast("ConversationRow", conv)
         if shown_row is not None:
             out.append(TranscriptView(shown_row, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
     for row in scores:  # the shown views' judgment lists fill in place

@@ -146,8 +146,9 @@ class RunRows(Generic[M]):
         """A file this finish wrote, each row `read` as it is (no version check, no normalising). From a
         row that is not as written (changed since: `read` gives None), the rest of the file goes the
         usual way."""
+        target = run_dir.name
         for done, raw in enumerate(iter_json_rows(run_dir / self.filename)):
-            row = read(raw, run_dir.name) if raw.pop(VERSION_KEY, None) == FORMAT_VERSION else None
+            row = read(raw, target) if raw.pop(VERSION_KEY, None) == FORMAT_VERSION else None
             if row is None:
                 yield from self._usual_rows(run_dir, warn, done)
                 return
