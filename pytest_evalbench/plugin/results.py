@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
 from ..completeness import Completeness
 from ..errors import ConfigError, EvalbenchError, InputError
-from ..kinds import JSONRecord, KindResults
+from ..kinds import AnyKind, JSONRecord, KindResults
 from ..llm.engine import EngineStats
 from ..render.terminal import LAST_RUN, MAX_LISTED, write_run_running, write_run_status
 from ..sanitize import terminal
@@ -131,7 +131,7 @@ class Results:
 
         run = self.selection.run
         kind = self.selection.kind
-        written = self.written = kind.write_results(kind.record_from_json(data) for data in self._records())
+        written = self.written = self._write(kind)
         self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
         inputs = GateInputs(
@@ -148,6 +148,14 @@ class Results:
             hook(config=self.config, benchmark=self.settings.benchmark, results=list(written.results),
                  records=list(self._records()))
         return outcome
+
+    def _write(self, kind: AnyKind) -> KindResults:
+        """The kind writes this session's records: as JSON to a kind that takes them so (`write_records`:
+        they were valid when spooled, and are not validated again), else typed by `record_from_json`."""
+        write_records = getattr(kind, "write_records", None)
+        if write_records is not None:
+            return cast(KindResults, write_records(self._records()))
+        return kind.write_results(kind.record_from_json(data) for data in self._records())
 
     def notes(self) -> list[str]:
         """Completeness, dropped rows and judge reliability, for every report."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, Union
 
 from ..correction import CorrectedRate, StrataCounter
 from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
@@ -239,6 +239,26 @@ def _carried_row(target: str, metric: str, name: str | None, mtype: str | None, 
                    measured=False, carried_from=carried_from)
 
 
+class Deferred(Protocol):
+    """A conversations.json row as this session's finish wrote it (`scenarios.run_rows.WrittenConversation`):
+    the reports' pass over every row reads its key and demographic; it is validated only when shown."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def conv_id(self) -> str: ...
+    @property
+    def sample(self) -> int: ...
+    @property
+    def demographic(self) -> dict[str, str]: ...
+    def validated(self) -> ConversationRow | None:
+        """The row's model; None when it is not usable (changed since it was written)."""
+
+
+Conversation = Union["ConversationRow", Deferred]
+"""What the pass over a run's conversations reads: rows, or rows this finish wrote (`Deferred`)."""
+
+
 class Demographics:
     """Scenario id -> its conversations' demographic, noted as the conversations pass by (`tap`), so
     the pass that shows transcripts also serves `demographic_groups`. Rows without a demographic
@@ -248,7 +268,7 @@ class Demographics:
         self.by_id: dict[str, dict[str, str]] = {}
         self._variants: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
-    def tap(self, conversations: Iterable[ConversationRow]) -> Iterator[ConversationRow]:
+    def tap(self, conversations: Iterable[Conversation]) -> Iterator[Conversation]:
         for c in conversations:
             if c.demographic:
                 self.by_id[c.id] = self._variants.setdefault(tuple(c.demographic.items()), c.demographic)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from ..kinds import KindResults
 from ..llm.engine import EngineStats
 from ..provenance import git_commit
 from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
-from .rates import DemographicCounts, Demographics, RateCounts, RateRow
+from .rates import Conversation, DemographicCounts, Demographics, RateCounts, RateRow
 from .status import CASE_STATUSES, PASSED, error_group
 from .views import DatasetView, Passes, ScenarioView, dataset_view, transcripts
 
@@ -207,7 +208,9 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
         comparison = gate.outcome.comparison
         demographics = Demographics()  # noted in the one pass over the conversations that transcripts makes
         rates, groups = RateCounts(written), DemographicCounts(demographics)  # noted in its two passes over scores
-        shown, total = transcripts(Passes(written.scores, rates.tap, groups.tap), demographics.tap(written.conversations),
+        as_written = getattr(written.conversations, "as_written", None)  # a scenario run's rows this finish wrote:
+        conversations: Iterable[Conversation] = as_written() if as_written else written.conversations  # not validated
+        shown, total = transcripts(Passes(written.scores, rates.tap, groups.tap), demographics.tap(conversations),
                                    unreliable=written.unreliable)
         summary.rates = rates.rows(comparison)
         summary.pass_k = pass_k_rows(written.results if written.summaries is None else written.summaries)

@@ -7,13 +7,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from ..gate.stats import Z95
 from ..kinds import KindResults
 from ..provenance import carried_label, unit_key
 from ..reliability import judged_unreliably
-from .rates import PASS_RATE, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
+from .rates import PASS_RATE, Conversation, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
 from .status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def row_status(row: ScoreRow, unreliable: dict[str, str]) -> str:
 _WORST_FIRST = (UNSCORED, FAILED, JUDGE_UNRELIABLE, PASSED)
 
 
-def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[ConversationRow],
+def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation],
                 limit: int = MAX_TRANSCRIPTS, unreliable: dict[str, str] | None = None
                 ) -> tuple[list[TranscriptView], int]:
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
@@ -103,6 +103,8 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
     `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
     of shown conversations."""
+    from ..scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
+
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:
         key = (row.conv_id, row.sample)
@@ -121,7 +123,9 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         key = (conv.conv_id, conv.sample)
         if key not in shown and (key in statuses or len(out) >= limit):
             continue  # never judged: unscored, shown while there is room
-        out.append(TranscriptView(conv, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
+        shown_row = conv.validated() if isinstance(conv, WrittenConversation) else cast("ConversationRow", conv)
+        if shown_row is not None:
+            out.append(TranscriptView(shown_row, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
     for row in scores:  # the shown views' judgment lists fill in place
         judged = judgments.get((row.conv_id, row.sample))
         if judged is not None:

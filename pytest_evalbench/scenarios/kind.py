@@ -4,7 +4,6 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
@@ -25,6 +24,7 @@ from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+from .tally import RecordTally
 
 if TYPE_CHECKING:
     from ..estimate import Expectations, HasRun, Plan
@@ -152,42 +152,33 @@ class ScenarioKind:
         return Outcome(status, message, properties)
 
     def write_results(self, records: Iterable[ScenarioRecord]) -> KindResults:
-        """One pass over the records (they may stream from disk): the store merges them into the
-        run files; agreement and reliability figures are counted on the way."""
+        """`write_records` of the records' JSON (the JSON they were read from, when unchanged)."""
+        return self.write_records(record.source or record.to_json() for record in records)
+
+    def write_records(self, records: Iterable[JSONRecord]) -> KindResults:
+        """One pass over the records as JSON (they may stream from disk; this session's own spooled
+        records, valid when spooled, are not validated again): the store merges them into the run
+        files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
-        agreement: list[tuple[str, float | None]] = []
-        failures: Counter[str] = Counter()
-        audited: Counter[str] = Counter()  # this session's conversations per simulated-user audit flag
-        measured: set[str] = set()
-
-        def counted(records: Iterable[ScenarioRecord]) -> Iterable[ScenarioRecord]:
-            for record in records:  # `measured` is filled by the store (one key string per row)
-                if (found := record.conversation.user_audit) is not None:
-                    audited.update(ended_early=found.ended_early, stated_objective=bool(found.stated_objective),
-                                   broke_character=bool(found.broke_character))
-                if record.score.agreement is not None:  # a panel's: kept per row (one pair, not one per item)
-                    agreement.append((record.score.metric_id, record.score.agreement))
-                if record.status == "failed" and self.judged_unreliably(record.score):
-                    failures[record.score.metric_id] += 1
-                yield record
+        tally = RecordTally(self.unreliable)
+        measured: set[str] = set()  # filled by the store (one key string per row)
 
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        rates, dropped, scores, gated = write_results(bench_dir, counted(records), self.order(), targets=targets,
+        rates, dropped, scores, gated = write_results(bench_dir, tally.counted(records), self.order(), targets=targets,
                                                       samples=run.spec.generation.num_samples, known=self._known,
                                                       stamp=run.stamp, root=run.bench_dir, measured=measured,
                                                       accuracy=self.accuracy)
-        lines = agreement_lines(agreement)
-        line = audit_line({k: audited[k] for k in ("ended_early", "stated_objective", "broke_character")},
-                          len(measured))
+        lines = agreement_lines(tally.agreement)
+        line = audit_line(tally.audit_counts(), len(measured))
         lines += [line] if line else []
         results: Sequence[JSONObject] = ResultsFile(bench_dir / "results.json") if rates else []
         summaries = [r.model_dump(mode="json", exclude_unset=True) for r in rates]  # results.json's, by_scenario empty
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
-            lines += reliability_lines(self.unreliable, {k: failures[k] for k in self.unreliable})
+            lines += reliability_lines(self.unreliable, {k: tally.failures[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
             gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
         # the gate reads the rows this session measured; rows carried over from earlier sessions stay
@@ -199,7 +190,7 @@ class ScenarioKind:
             correct_results(rates, gated, self.accuracy)
         return KindResults(results=results, rates=rates, scores=scores,
                            outcomes=[row for rows in gated.values() for row in rows],
-                           conversations=RunConversations(bench_dir, self._known), dropped=dropped,
+                           conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
                            unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
                            accuracy=self.accuracy, summaries=summaries)

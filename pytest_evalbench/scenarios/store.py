@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,88 +30,35 @@ from ..store import (
     dump_json,
     dump_json_object,
     dump_json_rows,
-    iter_valid,
     read_rows,
+    read_valid,
     read_valid_rows,
     results_lock,
     write_json,
 )
 from .aggregate import aggregate, correct_results, summarize_counts
 from .flaky import label_rows
-from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow, derive_pass
+from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow
+from .run_rows import (
+    NOTHING_KNOWN,
+    RUNS_DIR,
+    Known,
+    Normaliser,
+    RunConversations,
+    RunScores,
+    StoredRows,
+    normalise_conversation,
+    normalise_score,
+)
 from .target_rows import TargetRows
+from .units import OutcomeUnits
+
+__all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "normalise_conversation", "normalise_score",
+           "read_file_rows", "write_results", "write_target_run"]
 
 M = TypeVar("M", bound=BaseModel)
-RUNS_DIR = "runs"
 PHASES = ("simulate", "evaluate")
 RUN_FILES = ("conversations.json", "scores.json", "cost.json", USAGE_LEDGER)
-
-
-@dataclass(frozen=True)
-class Known:
-    """What rows written by other versions or tools are completed from: the spec's metrics
-    (id -> (name, type)) and this benchmark's scenario rows (id -> row)."""
-
-    metrics: dict[str, tuple[str, str]] = field(default_factory=dict)
-    scenarios: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-
-
-class StoredRows(Mapping[str, dict[str, Any]]):
-    """Scenario id -> row dict, built on each lookup from a compact stored row (`runner.StoredScenario`):
-    only rows of foreign result files are ever looked up, so nothing per row stays in memory."""
-
-    def __init__(self, stored: Mapping[str, Any]) -> None:
-        self._stored = stored
-
-    def __getitem__(self, key: str) -> dict[str, Any]:
-        return dict(self._stored[key].dump())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._stored)
-
-    def __len__(self) -> int:
-        return len(self._stored)
-
-
-Normaliser = Callable[[dict[str, Any], str, Known], dict[str, Any]]
-
-
-def _common(row: dict[str, Any], target_id: str) -> dict[str, Any]:
-    """Spellings every writer of these files used: impactbench's `_sample`, no `conv_id`."""
-    out = {k: v for k, v in row.items() if not k.startswith("_")}
-    if "sample" not in out and isinstance(row.get("_sample"), int):
-        out["sample"] = row["_sample"]
-    out.setdefault("sample", 0)
-    target = out.get("target_model") or (out.get("target") or {}).get("id") or target_id
-    out.setdefault("conv_id", f"{out.get('id')}__{target}")
-    return out
-
-
-def normalise_conversation(row: dict[str, Any], target_id: str, known: Known) -> dict[str, Any]:
-    """A conversations.json row in this version's shape: scenario fields from scenarios.json,
-    `target` from impactbench's `target_model`."""
-    out = {**known.scenarios.get(str(row.get("id")), {}), **_common(row, target_id)}
-    if "target" not in out:
-        out["target"] = {"id": out.pop("target_model", None) or target_id, "model": None}
-    out.pop("target_model", None)
-    out["persona"] = out.pop("user_persona", None) or out.get("persona")  # as Scenario.effective_persona
-    return out
-
-
-def normalise_score(row: dict[str, Any], target_id: str, known: Known) -> dict[str, Any]:
-    """A scores.json row in this version's shape: metric name/type from benchmark.yaml, `score`
-    and a missing `passed` derived from `present` (impactbench dropped `score`)."""
-    out = _common(row, target_id)
-    out.setdefault("target_model", target_id)
-    name, mtype = known.metrics.get(str(out.get("metric_id")), (None, None))
-    if name is not None:
-        out.setdefault("metric_name", name)
-        out.setdefault("metric_type", mtype)
-    if "present" in out and "metric_type" in out and ("score" not in out or "passed" not in out):
-        passed, score = derive_pass(out["present"], str(out["metric_type"]))
-        out.setdefault("passed", passed)
-        out.setdefault("score", score)
-    return out
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, int]:
@@ -153,19 +99,24 @@ def ledger_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
 
-def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
-                     samples: int | None = None, known: Known = Known(), *, root: Path) -> list[str]:
+def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samples: int | None = None,
+                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[OutcomeRow] | None = None) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
     dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
-    the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused)."""
+    the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused).
+    `outcomes` (when given) receives the written scores.json's rows as pass/fail units, in file
+    order, as reading the file back (`RunScores.outcome_rows`) would give them."""
     check_dir(run_dir, root)
 
     def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
         return raw_key(raw) in new.spooled  # (a key of this session's is configured: never dropped either)
 
-    old_scores = read_file_rows(run_dir, "scores.json", known, skip=replaced)
-    kept_scores = {row_key(r): r for r in old_scores if configured(r, order, samples) and row_key(r) not in new.spooled}
-    dropped = dropped_rows(old_scores, order, samples)
+    old_scores = read_valid(run_dir / "scores.json", ScoreRow, lambda row: normalise_score(row, run_dir.name, known),
+                            stacklevel=2, skip=replaced)
+    units = OutcomeUnits()  # a kept row's unit from its validated model (what reading it back gives), not the model
+    kept_scores = {row_key(r): (r, units.of(typed)) for r, typed in old_scores
+                   if configured(r, order, samples) and row_key(r) not in new.spooled}
+    dropped = dropped_rows([r for r, _ in old_scores], order, samples)
     del old_scores
     old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
            if configured(r, order, samples)}
@@ -177,7 +128,15 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
 
     def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
         for key in in_order(set(kept_scores) | set(new.spooled)):
-            yield versioned(new.usage_and_score(key)[1] if key in new.spooled else kept_scores[key])
+            if key in new.spooled:  # this session's row: valid, as its model dumped it
+                row = new.score(key)
+                outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
+                          row["metric_name"], row["metric_type"], row.get("decided_by"))
+            else:
+                row, outcome = kept_scores[key]
+            if outcomes is not None:
+                outcomes.append(outcome)
+            yield versioned(row)
 
     def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:
@@ -190,7 +149,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int],
     def ledger() -> Iterator[tuple[str, Any]]:
         for key in sorted(live, key=ledger_key):
             name = ledger_key(key)
-            usage = new.usage_and_score(key)[0] if key in new.spooled else old_ledger.get(name)
+            usage = new.usage(key) if key in new.spooled else old_ledger.get(name)
             if usage is None:
                 continue
             for phase, value in usage.items():
@@ -225,7 +184,7 @@ READERS: dict[str, tuple[type[BaseModel], Normaliser]] = {
 }
 
 
-def read_file_rows(run_dir: Path, filename: str, known: Known = Known(),
+def read_file_rows(run_dir: Path, filename: str, known: Known = NOTHING_KNOWN,
                    skip: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
     """The usable rows of one target's conversations.json or scores.json, whoever wrote them (but
     those `skip` accepts as read: see `store.read_valid`)."""
@@ -233,45 +192,8 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = Known(),
     return read_valid_rows(run_dir / filename, model, lambda row: normalise(row, run_dir.name, known), skip=skip)
 
 
-def _run_dirs(bench_dir: Path, filename: str) -> list[Path]:
-    """`runs/<target>/` of every target that has that file, in target order."""
-    runs = bench_dir / RUNS_DIR
-    return [d for d in sorted(runs.iterdir()) if (d / filename).is_file()] if runs.is_dir() else []
-
-
-class RunRows(Generic[M]):
-    """Every target's rows of one run file (usable, normalised), read from disk one row at a time
-    on every pass: what reports and the gate read, without the rows of a large run all in memory.
-    Unusable rows are warned about on the first pass only."""
-
-    def __init__(self, bench_dir: Path, known: Known, filename: str, model: type[M], normalise: Normaliser) -> None:
-        self.bench_dir, self.known = bench_dir, known
-        self.filename, self.model, self.normalise = filename, model, normalise
-        self._warned = False
-
-    def __iter__(self) -> Iterator[M]:
-        return (row for _, row in self._rows())
-
-    def _rows(self) -> Iterator[tuple[str, M]]:
-        """(target run directory, row) for every usable row, in target order."""
-        warn, self._warned = not self._warned, True
-        for run_dir in _run_dirs(self.bench_dir, self.filename):
-            for _, row in iter_valid(run_dir / self.filename, self.model, self._normaliser(run_dir.name), warn):
-                yield run_dir.name, row
-
-    def _normaliser(self, target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        return lambda raw: self.normalise(raw, target, self.known)
-
-
-class RunConversations(RunRows[ConversationRow]):
-    """Every target's conversations.json rows."""
-
-    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
-        super().__init__(bench_dir, known, "conversations.json", ConversationRow, normalise_conversation)
-
-
-def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int], *,
-                  targets: set[str] | None = None, samples: int | None = None, known: Known = Known(),
+def write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int], *,
+                  targets: set[str] | None = None, samples: int | None = None, known: Known = NOTHING_KNOWN,
                   stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
                   accuracy: Mapping[str, JudgeAccuracy] | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
@@ -290,26 +212,29 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dic
                               set() if measured is None else measured, accuracy)
 
 
-def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: dict[str, int],
+def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
                    stamp: SessionStamp | None, measured: set[str],
                    accuracy: Mapping[str, JudgeAccuracy] | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
+    written: dict[str, list[OutcomeRow]] = {}
     try:
         for record in records:
-            measured.add(unit_key(record.target_id, record.conversation.id, record.conversation.sample))
-            target = by_target.get(record.target_id)
+            data = record if isinstance(record, dict) else record.source or record.to_json()
+            target_id, conversation = data["target_id"], data["conversation"]
+            measured.add(unit_key(target_id, conversation["id"], conversation["sample"]))
+            target = by_target.get(target_id)
             if target is None:
-                target = by_target[record.target_id] = TargetRows(bench_dir)
-            target.add(record)
-        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root)
+                target = by_target[target_id] = TargetRows(bench_dir)
+            target.add(data)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root, written)
     finally:
         for target in by_target.values():
             target.close()
-        by_target.clear()  # this session's rows: the files on disk hold them now, read back below
-    scores = RunScores(bench_dir, known)
-    rows_by_model = scores.outcome_rows()
+        by_target.clear()  # this session's rows: the files on disk hold them now
+    scores = RunScores(bench_dir, known, fresh=set(written))  # what this finish wrote is not normalised again
+    rows_by_model = scores.outcome_rows(written=written)  # the targets just written: not read back
     results = aggregate(rows_by_model, by_scenario=False)
     if accuracy:
         correct_results(results, rows_by_model, accuracy)
@@ -318,29 +243,6 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord], order: di
     update_sessions(bench_dir, measured, {unit_key(r.target, r.id, r.sample) for rows in rows_by_model.values()
                                           for r in rows}, stamp, root)
     return results, dropped, scores, rows_by_model
-
-
-class RunScores(RunRows[ScoreRow]):
-    """Every target's scores.json rows: 100,000 validated rows are never in memory at once."""
-
-    def __init__(self, bench_dir: Path, known: Known = Known()) -> None:
-        super().__init__(bench_dir, known, "scores.json", ScoreRow, normalise_score)
-
-    def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None) -> dict[str, list[OutcomeRow]]:
-        """The rows as compact pass/fail units, in file order: all of them by target run directory
-        (what results.json is computed from), or those `keep` accepts by their `target_model`
-        (the gate's rows). Repeated strings are shared."""
-        shared: dict[Any, Any] = {}
-        out: dict[str, list[OutcomeRow]] = {}
-        for run_target, row in self._rows():
-            if keep is not None and not keep(row):
-                continue
-            target = shared.setdefault(row.target_model, row.target_model)
-            out.setdefault(run_target if keep is None else target, []).append(OutcomeRow(
-                target, row.id, shared.setdefault(row.metric_id, row.metric_id), row.sample, row.passed,
-                shared.setdefault(row.metric_name, row.metric_name), shared.setdefault(row.metric_type, row.metric_type),
-                row.decided_by))
-        return out
 
 
 def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
@@ -357,9 +259,10 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
     write_json(path, entries, root or path.parent)
 
 
-def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int],
-                targets: set[str] | None, samples: int | None, known: Known, root: Path) -> list[str]:
-    """Every touched target's run files, one target at a time; stale rows and target runs dropped."""
+def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int], targets: set[str] | None,
+                samples: int | None, known: Known, root: Path, written: dict[str, list[OutcomeRow]]) -> list[str]:
+    """Every touched target's run files, one target at a time; stale rows and target runs dropped.
+    `written` receives each written target's scores.json rows as pass/fail units."""
     runs = check_dir(bench_dir / RUNS_DIR, root)
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
@@ -371,5 +274,5 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
-                                    known, root=root)
+                                    known, root=root, outcomes=written.setdefault(target_id, []))
     return dropped

@@ -22,23 +22,28 @@ class TargetRows:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> one JSON line `[its usage by phase, scores.json row]`, then the
-        conversations.json row as its indented JSON text (`json_text.indented`, version included):
-        written as it is, never parsed again, and not parsed by the passes that read the rest."""
+        """(id, sample) -> its usage by phase and its scores.json row, a compact JSON line each (the
+        ledger's pass parses the first only), then the conversations.json row as its indented JSON
+        text (`json_text.indented`, version included): written as it is, never parsed again."""
 
-    def add(self, record: ScenarioRecord) -> None:
-        conversation = record.conversation
-        source = record.source or record.to_json()  # read back: the JSON it was read from (no dump again)
-        head = _LINE.encode([source["usage"], source["score"]])
-        text = indented(versioned(source["conversation"]))
-        self.spooled.add_raw((conversation.id, conversation.sample), f"{head}\n{text}".encode())
+    def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
+        """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
+        source = record if isinstance(record, dict) else record.source or record.to_json()  # no dump again
+        conversation = source["conversation"]
+        usage, score = _LINE.encode(source["usage"]), _LINE.encode(source["score"])
+        text = indented(versioned(conversation))
+        self.spooled.add_raw((conversation["id"], conversation["sample"]), f"{usage}\n{score}\n{text}".encode())
 
     def conversation(self, key: tuple[str, int]) -> IndentedText:
-        return IndentedText(self.spooled.raw(key).partition(b"\n")[2].decode())
+        return IndentedText(self.spooled.raw(key).split(b"\n", 2)[2].decode())
 
-    def usage_and_score(self, key: tuple[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
-        usage, score = json.loads(self.spooled.raw(key).partition(b"\n")[0])
-        return usage, score
+    def score(self, key: tuple[str, int]) -> dict[str, Any]:
+        score: dict[str, Any] = json.loads(self.spooled.raw(key).split(b"\n", 2)[1])
+        return score
+
+    def usage(self, key: tuple[str, int]) -> dict[str, Any]:
+        usage: dict[str, Any] = json.loads(self.spooled.raw(key).partition(b"\n")[0])
+        return usage
 
     def close(self) -> None:
         self.spooled.close()

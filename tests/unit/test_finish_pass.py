@@ -139,3 +139,126 @@ def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographi
     assert summary.rates == scenario_rates(KindResults(results=[], scores=scores.rows), None)
     assert [v.judgments for v in summary.scenario.transcripts] == [[r.score] for r in records]
     assert [(r.metric, r.k, r.n, r.unscored) for r in summary.rates][-1] == ("m01", 2, 3, 1)
+
+
+def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """The targets this session writes give results.json their units as scores.json is written; a
+    target it did not touch (another tool's run, impactbench's spelling) is still read from disk,
+    and the outcome is what reading every file back gives: same units, same results.json bytes."""
+    from pytest_evalbench.scenarios.aggregate import aggregate
+    from pytest_evalbench.scenarios.store import RunScores, dump_results
+
+    earlier_run(tmp_path, broken="")  # three rows on disk; this session replaces one of them
+    other = tmp_path / "runs" / "other"
+    other.mkdir()
+    foreign = {k: v for k, v in scenario_record("m01_s001_v03").score.to_json().items()
+               if k not in ("score", "passed", "conv_id", "sample", "target_model")}
+    (other / "scores.json").write_text(json.dumps([{**foreign, "_sample": 0}]))
+    read: list[str] = []
+    real_open = Path.open
+
+    def opened(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == "scores.json" and "w" not in (args[0] if args else kwargs.get("mode", "r")):
+            read.append(f"{path.parent.name}/{path.name}")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", opened)
+    record = scenario_record("m01_s001_v02")
+    record.score.present = record.score.passed = False
+    _, _, _, outcomes = write_results(tmp_path, [record], ORDER)
+    # other's is read to see whether it holds stale rows, and for results.json; tgt's once, for the
+    # rows it keeps: written, it is never read back
+    assert read == ["other/scores.json", "tgt/scores.json", "other/scores.json"]
+    monkeypatch.undo()
+    assert outcomes == RunScores(tmp_path).outcome_rows() and len(outcomes["other"]) == 1
+    assert [(r.id, r.passed) for r in outcomes["tgt"]] == [("m01_s001_v01", True), ("m01_s001_v02", False),
+                                                           ("m01_s001_v03", True)]
+    dump_results(tmp_path / "expected.json", aggregate(outcomes, by_scenario=False), RunScores(tmp_path).outcome_rows())
+    assert (tmp_path / "results.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
+
+
+def test_records_given_as_json_are_written_without_validating_them(tmp_path: Path, monkeypatch: Any) -> None:
+    """This session's spooled records reach the store as JSON (they were valid when spooled): no
+    model is validated or dumped for them, and the files are those the typed records write."""
+    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+
+    records = [scenario_record(sid, panel=True) for sid in ORDER]
+    write_results(tmp_path / "typed", records, ORDER)
+    data = [json.loads(json.dumps(r.to_json())) for r in records]
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a spooled record was validated or dumped again")
+
+    for model in (ConversationRow, ScoreRow):
+        monkeypatch.setattr(model, "model_validate", refused)
+        monkeypatch.setattr(model, "to_json", refused)
+    write_results(tmp_path / "json", data, ORDER)
+    for name in ("conversations.json", "scores.json", "cost.json", ".usage.json"):
+        assert (tmp_path / "json" / "runs" / "tgt" / name).read_bytes() == \
+            (tmp_path / "typed" / "runs" / "tgt" / name).read_bytes()
+    assert (tmp_path / "json" / "results.json").read_bytes() == (tmp_path / "typed" / "results.json").read_bytes()
+
+
+def test_target_runs_this_finish_wrote_are_read_back_without_normalising(tmp_path: Path, monkeypatch: Any) -> None:
+    """The reports' passes over the files this finish wrote validate their rows as written (they were
+    normalised and valid then), and get what the usual normalising read gives; a row changed since
+    (impactbench's `_sample` spelling here) sends the rest of its file the usual way."""
+    import pytest_evalbench.scenarios.run_rows as run_rows
+    from pytest_evalbench.scenarios.store import RunConversations, RunScores
+
+    earlier_run(tmp_path, broken="")
+    _, _, scores, _ = write_results(tmp_path, [scenario_record("m01_s001_v02", region="EU")], ORDER)
+    assert scores.fresh == {"tgt"}
+    usual = list(RunScores(tmp_path)), list(RunConversations(tmp_path))
+    real = run_rows.normalise_score, run_rows.normalise_conversation
+
+    def refused(*args: Any) -> Any:
+        raise AssertionError("a row this finish wrote was normalised again")
+
+    monkeypatch.setattr(run_rows, "normalise_score", refused)
+    monkeypatch.setattr(run_rows, "normalise_conversation", refused)
+    fresh = list(RunScores(tmp_path, fresh=scores.fresh)), list(RunConversations(tmp_path, fresh=scores.fresh))
+    assert fresh == usual and [r.id for r in fresh[0]] == list(ORDER)
+    monkeypatch.setattr(run_rows, "normalise_score", real[0])
+    monkeypatch.setattr(run_rows, "normalise_conversation", real[1])
+    path = tmp_path / "runs" / "tgt" / "scores.json"
+    rows = json.loads(path.read_text())
+    rows[1]["_sample"] = rows[1].pop("sample")  # as another tool spells it: normalised, still usable
+    path.write_text(json.dumps(rows))
+    assert list(RunScores(tmp_path, fresh=scores.fresh)) == list(RunScores(tmp_path)) == usual[0]
+
+
+def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, monkeypatch: Any) -> None:
+    """The pass over every conversation of a target run this finish wrote reads key and demographic as
+    written; a shown conversation is validated (and is the model the usual read gives), and the
+    summary is the one the usual read builds."""
+    from pytest_evalbench.render.views import transcripts
+    from pytest_evalbench.scenarios.models import ConversationRow
+    from pytest_evalbench.scenarios.run_rows import WrittenConversation
+    from pytest_evalbench.scenarios.store import RunConversations, RunScores
+
+    ages = ["teen", "adult", "teen"]
+    records = [scenario_record(sid, demographic={"age": age}) for sid, age in zip(ORDER, ages)]
+    records[1].score.present = records[1].score.passed = False
+    _, _, scores, _ = write_results(tmp_path, records, ORDER)
+    conversations = RunConversations(tmp_path, fresh=scores.fresh)
+    assert all(isinstance(c, WrittenConversation) for c in conversations.as_written())
+    validated: list[Any] = []
+    real = ConversationRow.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        validated.append(value["id"])
+        return real(cls, value, *args, **kwargs)
+
+    monkeypatch.setattr(ConversationRow, "model_validate", classmethod(counted))
+    shown, total = transcripts(RunScores(tmp_path), conversations.as_written(), limit=1)
+    assert validated == ["m01_s001_v02"] and total == 3  # the failed one, shown first
+    assert [v.conversation for v in shown] == [c for c in RunConversations(tmp_path) if c.id == "m01_s001_v02"]
+
+    def summary(conversations: Any) -> Any:
+        written = KindResults(results=[], scores=RunScores(tmp_path), conversations=conversations)
+        return build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=3, failed=1,
+                             root=tmp_path, files=[]).scenario
+
+    assert summary(conversations) == summary(list(RunConversations(tmp_path)))
