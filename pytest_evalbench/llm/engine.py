@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from .cache import ResponseCache, canonical_json, material_json, text_key
 from .limits import Limits
 from .memo import ITEM_CALLS, Memo
-from .pipelines import PRIORITY, Pipelines
+from .pipelines import PRIORITY, Pipelines, hand_off
 from .pricing import PriceTable
 from .retry import Retrier
 from .transport import HTTPTransport, Transport, make_transport
@@ -159,6 +159,7 @@ class Engine:
                               completion.input_tokens, completion.output_tokens))
         if not completion.cached:
             self.stats.spent += cost
+            await hand_off()  # counted: the chain goes on once the waiting calls are sent
         return completion
 
     async def forget(self, keys: list[str]) -> None:

@@ -23,9 +23,6 @@ from .limits import Limits
 from .transport import Transport
 from .types import Completion, Endpoint, EngineSettings, EngineStats
 
-HAND_OFF_TURNS = 2
-"""Turns of the event loop a chain waits after its answer before it goes on (see `Retrier.fetch`)."""
-
 
 class Retrier:
     """Fetches one answer with bounded retries; an endpoint that kept failing is failed at once
@@ -55,7 +52,6 @@ class Retrier:
             failure = await self._attempt(endpoint, body, role, data)
             if isinstance(failure, Completion):
                 self.breaker.answered(ident, endpoint.model)
-                await hand_off()
                 return failure
             message = SECRETS.redact(failure.message)
             elapsed = time.monotonic() - started
@@ -115,14 +111,3 @@ class Retrier:
             return min(failure.retry_after, self.settings.backoff_cap) + random.uniform(0, 0.05)
         ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * (2 ** attempt))
         return random.uniform(ceiling / 2, ceiling)
-
-
-async def hand_off() -> None:
-    """Let the call this answer's slot went to (already prepared, waiting) be sent before this chain
-    prepares its next call. Answers arrive in bursts (a round of `concurrency` calls); without this,
-    every chain of a burst built its next request (the costly part of a call) before any waiting
-    call got on the wire, delaying each round by the whole burst's work (~10-20 ms at C = 128). The
-    woken caller runs in the next turn of the loop, after what was ready before it: the first turn
-    puts this chain behind it, the second behind every caller woken in that turn."""
-    for _ in range(HAND_OFF_TURNS):
-        await asyncio.sleep(0)

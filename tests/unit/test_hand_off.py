@@ -1,5 +1,6 @@
 """A chain whose answer frees a slot lets the call that slot goes to be sent before it prepares its
-own next call (retry.py `hand_off`): in a burst of answers, waiting calls get on the wire first."""
+own next call (pipelines.py `hand_off`, awaited by `Engine.complete` once a fetched answer is
+counted): in a burst of answers, waiting calls get on the wire first."""
 
 from __future__ import annotations
 
