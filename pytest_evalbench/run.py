@@ -231,6 +231,12 @@ class BenchmarkRun:
                 **({"judge_panel": [e.model for e in self.evaluators]} if len(self.evaluators) > 1 else {}),
                 "targets": {t.id: t.model for t in self.target_configs}}
 
+    def warm(self, items: int) -> None:
+        """`items` items' LLM work is about to start: the engine opens the connections their first
+        requests take (`Engine.warm`) to the endpoints of every role."""
+        targets = [t.endpoint for t in self.targets.values() if isinstance(t, ModelTarget)]
+        self.engine.warm([e for e in (self.user, *self.evaluators, *targets) if e is not None], items)
+
     def judges(self) -> list[Endpoint]:
         """The judge panel (one judge unless `evaluator_models` adds more); ConfigError if empty."""
         return self.evaluators or [self.require(None, "evaluator_model")]

@@ -8,16 +8,16 @@ builds them, encodes the request body once and counts usage and cost per phase a
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from .cache import ResponseCache, canonical_json, material_json, text_key
 from .limits import Limits
 from .memo import ITEM_CALLS, Memo
-from .pipelines import PRIORITY, Pipelines
+from .pipelines import PRIORITY, Pipelines, hand_off
 from .pricing import PriceTable
 from .retry import Retrier
-from .transport import Transport, make_transport
+from .transport import HTTPTransport, Transport, make_transport
 from .types import Completion, Endpoint, EngineSettings, EngineStats, Usage
 
 __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strings"]
@@ -25,7 +25,9 @@ __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strin
 
 T = TypeVar("T")
 
-
+WARM_WAIT = 0.25
+"""Seconds `Engine.warm` waits for its connections (loopback: ~30 ms for 128); slower ones go on
+opening while the pipelines start, and their first requests take them as they open."""
 
 
 def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
@@ -86,6 +88,19 @@ class Engine:
         """The caller is done with `key`'s result: its window slot goes to the next queued pipeline."""
         self.pipelines.release(key)
 
+    def warm(self, endpoints: Iterable[Endpoint], count: int) -> None:
+        """The caller is about to start `count` pipelines calling `endpoints`. When every call is a
+        request (cache off or refresh), open the connections their first requests take now, before the
+        work that prepares those requests: min(count, concurrency) per origin, as many as the first
+        round opens anyway, waiting at most `WARM_WAIT` (pool.py). Only the default transport warms;
+        an endpoint a call would refuse (no API key) gets no connection."""
+        if count <= 0 or self.cache.mode not in ("off", "refresh"):
+            return
+        wanted = [e for e in endpoints if e.provider != "local" and (e.api_key or e.base_url is not None)]
+        transport = self.transport if wanted else None
+        if isinstance(transport, HTTPTransport):
+            self.pipelines.run(transport.warm(wanted, min(count, self.settings.concurrency), WARM_WAIT))
+
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""
         return self.pipelines.run(coro)
@@ -144,6 +159,7 @@ class Engine:
                               completion.input_tokens, completion.output_tokens))
         if not completion.cached:
             self.stats.spent += cost
+            await hand_off()  # counted: the chain goes on once the waiting calls are sent
         return completion
 
     async def forget(self, keys: list[str]) -> None:

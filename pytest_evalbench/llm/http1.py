@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from .pool import Pool
 from .types import MAX_RESPONSE_BYTES, check_base_url
 
 MAX_HEAD = 64 * 1024
@@ -297,7 +298,7 @@ class HTTPClient:
     def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._pool: Pool[_Connection] = Pool()
         self._tls: ssl.SSLContext | None = None
 
     async def post(self, url: str | Origin, body: bytes, headers: Mapping[str, str]) -> Response:
@@ -334,10 +335,10 @@ class HTTPClient:
     async def _exchange(self, origin: Origin, request: bytes) -> Response:
         slot = (origin.scheme, origin.host, origin.port)
         while True:
-            connection = self._checkout(slot)
+            connection = self._pool.checkout(slot)
             reused = connection is not None
             if connection is None:
-                connection = await self._connect(origin)
+                connection = await self._pool.claim(slot, lambda: self._connect(origin))
             try:
                 response = await connection.send(request)
             except ServerDisconnected:
@@ -351,16 +352,8 @@ class HTTPClient:
             if "close" in response.headers.get("connection", "").lower() or connection.closed:
                 connection.abort()
             else:
-                self._idle.setdefault(slot, []).append(connection)
+                self._pool.checkin(slot, connection)
             return response
-
-    def _checkout(self, slot: tuple[str, str, int]) -> _Connection | None:
-        idle = self._idle.get(slot)
-        while idle:
-            connection = idle.pop()
-            if not connection.closed and connection.transport is not None and not connection.transport.is_closing():
-                return connection
-        return None
 
     async def _connect(self, origin: Origin) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -382,8 +375,10 @@ class HTTPClient:
             raise ConnectionError(f"cannot connect to {origin.host}:{origin.port}") from exc
         return connection
 
+    async def warm(self, origin: Origin, count: int, wait: float) -> None:
+        """Open up to `count` connections to `origin` before the requests that will take them (pool.py);
+        wait at most `wait` seconds."""
+        await self._pool.warm((origin.scheme, origin.host, origin.port), count, lambda: self._connect(origin), wait)
+
     async def close(self) -> None:
-        for connections in self._idle.values():
-            for connection in connections:
-                connection.abort()
-        self._idle.clear()
+        self._pool.close()

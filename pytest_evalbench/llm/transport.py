@@ -157,14 +157,33 @@ class HTTPTransport(_RawJSON):
         """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
         `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
         url, headers = await self._target(endpoint)
-        if url not in self._origins:
-            self._origins[url] = None if proxy_for(url) else Origin.of(url)
-        origin = self._origins[url]
+        origin = self._origin(url)
         if origin is None:  # through the environment's proxy: aiohttp speaks it
             self._proxied = self._proxied or AiohttpTransport(self.timeout, self.max_bytes)
             return await self._proxied.complete(endpoint, body, headers_out, data=data)
         response = await self._client.post(origin, json.dumps(body).encode() if data is None else data, headers)
         return self._answer(response.status, response.reason, response.headers, response.body, headers_out, url)
+
+    def _origin(self, url: str) -> Origin | None:
+        if url not in self._origins:
+            self._origins[url] = None if proxy_for(url) else Origin.of(url)
+        return self._origins[url]
+
+    async def warm(self, endpoints: list[Endpoint], count: int, wait: float) -> None:
+        """Open up to `count` connections to each origin of `endpoints` before the requests that take
+        them (pool.py), none to a local model server or through a proxy; wait at most `wait` seconds."""
+        origins: dict[tuple[str, str, int], Origin] = {}
+        for endpoint in endpoints:
+            if endpoint.provider == "local":
+                continue
+            url, _ = await self._target(endpoint)
+            try:
+                origin = self._origin(url)
+            except ValueError:  # not a usable URL: its requests fail as they always did
+                continue
+            if origin is not None:
+                origins.setdefault((origin.scheme, origin.host, origin.port), origin)
+        await asyncio.gather(*(self._client.warm(origin, count, wait) for origin in origins.values()))
 
     async def aclose(self) -> None:
         await self._client.close()
