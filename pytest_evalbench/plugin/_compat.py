@@ -89,7 +89,7 @@ def share_location(item: pytest.Item, relpath: str) -> None:
     instead of each computing its own (memory at 100,000 items). Undocumented: pytest caches
     `location` with `functools.cached_property` on Node/Item (pytest 8.0 - 9.2), so assigning the
     instance attribute is what a first read would have stored."""
-    item.location = (relpath, None, item.name)
+    item.location = (relpath, 0, item.name)  # as `CaseItem.reportinfo` gives it
 
 
 def add_k_keywords(item: pytest.Item, words: Mapping[str, Any]) -> None:

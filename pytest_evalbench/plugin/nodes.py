@@ -86,7 +86,9 @@ class CaseItem(OneLineErrors):
             self.funcargs["evalbench_record"] = record_for(self)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.name
+        """The data file, line 0: pytest reports a skip raised while the item gets its record (in the
+        judged-row hook or a conftest fixture) at the item's location, which needs a line number."""
+        return self.path, 0, self.name
 
     def runtest(self) -> None:
         """Run the test body, then fail with the core's message when the case's outcome is `failed`

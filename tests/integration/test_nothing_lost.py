@@ -68,6 +68,40 @@ def pytest_evalbench_judged_row(config, row, record):
     assert (status["selected"], status["scored"]) == (3, 2)
 
 
+@pytest.mark.parametrize("where", ["hook", "fixture"])
+def test_a_row_skipped_by_the_teams_code_is_incomplete_not_an_internal_error(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, where: str) -> None:
+    """pytest reports a skip raised while an item gets its fixture value at the item's own location:
+    a case item has one (the data file, line 1), so the skip is an item of the run, never a crash."""
+    if where == "hook":
+        pytester.makeconftest("""
+import pytest
+
+def pytest_evalbench_judged_row(config, row, record):
+    if row["id"] == "m01_s002_v01":
+        pytest.skip("the team skips this row")
+""")
+    else:
+        pytester.makeconftest("""
+import pytest
+
+@pytest.fixture
+def evalbench_record(evalbench_record, request):
+    if "m01_s002_v01" in request.node.nodeid:
+        pytest.skip("the team skips this row")
+    return evalbench_record
+""")
+    bench = write_benchmark(pytester.path, scenarios=rows(3), spec=THRESHOLDS, generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo", "-rs")
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == EXIT_INCOMPLETE
+    result.stdout.fnmatch_lines(["*SKIPPED*scenarios.json:1: the team skips this row*"])
+    status = last_run(bench)
+    assert status["status"] == "incomplete"
+    assert status["not_scored"] == {NODE.format("m01_s002_v01", "tgt"): "skipped"}
+
+
 def test_app_returning_malformed_tool_calls_is_an_item_error(pytester: pytest.Pytester,
                                                              bench_env: FakeLLMServer) -> None:
     pytester.makeconftest("""
