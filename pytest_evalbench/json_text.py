@@ -105,12 +105,40 @@ def _text(value: list[Any] | tuple[Any, ...] | dict[Any, Any], level: int) -> st
     if _flat(value):
         text = _FLAT.encoder(level)(value)
         return f"{text[0]}\n{_pad(level + 1)}{text[1:-1]}\n{_pad(level)}{text[-1]}"
-    inner = "\n" + _pad(level + 1)
-    if type(value) is dict:
-        members = ("," + inner).join([f"{_key(k)}: {_member(v, level + 1)}" for k, v in value.items()])
-        return f"{{{inner}{members}\n{_pad(level)}}}"
-    members = ("," + inner).join([_member(v, level + 1) for v in value])
-    return f"[{inner}{members}\n{_pad(level)}]"
+    if not isinstance(value, dict) and _records(value):
+        return _record_list(value, level)
+    inner, deeper = "\n" + _pad(level + 1), level + 1
+    parts: list[str] = []
+    add = parts.append
+    if type(value) is dict:  # exact str keys and values, and plain containers, without a call through _member
+        for k, v in value.items():
+            key = encode_basestring(k) if type(k) is str else _key(k)
+            kind = type(v)
+            if kind is str:
+                add(f"{key}: {encode_basestring(v)}")
+            elif kind in _PLAIN:
+                add(f"{key}: {_text(v, deeper)}")
+            else:
+                add(f"{key}: {_member(v, deeper)}")
+        return f"{{{inner}{(',' + inner).join(parts)}\n{_pad(level)}}}"
+    for v in value:
+        add(_text(v, deeper) if type(v) in _PLAIN else _member(v, deeper))
+    return f"[{inner}{(',' + inner).join(parts)}\n{_pad(level)}]"
+
+
+def _records(value: list[Any] | tuple[Any, ...]) -> bool:
+    """Every member a non-empty plain dict of scalars (a transcript's messages, a file's rows)."""
+    return all(type(member) is dict and member and _flat(member) for member in value)
+
+
+def _record_list(value: list[Any] | tuple[Any, ...], level: int) -> str:
+    """A list of flat non-empty dicts in one C call at the members' depth, then their brackets moved
+    to their lines: `},` + the separator + `{` occurs only between two members (a member's values are
+    scalars or empty containers, followed by `,` only when a key follows; strings escape newlines)."""
+    inner, deeper = _pad(level + 1), _pad(level + 2)
+    text = _FLAT.encoder(level + 1)(value)  # `[{"k": v,\n<deeper>"k": v},\n<deeper>{...}]`
+    body = text[2:-2].replace(f"}},\n{deeper}{{", f"\n{inner}}},\n{inner}{{\n{deeper}")
+    return f"[\n{inner}{{\n{deeper}{body}\n{inner}}}\n{_pad(level)}]"
 
 
 def _member(value: Any, level: int) -> str:

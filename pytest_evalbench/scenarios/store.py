@@ -132,11 +132,14 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
                 row = new.score(key)
                 outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
                           row["metric_name"], row["metric_type"], row.get("decided_by"))
+                row.pop(VERSION_KEY, None)  # a fresh dict of its own: versioned in place, as `versioned` orders it
+                row[VERSION_KEY] = FORMAT_VERSION
             else:
                 row, outcome = kept_scores[key]
+                row = versioned(row)
             if outcomes is not None:
                 outcomes.append(outcome)
-            yield versioned(row)
+            yield row
 
     def conversations() -> Iterator[dict[str, Any] | IndentedText]:
         for key in live:

@@ -13,6 +13,8 @@ from .models import ScenarioRecord
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """A spooled row's compact JSON line (no raw newline: the conversation's text follows the first one)."""
+_READ = json.JSONDecoder().raw_decode
+"""A spooled line back (as `json.loads` reads it: a line this class wrote, no whitespace around it to skip)."""
 
 
 class TargetRows:
@@ -38,11 +40,11 @@ class TargetRows:
         return IndentedText(self.spooled.raw(key).split(b"\n", 2)[2].decode())
 
     def score(self, key: tuple[str, int]) -> dict[str, Any]:
-        score: dict[str, Any] = json.loads(self.spooled.raw(key).split(b"\n", 2)[1])
+        score: dict[str, Any] = _READ(self.spooled.raw(key).split(b"\n", 2)[1].decode())[0]
         return score
 
     def usage(self, key: tuple[str, int]) -> dict[str, Any]:
-        usage: dict[str, Any] = json.loads(self.spooled.raw(key).partition(b"\n")[0])
+        usage: dict[str, Any] = _READ(self.spooled.raw(key).partition(b"\n")[0].decode())[0]
         return usage
 
     def close(self) -> None:

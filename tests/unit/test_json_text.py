@@ -78,3 +78,20 @@ def test_what_json_refuses_is_refused(value: Any) -> None:
 def test_nan_without_allowance_is_not_needed_but_nan_is_spelled_as_json_spells_it() -> None:
     assert indented([math.nan, {"x": math.nan}, {math.nan: [math.inf]}]) == reference(
         [math.nan, {"x": math.nan}, {math.nan: [math.inf]}])
+
+
+FLAT_MEMBERS = SCALARS | st.sampled_from([[], {}, (), "},\n  {", "}", "{", '"},', "}, {"])
+RECORDS = st.lists(st.dictionaries(KEYS | st.sampled_from(["}", "{", "},\n    {"]), FLAT_MEMBERS, min_size=1, max_size=4),
+                   min_size=1, max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(RECORDS, st.integers(min_value=0, max_value=3), st.booleans())
+def test_lists_of_flat_objects_at_any_depth(records: list[dict[Any, Any]], depth: int, as_tuple: bool) -> None:
+    """A list of non-empty objects of scalars (a transcript's messages) is encoded in one call and its
+    brackets moved to their lines: braces, commas and newlines inside strings and keys, empty members,
+    any depth, a tuple."""
+    value: Any = tuple(records) if as_tuple else records
+    for _ in range(depth):
+        value = {"k": [value, 1]}
+    assert indented(value) == reference(value)
