@@ -76,6 +76,21 @@ def call_priority(concurrency: int) -> int:
     return position * ITEM_STRIDE + made * concurrency
 
 
+class Pipeline:
+    """A pipeline's coroutine factory with a synchronous first attempt (`first`: a memo hit) that settles
+    it without a task, a coroutine or a done callback on the loop when it returns a value (None: run
+    the coroutine). A fully cached replay settles every item this way."""
+
+    __slots__ = ("first", "run")
+
+    def __init__(self, run: Callable[[], Coroutine[Any, Any, Any]], first: Callable[[], Any] | None) -> None:
+        self.run = run
+        self.first = first
+
+    def __call__(self) -> Coroutine[Any, Any, Any]:
+        return self.run()
+
+
 class Pipelines:
     """Pipelines (coroutine factories, one per key) run on a private loop for a synchronous caller."""
 
@@ -185,7 +200,18 @@ class Pipelines:
 
     def _spawn_one(self, loop: asyncio.AbstractEventLoop, key: Any, factory: Any, priority: int,
                    future: concurrent.futures.Future[Any]) -> None:
-        """On the loop: one pipeline's task, with its priority and its own call counter."""
+        """On the loop: one pipeline's task, with its priority and its own call counter (none when the
+        pipeline's `first` attempt settles it)."""
+        first = factory.first if isinstance(factory, Pipeline) else None
+        if first is not None:
+            try:
+                value = first()
+            except BaseException as error:  # as the task would have: the caller's future raises it
+                future.set_exception(error)
+                return
+            if value is not None:
+                future.set_result(value)
+                return
 
         async def runner() -> Any:
             PRIORITY.set(priority)
