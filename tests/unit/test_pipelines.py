@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import pytest_evalbench.llm.pipelines as pipelines_module
-from pytest_evalbench.llm.pipelines import CALLS, PRIORITY, Pipelines
+from pytest_evalbench.llm.pipelines import CALLS, PRIORITY, Pipeline, Pipelines
 
 
 def test_each_pipeline_is_one_task_whose_result_reaches_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,4 +106,43 @@ def test_released_slots_are_refilled_in_batches_within_the_window() -> None:
         pipes.release(i)
         assert len(pipes._active) <= 256
     assert handovers == [PUMP_BATCH] * 20 and started == list(range(count))
+    pipes.close(lambda: asyncio.sleep(0))
+
+
+def test_a_pipeline_settled_by_its_first_attempt_makes_no_task() -> None:
+    """A memo hit (`Pipeline.first` returns a value) settles the caller's future on the loop without a
+    task: the coroutine is never made. None runs the coroutine; an exception reaches the caller."""
+    pipes = Pipelines(4, lambda: None)
+    made: list[int] = []
+    tasks: list[Any] = []
+
+    def pipeline(i: int) -> Pipeline:
+        async def chain() -> str:
+            tasks.append(asyncio.current_task())
+            return f"chain {i}"
+
+        def run() -> Any:
+            made.append(i)
+            return chain()
+
+        def first() -> str | None:
+            if i == 3:
+                raise ValueError("three")
+            return f"hit {i}" if i % 2 == 0 else None
+
+        return Pipeline(run, first)
+
+    for i in range(6):
+        pipes.prefetch(i, pipeline(i), i)
+    results = []
+    for i in range(6):
+        future = pipes.submit(i, pipeline(i), 0)
+        if i == 3:
+            with pytest.raises(ValueError, match="three"):
+                future.result(timeout=5)
+        else:
+            results.append(future.result(timeout=5))
+        pipes.release(i)
+    assert results == ["hit 0", "chain 1", "hit 2", "hit 4", "chain 5"]
+    assert made == [1, 5] and len(tasks) == 2  # only the misses made a coroutine and a task
     pipes.close(lambda: asyncio.sleep(0))
