@@ -192,26 +192,36 @@ class Pipelines:
         self._ensure_loop().call_soon_threadsafe(self._spawn, starts)
 
     def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
-        """On the loop: each pipeline's task, whose end settles its future (unless close() cancelled it)."""
+        """On the loop: each pipeline's task, whose end settles its future (unless close() cancelled it).
+        Those settled by their first attempt are settled together at the end: a caller woken by the
+        first would contend with the rest of the batch for the GIL."""
         loop = asyncio.get_running_loop()
+        settled: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
         for key, factory, priority, future in starts:
             if not future.done():  # else cancelled by close() before the loop got to it
+                first = factory.first if isinstance(factory, Pipeline) else None
+                if first is not None:
+                    try:
+                        value = first()
+                    except BaseException as error:  # as the task would have: the caller's future raises it
+                        settled.append((future, None, error))
+                        continue
+                    if value is not None:
+                        settled.append((future, value, None))
+                        continue
                 self._spawn_one(loop, key, factory, priority, future)
+        for future, value, failure in settled:
+            try:
+                if failure is not None:
+                    future.set_exception(failure)
+                else:
+                    future.set_result(value)
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled by close() meanwhile
 
     def _spawn_one(self, loop: asyncio.AbstractEventLoop, key: Any, factory: Any, priority: int,
                    future: concurrent.futures.Future[Any]) -> None:
-        """On the loop: one pipeline's task, with its priority and its own call counter (none when the
-        pipeline's `first` attempt settles it)."""
-        first = factory.first if isinstance(factory, Pipeline) else None
-        if first is not None:
-            try:
-                value = first()
-            except BaseException as error:  # as the task would have: the caller's future raises it
-                future.set_exception(error)
-                return
-            if value is not None:
-                future.set_result(value)
-                return
+        """On the loop: one pipeline's task, with its priority and its own call counter."""
 
         async def runner() -> Any:
             PRIORITY.set(priority)
