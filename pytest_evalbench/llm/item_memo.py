@@ -116,7 +116,8 @@ class ItemMemo:
 
     def hit(self, key: str, from_json: Callable[[dict[str, Any], str], R]) -> R | None:
         """The item's record from its memo entry when sound, its calls counted; None on a miss
-        (synchronous: a hit needs no task on the loop, `Pipeline.first`)."""
+        (synchronous: a hit needs no task on the loop, `Pipeline.first`; on another thread its calls are
+        counted on the loop's, with the engine's other counting)."""
         found = self.lookup(key)
         if found is None:
             return None
@@ -125,7 +126,7 @@ class ItemMemo:
             record = from_json(record_json, record_text)
         except Exception:  # anything a file holds is a miss, never an error
             return None
-        count_calls(self.engine, calls)
+        self.engine.pipelines.soon(functools.partial(count_calls, self.engine, calls))
         return record
 
     def lookup(self, key: str) -> tuple[dict[str, Any], list[Call], str] | None:

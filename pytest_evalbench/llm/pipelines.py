@@ -112,6 +112,8 @@ class Pipelines:
         self._active: set[Any] = set()
         """Keys started and not yet released: at most `window` (plus those a caller waited for)."""
         self._closed = False
+        self._deferred: list[Callable[[], None]] = []
+        """Work for the loop's thread from another thread (`soon`), handed over with the next `_spawn`."""
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -188,36 +190,48 @@ class Pipelines:
 
     def _start(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
         """Hand (key, factory, priority, future) of pipelines to the loop, which makes their tasks there
-        (`_spawn`): one call across threads, no second future chained to each `future`."""
-        self._ensure_loop().call_soon_threadsafe(self._spawn, starts)
+        (`_spawn`): one call across threads, no second future chained to each `future`. A pipeline whose
+        first attempt (a memo hit) settles it is settled here, on the calling thread: a fully cached
+        replay leaves the loop idle instead of contending with the test loop for the GIL per item."""
+        rest = []
+        for start in starts:
+            factory, future = start[1], start[3]
+            first = factory.first if isinstance(factory, Pipeline) else None
+            if first is not None:
+                try:
+                    value = first()
+                except BaseException as exc:  # as the task would have: the caller's future raises it
+                    future.set_exception(exc)
+                    continue
+                if value is not None:
+                    future.set_result(value)
+                    continue
+            rest.append(start)
+        loop = self._ensure_loop()
+        with self._lock:
+            deferred, self._deferred = self._deferred, []
+        if rest or deferred:
+            loop.call_soon_threadsafe(self._spawn, rest, deferred)
 
-    def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
-        """On the loop: each pipeline's task, whose end settles its future (unless close() cancelled it).
-        Those settled by their first attempt are settled together at the end: a caller woken by the
-        first would contend with the rest of the batch for the GIL."""
+    def soon(self, work: Callable[[], None]) -> None:
+        """Run `work` on the loop's thread (now when called there; else with the next hand-off to the
+        loop, or at close): the engine's counters are only ever changed there."""
+        if threading.current_thread() is self._thread:
+            work()
+            return
+        with self._lock:
+            self._deferred.append(work)
+
+    def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]],
+               deferred: list[Callable[[], None]]) -> None:
+        """On the loop: the work deferred to it, then each pipeline's task, whose end settles its future
+        (unless close() cancelled it)."""
+        for work in deferred:
+            work()
         loop = asyncio.get_running_loop()
-        settled: list[tuple[concurrent.futures.Future[Any], Any, BaseException | None]] = []
         for key, factory, priority, future in starts:
             if not future.done():  # else cancelled by close() before the loop got to it
-                first = factory.first if isinstance(factory, Pipeline) else None
-                if first is not None:
-                    try:
-                        value = first()
-                    except BaseException as error:  # as the task would have: the caller's future raises it
-                        settled.append((future, None, error))
-                        continue
-                    if value is not None:
-                        settled.append((future, value, None))
-                        continue
                 self._spawn_one(loop, key, factory, priority, future)
-        for future, value, failure in settled:
-            try:
-                if failure is not None:
-                    future.set_exception(failure)
-                else:
-                    future.set_result(value)
-            except concurrent.futures.InvalidStateError:
-                pass  # cancelled by close() meanwhile
 
     def _spawn_one(self, loop: asyncio.AbstractEventLoop, key: Any, factory: Any, priority: int,
                    future: concurrent.futures.Future[Any]) -> None:
@@ -281,6 +295,9 @@ class Pipelines:
         for task in started:  # queued before the shutdown below: cancelled first
             loop.call_soon_threadsafe(task.cancel)
 
+        with self._lock:
+            deferred, self._deferred = self._deferred, []
+        loop.call_soon_threadsafe(self._spawn, [], deferred)  # before the shutdown: the counters complete
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
         except Exception:

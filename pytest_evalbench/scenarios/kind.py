@@ -115,7 +115,7 @@ class ScenarioKind:
 
     def memo_hit(self, case: ScenarioCase) -> ScenarioRecord | None:
         """The item's record when its item memo hits (what `run_case` would return, its calls counted),
-        else None: settled on the loop without a task (`Pipeline.first`)."""
+        else None: settled without a task (`Pipeline.first`)."""
         memo = self.run.item_memo
         if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
             return None

@@ -146,3 +146,30 @@ def test_a_pipeline_settled_by_its_first_attempt_makes_no_task() -> None:
     assert results == ["hit 0", "chain 1", "hit 2", "hit 4", "chain 5"]
     assert made == [1, 5] and len(tasks) == 2  # only the misses made a coroutine and a task
     pipes.close(lambda: asyncio.sleep(0))
+
+
+def test_a_first_attempt_runs_on_the_calling_thread_and_its_counting_on_the_loop() -> None:
+    """A memo hit is settled where it is started (the test loop's thread): the loop's thread stays idle
+    in a fully cached replay (no GIL contention, no futex hand-off per item); what it counts (`soon`)
+    runs on the loop's thread, with the engine's other counting, before close() returns."""
+    pipes = Pipelines(4, lambda: None)
+    first_threads: list[threading.Thread] = []
+    counted: list[threading.Thread] = []
+
+    def pipeline(i: int) -> Pipeline:
+        async def chain() -> int:
+            return -i
+
+        def first() -> int:
+            first_threads.append(threading.current_thread())
+            pipes.soon(lambda: counted.append(threading.current_thread()))
+            return i
+
+        return Pipeline(chain, first)
+
+    for i in range(6):
+        pipes.prefetch(i, pipeline(i), i)
+    assert [pipes.submit(i, pipeline(i), 0).result(timeout=5) for i in range(6)] == list(range(6))
+    pipes.close(lambda: asyncio.sleep(0))
+    assert first_threads == [threading.main_thread()] * 6
+    assert len(counted) == 6 and threading.main_thread() not in counted
