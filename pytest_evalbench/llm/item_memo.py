@@ -100,16 +100,9 @@ class ItemMemo:
         """The item's record: from its memo entry when sound (`from_json` gets its JSON and the
         JSON's text), else from `produce()` (the chain), which leaves an entry (cache `on`) when
         every call was answered from a cache file or fetched and stored by this item."""
-        hit = self.lookup(key)
+        hit = self.hit(key, from_json)
         if hit is not None:
-            record_json, calls, record_text = hit
-            try:
-                record = from_json(record_json, record_text)
-            except Exception:  # anything a file holds is a miss, never an error
-                record = None
-            if record is not None:
-                count_calls(self.engine, calls)
-                return record
+            return hit
         log = CallLog()
         token = ITEM_CALLS.set(log)
         try:
@@ -119,6 +112,21 @@ class ItemMemo:
         if self.cache.writes and log.memoable and log.calls and not self._broken:
             # queued after the cache writes of the answers it fetched (same thread): their stamps are in by then
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
+        return record
+
+    def hit(self, key: str, from_json: Callable[[dict[str, Any], str], R]) -> R | None:
+        """The item's record from its memo entry when sound, its calls counted; None on a miss
+        (synchronous: a hit needs no task on the loop, `Pipeline.first`; on another thread its calls are
+        counted on the loop's, with the engine's other counting)."""
+        found = self.lookup(key)
+        if found is None:
+            return None
+        record_json, calls, record_text = found
+        try:
+            record = from_json(record_json, record_text)
+        except Exception:  # anything a file holds is a miss, never an error
+            return None
+        self.engine.pipelines.soon(functools.partial(count_calls, self.engine, calls))
         return record
 
     def lookup(self, key: str) -> tuple[dict[str, Any], list[Call], str] | None:

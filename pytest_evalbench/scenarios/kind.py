@@ -113,6 +113,14 @@ class ScenarioKind:
         return await memo.replay(memo.key(case.stored.row_json, case.target_id, case.sample),
                                  lambda: run_scenario(self.run, case), _memo_json, _memo_record)
 
+    def memo_hit(self, case: ScenarioCase) -> ScenarioRecord | None:
+        """The item's record when its item memo hits (what `run_case` would return, its calls counted),
+        else None: settled without a task (`Pipeline.first`)."""
+        memo = self.run.item_memo
+        if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
+            return None
+        return memo.hit(memo.key(case.stored.row_json, case.target_id, case.sample), _memo_record)
+
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
         """`to_json()`, or the JSON the record was read from when `outcome` kept it in step (a memo hit:
         no dump again)."""

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import pytest_evalbench.llm.pipelines as pipelines_module
-from pytest_evalbench.llm.pipelines import CALLS, PRIORITY, Pipelines
+from pytest_evalbench.llm.pipelines import CALLS, PRIORITY, Pipeline, Pipelines
 
 
 def test_each_pipeline_is_one_task_whose_result_reaches_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,3 +107,69 @@ def test_released_slots_are_refilled_in_batches_within_the_window() -> None:
         assert len(pipes._active) <= 256
     assert handovers == [PUMP_BATCH] * 20 and started == list(range(count))
     pipes.close(lambda: asyncio.sleep(0))
+
+
+def test_a_pipeline_settled_by_its_first_attempt_makes_no_task() -> None:
+    """A memo hit (`Pipeline.first` returns a value) settles the caller's future on the loop without a
+    task: the coroutine is never made. None runs the coroutine; an exception reaches the caller."""
+    pipes = Pipelines(4, lambda: None)
+    made: list[int] = []
+    tasks: list[Any] = []
+
+    def pipeline(i: int) -> Pipeline:
+        async def chain() -> str:
+            tasks.append(asyncio.current_task())
+            return f"chain {i}"
+
+        def run() -> Any:
+            made.append(i)
+            return chain()
+
+        def first() -> str | None:
+            if i == 3:
+                raise ValueError("three")
+            return f"hit {i}" if i % 2 == 0 else None
+
+        return Pipeline(run, first)
+
+    for i in range(6):
+        pipes.prefetch(i, pipeline(i), i)
+    results = []
+    for i in range(6):
+        future = pipes.submit(i, pipeline(i), 0)
+        if i == 3:
+            with pytest.raises(ValueError, match="three"):
+                future.result(timeout=5)
+        else:
+            results.append(future.result(timeout=5))
+        pipes.release(i)
+    assert results == ["hit 0", "chain 1", "hit 2", "hit 4", "chain 5"]
+    assert made == [1, 5] and len(tasks) == 2  # only the misses made a coroutine and a task
+    pipes.close(lambda: asyncio.sleep(0))
+
+
+def test_a_first_attempt_runs_on_the_calling_thread_and_its_counting_on_the_loop() -> None:
+    """A memo hit is settled where it is started (the test loop's thread): the loop's thread stays idle
+    in a fully cached replay (no GIL contention, no futex hand-off per item); what it counts (`soon`)
+    runs on the loop's thread, with the engine's other counting, before close() returns."""
+    pipes = Pipelines(4, lambda: None)
+    first_threads: list[threading.Thread] = []
+    counted: list[threading.Thread] = []
+
+    def pipeline(i: int) -> Pipeline:
+        async def chain() -> int:
+            return -i
+
+        def first() -> int:
+            first_threads.append(threading.current_thread())
+            pipes.soon(lambda: counted.append(threading.current_thread()))
+            return i
+
+        return Pipeline(chain, first)
+
+    for i in range(6):
+        pipes.prefetch(i, pipeline(i), i)
+    assert [pipes.submit(i, pipeline(i), 0).result(timeout=5) for i in range(6)] == list(range(6))
+    pipes.close(lambda: asyncio.sleep(0))
+    assert first_threads == [threading.main_thread()] * 6
+    assert len(counted) == 6 and threading.main_thread() not in counted
