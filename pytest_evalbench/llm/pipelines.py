@@ -200,7 +200,7 @@ class Pipelines:
             if first is not None:
                 try:
                     value = first()
-                except BaseException as exc:  # as the task would have: the caller's future raises it
+                except Exception as exc:  # as the task would have: the caller's future raises it (Ctrl-C goes on up)
                     future.set_exception(exc)
                     continue
                 if value is not None:
