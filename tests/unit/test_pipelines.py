@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -35,17 +36,7 @@ def test_each_pipeline_is_one_task_whose_result_reaches_its_caller(monkeypatch: 
             return i, PRIORITY.get(), CALLS.get()
         return pipeline
 
-    for i in range(10):
-        pipes.prefetch(i, factory(i), 100 + i)
-    results = []
-    for i in range(10):
-        future = pipes.submit(i, factory(i), 0)
-        if i == 7:
-            with pytest.raises(ValueError, match="seven"):
-                future.result(timeout=5)
-        else:
-            results.append(future.result(timeout=5))
-        pipes.release(i)
+    results = run_all(pipes, 10, factory, 7, "seven", first_priority=100)
     assert [r[0] for r in results] == [i for i in range(10) if i != 7]
     assert all(calls == [0] for _, _, calls in results)  # each pipeline's own call counter
     assert results[0][1] == 100 and results[5][1] == 105  # started from the queue: their own priority
@@ -132,17 +123,7 @@ def test_a_pipeline_settled_by_its_first_attempt_makes_no_task() -> None:
 
         return Pipeline(run, first)
 
-    for i in range(6):
-        pipes.prefetch(i, pipeline(i), i)
-    results = []
-    for i in range(6):
-        future = pipes.submit(i, pipeline(i), 0)
-        if i == 3:
-            with pytest.raises(ValueError, match="three"):
-                future.result(timeout=5)
-        else:
-            results.append(future.result(timeout=5))
-        pipes.release(i)
+    results = run_all(pipes, 6, pipeline, 3, "three")
     assert results == ["hit 0", "chain 1", "hit 2", "hit 4", "chain 5"]
     assert made == [1, 5] and len(tasks) == 2  # only the misses made a coroutine and a task
     pipes.close(lambda: asyncio.sleep(0))
@@ -173,3 +154,21 @@ def test_a_first_attempt_runs_on_the_calling_thread_and_its_counting_on_the_loop
     pipes.close(lambda: asyncio.sleep(0))
     assert first_threads == [threading.main_thread()] * 6
     assert len(counted) == 6 and threading.main_thread() not in counted
+
+
+def run_all(pipes: Pipelines, count: int, make: Callable[[int], Any], failing: int, message: str,
+            first_priority: int = 0) -> list[Any]:
+    """Prefetch `count` pipelines, then wait for each in order (pipeline `failing` raises ValueError
+    `message`) and release it: the results of the others, in order."""
+    for i in range(count):
+        pipes.prefetch(i, make(i), first_priority + i)
+    results = []
+    for i in range(count):
+        future = pipes.submit(i, make(i), 0)
+        if i == failing:
+            with pytest.raises(ValueError, match=message):
+                future.result(timeout=5)
+        else:
+            results.append(future.result(timeout=5))
+        pipes.release(i)
+    return results
