@@ -95,14 +95,10 @@ class ItemMemo:
     def path(self, key: str) -> str:
         return f"{self._root}{key[:2]}{os.sep}{key}{SUFFIX}"
 
-    async def replay(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]],
-                     from_json: Callable[[dict[str, Any], str], R]) -> R:
-        """The item's record: from its memo entry when sound (`from_json` gets its JSON and the
-        JSON's text), else from `produce()` (the chain), which leaves an entry (cache `on`) when
-        every call was answered from a cache file or fetched and stored by this item."""
-        hit = self.hit(key, from_json)
-        if hit is not None:
-            return hit
+    async def produce(self, key: str, produce: Callable[[], Awaitable[R]], to_json: Callable[[R], dict[str, Any]]) -> R:
+        """The record of an item whose memo missed (`hit` was tried first): from `produce()` (the chain),
+        which leaves an entry (cache `on`) when every call was answered from a cache file or fetched and
+        stored by this item."""
         log = CallLog()
         token = ITEM_CALLS.set(log)
         try:

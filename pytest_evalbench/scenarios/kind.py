@@ -28,6 +28,7 @@ from .tally import RecordTally
 
 if TYPE_CHECKING:
     from ..estimate import Expectations, HasRun, Plan
+    from ..llm.item_memo import ItemMemo
 
 
 def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
@@ -105,21 +106,26 @@ class ScenarioKind:
         return self._order
 
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
-        """The item's record; from its item memo when a fully cached earlier replay left one (never
-        for an app target: its replies are not cached)."""
-        memo = self.run.item_memo
-        if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
+        """The item's record from its chain, after `memo_hit` missed (the scheduler tries it first):
+        the chain leaves an item memo when it was fully cached."""
+        memo = self._memo_of(case)
+        if memo is None:
             return await run_scenario(self.run, case)
-        return await memo.replay(memo.key(case.stored.row_json, case.target_id, case.sample),
-                                 lambda: run_scenario(self.run, case), _memo_json, _memo_record)
+        return await memo[0].produce(memo[1], lambda: run_scenario(self.run, case), _memo_json)
 
     def memo_hit(self, case: ScenarioCase) -> ScenarioRecord | None:
-        """The item's record when its item memo hits (what `run_case` would return, its calls counted),
-        else None: settled without a task (`Pipeline.first`)."""
+        """The item's record when its item memo hits (its calls counted), else None: settled without a
+        task (`Pipeline.first`), and `run_case` runs the chain."""
+        memo = self._memo_of(case)
+        return None if memo is None else memo[0].hit(memo[1], _memo_record)
+
+    def _memo_of(self, case: ScenarioCase) -> tuple[ItemMemo, str] | None:
+        """The run's item memo and the case's key in it; None without memos or for an app target (its
+        replies are not cached)."""
         memo = self.run.item_memo
         if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
             return None
-        return memo.hit(memo.key(case.stored.row_json, case.target_id, case.sample), _memo_record)
+        return memo, memo.key(case.stored.row_json, case.target_id, case.sample)
 
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
         """`to_json()`, or the JSON the record was read from when `outcome` kept it in step (a memo hit:
