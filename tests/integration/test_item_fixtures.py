@@ -31,13 +31,23 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_conftest_fixtures_reach_every_item(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+def three_items(pytester: pytest.Pytester, bench_env: FakeLLMServer, conftest: str) -> None:
+    """Three scenarios whose judge finds the behaviour, and `conftest`."""
     write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 4)])
-    pytester.makeconftest(CONFTEST)
+    pytester.makeconftest(conftest)
     bench_env.set_responder(script(True))
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s")
+
+
+def run_three(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """The three items run, uncached, output shown: all pass."""
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s", *args)
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*autouse saw 3 items, the override wrapped 3*"])
+    return result
+
+
+def test_conftest_fixtures_reach_every_item(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    three_items(pytester, bench_env, CONFTEST)
+    run_three(pytester).stdout.fnmatch_lines(["*autouse saw 3 items, the override wrapped 3*"])
 
 
 COUNTING = """
@@ -66,16 +76,10 @@ def test_items_get_their_record_without_a_fixture_request(pytester: pytest.Pytes
                                                           bench_env: FakeLLMServer) -> None:
     """Nothing overrides the plugin's fixtures: no item builds a fixture request (`CaseItem.setup`
     calls `Outcomes.record_for` itself), and the results are those of the fixture path."""
-    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 4)])
-    pytester.makeconftest(COUNTING)
-    bench_env.set_responder(script(True))
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s")
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["fixture executions: 0 []"])
+    three_items(pytester, bench_env, COUNTING)
+    run_three(pytester).stdout.fnmatch_lines(["fixture executions: 0 []"])
     # --setup-show lists the fixture each item sets up: there the fixture path stays
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-s", "--setup-show")
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*SETUP    F evalbench_record*", "fixture executions: 3 *"])
+    run_three(pytester, "--setup-show").stdout.fnmatch_lines(["*SETUP    F evalbench_record*", "fixture executions: 3 *"])
 
 
 def test_an_override_that_raises_errors_every_item(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
