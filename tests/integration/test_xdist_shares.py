@@ -208,3 +208,28 @@ def test_workers_open_their_connections_before_their_first_item(pytester: pytest
     # each worker: min(its 6 items, its 4 of the 8 in flight) connections, open before any item ran
     assert [(pytester.path / f"connections-{w}.txt").read_text() for w in ("gw0", "gw1")] == ["4", "4"]
     assert len(bench_env.requests) == 12 * 3
+
+
+LOCK_IMPORT_PROBE = """
+import sys
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    workerinput = getattr(config, "workerinput", None)
+    with open(f"filelock-{workerinput['workerid'] if workerinput else 'controller'}.txt", "w") as out:
+        out.write(str("filelock" in sys.modules))
+"""
+
+
+def test_workers_that_learn_no_limit_never_import_the_file_lock(pytester: pytest.Pytester,
+                                                                 bench_env: FakeLLMServer) -> None:
+    # filelock's import is ~10 ms CPU of a worker's start (on the run's critical path); a worker needs
+    # it only to share a rate limit it learned (llm/shared_limits.py) or the budget ledger
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(LOCK_IMPORT_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    seen = {who: (pytester.path / f"filelock-{who}.txt").read_text() for who in ("gw0", "gw1", "controller")}
+    assert seen == {"gw0": "False", "gw1": "False", "controller": "True"}  # the controller locked the result files
