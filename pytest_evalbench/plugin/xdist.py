@@ -13,7 +13,7 @@ a dead worker's remaining items go to the live workers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -40,6 +40,9 @@ from .workers import (
     share_bounds,
     worker_index,
 )
+
+if TYPE_CHECKING:
+    from .xdist_scheduler import ShareScheduling
 
 
 class WorkerHooks:
@@ -69,6 +72,7 @@ class ShareController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.scheduling: ShareScheduling | None = None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -78,7 +82,14 @@ class ShareController:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         from .xdist_scheduler import ShareScheduling  # the controller's alone
 
-        return ShareScheduling(config, log)
+        self.scheduling = ShareScheduling(config, log)
+        return self.scheduling
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A teardown report in: a worker that dies before its next item was running none (otherwise
+        xdist would count a scored item as crashed)."""
+        if report.when == "teardown" and self.scheduling is not None:
+            self.scheduling.teardown_reported(report.nodeid)
 
 
 class SharePrefetch:
