@@ -15,8 +15,6 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
-from filelock import FileLock, Timeout
-
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .file_version import check_version, unversioned
 from .json_text import iterencode
@@ -105,6 +103,8 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
     outside `root`, the benchmark directory) is refused, never followed."""
     check_dir(bench_dir, root or bench_dir)
     bench_dir.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock, Timeout  # imported by the processes that write results only (~10 ms CPU)
+
     lock = FileLock(str(check_write(bench_dir / RESULTS_LOCK, root or bench_dir)))
     try:
         lock.acquire(timeout=timeout)

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from filelock import FileLock
-
 from ..store import atomic_write_text
 
 DEFAULT_OUTPUT_CAP = 4096
@@ -106,6 +104,8 @@ class FileLedger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        from filelock import FileLock  # only a ledger's process pays its import (~10 ms CPU)
+
         self._lock = FileLock(str(path) + ".lock")
 
     def _read(self) -> LedgerState:

@@ -88,18 +88,19 @@ class Engine:
         """The caller is done with `key`'s result: its window slot goes to the next queued pipeline."""
         self.pipelines.release(key)
 
-    def warm(self, endpoints: Iterable[Endpoint], count: int) -> None:
+    def warm(self, endpoints: Iterable[Endpoint], count: int, wait: float = WARM_WAIT) -> None:
         """The caller is about to start `count` pipelines calling `endpoints`. When every call is a
         request (cache off or refresh), open the connections their first requests take now, before the
         work that prepares those requests: min(count, concurrency) per origin, as many as the first
-        round opens anyway, waiting at most `WARM_WAIT` (pool.py). Only the default transport warms;
+        round opens anyway, waiting at most `wait` seconds (pool.py; 0: they open in the background,
+        and a later `warm` for as many finds them and does not wait). Only the default transport warms;
         an endpoint a call would refuse (no API key) gets no connection."""
         if count <= 0 or self.cache.mode not in ("off", "refresh"):
             return
         wanted = [e for e in endpoints if e.provider != "local" and (e.api_key or e.base_url is not None)]
         transport = self.transport if wanted else None
         if isinstance(transport, HTTPTransport):
-            self.pipelines.run(transport.warm(wanted, min(count, self.settings.concurrency), WARM_WAIT))
+            self.pipelines.run(transport.warm(wanted, min(count, self.settings.concurrency), wait))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""

@@ -70,7 +70,7 @@ class Pool(Generic[C]):
 
     async def warm(self, slot: Slot, count: int, connect: Callable[[], Coroutine[object, object, C]], wait: float) -> None:
         """Open connections until `count` are idle or being opened; wait at most `wait` seconds for them
-        (those not open by then go on opening, for the requests to claim or to be idle)."""
+        (those not open by then go on opening, for the requests to claim or to be idle; 0: no wait)."""
         missing = count - len(self._idle.get(slot, ())) - len(self._opening.get(slot, ()))
         if missing <= 0:
             return
@@ -79,7 +79,8 @@ class Pool(Generic[C]):
         self._opening.setdefault(slot, []).extend(tasks)
         for task in tasks:
             task.add_done_callback(functools.partial(self._opened, slot))
-        await asyncio.wait(tasks, timeout=wait)
+        if wait > 0:
+            await asyncio.wait(tasks, timeout=wait)
 
     def _opened(self, slot: Slot, task: asyncio.Task[C]) -> None:
         """A warm-up connect ended: its connection is idle unless a request claimed it (and awaits it)."""

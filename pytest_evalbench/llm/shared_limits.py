@@ -28,13 +28,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-from filelock import AcquireReturnProxy, FileLock
 
 from ..redaction import strip_credentials
 from ..store import atomic_write_text
 from .rate_headers import MAX_WAIT, RateHeaders, Window
+
+if TYPE_CHECKING:
+    from filelock import AcquireReturnProxy, FileLock
 
 STALE_SECONDS = 600.0
 MARGIN = 1.02
@@ -156,7 +158,9 @@ class SharedLimits:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = FileLock(str(path) + ".lock")
+        self._lock: FileLock | None = None
+        """Made at the first write: filelock's import (~10 ms CPU) is paid by a process that learns a
+        limit, not by every process at its start (an xdist worker's start is on the run's critical path)."""
         self._seen: int | None = None
         """Modification time (ns) of the file when this process last read it."""
         self._view: dict[str, EndpointState] = {}
@@ -167,6 +171,10 @@ class SharedLimits:
     def _locked(self) -> AcquireReturnProxy:
         """The lock, polled every half millisecond when another process holds it (filelock's default
         50 ms would stall this process's event loop that long; a holder keeps it for microseconds)."""
+        if self._lock is None:
+            from filelock import FileLock
+
+            self._lock = FileLock(str(self.path) + ".lock")
         return self._lock.acquire(poll_interval=0.0005)
 
     def _mtime(self) -> int | None:

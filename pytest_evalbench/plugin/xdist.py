@@ -13,12 +13,13 @@ a dead worker's remaining items go to the live workers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._compat import (
     collect_only,
+    collection_failed_count,
     is_worker,
     node_input,
     put_worker_output,
@@ -27,6 +28,7 @@ from ._compat import (
     worker_output,
     xdist_mode,
 )
+from .nodes import CaseItem
 from .session import session_of
 from .workers import (
     BUDGET_INPUT,
@@ -38,6 +40,9 @@ from .workers import (
     share_bounds,
     worker_index,
 )
+
+if TYPE_CHECKING:
+    from .xdist_scheduler import ShareScheduling
 
 
 class WorkerHooks:
@@ -67,6 +72,7 @@ class ShareController:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
+        self.scheduling: ShareScheduling | None = None
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -76,7 +82,14 @@ class ShareController:
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         from .xdist_scheduler import ShareScheduling  # the controller's alone
 
-        return ShareScheduling(config, log)
+        self.scheduling = ShareScheduling(config, log)
+        return self.scheduling
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A teardown report in: a worker that dies before its next item was running none (otherwise
+        xdist would count a scored item as crashed)."""
+        if report.when == "teardown" and self.scheduling is not None:
+            self.scheduling.teardown_reported(report.nodeid)
 
 
 class SharePrefetch:
@@ -92,19 +105,33 @@ class SharePrefetch:
         self.config = config
         self.started = False
 
+    @pytest.hookimpl(trylast=True)  # after xdist's, which sends the collection to the controller
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Open the connections of this worker's share now, in the background: while the controller
+        waits for the slowest worker's collection, not after it, when the first item would wait for
+        them (`Engine.warm`, ~30 ms at 64 connections, far more on a loaded machine). A connection is
+        no LLM call: a collection mismatch still costs none (the engine's close drops them)."""
+        share = self._share(session)
+        run = session_of(self.config).selection.loaded_run()
+        if share is not None and run is not None and not collection_failed_count(session):
+            run.warm(sum(isinstance(item, CaseItem) for item in session.items[share[0]:share[1]]), wait=0)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:
         if self.started:
             return
         self.started = True
-        session = item.session
+        share = self._share(item.session)
+        if share is not None:
+            start, stop = share
+            session_of(self.config).scheduler.start(item.session.items[start:stop], start)
+
+    def _share(self, session: pytest.Session) -> tuple[int, int] | None:
+        """[start, stop) of this worker's share of the items; None for a replacement worker."""
         workerinput = worker_input(self.config)
         assert workerinput is not None  # registered on workers only
         index = worker_index(workerinput)
-        if index is None:
-            return
-        start, stop = share_bounds(len(session.items), worker_count(workerinput), index)
-        session_of(self.config).scheduler.start(session.items[start:stop], start)
+        return None if index is None else share_bounds(len(session.items), worker_count(workerinput), index)
 
 
 WHOLE_FILE_DISTS = ("loadfile", "loadscope")

@@ -35,6 +35,11 @@ class ShareScheduling:
         self.expected: int | None = None
         """How many workers xdist starts (`workercount` of the first one): collection is complete when
         that many have reported theirs."""
+        self.index: dict[str, int] = {}
+        """Node id -> its position in the collection."""
+        self.torn_down: set[int] = set()
+        """Items whose teardown report arrived and whose `runtest_protocol_complete` has not yet: a
+        worker that dies in between was running nothing (the item's record is already in)."""
 
     # ---------------------------------------------------------------- protocol
     @property
@@ -71,7 +76,13 @@ class ShareScheduling:
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
-        self._check(node)
+        self.torn_down.discard(item_index)
+        if is_shutting_down(node):
+            return
+        if self.pending:
+            self._hand_out()
+        elif len(self.node2pending[node]) < 2:
+            shut_down(node)
 
     def mark_test_pending(self, item: str) -> None:
         assert self.collection is not None
@@ -87,7 +98,9 @@ class ShareScheduling:
         pending = self.node2pending.pop(node)
         if not pending or self.collection is None:
             return None
-        crashed = self.collection[pending.pop(0)]
+        first = pending.pop(0)
+        crashed = None if first in self.torn_down else self.collection[first]  # died after its teardown
+        self.torn_down.discard(first)
         self.pending.extend(pending)
         self._hand_out()
         return crashed
@@ -101,6 +114,7 @@ class ShareScheduling:
             self.log("**Different tests collected, aborting run**")
             return
         collection = self.collection = next(iter(self.node2collection.values()))
+        self.index = {nodeid: i for i, nodeid in enumerate(collection)}
         owned: set[int] = set()
         for node in self.nodes:
             index = worker_index(node_input(node))
@@ -113,13 +127,12 @@ class ShareScheduling:
         self._hand_out()
 
     # ---------------------------------------------------------------- ours
-    def _check(self, node: Any) -> None:
-        if is_shutting_down(node):
-            return
-        if self.pending:
-            self._hand_out()
-        elif len(self.node2pending[node]) < 2:
-            shut_down(node)
+    def teardown_reported(self, nodeid: str) -> None:
+        """An item's teardown report reached the controller (`ShareController` tells): its worker sends
+        `runtest_protocol_complete` next, and a worker killed in between was running no item."""
+        index = self.index.get(nodeid)
+        if index is not None:
+            self.torn_down.add(index)
 
     def _hand_out(self) -> None:
         """Split the unowned items evenly over the live workers; shut down those with nothing left."""

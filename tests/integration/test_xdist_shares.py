@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from helpers import JUDGE, TARGET, USER, scenario, script, write_benchmark
@@ -157,3 +158,78 @@ def test_workers_are_handed_the_spec_the_controller_validated(pytester: pytest.P
     # the counter-check: a process that reads benchmark.yaml imports yaml (the probe sees it)
     pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
     assert json.loads((pytester.path / "imports-single.json").read_text()) == ["yaml", "pytest_evalbench.input_yaml"]
+
+
+CONNECTIONS_PROBE = """
+import os, time
+import pytest
+
+def connections(port):
+    # this process's established TCP connections to the fake server (Linux: /proc)
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in list(table)[1:]]
+    return sum(1 for r in rows if r[2].endswith(f":{port:04X}") and r[3] == "01" and r[9] in inodes)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    # a worker here has collected and sent its collection; no item of it has run yet
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is None:
+        return
+    port = int(os.environ["OPENAI_BASE_URL"].split(":")[2].split("/")[0])
+    deadline = time.monotonic() + 5
+    while connections(port) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with open(f"connections-{workerinput['workerid']}.txt", "w") as out:
+        out.write(str(connections(port)))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="reads the worker's TCP connections from /proc (Linux)")
+def test_workers_open_their_connections_before_their_first_item(pytester: pytest.Pytester,
+                                                                 bench_env: FakeLLMServer) -> None:
+    """A worker opens its share's connections once it has collected, while the controller waits for
+    the slowest worker's collection, so its first item does not wait for them; a connection is no
+    request (a collection mismatch still costs none: the mismatch test above)."""
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True, user=distinct_user))
+    pytester.makeconftest(CONNECTIONS_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off",
+                                           "--evalbench-concurrency=8")
+    result.assert_outcomes(passed=12)
+    # each worker: min(its 6 items, its 4 of the 8 in flight) connections, open before any item ran
+    assert [(pytester.path / f"connections-{w}.txt").read_text() for w in ("gw0", "gw1")] == ["4", "4"]
+    assert len(bench_env.requests) == 12 * 3
+
+
+LOCK_IMPORT_PROBE = """
+import sys
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    workerinput = getattr(config, "workerinput", None)
+    with open(f"filelock-{workerinput['workerid'] if workerinput else 'controller'}.txt", "w") as out:
+        out.write(str("filelock" in sys.modules))
+"""
+
+
+def test_workers_that_learn_no_limit_never_import_the_file_lock(pytester: pytest.Pytester,
+                                                                 bench_env: FakeLLMServer) -> None:
+    # filelock's import is ~10 ms CPU of a worker's start (on the run's critical path); a worker needs
+    # it only to share a rate limit it learned (llm/shared_limits.py) or the budget ledger
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(LOCK_IMPORT_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    seen = {who: (pytester.path / f"filelock-{who}.txt").read_text() for who in ("gw0", "gw1", "controller")}
+    assert seen == {"gw0": "False", "gw1": "False", "controller": "True"}  # the controller locked the result files

@@ -246,15 +246,41 @@ def run_pytest(root: Path, *args: str, plugin: bool = True) -> dict[str, float]:
     env = {**os.environ, **ISOLATED, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     xdist = ("-p", "xdist.plugin") if "-n" in args else ()
+    machine, own = machine_cpu(), children_cpu()
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *(PLUGIN if plugin else ()), *xdist,
                            "-p", "bench_engine", "-q", "--tb=no", *args],
                           check=False, cwd=root, env=env, capture_output=True, text=True)
     result = {"process": time.perf_counter() - start, "exit": float(done.returncode)}
+    result["cpu"] = children_cpu() - own
+    if machine is not None:
+        result["others_cpu"] = max(0.0, (machine_cpu() or machine) - machine - result["cpu"])
     if probe.is_file():
         result.update(json.loads(probe.read_text()))
         probe.unlink()
     return result
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this script's finished child processes (a pytest run with its
+    xdist workers: the workers are reaped by their controller, so they count too)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_cpu() -> float | None:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat; None where there is none).
+    Busy time during a run minus the run's own CPU is what other processes took meanwhile: on a
+    shared machine that contention, not the code measured, is what makes one run of several slow."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def run_floor(server: Server, n: int, turns: int, conc: int) -> dict[str, float]:

@@ -1,11 +1,14 @@
 """Fixed-cost performance script (not part of the test suite): prints, in one run, the issue #27
 targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
 
-    python tests/perf/bench_fixed.py [--n 200] [--cached 10000] [--errors 500] [--skip fixed cached errors]
+    python tests/perf/bench_fixed.py [--n 200] [--repeat 3] [--cached 10000] [--errors 500] [--skip fixed cached errors]
 
 1. Whole-process wall / ideal at C = 64 and C = 128 (N scenarios x 3 turns + judge, 100 ms latency,
    one process, cache off; targets <= 1.15 and <= 1.25), and `-n 2` against one process plus what
-   xdist itself adds to an empty suite (a one-test project with `-n 2` minus the same without).
+   xdist itself adds to an empty suite (a one-test project with `-n 2` minus the same without);
+   `--repeat` interleaved rounds, medians, and the cores other processes used meanwhile: on a
+   shared 2-core machine one `-n 2` run of several can lose 1-3 s to them (its start-up is three
+   CPU-bound processes in a row, where one process has one), so a single round proves nothing.
 2. Fully cached N = 10,000: the cache is recorded once (latency 0), then a `--evalbench-cache=replay`
    run (no request) against plain pytest running 10,000 trivial parametrized tests, in the same run
    (target <= 1.5).
@@ -22,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -55,31 +59,46 @@ def plain_project(root: Path, tests: int) -> Path:
     return root
 
 
-def fixed(server: Server, root: Path, n: int, turns: int, latency: float) -> None:
+def contention(runs: list[dict[str, float]]) -> str:
+    """What other processes took from the machine's cores while these runs ran (median, in cores)."""
+    shares = [r["others_cpu"] / r["process"] for r in runs if "others_cpu" in r]
+    return f"others used {statistics.median(shares):.2f} cores" if shares else "others' CPU not known"
+
+
+def fixed(server: Server, root: Path, n: int, turns: int, latency: float, repeat: int) -> None:
+    """Each concurrency: `repeat` rounds of (one process, `-n 2`, the empty suite with and without
+    `-n 2`), one after the other, so every side sees the machine's load of the same minute; medians
+    printed, each round's `-n 2` ratio and what other processes used of the cores meanwhile."""
     calls = 2 * turns + 1
     project = root / "fixed"
     write_bench(project, n, turns)
     base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off")
     print(f"1. fixed costs: N={n} x ({turns} turns + judge), {latency * 1000:.0f} ms, cache off; "
-          f"ideal = ceil(N/C) x {calls} x latency", flush=True)
+          f"ideal = ceil(N/C) x {calls} x latency; medians of {repeat} interleaved rounds", flush=True)
     plain = plain_project(root / "empty", 1)
     for conc, target in ((64, 1.15), (128, 1.25)):
         ideal = math.ceil(n / conc) * calls * latency
-        server.control(reset=True, latency=latency, status=200)
-        one = run_pytest(project, *base, f"--evalbench-concurrency={conc}")
-        print(f"   C={conc}: one process {one['process']:.2f} s, ideal {ideal:.2f} s, process/ideal "
-              f"{one['process'] / ideal:.2f} (target <= {target}); requests {server.requests()}{exit_note(one)}; "
-              f"{load()}", flush=True)
-        server.control(reset=True)
-        two = run_pytest(project, *base, f"--evalbench-concurrency={conc}", "-n", "2")
-        requests = server.requests()
-        bare_xd = run_pytest(plain, "-n", "2", plugin=False)["process"]
-        bare = run_pytest(plain, plugin=False)["process"]
-        allowed = one["process"] + (bare_xd - bare)
-        print(f"   C={conc}: -n 2 {two['process']:.2f} s vs one process + xdist's own cost "
-              f"({one['process']:.2f} + {bare_xd:.2f} - {bare:.2f} = {allowed:.2f} s): ratio "
-              f"{two['process'] / allowed:.2f} (target <= 1.00); requests {requests}{exit_note(two)}; {load()}",
-              flush=True)
+        runs: dict[str, list[dict[str, float]]] = {"one": [], "two": [], "bare_xd": [], "bare": []}
+        requests: dict[str, list[int]] = {"one": [], "two": []}
+        for _ in range(repeat):
+            for side, extra in (("one", ()), ("two", ("-n", "2"))):
+                server.control(reset=True, latency=latency, status=200)
+                runs[side].append(run_pytest(project, *base, f"--evalbench-concurrency={conc}", *extra))
+                requests[side].append(server.requests())
+            runs["bare_xd"].append(run_pytest(plain, "-n", "2", plugin=False))
+            runs["bare"].append(run_pytest(plain, plugin=False))
+        med = {side: statistics.median(r["process"] for r in rs) for side, rs in runs.items()}
+        exits = "".join(exit_note(r) for rs in runs.values() for r in rs)
+        print(f"   C={conc}: one process {med['one']:.2f} s, ideal {ideal:.2f} s, process/ideal "
+              f"{med['one'] / ideal:.2f} (target <= {target}); requests {sorted(set(requests['one']))}{exits}; "
+              f"{contention(runs['one'])}; {load()}", flush=True)
+        allowed = med["one"] + (med["bare_xd"] - med["bare"])
+        rounds = " ".join(f"{two['process'] / (one['process'] + xd['process'] - bare['process']):.2f}"
+                          for one, two, xd, bare in zip(runs["one"], runs["two"], runs["bare_xd"], runs["bare"]))
+        print(f"   C={conc}: -n 2 {med['two']:.2f} s vs one process + xdist's own cost ({med['one']:.2f} + "
+              f"{med['bare_xd']:.2f} - {med['bare']:.2f} = {allowed:.2f} s): ratio {med['two'] / allowed:.2f} "
+              f"(target <= 1.00; rounds: {rounds}); requests {sorted(set(requests['two']))}; during -n 2 "
+              f"{contention(runs['two'])}; {load()}", flush=True)
 
 
 def cached(server: Server, root: Path, rows: int, turns: int) -> None:
@@ -127,6 +146,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--cached", type=int, default=10_000, help="rows of the fully cached run")
     parser.add_argument("--errors", type=int, default=500, help="items of the erroring run")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of section 1 (medians printed)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["fixed", "cached", "errors"])
     args = parser.parse_args()
     began = time.perf_counter()
@@ -137,7 +157,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             if "fixed" not in args.skip:
-                fixed(server, root, args.n, args.turns, args.latency)
+                fixed(server, root, args.n, args.turns, args.latency, args.repeat)
             if "errors" not in args.skip:
                 errors(server, root, args.errors, args.turns)
             if "cached" not in args.skip:

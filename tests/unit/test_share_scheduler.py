@@ -167,3 +167,16 @@ def test_an_item_put_back_pending_runs_again_once() -> None:
     sched.mark_test_complete(a, 0)  # type: ignore[arg-type]
     sched.mark_test_pending("t.py::test_0")
     assert sorted(a.sent + b.sent) == [0, 0, 1, 2, 3]
+
+
+def test_a_worker_killed_after_an_items_teardown_report_was_running_nothing() -> None:
+    # xdist sends `runtest_protocol_complete` after an item's teardown report: a worker killed in
+    # between (a prefetched item's app kills its process) had finished that item, whose record is in
+    sched, (a, b) = scheduler(6, 2)
+    sched.mark_test_complete(b, 3)  # type: ignore[arg-type]
+    sched.teardown_reported("t.py::test_4")
+    assert sched.remove_node(b) is None  # not counted as crashed: it was scored
+    assert a.sent == [0, 1, 2, 5]  # its remaining item goes to the live worker; the finished one never again
+    sched, (a, b) = scheduler(6, 2)
+    sched.teardown_reported("t.py::test_2")  # another worker's item: says nothing about b
+    assert sched.remove_node(b) == "t.py::test_3"  # killed while running its first item
