@@ -288,7 +288,7 @@ RESULT_FILES = ("results.json", "cost.json", ".usage.json", "case_results.json",
 """Files a session writes (or locks) in its output directory: the benchmark's, or a shard's."""
 BENCH_FILES = ("last_run.json", "history.jsonl", "calibration.json")
 """Files a session writes in the benchmark directory itself."""
-RUN_FILES = ("conversations.json", "scores.json", "cost.json", ".usage.json")
+RUN_FILES = ("conversations.json", "scores.json", "cost.json", ".usage.json", ".written.json")
 """Files of `runs/<target>/`."""
 
 
