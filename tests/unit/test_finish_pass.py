@@ -262,3 +262,19 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
                              root=tmp_path, files=[]).scenario
 
     assert summary(conversations) == summary(list(RunConversations(tmp_path)))
+
+
+def test_one_audited_conversation_is_counted_as_a_number() -> None:
+    """Counter.update on an empty counter stores the values as given: one flagged conversation once
+    printed `True ended before the planned turns`."""
+    from pytest_evalbench.scenarios.audit import audit_line
+    from pytest_evalbench.scenarios.tally import RecordTally
+
+    record = scenario_record("m01_s001_v01").to_json()
+    record["conversation"]["user_audit"] = {"ended_early": True, "stated_objective": [], "broke_character": [2]}
+    tally = RecordTally({})
+    assert list(tally.counted([record])) == [record]
+    assert tally.audit_counts() == {"ended_early": 1, "stated_objective": 0, "broke_character": 1}
+    assert [type(n) for n in tally.audit_counts().values()] == [int, int, int]
+    line = audit_line(tally.audit_counts(), 1)
+    assert line is not None and "1 ended before the planned turns, 0 stated" in line
