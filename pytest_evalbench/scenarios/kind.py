@@ -20,6 +20,7 @@ from ..store import read_rows
 from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
+from .load_memo import load_rows
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -91,7 +92,10 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
+        cache = run.engine.cache  # the rows from the load memo, when this file was loaded so before
+        rows = load_rows(run.bench_dir / SCENARIOS_FILE, run.spec, cache.directory, cache.reads, cache.writes,
+                         lambda: (StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)))
+        stored = {s.id: s for s in rows}
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
