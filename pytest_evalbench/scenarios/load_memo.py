@@ -7,7 +7,7 @@ of a cached replay's start).
 "key", "version"}`, then the payload, one line of compact ASCII JSON: `{"rows": [[id, metric_id,
 metric_type, demographic, row JSON], ...], "warnings": [[message, filename, lineno], ...]}`. `key`
 is the SHA-256 of the package's code fingerprint, benchmark.yaml as loaded and scenarios.json's
-bytes; `digest` the SHA-256 of the payload. Written only with a cache that writes (`on`,
+path and bytes; `digest` the SHA-256 of the payload. Written only with a cache that writes (`on`,
 `refresh`) after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
 key, digest or version does not match, or that does not parse, is a miss (the file is loaded as
 usual), never an error. A load's warnings (unknown keys) are given again on a hit.
@@ -38,9 +38,10 @@ MEMO_FILE = "scenarios.load"
 _COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 
 
-def memo_key(spec: BenchmarkSpec, data: bytes) -> str:
-    """What the stored rows are made from: the code, the spec, the file's bytes."""
-    material = json.dumps([code_fingerprint(), spec.model_dump(mode="json"), hashlib.sha256(data).hexdigest()],
+def memo_key(path: Path, spec: BenchmarkSpec, data: bytes) -> str:
+    """What the stored rows (and the warnings, which name the file) are made from: the code, the spec,
+    the file's path and bytes."""
+    material = json.dumps([code_fingerprint(), spec.model_dump(mode="json"), str(path), hashlib.sha256(data).hexdigest()],
                           sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
     return hashlib.sha256(material.encode()).hexdigest()
 
@@ -107,7 +108,7 @@ def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, wri
     data = _file_bytes(path) if reads or writes else None
     if data is None:
         return list(load())
-    key = memo_key(spec, data)
+    key = memo_key(path, spec, data)
     memo = cache_dir / LOADS_DIR / MEMO_FILE
     found = _read(memo, key) if reads else None
     if found is not None:
