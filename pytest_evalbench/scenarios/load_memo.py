@@ -27,7 +27,7 @@ from ..errors import EvalbenchWarning
 from ..file_version import FORMAT_VERSION, VERSION_KEY
 from ..input_json import MAX_INPUT_BYTES
 from ..llm.item_memo import code_fingerprint
-from ..safe_files import check_dir
+from ..safe_files import UnsafeWrite, check_dir
 from ..spec import BenchmarkSpec
 from ..store import atomic_write_text
 from .runner import StoredScenario
@@ -97,8 +97,8 @@ def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
             atomic_write_text(loads / ".gitignore", "# load memos: an optimisation of this machine's runs\n*\n",
                               directory)
         atomic_write_text(memo, f"{header}\n{payload}", directory)
-    except (OSError, ValueError, UnicodeError):  # a memo is an optimisation, never an error of the run
-        pass
+    except (OSError, ValueError, UnsafeWrite):  # a memo is an optimisation, never an error of the run (nor
+        pass  # written through a link)
 
 
 def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, writes: bool,

@@ -89,3 +89,11 @@ def test_without_the_cache_there_is_no_memo(pytester: pytest.Pytester, bench: Pa
     pytester.runpytest("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=2)
     pytester.runpytest("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=2)
     assert loads == ["demo", "demo"] and not memo(bench).exists()
+
+
+def test_a_memo_is_never_written_through_a_link(pytester: pytest.Pytester, bench: Path, tmp_path_factory: Any) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    (bench / ".evalbench-cache").mkdir()
+    (bench / ".evalbench-cache" / ".loads").symlink_to(outside, target_is_directory=True)
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=2)
+    assert list(outside.iterdir()) == []
