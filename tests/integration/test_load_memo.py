@@ -97,5 +97,5 @@ def test_a_memo_is_never_written_through_a_link(pytester: pytest.Pytester, bench
     (bench / ".evalbench-cache" / ".loads").symlink_to(outside, target_is_directory=True)
     result = pytester.runpytest("--benchmark=demo")  # as a link of the cache's entry directories: before any call
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*.evalbench-cache/.loads: resolves to*outside the benchmark directory*"])
+    result.stderr.fnmatch_lines(["*.evalbench-cache/.loads: resolves to*outside the benchmark directory*"])
     assert list(outside.iterdir()) == []
