@@ -21,14 +21,14 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import EvalbenchWarning
 from ..file_version import FORMAT_VERSION, VERSION_KEY
 from ..input_json import MAX_INPUT_BYTES
 from ..llm.item_memo import code_fingerprint
 from ..safe_files import UnsafeWrite, check_dir
-from ..spec import BenchmarkSpec
+from ..spec import BenchmarkSpec, MetricType
 from ..store import atomic_write_text
 from .runner import StoredScenario
 
@@ -65,7 +65,8 @@ def _restored(payload: Any) -> tuple[list[StoredScenario], list[tuple[str, str, 
                 and metric_type in METRIC_TYPES
                 and all(type(k) is str for k in keywords)):
             return None
-        rows.append(StoredScenario.restored(sid, metric_id, metric_type, tuple(sys.intern(k) for k in keywords),
+        rows.append(StoredScenario.restored(sid, metric_id, cast("MetricType | None", metric_type),
+                                            tuple(sys.intern(k) for k in keywords),
                                             row_json.encode("utf-8")))
     caught = [(str(message), str(filename), int(lineno)) for message, filename, lineno in payload.get("warnings", [])]
     return rows, caught
