@@ -8,13 +8,14 @@ of a cached replay's start).
 metric_type, demographic, row JSON], ...], "warnings": [[message, filename, lineno], ...]}`. `key`
 is the SHA-256 of the package's code fingerprint, benchmark.yaml as loaded and scenarios.json's
 path and bytes; `digest` the SHA-256 of the payload. Written only with a cache that writes (`on`,
-`refresh`) after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
+`refresh`) by a session that ran items after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
 key, digest or version does not match, or that does not parse, is a miss (the file is loaded as
 usual), never an error. A load's warnings (unknown keys) are given again on a hit.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -103,12 +104,13 @@ def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
 
 
 def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, writes: bool,
-              load: Callable[[], Iterable[StoredScenario]]) -> list[StoredScenario]:
+              load: Callable[[], Iterable[StoredScenario]]) -> tuple[list[StoredScenario], Callable[[], None] | None]:
     """scenarios.json's rows from the memo when it matches, else `load()`ed (its errors raised as
-    they are) and remembered for the next session."""
+    they are); and, with a cache that writes, what remembers them for the next session, called by a
+    session that ran (an estimate or `--collect-only` writes nothing)."""
     data = _file_bytes(path) if reads or writes else None
     if data is None:
-        return list(load())
+        return list(load()), None
     key = memo_key(path, spec, data)
     memo = cache_dir / LOADS_DIR / MEMO_FILE
     found = _read(memo, key) if reads else None
@@ -116,15 +118,15 @@ def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, wri
         rows, caught = found
         for message, filename, lineno in caught:  # as the load gave them
             warnings.warn_explicit(EvalbenchWarning(message), EvalbenchWarning, filename, lineno)
-        return rows
+        return rows, None
     if not writes:
-        return list(load())
+        return list(load()), None
     with warnings.catch_warnings(record=True) as recorded:
         warnings.simplefilter("always")
         rows = list(load())
     for caught_warning in recorded:  # given on, as the load gave them
         warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
                                caught_warning.lineno)
-    if all(w.category is EvalbenchWarning for w in recorded) and _file_bytes(path) == data:  # what was loaded
-        _write(cache_dir, memo, key, rows, list(recorded))
-    return rows
+    if not all(w.category is EvalbenchWarning for w in recorded) or _file_bytes(path) != data:  # not what was loaded
+        return rows, None
+    return rows, functools.partial(_write, cache_dir, memo, key, rows, list(recorded))

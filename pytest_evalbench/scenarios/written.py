@@ -1,15 +1,15 @@
 """Run files a finish would write again byte for byte are left as they are.
 
-`runs/<target>/.written.json` notes what the last finish wrote there when the files hold that
-session's rows only (nothing carried over from earlier sessions): the digest of everything those
-bytes are made from (this package's code, the scenario order, `num_samples`, the configured targets
-and the stored bytes of every record of the session) and the SHA-256 of each file. A later session
-with the same inputs whose files on disk still have those digests would write the very same bytes
-(a fully cached replay): it leaves them as they are instead of encoding and writing them again. Any
-other change (a record, the code, an edit of a file, a subset run that keeps other rows) writes the
-files as usual; a finish that writes them forgets the note first and notes them again only when
-they hold its own rows only.
-"""
+The output directory's `.written.json` notes, per target, what the last finish wrote to
+`runs/<target>/` when the files held that session's rows only (nothing carried over from earlier
+sessions): the digest of everything those bytes are made from (this package's code, the scenario
+order, `num_samples`, the configured targets and the stored bytes of every record of the session)
+and the SHA-256 of each file. A later session with the same inputs whose files on disk still have
+those digests would write the very same bytes (a fully cached replay): it leaves them as they are
+instead of encoding and writing them again. Any other change (a record, the code, an edit of a
+file, a subset run that keeps other rows) writes the files as usual; a finish that writes them
+forgets the target's note first (after reading what it merges) and notes it again only when they
+hold its own rows only."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..costs import USAGE_LEDGER
 from ..file_version import FORMAT_VERSION
@@ -60,23 +61,46 @@ def file_digests(run_dir: Path) -> dict[str, str] | None:
     return found
 
 
-def unchanged(run_dir: Path, inputs: str) -> bool:
-    """The run files hold what a finish with these inputs writes, byte for byte: the note says the
-    last finish wrote them from the same inputs, and they are still the bytes it wrote."""
-    note = read_json(run_dir / WRITTEN, None)
-    if not isinstance(note, dict) or note.get("version") != FORMAT_VERSION or note.get("inputs") != inputs:
-        return False
-    files = note.get("files")
-    return isinstance(files, dict) and files == file_digests(run_dir)
+class WrittenNote:
+    """The output directory's `.written.json`: per target, the digest of the inputs its run files were
+    last written from and each file's SHA-256 (`{"targets": {target: {"inputs", "files"}}, "version"}`),
+    read once per finish, written under the result lock."""
 
+    def __init__(self, directory: Path, root: Path) -> None:
+        self.path, self.root = directory / WRITTEN, root
+        self._targets: dict[str, Any] | None = None
 
-def forget(run_dir: Path) -> None:
-    """Before the run files are written: the note no longer says what they hold."""
-    (run_dir / WRITTEN).unlink(missing_ok=True)
+    def _notes(self) -> dict[str, Any]:
+        if self._targets is None:
+            note = read_json(self.path, None)
+            targets = note.get("targets") if isinstance(note, dict) and note.get("version") == FORMAT_VERSION else None
+            self._targets = dict(targets) if isinstance(targets, dict) else {}
+        return self._targets
 
+    def unchanged(self, run_dir: Path, inputs: str) -> bool:
+        """The target's run files hold what a finish with these inputs writes, byte for byte: the note
+        says the last finish wrote them from the same inputs, and they are still the bytes it wrote."""
+        entry = self._notes().get(run_dir.name)
+        if not isinstance(entry, dict) or entry.get("inputs") != inputs:
+            return False
+        files = entry.get("files")
+        return isinstance(files, dict) and files == file_digests(run_dir)
 
-def note_written(run_dir: Path, inputs: str, root: Path) -> None:
-    """After a finish wrote the run files from these inputs alone (no row carried over)."""
-    files = file_digests(run_dir)
-    if files is not None:
-        dump_json(run_dir / WRITTEN, {"inputs": inputs, "files": files, "version": FORMAT_VERSION}, root)
+    def forget(self, target: str) -> None:
+        """Before a target's run files are written: the note no longer says what they hold."""
+        if self._notes().pop(target, None) is not None:
+            self._save()
+
+    def note(self, run_dir: Path, inputs: str) -> None:
+        """After a finish wrote a target's run files from these inputs alone (no row carried over)."""
+        files = file_digests(run_dir)
+        if files is not None:
+            self._notes()[run_dir.name] = {"inputs": inputs, "files": files}
+            self._save()
+
+    def _save(self) -> None:
+        targets = self._notes()
+        if not targets:
+            self.path.unlink(missing_ok=True)
+        else:
+            dump_json(self.path, {"targets": dict(sorted(targets.items())), "version": FORMAT_VERSION}, self.root)

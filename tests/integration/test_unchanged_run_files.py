@@ -46,7 +46,7 @@ def test_a_replay_of_the_same_records_leaves_the_run_files_as_they_are(pytester:
     assert state(run_dir) == before  # not even rewritten: the same inodes
     assert [r["by_metric"]["m01"]["n_passed"] for r in read_json(bench / "results.json")] == [2]
     assert json.loads((bench / "last_run.json").read_text())["status"] == "complete"
-    (run_dir / ".written.json").unlink()  # what a finish writes from these records, when it does write them
+    (bench / ".written.json").unlink()  # what a finish writes from these records, when it does write them
     run(pytester, *workers)
     assert contents(run_dir) == {name: data for name, (_, data) in before.items()}
 
@@ -73,10 +73,10 @@ def test_a_subset_run_keeps_the_rows_of_other_cases(pytester: pytest.Pytester, b
         run(pytester, "-k", "s002", passed=1)
         assert contents(run_dir) == full
         assert [r["id"] for r in read_json(run_dir / "scores.json")] == ["m01_s001_v01", "m01_s002_v01"]
-        assert not (run_dir / ".written.json").exists()
+        assert not (bench / ".written.json").exists()
     run(pytester)
     assert contents(run_dir) == full
-    assert (run_dir / ".written.json").exists()
+    assert (bench / ".written.json").exists()
 
 
 def test_other_records_write_the_run_files(pytester: pytest.Pytester, bench: Path, bench_env: FakeLLMServer) -> None:
