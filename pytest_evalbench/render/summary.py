@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..gate.verdict import GateVerdict
@@ -26,6 +26,9 @@ from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliabilit
 from .rates import Conversation, DemographicCounts, Demographics, RateCounts, RateRow
 from .status import CASE_STATUSES, PASSED, error_group
 from .views import DatasetView, Passes, ScenarioView, dataset_view, transcripts
+
+if TYPE_CHECKING:
+    from ..scenarios.models import ScoreRow
 
 
 @dataclass(slots=True)
@@ -210,8 +213,16 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
         rates, groups = RateCounts(written), DemographicCounts(demographics)  # noted in its two passes over scores
         as_written = getattr(written.conversations, "as_written", None)  # a scenario run's rows this finish wrote:
         conversations: Iterable[Conversation] = as_written() if as_written else written.conversations  # not validated
-        shown, total = transcripts(Passes(written.scores, rates.tap, groups.tap), demographics.tap(conversations),
-                                   unreliable=written.unreliable)
+        scores = Passes(written.scores, rates.tap, groups.tap)
+        of_conversations = getattr(written.scores, "of_conversations", None)  # a scenario run's rows on disk
+
+        def judged(keys: set[tuple[str, int]]) -> Iterable[ScoreRow]:
+            """The judgments' pass: every row when one has a demographic to count (`groups.tap`), else
+            only the shown conversations' rows (the others are not validated again)."""
+            return scores if demographics.by_id or of_conversations is None else of_conversations(keys)
+
+        shown, total = transcripts(scores, demographics.tap(conversations), unreliable=written.unreliable,
+                                   judged=judged)
         summary.rates = rates.rows(comparison)
         summary.pass_k = pass_k_rows(written.results if written.summaries is None else written.summaries)
         if summary.pass_k or written.judge_lines:  # a case can be flaky only with samples or a judge panel:

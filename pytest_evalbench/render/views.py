@@ -96,13 +96,14 @@ _WORST_FIRST = (UNSCORED, FAILED, JUDGE_UNRELIABLE, PASSED)
 
 
 def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation],
-                limit: int = MAX_TRANSCRIPTS, unreliable: dict[str, str] | None = None
+                limit: int = MAX_TRANSCRIPTS, unreliable: dict[str, str] | None = None,
+                judged: Callable[[set[tuple[str, int]]], Iterable[ScoreRow]] | None = None,
                 ) -> tuple[list[TranscriptView], int]:
     """Conversations with their judgments (verdict and justification), sorted by target and id: at
     most `limit`, failed and unscored first; and how many conversations there are in all. (A
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
     `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
-    of shown conversations."""
+    of shown conversations (from `judged(their keys)` when given: rows of those at least, in pass order)."""
     from ..scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
 
     statuses: dict[tuple[str, int], str] = {}
@@ -126,10 +127,10 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
         shown_row = conv.validated() if isinstance(conv, WrittenConversation) else cast("ConversationRow", conv)
         if shown_row is not None:
             out.append(TranscriptView(shown_row, statuses.get(key, UNSCORED), judgments.get(key, []), unreliable or {}))
-    for row in scores:  # the shown views' judgment lists fill in place
-        judged = judgments.get((row.conv_id, row.sample))
-        if judged is not None:
-            judged.append(row)
+    for row in scores if judged is None else judged(set(judgments)):  # the shown views' judgment lists fill in place
+        found = judgments.get((row.conv_id, row.sample))
+        if found is not None:
+            found.append(row)
     out.sort(key=lambda v: (v.conversation.target.id, v.conversation.conv_id, v.conversation.sample))
     return out, total
 

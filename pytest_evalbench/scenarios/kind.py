@@ -4,7 +4,7 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
 
@@ -20,11 +20,13 @@ from ..store import read_rows
 from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
+from .load_memo import load_rows
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 from .tally import RecordTally
+from .written import inputs_digest
 
 if TYPE_CHECKING:
     from ..estimate import Expectations, HasRun, Plan
@@ -64,6 +66,8 @@ class ScenarioKind:
         self.run = run
         self._order: dict[str, int] = {}
         self._known = Known()
+        self._remember: Callable[[], None] | None = None
+        """Writes the load memo (`load_memo`): at the finish of a session that ran items."""
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -90,7 +94,14 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
+
+        def parsed() -> Iterator[StoredScenario]:  # one model at a time
+            return (StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec))
+
+        cache = run.engine.cache  # the rows from the load memo, when this file was loaded so before
+        rows, self._remember = load_rows(run.bench_dir / SCENARIOS_FILE, run.spec, cache.directory, cache.reads,
+                                         cache.writes, parsed)
+        stored = {s.id: s for s in rows}
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
@@ -175,16 +186,21 @@ class ScenarioKind:
         files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
+        if self._remember is not None:  # this session ran: the next one takes scenarios.json's rows from the memo
+            self._remember()
+            self._remember = None
         tally = RecordTally(self.unreliable)
         measured: set[str] = set()  # filled by the store (one key string per row)
 
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
+        samples, stored = run.spec.generation.num_samples, getattr(records, "lines", None)  # their bytes: `written`
+        inputs = inputs_digest(stored(), self.order(), samples, targets) if stored is not None else None
         rates, dropped, scores, gated = write_results(bench_dir, tally.counted(records), self.order(), targets=targets,
-                                                      samples=run.spec.generation.num_samples, known=self._known,
+                                                      samples=samples, known=self._known,
                                                       stamp=run.stamp, root=run.bench_dir, measured=measured,
-                                                      accuracy=self.accuracy)
+                                                      accuracy=self.accuracy, inputs=inputs)
         lines = agreement_lines(tally.agreement)
         line = audit_line(tally.audit_counts(), len(measured))
         lines += [line] if line else []

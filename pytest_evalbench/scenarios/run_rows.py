@@ -141,13 +141,16 @@ class RunRows(Generic[M]):
         except ValidationError:
             return None
 
-    def _fresh_rows(self, run_dir: Path, warn: bool, read: Callable[[dict[str, Any], str], _R | None]
-                    ) -> Iterator[M | _R]:
+    def _fresh_rows(self, run_dir: Path, warn: bool, read: Callable[[dict[str, Any], str], _R | None],
+                    keys: Collection[tuple[str, int]] | None = None) -> Iterator[M | _R]:
         """A file this finish wrote, each row `read` as it is (no version check, no normalising). From a
         row that is not as written (changed since: `read` gives None), the rest of the file goes the
-        usual way."""
+        usual way. With `keys`, a row whose `conv_id` and `sample` as written are not among them is
+        passed over unread (a row as written is read as it is: its key stays)."""
         target = run_dir.name
         for done, raw in enumerate(iter_json_rows(run_dir / self.filename)):
+            if keys is not None and (raw.get("conv_id"), raw.get("sample")) not in keys:
+                continue
             row = read(raw, target) if raw.pop(VERSION_KEY, None) == FORMAT_VERSION else None
             if row is None:
                 yield from self._usual_rows(run_dir, warn, done)
@@ -219,6 +222,16 @@ class RunScores(RunRows[ScoreRow]):
 
     def __init__(self, bench_dir: Path, known: Known = NOTHING_KNOWN, fresh: Collection[str] = ()) -> None:
         super().__init__(bench_dir, known, "scores.json", ScoreRow, normalise_score, fresh)
+
+    def of_conversations(self, keys: Collection[tuple[str, int]]) -> Iterator[ScoreRow]:
+        """The rows of these conversations ((conv_id, sample)), in the order of a pass over all of them:
+        a row of a file this finish wrote is validated only when it is one of them (the reports' pass
+        that collects the judgments of the transcripts they show, 2,000 at most)."""
+        warn, self._warned = not self._warned, True
+        for run_dir in _run_dirs(self.bench_dir, self.filename):
+            rows = (self._fresh_rows(run_dir, warn, self._as_written, keys) if run_dir.name in self.fresh else
+                    self._usual_rows(run_dir, warn))
+            yield from (row for row in rows if (row.conv_id, row.sample) in keys)
 
     def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None,
                      written: Mapping[str, list[OutcomeRow]] | None = None) -> dict[str, list[OutcomeRow]]:

@@ -26,9 +26,10 @@ class RecordTally:
         """`records` (`ScenarioRecord.to_json`'s shape), counted as they pass."""
         agreement, failures, audited, unreliable = self.agreement, self.failures, self.audited, self.unreliable
         for record in records:
-            if (found := record["conversation"].get("user_audit")) is not None:
-                audited.update(ended_early=found["ended_early"], stated_objective=bool(found["stated_objective"]),
-                               broke_character=bool(found["broke_character"]))
+            if (found := record["conversation"].get("user_audit")) is not None:  # as Counter.update counts them
+                audited["ended_early"] += found["ended_early"]  # (not through it: 1.3 us an item)
+                audited["stated_objective"] += bool(found["stated_objective"])
+                audited["broke_character"] += bool(found["broke_character"])
             score = record["score"]
             if (value := score.get("agreement")) is not None:  # a panel's: kept per row (one pair, not one per item)
                 agreement.append((score["metric_id"], value))

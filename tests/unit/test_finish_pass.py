@@ -262,3 +262,59 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
                              root=tmp_path, files=[]).scenario
 
     assert summary(conversations) == summary(list(RunConversations(tmp_path)))
+
+
+def test_one_audited_conversation_is_counted_as_a_number() -> None:
+    """Counter.update on an empty counter stores the values as given: one flagged conversation once
+    printed `True ended before the planned turns`."""
+    from pytest_evalbench.scenarios.audit import audit_line
+    from pytest_evalbench.scenarios.tally import RecordTally
+
+    record = scenario_record("m01_s001_v01").to_json()
+    record["conversation"]["user_audit"] = {"ended_early": True, "stated_objective": [], "broke_character": [2]}
+    tally = RecordTally({})
+    assert list(tally.counted([record])) == [record]
+    assert tally.audit_counts() == {"ended_early": 1, "stated_objective": 0, "broke_character": 1}
+    assert [type(n) for n in tally.audit_counts().values()] == [int, int, int]
+    line = audit_line(tally.audit_counts(), 1)
+    assert line is not None and "1 ended before the planned turns, 0 stated" in line
+
+
+def test_the_judgments_pass_validates_only_the_shown_conversations_rows(tmp_path: Path,
+                                                                         monkeypatch: Any) -> None:
+    """Without a demographic to count, the summary's second pass over a run's scores (the judgments of
+    the transcripts it shows, 2,000 at most) validates only those conversations' rows; the views are
+    the same as from every row."""
+    from pytest_evalbench.scenarios.models import ScoreRow
+    from pytest_evalbench.scenarios.run_rows import RunConversations, RunScores
+
+    records = [scenario_record(sid, demographic={}) for sid in ORDER]
+    records[1].score.present = records[1].score.passed = False
+    write_results(tmp_path, records, ORDER)
+    validated: list[str] = []
+    real = ScoreRow.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[ScoreRow], data: Any, **kwargs: Any) -> ScoreRow:
+        validated.append(data["id"])
+        return real(cls, data, **kwargs)
+
+    monkeypatch.setattr(ScoreRow, "model_validate", classmethod(counted))
+    rows = list(RunScores(tmp_path, fresh={"tgt"}).of_conversations({("m01_s001_v02__tgt", 0)}))
+    assert [r.id for r in rows] == validated == ["m01_s001_v02"]
+    assert rows[0].passed is False
+
+    def summary(scores: Any, conversations: Any) -> Any:
+        return build_summary(kind="scenarios", written=KindResults(results=[], scores=scores, conversations=conversations),
+                             gate=gate_verdict(GateOutcome(), 0, 1, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                             errors={}, recorded=3, failed=1, root=tmp_path, files=[])
+
+    from pytest_evalbench.render import views
+
+    monkeypatch.setattr(views.transcripts, "__defaults__", (1, None, None))  # one transcript shown: the failed one
+    validated.clear()
+    from_disk = summary(RunScores(tmp_path, fresh={"tgt"}), RunConversations(tmp_path, fresh={"tgt"}))
+    assert validated == [*ORDER, "m01_s001_v02"]  # the statuses' pass reads every row, the judgments' pass one
+    in_memory = summary(Counted([r.score for r in records]), [r.conversation for r in records])
+    assert from_disk.scenario is not None and in_memory.scenario is not None
+    assert [v.judgments for v in from_disk.scenario.transcripts] == [v.judgments for v in in_memory.scenario.transcripts]
+    assert from_disk.rates == in_memory.rates

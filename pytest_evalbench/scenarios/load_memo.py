@@ -1,0 +1,132 @@
+"""The load memo: scenarios.json's rows as a session keeps them (`runner.StoredScenario`), remembered
+in the cache directory so a session that reads the very same file under the very same benchmark.yaml
+and package code does not parse and validate every row again (issue 27: 10,000 rows took a third
+of a cached replay's start).
+
+`<cache>/.loads/scenarios.load` (one per cache directory, git-ignored): a first line `{"digest",
+"key", "version"}`, then the payload, one line of compact ASCII JSON: `{"rows": [[id, metric_id,
+metric_type, demographic, row JSON], ...], "warnings": [[message, filename, lineno], ...]}`. `key`
+is the SHA-256 of the package's code fingerprint, benchmark.yaml as loaded and scenarios.json's
+path and bytes; `digest` the SHA-256 of the payload. Written only with a cache that writes (`on`,
+`refresh`) by a session that ran items after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
+key, digest or version does not match, or that does not parse, is a miss (the file is loaded as
+usual), never an error. A load's warnings (unknown keys) are given again on a hit.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import sys
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, cast
+
+from ..errors import EvalbenchWarning
+from ..file_version import FORMAT_VERSION, VERSION_KEY
+from ..input_json import MAX_INPUT_BYTES
+from ..llm.item_memo import code_fingerprint
+from ..safe_files import UnsafeWrite, check_dir
+from ..spec import BenchmarkSpec, MetricType
+from ..store import atomic_write_text
+from .runner import StoredScenario
+
+METRIC_TYPES = (None, "positive", "negative")
+LOADS_DIR = ".loads"
+MEMO_FILE = "scenarios.load"
+_COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+
+
+def memo_key(path: Path, spec: BenchmarkSpec, data: bytes) -> str:
+    """What the stored rows (and the warnings, which name the file) are made from: the code, the spec,
+    the file's path and bytes."""
+    material = json.dumps([code_fingerprint(), spec.model_dump(mode="json"), str(path), hashlib.sha256(data).hexdigest()],
+                          sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    """The file as `input_json.read_text` reads it (None where that read would fail: it reports why)."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_INPUT_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _restored(payload: Any) -> tuple[list[StoredScenario], list[tuple[str, str, int]]] | None:
+    if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
+        return None
+    rows = []
+    for sid, metric_id, metric_type, keywords, row_json in payload["rows"]:
+        if not (type(sid) is str and type(metric_id) is str and type(row_json) is str and type(keywords) is list
+                and metric_type in METRIC_TYPES
+                and all(type(k) is str for k in keywords)):
+            return None
+        rows.append(StoredScenario.restored(sid, metric_id, cast("MetricType | None", metric_type),
+                                            tuple(sys.intern(k) for k in keywords),
+                                            row_json.encode("utf-8")))
+    caught = [(str(message), str(filename), int(lineno)) for message, filename, lineno in payload.get("warnings", [])]
+    return rows, caught
+
+
+def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[tuple[str, str, int]]] | None:
+    try:
+        header_text, payload = memo.read_text(encoding="ascii").split("\n", 1)
+        header = json.loads(header_text)
+        if (header.get("key") != key or header.get(VERSION_KEY) != FORMAT_VERSION
+                or header.get("digest") != hashlib.sha256(payload.encode("ascii")).hexdigest()):
+            return None
+        return _restored(json.loads(payload))
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
+           caught: list[warnings.WarningMessage]) -> None:
+    try:
+        payload = _COMPACT.encode({
+            "rows": [[r.id, r.metric_id, r.metric_type, list(r.demographic), r.row_json] for r in rows],
+            "warnings": [[str(w.message), w.filename, w.lineno] for w in caught]})
+        digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
+        header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
+        loads = check_dir(directory / LOADS_DIR, directory)
+        if not loads.is_dir():
+            loads.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(loads / ".gitignore", "# load memos: an optimisation of this machine's runs\n*\n",
+                              directory)
+        atomic_write_text(memo, f"{header}\n{payload}", directory)
+    except (OSError, ValueError, UnsafeWrite):  # a memo is an optimisation, never an error of the run (nor
+        pass  # written through a link)
+
+
+def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, writes: bool,
+              load: Callable[[], Iterable[StoredScenario]]) -> tuple[list[StoredScenario], Callable[[], None] | None]:
+    """scenarios.json's rows from the memo when it matches, else `load()`ed (its errors raised as
+    they are); and, with a cache that writes, what remembers them for the next session, called by a
+    session that ran (an estimate or `--collect-only` writes nothing)."""
+    data = _file_bytes(path) if reads or writes else None
+    if data is None:
+        return list(load()), None
+    key = memo_key(path, spec, data)
+    memo = cache_dir / LOADS_DIR / MEMO_FILE
+    found = _read(memo, key) if reads else None
+    if found is not None:
+        rows, caught = found
+        for message, filename, lineno in caught:  # as the load gave them
+            warnings.warn_explicit(EvalbenchWarning(message), EvalbenchWarning, filename, lineno)
+        return rows, None
+    if not writes:
+        return list(load()), None
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        rows = list(load())
+    for caught_warning in recorded:  # given on, as the load gave them
+        warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
+                               caught_warning.lineno)
+    if not all(w.category is EvalbenchWarning for w in recorded) or _file_bytes(path) != data:  # not what was loaded
+        return rows, None
+    return rows, functools.partial(_write, cache_dir, memo, key, rows, list(recorded))
