@@ -204,7 +204,7 @@ def _parse(text: str) -> Any:
     """JSON as `json.loads` reads it, by pydantic-core's parser (less than half the cost on a memo's
     lines) where that one reads it: it refuses a lone surrogate's escape, which `json.loads` accepts."""
     try:
-        return from_json(text)
+        return from_json(text, cache_strings="keys")  # keys repeat from item to item, values rarely
     except ValueError:
         return json.loads(text)
 
