@@ -72,6 +72,15 @@ own (`--setup-*` excluded above) and anyio's (installed with openai; it wraps on
 of items requesting `anyio_backend`, read in anyio 4.x)."""
 
 
+def plain_call(config: pytest.Config) -> bool:
+    """Whether calling a test function runs nothing but pytest's `pytest_pyfunc_call` (and anyio's,
+    which leaves a synchronous function alone): no plugin or conftest wraps or replaces the call. Then
+    an item whose function does nothing (`nodes.check_case`) may skip the call and the hook (~7 us an
+    item of a replay). pytest's implementation is the module `_pytest.python`'s (pytest 8.0 - 9.2)."""
+    return all(getattr(impl.plugin, "__name__", "") in ("_pytest.python", "anyio.pytest_plugin")
+               for impl in config.hook.pytest_pyfunc_call.get_hookimpls())  # `--trace` adds one: called
+
+
 @contextmanager
 def skips_at_item() -> Iterator[None]:
     """A skip raised while an item gets a fixture's value points at the item, not at the fixture's

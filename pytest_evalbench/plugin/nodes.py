@@ -20,6 +20,7 @@ from ._compat import (
     add_k_keywords,
     fix_structured_nodeid,
     fixture_info,
+    plain_call,
     plain_fixture,
     share_location,
     skips_at_item,
@@ -91,9 +92,11 @@ class CaseItem(OneLineErrors):
         return self.path, 0, self.name
 
     def runtest(self) -> None:
-        """Run the test body, then fail with the core's message when the case's outcome is `failed`
-        (xfail when its judge is unreliable: the failure is shown but cannot fail the build)."""
-        super().runtest()
+        """Run the test body (unless it would do nothing: `CaseFile.direct_call`), then fail with the
+        core's message when the case's outcome is `failed` (xfail when its judge is unreliable: the
+        failure is shown but cannot fail the build)."""
+        if not (isinstance(self.parent, CaseFile) and self.parent.direct_call):
+            super().runtest()
         outcome = self.case_outcome
         if outcome.status == "failed":
             message = terminal(outcome.message)  # the judge's justification and the last exchange
@@ -108,6 +111,10 @@ class CaseFile(pytest.File):
     direct_record: Callable[[CaseItem], dict[str, Any]] | None = None
     """Set at collection when this file's items may get their record without pytest's fixture
     machinery (`_compat.plain_fixture`); None: through the `evalbench_record` fixture."""
+    direct_call = False
+    """Set at collection when this file's items get their record directly and nothing implements
+    `pytest_pyfunc_call` but pytest (`_compat.plain_call`): `check_case`, which does nothing with the
+    record it is given, is not called."""
 
     def collect(self) -> Iterator[CaseItem]:
         session = self.config.stash[SOURCE_KEY]
@@ -119,6 +126,7 @@ class CaseFile(pytest.File):
         info = fixture_info(self, check_case)  # one fixture closure for the file's items, as parametrize shares one
         if plain_fixture(self.config, info, "evalbench_record", FIXTURES_MODULE):
             self.direct_record = self.config.stash.get(RECORD_KEY, None)
+            self.direct_call = self.direct_record is not None and plain_call(self.config)
         for case in cases:
             item = CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case, fixtureinfo=info,
                                         keywords=dict(case.keywords), location_of=location)

@@ -157,15 +157,17 @@ class EvalbenchSession:
         """Consume the report first (our notes on it must be seen by the terminal reporter); once
         every plugin has seen it (xdist's worker has sent it), take the record off it: pytest's
         terminal reporter keeps every report until the end of the session."""
-        if not self.is_worker and self.selection.is_case(report.nodeid):
+        case = self.selection.is_case(report.nodeid)
+        if case and not self.is_worker:
             self.outcomes.consume(report)
             self.progress.track(report)
         try:
             return (yield)
         finally:
-            detach(report, RECORD_ATTR)
-            if report.when != "call" and self.selection.is_case(report.nodeid):
-                self._quiet_reports.drop_last(report)
+            if report.when != "call":  # a record rides on a teardown report only (`Outcomes._release`)
+                detach(report, RECORD_ATTR)
+                if case:
+                    self._quiet_reports.drop_last(report)
 
     # ------------------------------------------------------------------ end of the session
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -228,8 +228,13 @@ _USAGE_TYPES = {"input_tokens": int, "output_tokens": int, "cost": float}
 
 
 def _usage(data: dict[str, Any], strict: bool) -> Usage:
-    """A phase's usage; `strict`: exactly the keys and JSON types `Usage.to_json` writes."""
-    if strict and (type(data) is not dict or len(data) != len(_USAGE_TYPES)
-                   or any(type(data.get(k)) is not t for k, t in _USAGE_TYPES.items())):
+    """A phase's usage; `strict`: exactly the keys and JSON types `Usage.to_json` writes (then taken as
+    they are: `Usage.from_json`'s conversions would not change them)."""
+    if not strict:
+        return Usage.from_json(data)
+    if type(data) is not dict or len(data) != len(_USAGE_TYPES):
         raise ValueError("usage: not as written")
-    return Usage.from_json(data)
+    tokens_in, tokens_out, cost = data.get("input_tokens"), data.get("output_tokens"), data.get("cost")
+    if type(tokens_in) is not int or type(tokens_out) is not int or type(cost) is not float:
+        raise ValueError("usage: not as written")
+    return Usage(tokens_in, tokens_out, cost)

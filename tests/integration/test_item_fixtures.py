@@ -92,3 +92,28 @@ def test_an_override_that_raises_errors_every_item(pytester: pytest.Pytester, be
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*the override ran*"])
 
+
+
+CALLS = """
+import pytest
+
+called = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    called.append(pyfuncitem.name)
+    return (yield)
+
+
+def pytest_sessionfinish(session):
+    print(f"\\npyfunc_call saw {len(called)} items")
+"""
+
+
+def test_a_conftest_wrapping_the_test_call_sees_every_item(pytester: pytest.Pytester,
+                                                         bench_env: FakeLLMServer) -> None:
+    """Items skip the call of their (empty) test function only when nothing but pytest implements
+    `pytest_pyfunc_call` (`CaseFile.direct_call`): a conftest that does still sees each call."""
+    three_items(pytester, bench_env, CALLS)
+    run_three(pytester).stdout.fnmatch_lines(["*pyfunc_call saw 3 items*"])

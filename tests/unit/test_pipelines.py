@@ -156,6 +156,49 @@ def test_a_first_attempt_runs_on_the_calling_thread_and_its_counting_on_the_loop
     assert len(counted) == 6 and threading.main_thread() not in counted
 
 
+def test_a_replay_wakes_the_idle_loop_only_per_batch_of_counting() -> None:
+    """Memo hits settle on the calling thread; their counting (`soon`) wakes the loop only once
+    `DEFERRED_BATCH` of it waits (a wake-up takes the GIL from the test loop), goes along with a
+    pipeline handed over anyway (a miss), and all of it runs, once, by close()."""
+    from pytest_evalbench.llm.pipelines import DEFERRED_BATCH, PUMP_BATCH
+
+    pipes = Pipelines(256, lambda: None)
+    loop = pipes._ensure_loop()
+    handovers: list[tuple[int, int]] = []
+    real = loop.call_soon_threadsafe
+
+    def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], list):
+            handovers.append((len(args[0]), len(args[1])))
+        return real(callback, *args, **kwargs)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    ran: list[int] = []
+    count = 256 + 4 * DEFERRED_BATCH
+    miss = count - 3 * PUMP_BATCH
+
+    def pipeline(i: int) -> Pipeline:
+        async def chain() -> int:
+            return -i
+
+        def first() -> int | None:
+            pipes.soon(lambda: ran.append(i))
+            return None if i == miss else i
+
+        return Pipeline(chain, first)
+
+    for i in range(count):
+        pipes.prefetch(i, pipeline(i), i)
+    for i in range(count):
+        assert pipes.submit(i, pipeline(i), 0).result(timeout=5) == (-i if i == miss else i)
+        pipes.release(i)
+    deferred = [n for _, n in handovers]
+    assert all(n >= DEFERRED_BATCH for started, n in handovers if not started)  # woken for counting alone
+    assert len(handovers) <= count // DEFERRED_BATCH + 1 and any(started and n for started, n in handovers)
+    pipes.close(lambda: asyncio.sleep(0))
+    assert sorted(ran) == list(range(count)) and sum(deferred) < count  # the rest ran at close
+
+
 def run_all(pipes: Pipelines, count: int, make: Callable[[int], Any], failing: int, message: str,
             first_priority: int = 0) -> list[Any]:
     """Prefetch `count` pipelines, then wait for each in order (pipeline `failing` raises ValueError
