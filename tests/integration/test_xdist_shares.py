@@ -118,14 +118,21 @@ def pytest_sessionfinish(session):
 """
 
 
+def run_four_probed(pytester: pytest.Pytester, bench_env: FakeLLMServer, probe: str,
+                    **bench: object) -> pytest.RunResult:
+    """Four passing one-turn rows under `-n 2` (cache off) with `probe` as the conftest."""
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1}, **bench)
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(probe)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    return result
+
+
 def test_the_xdist_controller_imports_its_finish_while_the_workers_run(pytester: pytest.Pytester,
                                                                       bench_env: FakeLLMServer) -> None:
     # the controller runs no item: its finish's modules are imported during the loop, not after it
-    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
-    bench_env.set_responder(script(True))
-    pytester.makeconftest(PREWARM_PROBE)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
-    result.assert_outcomes(passed=4)
+    run_four_probed(pytester, bench_env, PREWARM_PROBE)
     assert json.loads((pytester.path / "prewarmed.json").read_text()) == [
         "pytest_evalbench.render.html", "pytest_evalbench.render.summary", "pytest_evalbench.gate.outcome"]
     assert (pytester.path / "benchmarks" / "demo" / "report.html").is_file()  # the finish still writes its report
@@ -145,11 +152,7 @@ def pytest_runtest_teardown(item):
 def test_workers_are_handed_the_spec_the_controller_validated(pytester: pytest.Pytester,
                                                               bench_env: FakeLLMServer) -> None:
     # a worker neither imports yaml nor validates benchmark.yaml again (~20 ms CPU before its first item)
-    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1}, owner="me")
-    bench_env.set_responder(script(True))
-    pytester.makeconftest(WORKER_IMPORTS_PROBE)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
-    result.assert_outcomes(passed=4)
+    result = run_four_probed(pytester, bench_env, WORKER_IMPORTS_PROBE, owner="me")
     for worker in ("gw0", "gw1"):
         assert json.loads((pytester.path / f"imports-{worker}.json").read_text()) == []
     # what a worker reading the file itself warned is still warned, and the workers ran the spec's targets
@@ -226,10 +229,6 @@ def test_workers_that_learn_no_limit_never_import_the_file_lock(pytester: pytest
                                                                  bench_env: FakeLLMServer) -> None:
     # filelock's import is ~10 ms CPU of a worker's start (on the run's critical path); a worker needs
     # it only to share a rate limit it learned (llm/shared_limits.py) or the budget ledger
-    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
-    bench_env.set_responder(script(True))
-    pytester.makeconftest(LOCK_IMPORT_PROBE)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
-    result.assert_outcomes(passed=4)
+    run_four_probed(pytester, bench_env, LOCK_IMPORT_PROBE)
     seen = {who: (pytester.path / f"filelock-{who}.txt").read_text() for who in ("gw0", "gw1", "controller")}
     assert seen == {"gw0": "False", "gw1": "False", "controller": "True"}  # the controller locked the result files
