@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from pydantic_core import from_json
 
 from ..file_version import FORMAT_VERSION, VERSION_KEY
+from ..json_text import COMPACT_ASCII
 from ..redaction import SECRETS
 from ..safe_files import check_dir
 from ..store import atomic_write_text
@@ -167,7 +168,7 @@ class ItemMemo:
         if self._broken or not all(call[0] in log.stamps for call in log.calls):
             return
         calls = [[*call, *log.stamps[call[0]]] for call in log.calls]
-        payload = f"{_COMPACT.encode(calls)}\n{_COMPACT.encode(record)}"  # ASCII JSON: no raw newline in either
+        payload = f"{COMPACT_ASCII.encode(calls)}\n{COMPACT_ASCII.encode(record)}"
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         text = f"{_header(digest, key)}\n{payload}"
         if len(text) > MAX_ENTRY_BYTES:
@@ -208,9 +209,6 @@ def _parse(text: str) -> Any:
     except ValueError:
         return json.loads(text)
 
-
-_COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
-"""A memo's payload lines: compact ASCII JSON (a lone surrogate in a string is escaped, never written raw)."""
 
 
 def _sound(call: Call) -> bool:

@@ -3,12 +3,13 @@ in the cache directory so a session that reads the very same file under the very
 and package code does not parse and validate every row again (issue 27: 10,000 rows took a third
 of a cached replay's start).
 
-`<cache>/.loads/scenarios.load` (one per cache directory, git-ignored): a first line `{"digest",
-"key", "version"}`, then the payload, one line of compact ASCII JSON: `{"rows": [[id, metric_id,
-metric_type, demographic, row JSON], ...], "warnings": [[message, filename, lineno], ...]}`. `key`
-is the SHA-256 of the package's code fingerprint, benchmark.yaml as loaded and scenarios.json's
-path and bytes; `digest` the SHA-256 of the payload. Written only with a cache that writes (`on`,
-`refresh`) by a session that ran items after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
+`<cache>/.loads/<name>.load` (one per data file: `<name>` hashes its path, so benchmarks sharing a
+cache directory keep one each; git-ignored): a first line `{"digest", "key", "version"}`, then the
+payload, one line of compact ASCII JSON: `{"rows": [[id, metric_id, metric_type, demographic, row
+JSON], ...], "warnings": [[message, filename, lineno], ...]}`. `key` is the SHA-256 of the
+package's code fingerprint, benchmark.yaml as loaded and scenarios.json's path and bytes; `digest`
+the SHA-256 of the payload. Written only with a cache that writes (`on`, `refresh`) by a session
+that ran items after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
 key, digest or version does not match, or that does not parse, is a miss (the file is loaded as
 usual), never an error. A load's warnings (unknown keys) are given again on a hit.
 """
@@ -27,6 +28,7 @@ from typing import Any, cast
 from ..errors import EvalbenchWarning
 from ..file_version import FORMAT_VERSION, VERSION_KEY
 from ..input_json import MAX_INPUT_BYTES
+from ..json_text import COMPACT_ASCII
 from ..llm.item_memo import code_fingerprint
 from ..safe_files import UnsafeWrite, check_dir
 from ..spec import BenchmarkSpec, MetricType
@@ -35,8 +37,7 @@ from .runner import StoredScenario
 
 METRIC_TYPES = (None, "positive", "negative")
 LOADS_DIR = ".loads"
-MEMO_FILE = "scenarios.load"
-_COMPACT = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+MEMO_SUFFIX = ".load"
 
 
 def memo_key(path: Path, spec: BenchmarkSpec, data: bytes) -> str:
@@ -45,6 +46,11 @@ def memo_key(path: Path, spec: BenchmarkSpec, data: bytes) -> str:
     material = json.dumps([code_fingerprint(), spec.model_dump(mode="json"), str(path), hashlib.sha256(data).hexdigest()],
                           sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def memo_path(cache_dir: Path, path: Path) -> Path:
+    """The memo of data file `path` in `cache_dir`: named by its path (its content is in the key)."""
+    return cache_dir / LOADS_DIR / f"{hashlib.sha256(str(path).encode('utf-8', 'surrogatepass')).hexdigest()[:32]}{MEMO_SUFFIX}"
 
 
 def _file_bytes(path: Path) -> bytes | None:
@@ -88,7 +94,7 @@ def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[tuple[str, s
 def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
            caught: list[warnings.WarningMessage]) -> None:
     try:
-        payload = _COMPACT.encode({
+        payload = COMPACT_ASCII.encode({
             "rows": [[r.id, r.metric_id, r.metric_type, list(r.demographic), r.row_json] for r in rows],
             "warnings": [[str(w.message), w.filename, w.lineno] for w in caught]})
         digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
@@ -112,7 +118,7 @@ def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, wri
     if data is None:
         return list(load()), None
     key = memo_key(path, spec, data)
-    memo = cache_dir / LOADS_DIR / MEMO_FILE
+    memo = memo_path(cache_dir, path)
     found = _read(memo, key) if reads else None
     if found is not None:
         rows, caught = found

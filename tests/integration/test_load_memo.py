@@ -12,6 +12,7 @@ import pytest
 from helpers import scenario, script, write_benchmark
 
 from pytest_evalbench.scenarios import kind as scenario_kind
+from pytest_evalbench.scenarios.load_memo import memo_path
 from pytest_evalbench.testing import FakeLLMServer
 
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01", note="kept")]
@@ -38,7 +39,7 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def memo(bench: Path) -> Path:
-    return bench / ".evalbench-cache" / ".loads" / "scenarios.load"
+    return memo_path(bench / ".evalbench-cache", bench / "scenarios.json")
 
 
 def test_the_same_file_is_not_loaded_again(pytester: pytest.Pytester, bench: Path, loads: list[str]) -> None:
@@ -76,6 +77,18 @@ def test_a_changed_benchmark_yaml_loads_the_file_again(pytester: pytest.Pytester
     assert loads == ["demo", "demo"]
     names = {r["metric_name"] for r in json.loads((bench / "runs" / "tgt" / "scores.json").read_text())}
     assert names == {"Renamed"}
+
+
+def test_benchmarks_sharing_a_cache_directory_keep_a_memo_each(pytester: pytest.Pytester, bench: Path,
+                                                               loads: list[str]) -> None:
+    other = write_benchmark(pytester.path, "other", scenarios=ROWS[:1], generation={"turns": 1})
+    shared = pytester.path / "shared-cache"
+    for name in ("demo", "other", "demo", "other"):
+        pytester.runpytest(f"--benchmark={name}", f"--evalbench-cache-dir={shared}").assert_outcomes(
+            passed=2 if name == "demo" else 1)
+    assert loads == ["demo", "other"]  # the second session of each read its own memo
+    assert memo_path(shared, bench / "scenarios.json") != memo_path(shared, other / "scenarios.json")
+    assert len(list((shared / ".loads").glob("*.load"))) == 2
 
 
 @pytest.mark.parametrize("damage", ["garbage\n", "truncate"])

@@ -241,10 +241,17 @@ PLUGIN = ("-p", "pytest_evalbench.plugin")
 
 def run_pytest(root: Path, *args: str, plugin: bool = True) -> dict[str, float]:
     """One pytest process (autoload off; our plugin unless not `plugin`, plus xdist's for -n): wall
-    plus what the probe saw."""
+    plus what the probe saw. Its temporary directories live under the script's own root
+    (`PYTEST_DEBUG_TEMPROOT`): an xdist controller makes a numbered base directory for its workers, and
+    pytest then deletes the numbered directories beyond the newest three in the session's finish;
+    under the shared /tmp the first `-n 2` run after the test suite spent 3-11 s unlinking that
+    suite's 23,000 files (seen in bare `pytest -n 2` as much as with the plugin)."""
     probe = root / "probe.json"
+    temproot = root.parent / "pytest-temproot"
+    temproot.mkdir(exist_ok=True)
     env = {**os.environ, **ISOLATED, PROBE_ENV: str(probe), "OPENAI_API_KEY": "sk-perf",
-           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+           "PYTEST_DEBUG_TEMPROOT": str(temproot)}
     xdist = ("-p", "xdist.plugin") if "-n" in args else ()
     machine, own = machine_cpu(), children_cpu()
     start = time.perf_counter()

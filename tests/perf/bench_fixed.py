@@ -5,7 +5,9 @@ targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
 
 1. Whole-process wall / ideal at C = 64 and C = 128 (N scenarios x 3 turns + judge, 100 ms latency,
    one process, cache off; targets <= 1.15 and <= 1.25), and `-n 2` against one process plus what
-   xdist itself adds to an empty suite (a one-test project with `-n 2` minus the same without);
+   xdist itself adds to an empty suite (a one-test project with `-n 2` minus the same without; and,
+   printed below it, an empty suite of the same N items: xdist's cost grows with the items, about
+   0.5 ms each for shipping their reports, 0.31 s for one empty test against 0.41 s for 200);
    `--repeat` interleaved rounds, medians, and the cores other processes used meanwhile: on a
    shared 2-core machine one `-n 2` run of several can lose 1-3 s to them (its start-up is three
    CPU-bound processes in a row, where one process has one), so a single round proves nothing.
@@ -75,18 +77,20 @@ def fixed(server: Server, root: Path, n: int, turns: int, latency: float, repeat
     base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off")
     print(f"1. fixed costs: N={n} x ({turns} turns + judge), {latency * 1000:.0f} ms, cache off; "
           f"ideal = ceil(N/C) x {calls} x latency; medians of {repeat} interleaved rounds", flush=True)
-    plain = plain_project(root / "empty", 1)
+    plains = {"bare": plain_project(root / "empty", 1), "bare_n": plain_project(root / "empty_n", n)}
     for conc, target in ((64, 1.15), (128, 1.25)):
         ideal = math.ceil(n / conc) * calls * latency
-        runs: dict[str, list[dict[str, float]]] = {"one": [], "two": [], "bare_xd": [], "bare": []}
+        runs: dict[str, list[dict[str, float]]] = {"one": [], "two": [], "bare_xd": [], "bare": [],
+                                                   "bare_n_xd": [], "bare_n": []}
         requests: dict[str, list[int]] = {"one": [], "two": []}
         for _ in range(repeat):
             for side, extra in (("one", ()), ("two", ("-n", "2"))):
                 server.control(reset=True, latency=latency, status=200)
                 runs[side].append(run_pytest(project, *base, f"--evalbench-concurrency={conc}", *extra))
                 requests[side].append(server.requests())
-            runs["bare_xd"].append(run_pytest(plain, "-n", "2", plugin=False))
-            runs["bare"].append(run_pytest(plain, plugin=False))
+            for side, plain in plains.items():
+                runs[f"{side}_xd"].append(run_pytest(plain, "-n", "2", plugin=False))
+                runs[side].append(run_pytest(plain, plugin=False))
         med = {side: statistics.median(r["process"] for r in rs) for side, rs in runs.items()}
         exits = "".join(exit_note(r) for rs in runs.values() for r in rs)
         print(f"   C={conc}: one process {med['one']:.2f} s, ideal {ideal:.2f} s, process/ideal "
@@ -99,6 +103,11 @@ def fixed(server: Server, root: Path, n: int, turns: int, latency: float, repeat
               f"{med['bare_xd']:.2f} - {med['bare']:.2f} = {allowed:.2f} s): ratio {med['two'] / allowed:.2f} "
               f"(target <= 1.00; rounds: {rounds}); requests {sorted(set(requests['two']))}; during -n 2 "
               f"{contention(runs['two'])}; {load()}", flush=True)
+        allowed_n = med["one"] + (med["bare_n_xd"] - med["bare_n"])
+        print(f"   C={conc}: the same against what xdist adds to an empty suite of the same {n} items "
+              f"({med['bare_n_xd']:.2f} - {med['bare_n']:.2f} = {med['bare_n_xd'] - med['bare_n']:.2f} s: it ships "
+              f"each item's reports to the controller): allowed {allowed_n:.2f} s, ratio {med['two'] / allowed_n:.2f}",
+              flush=True)
 
 
 def cached(server: Server, root: Path, rows: int, turns: int) -> None:
