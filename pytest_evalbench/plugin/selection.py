@@ -22,7 +22,7 @@ from ..spec import BenchmarkSpec
 from ._compat import worker_input
 from .nodes import BrokenBenchmark, CaseFile
 from .options import check_files, gate_settings
-from .workers import unpack_spec
+from .workers import handed_rows, unpack_spec
 
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 
@@ -80,7 +80,18 @@ class Selection:
     def kind(self) -> AnyKind:
         if self._kind is None:
             self._kind = kind_of(self.run)
+            workerinput = worker_input(self.config)
+            rows = handed_rows(workerinput) if workerinput is not None else None
+            take = getattr(self._kind, "take_rows", None)
+            if rows is not None and take is not None:  # what the controller loaded (plugin/workers.py)
+                take(rows)
         return self._kind
+
+    def handed_rows(self) -> str | None:
+        """On the xdist controller: the rows its preflight loaded, for the workers to take (None
+        when the kind hands none over or they were not loaded)."""
+        hand = getattr(self._kind, "handed_rows", None)
+        return hand(self._load_warnings) if hand is not None and self._cases is not None else None
 
     def cases_for(self, path: Path) -> list[Any]:
         """The cases of one data file (every file is loaded once per process)."""

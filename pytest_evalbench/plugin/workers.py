@@ -29,6 +29,10 @@ SPEC_INPUT = "evalbench_spec"
 validated spec (pickled; execnet carries only plain data). A worker then neither imports yaml nor
 builds the spec models' validators again (~20 ms CPU per worker, ahead of its first item)."""
 SPEC_RUNTIME_INPUT = "evalbench_spec_runtime"
+ROWS_INPUT = "evalbench_rows"
+"""Set in `workerinput` beside the spec when the controller's preflight loaded the cases of a kind
+that hands them over (`handed_rows`): a worker takes them instead of parsing and validating the data
+file again (at N = 10,000 about 0.5 s of each worker's start; 30 ms at N = 200)."""
 
 
 def _runtime() -> str:
@@ -47,6 +51,12 @@ def pack_spec(spec: BenchmarkSpec) -> dict[str, Any]:
         return {SPEC_INPUT: pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL), SPEC_RUNTIME_INPUT: _runtime()}
     except (pickle.PicklingError, TypeError, AttributeError):
         return {}
+
+
+def handed_rows(workerinput: Mapping[str, Any]) -> str | None:
+    """The rows the controller handed over (`ROWS_INPUT`), when it runs this worker's runtime."""
+    rows = workerinput.get(ROWS_INPUT)
+    return rows if isinstance(rows, str) and workerinput.get(SPEC_RUNTIME_INPUT) == _runtime() else None
 
 
 def unpack_spec(workerinput: Mapping[str, Any]) -> BenchmarkSpec | None:

@@ -33,6 +33,7 @@ from .session import session_of
 from .workers import (
     BUDGET_INPUT,
     FILES_INPUT,
+    ROWS_INPUT,
     SHARED_DISTS,
     SHARES_INPUT,
     STATS_OUTPUT,
@@ -169,8 +170,9 @@ class WholeFileController:
 
 class SpecController:
     """Controller side: hand every worker the spec the controller's preflight loaded and validated
-    (`workers.SPEC_INPUT`), packed once. Without one (the benchmark did not load: collection reports
-    it) workers load benchmark.yaml themselves."""
+    (`workers.SPEC_INPUT`), and the rows it loaded (`workers.ROWS_INPUT`, a kind that hands them
+    over), packed once. Without them (the benchmark did not load: collection reports it) workers load
+    benchmark.yaml and the data files themselves."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -178,11 +180,15 @@ class SpecController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        run = session_of(self.config).selection.loaded_run()
+        selection = session_of(self.config).selection
+        run = selection.loaded_run()
         if run is None:
             return
         if self.packed is None:
             self.packed = pack_spec(run.spec)
+            rows = selection.handed_rows()
+            if self.packed and rows is not None:
+                self.packed[ROWS_INPUT] = rows
         node_input(node).update(self.packed)
 
 

@@ -63,7 +63,41 @@ def _file_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _restored(payload: Any) -> tuple[list[StoredScenario], list[tuple[str, str, int]]] | None:
+Warned = tuple[str, str, int]
+"""A load's warning as kept: message, file name, line."""
+
+
+def pack_rows(rows: Iterable[StoredScenario], caught: Iterable[Warned]) -> str:
+    """Rows as kept and the load's warnings as one line of compact ASCII JSON: a memo's payload, and
+    what an xdist controller hands its workers (`unpack_rows`)."""
+    return COMPACT_ASCII.encode({
+        "rows": [[r.id, r.metric_id, r.metric_type, list(r.demographic), r.row_json] for r in rows],
+        "warnings": [list(w) for w in caught]})
+
+
+def unpack_rows(payload: str) -> tuple[list[StoredScenario], list[Warned]] | None:
+    """What `pack_rows` packed, or None when `payload` is not that."""
+    try:
+        return _restored(json.loads(payload))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def loader_warnings(caught: Iterable[warnings.WarningMessage]) -> list[Warned] | None:
+    """A load's recorded warnings as kept, or None when one is not the loader's own: rows restored
+    from elsewhere could not give it again."""
+    caught = list(caught)
+    if not all(w.category is EvalbenchWarning for w in caught):
+        return None
+    return [(str(w.message), w.filename, w.lineno) for w in caught]
+
+
+def _warn_again(caught: Iterable[Warned]) -> None:
+    for message, filename, lineno in caught:  # as the load gave them
+        warnings.warn_explicit(EvalbenchWarning(message), EvalbenchWarning, filename, lineno)
+
+
+def _restored(payload: Any) -> tuple[list[StoredScenario], list[Warned]] | None:
     if not isinstance(payload, dict) or not isinstance(payload.get("rows"), list):
         return None
     rows = []
@@ -79,24 +113,21 @@ def _restored(payload: Any) -> tuple[list[StoredScenario], list[tuple[str, str, 
     return rows, caught
 
 
-def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[tuple[str, str, int]]] | None:
+def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[Warned]] | None:
     try:
         header_text, payload = memo.read_text(encoding="ascii").split("\n", 1)
         header = json.loads(header_text)
         if (header.get("key") != key or header.get(VERSION_KEY) != FORMAT_VERSION
                 or header.get("digest") != hashlib.sha256(payload.encode("ascii")).hexdigest()):
             return None
-        return _restored(json.loads(payload))
     except (OSError, ValueError, TypeError, AttributeError, RecursionError):
         return None
+    return unpack_rows(payload)
 
 
-def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
-           caught: list[warnings.WarningMessage]) -> None:
+def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario], caught: list[Warned]) -> None:
     try:
-        payload = COMPACT_ASCII.encode({
-            "rows": [[r.id, r.metric_id, r.metric_type, list(r.demographic), r.row_json] for r in rows],
-            "warnings": [[str(w.message), w.filename, w.lineno] for w in caught]})
+        payload = pack_rows(rows, caught)
         digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
         header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
         loads = check_dir(directory / LOADS_DIR, directory)
@@ -110,10 +141,16 @@ def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario],
 
 
 def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, writes: bool,
-              load: Callable[[], Iterable[StoredScenario]]) -> tuple[list[StoredScenario], Callable[[], None] | None]:
-    """scenarios.json's rows from the memo when it matches, else `load()`ed (its errors raised as
-    they are); and, with a cache that writes, what remembers them for the next session, called by a
-    session that ran (an estimate or `--collect-only` writes nothing)."""
+              load: Callable[[], Iterable[StoredScenario]], handed: str | None = None,
+              ) -> tuple[list[StoredScenario], Callable[[], None] | None]:
+    """scenarios.json's rows: those `handed` over (`pack_rows`: an xdist worker gets what its controller
+    loaded), else from the memo when it matches, else `load()`ed (its errors raised as they are); and,
+    with a cache that writes, what remembers them for the next session, called by a session that ran
+    (an estimate or `--collect-only` writes nothing)."""
+    found = unpack_rows(handed) if handed is not None else None
+    if found is not None:
+        _warn_again(found[1])
+        return found[0], None
     data = _file_bytes(path) if reads or writes else None
     if data is None:
         return list(load()), None
@@ -121,10 +158,8 @@ def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, wri
     memo = memo_path(cache_dir, path)
     found = _read(memo, key) if reads else None
     if found is not None:
-        rows, caught = found
-        for message, filename, lineno in caught:  # as the load gave them
-            warnings.warn_explicit(EvalbenchWarning(message), EvalbenchWarning, filename, lineno)
-        return rows, None
+        _warn_again(found[1])
+        return found[0], None
     if not writes:
         return list(load()), None
     with warnings.catch_warnings(record=True) as recorded:
@@ -133,6 +168,7 @@ def load_rows(path: Path, spec: BenchmarkSpec, cache_dir: Path, reads: bool, wri
     for caught_warning in recorded:  # given on, as the load gave them
         warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
                                caught_warning.lineno)
-    if not all(w.category is EvalbenchWarning for w in recorded) or _file_bytes(path) != data:  # not what was loaded
+    kept = loader_warnings(recorded)
+    if kept is None or _file_bytes(path) != data:  # not what was loaded
         return rows, None
-    return rows, functools.partial(_write, cache_dir, memo, key, rows, list(recorded))
+    return rows, functools.partial(_write, cache_dir, memo, key, rows, kept)

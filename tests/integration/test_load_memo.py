@@ -114,3 +114,29 @@ def test_a_memo_is_never_written_through_a_link(pytester: pytest.Pytester, bench
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*.evalbench-cache/.loads: resolves to*outside the benchmark directory*"])
     assert list(outside.iterdir()) == []
+
+
+def test_rows_handed_over_are_taken_as_loaded_and_anything_else_loads_the_file(tmp_path: Path) -> None:
+    # what an xdist controller hands its workers (`pack_rows`): its rows and the load's warnings
+    from pytest_evalbench.errors import EvalbenchWarning
+    from pytest_evalbench.scenarios.load_memo import load_rows, pack_rows
+    from pytest_evalbench.scenarios.models import Scenario
+    from pytest_evalbench.scenarios.runner import StoredScenario
+
+    loaded = [StoredScenario(Scenario.model_validate(row)) for row in ROWS]
+    handed = pack_rows(loaded, [("scenarios.json: unknown key kept and ignored: note", "scenarios.json", 1)])
+    parsed: list[str] = []
+
+    def load() -> list[StoredScenario]:
+        parsed.append("file")
+        return loaded
+
+    with pytest.warns(EvalbenchWarning, match="unknown key kept and ignored: note"):
+        rows, remember = load_rows(tmp_path / "scenarios.json", None, tmp_path, False, False, load, handed)  # type: ignore[arg-type]
+    assert parsed == [] and remember is None
+    assert [(r.id, r.metric_id, r.metric_type, r.demographic, r.row_json) for r in rows] == [
+        (r.id, r.metric_id, r.metric_type, r.demographic, r.row_json) for r in loaded]
+    for damaged in ("", "garbage", handed[:-5], '{"rows": [[1, 2]]}'):
+        rows, _ = load_rows(tmp_path / "scenarios.json", None, tmp_path, False, False, load, damaged)  # type: ignore[arg-type]
+        assert rows == loaded
+    assert parsed == ["file"] * 4

@@ -163,6 +163,55 @@ def test_workers_are_handed_the_spec_the_controller_validated(pytester: pytest.P
     assert json.loads((pytester.path / "imports-single.json").read_text()) == ["yaml", "pytest_evalbench.input_yaml"]
 
 
+ROW_LOADS_PROBE = """
+import json
+
+def pytest_configure(config):
+    from pytest_evalbench.scenarios import kind
+    real = kind.iter_scenarios
+    who = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
+
+    def counted(bench_dir, spec):
+        with open(f"parsed-{who}.txt", "a") as out:
+            out.write("parsed\\n")
+        return real(bench_dir, spec)
+
+    kind.iter_scenarios = counted
+"""
+
+
+def bodies(requests: list[dict]) -> set[str]:
+    """The distinct request bodies (a process asks the same call once; headers name the connection)."""
+    return {json.dumps({k: v for k, v in r.items() if k != "_headers"}, sort_keys=True) for r in requests}
+
+
+def parses(root: Path, who: str) -> int:
+    path = root / f"parsed-{who}.txt"
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def test_workers_take_the_rows_the_controller_loaded(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    # scenarios.json is parsed and validated once, by the controller's preflight; each worker takes its rows
+    rows = [dict(ROWS[0], note="kept"), *ROWS[1:4]]
+    write_benchmark(pytester.path, scenarios=rows, generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(ROW_LOADS_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off", "-v")
+    result.assert_outcomes(passed=4)
+    assert (parses(pytester.path, "controller"), parses(pytester.path, "gw0"), parses(pytester.path, "gw1")) == (1, 0, 0)
+    # the workers still give the load's warning, and ran the rows as the file has them
+    result.stdout.fnmatch_lines(["*scenarios.json: unknown key kept and ignored: note (in 1 row, first row 1)*"])
+    bench = pytester.path / "benchmarks" / "demo"
+    with_xdist = bodies(bench_env.requests)
+    scores = json.loads((bench / "runs" / "tgt" / "scores.json").read_text())
+    assert sorted(r["id"] for r in scores) == [r["id"] for r in rows]
+    # the counter-check: one process parses the file once and sends the same requests
+    bench_env.reset()
+    pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
+    assert parses(pytester.path, "controller") == 2
+    assert bodies(bench_env.requests) == with_xdist
+
+
 CONNECTIONS_PROBE = """
 import os, time
 import pytest
