@@ -82,16 +82,16 @@ class Selection:
             self._kind = kind_of(self.run)
             workerinput = worker_input(self.config)
             rows = handed_rows(workerinput) if workerinput is not None else None
-            take = getattr(self._kind, "take_rows", None)
-            if rows is not None and take is not None:  # what the controller loaded (plugin/workers.py)
-                take(rows)
+            handoff = getattr(self._kind, "handoff", None)
+            if rows is not None and handoff is not None:  # what the controller loaded (plugin/workers.py)
+                handoff.handed = rows
         return self._kind
 
-    def handed_rows(self) -> str | None:
+    def rows_for_workers(self) -> str | None:
         """On the xdist controller: the rows its preflight loaded, for the workers to take (None
         when the kind hands none over or they were not loaded)."""
-        hand = getattr(self._kind, "handed_rows", None)
-        return hand(self._load_warnings) if hand is not None and self._cases is not None else None
+        handoff = getattr(self._kind, "handoff", None)
+        return handoff.pack(self._load_warnings) if handoff is not None and self._cases is not None else None
 
     def cases_for(self, path: Path) -> list[Any]:
         """The cases of one data file (every file is loaded once per process)."""

@@ -186,7 +186,7 @@ class SpecController:
             return
         if self.packed is None:
             self.packed = pack_spec(run.spec)
-            rows = selection.handed_rows()
+            rows = selection.rows_for_workers()
             if self.packed and rows is not None:
                 self.packed[ROWS_INPUT] = rows
         node_input(node).update(self.packed)

@@ -4,7 +4,6 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
@@ -21,7 +20,7 @@ from ..store import read_rows
 from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
-from .load_memo import load_rows, loader_warnings, pack_rows
+from .load_memo import RowHandoff, load_rows
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -69,9 +68,8 @@ class ScenarioKind:
         self._known = Known()
         self._remember: Callable[[], None] | None = None
         """Writes the load memo (`load_memo`): at the finish of a session that ran items."""
-        self._rows: list[StoredScenario] = []
-        self._handed: str | None = None
-        """On an xdist worker: the rows its controller loaded (`take_rows`), used by `load_cases`."""
+        self.handoff = RowHandoff()
+        """The rows `load_cases` loaded, for xdist workers; on a worker, those its controller loaded."""
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -104,10 +102,9 @@ class ScenarioKind:
 
         cache = run.engine.cache  # the rows from the load memo, when this file was loaded so before
         rows, self._remember = load_rows(run.bench_dir / SCENARIOS_FILE, run.spec, cache.directory, cache.reads,
-                                         cache.writes, parsed, self._handed)
-        self._handed = None
+                                         cache.writes, parsed, self.handoff.take())
         stored = {s.id: s for s in rows}
-        self._rows = list(stored.values())
+        self.handoff.rows = list(stored.values())
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
@@ -122,17 +119,6 @@ class ScenarioKind:
             self.load_cases()
         return self._order
 
-    def handed_rows(self, caught: Iterable[warnings.WarningMessage]) -> str | None:
-        """What an xdist worker takes instead of loading scenarios.json again (`take_rows`): the rows
-        `load_cases` loaded here and the load's warnings `caught` (given again where it is taken);
-        None before a load, or when a warning is not the loader's own."""
-        kept = loader_warnings(caught)
-        return pack_rows(self._rows, kept) if self._rows and kept is not None else None
-
-    def take_rows(self, handed: str) -> None:
-        """The next `load_cases` takes `handed_rows`' rows (the controller's load) instead of the file;
-        rows that do not restore mean the file is loaded as usual."""
-        self._handed = handed
 
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
         """The item's record from its chain, after `memo_hit` missed (the scheduler tries it first):

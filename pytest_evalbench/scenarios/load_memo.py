@@ -12,6 +12,8 @@ the SHA-256 of the payload. Written only with a cache that writes (`on`, `refres
 that ran items after a load that succeeded, read with one that reads (`on`, `replay`); a memo whose
 key, digest or version does not match, or that does not parse, is a miss (the file is loaded as
 usual), never an error. A load's warnings (unknown keys) are given again on a hit.
+
+The same payload carries an xdist controller's rows to its workers (`RowHandoff`).
 """
 
 from __future__ import annotations
@@ -90,6 +92,31 @@ def loader_warnings(caught: Iterable[warnings.WarningMessage]) -> list[Warned] |
     if not all(w.category is EvalbenchWarning for w in caught):
         return None
     return [(str(w.message), w.filename, w.lineno) for w in caught]
+
+
+class RowHandoff:
+    """A scenario kind's rows between xdist's processes: the controller's preflight loads them once,
+    and each worker takes them (`plugin/workers.py`) instead of parsing and validating the file again
+    (at N = 10,000 a worker's collection took 0.49-0.56 s, with them 0.31-0.32 s)."""
+
+    __slots__ = ("handed", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[StoredScenario] = []
+        """What this process's load gave (set by the kind's `load_cases`)."""
+        self.handed: str | None = None
+        """On a worker: what its controller handed over (`pack`), until the load takes it."""
+
+    def pack(self, caught: Iterable[warnings.WarningMessage]) -> str | None:
+        """The rows and the load's warnings `caught` (given again where they are taken); None before a
+        load, or when a warning is not the loader's own."""
+        kept = loader_warnings(caught)
+        return pack_rows(self.rows, kept) if self.rows and kept is not None else None
+
+    def take(self) -> str | None:
+        """What was handed over, once (rows that do not restore mean the file is loaded as usual)."""
+        handed, self.handed = self.handed, None
+        return handed
 
 
 def _warn_again(caught: Iterable[Warned]) -> None:
