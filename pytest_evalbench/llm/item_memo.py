@@ -210,7 +210,6 @@ def _parse(text: str) -> Any:
         return json.loads(text)
 
 
-
 def _sound(call: Call) -> bool:
     """A call row as written: text keys, a bool, non-negative token counts (exact types, what JSON gives:
     no generator per call)."""

@@ -119,7 +119,6 @@ class ScenarioKind:
             self.load_cases()
         return self._order
 
-
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
         """The item's record from its chain, after `memo_hit` missed (the scheduler tries it first):
         the chain leaves an item memo when it was fully cached."""

@@ -52,7 +52,8 @@ def memo_key(path: Path, spec: BenchmarkSpec, data: bytes) -> str:
 
 def memo_path(cache_dir: Path, path: Path) -> Path:
     """The memo of data file `path` in `cache_dir`: named by its path (its content is in the key)."""
-    return cache_dir / LOADS_DIR / f"{hashlib.sha256(str(path).encode('utf-8', 'surrogatepass')).hexdigest()[:32]}{MEMO_SUFFIX}"
+    name = hashlib.sha256(str(path).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return cache_dir / LOADS_DIR / f"{name}{MEMO_SUFFIX}"
 
 
 def _file_bytes(path: Path) -> bytes | None:
