@@ -137,7 +137,7 @@ class ItemMemo:
             return None
         head, newline, payload = text.partition("\n")
         try:
-            if not newline or head != _header(hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest(), key):
+            if not newline or head != memo_header(hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest(), key):
                 return None
             if SECRETS and SECRETS.redact(payload) != payload:  # the chain would mask a secret of this run
                 return None
@@ -170,7 +170,7 @@ class ItemMemo:
         calls = [[*call, *log.stamps[call[0]]] for call in log.calls]
         payload = f"{COMPACT_ASCII.encode(calls)}\n{COMPACT_ASCII.encode(record)}"
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
-        text = f"{_header(digest, key)}\n{payload}"
+        text = f"{memo_header(digest, key)}\n{payload}"
         if len(text) > MAX_ENTRY_BYTES:
             return
         try:
@@ -195,9 +195,10 @@ class ItemMemo:
         self._checked.add(directory)
 
 
-def _header(digest: str, key: str) -> str:
-    """A memo's first line: `json.dumps({"digest", "key", "version"}, sort_keys=True)` of these (hex
-    texts), built by formatting; a reader compares it whole instead of parsing it."""
+def memo_header(digest: str, key: str) -> str:
+    """A memo's first line (item and load memos): `json.dumps({"digest", "key", "version"},
+    sort_keys=True)` of these (hex texts), built by formatting; a reader compares it whole instead of
+    parsing it."""
     return f'{{"digest": "{digest}", "key": "{key}", "{VERSION_KEY}": {FORMAT_VERSION}}}'
 
 

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import EvalbenchWarning
-from ..file_version import FORMAT_VERSION, VERSION_KEY
 from ..input_json import MAX_INPUT_BYTES
 from ..json_text import COMPACT_ASCII
-from ..llm.item_memo import code_fingerprint
+from ..llm.item_memo import code_fingerprint, memo_header
 from ..safe_files import UnsafeWrite, check_dir
 from ..spec import BenchmarkSpec, MetricType
 from ..store import atomic_write_text
@@ -142,13 +141,13 @@ def _restored(payload: Any) -> tuple[list[StoredScenario], list[Warned]] | None:
 
 
 def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[Warned]] | None:
+    """The memo's rows when its first line is exactly the header `_write` writes for this key and its
+    payload's digest."""
     try:
-        header_text, payload = memo.read_text(encoding="ascii").split("\n", 1)
-        header = json.loads(header_text)
-        if (header.get("key") != key or header.get(VERSION_KEY) != FORMAT_VERSION
-                or header.get("digest") != hashlib.sha256(payload.encode("ascii")).hexdigest()):
-            return None
-    except (OSError, ValueError, TypeError, AttributeError, RecursionError):
+        header, newline, payload = memo.read_text(encoding="ascii").partition("\n")
+    except (OSError, ValueError):
+        return None
+    if not newline or header != memo_header(hashlib.sha256(payload.encode("ascii")).hexdigest(), key):
         return None
     return unpack_rows(payload)
 
@@ -156,8 +155,7 @@ def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[Warned]] | N
 def _write(directory: Path, memo: Path, key: str, rows: list[StoredScenario], caught: list[Warned]) -> None:
     try:
         payload = pack_rows(rows, caught)
-        digest = hashlib.sha256(payload.encode("ascii")).hexdigest()
-        header = json.dumps({"digest": digest, "key": key, VERSION_KEY: FORMAT_VERSION}, sort_keys=True)
+        header = memo_header(hashlib.sha256(payload.encode("ascii")).hexdigest(), key)
         loads = check_dir(directory / LOADS_DIR, directory)
         if not loads.is_dir():
             loads.mkdir(parents=True, exist_ok=True)

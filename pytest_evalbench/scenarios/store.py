@@ -134,8 +134,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
         for key in in_order(set(kept_scores) | set(new.spooled)):
             if key in new.spooled:  # this session's row: valid, as its model dumped it
                 row = new.score(key)
-                outcome = units.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
-                          row["metric_name"], row["metric_type"], row.get("decided_by"))
+                outcome = units.of_json(row)
                 row.pop(VERSION_KEY, None)  # a fresh dict of its own: versioned in place, as `versioned` orders it
                 row[VERSION_KEY] = FORMAT_VERSION
             else:
@@ -246,10 +245,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
                                                                                     root), inputs):
                     kept = same[target_id] = {}
                 if kept is not None:  # as `write_target_run` makes the unit of the row it would write
-                    row = data["score"]
-                    kept[(conversation["id"], conversation["sample"])] = units.unit(
-                        row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
-                        row["metric_name"], row["metric_type"], row.get("decided_by"))
+                    kept[(conversation["id"], conversation["sample"])] = units.of_json(data["score"])
                     continue
                 target = by_target[target_id] = TargetRows(bench_dir)
             target.add(data)

@@ -21,6 +21,11 @@ class OutcomeUnits:
         return OutcomeRow(shared(target, target), id, shared(metric_id, metric_id), sample, passed,
                           shared(metric_name, metric_name), shared(metric_type, metric_type), decided_by)
 
+    def of_json(self, row: dict[str, Any]) -> OutcomeRow:
+        """The unit of a row as its model dumped it (this session's, before it is written)."""
+        return self.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
+                         row["metric_name"], row["metric_type"], row.get("decided_by"))
+
     def of(self, row: ScoreRow) -> OutcomeRow:
         """A validated row's unit."""
         return self.unit(row.target_model, row.id, row.metric_id, row.sample, row.passed, row.metric_name,
