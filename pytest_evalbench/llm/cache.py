@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
-from ..store import atomic_open
+from ..store import atomic_write_text
 from .types import SURROGATE, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
@@ -171,17 +171,21 @@ class _TooLarge(Exception):
     """A cache file past `MAX_ENTRY_BYTES`: not read further."""
 
 
-def _read_text(path: str, stamp: list[int] | None = None) -> str:
+def _read_text(path: str, digest: list[str] | None = None) -> str:
     """A file's UTF-8 text through bare file descriptors: a third of `open().read()`'s cost (no
     buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay.
-    At most `MAX_ENTRY_BYTES` are read: a huge file in the cache directory (a leftover, or planted)
-    is refused, never loaded into memory. `stamp` receives the file's size, mtime_ns and inode (of the
-    very file read, not of one that replaced it meanwhile)."""
+    `digest` receives the sha256 of the very bytes read (what an item memo lists)."""
+    data = _read_bytes(path)
+    if digest is not None:
+        digest[:] = [hashlib.sha256(data).hexdigest()]
+    return data.decode("utf-8")
+
+
+def _read_bytes(path: str) -> bytes:
+    """A file's bytes, at most `MAX_ENTRY_BYTES`: a huge file in the cache directory (a leftover, or
+    planted) is refused (`_TooLarge`), never loaded into memory."""
     fd = os.open(path, os.O_RDONLY | _O_BINARY)
     try:
-        if stamp is not None:
-            found = os.fstat(fd)
-            stamp[:] = [found.st_size, found.st_mtime_ns, found.st_ino]
         chunks = [os.read(fd, _CHUNK)]
         size = len(chunks[-1])
         while len(chunks[-1]) == _CHUNK:  # a short read of a regular file is its end: one read per entry
@@ -193,7 +197,7 @@ def _read_text(path: str, stamp: list[int] | None = None) -> str:
         os.close(fd)
     if size > MAX_ENTRY_BYTES:
         raise _TooLarge
-    return b"".join(chunks).decode("utf-8")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_bounded(path: str) -> str | None:
@@ -202,6 +206,16 @@ def read_bounded(path: str) -> str | None:
     try:
         return _read_text(path)
     except (OSError, ValueError, _TooLarge):
+        return None
+
+
+def file_digest(path: str) -> str | None:
+    """The sha256 of a file's bytes as a cache entry is read (what an item memo checks its cache files
+    by: the same content wherever the file was copied or checked out); None when it is missing, too
+    large or unreadable."""
+    try:
+        return hashlib.sha256(_read_bytes(path)).hexdigest()
+    except (OSError, _TooLarge):
         return None
 
 
@@ -238,17 +252,17 @@ class ResponseCache:
         return f"{self._root}{key[:2]}{os.sep}{key}.json"
 
     def get(self, key: str, request: tuple[dict[str, Any], str] | None = None,
-            stamps: dict[str, tuple[int, int, int]] | None = None) -> dict[str, Any] | None:
+            digests: dict[str, str] | None = None) -> dict[str, Any] | None:
         """The verified response stored for `key`; None when there is none (or this mode does not
         read); `CorruptEntry` when a file is there but must not be replayed. `request` (the
         caller's material and its canonical JSON, which hashes to `key`) makes a sound entry's
-        check cheap: its stored request is compared, not re-encoded and re-hashed. `stamps` gets
-        the entry file's (size, mtime_ns, inode) under `key` (what an item memo checks on a hit)."""
+        check cheap: its stored request is compared, not re-encoded and re-hashed. `digests` gets
+        the sha256 of the entry file's bytes under `key` (what an item memo checks on a hit)."""
         if not self.reads:
             return None
-        stamp: list[int] | None = None if stamps is None else []
+        digest: list[str] | None = None if digests is None else []
         try:
-            text = _read_text(self.entry_file(key), stamp)
+            text = _read_text(self.entry_file(key), digest)
         except FileNotFoundError:
             return None
         except _TooLarge:
@@ -264,16 +278,16 @@ class ResponseCache:
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
             if sound is not None and not SURROGATE.search(sound):
                 clean: dict[str, Any] = entry["response"]
-                if stamps is not None and stamp:
-                    stamps[key] = (stamp[0], stamp[1], stamp[2])
+                if digests is not None and digest:
+                    digests[key] = digest[0]
                 return clean  # no lone surrogate in it: `safe_json` would return an equal copy
             problem = problem or entry_problem(key, entry)
         except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(self.path_for(key), problem)
-        if stamps is not None and stamp:
-            stamps[key] = (stamp[0], stamp[1], stamp[2])
+        if digests is not None and digest:
+            digests[key] = digest[0]
         try:
             response: dict[str, Any] = safe_json(entry["response"])
         except RecursionError:
@@ -290,18 +304,17 @@ class ResponseCache:
             except OSError:
                 pass
 
-    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> tuple[int, int, int] | None:
+    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> str | None:
         """Store an answer; empty ones never (a transient empty reply must not be replayed forever).
-        The written file's (size, mtime_ns, inode) when a replay will accept it as is (what an item
-        memo lists; a later write of the same key by another process makes a new inode), else None."""
+        The sha256 of the written file's bytes when a replay will accept it as is (what an item memo
+        lists), else None."""
         if not self.writes or not usable_response(response):
             return None
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
-        with atomic_open(self.path_for(key), None) as handle:
-            handle.write(json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True))
-            handle.flush()
-            written = os.fstat(handle.fileno())
+        text = json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True)
+        atomic_write_text(self.path_for(key), text, None)
         if response_problem(response) is not None:
             return None
-        return written.st_size, written.st_mtime_ns, written.st_ino
+        # ASCII text whose newlines a text handle writes as the system's separator: these are its bytes
+        return hashlib.sha256(text.replace("\n", os.linesep).encode("ascii")).hexdigest()

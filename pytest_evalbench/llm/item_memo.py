@@ -3,19 +3,20 @@ item reads one file instead of re-running its chain of cached calls.
 
 An item whose every call was answered from a cache file or fetched and stored by this process (none
 shared in flight, unstored, corrupt or changed by redaction) leaves `<cache>/.items/<k2>/<key>.item`:
-per call, the cache key, what the engine counted for it (phase, role, model, tokens) and the cache
-file's size, mtime_ns and inode as it was read or written (an atomic re-record makes a new inode);
-then the record's JSON as the kind gives it for a memo (the scenario kind: its outcome decided, so a
-hit's text is what the spool stores). The key hashes the package's own code, everything of the run
-that shapes requests (`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache
-file unchanged (a deleted or re-recorded entry is a miss, so the chain replays), the record free of
-the run's secrets, and the file sound: its first line `{"digest", "key", "version"}`, the rest the
-payload whose sha256 is `digest`: a line of the calls' JSON, then a line of the record's JSON.
-Anything else (a missing, corrupt, oversized or unreadable file, or a memo of the older one-line
-payload) is a miss, never an error. A hit adds to the engine's counters exactly what replaying the
-chain would. Read where the cache is read (`on`, `replay`), written only where cache entries are
-written too (`on`: a `replay` in CI from a fresh checkout would write memos no later run can use,
-since a checked-out file has a new inode); never for an app target (its replies are not cached).
+per call, the cache key, what the engine counted for it (phase, role, model, tokens) and the sha256
+of the cache file's bytes as it was read or written; then the record's JSON as the kind gives it for
+a memo (the scenario kind: its outcome decided, so a hit's text is what the spool stores). The key
+hashes the package's own code, everything of the run that shapes requests
+(`BenchmarkRun.replay_material`) and the case. A hit requires every listed cache file to hold the
+same bytes (a deleted or re-recorded entry is a miss, so the chain replays; a copy or a fresh
+checkout of the same files hits), the record free of the run's secrets, and the file sound: its first
+line `{"digest", "key", "version"}`, the rest the payload whose sha256 is `digest`: a line of the
+calls' JSON, then a line of the record's JSON. Anything else (a missing, corrupt, oversized or
+unreadable file, or a memo of an older payload) is a miss, never an error. A hit adds to the
+engine's counters exactly what replaying the chain would. Read where the cache is read (`on`,
+`replay`), written only where cache entries are written too (`on`: a replay stays read-only; writing
+10,000 memos during one cost it 5-6 s); never for an app target (its replies are not cached). Not
+git-ignored: committed beside the cache they hit in a fresh checkout, so CI's replays skip the chains.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..json_text import COMPACT_ASCII
 from ..redaction import SECRETS
 from ..safe_files import check_dir
 from ..store import atomic_write_text
-from .cache import MAX_ENTRY_BYTES, read_bounded
+from .cache import MAX_ENTRY_BYTES, file_digest, read_bounded
 from .engine import Engine
 from .memo import ITEM_CALLS, Call, CallLog
 from .types import Usage
@@ -45,6 +46,8 @@ R = TypeVar("R")
 MEMO_DIR = ".items"
 """Under the cache directory; not a two-character entry directory (the estimate scans `??/*.json`)."""
 SUFFIX = ".item"
+OLD_IGNORE = "# item memos: valid only beside this cache's files\n*\n"
+"""`.items/.gitignore` as versions before content-checked memos wrote it (removed: see `_prepare`)."""
 
 
 @functools.cache
@@ -109,7 +112,7 @@ class ItemMemo:
         finally:
             ITEM_CALLS.reset(token)
         if self.cache.writes and log.memoable and log.calls and not self._broken:
-            # queued after the cache writes of the answers it fetched (same thread): their stamps are in by then
+            # queued after the cache writes of the answers it fetched (same thread): their digests are in by then
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 
@@ -148,14 +151,13 @@ class ItemMemo:
             if type(record) is not dict or type(rows) is not list or not rows:
                 return None
             calls: list[Call] = []
-            stat, entry_file = os.stat, self.cache.entry_file
+            entry_file = self.cache.entry_file
             for row in rows:
-                cache_key, phase, role, model, local, tokens_in, tokens_out, size, mtime, inode = row
+                cache_key, phase, role, model, local, tokens_in, tokens_out, digest = row
                 call = (cache_key, phase, role, model, local, tokens_in, tokens_out)
                 if not _sound(call):  # before its path is built from it
                     return None
-                entry = stat(entry_file(cache_key))
-                if entry.st_size != size or entry.st_mtime_ns != mtime or entry.st_ino != inode:
+                if type(digest) is not str or file_digest(entry_file(cache_key)) != digest:
                     return None
                 calls.append(call)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
@@ -165,9 +167,9 @@ class ItemMemo:
     def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
         """Write one entry atomically (on the cache's writer thread) when every call's cache file is
         known; a failure only stops further writes."""
-        if self._broken or not all(call[0] in log.stamps for call in log.calls):
+        if self._broken or not all(call[0] in log.digests for call in log.calls):
             return
-        calls = [[*call, *log.stamps[call[0]]] for call in log.calls]
+        calls = [[*call, log.digests[call[0]]] for call in log.calls]
         payload = f"{COMPACT_ASCII.encode(calls)}\n{COMPACT_ASCII.encode(record)}"
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         text = f"{memo_header(digest, key)}\n{payload}"
@@ -182,16 +184,16 @@ class ItemMemo:
             self._broken = True
 
     def _prepare(self, directory: str) -> None:
-        """Once per entry directory: made, with `.items/.gitignore`, and checked to stay inside the
-        cache directory (no link out of it), so each write after needs no check of its own."""
-        memos, path = self.cache.directory / MEMO_DIR, Path(directory)
+        """Once per entry directory: made, and checked to stay inside the cache directory (no link out
+        of it), so each write after needs no check of its own."""
+        path = Path(directory)
         check_dir(path, self.cache.directory)  # before anything is made: links followed
-        if not memos.is_dir():
-            memos.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(memos / ".gitignore", "# item memos: valid only beside this cache's files\n*\n",
-                              self.cache.directory)
-        path.mkdir(exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
         check_dir(path, self.cache.directory)
+        if not self._checked:  # the ignore file earlier versions wrote: memos are now valid in any checkout
+            ignore = path.parent / ".gitignore"
+            if read_bounded(str(ignore)) == OLD_IGNORE:
+                ignore.unlink()
         self._checked.add(directory)
 
 

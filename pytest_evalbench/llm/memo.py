@@ -23,13 +23,13 @@ Call = tuple[str, str, str, str, bool, int, int]
 
 class CallLog:
     """One item's calls while its chain runs (see `ITEM_CALLS`, item_memo.py): what a memo hit must count,
-    and the (size, mtime_ns, inode) of each cache file as it was read or written."""
+    and the sha256 of each cache file's bytes as it was read or written."""
 
-    __slots__ = ("calls", "memoable", "stamps")
+    __slots__ = ("calls", "digests", "memoable")
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
-        self.stamps: dict[str, tuple[int, int, int]] = {}
+        self.digests: dict[str, str] = {}
         self.memoable = True
         """False once a call was not answered from a cache file exactly as stored."""
 
@@ -64,7 +64,7 @@ class Memo:
         (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
         log = ITEM_CALLS.get()
         cached = self._cached(key, role, model, None if material_text is None else (material, material_text),
-                              None if log is None else log.stamps)
+                              None if log is None else log.digests)
         if cached is not None:
             self.stats.cache_hits += 1
             stored = Completion.from_json(cached, cached=True, key=key)
@@ -99,11 +99,11 @@ class Memo:
         return completion
 
     def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None,
-                stamps: dict[str, tuple[int, int, int]] | None = None) -> dict[str, Any] | None:
+                digests: dict[str, str] | None = None) -> dict[str, Any] | None:
         """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
         mode an error naming the file."""
         try:
-            return self.cache.get(key, request, stamps)
+            return self.cache.get(key, request, digests)
         except CorruptEntry as exc:
             self.stats.failures["corrupt cache entry"] += 1
             if self.cache.mode == "replay":
@@ -141,13 +141,13 @@ class Memo:
              ) -> None:
         """Store an entry unless its request carries a secret of the run (a key pasted into a
         prompt): no credential is ever written to the cache (the response is redacted already).
-        The item's call log gets the file's stamp (read by its memo's write, later on this thread)."""
+        The item's call log gets the file's digest (read by its memo's write, later on this thread)."""
         if SECRETS and SECRETS.leaks(canonical_json(material)):
             self.stats.failures["not cached: the request holds a secret"] += 1
             return
-        stamp = self.cache.put(key, material, response)
-        if log is not None and stamp is not None:
-            log.stamps[key] = stamp
+        digest = self.cache.put(key, material, response)
+        if log is not None and digest is not None:
+            log.digests[key] = digest
 
     def submit(self, write: Callable[[], None]) -> concurrent.futures.Future[None]:
         """Run `write` on the writer thread, after the writes queued so far (FIFO: an item memo's

@@ -272,6 +272,30 @@ def test_a_corrupt_memo_entry_misses(pytester: pytest.Pytester, bench_env: FakeL
     assert cache_reads == []
 
 
+def test_a_fresh_checkout_of_the_cache_and_its_memos_hits(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                          cache_reads: list[str]) -> None:
+    """Memos check their cache files by content: the benchmark copied away and back (new inodes and
+    mtimes, as a fresh checkout of committed files) replays every item from its memo; no ignore file
+    keeps them out of git, and the one earlier versions wrote is removed."""
+    bench = recorded(pytester, bench_env)
+    _, llm_before = run(pytester, "--evalbench-cache=replay")
+    before = results(bench)
+    moved = pytester.path / "elsewhere"
+    shutil.move(bench, moved)
+    shutil.copytree(moved, bench, copy_function=shutil.copyfile)  # new files: other inodes and times
+    old = bench / ".evalbench-cache" / ".items" / ".gitignore"
+    assert not old.exists()
+    cache_reads.clear()
+    result, llm_after = run(pytester, "--evalbench-cache=replay")
+    result.assert_outcomes(passed=2, failed=1)
+    assert cache_reads == [] and llm_after == llm_before and bench_env.requests == []
+    assert results(bench).keys() == before.keys()
+    old.write_text("# item memos: valid only beside this cache's files\n*\n")
+    shutil.rmtree(memo_files(bench)[0].parent)  # its memo written again by an `on` run
+    run(pytester)[0].assert_outcomes(passed=2, failed=1)
+    assert not old.exists() and len(memo_files(bench)) == len(ROWS)
+
+
 def test_an_app_target_never_uses_the_memo(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     pytester.makeconftest("""
 from pathlib import Path

@@ -1,11 +1,13 @@
 """Reading an item memo entry (llm/item_memo.py `lookup`): the header as documented in formats.md,
-compared whole; the payload's lines parsed as `json.loads` parses them, a lone surrogate included."""
+compared whole; the payload's lines parsed as `json.loads` parses them, a lone surrogate included;
+its cache files checked by their bytes, not by where or when they were written."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -29,8 +31,7 @@ def _memo(tmp_path: Path) -> tuple[ItemMemo, str]:
 def _write(memo: ItemMemo, entry: str, key: str, record: dict[str, Any]) -> None:
     log = CallLog()
     log.calls.append((CACHE_KEY, "simulate", "target", "m", False, 3, 2))
-    found = os.stat(entry)
-    log.stamps[CACHE_KEY] = (found.st_size, found.st_mtime_ns, found.st_ino)
+    log.digests[CACHE_KEY] = hashlib.sha256(Path(entry).read_bytes()).hexdigest()
     memo._store(key, record, log)
 
 
@@ -71,3 +72,23 @@ def test_a_lone_surrogate_in_a_record_reads_back_as_json_loads_reads_it(tmp_path
     assert "\\ud83d" in Path(memo.path(key)).read_text()
     found = memo.lookup(key)
     assert found is not None and found[0] == record
+
+
+def test_cache_files_are_checked_by_content_not_by_inode_or_time(tmp_path: Path) -> None:
+    """A copy of the cache and its memos (new inodes and times, as a fresh checkout) hits; an entry
+    rewritten in place to other bytes of the same size, its mtime put back, misses."""
+    (tmp_path / "a").mkdir()
+    memo, entry = _memo(tmp_path / "a")
+    key = memo.key("row", "t", 0)
+    _write(memo, entry, key, {"benchmark": "b"})
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    copy = ItemMemo(cast(Any, SimpleNamespace(cache=ResponseCache(tmp_path / "b", "replay"))), "run")
+    assert os.stat(Path(copy.cache.entry_file(CACHE_KEY))).st_ino != os.stat(entry).st_ino
+    assert copy.lookup(key) is not None
+    before = os.stat(entry)
+    with open(entry, "r+b") as handle:  # same size, same inode, mtime restored: only the bytes differ
+        handle.write(b'{"key": "cachet answer"}')
+    os.utime(entry, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(entry)
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    assert memo.lookup(key) is None
