@@ -183,8 +183,9 @@ def _read_text(path: str, digest: list[str] | None = None) -> str:
 
 def _read_bytes(path: str) -> bytes:
     """A file's bytes, at most `MAX_ENTRY_BYTES`: a huge file in the cache directory (a leftover, or
-    planted) is refused (`_TooLarge`), never loaded into memory."""
-    fd = os.open(path, os.O_RDONLY | _O_BINARY)
+    planted) is refused (`_TooLarge`), never loaded into memory; a FIFO planted there reads as empty
+    instead of blocking the run (O_NONBLOCK, which a regular file ignores)."""
+    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
     try:
         chunks = [os.read(fd, _CHUNK)]
         size = len(chunks[-1])
@@ -225,6 +226,7 @@ MAX_ENTRY_BYTES = 256 << 20
 `MAX_RESPONSE_BYTES`, 4 MiB, escaped), so a real entry stays far below it."""
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
 """Windows: no newline translation (elsewhere 0)."""
+_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 
 
 class ResponseCache:

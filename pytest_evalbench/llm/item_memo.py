@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ R = TypeVar("R")
 MEMO_DIR = ".items"
 """Under the cache directory; not a two-character entry directory (the estimate scans `??/*.json`)."""
 SUFFIX = ".item"
+_CACHE_KEY = re.compile(r"[0-9a-f]{64}")
 OLD_IGNORE = "# item memos: valid only beside this cache's files\n*\n"
 """`.items/.gitignore` as versions before content-checked memos wrote it (removed: see `_prepare`)."""
 
@@ -214,10 +216,12 @@ def _parse(text: str) -> Any:
 
 
 def _sound(call: Call) -> bool:
-    """A call row as written: text keys, a bool, non-negative token counts (exact types, what JSON gives:
-    no generator per call)."""
+    """A call row as written: a cache key of 64 lowercase hex digits (a committed memo is input like any
+    other: its key names the file read, which must be an entry of this cache), text fields, a bool,
+    non-negative token counts (exact types, what JSON gives: no generator per call)."""
     cache_key, phase, role, model, local, tokens_in, tokens_out = call
-    return (type(cache_key) is str and len(cache_key) == 64 and type(phase) is str and type(role) is str
+    return (type(cache_key) is str and _CACHE_KEY.fullmatch(cache_key) is not None and type(phase) is str
+            and type(role) is str
             and type(model) is str and type(local) is bool and type(tokens_in) is int and tokens_in >= 0
             and type(tokens_out) is int and tokens_out >= 0)
 

@@ -92,3 +92,28 @@ def test_cache_files_are_checked_by_content_not_by_inode_or_time(tmp_path: Path)
     after = os.stat(entry)
     assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
     assert memo.lookup(key) is None
+
+
+def test_a_memo_naming_a_file_outside_the_cache_or_a_fifo_misses_without_blocking(tmp_path: Path) -> None:
+    """A committed memo is input: a call whose key is not 64 hex digits (here one that climbs out of
+    the cache to a file whose digest it lists) misses; a FIFO planted at an entry's path is read as
+    empty, a miss, instead of blocking the run."""
+    root = tmp_path / "x" / "y"
+    root.mkdir(parents=True)
+    memo, entry = _memo(root)
+    climbing = "../" + "a" * 61
+    outside = tmp_path / f"{'a' * 61}.json"
+    outside.write_text('{"key": "not an entry"}')
+    assert Path(memo.cache.entry_file(climbing)).resolve() == outside.resolve()
+    log = CallLog()
+    log.calls.append((climbing, "simulate", "target", "m", False, 3, 2))
+    log.digests[climbing] = hashlib.sha256(outside.read_bytes()).hexdigest()
+    key = memo.key("climbing row", "t", 0)
+    memo._store(key, {"benchmark": "b"}, log)
+    assert Path(memo.path(key)).is_file() and memo.lookup(key) is None
+    key = memo.key("row", "t", 0)
+    _write(memo, entry, key, {"benchmark": "b"})
+    assert memo.lookup(key) is not None
+    os.unlink(entry)
+    os.mkfifo(entry)
+    assert memo.lookup(key) is None
