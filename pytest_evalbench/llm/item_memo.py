@@ -195,7 +195,7 @@ class ItemMemo:
         if not self._checked:  # the ignore file earlier versions wrote: memos are now valid in any checkout
             ignore = path.parent / ".gitignore"
             if read_bounded(str(ignore)) == OLD_IGNORE:
-                ignore.unlink()
+                ignore.unlink(missing_ok=True)
         self._checked.add(directory)
 
 
@@ -221,9 +221,8 @@ def _sound(call: Call) -> bool:
     non-negative token counts (exact types, what JSON gives: no generator per call)."""
     cache_key, phase, role, model, local, tokens_in, tokens_out = call
     return (type(cache_key) is str and _CACHE_KEY.fullmatch(cache_key) is not None and type(phase) is str
-            and type(role) is str
-            and type(model) is str and type(local) is bool and type(tokens_in) is int and tokens_in >= 0
-            and type(tokens_out) is int and tokens_out >= 0)
+            and type(role) is str and type(model) is str and type(local) is bool and type(tokens_in) is int
+            and tokens_in >= 0 and type(tokens_out) is int and tokens_out >= 0)
 
 
 def count_calls(engine: Engine, calls: list[Call]) -> None:
