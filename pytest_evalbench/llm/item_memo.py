@@ -16,7 +16,9 @@ unreadable file, or a memo of an older payload) is a miss, never an error. A hit
 engine's counters exactly what replaying the chain would. Read where the cache is read (`on`,
 `replay`), written only where cache entries are written too (`on`: a replay stays read-only; writing
 10,000 memos during one cost it 5-6 s); never for an app target (its replies are not cached). Not
-git-ignored: committed beside the cache they hit in a fresh checkout, so CI's replays skip the chains.
+git-ignored: committed beside the cache they hit in a fresh checkout, so CI's replays skip the chains;
+the first write of a process whose plugin code differs from the one `.items/plugin-code` names removes
+every memo there first (none of them can hit again).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ MEMO_DIR = ".items"
 """Under the cache directory; not a two-character entry directory (the estimate scans `??/*.json`)."""
 SUFFIX = ".item"
 _CACHE_KEY = re.compile(r"[0-9a-f]{64}")
+CODE_FILE = "plugin-code"
+"""Under `.items/`: the code fingerprint of the plugin whose memos are there (see `_retire_other_code`)."""
 OLD_IGNORE = "# item memos: valid only beside this cache's files\n*\n"
 """`.items/.gitignore` as versions before content-checked memos wrote it (removed: see `_prepare`)."""
 
@@ -192,11 +196,29 @@ class ItemMemo:
         check_dir(path, self.cache.directory)  # before anything is made: links followed
         path.mkdir(parents=True, exist_ok=True)
         check_dir(path, self.cache.directory)
-        if not self._checked:  # the ignore file earlier versions wrote: memos are now valid in any checkout
-            ignore = path.parent / ".gitignore"
-            if read_bounded(str(ignore)) == OLD_IGNORE:
-                ignore.unlink(missing_ok=True)
+        if not self._checked:
+            self._retire_other_code(path.parent)
         self._checked.add(directory)
+
+    def _retire_other_code(self, memos: Path) -> None:
+        """Before this process's first memo: when `CODE_FILE` names other plugin code than this one (or
+        none: memos of a version before it), remove every memo there (their keys hash that code, so none
+        can hit again, and committed ones would only grow the repository), then name this code. Also
+        removes the `.gitignore` earlier versions wrote there (memos are now valid in any checkout). Two
+        xdist workers retiring at once may remove each other's first memos: those items' next `on` run
+        writes them again."""
+        ignore = memos / ".gitignore"
+        if read_bounded(str(ignore)) == OLD_IGNORE:
+            ignore.unlink(missing_ok=True)
+        marker = memos / CODE_FILE
+        if read_bounded(str(marker)) == f"{code_fingerprint()}\n":
+            return
+        with os.scandir(memos) as groups:  # links are not followed: nothing outside is removed
+            for group in [g for g in groups if len(g.name) == 2 and g.is_dir(follow_symlinks=False)]:
+                with os.scandir(group.path) as entries:
+                    for stale in [e for e in entries if e.name.endswith(SUFFIX) and not e.is_dir(follow_symlinks=False)]:
+                        os.unlink(stale.path)
+        atomic_write_text(marker, f"{code_fingerprint()}\n", self.cache.directory)
 
 
 def memo_header(digest: str, key: str) -> str:
