@@ -171,20 +171,12 @@ class _TooLarge(Exception):
     """A cache file past `MAX_ENTRY_BYTES`: not read further."""
 
 
-def _read_text(path: str, digest: list[str] | None = None) -> str:
-    """A file's UTF-8 text through bare file descriptors: a third of `open().read()`'s cost (no
-    buffered text layers, no pathlib), which shows on the 70,000 entries of a cached replay.
-    `digest` receives the sha256 of the very bytes read (what an item memo lists)."""
-    data = _read_bytes(path)
-    if digest is not None:
-        digest[:] = [hashlib.sha256(data).hexdigest()]
-    return data.decode("utf-8")
-
-
 def _read_bytes(path: str) -> bytes:
-    """A file's bytes, at most `MAX_ENTRY_BYTES`: a huge file in the cache directory (a leftover, or
-    planted) is refused (`_TooLarge`), never loaded into memory; a FIFO planted there reads as empty
-    instead of blocking the run (O_NONBLOCK, which a regular file ignores)."""
+    """A file's bytes through bare file descriptors: a third of `open().read()`'s cost (no buffered
+    layers, no pathlib), which shows on the 70,000 entries of a cached replay. At most
+    `MAX_ENTRY_BYTES`: a huge file in the cache directory (a leftover, or planted) is refused
+    (`_TooLarge`), never loaded into memory; a FIFO planted there reads as empty instead of blocking
+    the run (O_NONBLOCK, which a regular file ignores)."""
     fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
     try:
         chunks = [os.read(fd, _CHUNK)]
@@ -205,7 +197,7 @@ def read_bounded(path: str) -> str | None:
     """A file's text read as a cache entry is (at most `MAX_ENTRY_BYTES`); None when it is missing,
     too large or unreadable (an item memo's read: any of these is a miss)."""
     try:
-        return _read_text(path)
+        return _read_bytes(path).decode("utf-8")
     except (OSError, ValueError, _TooLarge):
         return None
 
@@ -262,9 +254,9 @@ class ResponseCache:
         the sha256 of the entry file's bytes under `key` (what an item memo checks on a hit)."""
         if not self.reads:
             return None
-        digest: list[str] | None = None if digests is None else []
         try:
-            text = _read_text(self.entry_file(key), digest)
+            data = _read_bytes(self.entry_file(key))
+            text = data.decode("utf-8")
         except FileNotFoundError:
             return None
         except _TooLarge:
@@ -280,16 +272,16 @@ class ResponseCache:
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
             if sound is not None and not SURROGATE.search(sound):
                 clean: dict[str, Any] = entry["response"]
-                if digests is not None and digest:
-                    digests[key] = digest[0]
+                if digests is not None:
+                    digests[key] = hashlib.sha256(data).hexdigest()
                 return clean  # no lone surrogate in it: `safe_json` would return an equal copy
             problem = problem or entry_problem(key, entry)
         except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(self.path_for(key), problem)
-        if digests is not None and digest:
-            digests[key] = digest[0]
+        if digests is not None:
+            digests[key] = hashlib.sha256(data).hexdigest()
         try:
             response: dict[str, Any] = safe_json(entry["response"])
         except RecursionError:

@@ -53,7 +53,7 @@ _CACHE_KEY = re.compile(r"[0-9a-f]{64}")
 CODE_FILE = "plugin-code"
 """Under `.items/`: the code fingerprint of the plugin whose memos are there (see `_retire_other_code`)."""
 OLD_IGNORE = "# item memos: valid only beside this cache's files\n*\n"
-"""`.items/.gitignore` as versions before content-checked memos wrote it (removed: see `_prepare`)."""
+"""`.items/.gitignore` as versions before content-checked memos wrote it (removed: see `_retire_other_code`)."""
 
 
 @functools.cache
@@ -210,15 +210,15 @@ class ItemMemo:
         ignore = memos / ".gitignore"
         if read_bounded(str(ignore)) == OLD_IGNORE:
             ignore.unlink(missing_ok=True)
-        marker = memos / CODE_FILE
-        if read_bounded(str(marker)) == f"{code_fingerprint()}\n":
+        marker, mine = memos / CODE_FILE, f"{code_fingerprint()}\n"
+        if read_bounded(str(marker)) == mine:
             return
         with os.scandir(memos) as groups:  # links are not followed: nothing outside is removed
             for group in [g for g in groups if len(g.name) == 2 and g.is_dir(follow_symlinks=False)]:
                 with os.scandir(group.path) as entries:
                     for stale in [e for e in entries if e.name.endswith(SUFFIX) and not e.is_dir(follow_symlinks=False)]:
                         os.unlink(stale.path)
-        atomic_write_text(marker, f"{code_fingerprint()}\n", self.cache.directory)
+        atomic_write_text(marker, mine, self.cache.directory)
 
 
 def memo_header(digest: str, key: str) -> str:

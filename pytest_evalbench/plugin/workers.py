@@ -8,12 +8,14 @@ from __future__ import annotations
 import pickle
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._compat import worker_count, worker_number
 
 if TYPE_CHECKING:
     from ..spec import BenchmarkSpec
+
+T = TypeVar("T")
 
 STATS_OUTPUT = "evalbench_stats"
 SHARES_INPUT = "evalbench_shares"
@@ -53,18 +55,24 @@ def pack_spec(spec: BenchmarkSpec) -> dict[str, Any]:
         return {}
 
 
+def _handed(workerinput: Mapping[str, Any], name: str, kind: type[T]) -> T | None:
+    """`workerinput[name]` when it is a `kind` and the controller runs this worker's runtime
+    (`SPEC_RUNTIME_INPUT`), else None."""
+    value = workerinput.get(name)
+    return value if isinstance(value, kind) and workerinput.get(SPEC_RUNTIME_INPUT) == _runtime() else None
+
+
 def handed_rows(workerinput: Mapping[str, Any]) -> str | None:
     """The rows the controller handed over (`ROWS_INPUT`), when it runs this worker's runtime."""
-    rows = workerinput.get(ROWS_INPUT)
-    return rows if isinstance(rows, str) and workerinput.get(SPEC_RUNTIME_INPUT) == _runtime() else None
+    return _handed(workerinput, ROWS_INPUT, str)
 
 
 def unpack_spec(workerinput: Mapping[str, Any]) -> BenchmarkSpec | None:
     """The spec the controller validated, or None (it had not loaded one, or runs another runtime: the
     worker loads the file and reports what fails, as before). The bytes come from this run's
     controller, which also sends the worker its code (execnet): nothing from outside the run."""
-    packed = workerinput.get(SPEC_INPUT)
-    if not isinstance(packed, bytes) or workerinput.get(SPEC_RUNTIME_INPUT) != _runtime():
+    packed = _handed(workerinput, SPEC_INPUT, bytes)
+    if packed is None:
         return None
     spec: BenchmarkSpec = pickle.loads(packed)
     return spec

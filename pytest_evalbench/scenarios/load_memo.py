@@ -30,6 +30,7 @@ from typing import Any, cast
 from ..errors import EvalbenchWarning
 from ..input_json import MAX_INPUT_BYTES
 from ..json_text import COMPACT_ASCII
+from ..llm.cache import read_bounded
 from ..llm.item_memo import code_fingerprint, memo_header
 from ..safe_files import UnsafeWrite, check_dir
 from ..spec import BenchmarkSpec, MetricType
@@ -142,11 +143,11 @@ def _restored(payload: Any) -> tuple[list[StoredScenario], list[Warned]] | None:
 
 def _read(memo: Path, key: str) -> tuple[list[StoredScenario], list[Warned]] | None:
     """The memo's rows when its first line is exactly the header `_write` writes for this key and its
-    payload's digest."""
-    try:
-        header, newline, payload = memo.read_text(encoding="ascii").partition("\n")
-    except (OSError, ValueError):
+    payload's digest. Read as the item memo is (`read_bounded`): a huge planted file is never loaded."""
+    text = read_bounded(str(memo))
+    if text is None or not text.isascii():
         return None
+    header, newline, payload = text.partition("\n")
     if not newline or header != memo_header(hashlib.sha256(payload.encode("ascii")).hexdigest(), key):
         return None
     return unpack_rows(payload)
