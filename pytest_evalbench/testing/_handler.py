@@ -8,16 +8,15 @@ import itertools
 import json
 import math
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from .rate_window import RateWindow
 from .scripts import Reply, Responder, coerce, echo_ok
-
-_ENDLESS = "\x00endless"  # marks a scripted endless answer between _chat and do_POST (never sent)
-
 
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "bad_request"),
@@ -150,7 +149,10 @@ class Handler(BaseHTTPRequestHandler):
     server: QuietHTTPServer
 
     def setup(self) -> None:
-        """Register the socket so stop() can unblock threads idling on keep-alive reads."""
+        """Register the socket so stop() can unblock threads idling on keep-alive reads (over TLS,
+        after the handshake: a client that refuses the certificate ends the connection there)."""
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.do_handshake()
         super().setup()
         self.server.owner._track(self.connection, add=True)
 
@@ -168,8 +170,9 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        """Write one complete response, always with Content-Length so keep-alive works."""
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, trickle: float | None = None) -> None:
+        """Write one complete response, always with Content-Length so keep-alive works; with `trickle`,
+        its body one byte at a time, `trickle` seconds apart (until the client goes away or the server stops)."""
         self.send_response(status)
         extra = {k.lower(): v for k, v in (headers or {}).items()}
         if "content-type" not in extra:
@@ -179,8 +182,30 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
-        self.wfile.flush()
+        if trickle is None:
+            self.wfile.write(body)
+            self.wfile.flush()
+            return
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            for i in range(len(body)):
+                if self.server.owner._wait(trickle):
+                    return
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+        except OSError:
+            pass
+
+    def _send_wire(self, data: bytes) -> None:
+        """Write `data` as it is, then close: whatever a broken endpoint sends instead of an answer."""
+        self.close_connection = True
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            pass
+        self._drop()
 
     def _drop(self) -> None:
         """Close without a response: the client sees the server disconnect mid-request."""
@@ -198,7 +223,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         """Only /v1/models exists; some clients probe it before chatting."""
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path = self._route()
         if path == "/v1/_stats":  # out-of-process use (performance script): counters as JSON
             owner = self.server.owner
             body: dict[str, Any] = {"requests": len(owner.requests), "peak_concurrency": owner.peak_concurrency,
@@ -212,10 +237,18 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, _error_body(404, f"no route for GET {path}"))
 
+    def _route(self) -> str:
+        """The request's path, without query or trailing slash; a request sent through a proxy names
+        the whole URL (absolute form, RFC 9112 3.2.2), which a server accepts as well."""
+        target = self.path
+        if target.startswith(("http://", "https://")):
+            target = urlsplit(target).path
+        return target.split("?", 1)[0].rstrip("/")
+
     def do_POST(self) -> None:
         """Chat completions; everything else is a 404 in OpenAI's error shape."""
         raw = self._read_body()
-        path = self.path.split("?", 1)[0].rstrip("/")
+        path = self._route()
         if path == "/v1/_control":  # out-of-process use: {"latency": s, "reset": true}
             control = json.loads(raw or b"{}")
             if control.get("reset"):
@@ -242,7 +275,7 @@ class Handler(BaseHTTPRequestHandler):
         if not owner._enter():
             self._send(429, _error_body(429, "too many requests in flight"), owner.limit_headers)
             return
-        answer: tuple[int, bytes, dict[str, str]] | None = None
+        answer: tuple[Reply, int, bytes, dict[str, str]] | None = None
         try:
             answer = self._chat(owner, raw)
         except _Dropped:
@@ -253,10 +286,14 @@ class Handler(BaseHTTPRequestHandler):
             owner._leave()
         if answer is None:
             self._drop()
-        elif answer[2].get(_ENDLESS):
+            return
+        reply, status, body, headers = answer
+        if reply.wire is not None:
+            self._send_wire(reply.wire)
+        elif reply.endless:
             self._send_endless()
         else:
-            self._send(answer[0], answer[1], {**limit_headers, **answer[2]})
+            self._send(status, body, {**limit_headers, **headers}, reply.trickle)
 
     def _send_endless(self) -> None:
         """A chunked body of 64 KiB chunks, written until the client goes away or the server stops."""
@@ -273,7 +310,7 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def _chat(self, owner: ServerState, raw: bytes) -> tuple[int, bytes, dict[str, str]]:
+    def _chat(self, owner: ServerState, raw: bytes) -> tuple[Reply, int, bytes, dict[str, str]]:
         """Record the request, ask the responder, then wait out latency and delay."""
         try:
             request = json.loads(raw or b"null")
@@ -282,8 +319,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             if owner._wait(owner.latency):
                 raise _Dropped from None
-            return 400, _error_body(400, f"invalid JSON body: {exc}"), {}
+            return Reply(), 400, _error_body(400, f"invalid JSON body: {exc}"), {}
         request["_headers"] = {k.lower(): v for k, v in self.headers.items()}
+        request["_target"] = self.path  # the whole URL when the request came through a proxy
         owner._record(request)
         try:
             reply = coerce(owner._responder(request))
@@ -295,9 +333,7 @@ class Handler(BaseHTTPRequestHandler):
             raise _Dropped  # stop() interrupted the wait: the server is going away
         if reply.drop_connection:
             raise _Dropped
-        if reply.endless:
-            return status, b"", {_ENDLESS: "1"}
-        return status, body, headers
+        return reply, status, body, headers
 
 
 def _render(reply: Reply, request: dict[str, Any], seq: int) -> tuple[int, bytes, dict[str, str]]:

@@ -1,8 +1,8 @@
 """A scripted, OpenAI-compatible chat server for tests and the performance script.
 
-Why a home-grown server: the plugin talks to models only through the official `openai` client, so
-the only faithful way to exercise retries, timeouts, rate limits and broken bodies is to speak real
-HTTP to it. This module does that with the standard library only, binds to 127.0.0.1 exclusively
+Why a home-grown server: the plugin talks to models over real HTTP (aiohttp or the official `openai`
+client), so the only faithful way to exercise retries, timeouts, rate limits, TLS, proxies and broken
+answers is to speak real HTTP to it. This module does that with the standard library only, binds to 127.0.0.1 exclusively
 and stops promptly even while handlers are sleeping in a scripted delay.
 
 Typical use::
@@ -17,6 +17,7 @@ import argparse
 import importlib
 import signal
 import socket
+import ssl
 import sys
 import threading
 
@@ -34,11 +35,13 @@ class FakeLLMServer(ServerState):
     counters it shares with its request handler are in `ServerState`)."""
 
     def __init__(self, responder: Responder | None = None, *, latency: float = 0.0,
-                 host: str = _LOOPBACK, port: int = 0) -> None:
+                 host: str = _LOOPBACK, port: int = 0, tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: serve HTTPS with this server-side context (its certificate must name 127.0.0.1)."""
         if host not in (_LOOPBACK, "localhost"):
             raise ValueError(f"FakeLLMServer binds to {_LOOPBACK} only, not {host!r}")
         super().__init__(responder, latency)
         self._port = port
+        self._tls = tls
         self._httpd: QuietHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -50,6 +53,8 @@ class FakeLLMServer(ServerState):
             raise RuntimeError("FakeLLMServer is already running")
         self._stopping = threading.Event()
         httpd = QuietHTTPServer((_LOOPBACK, self._port), Handler)
+        if self._tls is not None:  # each handshake in its handler's thread, never in the accepting one
+            httpd.socket = self._tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -95,7 +100,7 @@ class FakeLLMServer(ServerState):
     @property
     def base_url(self) -> str:
         """What to pass as `base_url` to the OpenAI client."""
-        return f"http://{_LOOPBACK}:{self.port}/v1"
+        return f"{'https' if self._tls else 'http'}://{_LOOPBACK}:{self.port}/v1"
 
 
 # -- command line ---------------------------------------------------------------------------------

@@ -37,6 +37,12 @@ class Reply:
     drop_connection: bool = False
     endless: bool = False
     """Answer 200 with a chunked body that never ends (until the client hangs up): a hostile endpoint."""
+    trickle: float | None = None
+    """Seconds between the body's bytes (the head goes at once): an endpoint that keeps a call alive
+    without ever letting a read time out."""
+    wire: bytes | None = None
+    """Bytes written instead of an HTTP answer, then the connection closes: an endpoint that is not
+    HTTP, cuts its answer short or announces a body it never sends."""
 
 
 Responder = Callable[[dict[str, Any]], Union[Reply, str, dict[str, Any]]]
