@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ConfigError, InputError
 from .llm.cache import ResponseCache
-from .llm.engine import WARM_WAIT, Engine, EngineSettings
+from .llm.engine import Engine, EngineSettings
 from .llm.item_memo import ItemMemo, fingerprint
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, check_base_url, header_problem
@@ -230,12 +230,6 @@ class BenchmarkRun:
                 "judge_model": self.evaluator.model if self.evaluator else None,
                 **({"judge_panel": [e.model for e in self.evaluators]} if len(self.evaluators) > 1 else {}),
                 "targets": {t.id: t.model for t in self.target_configs}}
-
-    def warm(self, items: int, wait: float = WARM_WAIT) -> None:
-        """`items` items' LLM work is about to start: the engine opens the connections their first
-        requests take (`Engine.warm`, waiting at most `wait` seconds) to the endpoints of every role."""
-        targets = [t.endpoint for t in self.targets.values() if isinstance(t, ModelTarget)]
-        self.engine.warm([e for e in (self.user, *self.evaluators, *targets) if e is not None], items, wait)
 
     def judges(self) -> list[Endpoint]:
         """The judge panel (one judge unless `evaluator_models` adds more); ConfigError if empty."""

@@ -10,6 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from pytest_evalbench.llm.transport import TRANSPORTS, make_transport
+from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer
 
 # No test asserts a duration (speed targets are scripts in tests/perf): hypothesis' default 200 ms
@@ -21,7 +23,8 @@ SECRET = "sk-test-SECRET-0123456789abcdefghij"
 
 
 def _import_lazy_http_modules() -> None:
-    """Make one sync and one async call so httpx2/httpcore2/anyio import their lazy modules here.
+    """Call through the SDK (sync and async) and through both transports, so httpx2/httpcore2/anyio
+    and aiohttp import their lazy modules here.
 
     In-process pytester runs snapshot sys.modules and drop modules first imported inside them;
     a later re-import yields new exception classes that the openai SDK (imported out here) no
@@ -42,8 +45,24 @@ def _import_lazy_http_modules() -> None:
 
         asyncio.run(call())
 
+        async def through(name: str) -> None:  # the SDK's aiohttp backend and raw aiohttp
+            transport = make_transport(name, 5.0)
+            try:
+                await transport.complete(Endpoint("m", server.base_url, api_key="x"), body)
+            finally:
+                await transport.aclose()
+
+        for name in TRANSPORTS:
+            asyncio.run(through(name))
+
 
 _import_lazy_http_modules()
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport_name(request: pytest.FixtureRequest) -> str:
+    """Each transport in turn (`--evalbench-transport`): what one guarantees, both must."""
+    return str(request.param)
 
 
 @pytest.fixture

@@ -1,14 +1,19 @@
-"""Helpers shared by the integration tests: write a benchmark, script the fake server."""
+"""Helpers shared by the tests: write a benchmark, script the fake server, call a transport."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pytest_evalbench.llm.failures import Failure
+from pytest_evalbench.llm.transport import classify, make_transport
+from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion, Endpoint
 from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
@@ -91,3 +96,30 @@ def score_row(row: dict[str, Any]) -> ScoreRow:
     if full["passed"] is not None:
         full["score"] = int(full["passed"])
     return ScoreRow.model_validate(full)
+
+
+CALL_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+CALL_KEY = "sk-transport-secret-0123456789"
+CALL_HEADER = "team-header-secret-9876543210"
+
+
+def transport_call(name: str, base_url: str, *, timeout: float = 5.0, max_bytes: int = MAX_RESPONSE_BYTES,
+                   tls: ssl.SSLContext | None = None) -> Completion | Failure:
+    """One chat call through the transport `name` (trusting `tls`'s certificates, if given): the
+    completion, or its classified failure, whose message never holds the key or a header value."""
+
+    async def run() -> Completion | Failure:
+        transport = make_transport(name, timeout, max_bytes)
+        transport.tls = tls
+        endpoint = Endpoint("m", base_url, api_key=CALL_KEY, headers={"X-Team-Key": CALL_HEADER})
+        try:
+            return await transport.complete(endpoint, dict(CALL_BODY))
+        except Exception as exc:
+            return classify(exc)
+        finally:
+            await transport.aclose()
+
+    answer = asyncio.run(run())
+    if isinstance(answer, Failure):
+        assert CALL_KEY not in answer.message and CALL_HEADER not in answer.message, answer
+    return answer

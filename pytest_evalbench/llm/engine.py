@@ -8,7 +8,7 @@ builds them, encodes the request body once and counts usage and cost per phase a
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from .cache import ResponseCache, canonical_json, material_json, text_key
@@ -17,18 +17,13 @@ from .memo import ITEM_CALLS, Memo
 from .pipelines import PRIORITY, Pipelines, hand_off
 from .pricing import PriceTable
 from .retry import Retrier
-from .transport import HTTPTransport, Transport, make_transport
+from .transport import Transport, make_transport
 from .types import Completion, Endpoint, EngineSettings, EngineStats, Usage
 
 __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strings"]
 """`PRIORITY` lives in pipelines.py; authoring imports it from here (it sets its pipelines' order)."""
 
 T = TypeVar("T")
-
-WARM_WAIT = 0.25
-"""Seconds `Engine.warm` waits for its connections (loopback: ~30 ms for 128); slower ones go on
-opening while the pipelines start, and their first requests take them as they open."""
-
 
 def bounded_strings(schema: dict[str, Any], limit: int = 400) -> dict[str, Any]:
     """A copy of a JSON schema with `maxLength` on every string property that has none."""
@@ -87,20 +82,6 @@ class Engine:
     def release(self, key: Any) -> None:
         """The caller is done with `key`'s result: its window slot goes to the next queued pipeline."""
         self.pipelines.release(key)
-
-    def warm(self, endpoints: Iterable[Endpoint], count: int, wait: float = WARM_WAIT) -> None:
-        """The caller is about to start `count` pipelines calling `endpoints`. When every call is a
-        request (cache off or refresh), open the connections their first requests take now, before the
-        work that prepares those requests: min(count, concurrency) per origin, as many as the first
-        round opens anyway, waiting at most `wait` seconds (pool.py; 0: they open in the background,
-        and a later `warm` for as many finds them and does not wait). Only the default transport warms;
-        an endpoint a call would refuse (no API key) gets no connection."""
-        if count <= 0 or self.cache.mode not in ("off", "refresh"):
-            return
-        wanted = [e for e in endpoints if e.provider != "local" and (e.api_key or e.base_url is not None)]
-        transport = self.transport if wanted else None
-        if isinstance(transport, HTTPTransport):
-            self.pipelines.run(transport.warm(wanted, min(count, self.settings.concurrency), wait))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the engine loop and wait for it (used by the authoring commands)."""

@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from ..redaction import redact
-from .http1 import ResponseTooLarge
 from .rate_headers import retry_after
 from .types import safe_text
 
@@ -31,6 +30,16 @@ class Failure:
     connection: bool = False
     headers: Mapping[str, str] | None = None
     """Response headers of an HTTP error (rate-limit hints for the engine), when there was one."""
+
+
+class ProtocolError(ValueError):
+    """The endpoint's answer is not usable HTTP (a body that does not decompress, an encoding never
+    asked for): a bad response."""
+
+
+class ResponseTooLarge(ProtocolError):
+    """The answer's body is over the cap (received or decompressed): a broken or hostile endpoint,
+    which asking again would not fix."""
 
 
 class HTTPStatusError(Exception):
@@ -129,7 +138,7 @@ def classify(exc: BaseException) -> Failure:
         return Failure("response too large", f"answer over the size cap: {_short(str(too_large))}", False)
     if isinstance(exc, RedirectRefused):
         return Failure("request rejected", str(exc), False)
-    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    tls = next((e for e in reversed(chain) if isinstance(e, ssl.SSLError)), None)  # the innermost: aiohttp's wraps it
     if tls is not None:  # an untrusted certificate or a TLS mismatch is configuration: no retry
         detail = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or type(tls).__name__
         return Failure("connection error", f"TLS handshake failed ({_short(str(detail))})", False, connection=True)
@@ -143,15 +152,20 @@ def classify(exc: BaseException) -> Failure:
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError, *_errors("openai", "APITimeoutError"),
                         *_errors("aiohttp", "ServerTimeoutError"))) or transport == "timeout":
         return Failure("timeout", "request timed out", True)
-    if isinstance(exc, _errors("openai", "APIConnectionError") + _errors("aiohttp", "ClientConnectionError")):
+    # the answer broke off before its framing said it ended (aiohttp's payload error; the SDK calls
+    # the same a connection error), or a proxy would not pass the request on
+    if isinstance(exc, _errors("openai", "APIConnectionError") + _errors(
+            "aiohttp", "ClientConnectionError", "ClientPayloadError", "ClientHttpProxyError")):
         return unreachable
+    if isinstance(exc, _errors("aiohttp", "ClientResponseError")):  # not HTTP, or HTTP framed wrongly
+        return Failure("bad response", f"malformed HTTP answer ({type(exc).__name__})", True)
     openai = sys.modules.get("openai")
     if openai is not None and isinstance(exc, openai.APIStatusError):
         if 300 <= exc.status_code < 400:  # the SDK's client is told not to follow redirects
             refused = RedirectRefused(exc.status_code, str(exc.request.url), exc.response.headers.get("location"))
             return Failure("request rejected", str(refused), False)
         return _status_failure(exc.status_code, exc.message, exc.response.headers)
-    if isinstance(exc, (*_errors("openai", "APIResponseValidationError"), *_errors("aiohttp", "ClientPayloadError"),
+    if isinstance(exc, (*_errors("openai", "APIResponseValidationError"),
                         json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):
         return Failure("bad response", f"unusable HTTP 200 body ({type(exc).__name__})", True)
     return Failure("error", f"{type(exc).__name__}: {_short(str(exc))}", False)

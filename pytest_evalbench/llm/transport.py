@@ -1,23 +1,21 @@
 """One chat request over HTTP, with errors classified.
 
-Three transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
+Two transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
 
-- `HTTPTransport` (the default, `http`): raw JSON over the plugin's own HTTP/1.1 client
-  (`http1`), the request body serialised once, the response parsed once into a `Completion`.
-  This is the hot path: at high concurrency a single pytest process is bound by client CPU, and
-  a general HTTP client costs about as much CPU per request as the exchange itself.
-- `AiohttpTransport` (`aiohttp`): the same raw JSON over one shared aiohttp session.
+- `AiohttpTransport` (the default, `aiohttp`): raw JSON over one shared aiohttp session, the
+  request body serialised once (the engine's encoding), the response parsed once into a `Completion`.
 - `OpenAITransport` (`openai`): the official SDK, for endpoints that need its specifics.
 
-None retries (the SDK's retries are switched off): the engine owns retry policy so that it is
+Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is
 bounded in count and total time, honours Retry-After and is visible in statistics.
 
-None follows a redirect (a 3xx is a `RedirectRefused` naming the status and the origin it points
+Neither follows a redirect (a 3xx is a `RedirectRefused` naming the status and the origin it points
 to, never its path or query): a request, with its API key and headers, only ever goes to the
 endpoint URL the run was given. Every answer's body is capped (`max_bytes`, as received and as
 decompressed, gzip and deflate only): over it, the call fails with `ResponseTooLarge`, which is
-not retried (failures.py classifies every failure). `openai` and
-`aiohttp` are imported when a transport is first built, never when this module is imported.
+not retried (failures.py classifies every failure). Both send a request through the proxy the
+environment names for its URL (`proxy_for`), never a loopback one. `openai` and `aiohttp` are
+imported when a transport is first used, never when this module is imported.
 """
 
 from __future__ import annotations
@@ -26,19 +24,23 @@ import asyncio
 import json
 import ssl
 import sys
-from collections.abc import Mapping
+import zlib
 from typing import Any, Union
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from .failures import Failure, HTTPStatusError, RedirectRefused, classify
-from .http1 import MAX_RESPONSE_BYTES, HTTPClient, Origin, ProtocolError, ResponseTooLarge, decompress
+from .failures import Failure, HTTPStatusError, ProtocolError, RedirectRefused, ResponseTooLarge, classify
 from .local_server import LocalServer
-from .types import Completion, Endpoint, safe_json, safe_text
+from .types import MAX_RESPONSE_BYTES, Completion, Endpoint, safe_json, safe_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-TRANSPORTS = ("http", "aiohttp", "openai")
-__all__ = ["TRANSPORTS", "AiohttpTransport", "Failure", "HTTPStatusError", "HTTPTransport", "OpenAITransport",
-           "RedirectRefused", "Transport", "classify", "make_transport", "parse_completion", "proxy_for"]
+TRANSPORTS = ("aiohttp", "openai")
+"""The names `--evalbench-transport` takes; the first is the default."""
+__all__ = ["TRANSPORTS", "AiohttpTransport", "Failure", "HTTPStatusError", "OpenAITransport", "RedirectRefused",
+           "Transport", "classify", "make_transport", "parse_completion", "proxy_for"]
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count} bytes"
 
 
 async def read_capped(chunks: Any, limit: int) -> bytes:
@@ -48,17 +50,41 @@ async def read_capped(chunks: Any, limit: int) -> bytes:
     async for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise ResponseTooLarge(f"body longer than the cap of {limit} bytes")
+            raise ResponseTooLarge(f"body longer than the cap of {_size(limit)}")
         parts.append(chunk)
     return b"".join(parts)
+
+
+def check_length(length: int | None, limit: int) -> None:
+    """`ResponseTooLarge` when a Content-Length announces a body over the cap, before any of it is read."""
+    if length is not None and length > limit:
+        raise ResponseTooLarge(f"Content-Length {length} over the cap of {limit} bytes")
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """A gzip or deflate body, at most `limit` bytes of it (`ResponseTooLarge` beyond: a
+    compression bomb never gets more memory than the cap)."""
+    inflater = zlib.decompressobj(_WBITS[encoding])
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ProtocolError(f"bad {encoding} body: {exc}") from None
+    if len(out) > limit:
+        raise ResponseTooLarge(f"{encoding} body inflates past the cap of {_size(limit)}")
+    if not inflater.eof:
+        raise ProtocolError(f"bad {encoding} body: truncated")
+    return out
 
 
 def decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
     """A body read with automatic decompression off, decompressed within `limit`."""
     encoding = (encoding or "identity").strip().lower()
-    if encoding in ("gzip", "x-gzip", "deflate") and raw:
+    if encoding in _WBITS and raw:
         return decompress(raw, encoding, limit)
-    if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+    if encoding not in ("identity", *_WBITS):
         raise ProtocolError(f"unsupported Content-Encoding {encoding[:40]!r}")
     return raw
 
@@ -79,48 +105,14 @@ def _error_message(raw: bytes, reason: str | None) -> str:
     return reason or "error"
 
 
-class _RawJSON:
-    """What the two raw-JSON transports share: URL and headers per endpoint (built once), the
-    body encoded once, and the answer read once (error status, rate headers, completion)."""
-
-    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        self.timeout = timeout
-        self.max_bytes = max_bytes
-        self.local = LocalServer()
-        self._urls: dict[str | None, str] = {}
-        self._headers: dict[str | None, dict[str, str]] = {}
-
-    async def _target(self, endpoint: Endpoint) -> tuple[str, dict[str, str]]:
-        if endpoint.provider == "local":
-            base: str | None = await asyncio.to_thread(self.local.ensure_started, endpoint.model)
-        else:
-            base = endpoint.base_url
-        url = self._urls.get(base)
-        if url is None:
-            url = self._urls[base] = (base or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
-        headers = self._headers.get(endpoint.api_key)
-        if headers is None:
-            headers = self._headers[endpoint.api_key] = {
-                "Authorization": f"Bearer {endpoint.api_key or 'no-key'}", "Content-Type": "application/json",
-                "Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
-        if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
-            headers = {**headers, **endpoint.headers}
-        return url, headers
-
-    @staticmethod
-    def _answer(status: int, reason: str | None, headers: Mapping[str, str], raw: bytes,
-                headers_out: dict[str, str] | None, url: str) -> Completion:
-        """The completion in a response (`headers` with lower-cased names), or the HTTP error it is."""
-        if 300 <= status < 400:
-            raise RedirectRefused(status, url, headers.get("location"))
-        if status >= 400:
-            raise HTTPStatusError(status, _error_message(raw, reason), headers)
-        if headers_out is not None:  # what the answer says about the endpoint's limits (shared_limits.py)
-            headers_out.update((k, v) for k, v in headers.items() if k.startswith("x-ratelimit-"))
-        return parse_completion(json.loads(raw))
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.local.stop)
+def without_userinfo(url: str) -> str:
+    """`url` without `user:password@`: the API key goes in the Authorization header, and credentials
+    in the URL are never sent (both clients would refuse them next to that header, or send them as
+    Basic auth in its place)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -141,60 +133,10 @@ def proxy_for(url: str) -> str | None:
     return proxy
 
 
-class HTTPTransport(_RawJSON):
-    """Raw JSON over the plugin's own HTTP/1.1 client (`http1`): the default, least CPU per request
-    and nothing heavy to import. `timeout` bounds the whole call (connect, send, wait, read)."""
-
-    def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        super().__init__(timeout, max_bytes)
-        self._client = HTTPClient(timeout, max_bytes)
-        self._origins: dict[str, Origin | None] = {}
-        """URL -> where to send it; None when a proxy applies (the built-in client speaks none)."""
-        self._proxied: AiohttpTransport | None = None
-
-    async def complete(self, endpoint: Endpoint, body: dict[str, Any],
-                       headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
-        """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
-        `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
-        url, headers = await self._target(endpoint)
-        origin = self._origin(url)
-        if origin is None:  # through the environment's proxy: aiohttp speaks it
-            self._proxied = self._proxied or AiohttpTransport(self.timeout, self.max_bytes)
-            return await self._proxied.complete(endpoint, body, headers_out, data=data)
-        response = await self._client.post(origin, json.dumps(body).encode() if data is None else data, headers)
-        return self._answer(response.status, response.reason, response.headers, response.body, headers_out, url)
-
-    def _origin(self, url: str) -> Origin | None:
-        if url not in self._origins:
-            self._origins[url] = None if proxy_for(url) else Origin.of(url)
-        return self._origins[url]
-
-    async def warm(self, endpoints: list[Endpoint], count: int, wait: float) -> None:
-        """Open up to `count` connections to each origin of `endpoints` before the requests that take
-        them (pool.py), none to a local model server or through a proxy; wait at most `wait` seconds."""
-        origins: dict[tuple[str, str, int], Origin] = {}
-        for endpoint in endpoints:
-            if endpoint.provider == "local":
-                continue
-            url, _ = await self._target(endpoint)
-            try:
-                origin = self._origin(url)
-            except ValueError:  # not a usable URL: its requests fail as they always did
-                continue
-            if origin is not None:
-                origins.setdefault((origin.scheme, origin.host, origin.port), origin)
-        await asyncio.gather(*(self._client.warm(origin, count, wait) for origin in origins.values()))
-
-    async def aclose(self) -> None:
-        await self._client.close()
-        if self._proxied is not None:
-            await self._proxied.aclose()
-        await super().aclose()
-
-
-class AiohttpTransport(_RawJSON):
+class AiohttpTransport:
     """Raw JSON over one shared aiohttp session (created on the engine loop at the first call),
-    through the proxy the environment names for the URL, if any.
+    through the proxy the environment names for the URL, if any. URL and headers are built once
+    per endpoint; the answer is read once (error status, rate headers, completion).
 
     `timeout` bounds the whole call (connect, send, wait, read), so a server that trickles bytes
     cannot hold a slot for ever. The connector has no connection cap of its own: the engine's
@@ -202,41 +144,71 @@ class AiohttpTransport(_RawJSON):
     """
 
     def __init__(self, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        super().__init__(timeout, max_bytes)
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.tls: ssl.SSLContext | None = None
+        """Certificates to trust (None: aiohttp's default context, the system's CAs); read when the
+        session opens."""
+        self.local = LocalServer()
+        self._urls: dict[str | None, str] = {}
+        self._headers: dict[str | None, dict[str, str]] = {}
+        self._proxies: dict[str, str | None] = {}
         self._session: Any = None
         self._timeout: Any = None
-        self._proxies: dict[str, str | None] = {}
 
     def _open(self) -> Any:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=True if self.tls is None else self.tls)
         self._timeout = aiohttp.ClientTimeout(total=self.timeout)
         self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
                                               raise_for_status=False, auto_decompress=False)
         return self._session
 
+    async def _target(self, endpoint: Endpoint) -> tuple[str, dict[str, str]]:
+        if endpoint.provider == "local":
+            base: str | None = await asyncio.to_thread(self.local.ensure_started, endpoint.model)
+        else:
+            base = endpoint.base_url
+        url = self._urls.get(base)
+        if url is None:
+            url = self._urls[base] = without_userinfo(base or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        headers = self._headers.get(endpoint.api_key)
+        if headers is None:
+            headers = self._headers[endpoint.api_key] = {
+                "Authorization": f"Bearer {endpoint.api_key or 'no-key'}", "Content-Type": "application/json",
+                "Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
+        if endpoint.headers:  # the role's own headers (User-Agent, team keys), per request
+            headers = {**headers, **endpoint.headers}
+        return url, headers
+
     async def complete(self, endpoint: Endpoint, body: dict[str, Any],
                        headers_out: dict[str, str] | None = None, *, data: bytes | None = None) -> Completion:
-        """As `HTTPTransport.complete`, through aiohttp."""
+        """One chat completion; `headers_out` receives the response's rate-limit headers; `data` is
+        `body` already encoded as JSON (the engine's canonical encoding, also hashed into the cache key)."""
         session = self._session or self._open()
         url, headers = await self._target(endpoint)
         proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, proxy_for(url))
         async with session.post(url, data=json.dumps(body).encode() if data is None else data, headers=headers,
                                 timeout=self._timeout, proxy=proxy, allow_redirects=False) as response:
-            length = response.content_length
-            if length is not None and length > self.max_bytes:
-                raise ResponseTooLarge(f"Content-Length {length} over the cap of {self.max_bytes} bytes")
+            check_length(response.content_length, self.max_bytes)
             raw = await read_capped(response.content.iter_any(), self.max_bytes)
             lowered = {k.lower(): v for k, v in response.headers.items()}
+        status = response.status
+        if 300 <= status < 400:
+            raise RedirectRefused(status, url, lowered.get("location"))
         raw = decoded(raw, lowered.get("content-encoding"), self.max_bytes)
-        return self._answer(response.status, response.reason, lowered, raw, headers_out, url)
+        if status >= 400:
+            raise HTTPStatusError(status, _error_message(raw, response.reason), lowered)
+        if headers_out is not None:  # what the answer says about the endpoint's limits (shared_limits.py)
+            headers_out.update((k, v) for k, v in lowered.items() if k.startswith("x-ratelimit-"))
+        return parse_completion(json.loads(raw))
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await super().aclose()
+        await asyncio.to_thread(self.local.stop)
 
 
 class OpenAITransport:
@@ -258,7 +230,8 @@ class OpenAITransport:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._clients: dict[tuple[str | None, str | None], Any] = {}
-        self._tls: ssl.SSLContext | None = None
+        self.tls: ssl.SSLContext | None = None
+        """Certificates to trust (None: the system's CAs, loaded once per run at the first client)."""
         self.local = LocalServer()
 
     def client_for(self, base_url: str | None, api_key: str | None) -> Any:
@@ -267,11 +240,12 @@ class OpenAITransport:
         slot = (base_url, api_key)
         client = self._clients.get(slot)
         if client is None:
-            if self._tls is None:
-                self._tls = ssl.create_default_context()  # load the CA bundle once per run
+            if self.tls is None:
+                self.tls = ssl.create_default_context()
+            base_url = without_userinfo(base_url or DEFAULT_BASE_URL)
+            http_client = _http_client(self.tls, self.timeout, self.max_bytes, proxy_for(base_url))
             client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=self.timeout,
-                                        max_retries=0,
-                                        http_client=_http_client(self._tls, self.timeout, self.max_bytes))
+                                        max_retries=0, http_client=http_client)
             self._clients[slot] = client
         return client
 
@@ -294,16 +268,20 @@ class OpenAITransport:
         await asyncio.to_thread(self.local.stop)
 
 
-def _http_client(tls: ssl.SSLContext, timeout: float, max_bytes: int) -> Any:
+def _http_client(tls: ssl.SSLContext, timeout: float, max_bytes: int, proxy: str | None) -> Any:
     """The SDK's aiohttp-backed client when `openai[aiohttp]` is installed, else its httpx default;
     redirects not followed (the SDK's default follows them, API key and all), every answer read
-    through `_capped` transports."""
+    through `_capped` transports. The environment is not read (`trust_env=False`: no proxy of its
+    own choosing, no .netrc credentials): `proxy` is what `proxy_for` names for the client's URL,
+    so both transports send a request the same way."""
     import openai
 
+    options: dict[str, Any] = {"verify": tls, "timeout": timeout, "follow_redirects": False, "trust_env": False,
+                               "proxy": proxy}
     try:
-        client = openai.DefaultAioHttpClient(verify=tls, timeout=timeout, follow_redirects=False)
+        client = openai.DefaultAioHttpClient(**options)
     except RuntimeError:  # the extra is missing (a minimal install): same behaviour, more CPU
-        client = openai.DefaultAsyncHttpxClient(verify=tls, timeout=timeout, follow_redirects=False)
+        client = openai.DefaultAsyncHttpxClient(**options)
     client._transport = _capped(client._transport, max_bytes)
     client._mounts = {pattern: None if inner is None else _capped(inner, max_bytes)
                       for pattern, inner in client._mounts.items()}
@@ -321,8 +299,7 @@ def _capped(inner: Any, max_bytes: int) -> Any:
             response = await inner.handle_async_request(request)
             try:
                 length = response.headers.get("content-length", "")
-                if length.isdigit() and int(length) > max_bytes:
-                    raise ResponseTooLarge(f"Content-Length {length} over the cap of {max_bytes} bytes")
+                check_length(int(length) if length.isdigit() else None, max_bytes)
                 raw = await read_capped(response.aiter_raw(), max_bytes)
             finally:
                 await response.aclose()
@@ -338,14 +315,16 @@ def _capped(inner: Any, max_bytes: int) -> Any:
     return Capped()
 
 
-Transport = Union[HTTPTransport, AiohttpTransport, "OpenAITransport"]
+Transport = Union[AiohttpTransport, OpenAITransport]
 
 
 def make_transport(name: str, timeout: float, max_bytes: int = MAX_RESPONSE_BYTES) -> Transport:
     """The transport `--evalbench-transport` names; `max_bytes` caps every answer's body."""
+    if name == "aiohttp":
+        return AiohttpTransport(timeout, max_bytes)
     if name == "openai":
         return OpenAITransport(timeout, max_bytes)
-    return AiohttpTransport(timeout, max_bytes) if name == "aiohttp" else HTTPTransport(timeout, max_bytes)
+    raise ValueError(f"unknown transport {name!r}: choose one of {', '.join(TRANSPORTS)}")
 
 
 def parse_completion(data: Any) -> Completion:

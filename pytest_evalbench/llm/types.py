@@ -162,9 +162,8 @@ class EngineSettings:
     """Tokens per minute (prompt + completion) in this process (xdist workers split it)."""
     max_response_bytes: int = MAX_RESPONSE_BYTES
     """Cap on every answer's body, as received and as decompressed, for every role."""
-    transport: str = "http"
-    """"http" (raw JSON over the plugin's own HTTP/1.1 client), "aiohttp" (raw JSON on one aiohttp
-    session) or "openai" (the official SDK)."""
+    transport: str = "aiohttp"
+    """"aiohttp" (raw JSON on one aiohttp session) or "openai" (the official SDK)."""
 
 
 @dataclass

@@ -107,10 +107,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-shard", dest="evalbench_shard", type=shard, default=None, metavar="K/N",
                     help="Run only the K-th of N balanced parts of the items (by hash of node id) and write "
                          "results under benchmarks/NAME/shards/K-of-N/; combine with `evalbench merge`")
-    group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("http", "aiohttp", "openai"),
-                    default="http", help="HTTP client: http (raw JSON over the plugin's own HTTP/1.1 client, "
-                                         "least CPU), aiohttp (raw JSON on one aiohttp session) or openai "
-                                         "(the official SDK). Default: %(default)s")
+    group.addoption("--evalbench-transport", dest="evalbench_transport", choices=("aiohttp", "openai"),
+                    default="aiohttp", help="HTTP client: aiohttp (raw JSON on one aiohttp session) or openai "
+                                            "(the official SDK). Default: %(default)s")
     group.addoption("--evalbench-estimate", dest="evalbench_estimate", action="store_true", default=False,
                     help="Make no LLM call and write nothing: print per role the calls, tokens, cost and time the "
                          "selected items would take (an estimate)")

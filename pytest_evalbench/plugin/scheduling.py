@@ -44,8 +44,7 @@ class Scheduler:
         self.source = source
 
     def start(self, items: Sequence[pytest.Item], first: int = 0) -> None:
-        """Start the LLM work of these items, earlier positions first (their connections opened first)."""
-        self.source.run.warm(sum(isinstance(item, CaseItem) for item in items))
+        """Start the LLM work of these items, earlier positions first."""
         for position, item in enumerate(items, start=first):
             if isinstance(item, CaseItem):
                 self.source.run.engine.prefetch(item.nodeid, self._pipeline(item), position)

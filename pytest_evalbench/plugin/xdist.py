@@ -19,7 +19,6 @@ import pytest
 
 from ._compat import (
     collect_only,
-    collection_failed_count,
     is_worker,
     node_input,
     put_worker_output,
@@ -28,7 +27,6 @@ from ._compat import (
     worker_output,
     xdist_mode,
 )
-from .nodes import CaseItem
 from .session import session_of
 from .workers import (
     BUDGET_INPUT,
@@ -105,17 +103,6 @@ class SharePrefetch:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.started = False
-
-    @pytest.hookimpl(trylast=True)  # after xdist's, which sends the collection to the controller
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Open the connections of this worker's share now, in the background: while the controller
-        waits for the slowest worker's collection, not after it, when the first item would wait for
-        them (`Engine.warm`, ~30 ms at 64 connections, far more on a loaded machine). A connection is
-        no LLM call: a collection mismatch still costs none (the engine's close drops them)."""
-        share = self._share(session)
-        run = session_of(self.config).selection.loaded_run()
-        if share is not None and run is not None and not collection_failed_count(session):
-            run.warm(sum(isinstance(item, CaseItem) for item in session.items[share[0]:share[1]]), wait=0)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> None:

@@ -15,12 +15,12 @@ from pytest_evalbench.testing import FakeLLMServer, Reply
 OPTS = ["--evalbench-max-attempts=3", "--evalbench-cache=off"]  # K = 2 x 3 = 6
 
 
-def test_dead_endpoint_opens_the_circuit_and_the_rest_fails_fast(pytester: pytest.Pytester,
-                                                                   bench_env: FakeLLMServer) -> None:
+def test_dead_endpoint_opens_the_circuit_and_the_rest_fails_fast(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                                   transport_name: str) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 31)]
     bench = write_benchmark(pytester.path, scenarios=rows)
     bench_env.set_responder(lambda request: Reply(status=500, content="internal error"))
-    result = pytester.runpytest("--benchmark=demo", *OPTS)
+    result = pytester.runpytest("--benchmark=demo", *OPTS, f"--evalbench-transport={transport_name}")
     result.assert_outcomes(errors=30)
     assert result.ret == EXIT_INCOMPLETE
     # without the breaker each of the 30 first calls pays its 3 attempts (90 requests)

@@ -23,11 +23,11 @@ def entries(bench: Path, model: str) -> list[Path]:
     return [p for p in paths if json.loads(p.read_text())["request"]["body"]["model"] == model]
 
 
-@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize(("workers", "transport"), [("0", "aiohttp"), ("2", "aiohttp"), ("0", "openai")])
 @pytest.mark.parametrize("role", [USER, JUDGE])
 @pytest.mark.parametrize("attack", ["endless", "bomb", "redirect"])
 def test_hostile_answer_ends_its_rows_with_a_clear_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
-                                                         attack: str, role: str, workers: str) -> None:
+                                                         attack: str, role: str, workers: str, transport: str) -> None:
     hostile = {"endless": Reply(endless=True),
                "bomb": Reply(raw_body=gzip.compress(b"[" * (32 << 20)), headers={"Content-Encoding": "gzip"}),
                "redirect": Reply(status=307, headers={"Location": "http://127.0.0.1:9/steal?key=k"}, raw_body=b"")}
@@ -36,7 +36,8 @@ def test_hostile_answer_ends_its_rows_with_a_clear_error(pytester: pytest.Pytest
     routes[role] = lambda r: hostile[attack]
     bench_env.set_responder(by_model(routes))
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "--evalbench-timeout=30", timeout=300)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "--evalbench-timeout=30",
+                                           f"--evalbench-transport={transport}", timeout=300)
     assert result.ret == EXIT_INCOMPLETE
     result.assert_outcomes(errors=2)
     expected = {"endless": "*response too large*answer over the size cap*",

@@ -38,13 +38,15 @@ def test_workers_share_the_endpoints_limit(pytester: pytest.Pytester, bench_env:
     assert wall < 30
 
 
-def test_a_rate_limited_call_is_not_a_failed_attempt(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+def test_a_rate_limited_call_is_not_a_failed_attempt(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                     transport_name: str) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
     limited = Reply(status=429, headers={"retry-after-ms": "20"})
     judge = sequence(limited, limited, limited, limited, json.dumps({"justification": "ok", "present": True}))
     responder = script(True)
     bench_env.set_responder(lambda r: judge(r) if r.get("model") == JUDGE else responder(r))
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-max-attempts=2")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-max-attempts=2",
+                                f"--evalbench-transport={transport_name}")
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*llm: * requests, 0 cache hits, 0 retries*"])  # four 429s, none a retry

@@ -26,10 +26,10 @@ def judge_requests(server: FakeLLMServer) -> int:
                                    Reply(raw_body=b"<html>oops</html>"), Reply(delay=2.0)],
                          ids=["429", "503", "non-json-200", "hang"])
 def test_transient_faults_recover_transparently(pytester: pytest.Pytester, bench_env: FakeLLMServer,
-                                                fault: Reply) -> None:
+                                                fault: Reply, transport_name: str) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
     bench_env.set_responder(script(sequence(fault, fault, True)))  # the judge's first two calls fail
-    result = pytester.runpytest("--benchmark=demo", *FAST)
+    result = pytester.runpytest("--benchmark=demo", *FAST, f"--evalbench-transport={transport_name}")
     result.assert_outcomes(passed=1)
     assert judge_requests(bench_env) == 3
     retries = 0 if fault.status == 429 else 2  # a 429 is the provider pacing us: asked again, not a retry
@@ -58,12 +58,12 @@ def test_persistent_faults_are_bounded_errors_and_keep_other_rows(pytester: pyte
     assert [r["id"] for r in read_json(bench / "runs" / "tgt" / "scores.json")] == ["m01_s001_v01"]
 
 
-def test_retry_budget_bounds_total_time(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+def test_retry_budget_bounds_total_time(pytester: pytest.Pytester, bench_env: FakeLLMServer, transport_name: str) -> None:
     write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
     bench_env.set_responder(script(lambda r: Reply(status=429, headers={"Retry-After": "1"})))
     started = time.monotonic()
     result = pytester.runpytest("--benchmark=demo", "--evalbench-max-attempts=50", "--evalbench-retry-budget=1.5",
-                                "--evalbench-cache=off")
+                                "--evalbench-cache=off", f"--evalbench-transport={transport_name}")
     assert time.monotonic() - started < 10
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*retry budget 2s exhausted*"])
@@ -85,14 +85,15 @@ def test_truncated_structured_output_is_unscored(pytester: pytest.Pytester, benc
     assert [r["model"] for r in bench_env.requests] == [JUDGE]
 
 
-def test_connection_refused_stops_retrying_quickly(pytester: pytest.Pytester,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connection_refused_stops_retrying_quickly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                   transport_name: str) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 21)]
     write_benchmark(pytester.path, scenarios=rows)
     url = dead_base_url()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     started = time.monotonic()
-    result = pytester.runpytest("--benchmark=demo", f"--evalbench-base-url={url}", "--evalbench-max-attempts=3")
+    result = pytester.runpytest("--benchmark=demo", f"--evalbench-base-url={url}", "--evalbench-max-attempts=3",
+                                f"--evalbench-transport={transport_name}")
     assert time.monotonic() - started < 20
     result.assert_outcomes(errors=20)
     result.stdout.fnmatch_lines(["*requests*"])

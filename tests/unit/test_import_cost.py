@@ -99,7 +99,8 @@ def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_writ
         tmp_path: Path, bench_env: FakeLLMServer) -> None:
     write_benchmark(tmp_path)
     bench_env.set_responder(script(True))
-    assert _run_imports(tmp_path, "--evalbench-cache=off") == []  # the raw HTTP transport, HTML report only
+    assert _run_imports(tmp_path) == ["aiohttp"]  # the default transport, HTML report only
+    assert _run_imports(tmp_path, "--evalbench-cache=replay") == []  # every answer replayed: no HTTP client
     # the counter-check: the probe sees them once the run asks for them
     loaded = _run_imports(tmp_path, "--evalbench-cache=off", "--evalbench-transport=openai",
                           f"--evalbench-markdown={tmp_path / 'summary.md'}")
