@@ -1,6 +1,7 @@
 """Engine performance script (not part of the test suite): prints, in one run, what issue #19 asks.
 
     python tests/perf/bench_engine.py [--n 200] [--turns 3] [--latency 0.1] [--concurrency 16 64 128]
+                                      [--transport aiohttp|openai]
 
 1. wall / ideal at each concurrency for this project (`pytest --benchmark=perf`, one process, cache
    off) and for a floor client written here (plain aiohttp, the same call chains: per item
@@ -316,13 +317,14 @@ def startup(root: Path) -> tuple[float, float, float]:
     return statistics.median(times["with"]), statistics.median(times["without"]), own / 1000
 
 
-def peak_rss(server: Server, root: Path, rows: int, turns: int, latency: float, conc: int) -> None:
+def peak_rss(server: Server, root: Path, rows: int, turns: int, latency: float, conc: int, transport: str) -> None:
     """One process, `rows` items of `turns` turns + judge: wall / ideal and peak RSS (the N = 10,000
     and memory targets of issue #19)."""
     write_bench(root, rows, turns)
     server.control(reset=True, latency=latency)
     r = run_pytest(root, "--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
-                   f"--evalbench-concurrency={conc}", "-p", "no:hypothesispytest")  # a dev venv's plugin, not ours
+                   f"--evalbench-concurrency={conc}", f"--evalbench-transport={transport}",
+                   "-p", "no:hypothesispytest")  # a dev venv's plugin, not ours
     ideal = math.ceil(rows / conc) * (2 * turns + 1) * latency
     print(f"\nN={rows} ({turns} turns + judge, {latency * 1000:.0f} ms, C={conc}): peak RSS "
           f"{r.get('rss_mb', float('nan')):.0f} MB; process {r['process']:.1f} s, ideal {ideal:.1f} s "
@@ -397,7 +399,8 @@ def rate_limited(server: Server, root: Path, args: argparse.Namespace) -> None:
         server.control(reset=True, latency=args.latency, rate_limit=args.rate_limit)
         (project / "benchmarks" / "perf" / ".evalbench-cache" / ".endpoint-limits").unlink(missing_ok=True)
         r = run_pytest(project, "--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
-                       f"--evalbench-concurrency={args.rate_concurrency}", "-n", workers)
+                       f"--evalbench-concurrency={args.rate_concurrency}", f"--evalbench-transport={args.transport}",
+                       "-n", workers)
         stats = server.stats()
         print(f"{'-n ' + workers:>7} {r['exit']:>4.0f} {r['process']:>9.2f} {r['process'] / ideal:>13.2f} {fixed:>7.2f} "
               f"{(r['process'] - fixed) / ideal:>21.2f} {stats['span'] / ideal:>10.2f} "
@@ -421,6 +424,8 @@ def main() -> int:
     parser.add_argument("--rate-n", type=int, default=100, help="scenarios of the rate-limited runs")
     parser.add_argument("--rate-concurrency", type=int, default=64)
     parser.add_argument("--rate-only", action="store_true", help="run only the rate-limited part")
+    parser.add_argument("--transport", choices=("aiohttp", "openai"), default="aiohttp",
+                        help="--evalbench-transport of every measured run (default: %(default)s)")
     args = parser.parse_args()
     calls = 2 * args.turns + 1
     if args.rate_only:
@@ -437,9 +442,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             write_bench(root, args.n, args.turns)
-            base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off"]
+            base = ["--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off",
+                    f"--evalbench-transport={args.transport}"]
             print("pytest runs: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p pytest_evalbench.plugin [-p xdist.plugin], "
-                  "bytecode written")
+                  f"bytecode written, --evalbench-transport={args.transport}")
             print(f"N={args.n} x ({args.turns} turns + judge) = {calls} chained calls each; latency "
                   f"{args.latency * 1000:.0f} ms; ideal = ceil(N/C) x {calls} x latency")
             print(f"{'C':>4} {'client':>8} {'ideal s':>8} {'process s':>9} {'process/ideal':>13} {'loop/ideal':>10} "
@@ -477,9 +483,10 @@ def main() -> int:
                   f"importing pytest_evalbench.plugin: {own_ms:.1f} ms (-X importtime, own modules)")
 
             # N = 10,000 as the issue measured it: the same chains, latency and C as the table
-            peak_rss(server, root / f"rss{args.rss_rows}", args.rss_rows, args.turns, args.latency, middle)
+            peak_rss(server, root / f"rss{args.rss_rows}", args.rss_rows, args.turns, args.latency, middle, args.transport)
             if args.rss_large:  # memory only: 1 turn and a short latency keep it to minutes
-                peak_rss(server, root / f"rss{args.rss_large}", args.rss_large, 1, args.rss_latency, middle)
+                peak_rss(server, root / f"rss{args.rss_large}", args.rss_large, 1, args.rss_latency, middle,
+                         args.transport)
     finally:
         server.stop()
     print(f"\nscript run time {time.perf_counter() - began:.0f} s")

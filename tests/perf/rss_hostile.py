@@ -1,7 +1,7 @@
 """Peak RSS of a run against hostile endpoints (issue 25, row 5: an endless chunked body, a gzip
 bomb), for each role, at -n 0 and -n 2. Prints one line per run; exits 1 if any is over 600 MB.
 
-    python tests/perf/rss_hostile.py [--rows 48] [--concurrency 16] [--transport http|aiohttp|openai]
+    python tests/perf/rss_hostile.py [--rows 48] [--concurrency 16] [--transport aiohttp|openai]
 
 The fake server runs in this process; pytest runs as a child, so `ru_maxrss` of the children is
 the pytest process's peak (with -n 2, the largest of controller and workers).
@@ -46,7 +46,7 @@ def persona(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request["messages"]).encode()).hexdigest()[:12]
 
 
-def run(attack: str, role: str, workers: str, rows: int, concurrency: int, transport: str = "http") -> float:
+def run(attack: str, role: str, workers: str, rows: int, concurrency: int, transport: str = "aiohttp") -> float:
     hostile = Reply(endless=True) if attack == "endless" else Reply(raw_body=BOMB, headers={"Content-Encoding": "gzip"})
     # every row's calls differ (the user names its persona), so none is shared by single flight
     routes: dict[str, Any] = {USER: lambda r: f"Thought: ok\nMessage: I need help, {persona(r)}",
@@ -74,7 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--transport", default="http", choices=("http", "aiohttp", "openai"))
+    parser.add_argument("--transport", default="aiohttp", choices=("aiohttp", "openai"))
     args = parser.parse_args()
     worst = 0.0
     for workers in ("0", "2"):
