@@ -208,6 +208,7 @@ def test_missing_scenarios_and_bad_options(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*scenarios.json: file not found; generate it with `evalbench gen-scenarios demo`*"])
     for option, message in (("--evalbench-concurrency=0", "*must be at least 1*"),
                             ("--evalbench-cache=sometimes", "*invalid choice: 'sometimes'*"),
+                            ("--evalbench-transport=http", "*--evalbench-transport: invalid choice: 'http'*aiohttp*openai*"),
                             ("--benchmark=a/b", "*is not a benchmark name*")):
         result = pytester.runpytest("--benchmark=demo", option)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
