@@ -1,7 +1,8 @@
 """Transport failures, classified: what failed (rate limited, server error, timeout, connection,
-bad response, rejected), whether asking again can help, and how long the server asked to wait.
-Both the raw transports and the SDK raise into `classify`, so the retry policy sees one vocabulary;
-messages never carry request headers, and endpoint text in them is sanitised and redacted."""
+bad response, rejected, too large), whether asking again can help, and how long the server asked
+to wait. Both transports (raw aiohttp and the SDK) raise into `classify`, so the retry policy sees
+one vocabulary; messages never carry request headers, and endpoint text in them is sanitised and
+redacted."""
 
 from __future__ import annotations
 

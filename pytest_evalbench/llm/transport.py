@@ -40,6 +40,7 @@ __all__ = ["TRANSPORTS", "AiohttpTransport", "Failure", "HTTPStatusError", "Open
 
 
 def _size(count: int) -> str:
+    """A byte count for a message: MiB from one MiB up."""
     return f"{count / (1 << 20):.1f} MiB" if count >= 1 << 20 else f"{count} bytes"
 
 

@@ -212,56 +212,6 @@ def test_workers_take_the_rows_the_controller_loaded(pytester: pytest.Pytester, 
     assert bodies(bench_env.requests) == with_xdist
 
 
-CONNECTIONS_PROBE = """
-import os, time
-import pytest
-
-def connections(port):
-    # this process's established TCP connections to the fake server (Linux: /proc)
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    with open("/proc/net/tcp") as table:
-        rows = [line.split() for line in list(table)[1:]]
-    return sum(1 for r in rows if r[2].endswith(f":{port:04X}") and r[3] == "01" and r[9] in inodes)
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    # a worker here has collected and sent its collection; no item of it has run yet
-    workerinput = getattr(session.config, "workerinput", None)
-    if workerinput is None:
-        return
-    port = int(os.environ["OPENAI_BASE_URL"].split(":")[2].split("/")[0])
-    deadline = time.monotonic() + 5
-    while connections(port) < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    with open(f"connections-{workerinput['workerid']}.txt", "w") as out:
-        out.write(str(connections(port)))
-"""
-
-
-@pytest.mark.skipif(not Path("/proc/net/tcp").is_file(), reason="reads the worker's TCP connections from /proc (Linux)")
-def test_workers_open_their_connections_before_their_first_item(pytester: pytest.Pytester,
-                                                                 bench_env: FakeLLMServer) -> None:
-    """A worker opens its share's connections once it has collected, while the controller waits for
-    the slowest worker's collection, so its first item does not wait for them; a connection is no
-    request (a collection mismatch still costs none: the mismatch test above)."""
-    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
-    bench_env.set_responder(script(True, user=distinct_user))
-    pytester.makeconftest(CONNECTIONS_PROBE)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off",
-                                           "--evalbench-concurrency=8")
-    result.assert_outcomes(passed=12)
-    # each worker: min(its 6 items, its 4 of the 8 in flight) connections, open before any item ran
-    assert [(pytester.path / f"connections-{w}.txt").read_text() for w in ("gw0", "gw1")] == ["4", "4"]
-    assert len(bench_env.requests) == 12 * 3
-
-
 LOCK_IMPORT_PROBE = """
 import sys
 import pytest
