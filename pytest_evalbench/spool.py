@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Collection, Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
@@ -109,10 +109,6 @@ class Spool(Mapping[K, Any], Generic[K]):
             self._order = sorted(self._index, key=self._sort_key)
         return iter(self._order)
 
-    def lines(self) -> Iterator[bytes]:
-        """The bytes stored under every key, in key order (what `values()` parses, not parsed)."""
-        return (self.raw(key) for key in self)
-
     def close(self) -> None:
         """Remove the file (the spool is empty afterwards)."""
         if self._file is not None:
@@ -122,23 +118,3 @@ class Spool(Mapping[K, Any], Generic[K]):
     def __repr__(self) -> str:
         return f"<Spool of {len(self)} rows>"
 
-
-class SpooledValues(Collection[Any]):
-    """A spool's values in key order, read back and parsed on every pass (`Spool.values()`), and their
-    stored bytes (`lines`): a reader that only needs to know whether they changed does not parse them."""
-
-    def __init__(self, spool: Spool[Any]) -> None:
-        self.spool = spool
-
-    def __iter__(self) -> Iterator[Any]:
-        spool = self.spool
-        return (spool[key] for key in spool)
-
-    def __len__(self) -> int:
-        return len(self.spool)
-
-    def __contains__(self, value: object) -> bool:
-        return any(v == value for v in self)
-
-    def lines(self) -> Iterator[bytes]:
-        return self.spool.lines()

@@ -26,7 +26,6 @@ from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 from .tally import RecordTally
-from .written import inputs_digest
 
 if TYPE_CHECKING:
     from ..estimate import Expectations, HasRun, Plan
@@ -198,12 +197,10 @@ class ScenarioKind:
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        samples, stored = run.spec.generation.num_samples, getattr(records, "lines", None)  # their bytes: `written`
-        inputs = inputs_digest(stored(), self.order(), samples, targets) if stored is not None else None
         rates, dropped, scores, gated = write_results(bench_dir, tally.counted(records), self.order(), targets=targets,
-                                                      samples=samples, known=self._known,
+                                                      samples=run.spec.generation.num_samples, known=self._known,
                                                       stamp=run.stamp, root=run.bench_dir, measured=measured,
-                                                      accuracy=self.accuracy, inputs=inputs)
+                                                      accuracy=self.accuracy)
         lines = agreement_lines(tally.agreement)
         line = audit_line(tally.audit_counts(), len(measured))
         lines += [line] if line else []
