@@ -4,7 +4,7 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
 
@@ -20,7 +20,6 @@ from ..store import read_rows
 from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
-from .load_memo import RowHandoff, load_rows
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
@@ -65,10 +64,6 @@ class ScenarioKind:
         self.run = run
         self._order: dict[str, int] = {}
         self._known = Known()
-        self._remember: Callable[[], None] | None = None
-        """Writes the load memo (`load_memo`): at the finish of a session that ran items."""
-        self.handoff = RowHandoff()
-        """The rows `load_cases` loaded, for xdist workers; on a worker, those its controller loaded."""
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -95,15 +90,7 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-
-        def parsed() -> Iterator[StoredScenario]:  # one model at a time
-            return (StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec))
-
-        cache = run.engine.cache  # the rows from the load memo, when this file was loaded so before
-        rows, self._remember = load_rows(run.bench_dir / SCENARIOS_FILE, run.spec, cache.directory, cache.reads,
-                                         cache.writes, parsed, self.handoff.take())
-        stored = {s.id: s for s in rows}
-        self.handoff.rows = list(stored.values())
+        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
@@ -188,9 +175,6 @@ class ScenarioKind:
         files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
-        if self._remember is not None:  # this session ran: the next one takes scenarios.json's rows from the memo
-            self._remember()
-            self._remember = None
         tally = RecordTally(self.unreliable)
         measured: set[str] = set()  # filled by the store (one key string per row)
 
