@@ -32,11 +32,6 @@ class StoredScenario:
     def load(self) -> Scenario:
         return Scenario.model_validate_json(self._json)
 
-    @property
-    def row_json(self) -> str:
-        """The row's compact JSON (set fields): what identifies it in an item memo key."""
-        return self._json.decode("utf-8", "surrogatepass")
-
     def dump(self) -> dict[str, Any]:
         """The row as the result files' readers complete foreign rows from it (`Known.scenarios`)."""
         return self.load().model_dump(mode="json", exclude_none=True)
