@@ -201,7 +201,8 @@ class ScenarioRecord:
     status: Optional[Status] = None
     source: Optional[dict[str, Any]] = field(default=None, repr=False, compare=False)
     """The JSON `from_json` read this record from (what `to_json` gives back): the finish pass writes
-    its parts instead of dumping the models again (`TargetRows.add`). Records read back are not changed."""
+    its parts instead of dumping the models again (`TargetRows.add`). `ScenarioKind.outcome`, which
+    changes a record, drops it."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
