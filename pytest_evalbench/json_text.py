@@ -19,9 +19,6 @@ from json.encoder import encode_basestring
 from typing import Any
 
 _SCALAR = json.JSONEncoder(ensure_ascii=False)
-COMPACT_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
-"""One-line JSON for the memos' payloads: compact, ASCII only (no raw newline, and a lone surrogate in
-a string escaped, never written raw), so a memo's lines split on newlines."""
 _C_ENCODER: Callable[..., Callable[[Any, int], Any]] | None = getattr(json.encoder, "c_make_encoder", None)
 _PLAIN = (list, tuple, dict)
 _CONSTANTS = {True: "true", False: "false", None: "null"}

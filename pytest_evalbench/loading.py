@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from ._models import unknown_keys
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
+from .input_yaml import read_yaml
 from .spec import MAX_ID_LENGTH, BenchmarkSpec
 
 NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
@@ -70,21 +71,13 @@ def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | 
 
 def load_spec(bench_dir: Path) -> BenchmarkSpec:
     """Parse and validate benchmark.yaml."""
-    from .input_yaml import read_yaml  # here: an xdist worker handed the controller's spec never imports yaml
-
     path = bench_dir / SPEC_FILE
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise InputError(path, "expected a mapping at the top level")
     spec: BenchmarkSpec = validate_as(BenchmarkSpec, data, path)
-    warn_unknown_spec_keys(bench_dir, spec)
+    warn_unknown(path, unknown_keys(spec))
     return spec
-
-
-def warn_unknown_spec_keys(bench_dir: Path, spec: BenchmarkSpec) -> None:
-    """The warning `load_spec` gives for unknown keys of benchmark.yaml (also given by a process that
-    was handed the spec `load_spec` returned in another)."""
-    warn_unknown(bench_dir / SPEC_FILE, unknown_keys(spec))
 
 
 def warn_unknown(path: Path, keys: Iterable[str], rows: dict[str, list[str]] | None = None) -> None:

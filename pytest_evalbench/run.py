@@ -16,7 +16,6 @@ from typing import Any
 from .errors import ConfigError, InputError
 from .llm.cache import ResponseCache
 from .llm.engine import Engine, EngineSettings
-from .llm.item_memo import ItemMemo, fingerprint
 from .llm.pricing import PriceTable
 from .llm.types import Endpoint, check_base_url, header_problem
 from .loading import SPEC_FILE
@@ -200,28 +199,6 @@ class BenchmarkRun:
     def stamp(self) -> SessionStamp:
         """This session as the result rows it writes record it (`.sessions.json`: time and commit)."""
         return SessionStamp.now(self.bench_dir)
-
-    @functools.cached_property
-    def item_memo(self) -> ItemMemo | None:
-        """The item memo (llm/item_memo.py) of this run, or None where the cache is not read
-        (`off`, `refresh`): there a replayed item would not be replayed either."""
-        if not self.engine.cache.reads:
-            return None
-        return ItemMemo(self.engine, fingerprint(self.replay_material()))
-
-    def replay_material(self) -> dict[str, Any]:
-        """Everything of this run that shapes an item's requests and record, besides the case itself:
-        the spec, each role's resolved endpoint (identity as in cache keys, model, provider, params;
-        no key, no header), each model target's system prompt and the reply bound. Only ever hashed."""
-        def endpoint(e: Endpoint | None) -> dict[str, Any] | None:
-            return None if e is None else {"identity": e.identity, "model": e.model, "provider": e.provider,
-                                           "params": e.params}
-
-        return {"kind": self.spec.kind, "spec": self.spec.model_dump(mode="json"), "user": endpoint(self.user),
-                "judges": [endpoint(e) for e in self.evaluators],
-                "targets": {t.id: {"endpoint": endpoint(t.endpoint), "system_prompt": t.system_prompt}
-                            if isinstance(t, ModelTarget) else "app" for t in self.targets.values()},
-                "max_reply_chars": self.settings.engine.max_reply_chars}
 
     def meta(self) -> dict[str, Any]:
         """What a baseline must match to be comparable: benchmark, models, judge."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Collection, Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
@@ -66,13 +66,6 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Append `value` (anything `json.dumps` takes) under `key`."""
         self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
 
-    def add_text(self, key: K, text: str) -> None:
-        """Append a value given as its JSON text (any encoding of it on one line, e.g. an item memo's):
-        read back as what `add` stores, with no encoding of the value here."""
-        if "\n" in text:
-            raise ValueError("a spooled JSON text is one line")
-        self.add_raw(key, text.encode("utf-8") + b"\n")
-
     def add_raw(self, key: K, line: bytes) -> None:
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""
@@ -109,10 +102,6 @@ class Spool(Mapping[K, Any], Generic[K]):
             self._order = sorted(self._index, key=self._sort_key)
         return iter(self._order)
 
-    def lines(self) -> Iterator[bytes]:
-        """The bytes stored under every key, in key order (what `values()` parses, not parsed)."""
-        return (self.raw(key) for key in self)
-
     def close(self) -> None:
         """Remove the file (the spool is empty afterwards)."""
         if self._file is not None:
@@ -121,24 +110,3 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def __repr__(self) -> str:
         return f"<Spool of {len(self)} rows>"
-
-
-class SpooledValues(Collection[Any]):
-    """A spool's values in key order, read back and parsed on every pass (`Spool.values()`), and their
-    stored bytes (`lines`): a reader that only needs to know whether they changed does not parse them."""
-
-    def __init__(self, spool: Spool[Any]) -> None:
-        self.spool = spool
-
-    def __iter__(self) -> Iterator[Any]:
-        spool = self.spool
-        return (spool[key] for key in spool)
-
-    def __len__(self) -> int:
-        return len(self.spool)
-
-    def __contains__(self, value: object) -> bool:
-        return any(v == value for v in self)
-
-    def lines(self) -> Iterator[bytes]:
-        return self.spool.lines()

@@ -193,25 +193,6 @@ def _read_bytes(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def read_bounded(path: str) -> str | None:
-    """A file's text read as a cache entry is (at most `MAX_ENTRY_BYTES`); None when it is missing,
-    too large or unreadable (an item memo's read: any of these is a miss)."""
-    try:
-        return _read_bytes(path).decode("utf-8")
-    except (OSError, ValueError, _TooLarge):
-        return None
-
-
-def file_digest(path: str) -> str | None:
-    """The sha256 of a file's bytes as a cache entry is read (what an item memo checks its cache files
-    by: the same content wherever the file was copied or checked out); None when it is missing, too
-    large or unreadable."""
-    try:
-        return hashlib.sha256(_read_bytes(path)).hexdigest()
-    except (OSError, _TooLarge):
-        return None
-
-
 _CHUNK = 1 << 16
 MAX_ENTRY_BYTES = 256 << 20
 """Largest cache entry read: a request holds a whole conversation (each answer at most
@@ -245,18 +226,15 @@ class ResponseCache:
         """`path_for(key)` as text, built without pathlib (the replay hot path)."""
         return f"{self._root}{key[:2]}{os.sep}{key}.json"
 
-    def get(self, key: str, request: tuple[dict[str, Any], str] | None = None,
-            digests: dict[str, str] | None = None) -> dict[str, Any] | None:
+    def get(self, key: str, request: tuple[dict[str, Any], str] | None = None) -> dict[str, Any] | None:
         """The verified response stored for `key`; None when there is none (or this mode does not
         read); `CorruptEntry` when a file is there but must not be replayed. `request` (the
         caller's material and its canonical JSON, which hashes to `key`) makes a sound entry's
-        check cheap: its stored request is compared, not re-encoded and re-hashed. `digests` gets
-        the sha256 of the entry file's bytes under `key` (what an item memo checks on a hit)."""
+        check cheap: its stored request is compared, not re-encoded and re-hashed."""
         if not self.reads:
             return None
         try:
-            data = _read_bytes(self.entry_file(key))
-            text = data.decode("utf-8")
+            text = _read_bytes(self.entry_file(key)).decode("utf-8")
         except FileNotFoundError:
             return None
         except _TooLarge:
@@ -272,16 +250,12 @@ class ResponseCache:
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
             if sound is not None and not SURROGATE.search(sound):
                 clean: dict[str, Any] = entry["response"]
-                if digests is not None:
-                    digests[key] = hashlib.sha256(data).hexdigest()
                 return clean  # no lone surrogate in it: `safe_json` would return an equal copy
             problem = problem or entry_problem(key, entry)
         except (ValueError, TypeError, RecursionError) as exc:  # nothing in a file may crash the run
             problem = f"unusable ({type(exc).__name__})"
         if problem is not None:
             raise CorruptEntry(self.path_for(key), problem)
-        if digests is not None:
-            digests[key] = hashlib.sha256(data).hexdigest()
         try:
             response: dict[str, Any] = safe_json(entry["response"])
         except RecursionError:
@@ -298,17 +272,10 @@ class ResponseCache:
             except OSError:
                 pass
 
-    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> str | None:
-        """Store an answer; empty ones never (a transient empty reply must not be replayed forever).
-        The sha256 of the written file's bytes when a replay will accept it as is (what an item memo
-        lists), else None."""
+    def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
+        """Store an answer; empty ones never (a transient empty reply must not be replayed forever)."""
         if not self.writes or not usable_response(response):
-            return None
+            return
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
-        text = json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True)
-        atomic_write_text(self.path_for(key), text, None)
-        if response_problem(response) is not None:
-            return None
-        # ASCII text whose newlines a text handle writes as the system's separator: these are its bytes
-        return hashlib.sha256(text.replace("\n", os.linesep).encode("ascii")).hexdigest()
+        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)

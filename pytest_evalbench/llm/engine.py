@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from .cache import ResponseCache, canonical_json, material_json, text_key
 from .limits import Limits
-from .memo import ITEM_CALLS, Memo
+from .memo import Memo
 from .pipelines import PRIORITY, Pipelines, hand_off
 from .pricing import PriceTable
 from .retry import Retrier
@@ -135,10 +135,6 @@ class Engine:
         self.stats.unpriced.update(self.prices.unpriced)
         if ledger is not None:
             ledger.setdefault(phase, Usage()).add(usage)
-        log = ITEM_CALLS.get()
-        if log is not None:  # an item memo counts this call again on a hit (item_memo.py)
-            log.calls.append((key, phase, role, endpoint.model, endpoint.provider == "local",
-                              completion.input_tokens, completion.output_tokens))
         if not completion.cached:
             self.stats.spent += cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
@@ -146,7 +142,4 @@ class Engine:
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued."""
-        log = ITEM_CALLS.get()
-        if log is not None:  # an answer chain that ended unusable: its item is not memoised
-            log.memoable = False
         await self.memo.forget(keys)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
@@ -16,26 +15,6 @@ from ..errors import CacheMiss, LLMError
 from ..redaction import SECRETS
 from .cache import CorruptEntry, ResponseCache, canonical_json
 from .types import Completion, EngineStats
-
-Call = tuple[str, str, str, str, bool, int, int]
-"""(cache key, phase, role, model, local, input tokens, output tokens): one call as the engine counted it."""
-
-
-class CallLog:
-    """One item's calls while its chain runs (see `ITEM_CALLS`, item_memo.py): what a memo hit must count,
-    and the sha256 of each cache file's bytes as it was read or written."""
-
-    __slots__ = ("calls", "digests", "memoable")
-
-    def __init__(self) -> None:
-        self.calls: list[Call] = []
-        self.digests: dict[str, str] = {}
-        self.memoable = True
-        """False once a call was not answered from a cache file exactly as stored."""
-
-
-ITEM_CALLS: contextvars.ContextVar[CallLog | None] = contextvars.ContextVar("evalbench_item_calls", default=None)
-"""The call log of the item whose chain runs in this task (its child tasks share it); None: no memo."""
 
 
 def redacted(completion: Completion) -> Completion:
@@ -62,48 +41,36 @@ class Memo:
                      ) -> Completion:
         """The completion for `key`; `material` is what the cache entry records of the request
         (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
-        log = ITEM_CALLS.get()
-        cached = self._cached(key, role, model, None if material_text is None else (material, material_text),
-                              None if log is None else log.digests)
+        cached = self._cached(key, role, model, None if material_text is None else (material, material_text))
         if cached is not None:
             self.stats.cache_hits += 1
-            stored = Completion.from_json(cached, cached=True, key=key)
-            completion = redacted(stored)
-            if log is not None and completion is not stored:  # masked now: the item depends on this run's secrets
-                log.memoable = False
-            return completion
-        if self.cache.mode == "replay":
+            completion = redacted(Completion.from_json(cached, cached=True, key=key))
+        elif self.cache.mode == "replay":
             raise CacheMiss(role, model, key)
         elif key in self._pending:
             # single flight: an identical call is already under way; share its answer, pay once
             self.stats.cache_hits += 1
-            if log is not None:  # its cache file is the other item's to list
-                log.memoable = False
             completion = dataclasses.replace(await asyncio.shield(self._pending[key]), cached=True)
         else:
             pending: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
             self._pending[key] = pending
             try:
-                fetched = await fetch()
-                masked = redacted(fetched)
-                completion = dataclasses.replace(masked, key=key)
+                completion = dataclasses.replace(redacted(await fetch()), key=key)
             except BaseException as exc:
                 pending.set_exception(exc)
                 pending.exception()  # retrieved: waiters re-raise it, nobody logs it as lost
                 del self._pending[key]
                 raise
             pending.set_result(completion)
-            if log is not None and masked is not fetched:  # the item depends on this run's secrets
-                log.memoable = False
-            self._write_behind(key, material, completion, log)
+            self._write_behind(key, material, completion)
         return completion
 
-    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None,
-                digests: dict[str, str] | None = None) -> dict[str, Any] | None:
+    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None
+                ) -> dict[str, Any] | None:
         """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
         mode an error naming the file."""
         try:
-            return self.cache.get(key, request, digests)
+            return self.cache.get(key, request)
         except CorruptEntry as exc:
             self.stats.failures["corrupt cache entry"] += 1
             if self.cache.mode == "replay":
@@ -111,8 +78,7 @@ class Memo:
                                role=role, model=model) from None
             return None
 
-    def _write_behind(self, key: str, material: dict[str, Any], completion: Completion,
-                      log: CallLog | None = None) -> None:
+    def _write_behind(self, key: str, material: dict[str, Any], completion: Completion) -> None:
         """Write the cache entry on the writer thread, off the event loop (one file write is ~0.5 ms).
 
         The answer stays in `_pending` until it is on disk, so an identical call meanwhile is
@@ -121,10 +87,8 @@ class Memo:
         if not self.cache.reads:
             del self._pending[key]  # `refresh` asks again for an identical later call, as before
         if not self.cache.writes:
-            if log is not None:
-                log.memoable = False
             return
-        written = self.submit(functools.partial(self._put, key, material, completion.to_json(), log))
+        written = self.submit(functools.partial(self._put, key, material, completion.to_json()))
         if not self.cache.reads:
             return
         loop = asyncio.get_running_loop()
@@ -137,21 +101,16 @@ class Memo:
 
         written.add_done_callback(done)
 
-    def _put(self, key: str, material: dict[str, Any], response: dict[str, Any], log: CallLog | None = None
-             ) -> None:
+    def _put(self, key: str, material: dict[str, Any], response: dict[str, Any]) -> None:
         """Store an entry unless its request carries a secret of the run (a key pasted into a
-        prompt): no credential is ever written to the cache (the response is redacted already).
-        The item's call log gets the file's digest (read by its memo's write, later on this thread)."""
+        prompt): no credential is ever written to the cache (the response is redacted already)."""
         if SECRETS and SECRETS.leaks(canonical_json(material)):
             self.stats.failures["not cached: the request holds a secret"] += 1
             return
-        digest = self.cache.put(key, material, response)
-        if log is not None and digest is not None:
-            log.digests[key] = digest
+        self.cache.put(key, material, response)
 
     def submit(self, write: Callable[[], None]) -> concurrent.futures.Future[None]:
-        """Run `write` on the writer thread, after the writes queued so far (FIFO: an item memo's
-        after the cache writes of the answers its item fetched)."""
+        """Run `write` on the writer thread, after the writes queued so far (FIFO)."""
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evalbench-cache")
         return self._writer.submit(write)

@@ -49,13 +49,6 @@ loop in one call: one wake-up of the loop per batch instead of per item (the loo
 this many of the window)."""
 
 
-DEFERRED_BATCH = 256
-"""Work deferred to the loop (`soon`: a memo hit's counting) wakes it on its own only once this much is
-waiting; else it goes with the next pipeline handed over, or at close. A fully cached replay woke the
-idle loop for every batch of 16 hits, and each wake-up took the GIL from the test loop (10,000 voluntary
-context switches at N = 10,000); counters such as the progress line's cache hits lag by at most this."""
-
-
 HAND_OFF_TURNS = 2
 """Turns of the event loop a chain waits after a fetched answer before it goes on (`hand_off`)."""
 
@@ -83,21 +76,6 @@ def call_priority(concurrency: int) -> int:
     return position * ITEM_STRIDE + made * concurrency
 
 
-class Pipeline:
-    """A pipeline's coroutine factory with a synchronous first attempt (`first`: a memo hit) that settles
-    it without a task, a coroutine or a done callback on the loop when it returns a value (None: run
-    the coroutine). A fully cached replay settles every item this way."""
-
-    __slots__ = ("first", "run")
-
-    def __init__(self, run: Callable[[], Coroutine[Any, Any, Any]], first: Callable[[], Any] | None) -> None:
-        self.run = run
-        self.first = first
-
-    def __call__(self) -> Coroutine[Any, Any, Any]:
-        return self.run()
-
-
 class Pipelines:
     """Pipelines (coroutine factories, one per key) run on a private loop for a synchronous caller."""
 
@@ -119,8 +97,6 @@ class Pipelines:
         self._active: set[Any] = set()
         """Keys started and not yet released: at most `window` (plus those a caller waited for)."""
         self._closed = False
-        self._deferred: list[Callable[[], None]] = []
-        """Work for the loop's thread from another thread (`soon`), handed over with the next `_spawn`."""
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -197,46 +173,11 @@ class Pipelines:
 
     def _start(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
         """Hand (key, factory, priority, future) of pipelines to the loop, which makes their tasks there
-        (`_spawn`): one call across threads, no second future chained to each `future`. A pipeline whose
-        first attempt (a memo hit) settles it is settled here, on the calling thread: a fully cached
-        replay leaves the loop idle instead of contending with the test loop for the GIL per item."""
-        rest = []
-        for start in starts:
-            factory, future = start[1], start[3]
-            first = factory.first if isinstance(factory, Pipeline) else None
-            if first is not None:
-                try:
-                    value = first()
-                except Exception as exc:  # as the task would have: the caller's future raises it (Ctrl-C goes on up)
-                    future.set_exception(exc)
-                    continue
-                if value is not None:
-                    future.set_result(value)
-                    continue
-            rest.append(start)
-        loop = self._ensure_loop()
-        with self._lock:
-            deferred: list[Callable[[], None]] = []
-            if rest or len(self._deferred) >= DEFERRED_BATCH:
-                deferred, self._deferred = self._deferred, []
-        if rest or deferred:
-            loop.call_soon_threadsafe(self._spawn, rest, deferred)
+        (`_spawn`): one call across threads, no second future chained to each `future`."""
+        self._ensure_loop().call_soon_threadsafe(self._spawn, starts)
 
-    def soon(self, work: Callable[[], None]) -> None:
-        """Run `work` on the loop's thread (now when called there; else with the next hand-off to the
-        loop, or at close): the engine's counters are only ever changed there."""
-        if threading.current_thread() is self._thread:
-            work()
-            return
-        with self._lock:
-            self._deferred.append(work)
-
-    def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]],
-               deferred: list[Callable[[], None]]) -> None:
-        """On the loop: the work deferred to it, then each pipeline's task, whose end settles its future
-        (unless close() cancelled it)."""
-        for work in deferred:
-            work()
+    def _spawn(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
+        """On the loop: each pipeline's task, whose end settles its future (unless close() cancelled it)."""
         loop = asyncio.get_running_loop()
         for key, factory, priority, future in starts:
             if not future.done():  # else cancelled by close() before the loop got to it
@@ -304,9 +245,6 @@ class Pipelines:
         for task in started:  # queued before the shutdown below: cancelled first
             loop.call_soon_threadsafe(task.cancel)
 
-        with self._lock:
-            deferred, self._deferred = self._deferred, []
-        loop.call_soon_threadsafe(self._spawn, [], deferred)  # before the shutdown: the counters complete
         try:
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
         except Exception:

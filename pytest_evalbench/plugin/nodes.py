@@ -42,9 +42,8 @@ runs drop lazily imported modules."""
 SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
 """Where collection gets the cases (the session's `Selection`)."""
 RECORD_KEY: pytest.StashKey[Callable[[CaseItem], dict[str, Any]]] = pytest.StashKey()
-"""What the `evalbench_record` fixture returns for an item (`Outcomes.record_for`, told that only the
-plugin sees the JSON): items whose file has no fixture but the plugin's own call it directly
-(`CaseFile.direct_record`)."""
+"""What the `evalbench_record` fixture returns for an item (`Outcomes.record_for`): items whose file
+has no fixture but the plugin's own call it directly (`CaseFile.direct_record`)."""
 FIXTURES_MODULE = __name__.rpartition(".")[0] + ".fixtures"
 """Where the plugin's `evalbench_record` is defined (a definition elsewhere overrides it)."""
 

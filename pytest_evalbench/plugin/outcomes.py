@@ -61,9 +61,6 @@ class Outcomes:
         """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
         item's three reports, which its terminal reporter keeps for the whole session, so they are
         filled only for the one sink that reads them (`--junitxml`)."""
-        self._text: tuple[str, JSONRecord, str] | None = None
-        """(node id, record JSON, its JSON text) of the item running, when its record was read from a text
-        that still says the same (an item memo's): `consume` spools the text, not an encoding of the JSON."""
 
     def selected(self, ids: list[str]) -> None:
         """Controller side: these items must each end scored or counted."""
@@ -73,11 +70,9 @@ class Outcomes:
         """xdist lost the worker running this item: it is counted, never silently dropped."""
         attach(report, ERROR_ATTR, WORKER_DIED)
 
-    def record_for(self, item: pytest.Item, *, keep_text: bool = False) -> JSONRecord:
+    def record_for(self, item: pytest.Item) -> JSONRecord:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
-        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload.
-        `keep_text`: nothing but the plugin sees the JSON before the spool (`CaseItem.setup`'s direct call,
-        no fixture of a conftest), so the text it was read from, if any, may be spooled instead."""
+        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload."""
         assert isinstance(item, CaseItem)
         record = self.scheduler.wait(item)
 
@@ -89,8 +84,6 @@ class Outcomes:
         kind = self.selection.kind
         outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         data = kind.record_to_json(record)
-        text = getattr(record, "source_text", None) if keep_text else None  # `ScenarioRecord.source_text`
-        self._text = (item.nodeid, data, text) if text is not None else None
         if self.junit:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                         for name, value in outcome.properties)  # JUnit XML
@@ -157,12 +150,8 @@ class Outcomes:
             text = str(xfailed or report.longrepr or "")
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = read(report, RECORD_ATTR)
-        if record is not None:  # the one place a record arriving on the controller is stored
-            known, self._text = self._text, None
-            if known is not None and known[0] == nodeid and known[1] is record:
-                self.records.add_text(nodeid, known[2])
-            else:
-                self.records.add(nodeid, record)
+        if record is not None:
+            self.records.add(nodeid, record)  # the one place a record arriving on the controller is stored
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
 

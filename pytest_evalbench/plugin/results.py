@@ -19,7 +19,7 @@ from ..llm.engine import EngineStats
 from ..render.terminal import LAST_RUN, MAX_LISTED, write_run_running, write_run_status
 from ..sanitize import terminal
 from ..settings import RunSettings
-from ..spool import Spool, SpooledValues
+from ..spool import Spool
 from ._compat import continues_on_collection_errors, set_exit_status
 from .options import compare_path, gate_settings
 from .outcomes import Outcomes
@@ -97,9 +97,8 @@ class Results:
         return self.selection.scope(len(self.outcomes.tally.selected))
 
     def _records(self) -> Collection[JSONRecord]:
-        """This session's records in node-id order, read back from the spool on every pass (their stored
-        bytes too: `SpooledValues.lines`)."""
-        return SpooledValues(self.outcomes.records)
+        """This session's records in node-id order, read back from the spool on every pass."""
+        return self.outcomes.records.values()
 
     def finish(self, session: pytest.Session, exitstatus: int, engine_stats: dict[str, object] | None) -> int | None:
         """The controller merges, writes and decides the exit status; the exit code the reports

@@ -10,14 +10,12 @@ tests/unit/test_scheduling.py checks that no other module of the plugin calls th
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from ..kinds import AnyKind
-from ..llm.pipelines import Pipeline
 from .nodes import CaseItem
 
 if TYPE_CHECKING:
@@ -67,9 +65,7 @@ class Scheduler:
         run.engine.close()
         return run.engine.stats.to_json()
 
-    def _pipeline(self, item: CaseItem) -> Pipeline:
-        """The item's pipeline; a kind with item memos (`memo_hit`) settles a hit without a task."""
+    def _pipeline(self, item: CaseItem) -> Callable[[], Any]:
         case = item.case
         kind = self.source.kind
-        hit = getattr(kind, "memo_hit", None)
-        return Pipeline(lambda: kind.run_case(case), None if hit is None else functools.partial(hit, case))
+        return lambda: kind.run_case(case)

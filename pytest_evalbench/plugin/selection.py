@@ -14,15 +14,12 @@ import pytest
 
 from ..errors import EvalbenchError
 from ..kinds import AnyKind, kind_of, spec_kind
-from ..loading import SPEC_FILE, load_spec, warn_unknown_spec_keys
+from ..loading import SPEC_FILE, load_spec
 from ..run import BenchmarkRun
 from ..sanitize import terminal
 from ..settings import RunSettings
-from ..spec import BenchmarkSpec
-from ._compat import worker_input
 from .nodes import BrokenBenchmark, CaseFile
 from .options import check_files, gate_settings
-from .workers import handed_rows, unpack_spec
 
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 
@@ -56,21 +53,13 @@ class Selection:
     @property
     def run(self) -> BenchmarkRun:
         if self._run is None:
-            spec = self._handed_spec() or load_spec(self.bench_dir)
+            spec = load_spec(self.bench_dir)
 
             def make_app(target: Any) -> Any:
                 return self.config.hook.pytest_evalbench_make_target(config=self.config, target=target)
 
             self._run = BenchmarkRun(self.bench_dir, spec, self.settings, make_app)
         return self._run
-
-    def _handed_spec(self) -> BenchmarkSpec | None:
-        """On an xdist worker, the spec the controller loaded and validated (plugin/workers.py)."""
-        workerinput = worker_input(self.config)
-        spec = unpack_spec(workerinput) if workerinput is not None else None
-        if spec is not None:
-            warn_unknown_spec_keys(self.bench_dir, spec)  # what load_spec would have warned here
-        return spec
 
     def loaded_run(self) -> BenchmarkRun | None:
         """The run if it was loaded (an engine may be running), else None."""
@@ -80,18 +69,7 @@ class Selection:
     def kind(self) -> AnyKind:
         if self._kind is None:
             self._kind = kind_of(self.run)
-            workerinput = worker_input(self.config)
-            rows = handed_rows(workerinput) if workerinput is not None else None
-            handoff = getattr(self._kind, "handoff", None)
-            if rows is not None and handoff is not None:  # what the controller loaded (plugin/workers.py)
-                handoff.handed = rows
         return self._kind
-
-    def rows_for_workers(self) -> str | None:
-        """On the xdist controller: the rows its preflight loaded, for the workers to take (None
-        when the kind hands none over or they were not loaded)."""
-        handoff = getattr(self._kind, "handoff", None)
-        return handoff.pack(self._load_warnings) if handoff is not None and self._cases is not None else None
 
     def cases_for(self, path: Path) -> list[Any]:
         """The cases of one data file (every file is loaded once per process)."""

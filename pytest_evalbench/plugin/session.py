@@ -17,9 +17,8 @@ controller; the controller alone merges, writes, gates and sets the exit status.
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any, cast
 
@@ -80,8 +79,7 @@ class EvalbenchSession:
         self._quiet_reports = QuietReports(config)
         """The terminal reporter's list of setup/teardown reports (`stats[""]`)."""
         config.stash[SOURCE_KEY] = self.selection
-        direct: Callable[[CaseItem], dict[str, Any]] = functools.partial(self.outcomes.record_for, keep_text=True)
-        config.stash[RECORD_KEY] = direct  # what `evalbench_record` returns, for `CaseItem.setup`'s direct call
+        config.stash[RECORD_KEY] = self.outcomes.record_for  # what `evalbench_record` returns
         default_args(config, [str(self.bench_dir)])
 
     def header(self) -> str:

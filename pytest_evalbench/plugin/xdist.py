@@ -28,17 +28,7 @@ from ._compat import (
     xdist_mode,
 )
 from .session import session_of
-from .workers import (
-    BUDGET_INPUT,
-    FILES_INPUT,
-    ROWS_INPUT,
-    SHARED_DISTS,
-    SHARES_INPUT,
-    STATS_OUTPUT,
-    pack_spec,
-    share_bounds,
-    worker_index,
-)
+from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
 
 if TYPE_CHECKING:
     from .xdist_scheduler import ShareScheduling
@@ -155,30 +145,6 @@ class WholeFileController:
         node_input(node)[FILES_INPUT] = True
 
 
-class SpecController:
-    """Controller side: hand every worker the spec the controller's preflight loaded and validated
-    (`workers.SPEC_INPUT`), and the rows it loaded (`workers.ROWS_INPUT`, a kind that hands them
-    over), packed once. Without them (the benchmark did not load: collection reports it) workers load
-    benchmark.yaml and the data files themselves."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.packed: dict[str, Any] | None = None
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        selection = session_of(self.config).selection
-        run = selection.loaded_run()
-        if run is None:
-            return
-        if self.packed is None:
-            self.packed = pack_spec(run.spec)
-            rows = selection.rows_for_workers()
-            if self.packed and rows is not None:
-                self.packed[ROWS_INPUT] = rows
-        node_input(node).update(self.packed)
-
-
 class BudgetController:
     """Controller side of `--evalbench-max-cost`: one ledger file for the session, which every
     worker reserves against (llm/budget.py), so the workers together keep the one limit."""
@@ -244,7 +210,6 @@ def register(config: pytest.Config) -> None:
     elif distributes(config):
         config.pluginmanager.register(ControllerHooks(config), "evalbench-xdist-controller")
         config.pluginmanager.register(SelectionHooks(config), "evalbench-xdist-selection")
-        config.pluginmanager.register(SpecController(config), "evalbench-xdist-spec")
         if config.getoption("evalbench_max_cost") is not None:
             config.pluginmanager.register(BudgetController(), "evalbench-xdist-budget")
         if uses_shares(config):

@@ -4,7 +4,7 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
 
@@ -17,20 +17,16 @@ from ..provenance import LedgerRows, unit_key
 from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
 from ..run import BenchmarkRun
 from ..store import read_rows
-from ..targets import ModelTarget
 from .aggregate import aggregate, correct_results
 from .audit import audit_line
-from .load_memo import RowHandoff, load_rows
 from .loading import SCENARIOS_FILE, iter_scenarios
 from .models import ScenarioRecord, ScoreRow, derive_pass
 from .runner import ScenarioCase, StoredScenario, run_scenario
 from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 from .tally import RecordTally
-from .written import inputs_digest
 
 if TYPE_CHECKING:
     from ..estimate import Expectations, HasRun, Plan
-    from ..llm.item_memo import ItemMemo
 
 
 def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
@@ -66,10 +62,6 @@ class ScenarioKind:
         self.run = run
         self._order: dict[str, int] = {}
         self._known = Known()
-        self._remember: Callable[[], None] | None = None
-        """Writes the load memo (`load_memo`): at the finish of a session that ran items."""
-        self.handoff = RowHandoff()
-        """The rows `load_cases` loaded, for xdist workers; on a worker, those its controller loaded."""
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -96,15 +88,7 @@ class ScenarioKind:
         if not run.target_configs:
             raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
                               "--evalbench-target=MODEL")
-
-        def parsed() -> Iterator[StoredScenario]:  # one model at a time
-            return (StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec))
-
-        cache = run.engine.cache  # the rows from the load memo, when this file was loaded so before
-        rows, self._remember = load_rows(run.bench_dir / SCENARIOS_FILE, run.spec, cache.directory, cache.reads,
-                                         cache.writes, parsed, self.handoff.take())
-        stored = {s.id: s for s in rows}
-        self.handoff.rows = list(stored.values())
+        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
         cases: list[ScenarioCase] = []
@@ -120,44 +104,19 @@ class ScenarioKind:
         return self._order
 
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
-        """The item's record from its chain, after `memo_hit` missed (the scheduler tries it first):
-        the chain leaves an item memo when it was fully cached."""
-        memo = self._memo_of(case)
-        if memo is None:
-            return await run_scenario(self.run, case)
-        return await memo[0].produce(memo[1], lambda: run_scenario(self.run, case), _memo_json)
-
-    def memo_hit(self, case: ScenarioCase) -> ScenarioRecord | None:
-        """The item's record when its item memo hits (its calls counted), else None: settled without a
-        task (`Pipeline.first`), and `run_case` runs the chain."""
-        memo = self._memo_of(case)
-        return None if memo is None else memo[0].hit(memo[1], _memo_record)
-
-    def _memo_of(self, case: ScenarioCase) -> tuple[ItemMemo, str] | None:
-        """The run's item memo and the case's key in it; None without memos or for an app target (its
-        replies are not cached)."""
-        memo = self.run.item_memo
-        if memo is None or not isinstance(self.run.targets.get(case.target_id), ModelTarget):
-            return None
-        return memo, memo.key(case.stored.row_json, case.target_id, case.sample)
+        return await run_scenario(self.run, case)
 
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
-        """`to_json()`, or the JSON the record was read from when `outcome` kept it in step (a memo hit:
-        no dump again)."""
-        return record.source if record.source is not None else record.to_json()
+        return record.to_json()
 
     def record_from_json(self, data: JSONRecord) -> ScenarioRecord:
         return ScenarioRecord.from_json(data)
 
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
-        `passed`/`score` and the status are derived from `present`. The JSON the record was read from
-        (an item memo's) is kept only when no hook saw the row: what changes here is set in it too (and
-        its text is kept only when nothing changed)."""
-        source, text = record.source, record.source_text
-        record.source = record.source_text = None  # the record changes here: that JSON no longer matches
+        `passed`/`score` and the status are derived from `present`."""
+        record.source = None  # the record changes here: the JSON it was read from (if any) no longer matches
         if judged_row is not None:
-            record.score.passed = record.score.score = record.status = None  # the hook sees them undecided
             row = record.score.to_json()
             judged_row(row, record.to_json())
             record.score = ScoreRow.model_validate(row)
@@ -165,8 +124,6 @@ class ScenarioKind:
         score.passed, score.score = derive_pass(score.present, score.metric_type)
         status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
         record.status = status
-        if source is not None and judged_row is None:
-            record.source, record.source_text = _decided(source, text, score.passed, score.score, status)
         properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
                       ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
         message = score.justification if status == "unscored" else ""
@@ -189,21 +146,16 @@ class ScenarioKind:
         files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
-        if self._remember is not None:  # this session ran: the next one takes scenarios.json's rows from the memo
-            self._remember()
-            self._remember = None
         tally = RecordTally(self.unreliable)
         measured: set[str] = set()  # filled by the store (one key string per row)
 
         # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
         # targets come from the command line alone (impactbench's style), other models' runs stay.
         targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
-        samples, stored = run.spec.generation.num_samples, getattr(records, "lines", None)  # their bytes: `written`
-        inputs = inputs_digest(stored(), self.order(), samples, targets) if stored is not None else None
         rates, dropped, scores, gated = write_results(bench_dir, tally.counted(records), self.order(), targets=targets,
-                                                      samples=samples, known=self._known,
+                                                      samples=run.spec.generation.num_samples, known=self._known,
                                                       stamp=run.stamp, root=run.bench_dir, measured=measured,
-                                                      accuracy=self.accuracy, inputs=inputs)
+                                                      accuracy=self.accuracy)
         lines = agreement_lines(tally.agreement)
         line = audit_line(tally.audit_counts(), len(measured))
         lines += [line] if line else []
@@ -269,37 +221,6 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
         text = " ".join(message.content.split())
         lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
     return "\n".join(lines)
-
-
-def _decided(source: JSONRecord, text: str | None, passed: bool | None, score: int | None, status: Status
-             ) -> tuple[JSONRecord | None, str | None]:
-    """The record's JSON with its outcome set, as `to_json()` gives it after `outcome` (the keys are there,
-    in place, in `to_json()`'s JSON), and its text while that still says the same (an item memo's,
-    written decided); (None, None) when it is not that JSON's shape."""
-    row = source.get("score")
-    if not isinstance(row, dict) or "passed" not in row or "score" not in row or "status" not in source:
-        return None, None
-    if text is not None and not (row["passed"] is passed and source["status"] == status
-                                 and type(row["score"]) is type(score) and row["score"] == score):
-        text = None
-    row["passed"], row["score"], source["status"] = passed, score, status
-    return source, text
-
-
-def _memo_json(record: ScenarioRecord) -> JSONRecord:
-    """A record's JSON for its item memo: decided as `outcome` decides it without a judged-row hook, so a
-    hit's text is the record's JSON as the spool stores it (a hook's run decides again, from `present`)."""
-    score = record.score
-    passed, value = derive_pass(score.present, score.metric_type)
-    data, _ = _decided(record.to_json(), None, passed, value,
-                       "unscored" if passed is None else ("passed" if passed else "failed"))
-    assert data is not None  # to_json() has every key
-    return data
-
-
-def _memo_record(data: JSONRecord, text: str) -> ScenarioRecord:
-    """A memo's record: strictly validated, so its JSON holds exactly the record's values."""
-    return ScenarioRecord.from_json(data, text, strict=True)
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:

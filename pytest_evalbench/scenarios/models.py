@@ -201,10 +201,8 @@ class ScenarioRecord:
     status: Optional[Status] = None
     source: Optional[dict[str, Any]] = field(default=None, repr=False, compare=False)
     """The JSON `from_json` read this record from (what `to_json` gives back): the finish pass writes
-    its parts instead of dumping the models again (`TargetRows.add`). Records read back are not changed."""
-    source_text: Optional[str] = field(default=None, repr=False, compare=False)
-    """The compact JSON text `source` was parsed from (an item memo's line), while `source` still is
-    what that text says: the spool stores it instead of encoding `source` again."""
+    its parts instead of dumping the models again (`TargetRows.add`). `ScenarioKind.outcome`, which
+    changes a record, drops it."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
@@ -213,28 +211,7 @@ class ScenarioRecord:
                 "status": self.status}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], text: str | None = None, *, strict: bool = False) -> ScenarioRecord:
-        """The record of `data` (parsed from `text`, when given). `strict`: no value is coerced (`"0"`
-        is not 0), so `data`, which stands for the record (`source`), holds exactly its values."""
-        if strict and not (type(data["benchmark"]) is str and type(data["target_id"]) is str):
-            raise ValueError("benchmark, target_id: not text")
-        return cls(data["benchmark"], data["target_id"],
-                   ConversationRow.model_validate(data["conversation"], strict=strict or None),
-                   ScoreRow.model_validate(data["score"], strict=strict or None),
-                   {k: _usage(v, strict) for k, v in data["usage"].items()}, data.get("status"), data, text)
-
-
-_USAGE_TYPES = {"input_tokens": int, "output_tokens": int, "cost": float}
-
-
-def _usage(data: dict[str, Any], strict: bool) -> Usage:
-    """A phase's usage; `strict`: exactly the keys and JSON types `Usage.to_json` writes (then taken as
-    they are: `Usage.from_json`'s conversions would not change them)."""
-    if not strict:
-        return Usage.from_json(data)
-    if type(data) is not dict or len(data) != len(_USAGE_TYPES):
-        raise ValueError("usage: not as written")
-    tokens_in, tokens_out, cost = data.get("input_tokens"), data.get("output_tokens"), data.get("cost")
-    if type(tokens_in) is not int or type(tokens_out) is not int or type(cost) is not float:
-        raise ValueError("usage: not as written")
-    return Usage(tokens_in, tokens_out, cost)
+    def from_json(cls, data: dict[str, Any]) -> ScenarioRecord:
+        return cls(data["benchmark"], data["target_id"], ConversationRow.model_validate(data["conversation"]),
+                   ScoreRow.model_validate(data["score"]),
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"), data)

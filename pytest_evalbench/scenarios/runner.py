@@ -8,7 +8,6 @@ from typing import Any, Literal
 from ..llm.types import Endpoint, Usage
 from ..panel import PanelVerdict, majority, poll
 from ..run import BenchmarkRun
-from ..spec import MetricType
 from ..targets import ModelTarget, Target
 from .audit import audit
 from .checks import decide
@@ -30,23 +29,8 @@ class StoredScenario:
         self.demographic = _demographic_keywords(scenario.demographic)
         self._json = scenario.model_dump_json(exclude_unset=True).encode("utf-8")  # set fields: lossless
 
-    @classmethod
-    def restored(cls, id: str, metric_id: str, metric_type: MetricType | None, keywords: tuple[str, ...],
-                 row_json: bytes) -> StoredScenario:
-        """A row as `__init__` kept it, from what it kept (`load_memo`): no model is built."""
-        row = cls.__new__(cls)
-        row.id, row.metric_id, row.metric_type = id, sys.intern(metric_id), metric_type
-        row.demographic = _KEYWORD_TUPLES.setdefault(keywords, keywords)
-        row._json = row_json
-        return row
-
     def load(self) -> Scenario:
         return Scenario.model_validate_json(self._json)
-
-    @property
-    def row_json(self) -> str:
-        """The row's compact JSON (set fields): what identifies it in an item memo key."""
-        return self._json.decode("utf-8", "surrogatepass")
 
     def dump(self) -> dict[str, Any]:
         """The row as the result files' readers complete foreign rows from it (`Known.scenarios`)."""
@@ -55,8 +39,6 @@ class StoredScenario:
 
 _KEYWORD_SETS: dict[tuple[tuple[str, str], ...], tuple[str, ...]] = {}
 """One keyword tuple per demographic combination (a benchmark has a handful), shared by its rows."""
-_KEYWORD_TUPLES: dict[tuple[str, ...], tuple[str, ...]] = {}
-"""Restored keyword tuples (`StoredScenario.restored`), one per combination."""
 
 
 def _demographic_keywords(demographic: dict[str, str]) -> tuple[str, ...]:

@@ -52,7 +52,6 @@ from .run_rows import (
 )
 from .target_rows import TargetRows
 from .units import OutcomeUnits
-from .written import WrittenNote
 
 __all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "normalise_conversation", "normalise_score",
            "read_file_rows", "write_results", "write_target_run"]
@@ -101,15 +100,12 @@ def ledger_key(key: tuple[str, int]) -> str:
 
 
 def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samples: int | None = None,
-                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[OutcomeRow] | None = None,
-                     note: WrittenNote | None = None, inputs: str | None = None) -> list[str]:
+                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[OutcomeRow] | None = None) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
     dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
     the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused).
     `outcomes` (when given) receives the written scores.json's rows as pass/fail units, in file
-    order, as reading the file back (`RunScores.outcome_rows`) would give them. `note`: forgets the
-    target before its files are written, and notes `inputs` (`written.inputs_digest` of what they
-    are written from) when they hold `new`'s rows only."""
+    order, as reading the file back (`RunScores.outcome_rows`) would give them."""
     check_dir(run_dir, root)
 
     def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
@@ -163,14 +159,10 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
             yield name, usage
         yield VERSION_KEY, FORMAT_VERSION
 
-    if note is not None:  # every read is done (an unreadable file was an error, with nothing written)
-        note.forget(run_dir.name)
     dump_json_rows(run_dir / "conversations.json", conversations(), root)
     dump_json_rows(run_dir / "scores.json", label_rows(scores()), root)
     dump_json_object(ledger_path, ledger(), root)
     dump_json(run_dir / "cost.json", versioned({phase: phase_cost(phase, totals[phase]) for phase in PHASES}), root)
-    if note is not None and inputs is not None and not old and not kept_scores:  # made from `inputs` alone
-        note.note(run_dir, inputs)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
 
 
@@ -205,7 +197,7 @@ def read_file_rows(run_dir: Path, filename: str, known: Known = NOTHING_KNOWN,
 def write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int], *,
                   targets: set[str] | None = None, samples: int | None = None, known: Known = NOTHING_KNOWN,
                   stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
-                  accuracy: Mapping[str, JudgeAccuracy] | None = None, inputs: str | None = None,
+                  accuracy: Mapping[str, JudgeAccuracy] | None = None,
                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
@@ -216,22 +208,18 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, 
     write leaves `root` (default `bench_dir`; a shard's directory has the benchmark directory as its
     root). `measured` (when given) receives the unit keys of `records`: the caller's one copy of them
     (100,000 strings at 100,000 items). With `accuracy` (the judge's calibration), results.json
-    carries corrected rates too. `inputs` (`written.inputs_digest` of `records`): a target's run files
-    that hold what these inputs write, byte for byte, are left as they are (`written.WrittenNote`)."""
+    carries corrected rates too."""
     with results_lock(bench_dir, root=root):
         return _write_results(bench_dir, records, order, targets, samples, known, root or bench_dir, stamp,
-                              set() if measured is None else measured, accuracy, inputs)
+                              set() if measured is None else measured, accuracy)
 
 
 def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, Any]], order: dict[str, int],
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
                    stamp: SessionStamp | None, measured: set[str],
-                   accuracy: Mapping[str, JudgeAccuracy] | None = None, inputs: str | None = None,
+                   accuracy: Mapping[str, JudgeAccuracy] | None = None,
                    ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
     by_target: dict[str, TargetRows] = {}
-    same: dict[str, dict[tuple[str, int], OutcomeRow]] = {}  # targets whose files stay: their rows' units
-    units = OutcomeUnits()
-    note = WrittenNote(bench_dir, root)
     written: dict[str, list[OutcomeRow]] = {}
     try:
         for record in records:
@@ -240,18 +228,9 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
             measured.add(unit_key(target_id, conversation["id"], conversation["sample"]))
             target = by_target.get(target_id)
             if target is None:
-                kept = same.get(target_id)
-                if kept is None and inputs is not None and note.unchanged(check_dir(bench_dir / RUNS_DIR / target_id,
-                                                                                    root), inputs):
-                    kept = same[target_id] = {}
-                if kept is not None:  # as `write_target_run` makes the unit of the row it would write
-                    kept[(conversation["id"], conversation["sample"])] = units.of_json(data["score"])
-                    continue
                 target = by_target[target_id] = TargetRows(bench_dir)
             target.add(data)
-        for target_id, kept in same.items():  # in file order, as the files hold them
-            written[target_id] = [kept[key] for key in sorted(kept, key=lambda k: (order.get(k[0], len(order)), k[1]))]
-        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root, written, note, inputs)
+        dropped = _write_runs(bench_dir, by_target, order, targets, samples, known, root, written)
     finally:
         for target in by_target.values():
             target.close()
@@ -283,17 +262,13 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
 
 
 def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int], targets: set[str] | None,
-                samples: int | None, known: Known, root: Path, written: dict[str, list[OutcomeRow]],
-                note: WrittenNote | None = None, inputs: str | None = None) -> list[str]:
+                samples: int | None, known: Known, root: Path, written: dict[str, list[OutcomeRow]]) -> list[str]:
     """Every touched target's run files, one target at a time; stale rows and target runs dropped.
-    `written` receives each written target's scores.json rows as pass/fail units (it holds those of
-    targets whose files stay as they are already)."""
+    `written` receives each written target's scores.json rows as pass/fail units."""
     runs = check_dir(bench_dir / RUNS_DIR, root)
     on_disk = {d.name for d in runs.iterdir() if (d / "scores.json").is_file()} if runs.is_dir() else set()
     dropped: list[str] = []
     for target_id in sorted(on_disk | set(by_target)):
-        if target_id in written:  # its files hold what this session would write (`WrittenNote.unchanged`)
-            continue
         if target_id not in by_target:
             if targets is not None and target_id not in targets:
                 dropped.append(drop_target_run(runs / target_id, root))
@@ -301,6 +276,5 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
-                                    known, root=root, outcomes=written.setdefault(target_id, []),
-                                    note=note, inputs=inputs if target_id in by_target else None)
+                                    known, root=root, outcomes=written.setdefault(target_id, []))
     return dropped

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import JUDGE, METRICS, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, METRICS, USER, read_json, scenario, script, write_benchmark
 
 from conftest import SECRET
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
@@ -73,6 +73,47 @@ def test_parallel_workers_share_the_cache(pytester: pytest.Pytester, bench_env: 
     bench_env.reset()
     pytester.runpytest("--benchmark=demo", "-n", "2", "--evalbench-cache=replay").assert_outcomes(passed=12)
     assert bench_env.requests == []
+
+
+def old_memo(payload: str) -> str:
+    """A memo file as earlier versions wrote them in `.items/` and `.loads/`: a header, then its payload."""
+    return json.dumps({"digest": "0" * 64, "key": "1" * 64, "version": 1}, sort_keys=True) + "\n" + payload
+
+
+def test_memo_directories_of_earlier_versions_are_ignored(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """`.items/` and `.loads/`, which earlier versions wrote in the cache directory, are neither read,
+    written nor removed: collection takes its rows from scenarios.json, the cache replays every call,
+    and the result files are the ones written without them (also under xdist)."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")])
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo").assert_outcomes(passed=2)
+    results = {p: p.read_bytes() for p in sorted((bench / "runs").rglob("*.json"))}
+    cache = bench / ".evalbench-cache"
+    planted_row = json.dumps(scenario("planted_row", "m01"))
+    failing = {"benchmark": "demo", "target_id": "tgt", "status": "failed", "score": {"passed": False}}
+    leftovers = {
+        cache / ".loads" / f"{'a' * 32}.load": old_memo(json.dumps(
+            {"rows": [["planted_row", "m01", "positive", [], planted_row]], "warnings": []})),
+        cache / ".loads" / ".gitignore": "*\n",
+        cache / ".items" / "ab" / f"ab{'0' * 62}.item": old_memo(json.dumps([["ab" + "0" * 62, "simulate", "user",
+                                                                             USER, False, 1, 1, "0" * 64]])
+                                                               + "\n" + json.dumps(failing)),
+        cache / ".items" / "cd" / f"cd{'0' * 62}.item": "not a memo at all",
+        cache / ".items" / "plugin-code": "f" * 64 + "\n",
+        cache / ".items" / ".gitignore": "# item memos: valid only beside this cache's files\n*\n",
+    }
+    for path, text in leftovers.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for args in (["--evalbench-cache=replay"], ["--evalbench-cache=on"], ["--evalbench-cache=replay", "-n", "2"]):
+        bench_env.reset()
+        result = pytester.runpytest("--benchmark=demo", "-v", *args)
+        result.assert_outcomes(passed=2)
+        result.stdout.no_fnmatch_line("*planted_row*")
+        assert bench_env.requests == []
+        assert {p: p.read_bytes() for p in sorted((bench / "runs").rglob("*.json"))} == results
+        assert {p: p.read_text() for p in leftovers} == leftovers  # left as they were
+    assert "planted_row" not in pytester.runpytest("--benchmark=demo", "--collect-only", "-q").stdout.str()
 
 
 PRICED = {"pricing": {name: {"input_per_million": 1_000_000.0, "output_per_million": 0.0}

@@ -50,7 +50,7 @@ def run_example(root: Path, name: str, workers: str) -> dict[str, bytes]:
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     assert "0 requests" in done.stdout, done.stdout[-2000:]  # replayed, offline
     return {str(p.relative_to(bench)): p.read_bytes() for p in sorted(bench.rglob("*"))
-            if p.is_file() and p not in inputs and ".evalbench-cache" not in p.parts}  # the cache's item memos: not results
+            if p.is_file() and p not in inputs}
 
 
 @pytest.fixture(scope="module")

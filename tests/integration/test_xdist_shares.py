@@ -138,31 +138,6 @@ def test_the_xdist_controller_imports_its_finish_while_the_workers_run(pytester:
     assert (pytester.path / "benchmarks" / "demo" / "report.html").is_file()  # the finish still writes its report
 
 
-WORKER_IMPORTS_PROBE = """
-import json, sys
-
-def pytest_runtest_teardown(item):
-    workerinput = getattr(item.config, "workerinput", None)
-    name = f"imports-{workerinput['workerid']}.json" if workerinput else "imports-single.json"
-    with open(name, "w") as out:
-        json.dump([m for m in ("yaml", "pytest_evalbench.input_yaml") if m in sys.modules], out)
-"""
-
-
-def test_workers_are_handed_the_spec_the_controller_validated(pytester: pytest.Pytester,
-                                                              bench_env: FakeLLMServer) -> None:
-    # a worker neither imports yaml nor validates benchmark.yaml again (~20 ms CPU before its first item)
-    result = run_four_probed(pytester, bench_env, WORKER_IMPORTS_PROBE, owner="me")
-    for worker in ("gw0", "gw1"):
-        assert json.loads((pytester.path / f"imports-{worker}.json").read_text()) == []
-    # what a worker reading the file itself warned is still warned, and the workers ran the spec's targets
-    assert "benchmark.yaml: unknown key kept and ignored: owner" in result.stdout.str()
-    assert {r["model"] for r in bench_env.requests} == {USER, TARGET, JUDGE}
-    # the counter-check: a process that reads benchmark.yaml imports yaml (the probe sees it)
-    pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
-    assert json.loads((pytester.path / "imports-single.json").read_text()) == ["yaml", "pytest_evalbench.input_yaml"]
-
-
 ROW_LOADS_PROBE = """
 import json
 
@@ -190,17 +165,20 @@ def parses(root: Path, who: str) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
-def test_workers_take_the_rows_the_controller_loaded(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    # scenarios.json is parsed and validated once, by the controller's preflight; each worker takes its rows
+def test_workers_load_the_benchmark_themselves(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    # as xdist workers collect on their own: each process (the controller's preflight and each worker)
+    # reads benchmark.yaml and scenarios.json itself, and nothing is handed from the controller
     rows = [dict(ROWS[0], note="kept"), *ROWS[1:4]]
-    write_benchmark(pytester.path, scenarios=rows, generation={"turns": 1})
+    write_benchmark(pytester.path, scenarios=rows, generation={"turns": 1}, owner="me")
     bench_env.set_responder(script(True))
     pytester.makeconftest(ROW_LOADS_PROBE)
     result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off", "-v")
     result.assert_outcomes(passed=4)
-    assert (parses(pytester.path, "controller"), parses(pytester.path, "gw0"), parses(pytester.path, "gw1")) == (1, 0, 0)
-    # the workers still give the load's warning, and ran the rows as the file has them
+    assert (parses(pytester.path, "controller"), parses(pytester.path, "gw0"), parses(pytester.path, "gw1")) == (1, 1, 1)
+    # the loads' warnings are given, and the workers ran the rows and targets as the files have them
+    result.stdout.fnmatch_lines(["*benchmark.yaml: unknown key kept and ignored: owner*"])
     result.stdout.fnmatch_lines(["*scenarios.json: unknown key kept and ignored: note (in 1 row, first row 1)*"])
+    assert {r["model"] for r in bench_env.requests} == {USER, TARGET, JUDGE}
     bench = pytester.path / "benchmarks" / "demo"
     with_xdist = bodies(bench_env.requests)
     scores = json.loads((bench / "runs" / "tgt" / "scores.json").read_text())

@@ -14,8 +14,7 @@ targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
 2. Fully cached N = 10,000: the cache is recorded once (latency 0), then a `--evalbench-cache=replay`
    run (no request) against plain pytest running 10,000 trivial parametrized tests, in the same run
    (target <= 1.5); then the same replay in a fresh copy of the project (every file new: other
-   inodes and mtimes, as CI's checkout of a committed cache and its item memos), and in a copy
-   without the memos (every chain replayed from the cache files).
+   inodes and mtimes, as CI's checkout of a committed cache).
 3. 500 items whose endpoint answers HTTP 500 against the same 500 items answered (latency 0, cache
    off; target <= 1.0).
 Every pytest process is run as bench_engine.py runs it (autoload off, plugins named with -p). Both
@@ -129,15 +128,13 @@ def cached(server: Server, root: Path, rows: int, turns: int) -> None:
     print(f"   replay {replay['process']:.2f} s (requests {server.requests()}{exit_note(replay)}) vs plain pytest, "
           f"{rows} trivial parametrized tests {bare['process']:.2f} s: ratio {replay['process'] / bare['process']:.2f} "
           f"(target <= 1.5); {load()}", flush=True)
-    for memos, label in ((True, "with its item memos (committed)"), (False, "without item memos")):
-        checkout = root / f"checkout-{memos}"
-        ignored = () if memos else (".items",)
-        shutil.copytree(project, checkout, copy_function=shutil.copyfile, ignore=shutil.ignore_patterns(*ignored))
-        server.control(reset=True)
-        fresh = run_pytest(checkout, *base, "--evalbench-cache=replay")
-        print(f"   replay in a fresh copy {label}: {fresh['process']:.2f} s (requests {server.requests()}"
-              f"{exit_note(fresh)}): ratio {fresh['process'] / bare['process']:.2f}; {load()}", flush=True)
-        shutil.rmtree(checkout)
+    checkout = root / "checkout"
+    shutil.copytree(project, checkout, copy_function=shutil.copyfile)
+    server.control(reset=True)
+    fresh = run_pytest(checkout, *base, "--evalbench-cache=replay")
+    print(f"   replay in a fresh copy: {fresh['process']:.2f} s (requests {server.requests()}"
+          f"{exit_note(fresh)}): ratio {fresh['process'] / bare['process']:.2f}; {load()}", flush=True)
+    shutil.rmtree(checkout)
 
 
 def errors(server: Server, root: Path, items: int, turns: int) -> None:

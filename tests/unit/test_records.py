@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import scenario
 
 from pytest_evalbench.calibration.models import CalibrationRecord
@@ -148,8 +147,8 @@ def test_a_record_read_back_is_written_from_its_json_not_dumped_again(monkeypatc
 
 
 def test_a_record_whose_outcome_is_decided_is_written_from_its_models() -> None:
-    """A record read from JSON (an item memo's) changes when its outcome is decided (`passed`,
-    `score`, status): the finish pass must then write what it became, not the JSON it was read from."""
+    """A record read from JSON changes when its outcome is decided (`passed`, `score`, status): the
+    finish pass must then write what it became, not the JSON it was read from."""
     from types import SimpleNamespace
 
     from pytest_evalbench.scenarios.kind import ScenarioKind
@@ -166,90 +165,3 @@ def test_a_record_whose_outcome_is_decided_is_written_from_its_models() -> None:
     rows.add(record)
     assert rows.score(("m01_s001_v01", 0))["passed"] is record.score.passed
     rows.close()
-
-
-def _outcome_kind() -> Any:
-    from types import SimpleNamespace
-
-    from pytest_evalbench.scenarios.kind import ScenarioKind
-
-    kind = SimpleNamespace(run=SimpleNamespace(spec=SimpleNamespace(metric=lambda _id: None)), unreliable={},
-                           judged_unreliably=lambda _score: False)
-    return kind, ScenarioKind
-
-
-@pytest.mark.parametrize("present", [True, False, None], ids=["passed", "failed", "unscored"])
-def test_a_memo_records_json_gets_its_outcome_and_is_not_dumped_again(monkeypatch: Any, present: bool | None) -> None:
-    """A record read from an item memo's JSON: `outcome` sets what it decides in that JSON too, and the
-    item's record JSON is that JSON (no dump of the models), equal to what dumping them gives, key order
-    included."""
-    kind, scenario_kind = _outcome_kind()
-    record = scenario_record("m01_s001_v01", panel=True, region="EU")
-    record.score.present = present
-    data = json.loads(json.dumps(record.to_json()))
-    data["score"].update(passed=None, score=None)  # as the chain leaves it: derived in `outcome`
-    data["status"] = None
-    read = ScenarioRecord.from_json(data)
-    scenario_kind.outcome(kind, read, None)
-    expected = json.dumps(read.to_json())
-    monkeypatch.setattr(ScenarioRecord, "to_json", lambda self: pytest.fail("dumped again"))
-    got = scenario_kind.record_to_json(kind, read)
-    assert json.dumps(got) == expected and got["status"] == ("unscored" if present is None else "passed" if present else "failed")
-
-
-def test_a_memo_records_json_is_dropped_when_the_judged_row_hook_saw_it() -> None:
-    """The judged-row hook may change the row: the record's JSON is then dumped from its models."""
-    kind, scenario_kind = _outcome_kind()
-    data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
-    read = ScenarioRecord.from_json(data)
-
-    def judged_row(row: dict[str, Any], _record: dict[str, Any]) -> None:
-        row["present"] = False
-        row["justification"] = "changed by the hook"
-
-    scenario_kind.outcome(kind, read, judged_row)
-    got = scenario_kind.record_to_json(kind, read)
-    assert got is not data and got["score"]["justification"] == "changed by the hook" and got["status"] == "failed"
-
-
-def _memo_text(record: ScenarioRecord, **changes: Any) -> tuple[dict[str, Any], str]:
-    data = json.loads(json.dumps(record.to_json()))
-    data["score"].update(changes)
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-    return json.loads(text), text
-
-
-def test_a_memo_records_text_is_kept_only_while_it_says_what_was_decided() -> None:
-    """An item memo stores the record decided; a hit's text is spooled only when `outcome` decides the
-    same (no hook): the text of a record decided otherwise, or seen by the hook, is dropped."""
-    kind, scenario_kind = _outcome_kind()
-    decided = scenario_record("m01_s001_v01", region="EU")  # present, positive: passed
-    read = ScenarioRecord.from_json(*_memo_text(decided), strict=True)
-    scenario_kind.outcome(kind, read, None)
-    assert read.source_text is not None and json.loads(read.source_text) == read.to_json()
-    stale = ScenarioRecord.from_json(*_memo_text(decided, passed=False, score=0), strict=True)
-    scenario_kind.outcome(kind, stale, None)
-    assert stale.source_text is None and stale.source is not None and stale.source["score"]["passed"] is True
-    undecided = ScenarioRecord.from_json(*_memo_text(decided, passed=None, score=None), strict=True)
-    scenario_kind.outcome(kind, undecided, None)
-    assert undecided.source_text is None and json.dumps(undecided.source) == json.dumps(undecided.to_json())
-    seen: list[Any] = []
-    hooked = ScenarioRecord.from_json(*_memo_text(decided), strict=True)
-    scenario_kind.outcome(kind, hooked, lambda row, rec: seen.append((row["passed"], rec["status"])))
-    assert seen == [(None, None)] and hooked.source is None and hooked.source_text is None  # undecided, as a chain's
-
-
-@pytest.mark.parametrize("change", [("score", "sample", "0"), ("conversation", "sample", 0.0),
-                                    ("usage", "evaluate", {"input_tokens": 3, "output_tokens": 4, "cost": 1}),
-                                    ("usage", "evaluate", {"input_tokens": "3", "output_tokens": 4, "cost": 0.5}),
-                                    (None, "benchmark", 1)],
-                         ids=["text for a number", "float for an int", "int cost", "text tokens", "number name"])
-def test_a_memo_record_is_read_strictly(change: tuple[str | None, str, Any]) -> None:
-    """A memo's JSON stands for the record (its text is spooled): a value the models would coerce is refused
-    (a miss), never written as the file had it."""
-    data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
-    part, key, value = change
-    (data[part] if part else data)[key] = value
-    ScenarioRecord.from_json(data)  # the lenient read accepts it
-    with pytest.raises(ValueError):
-        ScenarioRecord.from_json(data, strict=True)
