@@ -52,11 +52,13 @@ def help_text() -> str:
 
 
 def test_option_table_is_pytest_help(help_text: str) -> None:
-    """Every `--evalbench-*` option of `pytest --help` has exactly one row in the options reference."""
+    """Every `--evalbench-*` option of `pytest --help` has exactly one row of its own in the options reference."""
     rows = table_after(OPTIONS.read_text(encoding="utf-8"), OPTIONS_TABLE)
     documented = Counter(name for cells in rows for name in dict.fromkeys(OPTION.findall(cells[0])))
     offered = set(OPTION.findall(help_text))
     assert offered, "pytest --help lists no --evalbench-* option: is the plugin loaded?"
+    shared = [cells[0] for cells in rows if len(set(OPTION.findall(cells[0]))) > 1]
+    assert shared == [], "rows documenting more than one option"
     assert {n: c for n, c in documented.items() if c > 1} == {}, "options documented in more than one row"
     assert sorted(offered - set(documented)) == [], "options missing from the options reference"
     assert sorted(set(documented) - offered) == [], "the options reference documents options pytest does not have"
