@@ -139,8 +139,8 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[Calibra
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(path, "file not found; write human-labelled examples there (see README, "
-                         "'Judge calibration')") from None
+        raise InputError(path, "file not found; write human-labelled examples there (see "
+                         "docs/guides/judges.md, 'Judge calibration')") from None
     cases: list[CalibrationCase] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():

@@ -2,8 +2,8 @@
 
 `evaluate_gate` is a pure function of in-memory rows and returns one `GateOutcome`, which both
 prints the summary and decides the exit status, so the two cannot disagree. Exit codes
-(documented in README): 0 ok; 1 case failures (with `gate: cases`; with num_samples > 1 a case
-fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
+(documented in docs/reference/exit-codes.md): 0 ok; 1 case failures (with `gate: cases`; with
+num_samples > 1 a case fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
 significant drop against the baseline); 7 incomplete (endpoint errors, unscored judgments, budget
 stop, replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run
 cannot clear or convict a build. Baseline and HTML file I/O are the two small functions at the end.
@@ -160,7 +160,7 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
 
 def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
     """Everything the CI gate decides, from the rows this session measured (no I/O; rows carried over
-    from earlier sessions stay in the result files but never reach the gate: see README, CI gating)."""
+    from earlier sessions stay in the result files but never reach the gate: see docs/guides/gating.md)."""
     outcome = GateOutcome(incomplete=list(inputs.incomplete), mode=settings.mode,
                           fail_inconclusive=settings.fail_inconclusive)
     comparison = None

@@ -1,4 +1,4 @@
-"""The one set of case statuses every surface shows (README "Case statuses").
+"""The one set of case statuses every surface shows (docs/reference/case-statuses.md).
 
 A case (one test item) is `passed`, `failed`, `unscored` (the judge's answer could not be used),
 `judge unreliable` (a failure whose verdict rests on a judge calibration found unreliable; pytest

@@ -1,5 +1,7 @@
-"""The documentation says what the code does: README's option table is `pytest --help`'s options,
-and docs/formats.md's field tables are the JSON Schemas' fields, required keys, enum values and defaults."""
+"""The documentation says what the code does: the options reference (docs/reference/options.md) is
+`pytest --help`'s options, the files reference (docs/formats.md)'s field tables are the JSON Schemas'
+fields, required keys, enum values and defaults, every page under docs/ is in mkdocs.yml's nav (and
+every nav entry exists), and every file of the repository the docs name exists."""
 
 from __future__ import annotations
 
@@ -13,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pytest_evalbench import schemas
 
 ROOT = Path(__file__).parents[2]
-README = ROOT / "README.md"
-FORMATS = ROOT / "docs" / "formats.md"
+DOCS = ROOT / "docs"
+OPTIONS = DOCS / "reference" / "options.md"
+OPTIONS_TABLE = "## pytest options"
+FORMATS = DOCS / "formats.md"
 OPTION = re.compile(r"--evalbench-[a-z][a-z-]*[a-z]")
 
 
@@ -46,25 +51,27 @@ def help_text() -> str:
     return done.stdout
 
 
-def test_readme_option_table_is_pytest_help(help_text: str) -> None:
-    """Every `--evalbench-*` option of `pytest --help` has exactly one row in README's option table."""
-    rows = table_after(README.read_text(encoding="utf-8"), "Options (all `--evalbench-*`")
+def test_option_table_is_pytest_help(help_text: str) -> None:
+    """Every `--evalbench-*` option of `pytest --help` has exactly one row of its own in the options reference."""
+    rows = table_after(OPTIONS.read_text(encoding="utf-8"), OPTIONS_TABLE)
     documented = Counter(name for cells in rows for name in dict.fromkeys(OPTION.findall(cells[0])))
     offered = set(OPTION.findall(help_text))
     assert offered, "pytest --help lists no --evalbench-* option: is the plugin loaded?"
+    shared = [cells[0] for cells in rows if len(set(OPTION.findall(cells[0]))) > 1]
+    assert shared == [], "rows documenting more than one option"
     assert {n: c for n, c in documented.items() if c > 1} == {}, "options documented in more than one row"
-    assert sorted(offered - set(documented)) == [], "options missing from README's table"
-    assert sorted(set(documented) - offered) == [], "README documents options pytest does not have"
+    assert sorted(offered - set(documented)) == [], "options missing from the options reference"
+    assert sorted(set(documented) - offered) == [], "the options reference documents options pytest does not have"
 
 
-def test_readme_option_table_names_every_choice(help_text: str) -> None:
+def test_option_table_names_every_choice(help_text: str) -> None:
     """An option with a fixed set of values names them all in its row (`--evalbench-cache=on|off|...`)."""
-    rows = {name: cells[0] for cells in table_after(README.read_text(encoding="utf-8"), "Options (all `--evalbench-*`")
+    rows = {name: cells[0] for cells in table_after(OPTIONS.read_text(encoding="utf-8"), OPTIONS_TABLE)
             for name in OPTION.findall(cells[0])}
     flat = " ".join(help_text.split())
     for name, choices in re.findall(r"(--evalbench-[a-z-]+)=?\{([a-z0-9,]+)\}", flat):
         for choice in choices.split(","):
-            assert re.search(rf"\b{choice}\b", rows[name]), f"{name}: value {choice!r} not in README's row"
+            assert re.search(rf"\b{choice}\b", rows[name]), f"{name}: value {choice!r} not in its row"
 
 
 # --------------------------------------------------------------------------- docs/formats.md
@@ -196,3 +203,66 @@ def test_result_file_sections_name_every_field_and_value(name: str) -> None:
     unnamed = sorted(f"{f}={v}" for f, info in fields.items() for v in info["enum"] or ()
                      if f"`{json.dumps(v) if not isinstance(v, str) else v}`" not in text)
     assert unnamed == [], f"{name}: values not in docs/formats.md"
+
+
+# --------------------------------------------------------------------------- the site's nav
+
+
+def nav_pages(nav: Any) -> list[str]:
+    """Every page (a path under docs/) that mkdocs.yml's `nav` names, in order, nested sections included."""
+    if isinstance(nav, str):
+        return [] if "://" in nav else [nav]
+    if isinstance(nav, list):
+        return [page for entry in nav for page in nav_pages(entry)]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in nav_pages(value)]
+    raise AssertionError(f"unexpected nav entry {nav!r}")
+
+
+def check_nav(config: Path, docs: Path) -> None:
+    """Every Markdown page under `docs` is in the nav exactly once, and every nav entry is a page there."""
+    pages = nav_pages(yaml.safe_load(config.read_text(encoding="utf-8"))["nav"])
+    on_disk = {path.relative_to(docs).as_posix() for path in docs.rglob("*.md")}
+    twice = sorted(page for page, count in Counter(pages).items() if count > 1)
+    assert twice == [], f"pages in the nav more than once: {twice}"
+    assert sorted(on_disk - set(pages)) == [], "pages under docs/ missing from mkdocs.yml's nav"
+    assert sorted(set(pages) - on_disk) == [], "nav entries of mkdocs.yml with no page under docs/"
+
+
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    check_nav(ROOT / "mkdocs.yml", DOCS)
+
+
+def test_nav_check_fails_on_a_missing_page_or_entry(tmp_path: Path) -> None:
+    """The check above can fail: a page the nav leaves out, and a nav entry without its page."""
+    (tmp_path / "docs" / "guides").mkdir(parents=True)
+    for page in ("index.md", "guides/a.md"):
+        (tmp_path / "docs" / page).write_text("# page\n", encoding="utf-8")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text("nav:\n  - Home: index.md\n  - Guides:\n      - A: guides/a.md\n", encoding="utf-8")
+    check_nav(config, tmp_path / "docs")
+    (tmp_path / "docs" / "guides" / "b.md").write_text("# b\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="missing from mkdocs"):
+        check_nav(config, tmp_path / "docs")
+    config.write_text("nav:\n  - index.md\n  - guides/a.md\n  - guides/b.md\n  - guides/c.md\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="no page under docs"):
+        check_nav(config, tmp_path / "docs")
+
+
+# --------------------------------------------------------------------------- files the docs name
+
+CITED = re.compile(r"`((?:tests|pytest_evalbench|benchmarks|\.ci)/[\w./-]*\w)`")
+
+
+@pytest.mark.parametrize("page", ["README.md", "SECURITY.md", "CHANGELOG.md",
+                                  *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md"))])
+def test_every_file_the_docs_name_exists(page: str) -> None:
+    """A path such as `tests/unit/test_redaction.py` or `pytest_evalbench/redaction.py` named in the
+    documentation is a file or directory of the repository (written paths like `benchmarks/demo/report.html`
+    aside: they exist only after a run)."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    written = ("results.json", "report.html", "runs", "shards", "last_run.json", "history.jsonl", "baseline.json",
+               "cost.json", "calibration.json", "case_results.json", "agent_summary.json", ".sessions.json")
+    cited = {path for path in CITED.findall(text) if "<" not in path and "NAME" not in path and "*" not in path
+             and not any(part in written for part in Path(path).parts)}
+    assert sorted(path for path in cited if not (ROOT / path).exists()) == [], f"{page} names files that do not exist"
