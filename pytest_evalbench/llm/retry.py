@@ -64,8 +64,8 @@ class Retrier:
         except Refused:
             raise call.error() from None
 
-    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes
-                       ) -> Completion | Failure:
+    async def send(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion | Failure:
+        """One attempt through the limits and the transport: the answer, or what failed."""
         async with self.limits.admission(endpoint) as admitted:
             try:
                 await admitted.admit(body, data, role)
@@ -99,7 +99,7 @@ class _Call:
         """One attempt unless the endpoint's circuit is open; a failure is counted (statistics, breaker)."""
         breaker, ident, model = self.retrier.breaker, self.endpoint.identity, self.endpoint.model
         breaker.check(ident, self.role, model)
-        result = await self.retrier._attempt(self.endpoint, body, self.role, data)
+        result = await self.retrier.send(self.endpoint, body, self.role, data)
         if isinstance(result, Completion):
             breaker.answered(ident, model)
             return result
@@ -146,7 +146,8 @@ class _Call:
                 or time.monotonic() - self.started + state.upcoming_sleep > self.settings.max_retry_seconds)
 
     def before_sleep(self, state: RetryCallState) -> None:
-        self.retrier.stats.retries += not self.paced  # a 429 is asked again, not retried
+        if not self.paced:  # a 429 is asked again, not retried
+            self.retrier.stats.retries += 1
 
     async def sleep(self, seconds: float) -> None:
         """A failure's backoff ends when the endpoint's circuit opens meanwhile (breaker.py); a 429's
