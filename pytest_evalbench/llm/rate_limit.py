@@ -2,9 +2,9 @@
 workers included), tokens per minute per process; and concurrency that adapts to 429s per endpoint.
 What the provider says about its own limits is in shared_limits.py (headers: rate_headers.py).
 
-Each request reserves the next free slot in a tiny state file under an exclusive `fcntl` lock,
-then sleeps until its slot: the spacing holds across workers without a coordinator, and a
-crashed worker leaves nothing locked (the kernel drops the lock with the process).
+Each request reserves the next free slot in a tiny state file under an exclusive `filelock` (fcntl on
+POSIX, msvcrt on Windows), then sleeps until its slot: the spacing holds across workers without a
+coordinator, and a crashed worker leaves nothing locked (the OS drops the lock with the process).
 """
 
 from __future__ import annotations
@@ -21,29 +21,31 @@ class SharedRateLimit:
     """At most `per_minute` request starts per minute across all processes using `path`."""
 
     def __init__(self, path: Path, per_minute: float) -> None:
+        from filelock import FileLock  # only a process with --evalbench-rate-limit pays its import
+
         self.path = path
         self.interval = 60.0 / per_minute
+        self._lock = FileLock(str(path) + ".lock")
+        """Held for a read-change-write of `path` (per thread: `wait` reserves on worker threads)."""
 
     def reserve(self) -> float:
         """Claim the next slot; return the wall-clock time it starts."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
-        try:
-            import fcntl  # POSIX only: the plugin must stay importable on Windows
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = os.read(fd, 64)
+        with self._lock.acquire(poll_interval=0.001):  # a holder keeps it for microseconds
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
             try:
-                next_free = float(raw.decode() or 0)
-            except ValueError:
-                next_free = 0.0
-            slot = max(time.time(), next_free)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.ftruncate(fd, 0)
-            os.write(fd, repr(slot + self.interval).encode())
-            return slot
-        finally:
-            os.close(fd)  # closing releases the lock
+                raw = os.read(fd, 64)
+                try:
+                    next_free = float(raw.decode() or 0)
+                except ValueError:
+                    next_free = 0.0
+                slot = max(time.time(), next_free)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.ftruncate(fd, 0)
+                os.write(fd, repr(slot + self.interval).encode())
+                return slot
+            finally:
+                os.close(fd)
 
     async def wait(self) -> None:
         slot = await asyncio.to_thread(self.reserve)

@@ -1,6 +1,7 @@
 """Attempts of one request: the no-key check, a circuit breaker per endpoint (breaker.py), classification of
-failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds.
-Each attempt goes through the limits (limits.py) and is sent by the transport.
+failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds. Each
+attempt goes through the limits (limits.py) and is sent by the transport; tenacity's `AsyncRetrying`
+runs the attempts with the policy's callables (`_Call`).
 
 A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process),
 so the call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the
@@ -13,7 +14,10 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from ..errors import EvalbenchError, LLMError
 from ..redaction import SECRETS
@@ -22,6 +26,10 @@ from .failures import Failure, classify
 from .limits import Limits
 from .transport import Transport
 from .types import Completion, Endpoint, EngineSettings, EngineStats
+
+
+class Refused(Exception):
+    """An attempt failed (`_Call.last` says how)."""
 
 
 class Retrier:
@@ -38,60 +46,19 @@ class Retrier:
         self.breaker = Breaker(2 * settings.max_attempts)
 
     async def fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion:
-        settings = self.settings
-        started = time.monotonic()
-        ident = endpoint.identity
-        attempt = 0  # attempts that failed for real: a 429 is the provider pacing us, not a failure
-        limited = 0
-        while True:
-            if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
-                raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
-                               "or use --evalbench-cache=replay with a recorded cache", role=role,
-                               model=endpoint.model)
-            self.breaker.check(ident, role, endpoint.model)
-            failure = await self._attempt(endpoint, body, role, data)
-            if isinstance(failure, Completion):
-                self.breaker.answered(ident, endpoint.model)
-                return failure
-            message = SECRETS.redact(failure.message)
-            elapsed = time.monotonic() - started
-            if failure.kind == "rate limited":
-                limited += 1
-                self.stats.rate_limited += 1
-                await self._paced_retry(limited, failure, elapsed, message, role, endpoint)
-                continue
-            self.stats.failures[failure.kind] += 1
-            if failure.connection or failure.kind == "server error":
-                self.breaker.failed(ident, endpoint.model, message, connection=failure.connection, retry=attempt > 0,
-                                    kind=failure.kind)
-                self.breaker.check(ident, role, endpoint.model)
-            if not failure.retryable or attempt + 1 >= settings.max_attempts:
-                raise LLMError(failure.kind, message
-                               + (f" (after {attempt + 1} attempts, {elapsed:.1f}s)" if attempt else ""),
-                               role=role, model=endpoint.model)
-            delay = self._backoff(attempt, failure)
-            if elapsed + delay > settings.max_retry_seconds:
-                raise LLMError(failure.kind, message
-                               + f" (gave up after {attempt + 1} attempts: retry budget "
-                               f"{settings.max_retry_seconds:.0f}s exhausted)", role=role, model=endpoint.model)
-            self.stats.retries += 1
-            attempt += 1
-            await self.breaker.pause(ident, endpoint.model, delay)
+        if endpoint.provider != "local" and not endpoint.api_key and endpoint.base_url is None:
+            raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
+                           "or use --evalbench-cache=replay with a recorded cache", role=role, model=endpoint.model)
+        call = _Call(self, endpoint, role)
+        retrying = AsyncRetrying(retry=retry_if_exception(call.asked_again), wait=call.wait, stop=call.stop,
+                                 before_sleep=call.before_sleep, sleep=call.sleep, reraise=True)
+        try:
+            return await retrying(call.attempt, body, data)
+        except Refused:
+            raise call.error() from None
 
-    async def _paced_retry(self, limited: int, failure: Failure, elapsed: float, message: str, role: str,
-                           endpoint: Endpoint) -> None:
-        """A 429: asked again (the shared limits already hold every process for its Retry-After) until
-        the call's retry budget is spent, with a backoff that grows with this call's 429s."""
-        budget = self.settings.max_retry_seconds
-        backoff = min(self.settings.backoff_cap, 0.05 * 2 ** min(limited - 1, 20)) * random.uniform(0.5, 1.0)
-        delay = max(failure.retry_after or 0.0, backoff)
-        if elapsed + delay > budget:
-            raise LLMError("rate limited", message + f" (still rate limited after {elapsed:.1f}s and {limited} "
-                           f"answers 429: retry budget {budget:.0f}s exhausted)", role=role, model=endpoint.model)
-        await asyncio.sleep(delay)
-
-    async def _attempt(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes
-                       ) -> Completion | Failure:
+    async def send(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion | Failure:
+        """One attempt through the limits and the transport: the answer, or what failed."""
         async with self.limits.admission(endpoint) as admitted:
             try:
                 await admitted.admit(body, data, role)
@@ -106,8 +73,82 @@ class Retrier:
                 admitted.refused(failure)
                 return failure
 
-    def _backoff(self, attempt: int, failure: Failure) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, self.settings.backoff_cap) + random.uniform(0, 0.05)
-        ceiling = min(self.settings.backoff_cap, self.settings.backoff_base * (2 ** attempt))
+
+class _Call:
+    """One call's attempts, and the callables tenacity runs them with. Failed attempts and 429s are
+    counted apart: `max_attempts` bounds the first, the retry budget both."""
+
+    def __init__(self, retrier: Retrier, endpoint: Endpoint, role: str) -> None:
+        self.retrier, self.settings, self.endpoint, self.role = retrier, retrier.settings, endpoint, role
+        self.started = time.monotonic()
+        self.failed = self.limited = 0
+        self.last = Failure("", "", retryable=False)
+        """The last attempt's failure, its message redacted."""
+        self.paced = False
+        """The last failure was a 429."""
+
+    async def attempt(self, body: dict[str, Any], data: bytes) -> Completion:
+        """One attempt unless the endpoint's circuit is open; a failure is counted (statistics, breaker)."""
+        breaker, ident, model = self.retrier.breaker, self.endpoint.identity, self.endpoint.model
+        breaker.check(ident, self.role, model)
+        result = await self.retrier.send(self.endpoint, body, self.role, data)
+        if isinstance(result, Completion):
+            breaker.answered(ident, model)
+            return result
+        self.last = failure = replace(result, message=SECRETS.redact(result.message))
+        self.paced = failure.kind == "rate limited"
+        if self.paced:
+            self.limited += 1
+            self.retrier.stats.rate_limited += 1
+            raise Refused
+        self.failed += 1
+        self.retrier.stats.failures[failure.kind] += 1
+        if failure.connection or failure.kind == "server error":
+            breaker.failed(ident, model, failure.message, connection=failure.connection, retry=self.failed > 1,
+                           kind=failure.kind)
+            breaker.check(ident, self.role, model)
+        raise Refused
+
+    def asked_again(self, error: BaseException) -> bool:
+        """A 429 or a retryable failure (an open circuit or a cancelled call: never)."""
+        return isinstance(error, Refused) and (self.paced or self.last.retryable)
+
+    def wait(self, state: RetryCallState) -> float:
+        """A 429: the server's Retry-After, or a jittered backoff growing with this call's 429s if longer.
+        A failure: its Retry-After (capped), else a jittered exponential backoff."""
+        cap, retry_after = self.settings.backoff_cap, self.last.retry_after
+        if self.paced:
+            return max(retry_after or 0.0, min(cap, 0.05 * 2 ** min(self.limited - 1, 20)) * random.uniform(0.5, 1.0))
+        if retry_after is not None:
+            return min(retry_after, cap) + random.uniform(0, 0.05)
+        ceiling = min(cap, self.settings.backoff_base * (2 ** (self.failed - 1)))
         return random.uniform(ceiling / 2, ceiling)
+
+    def stop(self, state: RetryCallState) -> bool:
+        """After `max_attempts` failures, or when the next attempt would start past the retry budget."""
+        return ((not self.paced and self.failed >= self.settings.max_attempts)
+                or time.monotonic() - self.started + state.upcoming_sleep > self.settings.max_retry_seconds)
+
+    def before_sleep(self, state: RetryCallState) -> None:
+        if not self.paced:  # a 429 is asked again, not retried
+            self.retrier.stats.retries += 1
+
+    async def sleep(self, seconds: float) -> None:
+        """A failure's backoff ends when the endpoint's circuit opens meanwhile (breaker.py); a 429's
+        wait is the provider's pacing, slept whole."""
+        if self.paced:
+            await asyncio.sleep(seconds)
+        else:
+            await self.retrier.breaker.pause(self.endpoint.identity, self.endpoint.model, seconds)
+
+    def error(self) -> LLMError:
+        """The call's error: its last failure, and why no attempt followed."""
+        failure, elapsed, budget = self.last, time.monotonic() - self.started, self.settings.max_retry_seconds
+        if self.paced:
+            why = (f" (still rate limited after {elapsed:.1f}s and {self.limited} answers 429: retry budget "
+                   f"{budget:.0f}s exhausted)")
+        elif not failure.retryable or self.failed >= self.settings.max_attempts:
+            why = f" (after {self.failed} attempts, {elapsed:.1f}s)" if self.failed > 1 else ""
+        else:
+            why = f" (gave up after {self.failed} attempts: retry budget {budget:.0f}s exhausted)"
+        return LLMError(failure.kind, failure.message + why, role=self.role, model=self.endpoint.model)

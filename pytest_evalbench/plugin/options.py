@@ -311,7 +311,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     cache_entries = []
     if settings.cache_dir is None:  # the default cache is in the benchmark: its subdirectories too
         directories.append(bench_dir / CACHE_DIR)
-        files.append(bench_dir / CACHE_DIR / ".rate-limit")
+        files += [bench_dir / CACHE_DIR / ".rate-limit", bench_dir / CACHE_DIR / ".rate-limit.lock"]
         files += [bench_dir / CACHE_DIR / ".endpoint-limits", bench_dir / CACHE_DIR / ".endpoint-limits.lock"]
         cache_entries.append(bench_dir / CACHE_DIR)
     check_tree(bench_dir, directories, files, cache_entries)

@@ -133,6 +133,7 @@ LINKS = {  # what is replaced by a link out of the benchmark, whether the link i
     ".evalbench-cache": (True, []),
     ".evalbench-cache/ab": (True, []),
     ".evalbench-cache/.rate-limit": (False, ["--evalbench-rate-limit=6000"]),
+    ".evalbench-cache/.rate-limit.lock": (False, ["--evalbench-rate-limit=6000"]),
 }
 
 

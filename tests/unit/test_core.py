@@ -235,6 +235,47 @@ def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type
     assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
 
 
+def _race_for_slots(path: str, ready: Any, out: Any) -> None:
+    """Once every racer is ready: two threads reserving 40 slots each, as fast as they can."""
+    from pathlib import Path
+
+    from pytest_evalbench.llm.rate_limit import SharedRateLimit
+
+    limit = SharedRateLimit(Path(path), per_minute=60)
+    slots: list[float] = []
+    ready.wait()
+
+    def loop() -> None:
+        for _ in range(40):
+            slots.append(limit.reserve())
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out.put(slots)
+
+
+def test_racing_reservations_never_share_a_slot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Processes and threads reserving at the same moment: each read-change-write of the state file is
+    exclusive, so no two reservations read the same next slot (without the lock, they do). The limit
+    of one per second keeps every slot in the future: a lost update is a repeated slot."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    ready, out = context.Barrier(3), context.Queue()
+    racers = [context.Process(target=_race_for_slots, args=(str(tmp_path / "rl"), ready, out)) for _ in range(3)]
+    for racer in racers:
+        racer.start()
+    results = [out.get(timeout=120) for _ in racers]
+    for racer in racers:
+        racer.join()
+    slots = sorted(s for r in results for s in r)
+    assert len(slots) == 3 * 2 * 40
+    assert [b - a for a, b in itertools.pairwise(slots)] == pytest.approx([1.0] * (len(slots) - 1))
+
+
 def test_identical_concurrent_calls_are_made_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pytest_evalbench.llm.cache import ResponseCache
     from pytest_evalbench.llm.engine import Engine, EngineSettings
