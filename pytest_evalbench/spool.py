@@ -66,13 +66,6 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Append `value` (anything `json.dumps` takes) under `key`."""
         self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
 
-    def add_text(self, key: K, text: str) -> None:
-        """Append a value given as its JSON text (any encoding of it on one line, e.g. an item memo's):
-        read back as what `add` stores, with no encoding of the value here."""
-        if "\n" in text:
-            raise ValueError("a spooled JSON text is one line")
-        self.add_raw(key, text.encode("utf-8") + b"\n")
-
     def add_raw(self, key: K, line: bytes) -> None:
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""

@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 from pydantic_core import from_json
 
 from ..file_version import FORMAT_VERSION, VERSION_KEY
-from ..json_text import COMPACT_ASCII
 from ..redaction import SECRETS
 from ..safe_files import check_dir
 from ..store import atomic_write_text
@@ -122,23 +121,23 @@ class ItemMemo:
             self.engine.memo.submit(functools.partial(self._store, key, to_json(record), log))
         return record
 
-    def hit(self, key: str, from_json: Callable[[dict[str, Any], str], R]) -> R | None:
+    def hit(self, key: str, from_json: Callable[[dict[str, Any]], R]) -> R | None:
         """The item's record from its memo entry when sound, its calls counted; None on a miss
         (synchronous: a hit needs no task on the loop, `Pipeline.first`; on another thread its calls are
         counted on the loop's, with the engine's other counting)."""
         found = self.lookup(key)
         if found is None:
             return None
-        record_json, calls, record_text = found
+        record_json, calls = found
         try:
-            record = from_json(record_json, record_text)
+            record = from_json(record_json)
         except Exception:  # anything a file holds is a miss, never an error
             return None
         self.engine.pipelines.soon(functools.partial(count_calls, self.engine, calls))
         return record
 
-    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call], str] | None:
-        """The record's JSON, the calls to count and the record's JSON text, when the entry is sound
+    def lookup(self, key: str) -> tuple[dict[str, Any], list[Call]] | None:
+        """The record's JSON and the calls to count, when the entry is sound
         and every cache file it lists is unchanged; None otherwise. The first line must be exactly the
         header `_store` writes for this key and the payload's digest (no JSON parse of it)."""
         text = read_bounded(self.path(key))
@@ -168,7 +167,7 @@ class ItemMemo:
                 calls.append(call)
         except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
             return None
-        return record, calls, record_text
+        return record, calls
 
     def _store(self, key: str, record: dict[str, Any], log: CallLog) -> None:
         """Write one entry atomically (on the cache's writer thread) when every call's cache file is
@@ -176,7 +175,7 @@ class ItemMemo:
         if self._broken or not all(call[0] in log.digests for call in log.calls):
             return
         calls = [[*call, log.digests[call[0]]] for call in log.calls]
-        payload = f"{COMPACT_ASCII.encode(calls)}\n{COMPACT_ASCII.encode(record)}"
+        payload = f"{_compact(calls)}\n{_compact(record)}"
         digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
         text = f"{memo_header(digest, key)}\n{payload}"
         if len(text) > MAX_ENTRY_BYTES:
@@ -219,6 +218,12 @@ class ItemMemo:
                     for stale in [e for e in entries if e.name.endswith(SUFFIX) and not e.is_dir(follow_symlinks=False)]:
                         os.unlink(stale.path)
         atomic_write_text(marker, mine, self.cache.directory)
+
+
+def _compact(value: Any) -> str:
+    """One line of compact ASCII JSON (a lone surrogate escaped, never written raw): a memo's lines
+    split on newlines."""
+    return json.dumps(value, separators=(",", ":"))
 
 
 def memo_header(digest: str, key: str) -> str:

@@ -25,8 +25,6 @@ class CallLog:
     """One item's calls while its chain runs (see `ITEM_CALLS`, item_memo.py): what a memo hit must count,
     and the sha256 of each cache file's bytes as it was read or written."""
 
-    __slots__ = ("calls", "digests", "memoable")
-
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.digests: dict[str, str] = {}

@@ -88,8 +88,6 @@ class Pipeline:
     it without a task, a coroutine or a done callback on the loop when it returns a value (None: run
     the coroutine). A fully cached replay settles every item this way."""
 
-    __slots__ = ("first", "run")
-
     def __init__(self, run: Callable[[], Coroutine[Any, Any, Any]], first: Callable[[], Any] | None) -> None:
         self.run = run
         self.first = first

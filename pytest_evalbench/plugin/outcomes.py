@@ -21,7 +21,7 @@ from ..render.terminal import transcript_text
 from ..sanitize import terminal
 from ..spool import Spool
 from ._compat import attach, junit_requested, read, xfail_reason
-from .nodes import CaseItem
+from .nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
 from .scheduling import Scheduler
 from .selection import Selection
 
@@ -61,9 +61,6 @@ class Outcomes:
         """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
         item's three reports, which its terminal reporter keeps for the whole session, so they are
         filled only for the one sink that reads them (`--junitxml`)."""
-        self._text: tuple[str, JSONRecord, str] | None = None
-        """(node id, record JSON, its JSON text) of the item running, when its record was read from a text
-        that still says the same (an item memo's): `consume` spools the text, not an encoding of the JSON."""
 
     def selected(self, ids: list[str]) -> None:
         """Controller side: these items must each end scored or counted."""
@@ -73,11 +70,9 @@ class Outcomes:
         """xdist lost the worker running this item: it is counted, never silently dropped."""
         attach(report, ERROR_ATTR, WORKER_DIED)
 
-    def record_for(self, item: pytest.Item, *, keep_text: bool = False) -> JSONRecord:
+    def record_for(self, item: pytest.Item) -> JSONRecord:
         """Wait for the item's pipeline; let the kind decide its outcome; raise for rows that must ERROR.
-        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload.
-        `keep_text`: nothing but the plugin sees the JSON before the spool (`CaseItem.setup`'s direct call,
-        no fixture of a conftest), so the text it was read from, if any, may be spooled instead."""
+        The typed record becomes JSON here, once: the fixture's value and the teardown report's payload."""
         assert isinstance(item, CaseItem)
         record = self.scheduler.wait(item)
 
@@ -89,14 +84,12 @@ class Outcomes:
         kind = self.selection.kind
         outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         data = kind.record_to_json(record)
-        text = getattr(record, "source_text", None) if keep_text else None  # `ScenarioRecord.source_text`
-        self._text = (item.nodeid, data, text) if text is not None else None
         if self.junit:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                         for name, value in outcome.properties)  # JUnit XML
             item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
-        item.case_record = data
-        item.case_outcome = outcome
+        item.stash[CASE_RECORD] = data
+        item.stash[CASE_OUTCOME] = outcome
         if outcome.status == "unscored":
             raise Unscored(outcome.message or "unscored")
         return data
@@ -117,10 +110,11 @@ class Outcomes:
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if not isinstance(item, CaseItem):
             return
-        if item.case_outcome is not None:
-            attach(report, STATUS_ATTR, item.case_outcome.status)
-        if call.when == "call" and report.failed and item.case_record is not None and self.config.getoption("verbose") > 0:
-            full = transcript_text(item.case_record)
+        outcome, record = item.stash.get(CASE_OUTCOME, None), item.stash.get(CASE_RECORD, None)
+        if outcome is not None:
+            attach(report, STATUS_ATTR, outcome.status)
+        if call.when == "call" and report.failed and record is not None and self.config.getoption("verbose") > 0:
+            full = transcript_text(record)
             if full:
                 report.longrepr = f"{report.longrepr}\n{terminal(full)}"
         if call.when == "teardown":
@@ -129,9 +123,12 @@ class Outcomes:
     def _release(self, item: CaseItem, report: pytest.TestReport) -> None:
         """The item is done: its record moves to the teardown report (which the controller, or xdist
         on the way there, consumes) and nothing of it stays on the item or in the engine."""
-        if item.case_record is not None:
-            attach(report, RECORD_ATTR, item.case_record)
-        item.case_record = item.case_outcome = None
+        record = item.stash.get(CASE_RECORD, None)
+        if record is not None:
+            attach(report, RECORD_ATTR, record)
+        for key in (CASE_RECORD, CASE_OUTCOME):
+            if key in item.stash:
+                del item.stash[key]
         self.scheduler.release(item.nodeid)
 
     def consume(self, report: pytest.TestReport) -> None:
@@ -158,11 +155,7 @@ class Outcomes:
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = read(report, RECORD_ATTR)
         if record is not None:  # the one place a record arriving on the controller is stored
-            known, self._text = self._text, None
-            if known is not None and known[0] == nodeid and known[1] is record:
-                self.records.add_text(nodeid, known[2])
-            else:
-                self.records.add(nodeid, record)
+            self.records.add(nodeid, record)
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
 

@@ -152,10 +152,9 @@ class ScenarioKind:
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
         `passed`/`score` and the status are derived from `present`. The JSON the record was read from
-        (an item memo's) is kept only when no hook saw the row: what changes here is set in it too (and
-        its text is kept only when nothing changed)."""
-        source, text = record.source, record.source_text
-        record.source = record.source_text = None  # the record changes here: that JSON no longer matches
+        (an item memo's) is kept only when no hook saw the row: what changes here is set in it too."""
+        source = record.source
+        record.source = None  # the record changes here: that JSON no longer matches
         if judged_row is not None:
             record.score.passed = record.score.score = record.status = None  # the hook sees them undecided
             row = record.score.to_json()
@@ -166,7 +165,7 @@ class ScenarioKind:
         status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
         record.status = status
         if source is not None and judged_row is None:
-            record.source, record.source_text = _decided(source, text, score.passed, score.score, status)
+            record.source = _decided(source, score.passed, score.score, status)
         properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
                       ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
         message = score.justification if status == "unscored" else ""
@@ -271,35 +270,29 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _decided(source: JSONRecord, text: str | None, passed: bool | None, score: int | None, status: Status
-             ) -> tuple[JSONRecord | None, str | None]:
+def _decided(source: JSONRecord, passed: bool | None, score: int | None, status: Status) -> JSONRecord | None:
     """The record's JSON with its outcome set, as `to_json()` gives it after `outcome` (the keys are there,
-    in place, in `to_json()`'s JSON), and its text while that still says the same (an item memo's,
-    written decided); (None, None) when it is not that JSON's shape."""
+    in place, in `to_json()`'s JSON); None when it is not that JSON's shape."""
     row = source.get("score")
     if not isinstance(row, dict) or "passed" not in row or "score" not in row or "status" not in source:
-        return None, None
-    if text is not None and not (row["passed"] is passed and source["status"] == status
-                                 and type(row["score"]) is type(score) and row["score"] == score):
-        text = None
+        return None
     row["passed"], row["score"], source["status"] = passed, score, status
-    return source, text
+    return source
 
 
 def _memo_json(record: ScenarioRecord) -> JSONRecord:
     """A record's JSON for its item memo: decided as `outcome` decides it without a judged-row hook, so a
-    hit's text is the record's JSON as the spool stores it (a hook's run decides again, from `present`)."""
+    hit's JSON is the record's JSON as the item reports it (a hook's run decides again, from `present`)."""
     score = record.score
     passed, value = derive_pass(score.present, score.metric_type)
-    data, _ = _decided(record.to_json(), None, passed, value,
-                       "unscored" if passed is None else ("passed" if passed else "failed"))
+    data = _decided(record.to_json(), passed, value, "unscored" if passed is None else ("passed" if passed else "failed"))
     assert data is not None  # to_json() has every key
     return data
 
 
-def _memo_record(data: JSONRecord, text: str) -> ScenarioRecord:
+def _memo_record(data: JSONRecord) -> ScenarioRecord:
     """A memo's record: strictly validated, so its JSON holds exactly the record's values."""
-    return ScenarioRecord.from_json(data, text, strict=True)
+    return ScenarioRecord.from_json(data, strict=True)
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:

@@ -29,7 +29,6 @@ from typing import Any, cast
 
 from ..errors import EvalbenchWarning
 from ..input_json import MAX_INPUT_BYTES
-from ..json_text import COMPACT_ASCII
 from ..llm.cache import read_bounded
 from ..llm.item_memo import code_fingerprint, memo_header
 from ..safe_files import UnsafeWrite, check_dir
@@ -73,9 +72,9 @@ Warned = tuple[str, str, int]
 def pack_rows(rows: Iterable[StoredScenario], caught: Iterable[Warned]) -> str:
     """Rows as kept and the load's warnings as one line of compact ASCII JSON: a memo's payload, and
     what an xdist controller hands its workers (`unpack_rows`)."""
-    return COMPACT_ASCII.encode({
+    return json.dumps({
         "rows": [[r.id, r.metric_id, r.metric_type, list(r.demographic), r.row_json] for r in rows],
-        "warnings": [list(w) for w in caught]})
+        "warnings": [list(w) for w in caught]}, separators=(",", ":"))  # ASCII: no raw newline or lone surrogate
 
 
 def unpack_rows(payload: str) -> tuple[list[StoredScenario], list[Warned]] | None:

@@ -202,9 +202,6 @@ class ScenarioRecord:
     source: Optional[dict[str, Any]] = field(default=None, repr=False, compare=False)
     """The JSON `from_json` read this record from (what `to_json` gives back): the finish pass writes
     its parts instead of dumping the models again (`TargetRows.add`). Records read back are not changed."""
-    source_text: Optional[str] = field(default=None, repr=False, compare=False)
-    """The compact JSON text `source` was parsed from (an item memo's line), while `source` still is
-    what that text says: the spool stores it instead of encoding `source` again."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
@@ -213,15 +210,15 @@ class ScenarioRecord:
                 "status": self.status}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], text: str | None = None, *, strict: bool = False) -> ScenarioRecord:
-        """The record of `data` (parsed from `text`, when given). `strict`: no value is coerced (`"0"`
-        is not 0), so `data`, which stands for the record (`source`), holds exactly its values."""
+    def from_json(cls, data: dict[str, Any], *, strict: bool = False) -> ScenarioRecord:
+        """The record of `data`. `strict`: no value is coerced (`"0"` is not 0), so `data`, which stands
+        for the record (`source`), holds exactly its values."""
         if strict and not (type(data["benchmark"]) is str and type(data["target_id"]) is str):
             raise ValueError("benchmark, target_id: not text")
         return cls(data["benchmark"], data["target_id"],
                    ConversationRow.model_validate(data["conversation"], strict=strict or None),
                    ScoreRow.model_validate(data["score"], strict=strict or None),
-                   {k: _usage(v, strict) for k, v in data["usage"].items()}, data.get("status"), data, text)
+                   {k: _usage(v, strict) for k, v in data["usage"].items()}, data.get("status"), data)
 
 
 _USAGE_TYPES = {"input_tokens": int, "output_tokens": int, "cost": float}

@@ -52,23 +52,6 @@ def test_spool_appends_in_batches_and_reads_between_appends(tmp_path: Path) -> N
     spool.close()
 
 
-def test_spool_takes_a_values_json_text_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A value given as its JSON text (an item memo's, ASCII-escaped) is stored without encoding the value
-    and reads back as what `add` stores; a text of more than one line is refused."""
-    import pytest_evalbench.spool as spool_module
-
-    value = {"x": "é\n", "n": [1, 2.5, None, True]}
-    spool: Spool[str] = Spool(tmp_path)
-    spool.add("a", value)
-    monkeypatch.setattr(spool_module, "_ENCODER", None)  # no encoding from here on
-    spool.add_text("b", json.dumps(value, ensure_ascii=True, separators=(",", ":")))
-    assert spool["a"] == spool["b"] == value and list(spool) == ["a", "b"]
-    with pytest.raises(ValueError):
-        spool.add_text("c", '{"x":\n1}')
-    assert "c" not in spool
-    spool.close()
-
-
 @pytest.mark.parametrize("rows", ROWS)
 def test_streamed_json_files_are_byte_identical(tmp_path: Path, rows: list[Any]) -> None:
     dump_json(tmp_path / "whole.json", rows)

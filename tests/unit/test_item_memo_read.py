@@ -46,7 +46,6 @@ def test_the_header_is_the_documented_json_and_a_written_memo_reads_back(tmp_pat
     found = memo.lookup(key)
     assert found is not None
     assert found[0] == record and found[1] == [(CACHE_KEY, "simulate", "target", "m", False, 3, 2)]
-    assert json.loads(found[2]) == record
 
 
 def test_a_header_that_is_not_exactly_the_written_one_misses(tmp_path: Path) -> None:

@@ -212,40 +212,13 @@ def test_a_memo_records_json_is_dropped_when_the_judged_row_hook_saw_it() -> Non
     assert got is not data and got["score"]["justification"] == "changed by the hook" and got["status"] == "failed"
 
 
-def _memo_text(record: ScenarioRecord, **changes: Any) -> tuple[dict[str, Any], str]:
-    data = json.loads(json.dumps(record.to_json()))
-    data["score"].update(changes)
-    text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
-    return json.loads(text), text
-
-
-def test_a_memo_records_text_is_kept_only_while_it_says_what_was_decided() -> None:
-    """An item memo stores the record decided; a hit's text is spooled only when `outcome` decides the
-    same (no hook): the text of a record decided otherwise, or seen by the hook, is dropped."""
-    kind, scenario_kind = _outcome_kind()
-    decided = scenario_record("m01_s001_v01", region="EU")  # present, positive: passed
-    read = ScenarioRecord.from_json(*_memo_text(decided), strict=True)
-    scenario_kind.outcome(kind, read, None)
-    assert read.source_text is not None and json.loads(read.source_text) == read.to_json()
-    stale = ScenarioRecord.from_json(*_memo_text(decided, passed=False, score=0), strict=True)
-    scenario_kind.outcome(kind, stale, None)
-    assert stale.source_text is None and stale.source is not None and stale.source["score"]["passed"] is True
-    undecided = ScenarioRecord.from_json(*_memo_text(decided, passed=None, score=None), strict=True)
-    scenario_kind.outcome(kind, undecided, None)
-    assert undecided.source_text is None and json.dumps(undecided.source) == json.dumps(undecided.to_json())
-    seen: list[Any] = []
-    hooked = ScenarioRecord.from_json(*_memo_text(decided), strict=True)
-    scenario_kind.outcome(kind, hooked, lambda row, rec: seen.append((row["passed"], rec["status"])))
-    assert seen == [(None, None)] and hooked.source is None and hooked.source_text is None  # undecided, as a chain's
-
-
 @pytest.mark.parametrize("change", [("score", "sample", "0"), ("conversation", "sample", 0.0),
                                     ("usage", "evaluate", {"input_tokens": 3, "output_tokens": 4, "cost": 1}),
                                     ("usage", "evaluate", {"input_tokens": "3", "output_tokens": 4, "cost": 0.5}),
                                     (None, "benchmark", 1)],
                          ids=["text for a number", "float for an int", "int cost", "text tokens", "number name"])
 def test_a_memo_record_is_read_strictly(change: tuple[str | None, str, Any]) -> None:
-    """A memo's JSON stands for the record (its text is spooled): a value the models would coerce is refused
+    """A memo's JSON stands for the record (it is written as it is): a value the models would coerce is refused
     (a miss), never written as the file had it."""
     data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
     part, key, value = change
