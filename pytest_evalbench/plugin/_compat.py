@@ -10,7 +10,7 @@ pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pytest
 
@@ -18,6 +18,16 @@ from ..render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)
+def fixture_info(node: pytest.Collector, func: Callable[..., Any]) -> Any:
+    """The fixture closure of `func` seen from `node`, to hand to items of the node
+    (`pytest.Function(fixtureinfo=...)`), as pytest's own parametrization hands one to every item
+    of a function definition. Private: `Session._fixturemanager.getfixtureinfo` (keyword arguments
+    node/func/cls in pytest 8.0 - 9.2)."""
+    # typed for an Item (pytest passes a FunctionDefinition); it reads only the node's chain, markers
+    # and node id, which a file's items share with the file
+    return node.session._fixturemanager.getfixtureinfo(node=cast(pytest.Item, node), func=func, cls=None)
+
+
 def add_k_keywords(item: pytest.Item, words: Mapping[str, Any]) -> None:
     """Make `-k` match the case's keywords: pytest 9.2 no longer matches `keywords=` given to
     `Function`, only `extra_keyword_matches` (a set on Node in pytest 8.0 - 9.2, undocumented)."""
@@ -90,6 +100,20 @@ def xfail_reason(report: pytest.TestReport) -> str | None:
     """The xfail reason of an xfailed report: the `wasxfail` attribute pytest's skipping plugin sets
     (pytest 8.0 - 9.2; undocumented, its presence is how pytest itself tells xfailed reports apart)."""
     return getattr(report, "wasxfail", None)
+
+
+def has_teardown_output(report: pytest.TestReport) -> bool:
+    """Whether the report carries captured teardown output: pytest names those sections
+    "Captured ... teardown" (pytest 8.0 - 9.2; naming undocumented)."""
+    return any("teardown" in name for name, _ in getattr(report, "sections", ()))
+
+
+def passed_phase_reports(config: pytest.Config) -> list[Any] | None:
+    """The terminal reporter's list of passed setup/teardown reports, kept for the whole session:
+    `stats[""]` of `TerminalReporter` (a public attribute, undocumented; the reporter appends each
+    report in its own `pytest_runtest_logreport`; pytest 8.0 - 9.2). None with -p no:terminal."""
+    stats = getattr(config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
+    return stats.setdefault("", []) if isinstance(stats, dict) else None
 
 
 class JUnitSuite:

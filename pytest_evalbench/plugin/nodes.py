@@ -16,6 +16,7 @@ import pytest
 from ..errors import EvalbenchError
 from ..sanitize import terminal
 from ._compat import add_k_keywords, fix_structured_nodeid
+from .memory_bound import file_fixture_info
 
 
 class CaseSource(Protocol):
@@ -78,8 +79,9 @@ class CaseFile(pytest.File):
             cases = session.cases_for(self.path)
         except EvalbenchError as exc:
             raise self.CollectError(terminal(str(exc))) from None  # it may quote names from the input files
+        info = file_fixture_info(self, check_case)
         for case in cases:
-            yield CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case,
+            yield CaseItem.from_parent(self, name=case.name, callobj=check_case, case=case, fixtureinfo=info,
                                        keywords=dict(case.keywords))
 
 

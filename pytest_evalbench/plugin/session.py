@@ -38,6 +38,7 @@ from ._compat import (
     is_xdist_controller,
 )
 from .estimate import EstimateMode, wanted
+from .memory_bound import QuietReports
 from .nodes import SESSION_KEY, SOURCE_KEY, CaseItem
 from .outcomes import RECORD_ATTR, Outcomes
 from .progress import Progress
@@ -73,6 +74,7 @@ class EvalbenchSession:
         self.progress = Progress(config, self.selection, self.outcomes)
         self.estimate = EstimateMode(self.selection) if wanted(config) else None
         """`--evalbench-estimate`: plan and print, run nothing, write nothing."""
+        self.quiet_reports = QuietReports(config)
         config.stash[SOURCE_KEY] = self.selection
         default_args(config, [str(self.bench_dir)])
 
@@ -144,8 +146,10 @@ class EvalbenchSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         """Consume the report first (our notes on it must be seen by the terminal reporter); once
         every plugin has seen it (xdist's worker has sent it), take the record off it: pytest's
-        terminal reporter keeps every report until the end of the session."""
-        if self.selection.is_case(report.nodeid) and not self.is_worker:
+        terminal reporter keeps every report until the end of the session (our quiet setup and
+        teardown reports it does not keep: `memory_bound`)."""
+        case = self.selection.is_case(report.nodeid)
+        if case and not self.is_worker:
             self.outcomes.consume(report)
             self.progress.track(report)
         try:
@@ -153,6 +157,8 @@ class EvalbenchSession:
         finally:
             if report.when != "call":  # a record rides on a teardown report only (`Outcomes._release`)
                 detach(report, RECORD_ATTR)
+                if case:
+                    self.quiet_reports.drop(report)
 
     # ------------------------------------------------------------------ end of the session
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
