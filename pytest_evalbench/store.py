@@ -11,13 +11,11 @@ import secrets
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 from .errors import ConfigError, EvalbenchWarning, InputError, field_path
 from .file_version import check_version, unversioned
-from .json_text import iterencode
 from .safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -180,10 +178,8 @@ def write_json(path: Path, data: Any, root: Path | None) -> None:
     """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
     replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
     in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
-    chunks = iterencode(data)  # json.dumps's text, byte for byte (json_text; tests/unit/test_streamed_json.py)
     with atomic_open(path, root) as handle:
-        while text := "".join(islice(chunks, 4096)):  # joined in C: one write per 4096 pieces
-            handle.write(text)
+        json.dump(data, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
 
 

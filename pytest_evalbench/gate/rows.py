@@ -2,7 +2,7 @@
 
 Kinds hand these to the gate (through `KindResults`); the gate never sees a result file's JSON.
 `ModelResult` (one target's rates) is the results.json entry; dataset agents are shown in that shape too.
-The two row types are plain slotted dataclasses: tens of thousands are made per session.
+The two row types (`OutcomeRow`, `EvalScore`) are frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class ModelResult(Strict):
         return data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class OutcomeRow:
     """One pass/fail unit paired with the baseline, keyed `<target>|<id>|<metric_id>|<sample>`
     (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored."""
@@ -98,7 +98,7 @@ class OutcomeRow:
         return f"{self.target}|{self.id}|{self.metric_id}|{self.sample}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class EvalScore:
     """One scored eval of one dataset case (1..5), keyed `<target>|<id>|<metric_id>`."""
 

@@ -13,13 +13,10 @@ from typing import Any
 
 import pytest
 
-from . import gc_tuning, hookspecs
+from . import hookspecs
 from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
 from .nodes import SESSION_KEY
 from .options import add_options, benchmark_hint, build_settings
-
-RESTORE_KEY = pytest.StashKey[bool]()
-"""Set when a cleanup restores the collector at the very end of the run."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,16 +31,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """`--evalbench-estimate` plans in one process (printed once, no worker started), also with `-n`.
-    With `--benchmark`, the collector is restored by the first cleanup registered, which pytest runs
-    last: after the full collections pytest makes at the end (its unraisable-exception check, in
-    `pytest_unconfigure` and in a cleanup), which then skip the frozen heap (~50 ms at N = 200 in
-    every process: a worker's exit delays the controller's finish)."""
-    if not config.getoption("evalbench_benchmark"):
-        return
-    config.add_cleanup(gc_tuning.restore)
-    config.stash[RESTORE_KEY] = True
-    if config.getoption("evalbench_estimate"):
+    """`--evalbench-estimate` plans in one process (printed once, no worker started), also with `-n`."""
+    if config.getoption("evalbench_benchmark") and config.getoption("evalbench_estimate"):
         from ._compat import single_process
 
         single_process(config)
@@ -52,8 +41,6 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""
-    if config.getoption("evalbench_benchmark"):
-        gc_tuning.freeze_startup()  # before the imports below: their collections skip pytest's heap
     settings = build_settings(config)
     if settings is not None:
         from ..shipped import register_shipped
@@ -61,7 +48,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from .session import EvalbenchSession
 
         register_shipped()  # the kind registry is filled from above, before the session asks for a kind
-        gc_tuning.freeze_at_exit()
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
@@ -70,14 +56,6 @@ def pytest_configure(config: pytest.Config) -> None:
             from .shards import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Unfreeze what `freeze_startup` froze when `pytest_cmdline_main` did not arrange it (a config
-    made without it): an in-process `pytest.main()` leaves nothing frozen."""
-    if RESTORE_KEY not in config.stash:
-        gc_tuning.restore()
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -9,8 +9,7 @@ pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Protocol, cast
 
 import pytest
@@ -19,86 +18,14 @@ from ..render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)
-class OneLineErrors(pytest.Function):
-    """A test function whose failures of the `one_line` types skip pytest's traceback formatting.
-
-    pytest formats a full traceback for every failed setup (private `Node._repr_failure_py`, called
-    by `TestReport.from_item_and_call`; pytest 8.0-9.2) and for every failed call: ~10 ms an item,
-    wasted for the plugin's own errors, whose one-line message `Outcomes.make_report` writes instead."""
-
-    one_line: tuple[type[BaseException], ...] = ()
-
-    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, self.one_line):
-            return str(excinfo.value)
-        return super()._repr_failure_py(excinfo, style)
-
-
 def fixture_info(node: pytest.Collector, func: Callable[..., Any]) -> Any:
-    """The fixture closure of `func` seen from `node`, computed once and handed to every item of
-    the node (`pytest.Function(fixtureinfo=...)`), as pytest's own parametrization shares one per
-    function definition: computed per item it costs an `inspect.signature` and a closure walk each
-    (~0.1 ms, 4% of a fully cached 10,000-item run). Private: `Session._fixturemanager.getfixtureinfo`
-    (keyword arguments node/func/cls in pytest 8.0 - 9.2)."""
+    """The fixture closure of `func` seen from `node`, to hand to items of the node
+    (`pytest.Function(fixtureinfo=...)`), as pytest's own parametrization hands one to every item
+    of a function definition. Private: `Session._fixturemanager.getfixtureinfo` (keyword arguments
+    node/func/cls in pytest 8.0 - 9.2)."""
     # typed for an Item (pytest passes a FunctionDefinition); it reads only the node's chain, markers
     # and node id, which a file's items share with the file
     return node.session._fixturemanager.getfixtureinfo(node=cast(pytest.Item, node), func=func, cls=None)
-
-
-def plain_fixture(config: pytest.Config, info: Any, name: str, module: str) -> bool:
-    """Whether items with this fixture closure (`fixture_info`) would run nothing of pytest's fixture
-    machinery but fixture `name` as the plugin's module `module` defines it: the closure is `name` and
-    `request` only (no autouse or usefixtures), `name` has one definition (no conftest or plugin
-    overrides it), and no plugin but pytest's own (and anyio's) implements the fixture setup/finalizer hooks, nor
-    shows or plans fixtures (`--setup-show/-only/-plan`). Then an item may call that fixture's body
-    itself (`CaseItem.setup`) instead of building a fixture request per item (~0.15 ms an item).
-    Private: `FuncFixtureInfo.names_closure/initialnames/name2fixturedefs` and `FixtureDef.func`
-    (pytest 8.0 - 9.2); the option dests `setupshow/setuponly/setupplan` (pytest 8.0 - 9.2)."""
-    if any(config.getoption(dest, False) for dest in ("setupshow", "setuponly", "setupplan")):
-        return False
-    if tuple(info.initialnames) != (name,) or not set(info.names_closure) <= {name, "request"}:
-        return False
-    defs = info.name2fixturedefs.get(name, ())
-    if len(defs) != 1 or getattr(defs[0].func, "__module__", None) != module:
-        return False
-    hooks = (config.hook.pytest_fixture_setup, config.hook.pytest_fixture_post_finalizer)
-    return all(getattr(impl.plugin, "__name__", "").startswith(SYNC_FIXTURES_LEFT_ALONE) for hook in hooks
-               for impl in hook.get_hookimpls())
-
-
-SYNC_FIXTURES_LEFT_ALONE = ("_pytest.", "anyio.pytest_plugin")
-"""Plugins whose fixture hooks leave a synchronous fixture that does not request theirs alone: pytest's
-own (`--setup-*` excluded above) and anyio's (installed with openai; it wraps only coroutine fixtures
-of items requesting `anyio_backend`, read in anyio 4.x)."""
-
-
-def plain_call(config: pytest.Config) -> bool:
-    """Whether calling a test function runs nothing but pytest's `pytest_pyfunc_call` (and anyio's,
-    which leaves a synchronous function alone): no plugin or conftest wraps or replaces the call. Then
-    an item whose function does nothing (`nodes.check_case`) may skip the call and the hook (~7 us an
-    item of a replay). pytest's implementation is the module `_pytest.python`'s (pytest 8.0 - 9.2)."""
-    return all(getattr(impl.plugin, "__name__", "") in ("_pytest.python", "anyio.pytest_plugin")
-               for impl in config.hook.pytest_pyfunc_call.get_hookimpls())  # `--trace` adds one: called
-
-
-@contextmanager
-def skips_at_item() -> Iterator[None]:
-    """A skip raised while an item gets a fixture's value points at the item, not at the fixture's
-    code: what pytest's `pytest_fixture_setup` does by setting the private `_use_item_location` on the
-    exception (pytest 8.0 - 9.2), repeated where `CaseItem.setup` calls the fixture's body itself."""
-    try:
-        yield
-    except pytest.skip.Exception as exc:
-        exc._use_item_location = True
-        raise
-
-
-def share_location(item: pytest.Item, relpath: str) -> None:
-    """Set `item.location` (a cached property) so every item of a file shares one path string
-    instead of each computing its own (memory at 100,000 items). Undocumented: pytest caches
-    `location` with `functools.cached_property` on Node/Item (pytest 8.0 - 9.2), so assigning the
-    instance attribute is what a first read would have stored."""
-    item.location = (relpath, 0, item.name)  # as `CaseItem.reportinfo` gives it
 
 
 def add_k_keywords(item: pytest.Item, words: Mapping[str, Any]) -> None:
@@ -181,39 +108,12 @@ def has_teardown_output(report: pytest.TestReport) -> bool:
     return any("teardown" in name for name, _ in getattr(report, "sections", ()))
 
 
-def _terminal_stats(config: pytest.Config) -> dict[str, list[Any]] | None:
-    """The terminal reporter's `stats` dict (category -> reports kept for the summary): a public
-    attribute of `TerminalReporter` in pytest 8.0 - 9.2 but undocumented; "" holds passed
-    setup/teardown reports."""
+def passed_phase_reports(config: pytest.Config) -> list[Any] | None:
+    """The terminal reporter's list of passed setup/teardown reports, kept for the whole session:
+    `stats[""]` of `TerminalReporter` (a public attribute, undocumented; the reporter appends each
+    report in its own `pytest_runtest_logreport`; pytest 8.0 - 9.2). None with -p no:terminal."""
     stats = getattr(config.pluginmanager.get_plugin("terminalreporter"), "stats", None)
-    return stats if isinstance(stats, dict) else None
-
-
-class QuietReports:
-    """Drops our quiet setup/teardown reports from the terminal reporter's `stats[""]` list, which it
-    keeps for the whole session only to scan them for teardown output (quadratic at 10,000 failing items).
-    The list and its order (the reporter appends each report in its own logreport hook, which runs
-    before our wrapper's teardown) are undocumented (pytest 8.0 - 9.2)."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self._quiet: list[Any] | None = None
-
-    def drop_last(self, report: pytest.TestReport) -> None:
-        """Every plugin has seen this report: drop it if it is a quiet pass (no teardown output) and
-        the last one the reporter added (it was added by the reporter's own logreport hook)."""
-        quiet = self._quiet
-        if quiet is None:
-            stats = _terminal_stats(self.config)
-            quiet = self._quiet = stats.setdefault("", []) if stats is not None else []
-        if quiet and quiet[-1] is report and report.passed and not has_teardown_output(report):
-            quiet.pop()
-
-    def keep_only(self, keep: Callable[[Any], bool]) -> None:
-        """At session end: keep only the setup/teardown reports `keep` accepts."""
-        stats = _terminal_stats(self.config)
-        if stats is not None and stats.get(""):
-            stats[""][:] = [r for r in stats[""] if keep(r)]
+    return stats.setdefault("", []) if isinstance(stats, dict) else None
 
 
 class JUnitSuite:

@@ -21,7 +21,7 @@ from ..render.terminal import transcript_text
 from ..sanitize import terminal
 from ..spool import Spool
 from ._compat import attach, junit_requested, read, xfail_reason
-from .nodes import CaseItem
+from .nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
 from .scheduling import Scheduler
 from .selection import Selection
 
@@ -88,8 +88,8 @@ class Outcomes:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                         for name, value in outcome.properties)  # JUnit XML
             item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
-        item.case_record = data
-        item.case_outcome = outcome
+        item.stash[CASE_RECORD] = data
+        item.stash[CASE_OUTCOME] = outcome
         if outcome.status == "unscored":
             raise Unscored(outcome.message or "unscored")
         return data
@@ -110,10 +110,11 @@ class Outcomes:
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if not isinstance(item, CaseItem):
             return
-        if item.case_outcome is not None:
-            attach(report, STATUS_ATTR, item.case_outcome.status)
-        if call.when == "call" and report.failed and item.case_record is not None and self.config.getoption("verbose") > 0:
-            full = transcript_text(item.case_record)
+        outcome, record = item.stash.get(CASE_OUTCOME, None), item.stash.get(CASE_RECORD, None)
+        if outcome is not None:
+            attach(report, STATUS_ATTR, outcome.status)
+        if call.when == "call" and report.failed and record is not None and self.config.getoption("verbose") > 0:
+            full = transcript_text(record)
             if full:
                 report.longrepr = f"{report.longrepr}\n{terminal(full)}"
         if call.when == "teardown":
@@ -122,9 +123,12 @@ class Outcomes:
     def _release(self, item: CaseItem, report: pytest.TestReport) -> None:
         """The item is done: its record moves to the teardown report (which the controller, or xdist
         on the way there, consumes) and nothing of it stays on the item or in the engine."""
-        if item.case_record is not None:
-            attach(report, RECORD_ATTR, item.case_record)
-        item.case_record = item.case_outcome = None
+        record = item.stash.get(CASE_RECORD, None)
+        if record is not None:
+            attach(report, RECORD_ATTR, record)
+        for key in (CASE_RECORD, CASE_OUTCOME):
+            if key in item.stash:
+                del item.stash[key]
         self.scheduler.release(item.nodeid)
 
     def consume(self, report: pytest.TestReport) -> None:
@@ -150,8 +154,8 @@ class Outcomes:
             text = str(xfailed or report.longrepr or "")
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = read(report, RECORD_ATTR)
-        if record is not None:
-            self.records.add(nodeid, record)  # the one place a record arriving on the controller is stored
+        if record is not None:  # the one place a record arriving on the controller is stored
+            self.records.add(nodeid, record)
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
 

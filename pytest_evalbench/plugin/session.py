@@ -29,19 +29,17 @@ from ..loading import resolve_benchmark_dir
 from ..redaction import SECRETS
 from ..sanitize import terminal
 from ..settings import RunSettings
-from . import gc_tuning, prewarm
 from ._compat import (
-    QuietReports,
     collect_only,
     collection_failed_count,
     default_args,
     detach,
-    has_teardown_output,
     is_worker,
     is_xdist_controller,
 )
 from .estimate import EstimateMode, wanted
-from .nodes import RECORD_KEY, SESSION_KEY, SOURCE_KEY, CaseItem
+from .memory_bound import QuietReports
+from .nodes import SESSION_KEY, SOURCE_KEY, CaseItem
 from .outcomes import RECORD_ATTR, Outcomes
 from .progress import Progress
 from .reporting import Reporting
@@ -76,10 +74,8 @@ class EvalbenchSession:
         self.progress = Progress(config, self.selection, self.outcomes)
         self.estimate = EstimateMode(self.selection) if wanted(config) else None
         """`--evalbench-estimate`: plan and print, run nothing, write nothing."""
-        self._quiet_reports = QuietReports(config)
-        """The terminal reporter's list of setup/teardown reports (`stats[""]`)."""
+        self.quiet_reports = QuietReports(config)
         config.stash[SOURCE_KEY] = self.selection
-        config.stash[RECORD_KEY] = self.outcomes.record_for  # what `evalbench_record` returns
         default_args(config, [str(self.bench_dir)])
 
     def header(self) -> str:
@@ -127,11 +123,7 @@ class EvalbenchSession:
             return None
         if self.estimate is not None:
             return self.estimate.run(session)
-        gc_tuning.tune_for_run()  # every process that runs items (workers too), until unconfigure
-        if self.is_worker:
-            return None
-        if is_xdist_controller(self.config):
-            prewarm.start()  # the finish's imports while the workers run the items
+        if self.is_worker or is_xdist_controller(self.config):
             return None
         self.outcomes.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.scheduler.start(session.items)
@@ -154,7 +146,8 @@ class EvalbenchSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         """Consume the report first (our notes on it must be seen by the terminal reporter); once
         every plugin has seen it (xdist's worker has sent it), take the record off it: pytest's
-        terminal reporter keeps every report until the end of the session."""
+        terminal reporter keeps every report until the end of the session (our quiet setup and
+        teardown reports it does not keep: `memory_bound`)."""
         case = self.selection.is_case(report.nodeid)
         if case and not self.is_worker:
             self.outcomes.consume(report)
@@ -165,7 +158,7 @@ class EvalbenchSession:
             if report.when != "call":  # a record rides on a teardown report only (`Outcomes._release`)
                 detach(report, RECORD_ATTR)
                 if case:
-                    self._quiet_reports.drop_last(report)
+                    self.quiet_reports.drop(report)
 
     # ------------------------------------------------------------------ end of the session
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -173,18 +166,9 @@ class EvalbenchSession:
         through the xdist glue)."""
         if self.is_worker or self.estimate is not None:
             return  # an estimate writes nothing
-        self._drop_quiet_phase_reports()
         code = self.results.finish(session, exitstatus, self.scheduler.close())
         if code is not None:
             self.reporting.write_reports(code)
-
-    def _drop_quiet_phase_reports(self) -> None:
-        """Keep pytest's failure summary linear: for every failed item it scans all passed
-        setup/teardown reports for teardown output (quadratic: minutes at 10,000 failing items).
-        Our items' passed setup/teardown reports without teardown output print nothing there, so
-        the terminal reporter need not keep them (nor the records attached to them)."""
-        is_case = self.selection.is_case
-        self._quiet_reports.keep_only(lambda r: not is_case(getattr(r, "nodeid", "")) or has_teardown_output(r))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One section rendered from the run's summary: rates, problems, cost, where results went and,

@@ -31,11 +31,10 @@ if TYPE_CHECKING:
     from ..scenarios.models import ScoreRow
 
 
-@dataclass(slots=True)
+@dataclass
 class CaseStatus:
     """One selected item of this session and its documented status (`CASE_STATUSES`), with why
-    when it is not `passed` (the failure's first line, the unscored judgment's or error's reason).
-    Slotted: a run keeps one per item (100,000) while its reports are written."""
+    when it is not `passed` (the failure's first line, the unscored judgment's or error's reason)."""
 
     nodeid: str
     status: str

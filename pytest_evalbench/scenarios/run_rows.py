@@ -185,8 +185,6 @@ class WrittenConversation:
     """A conversations.json row as this finish wrote it (`render.rates.Deferred`): its key and
     demographic as written; the model built only for a row the report shows."""
 
-    __slots__ = ("_normalised", "_raw")
-
     def __init__(self, raw: dict[str, Any], normalised: Callable[[], dict[str, Any]]) -> None:
         self._raw, self._normalised = raw, normalised
 

@@ -21,8 +21,6 @@ class StoredScenario:
     it: a validated `Scenario` weighs about 2 KB, its JSON a fraction of that, and a benchmark of
     100,000 items holds every row from collection to the end of the session."""
 
-    __slots__ = ("_json", "demographic", "id", "metric_id", "metric_type")
-
     def __init__(self, scenario: Scenario) -> None:
         self.id = scenario.id
         self.metric_id, self.metric_type = sys.intern(scenario.metric_id), scenario.metric_type  # one per metric
@@ -53,8 +51,6 @@ def _demographic_keywords(demographic: dict[str, str]) -> tuple[str, ...]:
 
 class ScenarioCase:
     """One test item of a scenario benchmark: scenario row × target × sample."""
-
-    __slots__ = ("index", "sample", "stored", "target_id")
 
     def __init__(self, scenario: Scenario | StoredScenario, target_id: str, sample: int, index: int) -> None:
         self.stored = scenario if isinstance(scenario, StoredScenario) else StoredScenario(scenario)

@@ -20,7 +20,6 @@ from ..correction import JudgeAccuracy
 from ..costs import USAGE_LEDGER, phase_cost, read_ledger
 from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
 from ..gate.rows import OutcomeRow
-from ..json_text import IndentedText
 from ..llm.types import Usage
 from ..provenance import SessionStamp, unit_key, update_sessions
 from ..safe_files import check_dir
@@ -140,7 +139,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
                 outcomes.append(outcome)
             yield row
 
-    def conversations() -> Iterator[dict[str, Any] | IndentedText]:
+    def conversations() -> Iterator[dict[str, Any]]:
         for key in live:
             yield new.conversation(key) if key in new.spooled else versioned(old[key])
 

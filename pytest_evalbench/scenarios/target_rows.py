@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..file_version import versioned
-from ..json_text import IndentedText, indented
 from ..spool import Spool
 from .models import ScenarioRecord
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""A spooled row's compact JSON line (no raw newline: the conversation's text follows the first one)."""
+"""A spooled row's compact JSON line (no raw newline: the three lines of a row split on newlines)."""
 _READ = json.JSONDecoder().raw_decode
 """A spooled line back (as `json.loads` reads it: a line this class wrote, no whitespace around it to skip)."""
 
@@ -24,20 +23,20 @@ class TargetRows:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
-        """(id, sample) -> its usage by phase and its scores.json row, a compact JSON line each (the
-        ledger's pass parses the first only), then the conversations.json row as its indented JSON
-        text (`json_text.indented`, version included): written as it is, never parsed again."""
+        """(id, sample) -> its usage by phase, its scores.json row and its conversations.json row
+        (version included), a compact JSON line each (the ledger's pass parses the first only)."""
 
     def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
         """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
         source = record if isinstance(record, dict) else record.source or record.to_json()  # no dump again
         conversation = source["conversation"]
         usage, score = _LINE.encode(source["usage"]), _LINE.encode(source["score"])
-        text = indented(versioned(conversation))
+        text = _LINE.encode(versioned(conversation))
         self.spooled.add_raw((conversation["id"], conversation["sample"]), f"{usage}\n{score}\n{text}".encode())
 
-    def conversation(self, key: tuple[str, int]) -> IndentedText:
-        return IndentedText(self.spooled.raw(key).split(b"\n", 2)[2].decode())
+    def conversation(self, key: tuple[str, int]) -> dict[str, Any]:
+        conversation: dict[str, Any] = _READ(self.spooled.raw(key).split(b"\n", 2)[2].decode())[0]
+        return conversation
 
     def score(self, key: tuple[str, int]) -> dict[str, Any]:
         score: dict[str, Any] = _READ(self.spooled.raw(key).split(b"\n", 2)[1].decode())[0]

@@ -1,5 +1,5 @@
-"""Every item of a data file shares one fixture closure (plugin/_compat.fixture_info): a user's
-conftest fixtures (autouse, and overrides of the plugin's own) still reach every item."""
+"""Items get their record through the `evalbench_record` fixture like any pytest fixture: a user's
+conftest fixtures (autouse, and overrides of the plugin's own) and hooks reach every item."""
 
 from __future__ import annotations
 
@@ -50,38 +50,6 @@ def test_conftest_fixtures_reach_every_item(pytester: pytest.Pytester, bench_env
     run_three(pytester).stdout.fnmatch_lines(["*autouse saw 3 items, the override wrapped 3*"])
 
 
-COUNTING = """
-import _pytest.fixtures
-
-executed = []
-original = _pytest.fixtures.FixtureDef.execute
-
-
-def execute(self, request):
-    executed.append(self.argname)
-    return original(self, request)
-
-
-def pytest_configure(config):
-    _pytest.fixtures.FixtureDef.execute = execute
-
-
-def pytest_unconfigure(config):
-    _pytest.fixtures.FixtureDef.execute = original
-    print(f"\\nfixture executions: {len(executed)} {executed}")
-"""
-
-
-def test_items_get_their_record_without_a_fixture_request(pytester: pytest.Pytester,
-                                                          bench_env: FakeLLMServer) -> None:
-    """Nothing overrides the plugin's fixtures: no item builds a fixture request (`CaseItem.setup`
-    calls `Outcomes.record_for` itself), and the results are those of the fixture path."""
-    three_items(pytester, bench_env, COUNTING)
-    run_three(pytester).stdout.fnmatch_lines(["fixture executions: 0 []"])
-    # --setup-show lists the fixture each item sets up: there the fixture path stays
-    run_three(pytester, "--setup-show").stdout.fnmatch_lines(["*SETUP    F evalbench_record*", "fixture executions: 3 *"])
-
-
 def test_an_override_that_raises_errors_every_item(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     """A conftest `evalbench_record` that does not call the plugin's still replaces it."""
     write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 3)])
@@ -91,7 +59,6 @@ def test_an_override_that_raises_errors_every_item(pytester: pytest.Pytester, be
     result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*the override ran*"])
-
 
 
 CALLS = """
@@ -113,7 +80,6 @@ def pytest_sessionfinish(session):
 
 def test_a_conftest_wrapping_the_test_call_sees_every_item(pytester: pytest.Pytester,
                                                          bench_env: FakeLLMServer) -> None:
-    """Items skip the call of their (empty) test function only when nothing but pytest implements
-    `pytest_pyfunc_call` (`CaseFile.direct_call`): a conftest that does still sees each call."""
+    """A conftest wrapping `pytest_pyfunc_call` sees each item's call."""
     three_items(pytester, bench_env, CALLS)
     run_three(pytester).stdout.fnmatch_lines(["*pyfunc_call saw 3 items*"])

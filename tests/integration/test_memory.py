@@ -113,50 +113,14 @@ def pytest_collection_finish(session):
 
 
 def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    """One fixture closure per data file, as pytest's parametrization shares one per function (it
-    cost ~0.5 KB per item, issue 26 memory); a conftest override of `evalbench_record` still wraps
-    every item."""
+    """One fixture closure per data file, as pytest's parametrization shares one per function
+    (`plugin/memory_bound.py`); a conftest override of `evalbench_record` still wraps every item."""
     write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(4)])
     bench_env.set_responder(script(True))
     pytester.makeconftest(SHARED_PROBE)
     pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
     assert len(json.loads((pytester.path / "closures.json").read_text())) == 1
     assert len(list((pytester.path / "overridden").iterdir())) == 4
-
-
-STASH_PROBE = """
-import json
-import sys
-from pathlib import Path
-
-import pytest
-
-sizes = {}
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item):
-    sizes[item.nodeid] = sys.getsizeof(item.stash._storage)  # private: the table pytest's keys share
-
-
-def pytest_sessionfinish(session):
-    Path("stash.json").write_text(json.dumps(sizes))
-"""
-
-
-def test_case_items_stash_no_more_than_plain_tests(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    """A case item's stash table is no larger than a plain test's while it runs: pytest's own keys
-    fill its smallest table, and the item's case, record and outcome kept there resized it for the
-    whole session (~130 bytes per item at 100,000 items; issue 26, memory)."""
-    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(2)])
-    bench_env.set_responder(script(True))
-    pytester.makeconftest(STASH_PROBE)
-    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
-    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly", "benchmarks", "test_plain.py"
-                                  ).assert_outcomes(passed=3)
-    sizes = json.loads((pytester.path / "stash.json").read_text())
-    plain = sizes.pop("test_plain.py::test_plain")
-    assert len(sizes) == 2 and max(sizes.values()) <= plain, (sizes, plain)
 
 
 READS_PROBE = """

@@ -214,9 +214,9 @@ def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
 
 def test_failure_summary_keeps_teardown_output_and_drops_quiet_phase_reports(
         pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    """pytest's failure summary scans the passed setup/teardown reports once per failed item
-    (quadratic); ours without teardown output are dropped before it runs, output that a
-    teardown printed is still shown under its failure."""
+    """pytest's terminal reporter keeps the passed setup/teardown reports for the whole session;
+    ours without teardown output are dropped as they arrive (`plugin/memory_bound.py`), output that
+    a teardown printed is still shown under its failure."""
     write_benchmark(pytester.path)
     bench_env.set_responder(script(True))
     pytester.makeconftest("""

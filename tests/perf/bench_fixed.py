@@ -1,7 +1,8 @@
 """Fixed-cost performance script (not part of the test suite): prints, in one run, the issue #27
 targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
 
-    python tests/perf/bench_fixed.py [--n 200] [--repeat 3] [--cached 10000] [--errors 500] [--skip fixed cached errors]
+    python tests/perf/bench_fixed.py [--n 200] [--repeat 3] [--cached 10000] [--errors 500] [--errors-latency 0]
+        [--skip fixed cached errors]
 
 1. Whole-process wall / ideal at C = 64 and C = 128 (N scenarios x 3 turns + judge, 100 ms latency,
    one process, cache off; targets <= 1.15 and <= 1.25), and `-n 2` against one process plus what
@@ -15,8 +16,8 @@ targets "Fixed costs down" and "Replays and failures as cheap as pytest allows".
    run (no request) against plain pytest running 10,000 trivial parametrized tests, in the same run
    (target <= 1.5); then the same replay in a fresh copy of the project (every file new: other
    inodes and mtimes, as CI's checkout of a committed cache).
-3. 500 items whose endpoint answers HTTP 500 against the same 500 items answered (latency 0, cache
-   off; target <= 1.0).
+3. 500 items whose endpoint answers HTTP 500 against the same 500 items answered (latency 0 unless
+   `--errors-latency`, cache off; target <= 1.0).
 Every pytest process is run as bench_engine.py runs it (autoload off, plugins named with -p). Both
 sides of each ratio are measured here, one after the other; the machine's load average is printed
 next to each ratio because the numbers are noisy on a shared machine.
@@ -137,11 +138,11 @@ def cached(server: Server, root: Path, rows: int, turns: int) -> None:
     shutil.rmtree(checkout)
 
 
-def errors(server: Server, root: Path, items: int, turns: int) -> None:
+def errors(server: Server, root: Path, items: int, turns: int, latency: float) -> None:
     project = root / "errors"
     write_bench(project, items, turns)
     base = ("--benchmark=perf", f"--evalbench-base-url={server.base_url}", "--evalbench-cache=off")
-    server.control(reset=True, latency=0.0, status=200)
+    server.control(reset=True, latency=latency, status=200)
     passing = run_pytest(project, *base)
     passing_requests = server.requests()
     server.control(reset=True, status=500)
@@ -150,7 +151,8 @@ def errors(server: Server, root: Path, items: int, turns: int) -> None:
     server.control(status=200)
     status = project / "benchmarks" / "perf" / "last_run.json"
     last = json.loads(status.read_text()) if status.is_file() else {}
-    print(f"\n3. {items} items ({turns} turns + judge, default concurrency, latency 0): endpoint answering 500 "
+    print(f"\n3. {items} items ({turns} turns + judge, default concurrency, latency {latency * 1000:.0f} ms): "
+          f"endpoint answering 500 "
           f"{failing['process']:.2f} s ({failing_requests} requests, exit {failing['exit']:.0f}) vs answered "
           f"{passing['process']:.2f} s ({passing_requests} requests, exit {passing['exit']:.0f}): ratio "
           f"{failing['process'] / passing['process']:.2f} (target <= 1.00); {load()}", flush=True)
@@ -164,6 +166,7 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--cached", type=int, default=10_000, help="rows of the fully cached run")
     parser.add_argument("--errors", type=int, default=500, help="items of the erroring run")
+    parser.add_argument("--errors-latency", type=float, default=0.0, help="endpoint latency of the erroring run")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of section 1 (medians printed)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["fixed", "cached", "errors"])
     args = parser.parse_args()
@@ -177,7 +180,7 @@ def main() -> int:
             if "fixed" not in args.skip:
                 fixed(server, root, args.n, args.turns, args.latency, args.repeat)
             if "errors" not in args.skip:
-                errors(server, root, args.errors, args.turns)
+                errors(server, root, args.errors, args.turns, args.errors_latency)
             if "cached" not in args.skip:
                 cached(server, root, args.cached, args.turns)
     finally:

@@ -1,6 +1,6 @@
 """Peak RSS of one evalbench process at N items next to pytest's floor for N bare `pytest.Item`s
-(issue 26: within 15% of the floor), in one run; also the evalbench run with `--junitxml`, the one
-sink that needs per-item JUnit properties.
+(the bound: within 1.25 x the floor at N = 100,000, docs/performance.md), in one run; also the
+evalbench run with `--junitxml`, the one sink that needs per-item JUnit properties.
 
     python tests/perf/rss_items.py [--n 20000] [--latency 0.002] [--concurrency 64] [--no-junitxml]
 

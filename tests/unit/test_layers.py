@@ -19,7 +19,7 @@ ROOT = PACKAGE.name
 LAYERS: list[tuple[str, list[str]]] = [
     # lowest first; modules are named relative to the package ("" is the package's own __init__)
     ("base", ["_version", "_models", "errors", "file_version", "redaction", "sanitize", "store", "safe_files", "spool",
-              "completeness", "testing", "testing.*", "json_text"]),
+              "completeness", "testing", "testing.*"]),
     ("formats", ["spec", "spec_rules", "loading", "input_json", "input_yaml", "settings", "schemas", "provenance",
                  "reliability", "correction", "costs",
                  "llm.types", "llm.pricing", "gate.rows", "gate.stats", "calibration.stats", "calibration.models",
