@@ -10,13 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
+from pytest_evalbench._version import __version__
+from pytest_evalbench.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 
 if TYPE_CHECKING:
-    from .scenarios.models import Scenario
-    from .spec import BenchmarkSpec, Metric, TargetConfig
-    from .targets import TargetReply
+    from pytest_evalbench.scenarios.models import Scenario
+    from pytest_evalbench.spec import BenchmarkSpec, Metric, TargetConfig
+    from pytest_evalbench.targets import TargetReply
 
 _LAZY = {"Scenario": ".scenarios.models", "BenchmarkSpec": ".spec", "Metric": ".spec",
          "TargetConfig": ".spec", "TargetReply": ".targets"}

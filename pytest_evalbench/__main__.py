@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .plugin.options import base_url, positive_int
+from pytest_evalbench.plugin.options import base_url, positive_int
 
 
 def _authoring_options() -> argparse.ArgumentParser:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     rejudge.add_argument("--root", type=Path, default=None, metavar="DIR",
                          help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
-    from .shipped import register_shipped
+    from pytest_evalbench.shipped import register_shipped
 
     register_shipped()  # the kinds this package ships, before any command asks for one
     if args.command == "merge":
@@ -72,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rejudge":
         return _rejudge(args)
     if args.command == "schemas":
-        from .schemas import write
+        from pytest_evalbench.schemas import write
 
         for path in write():
             print(path)
         return 0
-    from .authoring import AuthoringOptions, run_command
+    from pytest_evalbench.authoring import AuthoringOptions, run_command
 
     options = AuthoringOptions(root=args.root or Path.cwd(), force=args.force, cache=args.cache,
                                base_url=args.base_url, model=args.model, concurrency=args.concurrency,
@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _merge(root: Path, name: str, dirs: list[Path]) -> int:
-    from .errors import EvalbenchError
-    from .merge import item_count, merge_shards
-    from .sanitize import terminal
+    from pytest_evalbench.errors import EvalbenchError
+    from pytest_evalbench.merge import item_count, merge_shards
+    from pytest_evalbench.sanitize import terminal
 
     try:
         bench_dir, count = merge_shards(root, name, dirs)
@@ -107,10 +107,10 @@ def _merge(root: Path, name: str, dirs: list[Path]) -> int:
 def _rejudge(args: argparse.Namespace) -> int:
     import os
 
-    from .errors import EvalbenchError
-    from .redaction import redact
-    from .sanitize import terminal
-    from .scenarios.rejudge import RejudgeOptions, rejudge, summary_lines
+    from pytest_evalbench.errors import EvalbenchError
+    from pytest_evalbench.redaction import redact
+    from pytest_evalbench.sanitize import terminal
+    from pytest_evalbench.scenarios.rejudge import RejudgeOptions, rejudge, summary_lines
 
     root = args.root or Path.cwd()
     options = RejudgeOptions(root=root, samples=args.samples, temperature=args.temperature, cache=args.cache,

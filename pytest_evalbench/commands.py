@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from .settings import RunSettings
+from pytest_evalbench.settings import RunSettings
 
 RECORDABLE = frozenset({"cache miss", "corrupt cache entry"})
 """Item error kinds a run with `--evalbench-cache=on` repairs."""

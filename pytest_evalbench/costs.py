@@ -7,10 +7,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .file_version import versioned
-from .llm.types import Usage
-from .spec import PhaseCost
-from .store import dump_json, read_result
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.spec import PhaseCost
+from pytest_evalbench.store import dump_json, read_result
 
 USAGE_LEDGER = ".usage.json"
 

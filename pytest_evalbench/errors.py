@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .redaction import redact
-from .sanitize import terminal
+from pytest_evalbench.redaction import redact
+from pytest_evalbench.sanitize import terminal
 
 
 class EvalbenchError(Exception):

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .llm.cache import CorruptEntry, canonical_json, request_key
-from .llm.engine import Engine
-from .llm.pricing import PriceTable
-from .llm.types import Endpoint, EngineSettings
+from pytest_evalbench.llm.cache import CorruptEntry, canonical_json, request_key
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.types import Endpoint, EngineSettings
 
 if TYPE_CHECKING:
-    from .run import BenchmarkRun
+    from pytest_evalbench.run import BenchmarkRun
 
 CHARS_PER_TOKEN = 4
 """The approximation: about four characters of English text (and of its JSON) per token."""

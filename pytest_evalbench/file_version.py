@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import InputError
+from pytest_evalbench.errors import InputError
 
 FORMAT_VERSION = 1
 """The format of every result file this version writes; raised when a file changes incompatibly."""

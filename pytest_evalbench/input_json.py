@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, field_path
+from pytest_evalbench.errors import InputError, field_path
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 """Largest input file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines): 64 MiB."""

@@ -12,8 +12,15 @@ from typing import Any
 
 import yaml
 
-from .errors import InputError
-from .input_json import MAX_DEPTH, MAX_INT, SURROGATE, BadValue, read_text, surrogate_problem  # the values JSON input may hold
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.input_json import (  # the values JSON input may hold
+    MAX_DEPTH,
+    MAX_INT,
+    SURROGATE,
+    BadValue,
+    read_text,
+    surrogate_problem,
+)
 
 MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""

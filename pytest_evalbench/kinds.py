@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, Union
 
-from .gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
+from pytest_evalbench.gate.rows import EvalScore, Judged, ModelResult, OutcomeRow, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
-    from .correction import JudgeAccuracy
-    from .dataset.summary import AgentSummary, CaseResult
-    from .provenance import SessionStamp
-    from .run import BenchmarkRun
-    from .scenarios.models import ConversationRow, ScoreRow
-    from .spec import BenchmarkSpec
+    from pytest_evalbench.correction import JudgeAccuracy
+    from pytest_evalbench.dataset.summary import AgentSummary, CaseResult
+    from pytest_evalbench.provenance import SessionStamp
+    from pytest_evalbench.run import BenchmarkRun
+    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.spec import BenchmarkSpec
 
 JSONValue: TypeAlias = Union[dict[str, "JSONValue"], list["JSONValue"], str, int, float, bool, None]
 """Any JSON value: what crosses the kind boundary as data (records, rows, hook payloads)."""

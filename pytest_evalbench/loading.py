@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ._models import unknown_keys
-from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .input_yaml import read_yaml
-from .spec import MAX_ID_LENGTH, BenchmarkSpec
+from pytest_evalbench._models import unknown_keys
+from pytest_evalbench.errors import ConfigError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.input_yaml import read_yaml
+from pytest_evalbench.spec import MAX_ID_LENGTH, BenchmarkSpec
 
 NAME_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
 """A benchmark or data file name: the id rule (always `fullmatch`ed: a trailing newline is no name)."""

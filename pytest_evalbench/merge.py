@@ -18,16 +18,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import EvalbenchError, InputError
-from .file_version import unversioned, versioned
-from .input_json import read_json
-from .kinds import SpecKind, kind_of, spec_kind
-from .loading import load_spec, resolve_benchmark_dir
-from .run import BenchmarkRun
-from .settings import RunSettings
-from .shipped import register_shipped
-from .spec import check_id
-from .store import atomic_write_text
+from pytest_evalbench.errors import EvalbenchError, InputError
+from pytest_evalbench.file_version import unversioned, versioned
+from pytest_evalbench.input_json import read_json
+from pytest_evalbench.kinds import SpecKind, kind_of, spec_kind
+from pytest_evalbench.loading import load_spec, resolve_benchmark_dir
+from pytest_evalbench.run import BenchmarkRun
+from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.shipped import register_shipped
+from pytest_evalbench.spec import check_id
+from pytest_evalbench.store import atomic_write_text
 
 RECORDS_FILE = "records.json"
 """A shard's records by node id, the input of the merge."""

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .llm.types import Endpoint
+from pytest_evalbench.llm.types import Endpoint
 
 SAMPLE_STRIDE = 1_000_000
 V = TypeVar("V", bool, int)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .file_version import FORMAT_VERSION, VERSION_KEY, check_version
-from .store import atomic_write_text
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY, check_version
+from pytest_evalbench.store import atomic_write_text
 
 SESSIONS_LEDGER = ".sessions.json"
 EARLIER = "an earlier session"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .correction import JudgeAccuracy
-from .store import read_rows
+from pytest_evalbench.correction import JudgeAccuracy
+from pytest_evalbench.store import read_rows
 
 RESULT_FILE = "calibration.json"
 """What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""

@@ -13,16 +13,16 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError
-from .llm.cache import ResponseCache
-from .llm.engine import Engine, EngineSettings
-from .llm.pricing import PriceTable
-from .llm.types import Endpoint, check_base_url, header_problem
-from .loading import SPEC_FILE
-from .provenance import SessionStamp
-from .redaction import SECRETS
-from .settings import RunSettings
-from .spec import (
+from pytest_evalbench.errors import ConfigError, InputError
+from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.engine import Engine, EngineSettings
+from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.types import Endpoint, check_base_url, header_problem
+from pytest_evalbench.loading import SPEC_FILE
+from pytest_evalbench.provenance import SessionStamp
+from pytest_evalbench.redaction import SECRETS
+from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.spec import (
     DEFAULT_MAX_TOKENS,
     MAX_ID_LENGTH,
     BenchmarkSpec,
@@ -32,7 +32,7 @@ from .spec import (
     ThresholdRules,
     check_id,
 )
-from .targets import AppTarget, ModelTarget, Target
+from pytest_evalbench.targets import AppTarget, ModelTarget, Target
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 ROLE_OPTIONS = {"user_model": "--evalbench-user-model", "evaluator_model": "--evalbench-judge-model"}

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import ConfigError
+from pytest_evalbench.errors import ConfigError
 
 
 class UnsafeWrite(ConfigError):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .redaction import redact
+from pytest_evalbench.redaction import redact
 
 _VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
 _VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),

@@ -13,14 +13,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .calibration.models import CalibrationEntry
-from .dataset.loading import DatasetSettings
-from .dataset.models import DatasetCase, StoredAnswer
-from .dataset.summary import DATASET_TYPES
-from .file_version import FORMAT_VERSION, VERSION_KEY
-from .scenarios.flaky import RejudgeReport
-from .scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
-from .spec import BenchmarkSpec, PhaseCost
+from pytest_evalbench.calibration.models import CalibrationEntry
+from pytest_evalbench.dataset.loading import DatasetSettings
+from pytest_evalbench.dataset.models import DatasetCase, StoredAnswer
+from pytest_evalbench.dataset.summary import DATASET_TYPES
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY
+from pytest_evalbench.scenarios.flaky import RejudgeReport
+from pytest_evalbench.scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
+from pytest_evalbench.spec import BenchmarkSpec, PhaseCost
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 

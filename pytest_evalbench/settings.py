@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .llm.types import EngineSettings
+from pytest_evalbench.llm.types import EngineSettings
 
 
 @dataclass

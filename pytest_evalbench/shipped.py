@@ -12,26 +12,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .kinds import AnyKind, SpecKind, register_calibration, register_kind
+from pytest_evalbench.kinds import AnyKind, SpecKind, register_calibration, register_kind
 
 if TYPE_CHECKING:
-    from .run import BenchmarkRun
+    from pytest_evalbench.run import BenchmarkRun
 
 
 def _scenarios() -> type[SpecKind]:
-    from .scenarios.kind import ScenarioKind
+    from pytest_evalbench.scenarios.kind import ScenarioKind
 
     return ScenarioKind
 
 
 def _dataset() -> type[SpecKind]:
-    from .dataset.kind import DatasetKind
+    from pytest_evalbench.dataset.kind import DatasetKind
 
     return DatasetKind
 
 
 def _calibration() -> Callable[[BenchmarkRun], AnyKind]:
-    from .calibration.kind import CalibrationKind
+    from pytest_evalbench.calibration.kind import CalibrationKind
 
     return CalibrationKind
 

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from ._models import Input, Int, Num, Strict
-from .llm.types import check_base_url, header_problem
-from .redaction import MASK, redact_data, secret_params, strip_credentials
-from .spec_rules import GateConfig, JudgeConfig, ThresholdRules
+from pytest_evalbench._models import Input, Int, Num, Strict
+from pytest_evalbench.llm.types import check_base_url, header_problem
+from pytest_evalbench.redaction import MASK, redact_data, secret_params, strip_credentials
+from pytest_evalbench.spec_rules import GateConfig, JudgeConfig, ThresholdRules
 
 MAX_ID_LENGTH = 100
 SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from ._models import Input, Int, Num, Strict
+from pytest_evalbench._models import Input, Int, Num, Strict
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 

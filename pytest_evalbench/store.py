@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
-from .errors import ConfigError, EvalbenchWarning, InputError, field_path
-from .file_version import check_version, unversioned
-from .safe_files import UnsafeWrite, check_dir, check_write
+from pytest_evalbench.errors import ConfigError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.file_version import check_version, unversioned
+from pytest_evalbench.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
     # the plugin imports for every pytest run) must not pay for it

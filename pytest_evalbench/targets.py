@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import TargetError, UnusableAnswer
-from .llm.engine import Engine, EngineSettings
-from .llm.types import Endpoint, Usage, safe_text
-from .redaction import cut, redact, redact_data
-from .spec import ToolCall
+from pytest_evalbench.errors import TargetError, UnusableAnswer
+from pytest_evalbench.llm.engine import Engine, EngineSettings
+from pytest_evalbench.llm.types import Endpoint, Usage, safe_text
+from pytest_evalbench.redaction import cut, redact, redact_data
+from pytest_evalbench.spec import ToolCall
 
 
 @dataclass

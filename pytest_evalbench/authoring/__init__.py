@@ -14,7 +14,7 @@ checked against `generation.turns`.
 
 from __future__ import annotations
 
-from .cli import run_command
-from .generate import AuthoringOptions
+from pytest_evalbench.authoring.cli import run_command
+from pytest_evalbench.authoring.generate import AuthoringOptions
 
 __all__ = ["AuthoringOptions", "run_command"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import sys
 
-from ..errors import EvalbenchError
-from ..sanitize import terminal
-from .generate import AuthoringOptions, gen_metrics, gen_scenarios
+from pytest_evalbench.authoring.generate import AuthoringOptions, gen_metrics, gen_scenarios
+from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.sanitize import terminal
 
 _PYTEST_TO_CLI = ((re.compile(r"--evalbench-cache=(\w+)"), r"--cache \1"),
                   (re.compile(r"--evalbench-base-url\b"), "--base-url"),

@@ -12,23 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import ConfigError, InputError, UnusableAnswer
-from ..file_version import versioned
-from ..kinds import spec_kind
-from ..llm import structured
-from ..llm.cache import CacheMode
-from ..llm.engine import PRIORITY, Engine, EngineSettings
-from ..llm.structured import MAX_ATTEMPTS
-from ..llm.types import Endpoint, Usage
-from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..run import open_engine, role_endpoint
-from ..scenarios.loading import SCENARIOS_FILE, load_scenarios
-from ..settings import RunSettings
-from ..shipped import register_shipped
-from ..spec import BenchmarkSpec, Metric
-from ..store import dump_json
-from .metrics_file import scenario_rows_schema_check, write_cost, write_metrics
-from .prompts import (
+from pytest_evalbench.authoring.metrics_file import scenario_rows_schema_check, write_cost, write_metrics
+from pytest_evalbench.authoring.prompts import (
     MAX_EXAMPLES,
     MAX_LANDMARKS,
     LandmarkDraft,
@@ -43,6 +28,21 @@ from .prompts import (
     scenarios_prompt,
     variant_prompt,
 )
+from pytest_evalbench.errors import ConfigError, InputError, UnusableAnswer
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.kinds import spec_kind
+from pytest_evalbench.llm import structured
+from pytest_evalbench.llm.cache import CacheMode
+from pytest_evalbench.llm.engine import PRIORITY, Engine, EngineSettings
+from pytest_evalbench.llm.structured import MAX_ATTEMPTS
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from pytest_evalbench.run import open_engine, role_endpoint
+from pytest_evalbench.scenarios.loading import SCENARIOS_FILE, load_scenarios
+from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.shipped import register_shipped
+from pytest_evalbench.spec import BenchmarkSpec, Metric
+from pytest_evalbench.store import dump_json
 
 A = TypeVar("A", bound=BaseModel)
 

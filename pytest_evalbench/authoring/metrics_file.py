@@ -10,15 +10,15 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .. import schemas
-from ..costs import update_cost_file
-from ..errors import InputError
-from ..input_yaml import read_yaml
-from ..llm.types import Usage
-from ..loading import SPEC_FILE, field_path, validate_as
-from ..scenarios.models import Scenario
-from ..spec import BenchmarkSpec
-from ..store import atomic_write_text
+from pytest_evalbench import schemas
+from pytest_evalbench.costs import update_cost_file
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.input_yaml import read_yaml
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.loading import SPEC_FILE, field_path, validate_as
+from pytest_evalbench.scenarios.models import Scenario
+from pytest_evalbench.spec import BenchmarkSpec
+from pytest_evalbench.store import atomic_write_text
 
 COST_FILE = "cost.json"
 _METRICS_KEY_RE = re.compile(r"""^(?:metrics|"metrics"|'metrics')[ \t]*:(?:[ \t]|\r?\n|$)""")

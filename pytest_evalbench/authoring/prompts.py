@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import InputError
-from ..spec import BenchmarkSpec, Metric, not_blank
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.spec import BenchmarkSpec, Metric, not_blank
 
 # --------------------------------------------------------------------------- answer models
 

@@ -7,17 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..dataset.explain import EVAL_NAMES
-from ..dataset.runner import run_eval
-from ..file_version import versioned
-from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
-from ..llm.types import Endpoint, Usage
-from ..panel import majority, poll
-from ..reliability import RESULT_FILE, judge_name
-from ..run import BenchmarkRun
-from ..scenarios.judge import judge
-from ..store import dump_json
-from .models import (
+from pytest_evalbench.calibration.models import (
     CALIBRATION_FILE,
     CalibrationCase,
     CalibrationEntry,
@@ -25,7 +15,17 @@ from .models import (
     MetricLabel,
     load_labels,
 )
-from .stats import agreement_entry
+from pytest_evalbench.calibration.stats import agreement_entry
+from pytest_evalbench.dataset.explain import EVAL_NAMES
+from pytest_evalbench.dataset.runner import run_eval
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status, spec_kind
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.panel import majority, poll
+from pytest_evalbench.reliability import RESULT_FILE, judge_name
+from pytest_evalbench.run import BenchmarkRun
+from pytest_evalbench.scenarios.judge import judge
+from pytest_evalbench.store import dump_json
 
 __all__ = ["CalibrationKind"]
 

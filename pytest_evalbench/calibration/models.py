@@ -15,14 +15,14 @@ from typing import Any, Optional, Union
 
 from pydantic import Field, ValidationError, model_validator
 
-from .._models import Strict
-from ..dataset.models import PAYLOAD_KEYS, EvalName
-from ..errors import InputError
-from ..gate.rows import Judged, Status
-from ..input_json import parse_json
-from ..llm.types import Usage
-from ..loading import first_error
-from ..spec import BenchmarkSpec, Message
+from pytest_evalbench._models import Strict
+from pytest_evalbench.dataset.models import PAYLOAD_KEYS, EvalName
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.gate.rows import Judged, Status
+from pytest_evalbench.input_json import parse_json
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.loading import first_error
+from pytest_evalbench.spec import BenchmarkSpec, Message
 
 CALIBRATION_FILE = "calibration.jsonl"
 

@@ -21,10 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import InputError
-from ..spec import check_id
-from ..store import atomic_write_text, results_lock
-from .models import (
+from pytest_evalbench.dataset.models import (
     LIVE_FALLBACK,
     PAYLOAD_KEYS,
     ROW_FIELD,
@@ -35,6 +32,9 @@ from .models import (
     load_cases,
     payload_for,
 )
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.spec import check_id
+from pytest_evalbench.store import atomic_write_text, results_lock
 
 ANSWERS_DIR = "answers"
 

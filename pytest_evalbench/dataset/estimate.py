@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..estimate import Expectations, HasRun, Plan, filler
-from ..panel import vote_sample
-from ..targets import AppTarget, ModelTarget
-from .explain import VERDICT_SCHEMA, build_messages
-from .models import DatasetItem, payload_for
-from .runner import TOOL_EVAL, tool_eval_not_applicable
+from pytest_evalbench.dataset.explain import VERDICT_SCHEMA, build_messages
+from pytest_evalbench.dataset.models import DatasetItem, payload_for
+from pytest_evalbench.dataset.runner import TOOL_EVAL, tool_eval_not_applicable
+from pytest_evalbench.estimate import Expectations, HasRun, Plan, filler
+from pytest_evalbench.panel import vote_sample
+from pytest_evalbench.targets import AppTarget, ModelTarget
 
 APP_ANSWER_TOKENS = 64
 

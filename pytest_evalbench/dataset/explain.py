@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import Field
 
-from .._models import StrictAnswer
-from ..llm.structured import parse_as, strict_schema
+from pytest_evalbench._models import StrictAnswer
+from pytest_evalbench.llm.structured import parse_as, strict_schema
 
 TRAITS: dict[str, tuple[str, list[str]]] = {
     "RelevanceExplain": (

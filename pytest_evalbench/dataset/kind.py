@@ -10,27 +10,35 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ..kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
-from ..panel import agreement_lines
-from ..provenance import LedgerRows, unit_key
-from ..reliability import judge_name, reliability_lines, unreliable_judges
-from ..run import BenchmarkRun
-from .answers import stored_answer, write_answers
-from .explain import EVAL_NAMES
-from .loading import DatasetSettings, check_answerable, check_unique, dataset_files, dataset_settings, load_items, policy_of
-from .models import DatasetItem, StoredAnswer
-from .policy import ScoringPolicy
-from .runner import DatasetRecord, decide, run_case
-from .store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
-from .summary import CaseResult, agent_table, as_target_results, summarize_agents
+from pytest_evalbench.dataset.answers import stored_answer, write_answers
+from pytest_evalbench.dataset.explain import EVAL_NAMES
+from pytest_evalbench.dataset.loading import (
+    DatasetSettings,
+    check_answerable,
+    check_unique,
+    dataset_files,
+    dataset_settings,
+    load_items,
+    policy_of,
+)
+from pytest_evalbench.dataset.models import DatasetItem, StoredAnswer
+from pytest_evalbench.dataset.policy import ScoringPolicy
+from pytest_evalbench.dataset.runner import DatasetRecord, decide, run_case
+from pytest_evalbench.dataset.store import AGENT_SUMMARY, CASE_RESULTS, write_dataset_results
+from pytest_evalbench.dataset.summary import CaseResult, agent_table, as_target_results, summarize_agents
+from pytest_evalbench.kinds import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
+from pytest_evalbench.panel import agreement_lines
+from pytest_evalbench.provenance import LedgerRows, unit_key
+from pytest_evalbench.reliability import judge_name, reliability_lines, unreliable_judges
+from pytest_evalbench.run import BenchmarkRun
 
 if TYPE_CHECKING:
-    from ..estimate import Expectations, HasRun, Plan
+    from pytest_evalbench.estimate import Expectations, HasRun, Plan
 
 
 def _plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
     """`estimate.plan_case`, imported only for an estimate: a run does not pay for the estimator's modules."""
-    from .estimate import plan_case
+    from pytest_evalbench.dataset.estimate import plan_case
 
     return plan_case(kind, item, expect)
 

@@ -15,12 +15,12 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
-from .._models import Strict
-from ..errors import InputError
-from ..loading import NAME_RE, SPEC_FILE, validate_as
-from ..spec import BenchmarkSpec
-from .models import DatasetError, DatasetItem, load_cases
-from .policy import DOCUMENTED_POLICY, ScoringPolicy
+from pytest_evalbench._models import Strict
+from pytest_evalbench.dataset.models import DatasetError, DatasetItem, load_cases
+from pytest_evalbench.dataset.policy import DOCUMENTED_POLICY, ScoringPolicy
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.loading import NAME_RE, SPEC_FILE, validate_as
+from pytest_evalbench.spec import BenchmarkSpec
 
 
 class DatasetSettings(Strict):

@@ -16,11 +16,11 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .._models import Input
-from ..errors import InputError
-from ..input_json import parse_json, read_text
-from ..loading import first_error
-from ..spec import ToolCall, check_id
+from pytest_evalbench._models import Input
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.input_json import parse_json, read_text
+from pytest_evalbench.loading import first_error
+from pytest_evalbench.spec import ToolCall, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",

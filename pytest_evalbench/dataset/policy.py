@@ -13,8 +13,8 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from .._models import Strict
-from .models import EvalName
+from pytest_evalbench._models import Strict
+from pytest_evalbench.dataset.models import EvalName
 
 EPS = 1e-9
 

@@ -11,17 +11,17 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..llm.engine import Engine
-from ..llm.structured import MAX_ATTEMPTS, ask
-from ..llm.types import Endpoint, Usage
-from ..panel import median_vote, poll
-from ..targets import Target
-from .answers import answer_line
-from .explain import VERDICT_SCHEMA, build_messages, parse_verdict
-from .models import DatasetCase, DatasetItem, payload_for
-from .policy import ScoringPolicy, failure_message, judge_case
-from .summary import CaseResult, MetricResult, ToolCheckResult
-from .tool_check import check_tool_calls
+from pytest_evalbench.dataset.answers import answer_line
+from pytest_evalbench.dataset.explain import VERDICT_SCHEMA, build_messages, parse_verdict
+from pytest_evalbench.dataset.models import DatasetCase, DatasetItem, payload_for
+from pytest_evalbench.dataset.policy import ScoringPolicy, failure_message, judge_case
+from pytest_evalbench.dataset.summary import CaseResult, MetricResult, ToolCheckResult
+from pytest_evalbench.dataset.tool_check import check_tool_calls
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.panel import median_vote, poll
+from pytest_evalbench.targets import Target
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
 NOT_APPLICABLE = ("not applicable: no tool call was expected and none was invoked (excluded from the composite "

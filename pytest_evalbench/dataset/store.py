@@ -7,12 +7,12 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from ..costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
-from ..file_version import versioned
-from ..provenance import SessionStamp, unit_key, update_sessions
-from ..store import count_rows, dump_json, read_valid_rows, results_lock
-from .runner import DatasetRecord
-from .summary import AgentSummary, CaseResult, summarize_agents
+from pytest_evalbench.costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
+from pytest_evalbench.dataset.runner import DatasetRecord
+from pytest_evalbench.dataset.summary import AgentSummary, CaseResult, summarize_agents
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.provenance import SessionStamp, unit_key, update_sessions
+from pytest_evalbench.store import count_rows, dump_json, read_valid_rows, results_lock
 
 CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"

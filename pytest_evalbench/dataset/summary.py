@@ -21,9 +21,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from .._models import Strict
-from ..gate.rows import EvalScore, ModelResult, OutcomeRow
-from ..gate.stats import Z95, mcnemar_exact_p
+from pytest_evalbench._models import Strict
+from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.gate.stats import Z95, mcnemar_exact_p
 
 
 class MetricResult(Strict):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .rows import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
 
 BASELINE_SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)

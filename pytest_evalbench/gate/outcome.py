@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..kinds import KindResults
-from ..spec_rules import ThresholdRules
-from ..store import atomic_write_text
-from .baseline import Baseline, load_baseline, make_baseline
-from .paired import CompareRule, Comparison, compare_with_baseline
-from .rows import EvalScore, ModelResult, OutcomeRow
-from .rules import RuleResult, check_thresholds
-from .stats import case_verdict
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.gate.baseline import Baseline, load_baseline, make_baseline
+from pytest_evalbench.gate.paired import CompareRule, Comparison, compare_with_baseline
+from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.gate.rules import RuleResult, check_thresholds
+from pytest_evalbench.gate.stats import case_verdict
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.spec_rules import ThresholdRules
+from pytest_evalbench.store import atomic_write_text
 
 EXIT_REGRESSION = 6
 EXIT_INCOMPLETE = 7

@@ -11,9 +11,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .baseline import Baseline, case_outcomes, case_scores
-from .rows import EvalScore, OutcomeRow
-from .stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
+from pytest_evalbench.gate.baseline import Baseline, case_outcomes, case_scores
+from pytest_evalbench.gate.rows import EvalScore, OutcomeRow
+from pytest_evalbench.gate.stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
 POOLED = "(pooled)"

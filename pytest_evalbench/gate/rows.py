@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import SerializerFunctionWrapHandler, model_serializer
 
-from .._models import Strict
+from pytest_evalbench._models import Strict
 
 Status = Literal["passed", "failed", "unscored"]
 """An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from .outcome import GateOutcome
-from .paired import Comparison
+from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.paired import Comparison
 
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
               5: "no tests collected", 6: "regression", 7: "incomplete"}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from ..errors import LLMError
+from pytest_evalbench.errors import LLMError
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..store import atomic_write_text
+from pytest_evalbench.store import atomic_write_text
 
 DEFAULT_OUTPUT_CAP = 4096
 """Output tokens reserved for a request that sets neither `max_tokens` nor `max_completion_tokens`

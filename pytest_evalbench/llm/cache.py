@@ -26,9 +26,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from ..file_version import FORMAT_VERSION, VERSION_KEY, version_problem
-from ..store import atomic_write_text
-from .types import SURROGATE, safe_json
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY, version_problem
+from pytest_evalbench.llm.types import SURROGATE, safe_json
+from pytest_evalbench.store import atomic_write_text
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")

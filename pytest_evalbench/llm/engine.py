@@ -11,14 +11,14 @@ import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .cache import ResponseCache, canonical_json, material_json, text_key
-from .limits import Limits
-from .memo import Memo
-from .pipelines import PRIORITY, Pipelines, hand_off
-from .pricing import PriceTable
-from .retry import Retrier
-from .transport import Transport, make_transport
-from .types import Completion, Endpoint, EngineSettings, EngineStats, Usage
+from pytest_evalbench.llm.cache import ResponseCache, canonical_json, material_json, text_key
+from pytest_evalbench.llm.limits import Limits
+from pytest_evalbench.llm.memo import Memo
+from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
+from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.retry import Retrier
+from pytest_evalbench.llm.transport import Transport, make_transport
+from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats, Usage
 
 __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strings"]
 """`PRIORITY` lives in pipelines.py; authoring imports it from here (it sets its pipelines' order)."""

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from ..redaction import redact
-from .rate_headers import retry_after
-from .types import safe_text
+from pytest_evalbench.llm.rate_headers import retry_after
+from pytest_evalbench.llm.types import safe_text
+from pytest_evalbench.redaction import redact
 
 
 @dataclass(frozen=True)

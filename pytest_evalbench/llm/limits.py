@@ -19,15 +19,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import BudgetExhausted
-from .budget import Budget, worst_case_tokens
-from .failures import Failure
-from .pipelines import call_priority
-from .pricing import PriceTable
-from .rate_headers import parse
-from .rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate
-from .shared_limits import SharedLimits, endpoint_key
-from .types import Completion, Endpoint, EngineSettings, EngineStats
+from pytest_evalbench.errors import BudgetExhausted
+from pytest_evalbench.llm.budget import Budget, worst_case_tokens
+from pytest_evalbench.llm.failures import Failure
+from pytest_evalbench.llm.pipelines import call_priority
+from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.rate_headers import parse
+from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate
+from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key
+from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
 
 LOCAL_SLOTS = 1
 """Requests in flight to the embedded llama.cpp server: it answers one at a time, so more would only

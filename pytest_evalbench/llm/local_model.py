@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..store import atomic_write_text, publish
+from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.store import atomic_write_text, publish
 
 CACHE_ENV = "EVALBENCH_MODEL_DIR"
 """Overrides the directory the assembled model is written to (default: the user cache dir)."""

@@ -16,8 +16,8 @@ import tempfile
 import threading
 import time
 
-from ..errors import ConfigError, LLMError
-from .local_model import DEFAULT, MODELS, LocalModel, install_command, installed, missing_extra, model_path
+from pytest_evalbench.errors import ConfigError, LLMError
+from pytest_evalbench.llm.local_model import DEFAULT, MODELS, LocalModel, install_command, installed, missing_extra, model_path
 
 __all__ = ["LocalServer", "install_command", "local_extra_installed", "resolve_model"]
 

@@ -11,10 +11,10 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import CacheMiss, LLMError
-from ..redaction import SECRETS
-from .cache import CorruptEntry, ResponseCache, canonical_json
-from .types import Completion, EngineStats
+from pytest_evalbench.errors import CacheMiss, LLMError
+from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, canonical_json
+from pytest_evalbench.llm.types import Completion, EngineStats
+from pytest_evalbench.redaction import SECRETS
 
 
 def redacted(completion: Completion) -> Completion:

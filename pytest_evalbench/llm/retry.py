@@ -19,13 +19,13 @@ from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from ..errors import EvalbenchError, LLMError
-from ..redaction import SECRETS
-from .breaker import Breaker
-from .failures import Failure, classify
-from .limits import Limits
-from .transport import Transport
-from .types import Completion, Endpoint, EngineSettings, EngineStats
+from pytest_evalbench.errors import EvalbenchError, LLMError
+from pytest_evalbench.llm.breaker import Breaker
+from pytest_evalbench.llm.failures import Failure, classify
+from pytest_evalbench.llm.limits import Limits
+from pytest_evalbench.llm.transport import Transport
+from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
+from pytest_evalbench.redaction import SECRETS
 
 
 class Refused(Exception):

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..redaction import strip_credentials
-from ..store import atomic_write_text
-from .rate_headers import MAX_WAIT, RateHeaders, Window
+from pytest_evalbench.llm.rate_headers import MAX_WAIT, RateHeaders, Window
+from pytest_evalbench.redaction import strip_credentials
+from pytest_evalbench.store import atomic_write_text
 
 if TYPE_CHECKING:
     from filelock import AcquireReturnProxy, FileLock

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import field_path
-from .engine import Engine
-from .types import Endpoint, Usage, safe_json
+from pytest_evalbench.errors import field_path
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.types import Endpoint, Usage, safe_json
 
 MAX_ATTEMPTS = 3
 T = TypeVar("T")

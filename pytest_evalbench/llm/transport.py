@@ -28,9 +28,9 @@ import zlib
 from typing import Any, Union
 from urllib.parse import urlsplit, urlunsplit
 
-from .failures import Failure, HTTPStatusError, ProtocolError, RedirectRefused, ResponseTooLarge, classify
-from .local_server import LocalServer
-from .types import MAX_RESPONSE_BYTES, Completion, Endpoint, safe_json, safe_text
+from pytest_evalbench.llm.failures import Failure, HTTPStatusError, ProtocolError, RedirectRefused, ResponseTooLarge, classify
+from pytest_evalbench.llm.local_server import LocalServer
+from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion, Endpoint, safe_json, safe_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("aiohttp", "openai")

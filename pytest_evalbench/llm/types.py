@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..redaction import redact, strip_credentials
+from pytest_evalbench.redaction import redact, strip_credentials
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from . import hookspecs
-from .fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
-from .nodes import SESSION_KEY
-from .options import add_options, benchmark_hint, build_settings
+from pytest_evalbench.plugin import hookspecs
+from pytest_evalbench.plugin.fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
+from pytest_evalbench.plugin.nodes import SESSION_KEY
+from pytest_evalbench.plugin.options import add_options, benchmark_hint, build_settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,7 +33,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """`--evalbench-estimate` plans in one process (printed once, no worker started), also with `-n`."""
     if config.getoption("evalbench_benchmark") and config.getoption("evalbench_estimate"):
-        from ._compat import single_process
+        from pytest_evalbench.plugin._compat import single_process
 
         single_process(config)
 
@@ -43,9 +43,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""
     settings = build_settings(config)
     if settings is not None:
-        from ..shipped import register_shipped
-        from . import xdist
-        from .session import EvalbenchSession
+        from pytest_evalbench.plugin import xdist
+        from pytest_evalbench.plugin.session import EvalbenchSession
+        from pytest_evalbench.shipped import register_shipped
 
         register_shipped()  # the kind registry is filled from above, before the session asks for a kind
         session = EvalbenchSession(config, settings)
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(session, "evalbench-session")
         xdist.register(config)
         if settings.shard:
-            from .shards import ShardPlugin
+            from pytest_evalbench.plugin.shards import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
 
@@ -62,7 +62,7 @@ def pytest_report_header(config: pytest.Config) -> Any:
     """One line naming benchmark, models, cache mode and concurrency."""
     if SESSION_KEY not in config.stash:
         return None
-    from .session import session_of
+    from pytest_evalbench.plugin.session import session_of
 
     return session_of(config).header()
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 import pytest
 
-from ..render.progress import LineWriter
+from pytest_evalbench.render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)

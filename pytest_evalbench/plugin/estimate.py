@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import EvalbenchError
-from ..sanitize import terminal
-from .nodes import CaseItem
-from .selection import Selection
+from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.plugin.nodes import CaseItem
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.sanitize import terminal
 
 if TYPE_CHECKING:
-    from ..estimate import Estimate
+    from pytest_evalbench.estimate import Estimate
 
 
 def wanted(config: pytest.Config) -> bool:
@@ -32,7 +32,7 @@ class EstimateMode:
 
     def run(self, session: pytest.Session) -> bool:
         """Plan every selected item; the loop stops here (True), so no item runs."""
-        from ..estimate import Estimable, Expectations, estimate, render  # only with --evalbench-estimate
+        from pytest_evalbench.estimate import Estimable, Expectations, estimate, render  # only with --evalbench-estimate
 
         selection = self.selection
         kind = selection.kind

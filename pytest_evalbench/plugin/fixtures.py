@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from .nodes import CaseItem
+from pytest_evalbench.plugin.nodes import CaseItem
 
 
 @pytest.fixture
@@ -22,6 +22,6 @@ def evalbench_case(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The judged result of this item: conversation, score row and usage (waits for the engine)."""
-    from .session import session_of  # loaded with --benchmark, before any item runs
+    from pytest_evalbench.plugin.session import session_of  # loaded with --benchmark, before any item runs
 
     return session_of(request.config).outcomes.record_for(request.node)

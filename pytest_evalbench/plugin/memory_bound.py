@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ._compat import fixture_info, has_teardown_output, passed_phase_reports
+from pytest_evalbench.plugin._compat import fixture_info, has_teardown_output, passed_phase_reports
 
 
 def file_fixture_info(file: pytest.File, func: Callable[..., Any]) -> Any:

@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from ..errors import EvalbenchError
-from ..sanitize import terminal
-from ._compat import add_k_keywords, fix_structured_nodeid
-from .memory_bound import file_fixture_info
+from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid
+from pytest_evalbench.plugin.memory_bound import file_fixture_info
+from pytest_evalbench.sanitize import terminal
 
 
 class CaseSource(Protocol):

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..llm.cache import CACHE_MODES
+from pytest_evalbench.llm.cache import CACHE_MODES
 
 if TYPE_CHECKING:
-    from ..gate.outcome import GateSettings
-    from ..gate.paired import CompareRule
-    from ..settings import RunSettings
+    from pytest_evalbench.gate.outcome import GateSettings
+    from pytest_evalbench.gate.paired import CompareRule
+    from pytest_evalbench.settings import RunSettings
 
 
 def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:
@@ -144,7 +144,7 @@ def add_gate_options(group: Any) -> None:
 
 def base_url(text: str) -> str:
     """argparse type of an endpoint URL option (the plugin's and the authoring commands')."""
-    from ..llm.types import check_base_url
+    from pytest_evalbench.llm.types import check_base_url
 
     try:
         return check_base_url(text)
@@ -153,7 +153,7 @@ def base_url(text: str) -> str:
 
 
 def _compare_rule(text: str) -> CompareRule:
-    from ..gate.paired import parse_compare_rule
+    from pytest_evalbench.gate.paired import parse_compare_rule
 
     try:
         return parse_compare_rule(text)
@@ -178,7 +178,7 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
 
 
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
-    from ..gate.outcome import GateSettings
+    from pytest_evalbench.gate.outcome import GateSettings
 
     rule = config.getoption("evalbench_compare_fail")
     return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
@@ -192,7 +192,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
 def check_text_options(config: pytest.Config) -> None:
     """Every evalbench option is text UTF-8 can carry: a command-line byte that is not UTF-8 arrives as a
     lone surrogate (Python's surrogateescape), which no request, result file or report could encode."""
-    from ..input_json import has_surrogate
+    from pytest_evalbench.input_json import has_surrogate
 
     for dest, value in sorted(vars(config.option).items()):
         if not dest.startswith("evalbench_"):
@@ -212,13 +212,13 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     if not name:
         return None
     check_text_options(config)
-    from ..llm.engine import EngineSettings
-    from ..settings import RunSettings
+    from pytest_evalbench.llm.engine import EngineSettings
+    from pytest_evalbench.settings import RunSettings
 
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
-    from ..errors import ConfigError
-    from ..run import parse_target_option
+    from pytest_evalbench.errors import ConfigError
+    from pytest_evalbench.run import parse_target_option
 
     targets = list(config.getoption("evalbench_targets"))
     for value in targets:
@@ -228,13 +228,13 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             raise pytest.UsageError(str(exc)) from None
     concurrency = config.getoption("evalbench_concurrency")
     token_limit = config.getoption("evalbench_token_limit") or None
-    from ._compat import worker_count, worker_input
+    from pytest_evalbench.plugin._compat import worker_count, worker_input
 
     workerinput = worker_input(config)
     budget_ledger = None
     if workerinput is not None:
         # xdist workers reserve the one budget in the controller's ledger file (llm/budget.py)
-        from .workers import BUDGET_INPUT, worker_share
+        from pytest_evalbench.plugin.workers import BUDGET_INPUT, worker_share
 
         budget_ledger = workerinput.get(BUDGET_INPUT)
     workers = worker_count(workerinput, 1) if workerinput is not None else 1
@@ -297,8 +297,8 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     regular; paths given on the command line must be regular files or new, in a directory where a
     file can be created; a cache directory the session writes to must be writable. ConfigError names
     the first problem (a usage error, exit 4): a run never learns this after spending money."""
-    from ..run import CACHE_DIR, SHARDS_DIR, shard_dir
-    from ..safe_files import check_dir, check_output_file, check_tree, check_writable_dir
+    from pytest_evalbench.run import CACHE_DIR, SHARDS_DIR, shard_dir
+    from pytest_evalbench.safe_files import check_dir, check_output_file, check_tree, check_writable_dir
 
     out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir
     runs = out / "runs"
@@ -319,7 +319,7 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
         for run_dir in sorted(runs.iterdir()):
             if run_dir.is_dir() or run_dir.is_symlink():
                 check_tree(bench_dir, [check_dir(run_dir, bench_dir)], [run_dir / name for name in RUN_FILES])
-    from ._compat import junit_path
+    from pytest_evalbench.plugin._compat import junit_path
 
     explicit = [("--evalbench-save-baseline", config.getoption("evalbench_save_baseline")),
                 ("--evalbench-html", config.getoption("evalbench_html")),

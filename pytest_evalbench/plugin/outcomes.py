@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..completeness import WORKER_DIED, Completeness, crash_reason
-from ..errors import EvalbenchError, LLMError, TargetError
-from ..kinds import JSONRecord
-from ..redaction import redact
-from ..render.status import ERROR, NOT_RUN, UNSCORED, case_status
-from ..render.terminal import transcript_text
-from ..sanitize import terminal
-from ..spool import Spool
-from ._compat import attach, junit_requested, read, xfail_reason
-from .nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
-from .scheduling import Scheduler
-from .selection import Selection
+from pytest_evalbench.completeness import WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.errors import EvalbenchError, LLMError, TargetError
+from pytest_evalbench.kinds import JSONRecord
+from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
+from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
+from pytest_evalbench.plugin.scheduling import Scheduler
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.redaction import redact
+from pytest_evalbench.render.status import ERROR, NOT_RUN, UNSCORED, case_status
+from pytest_evalbench.render.terminal import transcript_text
+from pytest_evalbench.sanitize import terminal
+from pytest_evalbench.spool import Spool
 
 if TYPE_CHECKING:
-    from ..render.summary import CaseStatus
+    from pytest_evalbench.render.summary import CaseStatus
 
 RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
 """What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status."""
@@ -170,7 +170,7 @@ class Outcomes:
 
     def case_statuses(self) -> list[CaseStatus]:
         """Every selected item of this session with its documented status (`render.summary.CASE_STATUSES`)."""
-        from ..render.summary import CaseStatus
+        from pytest_evalbench.render.summary import CaseStatus
 
         tally = self.tally
         out = []

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from ..render.progress import Counts, ProgressReporter
-from ..render.status import JUDGE_UNRELIABLE
-from ._compat import collect_only, is_xdist_controller, read, terminal_writer, xfail_reason
-from .nodes import CaseItem
-from .outcomes import STATUS_ATTR, Outcomes
-from .selection import Selection
+from pytest_evalbench.plugin._compat import collect_only, is_xdist_controller, read, terminal_writer, xfail_reason
+from pytest_evalbench.plugin.nodes import CaseItem
+from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.render.progress import Counts, ProgressReporter
+from pytest_evalbench.render.status import JUDGE_UNRELIABLE
 
 
 class Progress:

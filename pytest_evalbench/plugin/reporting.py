@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..errors import EvalbenchError
-from ..redaction import redact
-from ..render.terminal import LAST_RUN, summary_lines
-from ..sanitize import terminal
-from ..store import atomic_write_text
-from ._compat import junit_xml
-from .outcomes import Outcomes
-from .results import Results
-from .selection import Selection
+from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.plugin._compat import junit_xml
+from pytest_evalbench.plugin.outcomes import Outcomes
+from pytest_evalbench.plugin.results import Results
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.redaction import redact
+from pytest_evalbench.render.terminal import LAST_RUN, summary_lines
+from pytest_evalbench.sanitize import terminal
+from pytest_evalbench.store import atomic_write_text
 
 if TYPE_CHECKING:  # the reports are imported where a controller finishes the run (workers never do)
-    from ..render.summary import RunSummary
+    from pytest_evalbench.render.summary import RunSummary
 
 
 class Reporting:
@@ -47,11 +47,11 @@ class Reporting:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
-        from ..commands import session_commands
-        from ..gate.verdict import gate_verdict, node_ids_of
-        from ..render.history import HISTORY, append_history, read_history
-        from ..render.html import render_html
-        from ..render.summary import build_summary
+        from pytest_evalbench.commands import session_commands
+        from pytest_evalbench.gate.verdict import gate_verdict, node_ids_of
+        from pytest_evalbench.render.history import HISTORY, append_history, read_history
+        from pytest_evalbench.render.html import render_html
+        from pytest_evalbench.render.summary import build_summary
 
         results, outcomes = self.results, self.outcomes
         loaded = self.selection.loaded_run()
@@ -97,7 +97,7 @@ class Reporting:
                 atomic_write_text(html_path, html, None)
             if markdown_path is None and not step_summary:
                 return
-            from ..render.markdown import render_markdown, write_markdown  # only a run that writes Markdown
+            from pytest_evalbench.render.markdown import render_markdown, write_markdown  # only a run that writes Markdown
 
             markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
             if markdown_path is not None:

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
-from ..completeness import Completeness
-from ..errors import ConfigError, EvalbenchError, InputError
-from ..kinds import AnyKind, JSONRecord, KindResults
-from ..llm.engine import EngineStats
-from ..render.terminal import LAST_RUN, MAX_LISTED, write_run_running, write_run_status
-from ..sanitize import terminal
-from ..settings import RunSettings
-from ..spool import Spool
-from ._compat import continues_on_collection_errors, set_exit_status
-from .options import compare_path, gate_settings
-from .outcomes import Outcomes
-from .selection import Selection
+from pytest_evalbench.completeness import Completeness
+from pytest_evalbench.errors import ConfigError, EvalbenchError, InputError
+from pytest_evalbench.kinds import AnyKind, JSONRecord, KindResults
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.plugin._compat import continues_on_collection_errors, set_exit_status
+from pytest_evalbench.plugin.options import compare_path, gate_settings
+from pytest_evalbench.plugin.outcomes import Outcomes
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, write_run_running, write_run_status
+from pytest_evalbench.sanitize import terminal
+from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.spool import Spool
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
-    from ..gate.baseline import Baseline
-    from ..gate.outcome import GateOutcome
+    from pytest_evalbench.gate.baseline import Baseline
+    from pytest_evalbench.gate.outcome import GateOutcome
 
 
 @dataclass
@@ -73,8 +73,8 @@ class Results:
         path = compare_path(self.config, self.bench_dir)
         if path is None or self.is_worker:
             return None
-        from ..gate.outcome import read_baseline
-        from ..safe_files import check_input_file
+        from pytest_evalbench.gate.outcome import read_baseline
+        from pytest_evalbench.safe_files import check_input_file
 
         try:
             return read_baseline(check_input_file(path, "the baseline to compare with"))
@@ -127,7 +127,7 @@ class Results:
         return int(code)
 
     def _finish(self, exitstatus: int) -> GateOutcome:
-        from ..gate.outcome import GateInputs, evaluate_gate, write_gate_files
+        from pytest_evalbench.gate.outcome import GateInputs, evaluate_gate, write_gate_files
 
         run = self.selection.run
         kind = self.selection.kind

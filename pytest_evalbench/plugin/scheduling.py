@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from ..kinds import AnyKind
-from .nodes import CaseItem
+from pytest_evalbench.kinds import AnyKind
+from pytest_evalbench.plugin.nodes import CaseItem
 
 if TYPE_CHECKING:
-    from ..run import BenchmarkRun
+    from pytest_evalbench.run import BenchmarkRun
 
 
 class RunSource(Protocol):

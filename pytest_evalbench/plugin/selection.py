@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from ..errors import EvalbenchError
-from ..kinds import AnyKind, kind_of, spec_kind
-from ..loading import SPEC_FILE, load_spec
-from ..run import BenchmarkRun
-from ..sanitize import terminal
-from ..settings import RunSettings
-from .nodes import BrokenBenchmark, CaseFile
-from .options import check_files, gate_settings
+from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.kinds import AnyKind, kind_of, spec_kind
+from pytest_evalbench.loading import SPEC_FILE, load_spec
+from pytest_evalbench.plugin.nodes import BrokenBenchmark, CaseFile
+from pytest_evalbench.plugin.options import check_files, gate_settings
+from pytest_evalbench.run import BenchmarkRun
+from pytest_evalbench.sanitize import terminal
+from pytest_evalbench.settings import RunSettings
 
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 

@@ -24,12 +24,9 @@ from typing import Any, cast
 
 import pytest
 
-from ..errors import ConfigError
-from ..loading import resolve_benchmark_dir
-from ..redaction import SECRETS
-from ..sanitize import terminal
-from ..settings import RunSettings
-from ._compat import (
+from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.loading import resolve_benchmark_dir
+from pytest_evalbench.plugin._compat import (
     collect_only,
     collection_failed_count,
     default_args,
@@ -37,15 +34,18 @@ from ._compat import (
     is_worker,
     is_xdist_controller,
 )
-from .estimate import EstimateMode, wanted
-from .memory_bound import QuietReports
-from .nodes import SESSION_KEY, SOURCE_KEY, CaseItem
-from .outcomes import RECORD_ATTR, Outcomes
-from .progress import Progress
-from .reporting import Reporting
-from .results import Results
-from .scheduling import Scheduler
-from .selection import Selection
+from pytest_evalbench.plugin.estimate import EstimateMode, wanted
+from pytest_evalbench.plugin.memory_bound import QuietReports
+from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
+from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes
+from pytest_evalbench.plugin.progress import Progress
+from pytest_evalbench.plugin.reporting import Reporting
+from pytest_evalbench.plugin.results import Results
+from pytest_evalbench.plugin.scheduling import Scheduler
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.redaction import SECRETS
+from pytest_evalbench.sanitize import terminal
+from pytest_evalbench.settings import RunSettings
 
 
 def session_of(config: pytest.Config) -> EvalbenchSession:

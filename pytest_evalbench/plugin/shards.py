@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from ..merge import write_records
-from .session import session_of
+from pytest_evalbench.merge import write_records
+from pytest_evalbench.plugin.session import session_of
 
 
 def shard_of(node_ids: Iterable[str], count: int) -> dict[str, int]:

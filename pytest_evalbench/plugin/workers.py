@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._compat import worker_count, worker_number
+from pytest_evalbench.plugin._compat import worker_count, worker_number
 
 STATS_OUTPUT = "evalbench_stats"
 SHARES_INPUT = "evalbench_shares"

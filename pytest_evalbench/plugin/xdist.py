@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._compat import (
+from pytest_evalbench.plugin._compat import (
     collect_only,
     is_worker,
     node_input,
@@ -27,11 +27,19 @@ from ._compat import (
     worker_output,
     xdist_mode,
 )
-from .session import session_of
-from .workers import BUDGET_INPUT, FILES_INPUT, SHARED_DISTS, SHARES_INPUT, STATS_OUTPUT, share_bounds, worker_index
+from pytest_evalbench.plugin.session import session_of
+from pytest_evalbench.plugin.workers import (
+    BUDGET_INPUT,
+    FILES_INPUT,
+    SHARED_DISTS,
+    SHARES_INPUT,
+    STATS_OUTPUT,
+    share_bounds,
+    worker_index,
+)
 
 if TYPE_CHECKING:
-    from .xdist_scheduler import ShareScheduling
+    from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
 
 
 class WorkerHooks:
@@ -69,7 +77,7 @@ class ShareController:
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        from .xdist_scheduler import ShareScheduling  # the controller's alone
+        from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling  # the controller's alone
 
         self.scheduling = ShareScheduling(config, log)
         return self.scheduling
@@ -199,7 +207,7 @@ def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     workerinput = worker_input(config)
     if workerinput is not None:
-        from .watchdog import OrphanWatchdog  # a worker's alone
+        from pytest_evalbench.plugin.watchdog import OrphanWatchdog  # a worker's alone
 
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")

@@ -10,8 +10,16 @@ from typing import Any
 
 import pytest
 
-from ._compat import is_shutting_down, node_input, node_name, scheduler_log, send_items, shut_down, worker_count
-from .workers import share_bounds, worker_index
+from pytest_evalbench.plugin._compat import (
+    is_shutting_down,
+    node_input,
+    node_name,
+    scheduler_log,
+    send_items,
+    shut_down,
+    worker_count,
+)
+from pytest_evalbench.plugin.workers import share_bounds, worker_index
 
 
 class ShareScheduling:

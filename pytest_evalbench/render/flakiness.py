@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..scenarios.models import ScoreRow
+    from pytest_evalbench.scenarios.models import ScoreRow
 
 MAX_FLAKY = 200
 """Flaky cases listed at most (the scores.json rows carry every label)."""

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..file_version import version_problem, versioned
-from ..store import open_append
-from .summary import RunSummary
+from pytest_evalbench.file_version import version_problem, versioned
+from pytest_evalbench.render.summary import RunSummary
+from pytest_evalbench.store import open_append
 
 HISTORY = "history.jsonl"
 TREND_RUNS = 30

@@ -18,10 +18,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .rates import DemographicGroup
-from .status import JUDGE_UNRELIABLE
-from .summary import RunSummary
-from .views import DatasetView, TranscriptView
+from pytest_evalbench.render.rates import DemographicGroup
+from pytest_evalbench.render.status import JUDGE_UNRELIABLE
+from pytest_evalbench.render.summary import RunSummary
+from pytest_evalbench.render.views import DatasetView, TranscriptView
 
 E = html.escape
 """Every text from a run (names, reasons, model output) reaches the page through this one function."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..redaction import redact
-from ..sanitize import control_visible, markdown
-from ..store import atomic_write_text
-from .summary import RunSummary
+from pytest_evalbench.redaction import redact
+from pytest_evalbench.render.summary import RunSummary
+from pytest_evalbench.sanitize import control_visible, markdown
+from pytest_evalbench.store import atomic_write_text
 
 ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
 

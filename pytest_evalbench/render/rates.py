@@ -9,14 +9,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Union
 
-from ..correction import CorrectedRate, StrataCounter
-from ..gate.stats import Z95, RateEstimate, newcombe_diff_interval
-from ..kinds import KindResults
-from ..provenance import carried_label, unit_key
+from pytest_evalbench.correction import CorrectedRate, StrataCounter
+from pytest_evalbench.gate.stats import Z95, RateEstimate, newcombe_diff_interval
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.provenance import carried_label, unit_key
 
 if TYPE_CHECKING:
-    from ..gate.paired import Comparison
-    from ..scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.gate.paired import Comparison
+    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
 
 VARIANT_SUFFIX = "_v"
 PASS_RATE = "pass rate"

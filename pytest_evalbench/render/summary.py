@@ -17,18 +17,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._version import __version__
-from ..gate.verdict import GateVerdict
-from ..kinds import KindResults
-from ..llm.engine import EngineStats
-from ..provenance import git_commit
-from .flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
-from .rates import Conversation, DemographicCounts, Demographics, RateCounts, RateRow
-from .status import CASE_STATUSES, PASSED, error_group
-from .views import DatasetView, Passes, ScenarioView, dataset_view, transcripts
+from pytest_evalbench._version import __version__
+from pytest_evalbench.gate.verdict import GateVerdict
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.provenance import git_commit
+from pytest_evalbench.render.flakiness import FlakyCase, PassKRow, flaky_cases, pass_k_rows, reliability_lines
+from pytest_evalbench.render.rates import Conversation, DemographicCounts, Demographics, RateCounts, RateRow
+from pytest_evalbench.render.status import CASE_STATUSES, PASSED, error_group
+from pytest_evalbench.render.views import DatasetView, Passes, ScenarioView, dataset_view, transcripts
 
 if TYPE_CHECKING:
-    from ..scenarios.models import ScoreRow
+    from pytest_evalbench.scenarios.models import ScoreRow
 
 
 @dataclass

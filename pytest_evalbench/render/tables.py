@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..gate.stats import RateEstimate
+from pytest_evalbench.gate.stats import RateEstimate
 
 if TYPE_CHECKING:
-    from ..gate.paired import Comparison
-    from ..gate.rows import ModelResult
+    from pytest_evalbench.gate.paired import Comparison
+    from pytest_evalbench.gate.rows import ModelResult
 
 
 def _fmt(value: float | None, spec: str = ".3f") -> str:
@@ -29,7 +29,7 @@ def align(rows: list[list[str]]) -> list[str]:
 def summary_table(results: list[ModelResult]) -> list[str]:
     """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
     95% Wilson interval."""
-    from ..gate.baseline import metric_counts
+    from pytest_evalbench.gate.baseline import metric_counts
 
     rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
     counts = metric_counts(results, [])
@@ -46,7 +46,7 @@ def summary_table(results: list[ModelResult]) -> list[str]:
 def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[str]:
     """What decided, per paired test: baseline and current on the shared cases, the change, the
     flips, the test, its raw and adjusted p. `!` marks a drop significant after correction."""
-    from ..gate.paired import SCORE_RANGE
+    from pytest_evalbench.gate.paired import SCORE_RANGE
 
     rows: list[list[str]] = [["target", "metric", "test", "n", "baseline", "now", "change", "flips -/+",
                               "p", "p adj", ""]]

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
-from ..redaction import redact
-from ..store import atomic_write_text
-from .status import ERROR, UNSCORED, error_group
-from .tables import align, comparison_table
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY, versioned
+from pytest_evalbench.redaction import redact
+from pytest_evalbench.render.status import ERROR, UNSCORED, error_group
+from pytest_evalbench.render.tables import align, comparison_table
+from pytest_evalbench.store import atomic_write_text
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
-    from .summary import CaseStatus, RunSummary
+    from pytest_evalbench.render.summary import CaseStatus, RunSummary
 
 LAST_RUN = "last_run.json"
 MAX_LISTED = 10
@@ -46,7 +46,7 @@ def rate_lines(summary: RunSummary) -> list[str]:
                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:
-        from ..dataset.summary import comparison_lines
+        from pytest_evalbench.dataset.summary import comparison_lines
 
         current = {r.target for r in measured}
         for agent in (a for a in data.agents if a.agent_name in current):

@@ -9,16 +9,25 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from ..gate.stats import Z95
-from ..kinds import KindResults
-from ..provenance import carried_label, unit_key
-from ..reliability import judged_unreliably
-from .rates import PASS_RATE, Conversation, DemographicGroup, RateRow, _carried_row, _counts, _note, _rate_row
-from .status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
+from pytest_evalbench.gate.stats import Z95
+from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.provenance import carried_label, unit_key
+from pytest_evalbench.reliability import judged_unreliably
+from pytest_evalbench.render.rates import (
+    PASS_RATE,
+    Conversation,
+    DemographicGroup,
+    RateRow,
+    _carried_row,
+    _counts,
+    _note,
+    _rate_row,
+)
+from pytest_evalbench.render.status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
 
 if TYPE_CHECKING:
-    from ..dataset.summary import AgentComparison, AgentSummary, CaseResult
-    from ..scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.dataset.summary import AgentComparison, AgentSummary, CaseResult
+    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
 
 T = TypeVar("T")
 
@@ -104,7 +113,7 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
     `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
     of shown conversations (from `judged(their keys)` when given: rows of those at least, in pass order)."""
-    from ..scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
+    from pytest_evalbench.scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
 
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:

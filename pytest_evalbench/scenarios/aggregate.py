@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Union
 
-from ..correction import CorrectedRate, JudgeAccuracy, StrataCounter
-from ..gate.rows import CorrectedSummary, OutcomeRow
-from .flaky import pass_k
-from .models import ModelResult, RateSummary, ScoreRow
+from pytest_evalbench.correction import CorrectedRate, JudgeAccuracy, StrataCounter
+from pytest_evalbench.gate.rows import CorrectedSummary, OutcomeRow
+from pytest_evalbench.scenarios.flaky import pass_k
+from pytest_evalbench.scenarios.models import ModelResult, RateSummary, ScoreRow
 
 Row = Union[ScoreRow, OutcomeRow]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from .models import UserAudit
+from pytest_evalbench.scenarios.models import UserAudit
 
 VERBATIM_WORDS = 8
 MIN_WORDS = 4

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..spec import CheckRule, Message, Metric
+from pytest_evalbench.spec import CheckRule, Message, Metric
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..estimate import Expectations, HasRun, Plan, filler
-from ..llm.types import Endpoint
-from ..panel import vote_sample
-from ..spec import Message
-from ..targets import ModelTarget
-from .checks import decide
-from .judge import answer_schema, judge_messages
-from .runner import ScenarioCase, row_target
-from .simulate import TERMINATE, parse_user_message, perfunctory, turn_prompt, user_system_prompt
+from pytest_evalbench.estimate import Expectations, HasRun, Plan, filler
+from pytest_evalbench.llm.types import Endpoint
+from pytest_evalbench.panel import vote_sample
+from pytest_evalbench.scenarios.checks import decide
+from pytest_evalbench.scenarios.judge import answer_schema, judge_messages
+from pytest_evalbench.scenarios.runner import ScenarioCase, row_target
+from pytest_evalbench.scenarios.simulate import TERMINATE, parse_user_message, perfunctory, turn_prompt, user_system_prompt
+from pytest_evalbench.spec import Message
+from pytest_evalbench.targets import ModelTarget
 
 ASSUMED_MESSAGE_SHARE = 0.5
 """Without recorded answers: the share of the simulated user's answer sent (the rest is its Thought)."""

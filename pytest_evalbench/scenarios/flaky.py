@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any, Literal, Optional, Protocol
 
-from .._models import Strict
-from ..gate.rows import PassK
+from pytest_evalbench._models import Strict
+from pytest_evalbench.gate.rows import PassK
 
 FlakyLabel = Literal["judge", "agent", "both"]
 FLAKY_FIELDS = ("flaky", "flaky_detail")

@@ -18,11 +18,11 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
-from .._models import StrictAnswer
-from ..llm.engine import Engine
-from ..llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
-from ..llm.types import Endpoint, Usage
-from ..spec import Message, Metric
+from pytest_evalbench._models import StrictAnswer
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.spec import Message, Metric
 
 
 class JudgeAnswer(StrictAnswer):

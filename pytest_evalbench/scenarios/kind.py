@@ -8,30 +8,30 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, overload
 
-from ..correction import JudgeAccuracy
-from ..errors import ConfigError
-from ..kinds import BenchmarkKind, JSONObject, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status
-from ..loading import SPEC_FILE
-from ..panel import agreement_lines
-from ..provenance import LedgerRows, unit_key
-from ..reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
-from ..run import BenchmarkRun
-from ..store import read_rows
-from .aggregate import aggregate, correct_results
-from .audit import audit_line
-from .loading import SCENARIOS_FILE, iter_scenarios
-from .models import ScenarioRecord, ScoreRow, derive_pass
-from .runner import ScenarioCase, StoredScenario, run_scenario
-from .store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
-from .tally import RecordTally
+from pytest_evalbench.correction import JudgeAccuracy
+from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.kinds import BenchmarkKind, JSONObject, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome, Status
+from pytest_evalbench.loading import SPEC_FILE
+from pytest_evalbench.panel import agreement_lines
+from pytest_evalbench.provenance import LedgerRows, unit_key
+from pytest_evalbench.reliability import judge_accuracy, judge_name, judged_unreliably, reliability_lines, unreliable_judges
+from pytest_evalbench.run import BenchmarkRun
+from pytest_evalbench.scenarios.aggregate import aggregate, correct_results
+from pytest_evalbench.scenarios.audit import audit_line
+from pytest_evalbench.scenarios.loading import SCENARIOS_FILE, iter_scenarios
+from pytest_evalbench.scenarios.models import ScenarioRecord, ScoreRow, derive_pass
+from pytest_evalbench.scenarios.runner import ScenarioCase, StoredScenario, run_scenario
+from pytest_evalbench.scenarios.store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+from pytest_evalbench.scenarios.tally import RecordTally
+from pytest_evalbench.store import read_rows
 
 if TYPE_CHECKING:
-    from ..estimate import Expectations, HasRun, Plan
+    from pytest_evalbench.estimate import Expectations, HasRun, Plan
 
 
 def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
     """`estimate.plan_scenario`, imported only for an estimate: a run does not pay for the estimator's modules."""
-    from .estimate import plan_scenario
+    from pytest_evalbench.scenarios.estimate import plan_scenario
 
     return plan_scenario(kind, case, expect)
 

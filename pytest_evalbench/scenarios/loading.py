@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .._models import unknown_keys
-from ..errors import InputError
-from ..file_version import unversioned
-from ..input_json import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
-from ..loading import validate_as, warn_unknown
-from ..spec import MAX_ID_LENGTH, BenchmarkSpec
-from .models import Scenario
+from pytest_evalbench._models import unknown_keys
+from pytest_evalbench.errors import InputError
+from pytest_evalbench.file_version import unversioned
+from pytest_evalbench.input_json import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
+from pytest_evalbench.loading import validate_as, warn_unknown
+from pytest_evalbench.scenarios.models import Scenario
+from pytest_evalbench.spec import MAX_ID_LENGTH, BenchmarkSpec
 
 SCENARIOS_FILE = "scenarios.json"
 

@@ -7,10 +7,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from .._models import Input, Strict
-from ..gate.rows import ModelResult, OutcomeRow, RateSummary, Status
-from ..llm.types import Usage
-from ..spec import Int, Message, MetricType, check_id
+from pytest_evalbench._models import Input, Strict
+from pytest_evalbench.gate.rows import ModelResult, OutcomeRow, RateSummary, Status
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.spec import Int, Message, MetricType, check_id
 
 __all__ = ["ConversationRow", "JudgeVote", "Landmark", "ModelResult", "RateSummary", "Scenario", "ScenarioRecord",
            "ScoreRow", "TargetRef", "UserAudit", "derive_pass"]

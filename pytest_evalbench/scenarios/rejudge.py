@@ -17,21 +17,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..file_version import versioned
-from ..kinds import spec_kind
-from ..llm.engine import Engine
-from ..llm.types import Endpoint, EngineSettings, Usage
-from ..loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from ..panel import vote_sample
-from ..run import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
-from ..settings import RunSettings
-from ..spec import BenchmarkSpec
-from ..store import results_lock, write_json
-from .flaky import RejudgedCase, RejudgedTranscript, RejudgeReport, rejudge_by_metric, rejudged
-from .judge import judge
-from .models import ConversationRow, ScoreRow
-from .store import RUNS_DIR, Known, read_file_rows
+from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.kinds import spec_kind
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.types import Endpoint, EngineSettings, Usage
+from pytest_evalbench.loading import SPEC_FILE, load_spec, resolve_benchmark_dir
+from pytest_evalbench.panel import vote_sample
+from pytest_evalbench.run import DEFAULT_MAX_TOKENS, open_engine, resolve_endpoint, role_endpoint
+from pytest_evalbench.scenarios.flaky import RejudgedCase, RejudgedTranscript, RejudgeReport, rejudge_by_metric, rejudged
+from pytest_evalbench.scenarios.judge import judge
+from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+from pytest_evalbench.scenarios.store import RUNS_DIR, Known, read_file_rows
+from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.spec import BenchmarkSpec
+from pytest_evalbench.store import results_lock, write_json
 
 FIRST_VOTE = 1000
 """Vote index of the first re-judgment (`panel.vote_sample`): above any `judge: {samples}` of a run."""

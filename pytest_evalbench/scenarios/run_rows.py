@@ -13,11 +13,11 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..file_version import FORMAT_VERSION, VERSION_KEY
-from ..gate.rows import OutcomeRow
-from ..store import iter_json_rows, iter_valid
-from .models import ConversationRow, ScoreRow, derive_pass
-from .units import OutcomeUnits
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY
+from pytest_evalbench.gate.rows import OutcomeRow
+from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow, derive_pass
+from pytest_evalbench.scenarios.units import OutcomeUnits
+from pytest_evalbench.store import iter_json_rows, iter_valid
 
 M = TypeVar("M", bound=BaseModel)
 _R = TypeVar("_R")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 from typing import Any, Literal
 
-from ..llm.types import Endpoint, Usage
-from ..panel import PanelVerdict, majority, poll
-from ..run import BenchmarkRun
-from ..targets import ModelTarget, Target
-from .audit import audit
-from .checks import decide
-from .judge import judge
-from .models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
-from .simulate import simulate
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.panel import PanelVerdict, majority, poll
+from pytest_evalbench.run import BenchmarkRun
+from pytest_evalbench.scenarios.audit import audit
+from pytest_evalbench.scenarios.checks import decide
+from pytest_evalbench.scenarios.judge import judge
+from pytest_evalbench.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
+from pytest_evalbench.scenarios.simulate import simulate
+from pytest_evalbench.targets import ModelTarget, Target
 
 
 class StoredScenario:

@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import UnusableAnswer
-from ..llm.engine import Engine
-from ..llm.types import Endpoint, Usage
-from ..spec import Generation, Message, Metric
-from ..targets import Target
-from .models import Scenario
+from pytest_evalbench.errors import UnusableAnswer
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.scenarios.models import Scenario
+from pytest_evalbench.spec import Generation, Message, Metric
+from pytest_evalbench.targets import Target
 
 TERMINATE = "terminate conversation"
 MAX_REASKS = 2

@@ -16,14 +16,30 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..correction import JudgeAccuracy
-from ..costs import USAGE_LEDGER, phase_cost, read_ledger
-from ..file_version import FORMAT_VERSION, VERSION_KEY, versioned
-from ..gate.rows import OutcomeRow
-from ..llm.types import Usage
-from ..provenance import SessionStamp, unit_key, update_sessions
-from ..safe_files import check_dir
-from ..store import (
+from pytest_evalbench.correction import JudgeAccuracy
+from pytest_evalbench.costs import USAGE_LEDGER, phase_cost, read_ledger
+from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY, versioned
+from pytest_evalbench.gate.rows import OutcomeRow
+from pytest_evalbench.llm.types import Usage
+from pytest_evalbench.provenance import SessionStamp, unit_key, update_sessions
+from pytest_evalbench.safe_files import check_dir
+from pytest_evalbench.scenarios.aggregate import aggregate, correct_results, summarize_counts
+from pytest_evalbench.scenarios.flaky import label_rows
+from pytest_evalbench.scenarios.models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow
+from pytest_evalbench.scenarios.run_rows import (
+    NOTHING_KNOWN,
+    RUNS_DIR,
+    Known,
+    Normaliser,
+    RunConversations,
+    RunScores,
+    StoredRows,
+    normalise_conversation,
+    normalise_score,
+)
+from pytest_evalbench.scenarios.target_rows import TargetRows
+from pytest_evalbench.scenarios.units import OutcomeUnits
+from pytest_evalbench.store import (
     StreamedDict,
     count_rows,
     dump_json,
@@ -35,22 +51,6 @@ from ..store import (
     results_lock,
     write_json,
 )
-from .aggregate import aggregate, correct_results, summarize_counts
-from .flaky import label_rows
-from .models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow
-from .run_rows import (
-    NOTHING_KNOWN,
-    RUNS_DIR,
-    Known,
-    Normaliser,
-    RunConversations,
-    RunScores,
-    StoredRows,
-    normalise_conversation,
-    normalise_score,
-)
-from .target_rows import TargetRows
-from .units import OutcomeUnits
 
 __all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "normalise_conversation", "normalise_score",
            "read_file_rows", "write_results", "write_target_run"]

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..reliability import judged_unreliably
+from pytest_evalbench.reliability import judged_unreliably
 
 AUDIT_FLAGS = ("ended_early", "stated_objective", "broke_character")
 

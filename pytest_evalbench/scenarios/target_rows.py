@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..file_version import versioned
-from ..spool import Spool
-from .models import ScenarioRecord
+from pytest_evalbench.file_version import versioned
+from pytest_evalbench.scenarios.models import ScenarioRecord
+from pytest_evalbench.spool import Spool
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """A spooled row's compact JSON line (no raw newline: the three lines of a row split on newlines)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gate.rows import OutcomeRow
-from .models import ScoreRow
+from pytest_evalbench.gate.rows import OutcomeRow
+from pytest_evalbench.scenarios.models import ScoreRow
 
 
 class OutcomeUnits:

@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .fake_server import FakeLLMServer, RateWindow, Reply, Responder, by_model, schema_answer, sequence
+    from pytest_evalbench.testing.fake_server import (
+        FakeLLMServer,
+        RateWindow,
+        Reply,
+        Responder,
+        by_model,
+        schema_answer,
+        sequence,
+    )
 
 __all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "schema_answer", "sequence"]
 
@@ -17,7 +25,7 @@ __all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "sch
 def __getattr__(name: str) -> Any:
     """Resolve the public names from .fake_server on first use."""
     if name in __all__:
-        from . import fake_server
+        from pytest_evalbench.testing import fake_server
 
         return getattr(fake_server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

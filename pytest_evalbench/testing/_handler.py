@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from .rate_window import RateWindow
-from .scripts import Reply, Responder, coerce, echo_ok
+from pytest_evalbench.testing.rate_window import RateWindow
+from pytest_evalbench.testing.scripts import Reply, Responder, coerce, echo_ok
 
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "bad_request"),

@@ -21,9 +21,9 @@ import ssl
 import sys
 import threading
 
-from ._handler import Handler, QuietHTTPServer, ServerState
-from .rate_window import RateWindow
-from .scripts import Reply, Responder, by_model, schema_answer, sequence
+from pytest_evalbench.testing._handler import Handler, QuietHTTPServer, ServerState
+from pytest_evalbench.testing.rate_window import RateWindow
+from pytest_evalbench.testing.scripts import Reply, Responder, by_model, schema_answer, sequence
 
 __all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "main", "schema_answer", "sequence"]
 
