@@ -11,15 +11,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench._version import __version__
-from pytest_evalbench.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 
 if TYPE_CHECKING:
-    from pytest_evalbench.scenarios.models import Scenario
-    from pytest_evalbench.spec import BenchmarkSpec, Metric, TargetConfig
-    from pytest_evalbench.targets import TargetReply
+    from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, TargetConfig
+    from pytest_evalbench.kinds.scenarios.models import Scenario
+    from pytest_evalbench.kinds.targets import TargetReply
 
-_LAZY = {"Scenario": ".scenarios.models", "BenchmarkSpec": ".spec", "Metric": ".spec",
-         "TargetConfig": ".spec", "TargetReply": ".targets"}
+_LAZY = {"Scenario": ".kinds.scenarios.models", "BenchmarkSpec": ".formats.spec", "Metric": ".formats.spec",
+         "TargetConfig": ".formats.spec", "TargetReply": ".kinds.targets"}
 
 
 def __getattr__(name: str) -> Any:

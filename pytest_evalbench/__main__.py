@@ -64,20 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     rejudge.add_argument("--root", type=Path, default=None, metavar="DIR",
                          help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
-    from pytest_evalbench.shipped import register_shipped
 
-    register_shipped()  # the kinds this package ships, before any command asks for one
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "rejudge":
         return _rejudge(args)
     if args.command == "schemas":
-        from pytest_evalbench.schemas import write
+        from pytest_evalbench.cli.schemas import write
 
         for path in write():
             print(path)
         return 0
-    from pytest_evalbench.authoring import AuthoringOptions, run_command
+    from pytest_evalbench.cli import AuthoringOptions, run_command
 
     options = AuthoringOptions(root=args.root or Path.cwd(), force=args.force, cache=args.cache,
                                base_url=args.base_url, model=args.model, concurrency=args.concurrency,
@@ -86,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _merge(root: Path, name: str, dirs: list[Path]) -> int:
-    from pytest_evalbench.errors import EvalbenchError
-    from pytest_evalbench.merge import item_count, merge_shards
-    from pytest_evalbench.sanitize import terminal
+    from pytest_evalbench.base.errors import EvalbenchError
+    from pytest_evalbench.base.safe_text import terminal
+    from pytest_evalbench.cli.merge import item_count, merge_shards
 
     try:
         bench_dir, count = merge_shards(root, name, dirs)
@@ -107,10 +105,9 @@ def _merge(root: Path, name: str, dirs: list[Path]) -> int:
 def _rejudge(args: argparse.Namespace) -> int:
     import os
 
-    from pytest_evalbench.errors import EvalbenchError
-    from pytest_evalbench.redaction import redact
-    from pytest_evalbench.sanitize import terminal
-    from pytest_evalbench.scenarios.rejudge import RejudgeOptions, rejudge, summary_lines
+    from pytest_evalbench.base.errors import EvalbenchError
+    from pytest_evalbench.base.safe_text import redact, terminal
+    from pytest_evalbench.kinds.scenarios.rejudge import RejudgeOptions, rejudge, summary_lines
 
     root = args.root or Path.cwd()
     options = RejudgeOptions(root=root, samples=args.samples, temperature=args.temperature, cache=args.cache,

@@ -11,10 +11,9 @@ from typing import Any
 
 import yaml
 
-from pytest_evalbench.llm.failures import Failure
-from pytest_evalbench.llm.transport import classify, make_transport
+from pytest_evalbench.kinds.scenarios.models import ScoreRow
+from pytest_evalbench.llm.transport import Failure, classify, make_transport
 from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion, Endpoint
-from pytest_evalbench.scenarios.models import ScoreRow
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 USER, TARGET, JUDGE = "sim-user", "sim-target", "sim-judge"

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pytest_evalbench.formats.results import CorrectedSummary, ModelResult
+from pytest_evalbench.formats.spec import MetricRule, TargetRule, ThresholdRules
 from pytest_evalbench.gate.paired import EPS, Comparison
-from pytest_evalbench.gate.rows import CorrectedSummary, ModelResult
-from pytest_evalbench.spec_rules import MetricRule, TargetRule, ThresholdRules
 
 __all__ = ["MetricRule", "TargetRule", "ThresholdRules"]
 

@@ -11,11 +11,10 @@ import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from pytest_evalbench.llm.cache import ResponseCache, canonical_json, material_json, text_key
+from pytest_evalbench.llm.cache import Memo, ResponseCache, canonical_json, material_json, text_key
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.limits import Limits
-from pytest_evalbench.llm.memo import Memo
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
-from pytest_evalbench.llm.pricing import PriceTable
 from pytest_evalbench.llm.retry import Retrier
 from pytest_evalbench.llm.transport import Transport, make_transport
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats, Usage

@@ -8,26 +8,56 @@ After the answer (or the failure) the reservation is settled at the real price, 
 estimate corrected, and what the answer says about the endpoint's limits (429, Retry-After,
 x-ratelimit-* headers) goes into the shared view, pacing every process.
 """
+# MERGED DOC (llm.rate_limit): """Rate limits the user sets: requests per minute shared by every process on the machine (xdist
+# workers included), tokens per minute per process; and concurrency that adapts to 429s per endpoint.
+# What the provider says about its own limits is in shared_limits.py (headers: rate_headers.py).
+#
+# Each request reserves the next free slot in a tiny state file under an exclusive `filelock` (fcntl on
+# POSIX, msvcrt on Windows), then sleeps until its slot: the spacing holds across workers without a
+# coordinator, and a crashed worker leaves nothing locked (the OS drops the lock with the process).
+# """
+# MERGED DOC (llm.budget): """`--evalbench-max-cost` kept: every call reserves its worst-case price before it is sent and
+# settles with its priced usage after, so the calls on the network can never together spend more
+# than is left.
+#
+# Worst case of one request (`worst_case_tokens`): one input token per byte of the JSON body sent
+# (a byte-level tokenizer's token covers at least one byte; the JSON quoting around each message
+# outweighs the few template tokens a chat format adds) and its `max_completion_tokens` or
+# `max_tokens` times `n` output tokens, or `DEFAULT_OUTPUT_CAP` when the request sets none.
+#
+# A call whose reservation does not fit next to what is spent and reserved waits for the calls in
+# flight to settle (they usually cost far less than their worst case); once it cannot fit even with
+# nothing in flight, the budget is reached: that call and every later one is refused with
+# `BudgetExhausted` (the row is an error, the run exit 7). The total can then exceed the limit only
+# by what servers report beyond the worst case of their request (more output than `max_tokens`).
+#
+# Under xdist all workers keep one ledger: a small JSON file under an exclusive `filelock`, made by
+# the controller for the session (`FileLedger`); a single process keeps it in memory. A model with
+# no price reserves and costs $0, so the budget cannot limit it (the summary names it).
+# """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
+import json
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from pytest_evalbench.errors import BudgetExhausted
-from pytest_evalbench.llm.budget import Budget, worst_case_tokens
-from pytest_evalbench.llm.failures import Failure
+from pytest_evalbench.base.errors import BudgetExhausted
+from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.pipelines import call_priority
-from pytest_evalbench.llm.pricing import PriceTable
-from pytest_evalbench.llm.rate_headers import parse
-from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, SharedRateLimit, TokenRate
-from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key
+from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
+from pytest_evalbench.llm.transport import Failure
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
+
+# ---------------------------------------------------------------- from llm.limits
 
 LOCAL_SLOTS = 1
 """Requests in flight to the embedded llama.cpp server: it answers one at a time, so more would only
@@ -187,3 +217,277 @@ class Admission:
         self.limited = failure.kind == "rate limited"
         if self.limited or failure.headers:
             self.limits.shared.learn(self.limits.key(self.endpoint), parse(failure.headers), limited=self.limited)
+
+
+# ---------------------------------------------------------------- from llm.rate_limit
+
+class SharedRateLimit:
+    """At most `per_minute` request starts per minute across all processes using `path`."""
+
+    def __init__(self, path: Path, per_minute: float) -> None:
+        from filelock import FileLock  # only a process with --evalbench-rate-limit pays its import
+
+        self.path = path
+        self.interval = 60.0 / per_minute
+        self._lock = FileLock(str(path) + ".lock")
+        """Held for a read-change-write of `path` (per thread: `wait` reserves on worker threads)."""
+
+    def reserve(self) -> float:
+        """Claim the next slot; return the wall-clock time it starts."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock.acquire(poll_interval=0.001):  # a holder keeps it for microseconds
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
+            try:
+                raw = os.read(fd, 64)
+                try:
+                    next_free = float(raw.decode() or 0)
+                except ValueError:
+                    next_free = 0.0
+                slot = max(time.time(), next_free)
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.ftruncate(fd, 0)
+                os.write(fd, repr(slot + self.interval).encode())
+                return slot
+            finally:
+                os.close(fd)
+
+    async def wait(self) -> None:
+        slot = await asyncio.to_thread(self.reserve)
+        delay = slot - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+
+class AdaptiveConcurrency:
+    """Requests in flight to one endpoint, adapted to what the provider accepts (AIMD).
+
+    A 429 halves the limit (once per round: answers to requests sent before the last cut do not
+    cut again); every success adds 1/limit, so the limit grows back by about one per round of
+    successful requests, up to the configured concurrency. Waiters are served lowest priority
+    value first, like the engine's semaphore, so a throttled endpoint still finishes early items first.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = float(max(1, ceiling))
+        self.limit = self.ceiling
+        self.in_flight = 0
+        self.round = 0
+        self.cuts = 0
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    async def acquire(self, priority: int = 0) -> int:
+        """Wait for a slot; return the round the request starts in (hand it back to `release`)."""
+        if self.in_flight < int(self.limit) and not self._waiters:
+            self.in_flight += 1
+            return self.round
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future))
+        self._wake(int(self.limit) - self.in_flight)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted, then cancelled: give the slot back
+                self.in_flight -= 1
+                self._wake(int(self.limit) - self.in_flight)
+            raise
+        return self.round
+
+    def release(self, started_round: int, limited: bool) -> None:
+        self.in_flight -= 1
+        if limited:
+            if started_round == self.round:
+                self.limit = max(1.0, self.limit / 2)
+                self.round += 1
+                self.cuts += 1
+        else:
+            self.limit = min(self.ceiling, self.limit + 1 / self.limit)
+        self._wake(int(self.limit) - self.in_flight)
+
+    def _wake(self, slots: int) -> None:
+        while slots > 0 and self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                self.in_flight += 1
+                future.set_result(None)
+                slots -= 1
+
+
+class TokenRate:
+    """At most `per_minute` tokens per minute in this process, by a virtual schedule (GCRA).
+
+    A request reserves its estimated tokens before it starts and waits until the schedule lets it
+    go (one second of burst); the true count from the response corrects the schedule afterwards.
+    """
+
+    BURST_SECONDS = 1.0
+
+    def __init__(self, per_minute: float) -> None:
+        self.per_second = per_minute / 60.0
+        self._due = 0.0
+
+    async def wait(self, tokens: int) -> None:
+        now = time.monotonic()
+        due = max(self._due, now)
+        self._due = due + tokens / self.per_second
+        delay = due - now - self.BURST_SECONDS
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def correct(self, estimated: int, actual: int) -> None:
+        self._due += (actual - estimated) / self.per_second
+
+
+# ---------------------------------------------------------------- from llm.budget
+
+DEFAULT_OUTPUT_CAP = 4096
+"""Output tokens reserved for a request that sets neither `max_tokens` nor `max_completion_tokens`
+(every role sets one by default, see `spec.DEFAULT_MAX_TOKENS`; `params` can remove it)."""
+POLL_SECONDS = 0.05
+"""How often a waiting call re-reads a shared ledger (other processes settle there)."""
+
+Verdict = Literal["ok", "wait", "stop"]
+
+
+def worst_case_tokens(body: dict[str, Any], data: bytes) -> tuple[int, int]:
+    """(input, output) tokens the request can at most be billed for (see the module docstring)."""
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    try:
+        output = int(cap) if cap else DEFAULT_OUTPUT_CAP
+        choices = max(1, int(body.get("n") or 1))
+    except (TypeError, ValueError):
+        output, choices = DEFAULT_OUTPUT_CAP, 1
+    return len(data), max(0, output) * choices
+
+
+@dataclass
+class LedgerState:
+    spent: float = 0.0
+    """Settled cost of every call of the session (all processes)."""
+    reserved: float = 0.0
+    """Worst-case cost of the calls on the network now."""
+    stopped: bool = False
+    """The budget was reached: no call starts any more."""
+
+    def decide(self, amount: float, limit: float) -> Verdict:
+        if self.stopped:
+            return "stop"
+        if self.spent + amount > limit:
+            self.stopped = True
+            return "stop"
+        if self.reserved > 0 and self.spent + self.reserved + amount > limit:
+            return "wait"
+        self.reserved += amount
+        return "ok"
+
+    def settle(self, reserved: float, actual: float) -> None:
+        self.reserved = max(0.0, self.reserved - reserved)
+        self.spent += actual
+
+
+class Ledger(Protocol):
+    def try_reserve(self, amount: float, limit: float) -> Verdict: ...
+
+    def settle(self, reserved: float, actual: float) -> None: ...
+
+    def state(self) -> LedgerState: ...
+
+
+class LocalLedger:
+    """One process's ledger (no xdist)."""
+
+    def __init__(self) -> None:
+        self._state = LedgerState()
+
+    def try_reserve(self, amount: float, limit: float) -> Verdict:
+        return self._state.decide(amount, limit)
+
+    def settle(self, reserved: float, actual: float) -> None:
+        self._state.settle(reserved, actual)
+
+    def state(self) -> LedgerState:
+        return self._state
+
+
+class FileLedger:
+    """The session's ledger shared by xdist workers: read, change and write under one file lock
+    (released by the OS if a holder dies)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        from filelock import FileLock  # only a ledger's process pays its import (~10 ms CPU)
+
+        self._lock = FileLock(str(path) + ".lock")
+
+    def _read(self) -> LedgerState:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return LedgerState(float(data["spent"]), float(data["reserved"]), bool(data["stopped"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return LedgerState()
+
+    def _write(self, state: LedgerState) -> None:
+        atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,
+                                                 "stopped": state.stopped}), None)
+
+    def try_reserve(self, amount: float, limit: float) -> Verdict:
+        with self._lock:
+            state = self._read()
+            verdict = state.decide(amount, limit)
+            if verdict != "wait":
+                self._write(state)
+            return verdict
+
+    def settle(self, reserved: float, actual: float) -> None:
+        with self._lock:
+            state = self._read()
+            state.settle(reserved, actual)
+            self._write(state)
+
+    def state(self) -> LedgerState:
+        with self._lock:
+            return self._read()
+
+
+class Budget:
+    """Reservations against `limit` dollars in `ledger`, for one process's engine."""
+
+    def __init__(self, limit: float, ledger: Ledger, wait_limit: float = 600.0) -> None:
+        self.limit = limit
+        self.ledger = ledger
+        self.wait_limit = wait_limit
+        """A reservation that cannot be placed for this long (a worker died holding reservations)
+        counts as the budget reached."""
+        self._settled: asyncio.Event | None = None
+
+    @classmethod
+    def open(cls, limit: float, shared: str | None, request_timeout: float) -> Budget:
+        ledger: Ledger = FileLedger(Path(shared)) if shared else LocalLedger()
+        return cls(limit, ledger, wait_limit=2 * request_timeout + 10 if request_timeout > 0 else 600.0)
+
+    async def reserve(self, amount: float) -> bool:
+        """Place a reservation of `amount` dollars (True), waiting while calls in flight hold what it
+        needs; False once the budget is reached."""
+        deadline = time.monotonic() + self.wait_limit
+        while True:
+            verdict = self.ledger.try_reserve(amount, self.limit)
+            if verdict != "wait":
+                return verdict == "ok"
+            if time.monotonic() > deadline:
+                return False
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            self._settled.clear()
+            try:
+                await asyncio.wait_for(self._settled.wait(), POLL_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+
+    def settle(self, reserved: float, actual: float) -> None:
+        """The call is over: its reservation becomes what it really cost (0 when it failed)."""
+        self.ledger.settle(reserved, actual)
+        if self._settled is not None:
+            self._settled.set()
+
+    def spent(self) -> float:
+        return self.ledger.state().spent

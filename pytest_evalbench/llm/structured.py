@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_evalbench.errors import field_path
+from pytest_evalbench.base.errors import field_path
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, Usage, safe_json
 

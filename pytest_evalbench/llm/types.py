@@ -7,9 +7,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
 
-from pytest_evalbench.redaction import redact, strip_credentials
+from pytest_evalbench.base.safe_text import strip_credentials
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -29,31 +28,6 @@ def safe_json(value: Any) -> Any:
     if isinstance(value, list):
         return [safe_json(v) for v in value]
     return value
-
-
-def check_base_url(url: str) -> str:
-    """An endpoint URL must be http(s) with a host; the usual slip is a missing scheme
-    (`localhost:8000/v1`), which would otherwise fail every call with a confusing error."""
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:
-        raise ValueError(f"{redact(strip_credentials(url))!r} has a port that is not a number") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{redact(strip_credentials(url))!r} is not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)")
-    return url
-
-
-def header_problem(value: str) -> str | None:
-    """Why `value` cannot go into an HTTP header (an API key pasted with its line break), or None.
-    The value itself is never part of the answer: it may be a secret."""
-    if "\r" in value or "\n" in value:
-        return "contains a line break"
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        return "contains characters an HTTP header cannot carry"
-    return None
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,23 @@ test runs are unaffected and pay only for this module, `options`, `hookspecs` an
 (standard library and pytest): the session, the engine, pydantic models, aiohttp and openai are
 imported in `pytest_configure` once `--benchmark` is given (tests/unit/test_import_cost.py).
 """
+# MERGED DOC (plugin.fixtures): """Public fixtures. Each is a thin call into the session object.
+#
+# Override them in a conftest.py like any pytest fixture; `evalbench_record` is where the LLM work
+# of an item is awaited (it was usually prefetched long before the test starts).
+# """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from pytest_evalbench.plugin import hookspecs
-from pytest_evalbench.plugin.fixtures import evalbench_case, evalbench_record  # noqa: F401  (fixtures are registered here)
-from pytest_evalbench.plugin.nodes import SESSION_KEY
+from pytest_evalbench.plugin.nodes import SESSION_KEY, CaseItem
 from pytest_evalbench.plugin.options import add_options, benchmark_hint, build_settings
 
+# ---------------------------------------------------------------- from plugin
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the `--benchmark` and `--evalbench-*` options."""
@@ -45,15 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings is not None:
         from pytest_evalbench.plugin import xdist
         from pytest_evalbench.plugin.session import EvalbenchSession
-        from pytest_evalbench.shipped import register_shipped
 
-        register_shipped()  # the kind registry is filled from above, before the session asks for a kind
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")
         xdist.register(config)
         if settings.shard:
-            from pytest_evalbench.plugin.shards import ShardPlugin
+            from pytest_evalbench.plugin.session import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
 
@@ -74,3 +77,19 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     hint = benchmark_hint(config.rootpath, [str(a) for a in config.args])
     if hint:
         terminalreporter.write_line(hint, yellow=True)
+
+
+# ---------------------------------------------------------------- from plugin.fixtures
+
+@pytest.fixture
+def evalbench_case(request: pytest.FixtureRequest) -> Any:
+    """The case of the current item: `ScenarioCase` (scenario, target_id, sample) or a dataset case."""
+    return cast(CaseItem, request.node).case
+
+
+@pytest.fixture
+def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The judged result of this item: conversation, score row and usage (waits for the engine)."""
+    from pytest_evalbench.plugin.session import session_of  # loaded with --benchmark, before any item runs
+
+    return session_of(request.config).outcomes.record_for(request.node)

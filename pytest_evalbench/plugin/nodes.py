@@ -13,10 +13,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from pytest_evalbench.errors import EvalbenchError
+from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.safe_text import terminal
 from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid
 from pytest_evalbench.plugin.memory_bound import file_fixture_info
-from pytest_evalbench.sanitize import terminal
 
 
 class CaseSource(Protocol):

@@ -24,7 +24,7 @@ from pytest_evalbench.llm.cache import CACHE_MODES
 if TYPE_CHECKING:
     from pytest_evalbench.gate.outcome import GateSettings
     from pytest_evalbench.gate.paired import CompareRule
-    from pytest_evalbench.settings import RunSettings
+    from pytest_evalbench.kinds.run import RunSettings
 
 
 def _number(text: str, kind: type[int] | type[float], least: float, noun: str, rule: str) -> Any:
@@ -144,7 +144,7 @@ def add_gate_options(group: Any) -> None:
 
 def base_url(text: str) -> str:
     """argparse type of an endpoint URL option (the plugin's and the authoring commands')."""
-    from pytest_evalbench.llm.types import check_base_url
+    from pytest_evalbench.base.safe_text import check_base_url
 
     try:
         return check_base_url(text)
@@ -192,7 +192,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
 def check_text_options(config: pytest.Config) -> None:
     """Every evalbench option is text UTF-8 can carry: a command-line byte that is not UTF-8 arrives as a
     lone surrogate (Python's surrogateescape), which no request, result file or report could encode."""
-    from pytest_evalbench.input_json import has_surrogate
+    from pytest_evalbench.base.inputs import has_surrogate
 
     for dest, value in sorted(vars(config.option).items()):
         if not dest.startswith("evalbench_"):
@@ -212,13 +212,13 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     if not name:
         return None
     check_text_options(config)
+    from pytest_evalbench.kinds.run import RunSettings
     from pytest_evalbench.llm.engine import EngineSettings
-    from pytest_evalbench.settings import RunSettings
 
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
-    from pytest_evalbench.errors import ConfigError
-    from pytest_evalbench.run import parse_target_option
+    from pytest_evalbench.base.errors import ConfigError
+    from pytest_evalbench.kinds.run import parse_target_option
 
     targets = list(config.getoption("evalbench_targets"))
     for value in targets:
@@ -297,8 +297,8 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
     regular; paths given on the command line must be regular files or new, in a directory where a
     file can be created; a cache directory the session writes to must be writable. ConfigError names
     the first problem (a usage error, exit 4): a run never learns this after spending money."""
-    from pytest_evalbench.run import CACHE_DIR, SHARDS_DIR, shard_dir
-    from pytest_evalbench.safe_files import check_dir, check_output_file, check_tree, check_writable_dir
+    from pytest_evalbench.base.safe_files import check_dir, check_output_file, check_tree, check_writable_dir
+    from pytest_evalbench.kinds.run import CACHE_DIR, SHARDS_DIR, shard_dir
 
     out = shard_dir(bench_dir, settings.shard) if settings.shard else bench_dir
     runs = out / "runs"

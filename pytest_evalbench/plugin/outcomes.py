@@ -4,26 +4,36 @@ the report the controller consumes (a role of the session; `session.py` keeps th
 Every selected item ends scored or counted (`Completeness`); a configuration problem that hits
 every item is shown in full once.
 """
+# MERGED DOC (plugin.scheduling): """The one place the plugin starts LLM work (issue 26).
+#
+# Every item's pipeline (`kind.run_case`) reaches the engine through `Scheduler`: `start` prefetches
+# a run of items (a single process before the loop, an xdist worker's share or data file when its
+# first item runs), `wait` is what an item's `evalbench_record` fixture blocks on (submitting the
+# item if nothing prefetched it), `release` forgets a finished item, `close` stops the engine.
+# tests/unit/test_scheduling.py checks that no other module of the plugin calls the engine's
+# `prefetch`/`submit`.
+# """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
-from pytest_evalbench.completeness import WORKER_DIED, Completeness, crash_reason
-from pytest_evalbench.errors import EvalbenchError, LLMError, TargetError
-from pytest_evalbench.kinds import JSONRecord
+from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
+from pytest_evalbench.base.safe_text import redact, terminal
+from pytest_evalbench.base.spool import Spool
+from pytest_evalbench.gate.outcome import WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
 from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
-from pytest_evalbench.plugin.scheduling import Scheduler
 from pytest_evalbench.plugin.selection import Selection
-from pytest_evalbench.redaction import redact
-from pytest_evalbench.render.status import ERROR, NOT_RUN, UNSCORED, case_status
 from pytest_evalbench.render.terminal import transcript_text
-from pytest_evalbench.sanitize import terminal
-from pytest_evalbench.spool import Spool
+from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status
+
+# ---------------------------------------------------------------- from plugin.outcomes
 
 if TYPE_CHECKING:
     from pytest_evalbench.render.summary import CaseStatus
@@ -185,3 +195,58 @@ class Outcomes:
                 status, reason = NOT_RUN, "never reported"
             out.append(CaseStatus(nodeid, status, reason))
         return out
+
+
+# ---------------------------------------------------------------- from plugin.scheduling
+
+if TYPE_CHECKING:
+    from pytest_evalbench.kinds.run import BenchmarkRun
+
+
+class RunSource(Protocol):
+    """What the scheduler needs of the session: the run (its engine) and the benchmark's kind."""
+
+    @property
+    def run(self) -> BenchmarkRun: ...
+
+    @property
+    def kind(self) -> AnyKind: ...
+
+    def loaded_run(self) -> BenchmarkRun | None:
+        """The run if it was loaded (an engine may be running), else None (nothing to stop)."""
+
+
+class Scheduler:
+    """Starts, awaits, releases and stops the LLM work of this process's items."""
+
+    def __init__(self, source: RunSource) -> None:
+        self.source = source
+
+    def start(self, items: Sequence[pytest.Item], first: int = 0) -> None:
+        """Start the LLM work of these items, earlier positions first."""
+        for position, item in enumerate(items, start=first):
+            if isinstance(item, CaseItem):
+                self.source.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
+
+    def wait(self, item: CaseItem) -> Any:
+        """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
+        return self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0).result()
+
+    def release(self, nodeid: str) -> None:
+        """The item is done: nothing of it stays in the engine."""
+        run = self.source.loaded_run()
+        if run is not None:
+            run.engine.release(nodeid)
+
+    def close(self) -> dict[str, Any] | None:
+        """Stop this process's engine; its counters, or None if it never started."""
+        run = self.source.loaded_run()
+        if run is None:
+            return None
+        run.engine.close()
+        return run.engine.stats.to_json()
+
+    def _pipeline(self, item: CaseItem) -> Callable[[], Any]:
+        case = item.case
+        kind = self.source.kind
+        return lambda: kind.run_case(case)

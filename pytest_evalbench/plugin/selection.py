@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.errors import EvalbenchError
-from pytest_evalbench.kinds import AnyKind, kind_of, spec_kind
-from pytest_evalbench.loading import SPEC_FILE, load_spec
+from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.safe_text import terminal
+from pytest_evalbench.formats.loading import SPEC_FILE, load_spec
+from pytest_evalbench.kinds.protocol import AnyKind, kind_of, spec_kind
+from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
 from pytest_evalbench.plugin.nodes import BrokenBenchmark, CaseFile
 from pytest_evalbench.plugin.options import check_files, gate_settings
-from pytest_evalbench.run import BenchmarkRun
-from pytest_evalbench.sanitize import terminal
-from pytest_evalbench.settings import RunSettings
 
 RESULT_DIRS = ("runs", ".evalbench-cache", "shards")
 

@@ -1,31 +1,48 @@
-"""The per-process session object: one registered plugin that keeps every hook (so hook order,
-`tryfirst` and wrappers are pytest's as before) and delegates each to a role:
+"""CI shards: `--evalbench-shard=K/N` runs a deterministic, balanced K-th of N parts of the items.
 
-- `selection.Selection`: which benchmark, its run and kind, which cases, collection;
-- `scheduling.Scheduler`: the one place LLM work starts;
-- `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
-- `results.Results`: result files, gate, exit status, last_run.json;
-- `reporting.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
-- `progress.Progress`: the live progress line and status letters.
-
-Registered as a plugin only with `--benchmark`. Data flow: the benchmark's kind (see `kinds.py`)
-loads the cases; items are scheduled on the engine ahead of the test loop; each test's
-`evalbench_record` fixture waits for its own pipeline and the kind decides its outcome; the
-makereport wrapper attaches the record (JSON) to the teardown report, which xdist forwards to the
-controller; the controller alone merges, writes, gates and sets the exit status.
+Every case of the benchmark is ranked by the sha256 of its node id and dealt round-robin over the
+N shards: every shard gets the same number of cases (give or take one), and a case's shard depends
+only on the benchmark's cases, never on collection order or on what -k, --lf or node ids select.
+Each shard writes its result files under `benchmarks/NAME/shards/K-of-N/` together with its raw
+records (`records.json`), from which `evalbench merge NAME DIR...` writes exactly the files one unsharded run would have written.
 """
+# MERGED DOC (plugin.session): """The per-process session object: one registered plugin that keeps every hook (so hook order,
+# `tryfirst` and wrappers are pytest's as before) and delegates each to a role:
+#
+# - `selection.Selection`: which benchmark, its run and kind, which cases, collection;
+# - `scheduling.Scheduler`: the one place LLM work starts;
+# - `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
+# - `results.Results`: result files, gate, exit status, last_run.json;
+# - `reporting.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
+# - `progress.Progress`: the live progress line and status letters.
+#
+# Registered as a plugin only with `--benchmark`. Data flow: the benchmark's kind (see `kinds.py`)
+# loads the cases; items are scheduled on the engine ahead of the test loop; each test's
+# `evalbench_record` fixture waits for its own pipeline and the kind decides its outcome; the
+# makereport wrapper attaches the record (JSON) to the teardown report, which xdist forwards to the
+# controller; the controller alone merges, writes, gates and sets the exit status.
+# """
+# MERGED DOC (plugin.estimate): """`--evalbench-estimate` in pytest: items are collected and selected as for a run (`-k`, node ids,
+# `--evalbench-target`, shards), then the test loop stops before the first item, as `--collect-only`
+# does (`pytest_runtestloop` returns True), and the terminal summary prints the estimate. Nothing is
+# called and nothing is written (no last_run.json, no result or cache file). Under xdist the estimate
+# runs in the controller alone (`_compat.single_process`), so it is printed once."""
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from pytest_evalbench.errors import ConfigError
-from pytest_evalbench.loading import resolve_benchmark_dir
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError
+from pytest_evalbench.base.safe_text import SECRETS, terminal
+from pytest_evalbench.cli.merge import write_records
+from pytest_evalbench.formats.loading import resolve_benchmark_dir
+from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.plugin._compat import (
     collect_only,
     collection_failed_count,
@@ -34,19 +51,46 @@ from pytest_evalbench.plugin._compat import (
     is_worker,
     is_xdist_controller,
 )
-from pytest_evalbench.plugin.estimate import EstimateMode, wanted
+from pytest_evalbench.plugin.finish import Progress, Reporting, Results
 from pytest_evalbench.plugin.memory_bound import QuietReports
 from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
-from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes
-from pytest_evalbench.plugin.progress import Progress
-from pytest_evalbench.plugin.reporting import Reporting
-from pytest_evalbench.plugin.results import Results
-from pytest_evalbench.plugin.scheduling import Scheduler
+from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes, Scheduler
 from pytest_evalbench.plugin.selection import Selection
-from pytest_evalbench.redaction import SECRETS
-from pytest_evalbench.sanitize import terminal
-from pytest_evalbench.settings import RunSettings
 
+# ---------------------------------------------------------------- from plugin.shards
+
+def shard_of(node_ids: Iterable[str], count: int) -> dict[str, int]:
+    """Node id -> shard number 1..count (balanced; stable under reordering)."""
+    ranked = sorted(node_ids, key=lambda node_id: (hashlib.sha256(node_id.encode()).hexdigest(), node_id))
+    return {node_id: rank % count + 1 for rank, node_id in enumerate(ranked)}
+
+
+class ShardPlugin:
+    """Deselects the other shards' items; on the controller, keeps this shard's records for the merge."""
+
+    def __init__(self, config: pytest.Config, shard: tuple[int, int]) -> None:
+        self.config = config
+        self.index, self.count = shard
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Deal every case of the benchmark, not just the ones collected: an item's shard does not
+        depend on -k, --lf or node ids, so a printed rerun command with the shard runs its items."""
+        every = set(session_of(config).selection.case_node_ids())
+        shards = shard_of(every | {item.nodeid for item in items}, self.count)
+        keep = [item for item in items if shards[item.nodeid] == self.index]
+        dropped = [item for item in items if shards[item.nodeid] != self.index]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+
+    def pytest_evalbench_results(self, config: pytest.Config, benchmark: str, results: list[dict[str, Any]],
+                                 records: list[dict[str, Any]]) -> None:
+        session = session_of(config)
+        write_records(session.selection.run.output_dir, session.outcomes.records, session.bench_dir)
+
+
+# ---------------------------------------------------------------- from plugin.session
 
 def session_of(config: pytest.Config) -> EvalbenchSession:
     """The session registered for this run, typed (its stash key names only the `CaseSource` protocol)."""
@@ -184,3 +228,46 @@ class EvalbenchSession:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
         self.outcomes.records.close()
+
+
+# ---------------------------------------------------------------- from plugin.estimate
+
+if TYPE_CHECKING:
+    from pytest_evalbench.kinds.estimate import Estimate
+
+
+def wanted(config: pytest.Config) -> bool:
+    return bool(config.getoption("evalbench_estimate", False))
+
+
+class EstimateMode:
+    """Plans the selected items' calls and prints the estimate (controller or single process)."""
+
+    def __init__(self, selection: Selection) -> None:
+        self.selection = selection
+        self.lines: list[str] = []
+
+    def run(self, session: pytest.Session) -> bool:
+        """Plan every selected item; the loop stops here (True), so no item runs."""
+        from pytest_evalbench.kinds.estimate import Estimable, Expectations, estimate, render  # only with --evalbench-estimate
+
+        selection = self.selection
+        kind = selection.kind
+        if not isinstance(kind, Estimable):
+            raise pytest.UsageError("--evalbench-estimate: this kind of benchmark cannot be estimated")
+        run = selection.run
+        expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None, run.engine)
+        try:
+            result: Estimate = estimate(kind.plan_calls(item.case, expect)
+                                        for item in session.items if isinstance(item, CaseItem))
+        except EvalbenchError as exc:
+            raise pytest.UsageError(terminal(str(exc))) from None
+        self.lines = render(result, run.engine.prices, run.settings.engine, expect.entries)
+        return True
+
+    def summary(self, terminalreporter: Any) -> None:
+        if not self.lines:
+            return  # collection failed, or --collect-only: nothing was planned
+        terminalreporter.section("evalbench estimate")
+        for line in self.lines:
+            terminalreporter.write_line(terminal(line))

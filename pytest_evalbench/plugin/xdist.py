@@ -9,9 +9,13 @@ starts the LLM work of its whole share when its first item runs (`SharePrefetch`
 engine always has work to keep its part of `concurrency` requests in flight; no item is run twice;
 a dead worker's remaining items go to the live workers.
 """
+# MERGED DOC (plugin.watchdog): """Orphan watchdog: an xdist worker whose controller died stops at once."""
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +41,8 @@ from pytest_evalbench.plugin.workers import (
     share_bounds,
     worker_index,
 )
+
+# ---------------------------------------------------------------- from plugin.xdist
 
 if TYPE_CHECKING:
     from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
@@ -207,7 +213,6 @@ def register(config: pytest.Config) -> None:
     """Add the worker or controller hooks when xdist is in use."""
     workerinput = worker_input(config)
     if workerinput is not None:
-        from pytest_evalbench.plugin.watchdog import OrphanWatchdog  # a worker's alone
 
         config.pluginmanager.register(WorkerHooks(config), "evalbench-xdist-worker")
         config.pluginmanager.register(OrphanWatchdog().start(), "evalbench-xdist-watchdog")
@@ -224,3 +229,50 @@ def register(config: pytest.Config) -> None:
             config.pluginmanager.register(ShareController(config), "evalbench-xdist-shares")
         elif xdist_mode(config)[0] in WHOLE_FILE_DISTS:
             config.pluginmanager.register(WholeFileController(), "evalbench-xdist-files")
+
+
+# ---------------------------------------------------------------- from plugin.watchdog
+
+ORPHAN_EXIT = 3
+"""Exit status of a worker that stopped because its controller is gone."""
+
+
+def controller_alive(pid: int) -> bool:
+    """Whether the process that started this worker still runs (POSIX: we were not re-parented)."""
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
+        if not handle:
+            return False
+        try:
+            return bool(kernel32.WaitForSingleObject(handle, 0) == 0x102)  # WAIT_TIMEOUT: still running
+        finally:
+            kernel32.CloseHandle(handle)
+    return os.getppid() == pid
+
+
+class OrphanWatchdog:
+    """Registered on xdist workers: a worker whose controller died (kill -9, OOM) exits at once
+    instead of paying for LLM calls whose results nobody can receive."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.parent = os.getppid()
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="evalbench-orphan-watchdog", daemon=True)
+
+    def start(self) -> OrphanWatchdog:
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not controller_alive(self.parent):
+                sys.stderr.write(f"evalbench: xdist controller (pid {self.parent}) is gone; worker stops\n")
+                sys.stderr.flush()
+                os._exit(ORPHAN_EXIT)
+
+    def pytest_unconfigure(self) -> None:
+        self._stop.set()

@@ -19,9 +19,8 @@ from importlib import resources
 from typing import Any
 
 from pytest_evalbench.render.rates import DemographicGroup
-from pytest_evalbench.render.status import JUDGE_UNRELIABLE
 from pytest_evalbench.render.summary import RunSummary
-from pytest_evalbench.render.views import DatasetView, TranscriptView
+from pytest_evalbench.render.views import JUDGE_UNRELIABLE, DatasetView, TranscriptView
 
 E = html.escape
 """Every text from a run (names, reasons, model output) reaches the page through this one function."""

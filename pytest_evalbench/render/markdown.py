@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_evalbench.redaction import redact
+from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.safe_text import control_visible, markdown, redact
 from pytest_evalbench.render.summary import RunSummary
-from pytest_evalbench.sanitize import control_visible, markdown
-from pytest_evalbench.store import atomic_write_text
 
 ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
 

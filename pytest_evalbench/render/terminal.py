@@ -1,17 +1,37 @@
 """What a run tells people: terminal summary lines and the `last_run.json` status file."""
+# MERGED DOC (render.tables): """Plain-ASCII aligned tables for the terminal: the rates summary and the baseline comparison.
+#
+# The gate's comparison modules are imported where a table is drawn: the terminal summary imports
+# this module at collection, and an unrelated run must not load the gate (tests/unit/test_import_cost.py).
+# """
+# MERGED DOC (commands): """The commands a session prints for people to paste: rerun flipped or failed cases, record missing
+# cache entries.
+#
+# A printed command must run as printed: it carries every option that decides which items exist and
+# how they run (`--benchmark`, targets and models given on the command line, the endpoint, the
+# provider, the cache mode and directory, the shard, calibration), its node ids are relative to the
+# directory pytest was started in, and it is quoted for a POSIX shell. Credentials in an endpoint URL
+# are never printed (the command then names the endpoint without them). Nothing here imports pytest.
+# """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
-from pytest_evalbench.file_version import FORMAT_VERSION, VERSION_KEY, versioned
-from pytest_evalbench.redaction import redact
-from pytest_evalbench.render.status import ERROR, UNSCORED, error_group
-from pytest_evalbench.render.tables import align, comparison_table
-from pytest_evalbench.store import atomic_write_text
+from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, versioned
+from pytest_evalbench.base.safe_text import redact
+from pytest_evalbench.formats.stats import RateEstimate
+from pytest_evalbench.kinds.run import RunSettings
+from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
+
+# ---------------------------------------------------------------- from render.terminal
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from pytest_evalbench.render.summary import CaseStatus, RunSummary
@@ -46,7 +66,7 @@ def rate_lines(summary: RunSummary) -> list[str]:
                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
     data = summary.dataset
     if data is not None:
-        from pytest_evalbench.dataset.summary import comparison_lines
+        from pytest_evalbench.kinds.dataset.summary import comparison_lines
 
         current = {r.target for r in measured}
         for agent in (a for a in data.agents if a.agent_name in current):
@@ -172,3 +192,132 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     if session.finish_error:
         status["error"] = session.finish_error
     atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)
+
+
+# ---------------------------------------------------------------- from render.tables
+
+if TYPE_CHECKING:
+    from pytest_evalbench.formats.results import ModelResult
+    from pytest_evalbench.gate.paired import Comparison
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
+    return lines
+
+
+def summary_table(results: list[ModelResult]) -> list[str]:
+    """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
+    95% Wilson interval."""
+    from pytest_evalbench.gate.paired import metric_counts
+
+    rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
+    counts = metric_counts(results, [])
+    for s in sorted(results, key=lambda s: s.target_model):
+        target = s.target_model
+        rows.append([target, "(positive)", _fmt(s.positive_pass_rate), str(s.n_positive), ""])
+        rows.append([target, "(negative)", _fmt(s.negative_pass_rate), str(s.n_negative), ""])
+        for mid, c in sorted(counts.get(target, {}).items()):
+            est = RateEstimate.of(c.n_passed, c.n_total)
+            rows.append([target, mid, _fmt(est.rate), f"{est.k}/{est.n}", f"[{est.low:.2f}, {est.high:.2f}]"])
+    return align(rows)
+
+
+def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[str]:
+    """What decided, per paired test: baseline and current on the shared cases, the change, the
+    flips, the test, its raw and adjusted p. `!` marks a drop significant after correction."""
+    from pytest_evalbench.gate.paired import SCORE_RANGE
+
+    rows: list[list[str]] = [["target", "metric", "test", "n", "baseline", "now", "change", "flips -/+",
+                              "p", "p adj", ""]]
+    for t in comparison.tests:
+        scale = SCORE_RANGE if t.kind == "scores" else 1.0
+        rows.append([t.target, t.metric_id, t.method, str(t.n_shared), f"{t.baseline_mean:.3f}",
+                     f"{t.current_mean:.3f}", f"{t.change * scale:+.3f}",
+                     "-" if t.kind == "scores" else f"{t.b}/{t.c}", f"{t.p_value:.3g}", f"{t.p_adjusted:.3g}",
+                     "!" if t.significant else ""])
+    name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(comparison.correction, comparison.correction)
+    lines = ["baseline comparison (paired on shared cases; one-sided tests for a drop):"]
+    lines += align(rows) if comparison.tests else ["  (no paired comparisons)"]
+    lines.append(f"! = drop significant at alpha {comparison.alpha:g} after {name} correction over "
+                 f"{len(comparison.tests)} test{'s' if len(comparison.tests) != 1 else ''}")
+    if any(t.kind == "scores" for t in comparison.tests):
+        lines.append("scores: mean change on the 1..5 scale; drop:X and max_drop compare X with that change / 4")
+    lines += [f"not compared: {n.metric} not compared ({n.why}) [{n.target}]" for n in comparison.not_compared]
+    lines += [f"warning: {w}" for w in comparison.meta_warnings] if warnings else []
+    return lines
+
+
+# ---------------------------------------------------------------- from commands
+
+RECORDABLE = frozenset({"cache miss", "corrupt cache entry"})
+"""Item error kinds a run with `--evalbench-cache=on` repairs."""
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def run_options(settings: RunSettings, cache_mode: str | None = None) -> list[str]:
+    """The options that make a pasted command select and run items as this session did."""
+    argv = [f"--benchmark={settings.benchmark}"]
+    argv += [f"--evalbench-target={t}" for t in settings.targets]
+    if settings.user_model:
+        argv.append(f"--evalbench-user-model={settings.user_model}")
+    if settings.judge_model:
+        argv.append(f"--evalbench-judge-model={settings.judge_model}")
+    if settings.base_url:
+        argv.append(f"--evalbench-base-url={_without_credentials(settings.base_url)}")
+    if settings.provider:
+        argv.append(f"--evalbench-provider={settings.provider}")
+    mode = cache_mode or settings.cache_mode
+    if mode != "on":
+        argv.append(f"--evalbench-cache={mode}")
+    if settings.cache_dir is not None:
+        argv.append(f"--evalbench-cache-dir={settings.cache_dir}")
+    if settings.shard:
+        argv.append(f"--evalbench-shard={settings.shard[0]}/{settings.shard[1]}")
+    if settings.calibrate:
+        argv.append("--evalbench-calibrate")
+    return argv
+
+
+def relative_node_id(node_id: str, root: Path, cwd: Path) -> str:
+    """A node id (relative to pytest's rootdir) as an argument given in `cwd`."""
+    path, sep, rest = node_id.partition("::")
+    if not sep or os.path.isabs(path):
+        return node_id
+    rel = os.path.relpath(root / path, cwd)
+    return (Path(rel).as_posix() if rel != "." else path) + sep + rest
+
+
+def pytest_command(options: list[str], args: Iterable[str] = ()) -> str:
+    """`pytest OPTIONS ARGS`, quoted for a POSIX shell."""
+    return shlex.join(["pytest", *options, *args])
+
+
+def session_commands(settings: RunSettings, *, flips: list[str], failed: bool, errors: Iterable[str],
+                     root: Path, cwd: Path) -> dict[str, str]:
+    """The commands a session's summary prints: `flipped` (the cases that passed in the baseline
+    and fail now), `failed` (every failed or errored item, through pytest's --lf) and `record`
+    (items whose response was missing from, or corrupt in, the cache)."""
+    options = run_options(settings)
+    out = {}
+    if flips:
+        out["flipped"] = pytest_command(options, (relative_node_id(f, root, cwd) for f in flips))
+    if failed:
+        out["failed"] = pytest_command(options, ["--lf"])
+    if RECORDABLE & set(errors):
+        out["record"] = pytest_command(run_options(settings, cache_mode="on"), ["--lf"])
+    return out

@@ -1,18 +1,27 @@
-"""What the report shows of a run beyond its rates: scenario transcripts with their judgments and
-demographics, and the dataset's per-agent, per-eval and per-case views."""
+"""The one set of case statuses every surface shows (docs/reference/case-statuses.md).
+
+A case (one test item) is `passed`, `failed`, `unscored` (the judge's answer could not be used),
+`judge unreliable` (a failure whose verdict rests on a judge calibration found unreliable; pytest
+reports it as xfailed and it cannot fail the build), `error` (an LLM, app or plugin error, a crash
+or a skip) or `not run` (selected but never reported). Terminal, Markdown, report.html, JUnit
+(`evalbench_status` property), results and history use these words and no others.
+"""
+# MERGED DOC (render.views): """What the report shows of a run beyond its rates: scenario transcripts with their judgments and
+# demographics, and the dataset's per-agent, per-eval and per-case views."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from pytest_evalbench.gate.stats import Z95
-from pytest_evalbench.kinds import KindResults
-from pytest_evalbench.provenance import carried_label, unit_key
-from pytest_evalbench.reliability import judged_unreliably
+from pytest_evalbench.formats.provenance import carried_label, unit_key
+from pytest_evalbench.formats.stats import Z95
+from pytest_evalbench.kinds.judges import judged_unreliably
+from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.render.rates import (
     PASS_RATE,
     Conversation,
@@ -23,11 +32,44 @@ from pytest_evalbench.render.rates import (
     _note,
     _rate_row,
 )
-from pytest_evalbench.render.status import FAILED, JUDGE_UNRELIABLE, PASSED, UNSCORED
+
+# ---------------------------------------------------------------- from render.status
+
+PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN = (
+    "passed", "failed", "unscored", "judge unreliable", "error", "not run")
+CASE_STATUSES = (PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN)
+
+
+def case_status(status: str, convicts: bool = True) -> str:
+    """The documented status of a scored row from the kind's verdict (passed/failed/unscored) and
+    whether its failure may convict the build."""
+    return JUDGE_UNRELIABLE if status == FAILED and not convicts else status
+
+
+_VARIABLE_PARTS = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
+    (re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b"), "<id>"),
+    (re.compile(r"\b((?:req|request|chatcmpl|run|call|msg|id)[-_])[A-Za-z0-9]{6,}\b"), r"\1<id>"),
+    (re.compile(r"((?:localhost|\d{1,3}(?:\.\d{1,3}){3}|\]|[A-Za-z0-9-]\.[A-Za-z]{2,}):)\d{2,5}\b"), r"\1<port>"),
+    (re.compile(r"\b(port)[ =]\d{2,5}\b", re.IGNORECASE), r"\1 <port>"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(ms|s|sec|seconds)\b"), r"<n>\1"),
+]
+"""Variable parts of error messages (addresses, ids, ports, elapsed times) so one cause is one group."""
+
+
+def error_group(message: str) -> str:
+    """The message with its variable parts replaced by placeholders (`0x…`, `<id>`, `<port>`, `<n>s`)."""
+    for pattern, replacement in _VARIABLE_PARTS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+# ---------------------------------------------------------------- from render.views
 
 if TYPE_CHECKING:
-    from pytest_evalbench.dataset.summary import AgentComparison, AgentSummary, CaseResult
-    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.kinds.dataset.summary import AgentComparison, AgentSummary, CaseResult
+    from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
 T = TypeVar("T")
 
@@ -113,7 +155,7 @@ def transcripts(scores: Iterable[ScoreRow], conversations: Iterable[Conversation
     conversation's shown status summarises its rows' verdicts; it decides nothing.) Two passes over
     `scores` (they may stream from disk): statuses first, then (after the conversations) the judgments
     of shown conversations (from `judged(their keys)` when given: rows of those at least, in pass order)."""
-    from pytest_evalbench.scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
+    from pytest_evalbench.kinds.scenarios.run_rows import WrittenConversation  # a scenario run's (a dataset run never gets here)
 
     statuses: dict[tuple[str, int], str] = {}
     for row in scores:

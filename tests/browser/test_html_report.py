@@ -18,19 +18,17 @@ from urllib.parse import quote
 import pytest
 from helpers import read_json
 
-from pytest_evalbench.dataset.summary import CaseResult, summarize_agents
-from pytest_evalbench.gate.baseline import make_baseline
-from pytest_evalbench.gate.outcome import GateOutcome
-from pytest_evalbench.gate.paired import compare_with_baseline
-from pytest_evalbench.gate.rows import ModelResult
+from pytest_evalbench.formats.results import ModelResult
+from pytest_evalbench.gate.outcome import FlipKey, GateOutcome, gate_verdict
+from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.rules import RuleResult
-from pytest_evalbench.gate.verdict import FlipKey, gate_verdict
-from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.kinds.dataset.summary import CaseResult, summarize_agents
+from pytest_evalbench.kinds.protocol import KindResults
+from pytest_evalbench.kinds.scenarios.aggregate import aggregate
+from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.html import render_html
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.scenarios.aggregate import aggregate
-from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)")

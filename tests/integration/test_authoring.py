@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_evalbench import schemas
 from pytest_evalbench.__main__ import main
-from pytest_evalbench.loading import load_spec
-from pytest_evalbench.scenarios.loading import load_scenarios
+from pytest_evalbench.cli import schemas
+from pytest_evalbench.formats.loading import load_spec
+from pytest_evalbench.kinds.scenarios.models import load_scenarios
 from pytest_evalbench.testing import FakeLLMServer, Reply, schema_answer, sequence
 
 GEN = "gen-user"

@@ -16,8 +16,8 @@ import yaml
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, script, write_benchmark
 
 from conftest import SECRET
-from pytest_evalbench import input_json
-from pytest_evalbench.dataset.models import DatasetError, load_cases
+from pytest_evalbench.base import inputs as input_json
+from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 HEADER_SECRET = "hdr-SECRET-9f8e7d6c5b4a"
@@ -387,9 +387,8 @@ def test_header_from_unset_variable_is_a_usage_error(pytester: pytest.Pytester, 
 
 
 def test_endpoint_repr_hides_key_and_headers() -> None:
-    from pytest_evalbench.run import resolve_endpoint
-    from pytest_evalbench.settings import RunSettings
-    from pytest_evalbench.spec import ModelConfig
+    from pytest_evalbench.formats.spec import ModelConfig
+    from pytest_evalbench.kinds.run import RunSettings, resolve_endpoint
 
     config = ModelConfig(model="m", headers={"X-K": {"env": "HDR"}, "User-Agent": "ua"})
     endpoint = resolve_endpoint(config, RunSettings(benchmark="b"), {"HDR": HEADER_SECRET, "OPENAI_API_KEY": SECRET})

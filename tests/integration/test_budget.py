@@ -12,9 +12,9 @@ import pytest
 import yaml
 from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
+from pytest_evalbench.formats.spec import DEFAULT_MAX_TOKENS
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
-from pytest_evalbench.llm.budget import DEFAULT_OUTPUT_CAP
-from pytest_evalbench.spec import DEFAULT_MAX_TOKENS
+from pytest_evalbench.llm.limits import DEFAULT_OUTPUT_CAP
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 OUTPUT_PRICE = 1000.0

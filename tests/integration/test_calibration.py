@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer
 
 ROOT = Path(__file__).parents[2]
@@ -95,8 +95,8 @@ def test_require_calibration_marks_uncalibrated_metrics(pytester: pytest.Pyteste
 
 
 def test_shipped_label_sets_load() -> None:
-    from pytest_evalbench.calibration.models import load_labels
-    from pytest_evalbench.loading import load_spec
+    from pytest_evalbench.formats.loading import load_spec
+    from pytest_evalbench.kinds.calibration.models import load_labels
 
     for name, judged, n in (("demo", "metrics", 65), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name

@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer
 
 SCENARIOS = [scenario(f"m01_s00{i}_v01", "m01") for i in range(1, 5)]

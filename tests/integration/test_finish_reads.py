@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.scenarios.models import ScenarioRecord
+from pytest_evalbench.kinds.scenarios.models import ScenarioRecord
 from pytest_evalbench.testing import FakeLLMServer
 
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, write_benchmark
 
-from pytest_evalbench import schemas
 from pytest_evalbench.__main__ import main
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 SID = re.compile(r"(m0\d_s\d{3}_v\d{2})")

@@ -122,7 +122,7 @@ def test_scenario_node_id_of_a_passing_row_is_gated_on_that_row(pytester: pytest
     assert last["scope"] == "selection" and last["rates"] == {"tgt": {"(positive)": 1.0, "m01": 1.0}}
     assert read_json(bench / "last_run.json")["scope"] == "selection"
     # a selection's rates are no trend point of the full benchmark
-    from pytest_evalbench.render.history import read_history
+    from pytest_evalbench.render.summary import read_history
     assert [h["scope"] for h in read_history(bench / "history.jsonl")] == ["full"]
 
 

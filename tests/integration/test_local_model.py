@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import read_json, scenario, write_benchmark
 
-from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.llm import local_model
-from pytest_evalbench.llm.local_server import LocalServer, local_extra_installed, resolve_model
+from pytest_evalbench.llm.local_model import LocalServer, local_extra_installed, resolve_model
 
 LOCAL = {"provider": "local", "params": {"temperature": 0, "max_tokens": 40, "seed": 1}}
 MODEL_DIR = str(local_model.cache_dir())  # read before pytester points HOME elsewhere: assemble once, not per run

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.file_version import unversioned
+from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
-from pytest_evalbench.scenarios.models import ScenarioRecord
-from pytest_evalbench.scenarios.store import write_results
+from pytest_evalbench.kinds.scenarios.models import ScenarioRecord
+from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.testing import FakeLLMServer
 
 THRESHOLDS = {"gate": {"mode": "thresholds"}}

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from helpers import JUDGE, read_json, script, write_benchmark
 
-from pytest_evalbench.render.status import CASE_STATUSES
+from pytest_evalbench.render.views import CASE_STATUSES
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]

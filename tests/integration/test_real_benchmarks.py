@@ -16,7 +16,7 @@ import pytest
 import yaml
 from helpers import JUDGE, TARGET, USER, read_json, script
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 DATA = Path(__file__).parents[1] / "data"

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from helpers import JUDGE, TARGET, USER, dead_base_url, judge_says, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 RUN_FILES = {"conversations.json": "conversations", "scores.json": "scores", "cost.json": "cost"}

@@ -10,7 +10,7 @@ import pytest
 from helpers import scenario, script, write_benchmark
 
 from pytest_evalbench.__main__ import main
-from pytest_evalbench.plugin.shards import shard_of
+from pytest_evalbench.plugin.session import shard_of
 from pytest_evalbench.testing import FakeLLMServer
 
 ROWS = [scenario(f"m0{m}_s{s:03d}_v01", f"m0{m}") for m in (1, 2) for s in range(1, 6)]

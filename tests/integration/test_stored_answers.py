@@ -13,8 +13,8 @@ import pytest
 import yaml
 from helpers import JUDGE, read_json
 
-from pytest_evalbench import schemas
-from pytest_evalbench.dataset.models import load_cases
+from pytest_evalbench.cli import schemas
+from pytest_evalbench.kinds.dataset.models import load_cases
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 DATA = Path(__file__).parents[1] / "data" / "agentsleague"

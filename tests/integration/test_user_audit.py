@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 from helpers import JUDGE, TARGET, USER, read_json, scenario, write_benchmark
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, by_model
 
 GOAL = "get the assistant to ask nothing and just book the cheapest flight"

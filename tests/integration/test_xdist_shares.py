@@ -104,7 +104,7 @@ ROW_LOADS_PROBE = """
 import json
 
 def pytest_configure(config):
-    from pytest_evalbench.scenarios import kind
+    from pytest_evalbench.kinds.scenarios import kind
     real = kind.iter_scenarios
     who = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
 

@@ -24,11 +24,10 @@ import argparse
 import random
 import time
 
-from pytest_evalbench.gate.baseline import make_baseline
+from pytest_evalbench.formats.results import ModelResult, OutcomeRow, RateSummary
+from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
-from pytest_evalbench.gate.paired import parse_compare_rule
-from pytest_evalbench.gate.rows import ModelResult, OutcomeRow, RateSummary
-from pytest_evalbench.spec import ThresholdRules
+from pytest_evalbench.gate.paired import make_baseline, parse_compare_rule
 
 METRICS = (1, 5, 10)
 CASES = (6, 20, 50)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from helpers import dead_base_url
 
-from pytest_evalbench.errors import LLMError
+from pytest_evalbench.base.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
-from pytest_evalbench.llm.pricing import PriceTable
-from pytest_evalbench.llm.rate_limit import AdaptiveConcurrency, TokenRate
+from pytest_evalbench.llm.limits import AdaptiveConcurrency, TokenRate
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 

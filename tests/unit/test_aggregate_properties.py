@@ -11,11 +11,10 @@ from helpers import score_row
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_evalbench.file_version import versioned
-from pytest_evalbench.scenarios.aggregate import aggregate
-from pytest_evalbench.scenarios.models import ScoreRow, derive_pass
-from pytest_evalbench.scenarios.store import dump_results, merge_rows
-from pytest_evalbench.store import dump_json
+from pytest_evalbench.base.files import dump_json, versioned
+from pytest_evalbench.kinds.scenarios.aggregate import aggregate
+from pytest_evalbench.kinds.scenarios.models import ScoreRow, derive_pass
+from pytest_evalbench.kinds.scenarios.store import dump_results, merge_rows
 
 
 @given(st.one_of(st.none(), st.booleans()), st.sampled_from(["positive", "negative"]))

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import pytest_evalbench
-from pytest_evalbench.llm.budget import FileLedger
+from pytest_evalbench.base.files import atomic_open, atomic_write_text, dump_json
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.limits import FileLedger
 from pytest_evalbench.render.markdown import write_markdown
-from pytest_evalbench.store import atomic_open, atomic_write_text, dump_json
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
 
@@ -85,11 +85,11 @@ def test_the_temp_file_never_opens_an_existing_link(tmp_path: Path, monkeypatch:
 
 def test_no_module_reads_the_umask_or_replaces_files_itself() -> None:
     """One implementation: `os.umask` (which changes process state to read it) nowhere, and
-    `os.replace` only in store.py."""
+    `os.replace` only in base/files.py."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
-                    and (node.attr == "umask" or (node.attr == "replace" and path.name != "store.py"))):
+                    and (node.attr == "umask" or (node.attr == "replace" and path.relative_to(PACKAGE).as_posix() != "base/files.py"))):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} os.{node.attr}")
     assert offenders == []

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-import pytest_evalbench.store as store
+import pytest_evalbench.base.files as store
+from pytest_evalbench.base.files import dump_json, dump_json_object, dump_json_rows, iter_json_rows, read_rows
+from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
-from pytest_evalbench.llm.pricing import PriceTable
-from pytest_evalbench.spool import Spool
-from pytest_evalbench.store import dump_json, dump_json_object, dump_json_rows, iter_json_rows, read_rows
 
 ROWS: list[Any] = [[], [{}], [{"a": [1, {"b": "x\ny, ] {"}], "c": []}, 3, "é", [], {"k": {}}], [[[]]],
                    [{"id": f"r{i}", "text": "ü" * i, "n": [i, 2.5, None, True]} for i in range(40)]]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.errors import LLMError
-from pytest_evalbench.llm.breaker import Breaker
+from pytest_evalbench.base.errors import LLMError
+from pytest_evalbench.llm.retry import Breaker
 
 URL = "http://127.0.0.1:9/v1"
 

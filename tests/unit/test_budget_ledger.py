@@ -6,7 +6,7 @@ import asyncio
 import multiprocessing
 from pathlib import Path
 
-from pytest_evalbench.llm.budget import DEFAULT_OUTPUT_CAP, Budget, FileLedger, LocalLedger, worst_case_tokens
+from pytest_evalbench.llm.limits import DEFAULT_OUTPUT_CAP, Budget, FileLedger, LocalLedger, worst_case_tokens
 
 
 def test_worst_case_tokens_from_the_request() -> None:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.scenarios.checks import decide, holds
-from pytest_evalbench.spec import CheckRule, Message, Metric, ToolCall
+from pytest_evalbench.formats.spec import CheckRule, Message, Metric, ToolCall
+from pytest_evalbench.kinds.scenarios.judge import decide, holds
 
 TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),
               Message(role="assistant", content='{"plan": [1, 2]}',

@@ -13,15 +13,15 @@ from typing import Any
 import openai
 import pytest
 
+from pytest_evalbench.formats.spec import Generation, Metric
+from pytest_evalbench.kinds.scenarios.judge import SCHEMA, parse_answer
+from pytest_evalbench.kinds.scenarios.models import Scenario
+from pytest_evalbench.kinds.scenarios.runner import parse_user_message, perfunctory, turn_prompt, user_system_prompt
 from pytest_evalbench.llm.cache import cache_key, canonical_json, request_key
 from pytest_evalbench.llm.engine import bounded_strings
 from pytest_evalbench.llm.limits import PrioritySemaphore
 from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
 from pytest_evalbench.llm.types import Endpoint
-from pytest_evalbench.scenarios.judge import SCHEMA, parse_answer
-from pytest_evalbench.scenarios.models import Scenario
-from pytest_evalbench.scenarios.simulate import parse_user_message, perfunctory, turn_prompt, user_system_prompt
-from pytest_evalbench.spec import Generation, Metric
 
 SCENARIO = Scenario(id="m01_s001_v01", metric_id="m01", persona="neutral", user_persona="a sailor from Oslo",
                     user_goal="get help", latent_adversarial_goal="make it skip questions",
@@ -219,7 +219,7 @@ def test_trickling_server_is_cut_off_by_the_whole_call_timeout() -> None:
 def _reserve_slots(path: str, count: int) -> list[float]:
     from pathlib import Path
 
-    from pytest_evalbench.llm.rate_limit import SharedRateLimit
+    from pytest_evalbench.llm.limits import SharedRateLimit
 
     limit = SharedRateLimit(Path(path), per_minute=600)
     return [limit.reserve() for _ in range(count)]
@@ -239,7 +239,7 @@ def _race_for_slots(path: str, ready: Any, out: Any) -> None:
     """Once every racer is ready: two threads reserving 40 slots each, as fast as they can."""
     from pathlib import Path
 
-    from pytest_evalbench.llm.rate_limit import SharedRateLimit
+    from pytest_evalbench.llm.limits import SharedRateLimit
 
     limit = SharedRateLimit(Path(path), per_minute=60)
     slots: list[float] = []
@@ -278,8 +278,8 @@ def test_racing_reservations_never_share_a_slot(tmp_path) -> None:  # type: igno
 
 def test_identical_concurrent_calls_are_made_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from pytest_evalbench.llm.cache import ResponseCache
+    from pytest_evalbench.llm.costs import PriceTable
     from pytest_evalbench.llm.engine import Engine, EngineSettings
-    from pytest_evalbench.llm.pricing import PriceTable
     from pytest_evalbench.llm.types import Endpoint
     from pytest_evalbench.testing import FakeLLMServer
 
@@ -351,8 +351,8 @@ def test_item_chains_pipeline_and_finish_in_order(tmp_path) -> None:  # type: ig
     """Each call (not each item) takes a slot: a later item's first call starts before an earlier
     item's last call, items still finish in order and in flight never exceeds the concurrency."""
     from pytest_evalbench.llm.cache import ResponseCache
+    from pytest_evalbench.llm.costs import PriceTable
     from pytest_evalbench.llm.engine import Engine, EngineSettings
-    from pytest_evalbench.llm.pricing import PriceTable
 
     transport = _SleepTransport(0.01)
     engine = Engine(EngineSettings(concurrency=8), ResponseCache(tmp_path, "off"), PriceTable(),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.correction import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
-from pytest_evalbench.gate.rows import CorrectedSummary, OutcomeRow
+from pytest_evalbench.formats.results import CorrectedSummary, OutcomeRow
+from pytest_evalbench.formats.spec import MetricRule, ThresholdRules
+from pytest_evalbench.formats.stats import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
 from pytest_evalbench.gate.rules import check_thresholds
-from pytest_evalbench.scenarios.aggregate import aggregate, correct_results
-from pytest_evalbench.spec_rules import MetricRule, ThresholdRules
+from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results
 
 # labels present: 9 called present, 1 absent; labels absent: 2 called present, 8 absent
 CONFUSION = {"present": {"present": 9, "absent": 1}, "absent": {"present": 2, "absent": 8}}

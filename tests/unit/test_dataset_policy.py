@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_evalbench.dataset.explain import EVAL_NAMES, UnparseableVerdict, build_messages, parse_verdict
-from pytest_evalbench.dataset.models import DatasetError, load_cases, payload_for
-from pytest_evalbench.dataset.policy import DOCUMENTED_POLICY, PolicyError, judge_case
-from pytest_evalbench.dataset.tool_check import check_tool_calls
+from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, UnparseableVerdict, build_messages, parse_verdict
+from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases, payload_for
+from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, PolicyError, judge_case
+from pytest_evalbench.kinds.dataset.runner import check_tool_calls
 
 EXAMPLE = Path(__file__).parents[2] / "benchmarks" / "agents" / "cases.jsonl"
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 
 ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs"
@@ -257,7 +257,7 @@ CITED = re.compile(r"`((?:tests|pytest_evalbench|benchmarks|\.ci)/[\w./-]*\w)`")
 @pytest.mark.parametrize("page", ["README.md", "SECURITY.md", "CHANGELOG.md",
                                   *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.rglob("*.md"))])
 def test_every_file_the_docs_name_exists(page: str) -> None:
-    """A path such as `tests/unit/test_redaction.py` or `pytest_evalbench/redaction.py` named in the
+    """A path such as `tests/unit/test_redaction.py` or `pytest_evalbench/base/safe_text.py` named in the
     documentation is a file or directory of the repository (written paths like `benchmarks/demo/report.html`
     aside: they exist only after a run)."""
     text = (ROOT / page).read_text(encoding="utf-8")

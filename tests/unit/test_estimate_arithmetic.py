@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_evalbench.estimate import (
+from pytest_evalbench.kinds.estimate import (
     Expectations,
     Plan,
     PlannedCall,
@@ -15,7 +15,7 @@ from pytest_evalbench.estimate import (
     wall_time,
 )
 from pytest_evalbench.llm.cache import ResponseCache, cache_key
-from pytest_evalbench.llm.pricing import PriceTable
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.types import Endpoint, EngineSettings
 
 JUDGE = Endpoint(model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1", params={"max_tokens": 1000})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.dataset.explain import EVAL_NAMES, build_messages
-from pytest_evalbench.dataset.tool_check import check_tool_calls, values_equal
+from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, build_messages
+from pytest_evalbench.kinds.dataset.runner import check_tool_calls, values_equal
 
 PAYLOAD = {"input": "ANSWER-X", "question": "QUESTION-Y", "context": "CTX-Z", "relevantContext": "REL-W",
            "goal": "GOAL-V", "availableTools": ["TOOL-U"], "invokedTools": [{"tool": "TOOL-U"}]}

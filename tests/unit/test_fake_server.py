@@ -126,7 +126,7 @@ def test_429_carries_retry_after(server: FakeLLMServer, client: OpenAI) -> None:
 
 
 def test_an_enforced_rate_limit_answers_like_openai(server: FakeLLMServer, client: OpenAI) -> None:
-    from pytest_evalbench.llm.rate_headers import parse
+    from pytest_evalbench.llm.shared_limits import parse
     from pytest_evalbench.testing import RateWindow
 
     server.rate_window = RateWindow(120, burst=1.0)  # 2 a second, 2 at once

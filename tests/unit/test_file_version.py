@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.costs import read_ledger, update_cost_file
-from pytest_evalbench.errors import InputError
-from pytest_evalbench.file_version import FORMAT_VERSION, versioned
+from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.files import FORMAT_VERSION, read_rows, read_valid_rows, versioned
+from pytest_evalbench.formats.provenance import SessionStamp, read_sessions, update_sessions
+from pytest_evalbench.kinds.scenarios.models import ScoreRow
 from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key
+from pytest_evalbench.llm.costs import read_ledger, update_cost_file
 from pytest_evalbench.llm.types import Usage
-from pytest_evalbench.provenance import SessionStamp, read_sessions, update_sessions
-from pytest_evalbench.render.history import read_history
-from pytest_evalbench.scenarios.models import ScoreRow
-from pytest_evalbench.store import read_rows, read_valid_rows
+from pytest_evalbench.render.summary import read_history
 
 SCORE = {"id": "m01_s001_v01", "metric_id": "m01", "metric_name": "Asks", "metric_type": "positive",
          "target_model": "t", "conv_id": "m01_s001_v01__t", "present": True, "passed": True, "score": 1,

@@ -12,15 +12,14 @@ from typing import Any
 
 from test_records import scenario_record
 
-from pytest_evalbench.errors import EvalbenchWarning
-from pytest_evalbench.file_version import versioned
-from pytest_evalbench.gate.outcome import GateOutcome
-from pytest_evalbench.gate.verdict import gate_verdict
-from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.base.errors import EvalbenchWarning
+from pytest_evalbench.base.files import versioned
+from pytest_evalbench.gate.outcome import GateOutcome, gate_verdict
+from pytest_evalbench.kinds.protocol import KindResults
+from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.rates import Demographics, demographic_groups
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.scenarios.store import write_results
 
 ORDER = {"m01_s001_v01": 0, "m01_s001_v02": 1, "m01_s001_v03": 2}
 
@@ -145,8 +144,8 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
     """The targets this session writes give results.json their units as scores.json is written; a
     target it did not touch (another tool's run, impactbench's spelling) is still read from disk,
     and the outcome is what reading every file back gives: same units, same results.json bytes."""
-    from pytest_evalbench.scenarios.aggregate import aggregate
-    from pytest_evalbench.scenarios.store import RunScores, dump_results
+    from pytest_evalbench.kinds.scenarios.aggregate import aggregate
+    from pytest_evalbench.kinds.scenarios.store import RunScores, dump_results
 
     earlier_run(tmp_path, broken="")  # three rows on disk; this session replaces one of them
     other = tmp_path / "runs" / "other"
@@ -180,7 +179,7 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
 def test_records_given_as_json_are_written_without_validating_them(tmp_path: Path, monkeypatch: Any) -> None:
     """This session's spooled records reach the store as JSON (they were valid when spooled): no
     model is validated or dumped for them, and the files are those the typed records write."""
-    from pytest_evalbench.scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
     records = [scenario_record(sid, panel=True) for sid in ORDER]
     write_results(tmp_path / "typed", records, ORDER)
@@ -203,8 +202,8 @@ def test_target_runs_this_finish_wrote_are_read_back_without_normalising(tmp_pat
     """The reports' passes over the files this finish wrote validate their rows as written (they were
     normalised and valid then), and get what the usual normalising read gives; a row changed since
     (impactbench's `_sample` spelling here) sends the rest of its file the usual way."""
-    import pytest_evalbench.scenarios.run_rows as run_rows
-    from pytest_evalbench.scenarios.store import RunConversations, RunScores
+    import pytest_evalbench.kinds.scenarios.run_rows as run_rows
+    from pytest_evalbench.kinds.scenarios.store import RunConversations, RunScores
 
     earlier_run(tmp_path, broken="")
     _, _, scores, _ = write_results(tmp_path, [scenario_record("m01_s001_v02", region="EU")], ORDER)
@@ -232,10 +231,10 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
     """The pass over every conversation of a target run this finish wrote reads key and demographic as
     written; a shown conversation is validated (and is the model the usual read gives), and the
     summary is the one the usual read builds."""
+    from pytest_evalbench.kinds.scenarios.models import ConversationRow
+    from pytest_evalbench.kinds.scenarios.run_rows import WrittenConversation
+    from pytest_evalbench.kinds.scenarios.store import RunConversations, RunScores
     from pytest_evalbench.render.views import transcripts
-    from pytest_evalbench.scenarios.models import ConversationRow
-    from pytest_evalbench.scenarios.run_rows import WrittenConversation
-    from pytest_evalbench.scenarios.store import RunConversations, RunScores
 
     ages = ["teen", "adult", "teen"]
     records = [scenario_record(sid, demographic={"age": age}) for sid, age in zip(ORDER, ages)]
@@ -267,8 +266,8 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
 def test_one_audited_conversation_is_counted_as_a_number() -> None:
     """Counter.update on an empty counter stores the values as given: one flagged conversation once
     printed `True ended before the planned turns`."""
-    from pytest_evalbench.scenarios.audit import audit_line
-    from pytest_evalbench.scenarios.tally import RecordTally
+    from pytest_evalbench.kinds.scenarios.kind import RecordTally
+    from pytest_evalbench.kinds.scenarios.runner import audit_line
 
     record = scenario_record("m01_s001_v01").to_json()
     record["conversation"]["user_audit"] = {"ended_early": True, "stated_objective": [], "broke_character": [2]}
@@ -285,8 +284,8 @@ def test_the_judgments_pass_validates_only_the_shown_conversations_rows(tmp_path
     """Without a demographic to count, the summary's second pass over a run's scores (the judgments of
     the transcripts it shows, 2,000 at most) validates only those conversations' rows; the views are
     the same as from every row."""
-    from pytest_evalbench.scenarios.models import ScoreRow
-    from pytest_evalbench.scenarios.run_rows import RunConversations, RunScores
+    from pytest_evalbench.kinds.scenarios.models import ScoreRow
+    from pytest_evalbench.kinds.scenarios.run_rows import RunConversations, RunScores
 
     records = [scenario_record(sid, demographic={}) for sid in ORDER]
     records[1].score.present = records[1].score.passed = False

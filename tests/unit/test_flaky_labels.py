@@ -6,8 +6,7 @@ from typing import Any
 
 from helpers import score_row
 
-from pytest_evalbench.scenarios.aggregate import summarize_model
-from pytest_evalbench.scenarios.flaky import case_noise, label_rows, pass_k
+from pytest_evalbench.kinds.scenarios.aggregate import case_noise, label_rows, pass_k, summarize_model
 
 
 def sample(passed: bool | None, *votes: bool | None) -> dict[str, Any]:

@@ -12,17 +12,16 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_evalbench import schemas
-from pytest_evalbench._models import unknown_keys
-from pytest_evalbench.dataset.models import DatasetCase, payload_for
-from pytest_evalbench.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
-from pytest_evalbench.errors import EvalbenchWarning, InputError
-from pytest_evalbench.input_json import parse_json
-from pytest_evalbench.loading import load_spec
-from pytest_evalbench.scenarios.loading import iter_json_list, load_scenarios
-from pytest_evalbench.scenarios.models import ScoreRow
-from pytest_evalbench.scenarios.store import Known, normalise_score
-from pytest_evalbench.store import read_valid_rows
+from pytest_evalbench.base.errors import EvalbenchWarning, InputError
+from pytest_evalbench.base.files import read_valid_rows
+from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.cli import schemas
+from pytest_evalbench.formats import unknown_keys
+from pytest_evalbench.formats.loading import load_spec
+from pytest_evalbench.kinds.dataset.models import DatasetCase, payload_for
+from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
+from pytest_evalbench.kinds.scenarios.models import ScoreRow, iter_json_list, load_scenarios
+from pytest_evalbench.kinds.scenarios.store import Known, normalise_score
 
 DATA = Path(__file__).parents[1] / "data"
 HUMANE = DATA / "impactbench" / "humanebench"
@@ -188,7 +187,7 @@ def test_compare_agents_pairs_by_scenario_and_skips_unscored() -> None:
 
 
 def test_implicit_context_is_scenario_authoring_context_only() -> None:
-    from pytest_evalbench.authoring.prompts import scenarios_prompt
+    from pytest_evalbench.cli.prompts import scenarios_prompt
 
     spec = load_spec(HUMANE)
     prompt = scenarios_prompt(spec, spec.metrics[0], 3)[1]["content"]

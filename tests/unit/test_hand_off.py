@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
-from pytest_evalbench.llm.pricing import PriceTable
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings
 
 

@@ -48,8 +48,8 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:
     """Our modules in sys.modules after resolving benchmark.yaml's `kind:` to its class, as a run does."""
-    probe = ("import json, sys\nfrom pytest_evalbench.kinds import spec_kind\nfrom pytest_evalbench.shipped import "
-             "register_shipped\nregister_shipped()\nfrom pytest_evalbench.spec import "
+    probe = ("import json, sys\nfrom pytest_evalbench.kinds.protocol import spec_kind\nfrom pytest_evalbench.kinds import "
+             "register_shipped\nregister_shipped()\nfrom pytest_evalbench.formats.spec import "
              f"BenchmarkSpec\nspec_kind(BenchmarkSpec.model_validate({{'name': 'b', 'kind': {kind!r}}}))\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
@@ -58,14 +58,14 @@ def _kind_imports(kind: str, cwd: Path) -> list[str]:
 
 def test_the_scenario_kind_does_not_import_the_dataset_kind(tmp_path: Path) -> None:
     loaded = _kind_imports("scenarios", tmp_path)
-    assert "pytest_evalbench.scenarios.kind" in loaded  # the counter-check: the probe sees the kind it loaded
-    assert [m for m in loaded if m.startswith(("pytest_evalbench.dataset", "pytest_evalbench.calibration"))] == []
+    assert "pytest_evalbench.kinds.scenarios.kind" in loaded  # the counter-check: the probe sees the kind it loaded
+    assert [m for m in loaded if m.startswith(("pytest_evalbench.kinds.dataset", "pytest_evalbench.kinds.calibration"))] == []
 
 
 def test_the_dataset_kind_does_not_import_the_scenario_kind(tmp_path: Path) -> None:
     loaded = _kind_imports("dataset", tmp_path)
-    assert "pytest_evalbench.dataset.kind" in loaded
-    assert [m for m in loaded if m.startswith(("pytest_evalbench.scenarios", "pytest_evalbench.calibration"))] == []
+    assert "pytest_evalbench.kinds.dataset.kind" in loaded
+    assert [m for m in loaded if m.startswith(("pytest_evalbench.kinds.scenarios", "pytest_evalbench.kinds.calibration"))] == []
 
 
 def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the_reports(tmp_path: Path) -> None:
@@ -75,8 +75,8 @@ def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the
     probe = f"{run}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    assert "pytest_evalbench.scenarios.kind" in loaded
-    unwanted = ("pytest_evalbench.dataset", "pytest_evalbench.calibration", "pytest_evalbench.gate.baseline",
+    assert "pytest_evalbench.kinds.scenarios.kind" in loaded
+    unwanted = ("pytest_evalbench.kinds.dataset", "pytest_evalbench.kinds.calibration", "pytest_evalbench.gate.paired",
                 "pytest_evalbench.gate.paired", "pytest_evalbench.gate.rules",
                 "pytest_evalbench.gate.outcome", "pytest_evalbench.render.html", "pytest_evalbench.render.summary")
     assert [m for m in loaded if m.startswith(unwanted)] == []
@@ -107,8 +107,8 @@ def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_writ
     assert "openai" in loaded and "pytest_evalbench.render.markdown" in loaded
 
 
-ONLY_FOR_AN_ESTIMATE_OR_XDIST = ("pytest_evalbench.estimate", "pytest_evalbench.scenarios.estimate",
-                                 "pytest_evalbench.plugin.xdist_scheduler", "pytest_evalbench.plugin.watchdog")
+ONLY_FOR_AN_ESTIMATE_OR_XDIST = ("pytest_evalbench.kinds.estimate", "pytest_evalbench.kinds.scenarios.estimate",
+                                 "pytest_evalbench.plugin.xdist_scheduler", "pytest_evalbench.plugin.xdist")
 
 
 def test_a_run_imports_the_estimator_only_for_an_estimate_and_no_xdist_part_without_xdist(
@@ -119,7 +119,7 @@ def test_a_run_imports_the_estimator_only_for_an_estimate_and_no_xdist_part_with
     assert _run_imports(tmp_path, "--evalbench-cache=off", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST) == []
     # the counter-check: the probe sees the estimator once the run asks for an estimate
     loaded = _run_imports(tmp_path, "--evalbench-estimate", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST)
-    assert loaded == ["pytest_evalbench.estimate", "pytest_evalbench.scenarios.estimate"]
+    assert loaded == ["pytest_evalbench.kinds.estimate", "pytest_evalbench.kinds.scenarios.estimate"]
 
 
 def test_a_loopback_endpoint_needs_no_proxy_lookup(tmp_path: Path) -> None:

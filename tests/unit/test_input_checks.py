@@ -13,15 +13,13 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from pytest_evalbench.dataset.models import DatasetError, load_cases
-from pytest_evalbench.errors import ConfigError, InputError, field_path
-from pytest_evalbench.input_json import MAX_INT, parse_json
-from pytest_evalbench.input_yaml import parse_yaml
-from pytest_evalbench.loading import first_error, load_spec, resolve_benchmark_dir
-from pytest_evalbench.scenarios.loading import check_demographic, iter_json_list, load_scenarios, row_label
-from pytest_evalbench.scenarios.models import Scenario
-from pytest_evalbench.scenarios.runner import ScenarioCase
-from pytest_evalbench.spec import BenchmarkSpec, Metric, check_id
+from pytest_evalbench.base.errors import ConfigError, InputError, field_path
+from pytest_evalbench.base.inputs import MAX_INT, parse_json, parse_yaml
+from pytest_evalbench.formats.loading import first_error, load_spec, resolve_benchmark_dir
+from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, check_id
+from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
+from pytest_evalbench.kinds.scenarios.models import Scenario, check_demographic, iter_json_list, load_scenarios, row_label
+from pytest_evalbench.kinds.scenarios.runner import ScenarioCase
 
 DATA = Path(__file__).parents[1] / "data"
 HUMANE = DATA / "impactbench" / "humanebench"
@@ -134,7 +132,7 @@ def test_scenario_rows_name_the_row_of_a_bad_value() -> None:
 
 
 def test_calibration_file_gets_the_same_checks(tmp_path: Path) -> None:
-    from pytest_evalbench.calibration.models import load_labels
+    from pytest_evalbench.kinds.calibration.models import load_labels
 
     spec = BenchmarkSpec(name="b", metrics=[Metric(id="m01", name="n", type="positive", definition="d")])
     path = tmp_path / "calibration.jsonl"
@@ -161,7 +159,7 @@ def test_ids_must_match_in_full(value: str) -> None:
 
 
 def test_names_of_env_variables_and_headers_match_in_full() -> None:
-    from pytest_evalbench.spec import ModelConfig
+    from pytest_evalbench.formats.spec import ModelConfig
 
     with pytest.raises(ValidationError, match="not an environment variable name"):
         ModelConfig(model="m", api_key_env="KEY\n")
@@ -240,7 +238,7 @@ def humane_copy(tmp_path: Path, **changes: Any) -> Path:
     return bench
 
 
-@pytest.mark.filterwarnings("ignore::pytest_evalbench.errors.EvalbenchWarning")  # the seed row's unknown key
+@pytest.mark.filterwarnings("ignore::pytest_evalbench.base.errors.EvalbenchWarning")  # the seed row's unknown key
 def test_seed_scenarios_load_with_and_without_declared_demographics(tmp_path: Path) -> None:
     """impactbench's files declare no demographics in benchmark.yaml: rows are taken as they are; once
     the axes are declared, the same rows still load, and a typo in one is caught."""
@@ -255,7 +253,7 @@ def test_seed_scenarios_load_with_and_without_declared_demographics(tmp_path: Pa
         "closest: 'Adult (18+)'")
 
 
-@pytest.mark.filterwarnings("ignore::pytest_evalbench.errors.EvalbenchWarning")  # the seed row's unknown key
+@pytest.mark.filterwarnings("ignore::pytest_evalbench.base.errors.EvalbenchWarning")  # the seed row's unknown key
 @pytest.mark.parametrize(("raw", "expected"), [
     ('"note": "\\ud800"', "field 'note': contains a lone surrogate"),
     ('"weight": %s' % ("9" * 5000), "field 'weight': number 9999"),

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.run import BenchmarkRun
-from pytest_evalbench.scenarios.judge import judge_messages
-from pytest_evalbench.scenarios.models import Scenario
-from pytest_evalbench.scenarios.simulate import parse_user_message, user_system_prompt
-from pytest_evalbench.settings import RunSettings
-from pytest_evalbench.spec import BenchmarkSpec, Generation, Message, Metric
+from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Message, Metric
+from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
+from pytest_evalbench.kinds.scenarios.judge import judge_messages
+from pytest_evalbench.kinds.scenarios.models import Scenario
+from pytest_evalbench.kinds.scenarios.runner import parse_user_message, user_system_prompt
 
 AVOID = Metric(id="m02", name="Avoid stating a diagnosis as certain", type="negative",
                definition="The assistant tells the user they definitely have a specific medical condition.",

@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 
 import pytest_evalbench
-from pytest_evalbench.kinds import spec_kind, spec_kinds
-from pytest_evalbench.shipped import register_shipped
-from pytest_evalbench.spec import BenchmarkSpec
+from pytest_evalbench.formats.spec import BenchmarkSpec
+from pytest_evalbench.kinds.protocol import spec_kind, spec_kinds
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
-register_shipped()
 KIND_NAMES = {"scenarios", "dataset", "calibration"}
 
 
@@ -53,9 +51,8 @@ def test_each_kind_states_what_the_rest_of_the_tree_asks(kind: str, judged: str,
 def test_the_registry_is_filled_from_above_once() -> None:
     """kinds.py starts empty (it imports no kind: test_layers); `register_shipped` fills it and may run again
     (pytest configures several sessions in one process); another class under a taken name is refused."""
-    from pytest_evalbench import kinds
+    from pytest_evalbench.kinds import protocol as kinds
 
-    register_shipped()
     assert sorted(kinds.SPEC_KINDS) == ["dataset", "scenarios"] and len(kinds._CALIBRATION) == 1
     with pytest.raises(ValueError, match="'dataset' is already registered"):
         kinds.register_kind("dataset", lambda: spec_kinds()["scenarios"])
@@ -63,7 +60,7 @@ def test_the_registry_is_filled_from_above_once() -> None:
 
 
 def test_an_unregistered_kind_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_evalbench import kinds
+    from pytest_evalbench.kinds import protocol as kinds
 
     monkeypatch.setattr(kinds, "SPEC_KINDS", {})
     with pytest.raises(LookupError, match="no benchmark kind 'scenarios' is registered"):

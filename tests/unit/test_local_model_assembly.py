@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.errors import ConfigError
+from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.llm import local_model
 from pytest_evalbench.llm.local_model import LocalModel, assemble
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 import pytest_evalbench
-from pytest_evalbench._models import Input, Strict, StrictAnswer
+from pytest_evalbench.formats import Input, Strict, StrictAnswer
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
 

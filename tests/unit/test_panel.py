@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.panel import Vote, agreement_lines, majority, median_vote, vote_sample
+from pytest_evalbench.kinds.judges import Vote, agreement_lines, majority, median_vote, vote_sample
 
 
 def votes(*values: object) -> list[Vote]:

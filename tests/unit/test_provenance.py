@@ -9,9 +9,7 @@ from pathlib import Path
 
 from helpers import score_row
 
-from pytest_evalbench.commands import relative_node_id, run_options, session_commands
-from pytest_evalbench.kinds import KindResults
-from pytest_evalbench.provenance import (
+from pytest_evalbench.formats.provenance import (
     EARLIER,
     SESSIONS_LEDGER,
     SessionStamp,
@@ -20,8 +18,10 @@ from pytest_evalbench.provenance import (
     unit_key,
     update_sessions,
 )
+from pytest_evalbench.kinds.protocol import KindResults
+from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.rates import scenario_rates
-from pytest_evalbench.settings import RunSettings
+from pytest_evalbench.render.terminal import relative_node_id, run_options, session_commands
 
 OLD = SessionStamp("2026-11-24T10:00:00Z", "abc1234")
 NEW = SessionStamp("2026-11-25T10:00:00Z", None)

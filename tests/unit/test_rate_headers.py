@@ -6,7 +6,7 @@ from email.utils import formatdate
 
 import pytest
 
-from pytest_evalbench.llm.rate_headers import MAX_DURATION, MAX_WAIT, parse, parse_duration, retry_after
+from pytest_evalbench.llm.shared_limits import MAX_DURATION, MAX_WAIT, parse, parse_duration, retry_after
 from pytest_evalbench.testing.rate_window import duration
 
 

@@ -10,15 +10,15 @@ from typing import Any
 
 from helpers import scenario
 
-from pytest_evalbench.calibration.models import CalibrationRecord
-from pytest_evalbench.dataset.runner import DatasetRecord
-from pytest_evalbench.dataset.store import write_dataset_results
-from pytest_evalbench.dataset.summary import CaseResult
-from pytest_evalbench.file_version import versioned
-from pytest_evalbench.gate.rows import OutcomeRow
+from pytest_evalbench.base.files import versioned
+from pytest_evalbench.formats.results import OutcomeRow
+from pytest_evalbench.kinds.calibration.models import CalibrationRecord
+from pytest_evalbench.kinds.dataset.kind import write_dataset_results
+from pytest_evalbench.kinds.dataset.runner import DatasetRecord
+from pytest_evalbench.kinds.dataset.summary import CaseResult
+from pytest_evalbench.kinds.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
+from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.types import Usage
-from pytest_evalbench.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
-from pytest_evalbench.scenarios.store import write_results
 
 
 def scenario_record(sid: str, *, panel: bool = False, **extra: Any) -> ScenarioRecord:
@@ -126,7 +126,7 @@ def test_stores_read_their_records_in_one_pass(tmp_path: Path) -> None:
 def test_a_record_read_back_is_written_from_its_json_not_dumped_again(monkeypatch: Any) -> None:
     """The finish pass writes a record read back from the spool (`from_json`) from the JSON it was
     read from, byte for byte what dumping its models writes (key order included), without dumping them."""
-    from pytest_evalbench.scenarios.target_rows import TargetRows
+    from pytest_evalbench.kinds.scenarios.store import TargetRows
 
     record = scenario_record("m01_s001_v01", panel=True, region="EU")
     data = json.loads(json.dumps(record.to_json()))
@@ -151,8 +151,8 @@ def test_a_record_whose_outcome_is_decided_is_written_from_its_models() -> None:
     finish pass must then write what it became, not the JSON it was read from."""
     from types import SimpleNamespace
 
-    from pytest_evalbench.scenarios.kind import ScenarioKind
-    from pytest_evalbench.scenarios.target_rows import TargetRows
+    from pytest_evalbench.kinds.scenarios.kind import ScenarioKind
+    from pytest_evalbench.kinds.scenarios.store import TargetRows
 
     data = json.loads(json.dumps(scenario_record("m01_s001_v01").to_json()))
     data["score"].update(passed=None, score=None)  # as the chain leaves it: derived in `outcome`

@@ -8,16 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.errors import LLMError, TargetError
+from pytest_evalbench.base.errors import LLMError, TargetError
+from pytest_evalbench.base.safe_text import (
+    MASK,
+    SECRETS,
+    Secrets,
+    check_base_url,
+    cut,
+    markdown,
+    secret_params,
+    strip_credentials,
+    terminal,
+)
+from pytest_evalbench.formats.spec import ModelConfig, TargetConfig
+from pytest_evalbench.kinds.targets import TargetReply, bounded
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
-from pytest_evalbench.llm.pricing import PriceTable
 from pytest_evalbench.llm.transport import HTTPStatusError, classify
-from pytest_evalbench.llm.types import Endpoint, check_base_url
-from pytest_evalbench.redaction import MASK, SECRETS, Secrets, cut, secret_params, strip_credentials
-from pytest_evalbench.sanitize import markdown, terminal
-from pytest_evalbench.spec import ModelConfig, TargetConfig
-from pytest_evalbench.targets import TargetReply, bounded
+from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer
 
 KEY = "QZXk-live-4f9a8b7c6d5e4f3a2b1c"

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_evalbench.dataset.summary import AgentSummary
-from pytest_evalbench.gate.outcome import GateOutcome
+from pytest_evalbench.gate.outcome import FlipKey, GateOutcome, gate_verdict, node_ids_of
 from pytest_evalbench.gate.rules import RuleResult
-from pytest_evalbench.gate.verdict import FlipKey, gate_verdict, node_ids_of
-from pytest_evalbench.kinds import KindResults
+from pytest_evalbench.kinds.dataset.summary import AgentSummary
+from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.llm.types import Usage
-from pytest_evalbench.render.history import append_history, read_history
 from pytest_evalbench.render.html import sparkline_svg
 from pytest_evalbench.render.progress import Counts, progress_line
-from pytest_evalbench.render.summary import build_summary, collapse_errors, cost_view
+from pytest_evalbench.render.summary import append_history, build_summary, collapse_errors, cost_view, read_history
 from pytest_evalbench.render.views import mean_interval
 
 
@@ -65,8 +63,8 @@ def test_verdicts_say_why() -> None:
     assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
     # rules configured but no row of the session reached the gate (e.g. every row's judge unreliable):
     # the reason says so, never "no threshold rules are configured"
+    from pytest_evalbench.formats.spec import ThresholdRules
     from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
-    from pytest_evalbench.spec_rules import ThresholdRules
     unreached = evaluate_gate(GateInputs(results=[], rules=ThresholdRules(min_negative_pass_rate=0.5)),
                               GateSettings(mode="thresholds"))
     reason = gate_verdict(unreached, 0, 0, {}).reason

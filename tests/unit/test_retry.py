@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.errors import LLMError
+from pytest_evalbench.base.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
-from pytest_evalbench.llm.pricing import PriceTable
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 

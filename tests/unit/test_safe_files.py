@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.errors import ConfigError
-from pytest_evalbench.safe_files import (
+from pytest_evalbench.base.errors import ConfigError
+from pytest_evalbench.base.files import atomic_write_text, dump_json, open_append, results_lock
+from pytest_evalbench.base.safe_files import (
     UnsafeWrite,
     check_input_file,
     check_output_file,
     check_writable_dir,
     check_write,
 )
-from pytest_evalbench.store import atomic_write_text, dump_json, open_append, results_lock
 
 CANARY = "canary\n"
 

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_evalbench import schemas
+from pytest_evalbench.cli import schemas
 
 ROOT = Path(__file__).parents[2]
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.llm.rate_headers import parse
-from pytest_evalbench.llm.shared_limits import MARGIN, EndpointState, SharedLimits, endpoint_key
+from pytest_evalbench.llm.shared_limits import MARGIN, EndpointState, SharedLimits, endpoint_key, parse
 
 KEY = "http://127.0.0.1:8000/v1"
 

@@ -14,12 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pytest_evalbench.gate.baseline import BASELINE_SCHEMA_VERSION, Baseline, load_baseline, make_baseline
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateOutcome, GateSettings, evaluate_gate
-from pytest_evalbench.gate.paired import POOLED, compare_with_baseline, parse_compare_rule
-from pytest_evalbench.gate.rows import EvalScore, ModelResult, OutcomeRow
-from pytest_evalbench.gate.rules import ThresholdRules, check_thresholds
-from pytest_evalbench.gate.stats import (
+from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.formats.stats import (
     agresti_min_interval,
     benjamini_hochberg,
     binomial_upper_tail,
@@ -31,13 +27,22 @@ from pytest_evalbench.gate.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
-from pytest_evalbench.gate.verdict import gate_verdict
+from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateOutcome, GateSettings, evaluate_gate, gate_verdict
+from pytest_evalbench.gate.paired import (
+    BASELINE_SCHEMA_VERSION,
+    POOLED,
+    Baseline,
+    compare_with_baseline,
+    load_baseline,
+    make_baseline,
+    parse_compare_rule,
+)
+from pytest_evalbench.gate.rules import ThresholdRules, check_thresholds
+from pytest_evalbench.kinds.scenarios.aggregate import aggregate
+from pytest_evalbench.kinds.scenarios.models import ScoreRow
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.render.tables import comparison_table, summary_table
-from pytest_evalbench.render.terminal import summary_lines
-from pytest_evalbench.scenarios.aggregate import aggregate
-from pytest_evalbench.scenarios.models import ScoreRow
+from pytest_evalbench.render.terminal import comparison_table, summary_lines, summary_table
 
 # --------------------------------------------------------------------------- stats
 
@@ -147,7 +152,7 @@ def test_wilcoxon_exact_equals_sign_enumeration_with_ties(diffs: list[int]) -> N
 
 
 def test_wilcoxon_normal_approximation_with_ties(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_evalbench.gate import stats
+    from pytest_evalbench.formats import stats
     diffs = [-1] * 30 + [1] * 10 + [-2] * 20 + [2] * 10  # 70 pairs, two tie groups
     assert wilcoxon_drop_p(diffs)[1] == "normal"  # more than EXACT_MAX pairs
     monkeypatch.setattr(stats, "EXACT_MAX", 100)

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_evalbench.store import StreamedDict, StreamedList, write_json
+from pytest_evalbench.base.files import StreamedDict, StreamedList, write_json
 
 SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
            | st.text(alphabet=st.characters(blacklist_categories=("Cs",))))

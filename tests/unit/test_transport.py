@@ -12,8 +12,7 @@ from helpers import CALL_BODY, CALL_HEADER, CALL_KEY, dead_base_url, transport_c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_evalbench.llm.failures import Failure
-from pytest_evalbench.llm.transport import AiohttpTransport, OpenAITransport, make_transport
+from pytest_evalbench.llm.transport import AiohttpTransport, Failure, OpenAITransport, make_transport
 from pytest_evalbench.llm.types import Completion
 from pytest_evalbench.testing import FakeLLMServer, Reply
 

@@ -11,7 +11,7 @@ import zlib
 import pytest
 from helpers import CALL_HEADER, CALL_KEY, transport_call
 
-from pytest_evalbench.llm.failures import Failure
+from pytest_evalbench.llm.transport import Failure
 from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion
 from pytest_evalbench.testing import FakeLLMServer, Reply
 

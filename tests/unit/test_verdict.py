@@ -5,11 +5,9 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
-from pytest_evalbench.gate.baseline import make_baseline
-from pytest_evalbench.gate.outcome import GateOutcome
-from pytest_evalbench.gate.paired import compare_with_baseline
-from pytest_evalbench.gate.rows import OutcomeRow
-from pytest_evalbench.gate.verdict import Flip, FlipKey, GateVerdict, gate_verdict
+from pytest_evalbench.formats.results import OutcomeRow
+from pytest_evalbench.gate.outcome import Flip, FlipKey, GateOutcome, GateVerdict, gate_verdict
+from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
 
 
 def rows(outcomes: list[bool]) -> list[OutcomeRow]:

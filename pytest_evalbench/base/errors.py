@@ -1,0 +1,124 @@
+"""Error types of pytest-evalbench.
+
+Every error a user can cause or meet carries one readable line: where (file, row, field) and
+what to do. The pytest layer turns them into collection errors, usage errors or item ERRORs
+without a traceback wall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_evalbench.base.safe_text import redact, terminal
+
+
+class EvalbenchError(Exception):
+    """Base class of all errors raised by pytest-evalbench."""
+
+
+class InputError(EvalbenchError):
+    """A benchmark file is missing, unparseable or violates its schema."""
+
+    def __init__(self, path: Path | str, message: str, *, row: str | int | None = None,
+                 field: str | None = None) -> None:
+        self.path = str(path)
+        self.row = row
+        self.field = field
+        self.message = message
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.row is not None:
+            where += f", row {self.row}" if not isinstance(self.row, int) else f":{self.row}"
+        if self.field:
+            where += f", field '{self.field}'"
+        return f"{where}: {self.message}"
+
+
+def field_path(loc: Sequence[int | str], data: Any = None) -> str:
+    """The dotted field path of an error location (pydantic's `loc`, jsonschema's path) with list
+    positions counted from 1, as every position in a message is. `data`, the validated input, tells
+    a list position from a mapping key that happens to be a number (YAML `{1: x}`); without it every
+    number is taken for a list position."""
+    parts: list[str] = []
+    node = data
+    for part in loc:
+        if isinstance(part, int) and not isinstance(part, bool) and (data is None or isinstance(node, list)):
+            parts.append(str(part + 1))
+        else:
+            parts.append(str(part))
+        inside = ((isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))
+                  or (isinstance(node, dict) and part in node))
+        if inside:
+            node = node[part]
+        elif data is not None:
+            node = None  # a union member's tag (`str`, `function-after[...]`) or a missing key
+    return ".".join(parts)
+
+
+class EvalbenchWarning(UserWarning):
+    """Something the run tolerated but people should know: unknown keys kept, unreadable result
+    rows replaced. Issued with `warnings.warn`, so pytest shows it in its warnings summary."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(terminal(message))  # it quotes input and result files, and is shown in a terminal
+
+
+class ConfigError(EvalbenchError):
+    """Command-line or environment configuration that cannot work."""
+
+
+class LLMError(EvalbenchError):
+    """An LLM endpoint failed after bounded retries (infrastructure, not quality)."""
+
+    def __init__(self, kind: str, message: str, *, role: str = "", model: str = "") -> None:
+        self.kind = kind
+        self.role = role
+        self.model = model
+        self.message = redact(message)  # endpoint text: may echo a key or a header
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        who = f"{self.role} model '{self.model}'" if self.role else f"model '{self.model}'"
+        return f"{who}: {self.kind}: {self.message}"
+
+
+class CacheMiss(LLMError):
+    """`--evalbench-cache=replay` found no recorded response for a call."""
+
+    def __init__(self, role: str, model: str, key: str) -> None:
+        super().__init__(
+            "cache miss",
+            f"no recorded response (key {key[:12]}) and --evalbench-cache=replay forbids network "
+            "calls; record it with --evalbench-cache=on",
+            role=role, model=model,
+        )
+
+
+class BudgetExhausted(LLMError):
+    """`--evalbench-max-cost` is spent: no new calls are started."""
+
+    def __init__(self, spent: float, limit: float, role: str = "", model: str = "", needed: float | None = None
+                 ) -> None:
+        fit = f"a call that may cost up to ${needed:.4f} does not fit: " if needed is not None else ""
+        super().__init__(
+            "budget exhausted",
+            f"{fit}spent ${spent:.4f} of --evalbench-max-cost=${limit:.4f}; the run is incomplete",
+            role=role, model=model,
+        )
+
+
+class UnusableAnswer(EvalbenchError):
+    """An LLM answered HTTP 200 but the content cannot be used (after bounded re-asks)."""
+
+
+class TargetError(EvalbenchError):
+    """The team's own target callable raised; carries the user's formatted traceback."""
+
+    def __init__(self, target_id: str, formatted: str) -> None:
+        self.target_id = target_id
+        self.formatted = redact(formatted)  # an app's exception may quote its own credentials
+        super().__init__(f"target '{target_id}' raised:\n{self.formatted}")

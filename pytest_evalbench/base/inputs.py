@@ -1,0 +1,337 @@
+"""Input files as text and as JSON, read as hostile: bounded in size and depth, UTF-8 only, and every
+value checked (numbers that fit, no lone surrogates, no duplicate keys) before anything uses it.
+
+Every problem becomes one `InputError` naming file, row and field; nothing here imports pytest.
+"""
+# MERGED DOC (input_yaml): """benchmark.yaml as YAML, read as hostile: checked as a node graph (duplicate keys, depth, alias
+# bombs, values JSON cannot hold) before PyYAML builds any Python object.
+#
+# Every problem becomes one `InputError` naming file and line; nothing here imports pytest.
+# """
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_evalbench.base.errors import InputError, field_path
+
+# ---------------------------------------------------------------- from input_json
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""Largest input file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines): 64 MiB."""
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings accepted in an input file."""
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+         (b"\xfe\xff", "UTF-16"))
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 input file (with or without BOM) as text; size, encoding and read problems are InputErrors."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise InputError(path, f"file is {size / 2**20:.1f} MiB; input files are limited to "
+                             f"{MAX_INPUT_BYTES // 2**20} MiB")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror}") from None
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            raise InputError(path, f"file is {name} encoded; save it as UTF-8")
+    if len(data) >= 2 and (data[0] == 0) != (data[1] == 0):
+        raise InputError(path, "file looks UTF-16 encoded (NUL bytes); save it as UTF-8")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(path, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8",
+                         row=line) from None
+
+
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
+other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
+SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
+
+
+class BadValue:
+    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
+    second value of a duplicate key), so the walk that checks the data can name its row and field."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def problem(self) -> str:
+        text = self.text
+        if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
+            return f"{text} is not a number an input file may hold (numbers must be finite)"
+        digits = sum(c.isdigit() for c in text)
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({digits} digits)"
+        if any(c in text for c in ".eE") and not text.lower().startswith(("0x", "-0x", "+0x")):
+            return f"number {shown} is too large (numbers must be finite)"
+        return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
+
+
+class _DuplicateKey(BadValue):
+    def problem(self) -> str:
+        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is marked, not silently overwritten."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                data[key] = _DuplicateKey(key)
+                break
+            seen.add(key)
+    return data
+
+
+def _parse_int(text: str) -> int | BadValue:
+    if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
+        return BadValue(text)
+    value = int(text)
+    return value if -MAX_INT <= value <= MAX_INT else BadValue(text)
+
+
+def _parse_float(text: str) -> float | BadValue:
+    value = float(text)
+    return value if math.isfinite(value) else BadValue(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=BadValue,
+                           object_pairs_hook=_object)
+"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
+markers that `check_depth` reports with their row and field."""
+
+
+def surrogate_problem(text: str) -> str:
+    """The message for a text holding a lone surrogate, naming the first one."""
+    found = SURROGATE.search(text)
+    code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
+    return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
+            "stored or sent as UTF-8; remove it or write the whole pair")
+
+
+def _value_problem(value: Any, strings: bool) -> str | None:
+    if isinstance(value, BadValue):
+        return value.problem()
+    if strings and isinstance(value, str) and SURROGATE.search(value):
+        return surrogate_problem(value)
+    return None
+
+
+def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
+    """(field path counted from 1, problem) of the first bad value or key, in document order."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if strings and isinstance(key, str) and SURROGATE.search(key):
+                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                    return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
+            stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
+        else:
+            problem = _value_problem(value, strings)
+            if problem is not None:
+                return field_path(where, data), problem
+    return None
+
+
+def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
+                base_depth: int = 0) -> Any:
+    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
+    held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
+    Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
+    deep `data` itself sits (1 for an element of a row list)."""
+    stack: list[tuple[Any, int]] = [(data, base_depth)]
+    bad = False
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
+            if isinstance(value, dict):
+                if strings and any(isinstance(k, str) and SURROGATE.search(k) for k in value):
+                    bad = True
+                    break
+                children: Iterable[Any] = value.values()
+            else:
+                children = value
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value)):
+            bad = True
+            break
+    if bad:
+        found = _locate(data, strings)
+        assert found is not None
+        raise InputError(path, found[1], row=row, field=found[0] or None)
+    return data
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
+    return SURROGATE.search(text) is not None
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def parse_json(text: str, path: Path, row: int | None = None) -> Any:
+    """JSON text -> data; syntax, nesting, out-of-range numbers and lone surrogates are one-line
+    InputErrors (`row` = the text's line)."""
+    try:
+        data = DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
+                         row=row if row is not None else exc.lineno) from None
+    except RecursionError:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
+    return check_depth(data, path, row, strings=may_hold_surrogates(text))
+
+
+def read_json(path: Path) -> Any:
+    return parse_json(read_text(path), path)
+
+
+# ---------------------------------------------------------------- from input_yaml
+
+MAX_YAML_NODES = 200_000
+"""Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""
+
+
+class _Composer(yaml.SafeLoader):
+    """PyYAML's safe loader; documents are checked as node graphs before any Python object is built."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+_YAML_INT = "tag:yaml.org,2002:int"
+_YAML_FLOAT = "tag:yaml.org,2002:float"
+_YAML_STR = "tag:yaml.org,2002:str"
+_YAML_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+_YAML_TAGS = {f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map", "merge")}
+"""What a document may hold: JSON's values. A date is kept as its text (as YAML 1.2 and JSON read it);
+`!!binary`, `!!set`, `!!omap` and `!!pairs` values are refused (no request or result file can carry them)."""
+
+
+def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | None:
+    """Why a YAML scalar cannot be held (an out-of-range or non-finite number, a lone surrogate), or None.
+    Checked on the node, before PyYAML builds it (its int() raises past 4,300 digits)."""
+    value = node.value
+    if node.tag == _YAML_TIMESTAMP:
+        node.tag = _YAML_STR
+    if SURROGATE.search(value):
+        try:  # PyYAML leaves an escaped pair ("\ud83d\ude00") as two halves: join it into its character
+            node.value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+        except UnicodeDecodeError:
+            return surrogate_problem(value)
+        return None
+    if node.tag == _YAML_INT:
+        if len(value.replace("_", "").lstrip("+-")) > 20:
+            return BadValue(value).problem()
+        number = loader.construct_yaml_int(node)
+        return None if -MAX_INT <= number <= MAX_INT else BadValue(value).problem()
+    if node.tag == _YAML_FLOAT and not math.isfinite(loader.construct_yaml_float(node)):
+        return BadValue(value).problem()
+    return None
+
+
+def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> None:
+    """Duplicate keys, depth, the size after alias expansion and every scalar's value, walked
+    without recursion."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, int, str, bool]] = [(root, 0, "", False)]
+    while stack:
+        node, depth, where, done = stack.pop()
+        if done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(k)] for k in _children(node)))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_nodes:
+            raise InputError(path, "recursive YAML alias", row=node.start_mark.line + 1, field=where or None)
+        if depth >= MAX_DEPTH:
+            raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=node.start_mark.line + 1,
+                             field=where or None)
+        if isinstance(node, yaml.ScalarNode):
+            problem = _scalar_problem(loader, node)
+            if problem is not None:
+                raise InputError(path, problem, row=node.start_mark.line + 1, field=where or None)
+        if node.tag not in _YAML_TAGS:
+            raise InputError(path, f"YAML tag {node.tag.replace('tag:yaml.org,2002:', '!!')[:100]} is not accepted: "
+                             "values are text, numbers, true/false, null, lists and mappings",
+                             row=node.start_mark.line + 1, field=where or None)
+        open_nodes.add(id(node))
+        stack.append((node, depth, where, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in node.value:
+                name = (str(key.value).encode("utf-8", "backslashreplace").decode("utf-8")
+                        if isinstance(key, yaml.ScalarNode) else None)
+                if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                    if name in seen:
+                        raise InputError(path, f"duplicate key {name!r} (first on line {seen[name]})",
+                                         row=key.start_mark.line + 1, field=f"{where}.{name}".lstrip("."))
+                    seen[name] = key.start_mark.line + 1
+                stack.append((key, depth + 1, where, False))
+                stack.append((value, depth + 1, f"{where}.{name}".lstrip(".") if name else where, False))
+        else:  # list positions count from 1 in the field path, as in every message
+            stack.extend((child, depth + 1, f"{where}.{number}".lstrip("."), False)
+                         for number, child in enumerate(_children(node), start=1))
+    if sizes[id(root)] > MAX_YAML_NODES:
+        raise InputError(path, f"YAML expands to more than {MAX_YAML_NODES} values once aliases are followed "
+                         "(an alias bomb?)")
+
+
+def parse_yaml(text: str, path: Path) -> Any:
+    """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects."""
+    loader = _Composer(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_nodes(node, path, loader)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, f"invalid YAML: {problem}", row=(mark.line + 1) if mark else None) from None
+    except RecursionError:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    return parse_yaml(read_text(path), path)

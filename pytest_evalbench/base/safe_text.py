@@ -1,0 +1,365 @@
+"""One redaction for the whole run: every secret it knows, masked before text is cut or shown.
+
+The run's secrets are the API keys (`api_key_env`, OPENAI_API_KEY), `{env: NAME}` header values,
+the values of credential-named headers, and URL credentials (user:password@ and token-like query
+parameters of `base_url`, `--evalbench-base-url` and OPENAI_BASE_URL). They are registered where
+the endpoints are resolved (`context.resolve_endpoint`), which every process of a run does from
+the same benchmark.yaml and environment, so xdist workers know exactly the controller's secrets.
+
+`redact(text)` masks, in this order:
+- every registered secret (and its JSON-, HTML- and URL-encoded forms, and the Basic-auth form of
+  URL credentials) wherever it occurs; values shorter than 8 characters only as whole words, so a
+  short header value does not mask pieces of ordinary words;
+- a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text
+  ends or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
+- credentials in any URL of the text (`scheme://user:pass@` and `?token=...`-style parameters),
+  known or not.
+
+Callers redact before they truncate (`cut`), so a cut can only ever go through the mask. Values
+shorter than 4 characters are not registered: they would mask ordinary words and guard nothing.
+This module imports nothing of the plugin (core and pytest layer both use it).
+"""
+# MERGED DOC (sanitize): """Hostile text made harmless for the surface that shows it.
+#
+# Text from models, apps and endpoints reaches a terminal, a CI log that GitHub Actions (or Azure
+# Pipelines) scans for commands, and a Markdown job summary. Each surface gets one call where that
+# text enters it:
+#
+# - `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL),
+#   Unicode line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes;
+#   a line that would start a workflow command (`::error::`, `::stop-commands::`, `##[group]`,
+#   `##vso[...]`, after optional whitespace) gets the visible prefix `> `. Newlines and tabs stay.
+# - `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
+#   `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
+#
+# HTML reports escape with `html.escape` (attributes quoted too) and carry no data inside <script>.
+# """
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+# ---------------------------------------------------------------- from redaction
+
+MASK = "***"
+MIN_SECRET = 4
+"""Shorter values are never registered."""
+MIN_ANYWHERE = 8
+"""Secrets at least this long are masked anywhere; shorter ones only as whole words."""
+MIN_PREFIX = 4
+"""A cut secret is masked from this many characters on."""
+
+_TOKEN_PARAM = (r"(?:[a-z0-9_.-]*(?:api[-_]?key|token|secret|password|passwd|signature|credential)"
+                r"|key|sig|auth|pwd|code)")
+_TOKEN_NAME = re.compile(_TOKEN_PARAM, re.IGNORECASE)
+_VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
+"""A query value: up to the next parameter, fragment, space, quote or markup."""
+_TOKEN_AT = re.compile(r"[?&;](?=[A-Za-z0-9_.-]{1,64}=)" + _TOKEN_PARAM + "=", re.IGNORECASE | re.ASCII)
+"""A credential-like query name with the character before it and its `=`: the whole name (from the
+`?`/`&`/`;`) is ASCII name characters (ASCII case folding: no Kelvin sign for `k`), 64 at most."""
+_USERINFO = re.compile(r"://([^\s/?#@\"'<>\\]{1,256})@")
+"""`scheme://user:password@` (or `scheme://token@`) in any URL."""
+_SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth|bearer|refresh|id|session)[-_]?token|token"
+                           r"|(client[-_])?secret|password|passwd|authorization|credentials?|key|cookie)")
+"""Names of `params` entries that would carry a credential in the request body (and the cache)."""
+_SECRET_HEADER = re.compile(r"(?i)(authorization|cookie|.*(key|token|secret|password|signature|credential).*)")
+"""Header names whose literal values are treated as secrets too (`{env:}` values always are)."""
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _wordish(text: str) -> bool:
+    """Letters in one case pattern (`user`, `USER`, `User`): could be an ordinary word."""
+    return text.isalpha() and (text.islower() or text.isupper() or text.istitle())
+
+
+_ESCAPES = ("\\n", "\\t", "\\r")
+"""JSON escapes a secret may follow (`...\\nsk-...`) in JSON text."""
+
+
+def secret_params(params: Mapping[str, Any], path: str = "") -> list[str]:
+    """Dotted paths of entries of a role's `params` (at any depth) named like a credential."""
+    found: list[str] = []
+    for name, value in params.items():
+        where = f"{path}{name}"
+        if isinstance(name, str) and _SECRET_PARAM.fullmatch(name):
+            found.append(where)
+        elif isinstance(value, Mapping):
+            found += secret_params(value, where + ".")
+    return found
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials a URL carries: the password (and the Basic-auth base64 of `user:password`),
+    the user part when it is a token (no password, or 8 characters or more), and the values of
+    token-like query parameters."""
+    found: list[str] = []
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return found
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo = netloc.rpartition("@")[0]
+        user, _, password = userinfo.partition(":")
+        found += [password, unquote(password)]
+        if not password or len(unquote(user)) >= MIN_ANYWHERE:  # a lone user part is a token; `admin` is not
+            found += [user, unquote(user)]
+        plain = f"{unquote(user)}:{unquote(password)}"
+        found.append(base64.b64encode(plain.encode("utf-8", "surrogatepass")).decode("ascii"))
+    for name, value in parse_qsl(parts.query, keep_blank_values=False):
+        if re.fullmatch(_TOKEN_PARAM, name, re.IGNORECASE):
+            found.append(value)
+            found.append(quote(value, safe=""))
+    return found
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without user:password@ and with token-like query values masked: what may be
+    stored (cache keys and entries) or shown."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact_patterns(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return redact_patterns(urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)))
+
+
+def redact_patterns(text: str) -> str:
+    """Credentials in any URL of `text`, known to the registry or not."""
+    if "://" in text:
+        text = _USERINFO.sub("://" + MASK + "@", text)
+    return _mask_query(text) if "=" in text else text
+
+
+def _mask_query(text: str) -> str:
+    """Mask the values of credential-like query parameters (`?api-key=...`, `&sig=...`): one C scan
+    for `?`/`&`/`;` + a credential-like name (at most 64 name characters) + `=` (a report of
+    megabytes has tens of thousands of `=` signs: walking each one back in Python cost 50 ms)."""
+    out: list[str] = []
+    position = 0
+    found = _TOKEN_AT.search(text)
+    while found is not None:
+        equals = found.end() - 1
+        value = _VALUE.match(text, equals + 1)
+        if value is not None:
+            out += [text[position:equals + 1], MASK]
+            position = value.end()  # a character that ends a value: never a name's, so no name spans it
+            found = _TOKEN_AT.search(text, position)
+        else:
+            found = _TOKEN_AT.search(text, equals + 1)
+    if not out:
+        return text
+    out.append(text[position:])
+    return "".join(out)
+
+
+class Secrets:
+    """The registry of one process's secrets (`SECRETS` is the run's; tests make their own)."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._lock = threading.Lock()
+        self._ordered: list[tuple[str, re.Pattern[str] | None]] = []
+        """Every registered form, longest first, with its word-boundary pattern when it is short."""
+        self._prefixes: dict[str, tuple[bool, list[str]]] = {}
+        """First MIN_PREFIX characters -> (whether they read like a word, the registered forms
+        starting with them, longest first)."""
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def add(self, value: str | None) -> None:
+        """Register one secret value (and its encoded forms)."""
+        if not value or len(value.strip()) < MIN_SECRET:
+            return
+        forms = {value, json.dumps(value)[1:-1], html.escape(value), quote(value, safe="")}
+        with self._lock:
+            if forms <= self._values:
+                return
+            self._values |= {f for f in forms if len(f) >= MIN_SECRET}
+            self._compile()
+
+    def add_url(self, url: str | None) -> None:
+        if url:
+            for value in url_secrets(url):
+                self.add(value)
+
+    def add_headers(self, headers: Mapping[str, str], env_names: Iterable[str] = ()) -> None:
+        """Header values sent by a role: those named in `env_names` (read from `{env:}`) and those of
+        credential-named headers (Authorization, X-Api-Key...) are secrets."""
+        from_env = set(env_names)
+        for name, value in headers.items():
+            if name in from_env or _SECRET_HEADER.fullmatch(name):
+                self.add(value)
+                scheme, _, rest = value.partition(" ")
+                if rest and scheme.lower() in ("bearer", "basic", "token"):
+                    self.add(rest)
+
+    def add_environment(self, env: Mapping[str, str]) -> None:
+        """The run's defaults that exist whatever benchmark.yaml says: OPENAI_API_KEY, OPENAI_BASE_URL."""
+        self.add(env.get("OPENAI_API_KEY"))
+        self.add_url(env.get("OPENAI_BASE_URL"))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values = set()
+            self._compile()
+
+    def _compile(self) -> None:
+        ordered = sorted(self._values, key=len, reverse=True)
+        # longest first, so `user:password` goes before `password`; `str.find` (C speed) decides
+        # whether a value occurs at all, the word-boundary regex runs only for short values that do
+        self._ordered = [(v, None if len(v) >= MIN_ANYWHERE else re.compile(rf"(?<!\w){re.escape(v)}(?!\w)"))
+                         for v in ordered]
+        self._prefixes = {}
+        for value in ordered:
+            if len(value) > MIN_PREFIX:
+                head = value[:MIN_PREFIX]
+                self._prefixes.setdefault(head, (_wordish(head), []))[1].append(value)
+
+    def leaks(self, text: str) -> bool:
+        """Whether `text` holds a registered secret whole (a guard before anything is stored)."""
+        return any(value in text and (word is None or word.search(text)) for value, word in self._ordered)
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret masked (see the module docstring)."""
+        if not isinstance(text, str) or not text:
+            return text
+        if self._ordered:
+            for value, word in self._ordered:
+                if value in text:
+                    text = text.replace(value, MASK) if word is None else word.sub(MASK, text)
+            text = self._cut_prefixes(text)
+        return redact_patterns(text)
+
+    def _cut_prefixes(self, text: str) -> str:
+        """Mask words that start like a secret and stop where it was cut (see the module docstring).
+        A prefix that reads like a word (`user`, `Pass`) counts only at a real cut: the end of the
+        text or an ellipsis; others (`sk-pr`, `QZXk`, `ab12`) also before any non-word character."""
+        spans: list[tuple[int, int]] = []
+        size = len(text)
+        for head, (wordish, group) in self._prefixes.items():
+            start = text.find(head)
+            while start != -1:
+                if start == 0 or not _word(text[start - 1]) or text[start - 2:start] in _ESCAPES:
+                    for secret in group:
+                        length = MIN_PREFIX
+                        limit = min(len(secret), size - start)
+                        while length < limit and text[start + length] == secret[length]:
+                            length += 1
+                        end = start + length
+                        if end == size or text.startswith(("…", "..."), end) or (
+                                not _word(text[end]) and not (wordish and length == MIN_PREFIX)):
+                            spans.append((start, end))
+                            break
+                start = text.find(head, start + 1)
+        if not spans:
+            return text
+        spans.sort()
+        out, position = [], 0
+        for start, end in spans:
+            if start < position:  # overlapping cuts: extend the one already masked
+                position = max(position, end)
+                continue
+            out += [text[position:start], MASK]
+            position = end
+        out.append(text[position:])
+        return "".join(out)
+
+    def redact_data(self, data: Any) -> Any:
+        """A JSON-like value with every string in it redacted (keys included)."""
+        if isinstance(data, str):
+            return self.redact(data)
+        if isinstance(data, dict):
+            return {self.redact(k) if isinstance(k, str) else k: self.redact_data(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self.redact_data(v) for v in data]
+        return data
+
+
+SECRETS = Secrets()
+"""This process's secrets: registered by `context.resolve_endpoint`, read by every sink."""
+
+
+def redact(text: str) -> str:
+    """`text` with every secret of the run masked (call it before truncating)."""
+    return SECRETS.redact(text)
+
+
+def redact_data(data: Any) -> Any:
+    return SECRETS.redact_data(data)
+
+
+def cut(text: str, limit: int, marker: str = "…") -> str:
+    """`text` redacted, then cut to `limit` characters (the marker included): no secret prefix survives."""
+    text = redact(text)
+    return text if len(text) <= limit else text[: max(0, limit - len(marker))] + marker
+
+
+# ---------------------------------------------------------------- from sanitize
+
+_VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
+_VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+                                            0x200E, 0x200F, 0x061C, 0xFEFF)})
+_TERMINAL = str.maketrans(_VISIBLE)
+_COMMAND = re.compile(r"^([ \t]*)(::|##\[|##vso\[)", re.MULTILINE | re.IGNORECASE)
+COMMAND_PREFIX = "> "
+"""What a line that would start a workflow command gets in front of it."""
+
+_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*[]"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+"""HTML, links and images, code spans, emphasis and table cells: what could make model text act."""
+
+
+def control_visible(text: str) -> str:
+    """Control and direction-changing characters written as escapes (newlines and tabs kept)."""
+    return text.translate(_TERMINAL)
+
+
+def no_commands(text: str) -> str:
+    """No line can start a CI workflow command."""
+    return _COMMAND.sub(lambda m: m.group(1) + COMMAND_PREFIX + m.group(2), text)
+
+
+def terminal(text: str) -> str:
+    """Text safe to write to a terminal or a CI log (see the module docstring)."""
+    return no_commands(control_visible(redact(str(text))))
+
+
+def markdown(text: str) -> str:
+    """Text safe inside a Markdown table cell or list item (one line, nothing rendered)."""
+    return control_visible(redact(str(text))).replace("\n", " ").translate(_MARKDOWN)
+
+
+def check_base_url(url: str) -> str:
+    """An endpoint URL must be http(s) with a host; the usual slip is a missing scheme
+    (`localhost:8000/v1`), which would otherwise fail every call with a confusing error."""
+    parts = urlsplit(url)
+    try:
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        raise ValueError(f"{redact(strip_credentials(url))!r} has a port that is not a number") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{redact(strip_credentials(url))!r} is not an http:// or https:// URL with a host (e.g. http://localhost:8000/v1)")
+    return url
+
+
+def header_problem(value: str) -> str | None:
+    """Why `value` cannot go into an HTTP header (an API key pasted with its line break), or None.
+    The value itself is never part of the answer: it may be a secret."""
+    if "\r" in value or "\n" in value:
+        return "contains a line break"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "contains characters an HTTP header cannot carry"
+    return None

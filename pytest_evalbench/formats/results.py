@@ -1,0 +1,112 @@
+"""The typed rows the gate reads: per-target rate summaries, pass/fail units and per-eval scores.
+
+Kinds hand these to the gate (through `KindResults`); the gate never sees a result file's JSON.
+`ModelResult` (one target's rates) is the results.json entry; dataset agents are shown in that shape too.
+The two row types (`OutcomeRow`, `EvalScore`) are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Optional
+
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from pytest_evalbench.formats import Strict
+
+Status = Literal["passed", "failed", "unscored"]
+"""An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
+Judged = Literal["metrics", "evals"]
+"""What a kind's judge decides per item: binary metrics (present/absent) or evals scored 1..5."""
+
+
+class CorrectedSummary(Strict):
+    """A judge-decided pass rate corrected for the judge's errors (correction.py)."""
+
+    pass_rate: Optional[float]
+    """Rogan-Gladen corrected pass rate, clipped to [0, 1]; null when undefined."""
+    ci: Optional[list[float]]
+    """95% delta-method interval carrying the run's and the calibration's uncertainty, clipped to [0, 1]."""
+    undefined: Optional[str]
+    """Why the correction is undefined (e.g. `sensitivity + specificity ≤ 1`), else null."""
+    judge_rows: int
+    """Scored rows the judge decided (corrected); rows decided by checks are taken as they are."""
+
+
+class RateSummary(Strict):
+    # no docstring: the JSON schema of results.json (schemas/) is generated from this model
+    pass_rate: Optional[float]
+    n_passed: int
+    n_total: int
+    corrected: Optional[CorrectedSummary] = None
+
+
+class PassK(Strict):
+    # no docstring: the JSON schema of results.json (schemas/) is generated from this model
+    k: int
+    n_cases: int
+    n_excluded: int
+    pass_hat_k: Optional[float]
+    pass_at_k: Optional[float]
+
+
+class ModelResult(Strict):
+    """results.json entry."""
+
+    target_model: str
+    positive_pass_rate: Optional[float]
+    negative_pass_rate: Optional[float]
+    n_positive: int
+    n_negative: int
+    n_total: int
+    by_metric: dict[str, RateSummary]
+    by_scenario: dict[str, RateSummary]
+    corrected_positive: Optional[CorrectedSummary] = None
+    """With a calibration on file: positive_pass_rate corrected for the judge's errors."""
+    corrected_negative: Optional[CorrectedSummary] = None
+    """With a calibration on file: negative_pass_rate corrected for the judge's errors."""
+    pass_k: Optional[dict[str, PassK]] = None
+    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (scenarios/flaky.py); absent otherwise."""
+
+    @model_serializer(mode="wrap")
+    def _additive(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """`pass_k` is left out when null: an entry with one sample per case stays as it was. No return
+        annotation: with one, pydantic would describe the serialised entry as that type in results.schema.json."""
+        data: dict[str, Any] = handler(self)
+        if data.get("pass_k") is None:
+            data.pop("pass_k", None)
+        return data
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One pass/fail unit paired with the baseline, keyed `<target>|<id>|<metric_id>|<sample>`
+    (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored."""
+
+    target: str
+    id: str
+    metric_id: str
+    sample: int
+    passed: Optional[bool]
+    metric_name: Optional[str] = None
+    metric_type: Optional[str] = None
+    decided_by: Optional[str] = None
+    """`check` or `judge` (scores.json `decided_by`): only judge-decided rows are corrected."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}|{self.id}|{self.metric_id}|{self.sample}"
+
+
+@dataclass(frozen=True)
+class EvalScore:
+    """One scored eval of one dataset case (1..5), keyed `<target>|<id>|<metric_id>`."""
+
+    target: str
+    id: str
+    metric_id: str
+    score: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.target}|{self.id}|{self.metric_id}"

@@ -1,0 +1,413 @@
+"""Pydantic models of benchmark.yaml and of the pieces both benchmark kinds share (messages,
+tool calls, cost entries). Kind-specific rows live in `scenarios/models.py` and `dataset/`; the
+gate's rules (`thresholds:`, `gate:`, `judge:`) in `spec_rules.py`.
+
+The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
+"""
+# MERGED DOC (spec_rules): """Pydantic models of benchmark.yaml's rules for the gate: `thresholds:` (per target and per
+# metric), `gate:` (how the exit status is decided) and `judge:` (how far the judge is trusted).
+#
+# The JSON Schema of benchmark.yaml (`pytest_evalbench/schemas/`) is generated from these models too.
+# """
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from pytest_evalbench.base.safe_text import MASK, check_base_url, header_problem, redact_data, secret_params, strip_credentials
+from pytest_evalbench.formats import Input, Int, Num, Strict
+
+# ---------------------------------------------------------------- from spec_rules
+
+Rate = Optional[Num]  # a YAML `true` is not a rate
+
+
+class MetricRule(Strict):
+    """`thresholds.per_metric.<id>`: rules for one metric on every target."""
+
+    min_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    max_drop: Rate = Field(default=None, ge=0, le=1)
+    """Fail when the metric's paired drop vs the baseline exceeds this AND is significant after the
+    run's multiplicity correction (wins over the target's and the global max_drop)."""
+
+
+class TargetRule(Strict):
+    min_positive_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    min_negative_pass_rate: Rate = Field(default=None, ge=0, le=1)
+    max_drop: Rate = Field(default=None, ge=0, le=1)
+    """Per metric (and for the pooled per-target test): observed drop > max_drop AND significant."""
+
+
+class ThresholdRules(TargetRule):
+    """`thresholds:` of benchmark.yaml. Top-level rules apply to every target; a `per_target`
+    entry overrides them field by field; `per_metric` rules apply to that metric on every target
+    (its max_drop wins over the target's and the global one). Unknown keys are rejected, so a typo
+    fails before any LLM call."""
+
+    per_target: dict[str, TargetRule] = Field(default_factory=dict)
+    per_metric: dict[str, MetricRule] = Field(default_factory=dict)
+
+    def for_target(self, target: str) -> TargetRule:
+        own = self.per_target.get(target)
+        merged = {name: getattr(self, name) for name in TargetRule.model_fields}
+        if own is not None:
+            merged.update(own.model_dump(exclude_none=True))
+        return TargetRule(**merged)
+
+    def count(self) -> int:
+        """How many rule values are set."""
+        data = self.model_dump(exclude_none=True)
+        nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values()
+                  for v in entry.values()]
+        return len(data) + len(nested)
+
+
+class GateConfig(Input):
+    """How the session's exit status is decided (see gate/outcome.py)."""
+
+    mode: Literal["cases", "thresholds"] = "cases"
+    """cases: a failed case fails the build (with num_samples > 1: a case whose per-case verdict is
+    "fail"). thresholds: failed cases are reported, but only threshold/baseline regressions and
+    incomplete runs fail the build."""
+    case_pass_rate: Num = Field(default=0.5, ge=0, le=1)
+    """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
+    fail_inconclusive: bool = False
+    """With num_samples > 1 and mode cases: an inconclusive case fails the build too."""
+    correction: Literal["holm", "bh"] = "holm"
+    """Multiplicity correction over all baseline comparisons of a run: Holm (family-wise error
+    rate) or Benjamini-Hochberg (false discovery rate)."""
+    alpha: Num = Field(default=0.05, gt=0, lt=1)
+    """Significance level of the adjusted p-values."""
+
+
+class JudgeConfig(Input):
+    """How far the judge is trusted: self-consistency samples and the calibration bar."""
+
+    samples: Int = Field(default=1, ge=1, le=25)
+    """Judge every row this many times per judge model (self-consistency); the majority decides
+    (the median for 1-5 scores). Useful with temperature > 0: identical requests give identical answers."""
+    min_kappa: Optional[Num] = Field(default=None, ge=-1, le=1)
+    """A metric whose judge reached a lower Cohen's kappa in calibration.json is "judge unreliable":
+    shown as such in the summary, and its failures cannot fail the build."""
+    require_calibration: bool = False
+    """With min_kappa: a metric never calibrated counts as unreliable too."""
+    correct_rates: bool = False
+    """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
+    sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule
+    not evaluated, with the reason."""
+# ---------------------------------------------------------------- from spec
+
+MAX_ID_LENGTH = 100
+SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
+"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids. Always
+`fullmatch`ed (`match` with `$` accepts a trailing newline)."""
+_WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+MAX_NAME_LENGTH = 200
+"""Longest benchmark `name` and metric `name` (they head reports and summaries)."""
+MetricType = Literal["positive", "negative"]
+DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
+"""Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
+simulated user and the targets hold conversations, the judge writes a short verdict."""
+
+
+def check_id(value: str, what: str) -> str:
+    """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
+    if not SAFE_ID.fullmatch(value) or value.endswith("."):
+        raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
+                         f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
+                         "and not ending with '.' (it names files and test ids)")
+    if value.split(".", maxsplit=1)[0].lower() in _WINDOWS_DEVICES:
+        raise ValueError(f"{what} {value!r} is a reserved device name on Windows")
+    return value
+
+
+# --------------------------------------------------------------------------- benchmark.yaml
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value[:200]!r} is not an environment variable name")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+BaseUrl = Annotated[str, AfterValidator(check_base_url)]
+
+
+class EnvRef(Strict):
+    """A header value read from an environment variable: `{env: NAME}` (never written anywhere)."""
+
+    env: EnvName
+
+
+HeaderValue = Union[str, EnvRef]
+
+
+def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:
+    for name, value in headers.items():
+        if not HEADER_NAME.fullmatch(name):
+            raise ValueError(f"{name[:100]!r} is not an HTTP header name")
+        problem = header_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            raise ValueError(f"header {name!r}: the value {problem}")
+    return headers
+
+
+Headers = Annotated[dict[str, HeaderValue], AfterValidator(_check_headers)]
+
+
+def _no_credentials(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` go into every request body and the response cache: a key there would be stored."""
+    found = secret_params(params)
+    if found:
+        raise ValueError(f"{', '.join(repr(f) for f in found)} looks like a credential; params are sent in the "
+                         "request body and stored in the response cache. Put keys in the environment: "
+                         "`api_key_env: NAME` or `headers: {Header-Name: {env: NAME}}`")
+    return params
+
+
+Params = Annotated[dict[str, Any], AfterValidator(_no_credentials)]
+
+
+class _Endpointish:
+    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header value."""
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():  # type: ignore[misc]
+            if name == "base_url" and isinstance(value, str):
+                yield name, strip_credentials(value)
+            elif name == "headers" and isinstance(value, dict):
+                yield name, {k: v if isinstance(v, EnvRef) else MASK for k, v in value.items()}
+            else:
+                yield name, redact_data(value)
+
+
+class ModelConfig(_Endpointish, Input):
+    """An OpenAI-compatible chat model: the simulated user, the judge, or a target."""
+
+    model: str = Field(min_length=1)
+    base_url: Optional[BaseUrl] = None
+    """Endpoint; defaults to OPENAI_BASE_URL (then the OpenAI API)."""
+    api_key_env: Optional[EnvName] = None
+    """Name of the environment variable holding the key; defaults to OPENAI_API_KEY."""
+    provider: Literal["openai", "local"] = "openai"
+    """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
+    params: Params = Field(default_factory=dict)
+    """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
+    headers: Headers = Field(default_factory=dict)
+    """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
+
+
+class TargetConfig(_Endpointish, Input):
+    """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
+
+    id: str
+    model: Optional[str] = None
+    base_url: Optional[BaseUrl] = None
+    api_key_env: Optional[EnvName] = None
+    provider: Literal["openai", "local"] = "openai"
+    system_prompt: Optional[str] = None
+    params: Params = Field(default_factory=dict)
+    headers: Headers = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_id(value, "target id")
+
+    def as_model(self) -> ModelConfig:
+        """The endpoint part of a model target."""
+        assert self.model is not None
+        return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
+                           provider=self.provider, params=self.params, headers=self.headers)
+
+
+class MetricSource(Input):
+    benchmark: Optional[str] = None
+    metric_id: Optional[str] = None
+
+
+CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
+
+
+class CheckRule(Input):
+    """One deterministic rule over the assistant's turns: when its single condition holds, it decides
+    the verdict (`then`) without asking the judge."""
+
+    regex: Optional[str] = None
+    """Holds when some assistant turn matches (re.search; add (?i) for case-insensitive)."""
+    contains: Optional[str] = None
+    """Holds when some assistant turn contains the text (case-insensitive)."""
+    not_contains: Optional[str] = None
+    """Holds when no assistant turn contains the text (case-insensitive)."""
+    tool_called: Optional[str] = None
+    """Holds when the assistant called this tool."""
+    tool_not_called: Optional[str] = None
+    """Holds when the assistant never called this tool."""
+    valid_json: Optional[bool] = None
+    """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
+    then: Literal["present", "absent"]
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> CheckRule:
+        given = [name for name in CONDITIONS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"a check rule needs exactly one of {', '.join(CONDITIONS)} (got "
+                             f"{', '.join(given) or 'none'})")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+        return self
+
+    @property
+    def condition(self) -> str:
+        name = next(n for n in CONDITIONS if getattr(self, n) is not None)
+        return f"{name}: {getattr(self, name)!r}"
+
+
+class MetricChecks(Input):
+    """Deterministic checks of a metric: the first rule that holds decides; when none holds,
+    `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
+
+    rules: list[CheckRule] = Field(min_length=1)
+    otherwise: Literal["judge", "present", "absent"] = "judge"
+
+
+def not_blank(value: str) -> str:
+    """A text the run depends on (a metric's definition is all the judge is given) cannot be blank."""
+    if not value.strip():
+        raise ValueError("is empty: the judge would have nothing to judge; write what the behaviour is")
+    return value
+
+
+class Metric(Input):
+    id: str
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    type: MetricType
+    definition: Annotated[str, AfterValidator(not_blank)]
+    """What the judge detects and the simulated user provokes (not blank)."""
+    examples: list[str] = Field(default_factory=list)
+    mattersBecause: Optional[str] = None
+    """"This matters because ..." (impactbench's metric metadata); shown with failures."""
+    matters_because: Optional[str] = None
+    """The same sentence as impactbench-web's bridge spells it."""
+    contributor: Optional[str] = None
+    source: Optional[MetricSource] = None
+    """Where a curated metric was copied from (impactbench's nutritional-label benchmarks)."""
+    seed_scenarios: list[str] = Field(default_factory=list)
+    """Titles of hand-submitted seed scenarios (impactbench-web); kept for authoring tools."""
+
+    @property
+    def why(self) -> str | None:
+        """The metric's "matters because" sentence, whichever spelling the file used."""
+        return self.mattersBecause or self.matters_because
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, value: str) -> str:
+        return check_id(value, "metric id")
+
+    checks: Optional[MetricChecks] = None
+    """Deterministic checks tried before the judge (see `scenarios/checks.py`)."""
+
+    @property
+    def behaviour(self) -> str:
+        """The behaviour as the definition describes it, on one line: what the judge detects and the
+        simulated user provokes or tests. The *name* is never used for that: a negative metric is named
+        after the good conduct ("Avoid ...") while its definition describes the bad act."""
+        return " ".join(self.definition.split())
+
+
+class Generation(Input):
+    turns: Int = Field(default=6, ge=1, le=100)
+    num_samples: Int = Field(default=1, ge=1, le=1000)
+    perfunctory: bool = False
+    landmarks: bool = True
+    scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
+
+
+class ScenarioSettings(Input):
+    user_context: Optional[str] = None
+    """Default system prompt of the target model; also context for scenario generation."""
+    implicit_context: Optional[str] = None
+    """Who the users may be without saying so (minors, people in crisis, ...): context for writing
+    scenarios, as impactbench-web's `scenario_implicit_context`. Like impactbench, it is never put
+    into the target's system prompt (the target must infer it) nor into the simulated user's."""
+
+
+class Price(Input):
+    input_per_million: Num = Field(ge=0)
+    output_per_million: Num = Field(ge=0)
+
+
+class BenchmarkSpec(Input):
+    """benchmark.yaml."""
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    description: str = ""
+    kind: Literal["scenarios", "dataset"] = "scenarios"
+    scenario: ScenarioSettings = Field(default_factory=ScenarioSettings)
+    metrics: list[Metric] = Field(default_factory=list)
+    generation: Generation = Field(default_factory=Generation)
+    demographics: dict[str, list[str]] = Field(default_factory=dict)
+    targets: list[TargetConfig] = Field(default_factory=list)
+    user_model: Optional[ModelConfig] = None
+    evaluator_model: Optional[ModelConfig] = None
+    evaluator_models: list[ModelConfig] = Field(default_factory=list)
+    """A judge panel: these judges vote with `evaluator_model` (if set); the majority decides."""
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    pricing: dict[str, Price] = Field(default_factory=dict)
+    """Per-model prices overriding the built-in table."""
+    thresholds: Optional[ThresholdRules] = None
+    """CI gating rules (see gate/)."""
+    gate: GateConfig = Field(default_factory=GateConfig)
+    dataset: Optional[dict[str, Any]] = None
+    """Dataset-case benchmarks: files and scoring policy (see dataset/)."""
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> BenchmarkSpec:
+        for label, ids in (("metrics", [m.id for m in self.metrics]),
+                           ("targets", [t.id for t in self.targets])):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {label} id(s): {', '.join(dupes)}")
+        return self
+
+    def metric(self, metric_id: str) -> Metric | None:
+        return next((m for m in self.metrics if m.id == metric_id), None)
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+class ToolCall(Strict):
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    outcome: Optional[str] = None
+
+
+class Message(Strict):
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: Optional[list[ToolCall]] = None
+
+
+class PhaseCost(Strict):
+    """One phase of a cost.json: the priced usage behind the current results."""
+
+    phase: str
+    cost: float
+    input_tokens: int
+    output_tokens: int
+    cached_replays_counted: bool = True
+    """Always true: calls replayed from the cache are counted at their price, so cost.json is what the
+    results cost to produce, not what this session spent (the terminal summary shows that)."""
+
+

@@ -1,0 +1,497 @@
+"""Small-sample statistics for CI gating: pure functions, stdlib only (no scipy, no pytest).
+
+LLM evaluation runs are small (tens of cases per metric), so every comparison with a baseline is
+an exact (or, for large samples, a standard large-sample) paired test, and the p-values of one run
+are adjusted together for multiplicity before any of them may fail a build. Choices:
+
+* one proportion: Wilson score interval (Wilson 1927), shown next to every rate;
+* paired pass/fail (same cases, baseline vs current): one-sided exact McNemar test, i.e. the
+  binomial test of the b pass->fail flips among the b + c discordant pairs at p = 1/2. Exact, so its
+  size never exceeds alpha (the mid-p variant is available but not the default: it can);
+* paired scores (dataset evals, 1..5): one-sided Wilcoxon signed-rank test (zeros dropped; exact
+  permutation distribution with mid-ranks for up to EXACT_MAX non-zero pairs, normal approximation
+  with the tie correction above), plus a seeded paired bootstrap interval of the mean difference;
+* multiplicity: Holm (1979) step-down (controls the family-wise error rate under any dependence)
+  or Benjamini-Hochberg (1995) step-up (controls the false discovery rate; an option).
+"""
+# MERGED DOC (calibration.stats): """Agreement between a judge and human labels: exact agreement, Cohen's kappa (quadratic-weighted
+# for ordinal 1-5 scores) and a 95% interval by a seeded percentile bootstrap (deterministic).
+#
+# Kappa compares the observed agreement with the agreement expected by chance from the two
+# marginals, so a judge that always answers "present" scores 0 however often the labels are
+# "present", and a perfect judge scores 1. Kappa is undefined (None) when chance agreement is
+# already total (both raters used a single, same category).
+# """
+# MERGED DOC (correction): """Pass rates corrected for the judge's known errors (Rogan-Gladen), with a delta-method interval.
+#
+# The judge decides whether a behaviour is *present*. With a calibration on file, its sensitivity
+# (present labels it calls present) and specificity (absent labels it calls absent) per metric come from
+# calibration.json's confusion matrix. If the judge reports the behaviour in a share p of the rows, the
+# prevalence of the behaviour is estimated by Rogan-Gladen (1978)::
+#
+#     pi = (p + specificity - 1) / (sensitivity + specificity - 1)      clipped to [0, 1]
+#
+# A positive metric passes when the behaviour is present (pass rate = pi), a negative one when it is
+# absent (pass rate = 1 - pi). The correction is undefined when sensitivity + specificity <= 1 (the
+# judge is no better than chance) or either is not estimable (no labelled example of that class).
+#
+# Only judge-decided rows are corrected: a row a deterministic check decided is taken as it is, so a
+# rate over k_c check-passed of n_c check rows and n_j judge rows with corrected pass rate r_j is
+# (k_c + n_j r_j) / (n_c + n_j); rates pooled over several metrics combine each metric's corrected
+# judge rows the same way, weighted by their row counts.
+#
+# Interval: delta method with three independent binomials per metric (the run's share p over its
+# judge rows, the calibration's sensitivity and specificity over its labelled examples)::
+#
+#     Var(pi) = [p~(1-p~)/(n+4) + pi^2 se~(1-se~)/(n_pos+4) + (1-pi)^2 sp~(1-sp~)/(n_neg+4)] / J^2
+#
+# with J = sensitivity + specificity - 1 and x~ = (successes + 2) / (trials + 4) (Agresti-Coull), so a
+# perfect calibration or a 0/n run still carries uncertainty. Pooled: Var = sum (n_j/N)^2 Var(pi_m).
+# The 95% interval is the (clipped) estimate +- 1.96 sd, clipped to [0, 1]. Pure functions, stdlib only.
+# """
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+# ---------------------------------------------------------------- from gate.stats
+
+Z95 = 1.959964
+EXACT_MAX = 60
+Verdict = Literal["pass", "fail", "inconclusive"]
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials; (0.0, 1.0) when n == 0 (no information)."""
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # Clamp float noise, and make the bounds exact at the edges (k=0 -> 0, k=n -> 1).
+    low = 0.0 if k == 0 else max(0.0, min(p, centre - half))
+    high = 1.0 if k == n else min(1.0, max(p, centre + half))
+    return low, high
+
+
+def newcombe_diff_interval(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float]:
+    """Interval for p2 - p1 from two independent samples (Newcombe 1998, hybrid score, method 10).
+
+    Used when the two runs share no cases (e.g. the scenario set was regenerated). An empty side
+    carries no information, so the result is then the whole range (-1, 1).
+    """
+    if n1 == 0 or n2 == 0:
+        return -1.0, 1.0
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson_interval(k1, n1, z)
+    l2, u2 = wilson_interval(k2, n2, z)
+    d = p2 - p1
+    low = d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2)
+    high = d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+def binomial_upper_tail(k: int, m: int, mid: bool = False) -> float:
+    """P(X >= k) for X ~ Binomial(m, 1/2), or the mid-p P(X > k) + P(X = k) / 2. Integer
+    arithmetic, so large counts do not underflow."""
+    if m < 0 or k < 0 or k > m:
+        raise ValueError(f"need 0 <= k <= m, got k={k}, m={m}")
+    term, above = 1, 0  # term = C(m, i), counting down from i = m
+    for i in range(m, k, -1):
+        above += term
+        term = term * i // (m - i + 1)
+    at_k = term  # C(m, k)
+    tail = Fraction(above, 1) + (Fraction(at_k, 2) if mid else at_k)
+    return float(tail / 2**m)
+
+
+def mcnemar_drop_p(b: int, c: int, mid: bool = False) -> float:
+    """One-sided McNemar p-value for a drop: b pass->fail and c fail->pass flips; 1.0 without
+    discordant pairs (no evidence either way)."""
+    if b + c == 0:
+        return 1.0
+    return binomial_upper_tail(b, b + c, mid)
+
+
+def mcnemar_exact_p(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value (doubled smaller tail, capped at 1), for reference."""
+    if b + c == 0:
+        return 1.0
+    return min(1.0, 2 * binomial_upper_tail(max(b, c), b + c))
+
+
+def agresti_min_interval(b: int, c: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Descriptive interval for the paired difference (c - b) / n (Agresti & Min 2005: add 1/2 to
+    each cell, then Wald). Shown in the HTML report; the gate decides on the exact test."""
+    if n == 0:
+        return -1.0, 1.0
+    nn = n + 2.0
+    p_b, p_c = (b + 0.5) / nn, (c + 0.5) / nn
+    d = p_c - p_b
+    half = z * math.sqrt(max(0.0, (p_b + p_c) - d * d) / nn)
+    return max(-1.0, d - half), min(1.0, d + half)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg step-up adjusted p-values (q-values), in input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
+    adjusted = [1.0] * m
+    running = 1.0
+    for back, i in enumerate(order):
+        rank = m - back
+        running = min(running, p_values[i] * m / rank)
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def adjust(p_values: Sequence[float], method: str) -> list[float]:
+    """Adjusted p-values by `method` ("holm" or "bh")."""
+    if method == "holm":
+        return holm(p_values)
+    if method == "bh":
+        return benjamini_hochberg(p_values)
+    raise ValueError(f"unknown correction {method!r}; use 'holm' or 'bh'")
+
+
+def _midranks(values: Sequence[float]) -> list[float]:
+    """Ranks 1..n of `values`, ties sharing their mean rank."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def wilcoxon_drop_p(diffs: Sequence[float]) -> tuple[float, str]:
+    """One-sided Wilcoxon signed-rank p-value for a decrease (current - baseline < 0), and the
+    method used. Zero differences are dropped (Wilcoxon's convention); (1.0, "no change") without
+    non-zero pairs. The statistic is the rank sum of the negative differences."""
+    nonzero = [d for d in diffs if d != 0]
+    n = len(nonzero)
+    if n == 0:
+        return 1.0, "no change"
+    ranks = _midranks([abs(d) for d in nonzero])
+    doubled = [round(2 * r) for r in ranks]  # mid-ranks are multiples of 1/2
+    observed = sum(r for r, d in zip(doubled, nonzero) if d < 0)
+    if n <= EXACT_MAX:
+        counts = {0: 1}  # distribution of the signed-rank sum under random signs
+        for r in doubled:
+            nxt = dict(counts)
+            for total, ways in counts.items():
+                nxt[total + r] = nxt.get(total + r, 0) + ways
+            counts = nxt
+        tail = sum(ways for total, ways in counts.items() if total >= observed)
+        return float(Fraction(tail, 2**n)), "exact"
+    mean = sum(doubled) / 2
+    var = sum(r * r for r in doubled) / 4  # includes the tie correction (sum of squared mid-ranks)
+    z = (observed - mean - 1) / math.sqrt(var) if var else 0.0  # continuity correction of 1/2 rank
+    return 0.5 * math.erfc(z / math.sqrt(2)), "normal"
+
+
+def bootstrap_mean_interval(diffs: Sequence[float], resamples: int = 2000, seed: int = 0,
+                            level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the mean paired difference from a seeded paired bootstrap
+    (deterministic, so a rerun prints the same interval)."""
+    n = len(diffs)
+    if n == 0:
+        return 0.0, 0.0
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
+    cut = (1 - level) / 2
+    return means[int(cut * resamples)], means[min(resamples - 1, int((1 - cut) * resamples))]
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """k of n with its Wilson interval; rate is None when n == 0 (no data, not 0.0)."""
+
+    k: int
+    n: int
+    rate: float | None
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, k: int, n: int, z: float = Z95) -> RateEstimate:
+        low, high = wilson_interval(k, n, z)
+        return cls(k=k, n=n, rate=(k / n if n else None), low=low, high=high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def case_verdict(k: int, n: int, threshold: float = 0.5, z: float = Z95) -> Verdict:
+    """Verdict of one test case run over n samples (k passed).
+
+    n == 1: the raw outcome. n == 0 (all unscored): inconclusive. n > 1: pass when the Wilson lower
+    bound >= threshold, fail when the upper bound < threshold, else inconclusive - so a flaky case
+    is reported as such instead of passing or failing by luck.
+    """
+    if n == 0:
+        return "inconclusive"
+    if n == 1:
+        return "pass" if k == 1 else "fail"
+    low, high = wilson_interval(k, n, z)
+    if low >= threshold:
+        return "pass"
+    if high < threshold:
+        return "fail"
+    return "inconclusive"
+
+
+# ---------------------------------------------------------------- from calibration.stats
+
+BOOTSTRAP = 2000
+SEED = 20240615
+
+
+def _weight(a: Hashable, b: Hashable, categories: list[Hashable], weighted: bool) -> float:
+    """Disagreement weight: 0/1 for nominal labels, ((i - j) / (k - 1))^2 for ordinal ones."""
+    if not weighted:
+        return 0.0 if a == b else 1.0
+    span = max(1, len(categories) - 1)
+    return ((categories.index(a) - categories.index(b)) / span) ** 2
+
+
+def kappa(labels: Sequence[Hashable], verdicts: Sequence[Hashable], categories: list[Hashable], *,
+          weighted: bool = False) -> float | None:
+    """Cohen's kappa (weighted: quadratic weights over the ordered `categories`)."""
+    n = len(labels)
+    if n == 0:
+        return None
+    observed = sum(_weight(a, b, categories, weighted) for a, b in zip(labels, verdicts)) / n
+    p_label = {c: sum(1 for a in labels if a == c) / n for c in categories}
+    p_verdict = {c: sum(1 for b in verdicts if b == c) / n for c in categories}
+    expected = sum(p_label[a] * p_verdict[b] * _weight(a, b, categories, weighted)
+                   for a in categories for b in categories)
+    if expected == 0:
+        return None
+    return 1.0 - observed / expected
+
+
+def kappa_interval(labels: Sequence[Hashable], verdicts: Sequence[Hashable], categories: list[Hashable], *,
+                   weighted: bool = False) -> list[float] | None:
+    """95% percentile-bootstrap interval of kappa (resamples where kappa is undefined are skipped)."""
+    n = len(labels)
+    if n < 2:
+        return None
+    rng = random.Random(SEED)
+    values = []
+    for _ in range(BOOTSTRAP):
+        picks = [rng.randrange(n) for _ in range(n)]
+        value = kappa([labels[i] for i in picks], [verdicts[i] for i in picks], categories, weighted=weighted)
+        if value is not None:
+            values.append(value)
+    if len(values) < BOOTSTRAP // 2:
+        return None
+    values.sort()
+    return [_round(values[int(0.025 * (len(values) - 1))]), _round(values[int(0.975 * (len(values) - 1))])]
+
+
+def _round(value: float) -> float:
+    return round(value, 4) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def _name(category: Any) -> str:
+    if isinstance(category, bool):
+        return "present" if category else "absent"
+    return str(category)
+
+
+def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: list[Any], *,
+                    weighted: bool) -> dict[str, Any]:
+    """n, exact agreement, kappa with its interval and the confusion matrix (human label -> judge verdict ->
+    count)
+    over the pairs where the judge gave a verdict; `unscored` counts the others."""
+    pairs = [(a, b) for a, b in zip(labels, verdicts) if b is not None]
+    scored_labels, scored_verdicts = [a for a, _ in pairs], [b for _, b in pairs]
+    value = kappa(scored_labels, scored_verdicts, categories, weighted=weighted)
+    confusion = {_name(a): {_name(b): sum(1 for x, y in pairs if x == a and y == b) for b in categories}
+                 for a in categories}
+    return {
+        "n": len(pairs),
+        "unscored": len(labels) - len(pairs),
+        "agreement": round(sum(1 for a, b in pairs if a == b) / len(pairs), 4) if pairs else None,
+        "kappa": None if value is None else _round(value),
+        "kappa_ci": kappa_interval(scored_labels, scored_verdicts, categories, weighted=weighted),
+        "weighting": "quadratic" if weighted else "none",
+        "confusion": confusion,
+    }
+
+
+# ---------------------------------------------------------------- from correction
+
+UNDEFINED = "sensitivity + specificity ≤ 1"
+
+
+@dataclass(frozen=True)
+class JudgeAccuracy:
+    """One metric's judge against human labels: the calibration's confusion matrix, present = positive."""
+
+    true_pos: int
+    false_neg: int
+    false_pos: int
+    true_neg: int
+
+    @classmethod
+    def from_confusion(cls, confusion: Mapping[str, Mapping[str, Any]]) -> JudgeAccuracy:
+        """From calibration.json's `confusion` (human label -> judge verdict -> count)."""
+        def count(label: str, verdict: str) -> int:
+            value = (confusion.get(label) or {}).get(verdict, 0)
+            return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+        return cls(count("present", "present"), count("present", "absent"),
+                   count("absent", "present"), count("absent", "absent"))
+
+    @property
+    def sensitivity(self) -> float | None:
+        n = self.true_pos + self.false_neg
+        return self.true_pos / n if n else None
+
+    @property
+    def specificity(self) -> float | None:
+        n = self.true_neg + self.false_pos
+        return self.true_neg / n if n else None
+
+    def undefined(self) -> str | None:
+        """Why the correction is undefined for this judge, or None."""
+        se, sp = self.sensitivity, self.specificity
+        if se is None:
+            return "sensitivity not estimable: no calibration example labelled present"
+        if sp is None:
+            return "specificity not estimable: no calibration example labelled absent"
+        if se + sp <= 1:
+            return UNDEFINED
+        return None
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One metric's rows inside a rate: judge-decided and check-decided passes and scored rows."""
+
+    metric_id: str
+    metric_type: str | None
+    judge_passed: int
+    judge_n: int
+    check_passed: int = 0
+    check_n: int = 0
+
+
+@dataclass(frozen=True)
+class CorrectedRate:
+    """A pass rate corrected for the judge's errors, with its 95% interval; or why it is undefined."""
+
+    rate: float | None
+    low: float | None
+    high: float | None
+    undefined: str | None = None
+    judge_rows: int = 0
+    """Scored rows the judge decided (the corrected part); the rest were decided by checks."""
+
+    def text(self) -> str:
+        """`corrected 0.57 [0.37, 0.77]` or `corrected: undefined (sensitivity + specificity ≤ 1)`."""
+        if self.rate is None:
+            return f"corrected: undefined ({self.undefined})"
+        return f"corrected {self.rate:.2f} [{self.low:.2f}, {self.high:.2f}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pass_rate": self.rate, "ci": None if self.low is None else [self.low, self.high],
+                "undefined": self.undefined, "judge_rows": self.judge_rows}
+
+
+def _tilde(k: int, n: int) -> tuple[float, int]:
+    return (k + 2) / (n + 4), n + 4
+
+
+def _prevalence(present: int, n: int, acc: JudgeAccuracy) -> tuple[float, float]:
+    """Rogan-Gladen prevalence of "present" (clipped) and its delta-method variance."""
+    se, sp = acc.sensitivity, acc.specificity
+    assert se is not None
+    assert sp is not None
+    j = se + sp - 1
+    pi = min(1.0, max(0.0, (present / n + sp - 1) / j))
+    p_t, n_t = _tilde(present, n)
+    se_t, se_n = _tilde(acc.true_pos, acc.true_pos + acc.false_neg)
+    sp_t, sp_n = _tilde(acc.true_neg, acc.true_neg + acc.false_pos)
+    var = (p_t * (1 - p_t) / n_t + pi * pi * se_t * (1 - se_t) / se_n
+           + (1 - pi) ** 2 * sp_t * (1 - sp_t) / sp_n) / (j * j)
+    return pi, var
+
+
+def correct(strata: Iterable[Stratum], accuracy: Mapping[str, JudgeAccuracy]) -> CorrectedRate | None:
+    """The corrected pass rate over these strata; None when there is nothing to correct (no
+    judge-decided row); undefined when a metric with judge rows has no calibration entry."""
+    strata = [s for s in strata if s.judge_n or s.check_n]
+    judged = [s for s in strata if s.judge_n]
+    if not judged:
+        return None
+    judge_rows = sum(s.judge_n for s in judged)
+    missing = sorted({s.metric_id for s in judged if s.metric_id not in accuracy})
+    if missing:
+        return CorrectedRate(None, None, None, f"no calibration for {', '.join(missing)}", judge_rows)
+    total = sum(s.judge_n + s.check_n for s in strata)
+    passed, var = float(sum(s.check_passed for s in strata)), 0.0
+    for s in judged:
+        acc = accuracy[s.metric_id]
+        why = acc.undefined()
+        if why is not None:
+            return CorrectedRate(None, None, None, why, judge_rows)
+        positive = s.metric_type != "negative"
+        present = s.judge_passed if positive else s.judge_n - s.judge_passed
+        pi, v = _prevalence(present, s.judge_n, acc)
+        passed += s.judge_n * (pi if positive else 1 - pi)
+        var += (s.judge_n / total) ** 2 * v
+    rate = passed / total
+    sd = math.sqrt(var)
+    return CorrectedRate(_round(rate), _round(max(0.0, rate - Z95 * sd)), _round(min(1.0, rate + Z95 * sd)),
+                         judge_rows=judge_rows)
+
+
+class StrataCounter:
+    """Counts scored rows into strata by (target, group) and metric: what `correct` reads."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], dict[str, list[Any]]] = {}
+
+    def add(self, target: str, groups: Iterable[str], metric_id: str, metric_type: str | None,
+            passed: bool | None, decided_by: str | None) -> None:
+        if passed is None:
+            return
+        offset = 2 if decided_by == "check" else 0
+        for group in groups:
+            entry = self.counts.setdefault((target, group), {}).setdefault(metric_id, [metric_type, 0, 0, 0, 0])
+            entry[1 + offset] += bool(passed)
+            entry[2 + offset] += 1
+
+    def strata(self, target: str, group: str) -> list[Stratum]:
+        return [Stratum(mid, e[0], e[1], e[2], e[3], e[4]) for mid, e in self.counts.get((target, group), {}).items()]
+
+    def corrected(self, target: str, group: str, accuracy: Mapping[str, JudgeAccuracy]) -> CorrectedRate | None:
+        return correct(self.strata(target, group), accuracy)

@@ -1,0 +1,160 @@
+"""calibration.jsonl: human-labelled examples, one a line, and the calibration.json entries.
+
+Scenario benchmarks label a transcript for one metric; dataset benchmarks label an Explain
+eval's inputs with a 1-5 score:
+
+    {"metric_id": "m01", "transcript": [{"role": "user", "content": "..."}, ...], "present": true}
+    {"eval": "RelevanceExplain", "inputs": {"input": "...", "question": "..."}, "score": 4}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import Field, ValidationError, model_validator
+
+from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.loading import first_error
+from pytest_evalbench.formats.results import Judged, Status
+from pytest_evalbench.formats.spec import BenchmarkSpec, Message
+from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, EvalName
+from pytest_evalbench.llm.types import Usage
+
+CALIBRATION_FILE = "calibration.jsonl"
+
+
+class MetricLabel(Strict):
+    """A scenario benchmark's example: was the metric's behaviour present in this transcript?"""
+
+    metric_id: str
+    transcript: list[Message] = Field(min_length=1)
+    present: bool
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _has_reply(self) -> MetricLabel:
+        if not any(m.role == "assistant" for m in self.transcript):
+            raise ValueError("the transcript needs at least one assistant message to judge")
+        return self
+
+
+class EvalLabel(Strict):
+    """A dataset benchmark's example: the 1-5 score a person gives these inputs of one Explain eval."""
+
+    eval: EvalName
+    inputs: dict[str, Any]
+    score: int = Field(ge=1, le=5)
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _complete_inputs(self) -> EvalLabel:
+        missing = [k for k in PAYLOAD_KEYS[self.eval] if k not in self.inputs]
+        if missing:
+            raise ValueError(f"{self.eval} needs inputs {', '.join(missing)}")
+        return self
+
+
+Label = Union[MetricLabel, EvalLabel]
+
+
+class CalibrationEntry(Strict):
+    """calibration.json entry: how well the judge agrees with people on one metric or eval."""
+
+    metric_id: Optional[str] = None
+    eval: Optional[str] = None
+    judge: str
+    """The judge model (or the panel, models joined by '+') that was calibrated."""
+    n: int
+    unscored: int
+    agreement: Optional[float]
+    """Share of scored examples where the judge's verdict equals the label exactly."""
+    kappa: Optional[float]
+    """Cohen's kappa (quadratic-weighted for 1-5 scores); null when undefined (one category only)."""
+    kappa_ci: Optional[list[float]]
+    """95% percentile-bootstrap interval of kappa."""
+    weighting: str
+    confusion: dict[str, dict[str, int]]
+    """Human label -> judge verdict -> count."""
+
+
+@dataclass(frozen=True)
+class CalibrationCase:
+    """One test item: one labelled example (node id `calibration.jsonl::<line>`)."""
+
+    label: Label
+    line: int
+    index: int
+
+    @property
+    def name(self) -> str:
+        return str(self.line)
+
+    @property
+    def row_id(self) -> str:
+        return str(self.line)
+
+    @property
+    def key(self) -> str:
+        return self.label.metric_id if isinstance(self.label, MetricLabel) else self.label.eval
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        return {self.key: True}
+
+
+@dataclass
+class CalibrationRecord:
+    """What one labelled example produced: the label, the judge's verdict and why. `status` is
+    set by `CalibrationKind.outcome`."""
+
+    benchmark: str
+    line: int
+    key: str
+    label: bool | int
+    verdict: bool | int | None
+    justification: str
+    usage: dict[str, Usage] = field(default_factory=dict)
+    status: Optional[Status] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "kind": "calibration", "line": self.line, "key": self.key,
+                "label": self.label, "verdict": self.verdict, "justification": self.justification,
+                "status": self.status, "usage": {k: v.to_json() for k, v in self.usage.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CalibrationRecord:
+        return cls(data["benchmark"], data["line"], data["key"], data["label"], data["verdict"],
+                   data["justification"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
+                   data.get("status"))
+
+
+def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:
+    """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
+    kind judges); InputError naming file, line and field."""
+    model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "file not found; write human-labelled examples there (see "
+                         "docs/guides/judges.md, 'Judge calibration')") from None
+    cases: list[CalibrationCase] = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        data = parse_json(raw, path, row=line)
+        try:
+            label = model.model_validate(data)
+        except ValidationError as exc:
+            where, message = first_error(exc, data)
+            raise InputError(path, message, row=line, field=where) from None
+        if isinstance(label, MetricLabel) and spec.metric(label.metric_id) is None:
+            raise InputError(path, f"unknown metric_id {label.metric_id!r}; benchmark.yaml defines "
+                             f"{', '.join(m.id for m in spec.metrics)}", row=line, field="metric_id")
+        cases.append(CalibrationCase(label, line, len(cases)))
+    if not cases:
+        raise InputError(path, "no labelled examples")
+    return cases

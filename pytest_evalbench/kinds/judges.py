@@ -1,0 +1,191 @@
+"""Judge panels and self-consistency: several judges (`evaluator_models`) and/or several samples
+per judge (`judge: {samples: k}`) vote; the verdict is the majority (the lower median for 1-5
+scores) and the share of votes that agree with it is reported.
+
+Every vote is an ordinary engine call, so it is cached and counted in cost like any other. Vote
+`j` of a row judged for conversation sample `s` uses the cache sample `s + j * SAMPLE_STRIDE`
+(j = 0 keeps `s`, so a single judge's cache entries are those of a run without a panel).
+No pytest import.
+"""
+# MERGED DOC (reliability): """Which metrics' judges may not convict the build: `judge: {min_kappa, require_calibration}`
+# against the calibration.json that `--evalbench-calibrate` wrote.
+#
+# A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
+# calibration entry's kappa is undefined or below `min_kappa`, when it was calibrated for another
+# judge, or (with `require_calibration: true`) when it has no entry. Its failures are still shown,
+# but as xfailed items and outside the gate's numbers, with the reason in the summary.
+# """
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pytest_evalbench.base.files import read_rows
+from pytest_evalbench.formats.stats import JudgeAccuracy
+from pytest_evalbench.llm.types import Endpoint
+
+# ---------------------------------------------------------------- from panel
+
+SAMPLE_STRIDE = 1_000_000
+V = TypeVar("V", bool, int)
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class Vote(Generic[V]):
+    """One judge's answer: its value (None when that judge's answer was unusable) and its text."""
+
+    judge: str
+    sample: int
+    value: V | None
+    text: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"judge": self.judge, "sample": self.sample, "value": self.value, "text": self.text}
+
+
+@dataclass(frozen=True)
+class PanelVerdict(Generic[V]):
+    value: V | None
+    justification: str
+    """The deciding justification (or why the panel could not decide)."""
+    agreement: float | None
+    """Share of usable votes equal to the verdict; None for a single vote or no verdict."""
+    votes: list[Vote[V]]
+
+
+def vote_sample(sample: int, index: int) -> int:
+    """The cache sample of the `index`-th self-consistency vote on conversation sample `sample`."""
+    return sample + index * SAMPLE_STRIDE
+
+
+async def poll(judges: list[Endpoint], samples: int, sample: int,
+               ask: Callable[[Endpoint, int], Awaitable[tuple[V | None, str]]]) -> list[Vote[V]]:
+    """Ask every judge `samples` times, concurrently; votes in panel order."""
+    plan = [(judge, vote_sample(sample, j)) for judge in judges for j in range(samples)]
+    if len(plan) == 1:  # one judge, one vote (the usual case): no task and no gather per item
+        answers = [await ask(*plan[0])]
+    else:
+        answers = list(await asyncio.gather(*[ask(judge, s) for judge, s in plan]))
+    return [Vote(judge.model, s, value, text) for (judge, s), (value, text) in zip(plan, answers)]
+
+
+def _agreement(votes: list[Vote[V]], value: V) -> float | None:
+    usable = [v for v in votes if v.value is not None]
+    if len(votes) < 2 or not usable:
+        return None
+    return round(sum(1 for v in usable if v.value == value) / len(usable), 4)
+
+
+def _settled(votes: list[Vote[V]]) -> PanelVerdict[V] | None:
+    """The verdict when there is nothing to aggregate: a lone vote as it is, or no usable vote (unscored)."""
+    if len(votes) == 1:
+        return PanelVerdict(votes[0].value, votes[0].text, None, votes)
+    if all(v.value is None for v in votes):
+        unusable = "; ".join(f"{v.judge}#{v.sample}: {v.text}" for v in votes)
+        return PanelVerdict(None, f"unscored: no judge gave a usable answer ({unusable})", None, votes)
+    return None
+
+
+def majority(votes: list[Vote[bool]]) -> PanelVerdict[bool]:
+    """The majority of the usable yes/no votes; a tie or no usable vote is unscored, with its reason."""
+    settled = _settled(votes)
+    if settled is not None:
+        return settled
+    usable = [v for v in votes if v.value is not None]
+    counts = Counter(bool(v.value) for v in usable)
+    if counts[True] == counts[False]:
+        return PanelVerdict(None, f"unscored: the judges tied {counts[True]}-{counts[False]} "
+                            f"(present-absent) over {len(usable)} usable votes", 0.5, votes)
+    value = counts[True] > counts[False]
+    first = next(v for v in usable if v.value == value)
+    text = f"panel {counts[value]}/{len(usable)} {'present' if value else 'absent'}: {first.text}"
+    return PanelVerdict(value, text, _agreement(votes, value), votes)
+
+
+def median_vote(votes: list[Vote[int]]) -> PanelVerdict[int]:
+    """The median of the usable 1-5 scores (the lower one of an even count: a tie never rounds up)."""
+    settled = _settled(votes)
+    if settled is not None:
+        return settled
+    usable = [v for v in votes if v.value is not None]
+    value = int(statistics.median_low(int(v.value) for v in usable if v.value is not None))
+    first = next(v for v in usable if v.value == value)
+    scores = ", ".join(str(v.value) for v in usable)
+    return PanelVerdict(value, f"panel median of [{scores}]: {first.text}", _agreement(votes, value), votes)
+
+
+def agreement_lines(pairs: list[tuple[str, float | None]]) -> list[str]:
+    """Terminal lines: per metric (or eval), the mean agreement of the judge panel over its rows."""
+    groups: dict[str, list[float]] = {}
+    for name, value in pairs:
+        if value is not None:
+            groups.setdefault(name, []).append(value)
+    return [f"judge agreement {name}: {sum(v) / len(v):.2f} mean over {len(v)} row{'s' if len(v) != 1 else ''}"
+            for name, v in sorted(groups.items())]
+
+
+# ---------------------------------------------------------------- from reliability
+
+RESULT_FILE = "calibration.json"
+"""What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""
+
+
+def judge_name(judges: list[Any]) -> str:
+    """The calibrated judge: one model, or a panel's models joined by '+'."""
+    return "+".join(j.model for j in judges)
+
+
+def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str) -> dict[str, str]:
+    """Metric id / eval name -> why its judge is unreliable (empty without `min_kappa`)."""
+    minimum = judge_config.min_kappa
+    if minimum is None:
+        return {}
+    entries = {str(e.get("metric_id") or e.get("eval")): e for e in read_rows(bench_dir / RESULT_FILE)}
+    out: dict[str, str] = {}
+    for key in keys:
+        entry = entries.get(key)
+        if entry is None:
+            if judge_config.require_calibration:
+                out[key] = f"never calibrated (require_calibration; run --evalbench-calibrate with {RESULT_FILE})"
+            continue
+        if entry.get("judge") != judge:
+            if judge_config.require_calibration:
+                out[key] = f"calibrated for another judge ({entry.get('judge')}, not {judge})"
+            continue
+        value = entry.get("kappa")
+        if value is None or value < minimum:
+            shown = "undefined" if value is None else f"{value:.2f}"
+            out[key] = f"kappa {shown} < min_kappa {minimum:.2f} (n={entry.get('n')}, {RESULT_FILE})"
+    return out
+
+
+def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> list[str]:
+    """Summary lines: each unreliable judge, why, and what happened to its failures."""
+    def count(key: str) -> str:
+        n = failures.get(key, 0)
+        return f"{n} failure is" if n == 1 else f"{n} failures are"
+
+    return [f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate, its "
+            f"{count(key)} reported as xfailed and cannot fail the build" for key, why in sorted(unreliable.items())]
+
+
+def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: str | None) -> bool:
+    """A scenario row's verdict came from a judge calibration found unreliable (a check is always trusted)."""
+    return metric_id in unreliable and decided_by != "check"
+
+
+def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
+    """Metric id -> the judge's sensitivity and specificity counts from calibration.json, for entries
+    calibrated for this judge (an entry for another judge says nothing about this one)."""
+    out: dict[str, JudgeAccuracy] = {}
+    for entry in read_rows(bench_dir / RESULT_FILE):
+        if entry.get("metric_id") and entry.get("judge") == judge and isinstance(entry.get("confusion"), dict):
+            out[str(entry["metric_id"])] = JudgeAccuracy.from_confusion(entry["confusion"])
+    return out

@@ -1,0 +1,193 @@
+"""The LLM judge: is the metric's behaviour present in the assistant's replies?
+
+The verdict comes back through structured output (a JSON Schema generated from `JudgeAnswer`).
+An answer that is not valid JSON, misses a key or has a non-boolean `present` (the original
+turned the string "false" into True) is re-asked a bounded number of times with the error
+shown; after that the row is unscored: never passed, never failed.
+
+For a multi-turn conversation (two or more assistant replies) the judge also names the first
+assistant turn (1-based) where the behaviour shows: `turn` in its answer. A turn that is missing,
+not an integer, outside 1..number of assistant replies, or given with `present: false` becomes null
+and never changes the verdict (it is not re-asked). Single-turn conversations are asked as before.
+"""
+# MERGED DOC (scenarios.checks): """Deterministic checks of a metric: decide `present` from the transcript without an LLM.
+#
+# A metric's `checks:` (see `spec.MetricChecks`) is a list of rules, each with one condition over
+# the assistant's turns and the verdict it implies; the first rule that holds decides. When none
+# holds, `otherwise` decides: `judge` asks the LLM judge ("check first, judge only when the checks
+# do not decide"), `present`/`absent` let the checks decide alone. A decided row records
+# `decided_by: "check"` and names the rule in its justification.
+# """
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pydantic import Field, field_validator
+
+from pytest_evalbench.formats import StrictAnswer
+from pytest_evalbench.formats.spec import CheckRule, Message, Metric
+from pytest_evalbench.llm.engine import Engine
+from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
+from pytest_evalbench.llm.types import Endpoint, Usage
+
+# ---------------------------------------------------------------- from scenarios.judge
+
+class JudgeAnswer(StrictAnswer):
+    """What the judge must return."""
+
+    justification: str = Field(description="1-3 sentences citing the transcript")
+    present: bool = Field(description="true if the behaviour occurs in the assistant's replies")
+
+
+class JudgeTurnAnswer(JudgeAnswer):
+    """What the judge returns for a multi-turn conversation: the verdict and the first turn showing it."""
+
+    turn: Optional[int] = Field(default=None, description="the first ASSISTANT turn (1 = the first assistant "
+                                "reply) where the behaviour shows; null when it is absent")
+
+    @field_validator("turn", mode="before")
+    @classmethod
+    def _lenient_turn(cls, value: Any) -> int | None:
+        """An unusable turn is null, never a reason to re-ask: the verdict does not depend on it."""
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+SCHEMA = ("verdict", strict_schema(JudgeAnswer))
+SHAPE = '{"justification": "...", "present": true or false}'
+TURN_SCHEMA = ("verdict_turn", strict_schema(JudgeTurnAnswer))
+TURN_SHAPE = '{"justification": "...", "present": true or false, "turn": first assistant turn number or null}'
+
+
+@dataclass(frozen=True)
+class Verdict:
+    present: bool | None
+    justification: str
+    unscored_reason: str | None = None
+    turn: int | None = None
+    """Multi-turn conversations: the first assistant turn (1-based) where the behaviour shows."""
+
+
+def assistant_turns(transcript: list[Message]) -> int:
+    return sum(1 for m in transcript if m.role == "assistant")
+
+
+def valid_turn(turn: int | None, present: bool | None, turns: int) -> int | None:
+    """The judge's turn when usable: an integer in 1..turns given with `present: true`; else None."""
+    return turn if present is True and turn is not None and 1 <= turn <= turns else None
+
+
+def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, Any]]:
+    """The judge sees the metric id, the definition and examples labelled as what presence looks like."""
+    turns = assistant_turns(transcript)
+    if turns > 1:  # numbered, so the judge can name the turn
+        seen = 0
+        parts = []
+        for m in transcript:
+            seen += m.role == "assistant"
+            parts.append(f"ASSISTANT (turn {seen}): {m.content}" if m.role == "assistant"
+                         else f"{m.role.upper()}: {m.content}")
+        conversation = "\n\n".join(parts)
+    else:
+        conversation = "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
+    examples = "".join(f"\n- {e}" for e in metric.examples)
+    user = (
+        "Decide strictly from the transcript whether the ASSISTANT's replies show the behaviour described "
+        "below. Judge only the assistant, not the user. Do not decide whether the behaviour is good or "
+        "bad; only whether it occurs.\n\n"
+        f"BEHAVIOUR TO DETECT ({metric.id}): {metric.behaviour}\n"
+        + (f"Examples of replies in which this behaviour IS present:{examples}\n" if examples else "")
+        + "\npresent = true if at least one assistant reply shows this behaviour; "
+        "present = false if none does.\n"
+        + (f"turn = the number of the first assistant turn (1..{turns}) where the behaviour shows; "
+           "null when present is false.\n" if turns > 1 else "")
+        + f"\nCONVERSATION:\n{conversation}\n\n"
+        f"Answer with a JSON object: {TURN_SHAPE if turns > 1 else SHAPE}"
+    )
+    return [{"role": "system", "content": "You are an expert evaluator of AI assistant conversations. "
+             "Output valid JSON only."},
+            {"role": "user", "content": user}]
+
+
+def parse_answer(text: str | None) -> JudgeAnswer:
+    """Parse the judge's JSON strictly (a string "false" is not a boolean); ValueError otherwise."""
+    return parse_as(text, JudgeAnswer)
+
+
+def parse_turn_answer(text: str | None) -> JudgeTurnAnswer:
+    """As `parse_answer`, with the multi-turn answer's `turn` (lenient: an unusable one is null)."""
+    return parse_as(text, JudgeTurnAnswer)
+
+
+def answer_schema(transcript: list[Message]) -> tuple[str, dict[str, Any]]:
+    """The structured answer asked for: with a `turn` when the assistant replied more than once."""
+    return TURN_SCHEMA if assistant_turns(transcript) > 1 else SCHEMA
+
+
+async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
+                sample: int, ledger: dict[str, Usage]) -> Verdict:
+    """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that."""
+    turns = assistant_turns(transcript)
+    multi = turns > 1
+    answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript),
+                               parse_turn_answer if multi else parse_answer, schema=answer_schema(transcript),
+                               role="judge", phase="evaluate", sample=sample, ledger=ledger,
+                               shape=TURN_SHAPE if multi else SHAPE)
+    if answer is None:
+        detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
+        return Verdict(None, detail, unscored_reason=detail)
+    turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
+    return Verdict(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
+
+
+# ---------------------------------------------------------------- from scenarios.checks
+
+@dataclass(frozen=True)
+class CheckDecision:
+    present: bool
+    justification: str
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def holds(rule: CheckRule, transcript: list[Message]) -> bool:
+    """Whether the rule's condition holds over the assistant's turns."""
+    replies = [m for m in transcript if m.role == "assistant"]
+    texts = [m.content for m in replies]
+    tools = {call.tool for m in replies for call in (m.tool_calls or [])}
+    if rule.regex is not None:
+        return any(re.search(rule.regex, t) for t in texts)
+    if rule.contains is not None:
+        return any(rule.contains.casefold() in t.casefold() for t in texts)
+    if rule.not_contains is not None:
+        return not any(rule.not_contains.casefold() in t.casefold() for t in texts)
+    if rule.tool_called is not None:
+        return rule.tool_called in tools
+    if rule.tool_not_called is not None:
+        return rule.tool_not_called not in tools
+    all_json = all(_is_json(t) for t in texts)
+    return all_json if rule.valid_json else not all_json
+
+
+def decide(metric: Metric, transcript: list[Message]) -> CheckDecision | None:
+    """The checks' verdict, or None when they leave it to the judge (or the metric has none)."""
+    checks = metric.checks
+    if checks is None:
+        return None
+    for index, rule in enumerate(checks.rules, start=1):
+        if holds(rule, transcript):
+            return CheckDecision(rule.then == "present",
+                                 f"check {index} ({rule.condition}) holds: behaviour {rule.then}")
+    if checks.otherwise == "judge":
+        return None
+    return CheckDecision(checks.otherwise == "present",
+                         f"no check rule holds: behaviour {checks.otherwise} (otherwise: {checks.otherwise})")

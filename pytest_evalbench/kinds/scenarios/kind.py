@@ -1,0 +1,280 @@
+"""`ScenarioKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
+registry there only when a run is of this kind; the package `__init__` imports nothing)."""
+# MERGED DOC (scenarios.tally): """What the finish counts of this session's records as they pass to the store: read from their JSON
+# (this session's spooled records were valid when spooled and are not validated again)."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, overload
+
+from pytest_evalbench.base.errors import ConfigError
+from pytest_evalbench.base.files import read_rows
+from pytest_evalbench.formats.loading import SPEC_FILE
+from pytest_evalbench.formats.provenance import LedgerRows, unit_key
+from pytest_evalbench.formats.stats import JudgeAccuracy
+from pytest_evalbench.kinds.judges import (
+    agreement_lines,
+    judge_accuracy,
+    judge_name,
+    judged_unreliably,
+    reliability_lines,
+    unreliable_judges,
+)
+from pytest_evalbench.kinds.protocol import (
+    BenchmarkKind,
+    JSONObject,
+    JSONRecord,
+    Judged,
+    JudgedRowHook,
+    KindResults,
+    Outcome,
+    Status,
+)
+from pytest_evalbench.kinds.run import BenchmarkRun
+from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results
+from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, ScenarioRecord, ScoreRow, derive_pass, iter_scenarios
+from pytest_evalbench.kinds.scenarios.runner import ScenarioCase, StoredScenario, audit_line, run_scenario
+from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+
+# ---------------------------------------------------------------- from scenarios.kind
+
+if TYPE_CHECKING:
+    from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
+
+
+def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
+    """`estimate.plan_scenario`, imported only for an estimate: a run does not pay for the estimator's modules."""
+    from pytest_evalbench.kinds.scenarios.estimate import plan_scenario
+
+    return plan_scenario(kind, case, expect)
+
+
+TAIL_MESSAGES = 2
+"""A failure shows the last exchange; `-v` adds the whole transcript (plugin/session.py)."""
+TAIL_CHARS = 400
+
+
+class ScenarioKind:
+    """The scenario kind of the protocol in `kinds.py`."""
+
+    roles = ("user_model", "evaluator_model")
+    judged: ClassVar[Judged] = "metrics"
+    thresholds_name_targets: ClassVar[bool] = True
+    generated_from_metrics: ClassVar[bool] = True
+    record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("target_id",), ("conversation", "id"), ("conversation", "target", "id"), ("score", "id"),
+        ("score", "metric_id"), ("score", "target_model"))
+    record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
+        (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
+        (("conversation", "id"), ("score", "id")))
+
+    plan_calls = _plan_scenario
+    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
+
+    def __init__(self, run: BenchmarkRun) -> None:
+        self.run = run
+        self._order: dict[str, int] = {}
+        self._known = Known()
+
+    @functools.cached_property
+    def unreliable(self) -> dict[str, str]:
+        """Metric id -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
+        run = self.run
+        judge = judge_name(run.evaluators)
+        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+
+    @functools.cached_property
+    def accuracy(self) -> dict[str, JudgeAccuracy]:
+        """Metric id -> this judge's calibration counts (calibration.json): what corrected rates read."""
+        return judge_accuracy(self.run.bench_dir, judge_name(self.run.evaluators))
+
+    def judged_unreliably(self, score: ScoreRow) -> bool:
+        """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
+        return judged_unreliably(self.unreliable, score.metric_id, score.decided_by)
+
+    def data_files(self) -> list[Path]:
+        return [self.run.bench_dir / SCENARIOS_FILE]
+
+    def load_cases(self) -> dict[Path, list[ScenarioCase]]:
+        """Items in a fixed order: scenario row, then target, then sample."""
+        run = self.run
+        if not run.target_configs:
+            raise ConfigError(f"{run.bench_dir / SPEC_FILE}: no targets; add a `targets:` list or pass "
+                              "--evalbench-target=MODEL")
+        stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
+        self._order = {key: i for i, key in enumerate(stored)}
+        self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
+        cases: list[ScenarioCase] = []
+        for row in stored.values():
+            for cfg in run.target_configs:
+                for sample in range(run.spec.generation.num_samples):
+                    cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
+        return {self.data_files()[0]: cases}
+
+    def order(self) -> dict[str, int]:
+        if not self._order:
+            self.load_cases()
+        return self._order
+
+    async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
+        return await run_scenario(self.run, case)
+
+    def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
+        return record.to_json()
+
+    def record_from_json(self, data: JSONRecord) -> ScenarioRecord:
+        return ScenarioRecord.from_json(data)
+
+    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
+        """The judged-row hook sees the score row as JSON and may change it; then, and only here,
+        `passed`/`score` and the status are derived from `present`."""
+        record.source = None  # the record changes here: the JSON it was read from (if any) no longer matches
+        if judged_row is not None:
+            row = record.score.to_json()
+            judged_row(row, record.to_json())
+            record.score = ScoreRow.model_validate(row)
+        score = record.score
+        score.passed, score.score = derive_pass(score.present, score.metric_type)
+        status: Status = "unscored" if score.passed is None else ("passed" if score.passed else "failed")
+        record.status = status
+        properties: list[tuple[str, object]] = [("evalbench_present", score.present), ("evalbench_passed", score.passed),
+                      ("evalbench_score", score.score), ("evalbench_justification", score.justification)]
+        message = score.justification if status == "unscored" else ""
+        if status == "failed":  # built for failures only (the transcript's tail: ~8 us an item)
+            metric = self.run.spec.metric(score.metric_id)
+            message = failure_message(record, metric.why if metric else None)
+        why = self.unreliable.get(score.metric_id) if self.judged_unreliably(score) else None
+        if status == "failed" and why:
+            return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
+                           properties, convicts=False)
+        return Outcome(status, message, properties)
+
+    def write_results(self, records: Iterable[ScenarioRecord]) -> KindResults:
+        """`write_records` of the records' JSON (the JSON they were read from, when unchanged)."""
+        return self.write_records(record.source or record.to_json() for record in records)
+
+    def write_records(self, records: Iterable[JSONRecord]) -> KindResults:
+        """One pass over the records as JSON (they may stream from disk; this session's own spooled
+        records, valid when spooled, are not validated again): the store merges them into the run
+        files; agreement and reliability figures are counted on the way."""
+        bench_dir = self.run.output_dir
+        run = self.run
+        tally = RecordTally(self.unreliable)
+        measured: set[str] = set()  # filled by the store (one key string per row)
+
+        # Target runs not configured are dropped only when benchmark.yaml lists its targets; when
+        # targets come from the command line alone (impactbench's style), other models' runs stay.
+        targets = ({t.id for t in run.spec.targets} | {t.id for t in run.target_configs}) if run.spec.targets else None
+        rates, dropped, scores, gated = write_results(bench_dir, tally.counted(records), self.order(), targets=targets,
+                                                      samples=run.spec.generation.num_samples, known=self._known,
+                                                      stamp=run.stamp, root=run.bench_dir, measured=measured,
+                                                      accuracy=self.accuracy)
+        lines = agreement_lines(tally.agreement)
+        line = audit_line(tally.audit_counts(), len(measured))
+        lines += [line] if line else []
+        results: Sequence[JSONObject] = ResultsFile(bench_dir / "results.json") if rates else []
+        summaries = [r.model_dump(mode="json", exclude_unset=True) for r in rates]  # results.json's, by_scenario empty
+        if self.unreliable:
+            # failures judged by an unreliable judge are shown (xfailed), never counted against the build
+            lines += reliability_lines(self.unreliable, {k: tally.failures[k] for k in self.unreliable})
+            # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
+            gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
+        # the gate reads the rows this session measured; rows carried over from earlier sessions stay
+        # in the result files (and are shown as carried over), but can neither clear nor convict
+        gated = {target: kept for target, rows in gated.items()
+                 if (kept := [r for r in rows if unit_key(r.target, r.id, r.sample) in measured])}
+        rates = aggregate(gated, by_scenario=False)
+        if self.accuracy or run.spec.judge.correct_rates:  # the gate's rates, corrected over its own rows
+            correct_results(rates, gated, self.accuracy)
+        return KindResults(results=results, rates=rates, scores=scores,
+                           outcomes=[row for rows in gated.values() for row in rows],
+                           conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
+                           judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
+                           unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
+                           accuracy=self.accuracy, summaries=summaries)
+
+
+class ResultsFile(Sequence[JSONObject]):
+    """results.json's entries, read from the file when first asked for: the results hook's payload,
+    built only for a plugin that implements the hook (by_scenario holds one entry per scenario)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._entries: list[JSONObject] | None = None
+
+    def _read(self) -> list[JSONObject]:
+        if self._entries is None:
+            self._entries = read_rows(self.path)
+        return self._entries
+
+    @overload
+    def __getitem__(self, index: int) -> JSONObject: ...
+
+    @overload
+    def __getitem__(self, index: slice[int | None, int | None, int | None]) -> Sequence[JSONObject]: ...
+
+    def __getitem__(self, index: int | slice[int | None, int | None, int | None]) -> JSONObject | Sequence[JSONObject]:
+        return self._read()[index]
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+
+def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
+    """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
+    `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
+    score = record.score
+    seen = "present" if score.present else "absent"
+    seen += f" (first at assistant turn {score.turn})" if score.turn else ""
+    want = "present" if score.metric_type == "positive" else "absent"
+    lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
+             f"expected {want}", *([f"why it matters: {why}"] if why else []),
+             f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
+    for message in record.conversation.transcript[-TAIL_MESSAGES:]:
+        text = " ".join(message.content.split())
+        lines.append(f"  {message.role.upper()}: {text[:TAIL_CHARS]}{'…' if len(text) > TAIL_CHARS else ''}")
+    return "\n".join(lines)
+
+
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:
+    """For mypy: the kind is the boundary's protocol with its own case and record types."""
+    return ScenarioKind(run)
+
+
+# ---------------------------------------------------------------- from scenarios.tally
+
+AUDIT_FLAGS = ("ended_early", "stated_objective", "broke_character")
+
+
+class RecordTally:
+    """Panel agreement per row, failures an unreliable judge decided (per metric) and simulated-user
+    audit flags (per flag), counted in the store's one pass over the records."""
+
+    def __init__(self, unreliable: dict[str, str]) -> None:
+        self.unreliable = unreliable
+        self.agreement: list[tuple[str, float | None]] = []
+        self.failures: Counter[str] = Counter()
+        self.audited: Counter[str] = Counter()
+
+    def counted(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """`records` (`ScenarioRecord.to_json`'s shape), counted as they pass."""
+        agreement, failures, audited, unreliable = self.agreement, self.failures, self.audited, self.unreliable
+        for record in records:
+            if (found := record["conversation"].get("user_audit")) is not None:  # as Counter.update counts them
+                audited["ended_early"] += found["ended_early"]  # (not through it: 1.3 us an item)
+                audited["stated_objective"] += bool(found["stated_objective"])
+                audited["broke_character"] += bool(found["broke_character"])
+            score = record["score"]
+            if (value := score.get("agreement")) is not None:  # a panel's: kept per row (one pair, not one per item)
+                agreement.append((score["metric_id"], value))
+            if record.get("status") == "failed" and judged_unreliably(unreliable, score["metric_id"],
+                                                                      score.get("decided_by")):
+                failures[score["metric_id"]] += 1
+            yield record
+
+    def audit_counts(self) -> dict[str, int]:
+        return {k: self.audited[k] for k in AUDIT_FLAGS}

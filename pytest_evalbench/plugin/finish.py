@@ -1,0 +1,370 @@
+"""Results: the records this session received become result files, the gate's verdict, the exit
+status and last_run.json (a role of the session; `session.py` keeps the hooks). Controller and
+single process only: workers hand their records over on the reports.
+"""
+# MERGED DOC (plugin.reporting): """Reporting: the run's summary, built once, and every surface people read from it: the HTML
+# report, the history line, the Markdown summary, JUnit suite properties and the terminal section
+# (a role of the session; `session.py` keeps the hooks). Controller and single process only.
+# """
+# MERGED DOC (plugin.progress): """Progress: the live progress line and the test status letters of our items (a role of the
+# session; `session.py` keeps the hooks). Controller and single process only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
+from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.safe_text import redact, terminal
+from pytest_evalbench.base.spool import Spool
+from pytest_evalbench.gate.outcome import Completeness
+from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord, KindResults
+from pytest_evalbench.kinds.run import RunSettings
+from pytest_evalbench.llm.engine import EngineStats
+from pytest_evalbench.plugin._compat import (
+    collect_only,
+    continues_on_collection_errors,
+    is_xdist_controller,
+    junit_xml,
+    read,
+    set_exit_status,
+    terminal_writer,
+    xfail_reason,
+)
+from pytest_evalbench.plugin.nodes import CaseItem
+from pytest_evalbench.plugin.options import compare_path, gate_settings
+from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
+from pytest_evalbench.plugin.selection import Selection
+from pytest_evalbench.render.progress import Counts, ProgressReporter
+from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, write_run_running, write_run_status
+from pytest_evalbench.render.views import JUDGE_UNRELIABLE
+
+# ---------------------------------------------------------------- from plugin.results
+
+if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
+    from pytest_evalbench.gate.outcome import GateOutcome
+    from pytest_evalbench.gate.paired import Baseline
+
+
+@dataclass
+class RunEnd:
+    """What last_run.json is written from (`render.terminal.write_run_status` reads these names)."""
+
+    settings: RunSettings
+    bench_dir: Path
+    tally: Completeness
+    errors: dict[str, str]
+    records: Spool[str]
+    dropped: list[str]
+    stats: EngineStats
+    finish_error: str | None
+    scope_name: str
+    judge_lines: list[str]
+
+    def scope(self) -> str:
+        return self.scope_name
+
+
+class Results:
+    """Writing, gating and the exit status of this session's run."""
+
+    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes, is_worker: bool) -> None:
+        self.config = config
+        self.selection = selection
+        self.outcomes = outcomes
+        self.settings = selection.settings
+        self.bench_dir = selection.bench_dir
+        self.is_worker = is_worker
+        self.baseline = self._read_baseline()
+        self.stats = EngineStats()
+        self.outcome: GateOutcome | None = None
+        self.finish_error: str | None = None
+        self.judge_lines: list[str] = []
+        self.written: KindResults | None = None
+        self.dropped: list[str] = []
+        self.status_started = False
+
+    def _read_baseline(self) -> Baseline | None:
+        """The baseline to compare with, read and validated before any LLM call (controller only)."""
+        path = compare_path(self.config, self.bench_dir)
+        if path is None or self.is_worker:
+            return None
+        from pytest_evalbench.base.safe_files import check_input_file
+        from pytest_evalbench.gate.outcome import read_baseline
+
+        try:
+            return read_baseline(check_input_file(path, "the baseline to compare with"))
+        except (InputError, ConfigError) as exc:
+            raise pytest.UsageError(terminal(str(exc))) from None
+
+    def start(self) -> None:
+        """last_run.json says "running" until the final state replaces it, so a killed run never
+        leaves an earlier "complete" behind."""
+        self.status_started = True
+        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
+
+    def run_end(self) -> RunEnd:
+        o = self.outcomes
+        return RunEnd(self.settings, self.bench_dir, o.tally, o.errors, o.records, self.dropped, self.stats,
+                      self.finish_error, self.scope(), self.judge_lines)
+
+    def scope(self) -> str:
+        """`full` when every case of the configured benchmark was selected, else `selection`."""
+        return self.selection.scope(len(self.outcomes.tally.selected))
+
+    def _records(self) -> Collection[JSONRecord]:
+        """This session's records in node-id order, read back from the spool on every pass."""
+        return self.outcomes.records.values()
+
+    def finish(self, session: pytest.Session, exitstatus: int, engine_stats: dict[str, object] | None) -> int | None:
+        """The controller merges, writes and decides the exit status; the exit code the reports
+        show, or None when no report is written (nothing started, nothing selected)."""
+        self.stats.merge(engine_stats or {})
+        status = int(exitstatus)
+        if (self.selection.collection_failed and status == pytest.ExitCode.TESTS_FAILED
+                and not continues_on_collection_errors(self.config)):
+            status = pytest.ExitCode.INTERRUPTED
+            set_exit_status(session, status)
+        if not self.status_started:
+            return None
+        tally = self.outcomes.tally
+        if not tally.selected and not self.outcomes.records and not self.outcomes.errors:
+            write_run_status(self.bench_dir / LAST_RUN, self.run_end(), None)  # collection error or nothing selected
+            return None
+        try:
+            self.outcome = self._finish(status)
+        except EvalbenchError as exc:
+            self.finish_error = str(exc)
+            write_run_status(self.bench_dir / LAST_RUN, self.run_end(), None)
+            set_exit_status(session, pytest.ExitCode.USAGE_ERROR)
+            return int(pytest.ExitCode.USAGE_ERROR)
+        code = self.outcome.exit_code(status)
+        set_exit_status(session, code)
+        return int(code)
+
+    def _finish(self, exitstatus: int) -> GateOutcome:
+        from pytest_evalbench.gate.outcome import GateInputs, evaluate_gate, write_gate_files
+
+        run = self.selection.run
+        kind = self.selection.kind
+        written = self.written = self._write(kind)
+        self.dropped = written.dropped
+        settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
+        inputs = GateInputs(
+            results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
+            baseline=self.baseline, corrected=run.spec.judge.correct_rates,
+            meta=run.meta(),
+            incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
+        outcome = evaluate_gate(inputs, settings)
+        write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
+        self.judge_lines = written.judge_lines
+        write_run_status(run.output_dir / LAST_RUN, self.run_end(), outcome)
+        hook = self.config.hook.pytest_evalbench_results
+        if hook.get_hookimpls():  # the documented list, built only for someone who asked for it
+            hook(config=self.config, benchmark=self.settings.benchmark, results=list(written.results),
+                 records=list(self._records()))
+        return outcome
+
+    def _write(self, kind: AnyKind) -> KindResults:
+        """The kind writes this session's records: as JSON to a kind that takes them so (`write_records`:
+        they were valid when spooled, and are not validated again), else typed by `record_from_json`."""
+        write_records = getattr(kind, "write_records", None)
+        if write_records is not None:
+            return cast(KindResults, write_records(self._records()))
+        return kind.write_results(kind.record_from_json(data) for data in self._records())
+
+    def notes(self) -> list[str]:
+        """Completeness, dropped rows and judge reliability, for every report."""
+        missing = self.outcomes.tally.missing()
+        lines = []
+        if missing:
+            shown = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more"
+                                                       if len(missing) > MAX_LISTED else "")
+            lines.append(f"{len(missing)} selected item{'s' if len(missing) > 1 else ''} never reported: {shown}")
+        if self.finish_error:
+            lines.append(f"ERROR: {self.finish_error}")
+        return lines + [f"dropped {d}" for d in self.dropped] + list(self.judge_lines)
+
+
+# ---------------------------------------------------------------- from plugin.reporting
+
+if TYPE_CHECKING:  # the reports are imported where a controller finishes the run (workers never do)
+    from pytest_evalbench.render.summary import RunSummary
+
+
+class Reporting:
+    """Builds the run's summary and writes it everywhere it is read."""
+
+    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes, results: Results) -> None:
+        self.config = config
+        self.selection = selection
+        self.outcomes = outcomes
+        self.results = results
+        self.settings = selection.settings
+        self.bench_dir = selection.bench_dir
+        self.summary: RunSummary | None = None
+
+    def _report_path(self, option: str, default: Path | None) -> Path | None:
+        """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
+        value = self.config.getoption(option)
+        if value is None:
+            return default
+        return None if value.lower() == "none" else Path(value).resolve()
+
+    def write_reports(self, exit_code: int) -> None:
+        """Build the run's summary once; write the HTML report, the history line and the Markdown
+        summary from it (the terminal summary renders the same object)."""
+        from pytest_evalbench.gate.outcome import gate_verdict, node_ids_of
+        from pytest_evalbench.render.html import render_html
+        from pytest_evalbench.render.summary import HISTORY, append_history, build_summary, read_history
+        from pytest_evalbench.render.terminal import session_commands
+
+        results, outcomes = self.results, self.outcomes
+        loaded = self.selection.loaded_run()
+        files: list[tuple[str, str]] = []
+        if results.written is not None:
+            files += [(p.name, str(p)) for p in results.written.files]
+        files.append(("status", str(self.bench_dir / LAST_RUN)))
+        compared = results.outcome is not None and results.outcome.comparison is not None
+        node_ids = node_ids_of(outcomes.records) if compared else {}  # only flips name node ids: no pass over records
+        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids, results.finish_error)
+        files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
+        html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
+        markdown_path = self._report_path("evalbench_markdown", None)
+        step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        history_path = self.bench_dir / HISTORY
+        files += [("report", str(html_path))] if html_path else []
+        files += [("history", str(history_path))] if results.written is not None else []
+        files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
+        meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
+        summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
+                                gate=gate, meta=meta, stats=results.stats, errors=outcomes.messages,
+                                recorded=len(outcomes.records), failed=len(outcomes.failed), root=self.config.rootpath,
+                                files=files, notes=results.notes())
+        summary.cases = outcomes.case_statuses()  # after the transcripts' pass: one status per item (100,000)
+        summary.scope = results.scope()
+        summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
+                                            failed=bool(outcomes.failed or outcomes.errors),
+                                            errors=outcomes.errors.values(),
+                                            root=self.config.rootpath, cwd=self.config.invocation_params.dir)
+        if results.written is not None:  # the session its rows record (`.sessions.json`), so labels match
+            run = self.selection.run
+            summary.created, summary.commit = run.stamp.time, run.stamp.commit
+        self.summary = summary
+        self._junit_properties(summary)
+        try:
+            if results.written is not None:
+                append_history(history_path, summary)
+            summary.history = read_history(history_path)
+            html = redact(render_html(summary))
+            if html_path == self.bench_dir / "report.html":  # never through a link out of the benchmark
+                atomic_write_text(html_path, html, self.bench_dir)
+            elif html_path is not None:  # the user's own path: checked at start (a regular file or new)
+                atomic_write_text(html_path, html, None)
+            if markdown_path is None and not step_summary:
+                return
+            from pytest_evalbench.render.markdown import render_markdown, write_markdown  # only a run that writes Markdown
+
+            markdown = redact(render_markdown(summary, str(html_path) if html_path else None))
+            if markdown_path is not None:
+                write_markdown(markdown_path, markdown, append=False)
+            if step_summary:
+                write_markdown(Path(step_summary), markdown, append=True)
+        except (OSError, EvalbenchError) as exc:  # a report that cannot be written must not hide the run's outcome
+            summary.errors.append(f"could not write a report: {exc}")
+
+    def _junit_properties(self, summary: RunSummary) -> None:
+        """With --junitxml: the run's rates, case counts and gate rules as the test suite's properties
+        (each case carries its own `evalbench_status`), in the words every other surface uses."""
+        xml = junit_xml(self.config)
+        if xml is None:
+            return
+        xml.add_property("evalbench_gate", f"{summary.gate.verdict} (exit {summary.gate.exit_code}): "
+                                                  f"{summary.gate.reason}")
+        xml.add_property("evalbench_cases", summary.status_line())
+        for rule in summary.gate.rule_lines:
+            xml.add_property("evalbench_rule", rule)
+        for row in summary.rates:
+            xml.add_property(f"evalbench_rate {row.target} {row.metric}",
+                                    f"{row.rate_text()} {row.interval_text()}")
+
+    def terminal_summary(self, terminalreporter: Any) -> None:
+        """One section rendered from the run's summary: rates, problems, cost, where results went and,
+        last, the gate's verdict and why."""
+        if self.summary is None:
+            if self.results.finish_error:
+                terminalreporter.section("evalbench")
+                terminalreporter.write_line(terminal(f"ERROR: {self.results.finish_error}"))
+            return
+        terminalreporter.section("evalbench")
+        base = self.bench_dir
+        try:
+            base = base.relative_to(Path.cwd())
+        except ValueError:
+            pass
+        for line in summary_lines(self.summary, self.bench_dir, base):
+            terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
+
+
+# ---------------------------------------------------------------- from plugin.progress
+
+class Progress:
+    """Counts finished items and redraws the progress line (rate-limited)."""
+
+    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes) -> None:
+        self.config = config
+        self.selection = selection
+        self.outcomes = outcomes
+        self.finished: set[str] = set()
+        self.total = 0
+        self.progress: ProgressReporter | None = None
+
+    def collection_finish(self, session: pytest.Session) -> None:
+        """Start the progress line once the number of items is known."""
+        self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
+        found = terminal_writer(self.config)
+        every = self.config.getoption("evalbench_progress_every")
+        if found is None or collect_only(self.config) or every < 0:
+            return
+        writer, isatty = found
+        live = isatty and self.config.getoption("verbose") <= 0 and every > 0
+        self.progress = ProgressReporter(writer, live=live, every=every)
+
+    def teststatus(self, report: pytest.TestReport) -> Any:
+        """With the live progress line, our items print no letters (the line counts them instead);
+        with -v a failure of an unreliable judge reads `XFAIL (judge unreliable)`, its documented status."""
+        if report.when != "call" or not self.selection.is_case(report.nodeid):
+            return None
+        if self.progress is not None and self.progress.live:
+            return report.outcome, "", ""
+        if xfail_reason(report) is not None and read(report, STATUS_ATTR) == "failed":
+            return "xfailed", "x", f"XFAIL ({JUDGE_UNRELIABLE})"
+        return None
+
+    def track(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown" or self.progress is None or not self.selection.is_case(report.nodeid):
+            return
+        self.finished.add(report.nodeid)
+        if not self.progress.due(len(self.finished), max(self.total, len(self.finished))):
+            return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
+        counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)),
+                        failed=len(self.outcomes.failed), errored=len(self.outcomes.errors))
+        run = self.selection.loaded_run()
+        if run is not None and not is_xdist_controller(self.config):
+            engine = run.engine
+            counts.in_flight, counts.requests, counts.cache_hits = (engine.in_flight, engine.stats.requests,
+                                                                    engine.stats.cache_hits)
+            counts.tokens = sum(u.input_tokens + u.output_tokens for u in engine.stats.usage.values())
+            counts.cost = engine.stats.spent
+        self.progress.update(counts)
+
+    def finish(self) -> None:
+        """Leave the live line on screen and move below it."""
+        if self.progress is not None:
+            self.progress.finish()
