@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in write():
             print(path)
         return 0
-    from pytest_evalbench.cli import AuthoringOptions, run_command
+    from pytest_evalbench.cli.authoring import AuthoringOptions, run_command
 
     options = AuthoringOptions(root=args.root or Path.cwd(), force=args.force, cache=args.cache,
                                base_url=args.base_url, model=args.model, concurrency=args.concurrency,

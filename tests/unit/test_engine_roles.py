@@ -1,6 +1,6 @@
-"""The engine's roles stay apart (issue 26): one module hands coroutines to the engine loop, and the
-layers under the Engine facade import only the layers below them (pipelines <- limits <- retry; memo
-alone), never the facade at run time."""
+"""The engine's roles stay apart: one module hands coroutines to the engine loop, and the layers under the
+Engine facade import only the layers below them (pipelines <- limits <- retry; the cache alone), never the
+facade at run time."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
-ROLES = ["pipelines", "limits", "retry", "memo", "engine"]
-BELOW = {"pipelines": set(), "limits": {"pipelines"}, "retry": {"limits", "pipelines"}, "memo": set(),
-         "engine": {"pipelines", "limits", "retry", "memo"}}
+ROLES = ["pipelines", "limits", "retry", "cache", "engine"]
+BELOW = {"pipelines": set(), "limits": {"pipelines"}, "retry": {"limits", "pipelines"}, "cache": set(),
+         "engine": {"pipelines", "limits", "retry", "cache"}}
 
 
 def _calls_to(tree: ast.AST, name: str) -> list[int]:
@@ -31,9 +31,9 @@ def _runtime_role_imports(module: str) -> set[str]:
     tree = ast.parse((PACKAGE / "llm" / f"{module}.py").read_text(encoding="utf-8"))
     skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
                for n in ast.walk(node)}
-    return {alias.name if node.module is None else node.module
-            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1 and id(node) not in skipped
-            for alias in node.names} & set(ROLES)
+    return {node.module.removeprefix("pytest_evalbench.llm.")
+            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and id(node) not in skipped
+            and (node.module or "").startswith("pytest_evalbench.llm.")} & set(ROLES)
 
 
 def test_each_role_imports_only_the_roles_below_it() -> None:

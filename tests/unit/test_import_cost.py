@@ -48,8 +48,7 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:
     """Our modules in sys.modules after resolving benchmark.yaml's `kind:` to its class, as a run does."""
-    probe = ("import json, sys\nfrom pytest_evalbench.kinds.protocol import spec_kind\nfrom pytest_evalbench.kinds import "
-             "register_shipped\nregister_shipped()\nfrom pytest_evalbench.formats.spec import "
+    probe = ("import json, sys\nfrom pytest_evalbench.kinds.protocol import spec_kind\nfrom pytest_evalbench.formats.spec import "
              f"BenchmarkSpec\nspec_kind(BenchmarkSpec.model_validate({{'name': 'b', 'kind': {kind!r}}}))\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
@@ -68,17 +67,15 @@ def test_the_dataset_kind_does_not_import_the_scenario_kind(tmp_path: Path) -> N
     assert [m for m in loaded if m.startswith(("pytest_evalbench.kinds.scenarios", "pytest_evalbench.kinds.calibration"))] == []
 
 
-def test_collecting_a_scenario_benchmark_imports_neither_the_other_kinds_nor_the_reports(tmp_path: Path) -> None:
-    # what an xdist worker imports before its first item: its kind, not the dataset kind, the gate or the renderers
+def test_collecting_a_scenario_benchmark_imports_no_other_kind(tmp_path: Path) -> None:
+    # what an xdist worker imports before its first item: its kind, not the dataset or calibration kind
     write_benchmark(tmp_path)
     run = "import pytest\nassert pytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=demo', '--collect-only']) == 0"
     probe = f"{run}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "pytest_evalbench.kinds.scenarios.kind" in loaded
-    unwanted = ("pytest_evalbench.kinds.dataset", "pytest_evalbench.kinds.calibration", "pytest_evalbench.gate.paired",
-                "pytest_evalbench.gate.paired", "pytest_evalbench.gate.rules",
-                "pytest_evalbench.gate.outcome", "pytest_evalbench.render.html", "pytest_evalbench.render.summary")
+    unwanted = ("pytest_evalbench.kinds.dataset", "pytest_evalbench.kinds.calibration")
     assert [m for m in loaded if m.startswith(unwanted)] == []
 
 
@@ -105,33 +102,3 @@ def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_writ
     loaded = _run_imports(tmp_path, "--evalbench-cache=off", "--evalbench-transport=openai",
                           f"--evalbench-markdown={tmp_path / 'summary.md'}")
     assert "openai" in loaded and "pytest_evalbench.render.markdown" in loaded
-
-
-ONLY_FOR_AN_ESTIMATE_OR_XDIST = ("pytest_evalbench.kinds.estimate", "pytest_evalbench.kinds.scenarios.estimate",
-                                 "pytest_evalbench.plugin.xdist_scheduler", "pytest_evalbench.plugin.xdist")
-
-
-def test_a_run_imports_the_estimator_only_for_an_estimate_and_no_xdist_part_without_xdist(
-        tmp_path: Path, bench_env: FakeLLMServer) -> None:
-    # every process of a run (each xdist worker too) would pay ~3 ms for the estimator's module body
-    write_benchmark(tmp_path)
-    bench_env.set_responder(script(True))
-    assert _run_imports(tmp_path, "--evalbench-cache=off", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST) == []
-    # the counter-check: the probe sees the estimator once the run asks for an estimate
-    loaded = _run_imports(tmp_path, "--evalbench-estimate", modules=ONLY_FOR_AN_ESTIMATE_OR_XDIST)
-    assert loaded == ["pytest_evalbench.kinds.estimate", "pytest_evalbench.kinds.scenarios.estimate"]
-
-
-def test_a_loopback_endpoint_needs_no_proxy_lookup(tmp_path: Path) -> None:
-    # the proxy lookup's module costs ~5 ms CPU ahead of a run's first request; a local endpoint never has a proxy
-    code = ("import sys\nfrom pytest_evalbench.llm.transport import proxy_for\n"
-            "print(proxy_for({url!r}), 'urllib.request' in sys.modules)")
-
-    def lookup(url: str) -> str:
-        out = subprocess.run([sys.executable, "-c", code.format(url=url)], capture_output=True, text=True,
-                             cwd=tmp_path, check=True, env={"PATH": "", "HTTPS_PROXY": "http://proxy.corp:3128"})
-        return out.stdout.strip()
-
-    assert lookup("http://127.0.0.1:8000/v1/chat/completions") == "None False"
-    # the counter-check: any other host is looked up (and the proxy named by the environment applies)
-    assert lookup("https://api.openai.com/v1/chat/completions") == "http://proxy.corp:3128 True"

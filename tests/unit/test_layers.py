@@ -1,7 +1,7 @@
-"""Imports go one way (issue 26): every module of the package sits in one declared layer (the table in
-docs/architecture.md, checked against LAYERS below) and imports only its own layer or lower ones, counting
-imports inside functions and under TYPE_CHECKING; and the package's import graph has no cycle, not even
-inside a layer. A lazy import that dodges a cycle is still a cycle."""
+"""Imports go one way: every module of the package sits in one declared layer (the table in
+docs/architecture.md, checked against LAYERS below), a folder is a layer, and a module imports only its own
+layer or lower ones, counting imports inside functions and under TYPE_CHECKING; and the package's import
+graph has no cycle, not even inside a layer. A lazy import that dodges a cycle is still a cycle."""
 
 from __future__ import annotations
 
@@ -28,10 +28,6 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("app", ["", "__main__", "plugin", "plugin.*", "cli", "cli.*"]),
 ]
 
-# Debt: what issue 26 has not fixed yet. Each step removes entries; the tests fail when an entry is fixed but
-# still listed, so the lists only shrink. Both are empty when the issue is done.
-KNOWN_UPWARD: set[tuple[str, str]] = set()
-KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:
@@ -170,9 +166,8 @@ def test_every_module_has_one_declared_layer() -> None:
 def test_imports_only_go_down() -> None:
     upward = {(a, b): places for (a, b), places in edges().items() if layer_of(b) > layer_of(a)}
     new = [f"{place}: {a or ROOT} [{LAYERS[layer_of(a)][0]}] imports {b or ROOT} [{LAYERS[layer_of(b)][0]}]"
-           for (a, b), places in sorted(upward.items()) if (a, b) not in KNOWN_UPWARD for place in places]
+           for (a, b), places in sorted(upward.items()) for place in places]
     assert new == []
-    assert KNOWN_UPWARD - set(upward) == set(), "fixed: remove these from KNOWN_UPWARD"
 
 
 def test_no_import_cycles() -> None:
@@ -181,23 +176,31 @@ def test_no_import_cycles() -> None:
         graph[a].add(b)
     found = set(cycles(graph))
     closing = {component: sorted(f"{a} -> {b}: {', '.join(places)}" for (a, b), places in edges().items()
-                                 if a in component and b in component) for component in found - KNOWN_CYCLES}
+                                 if a in component and b in component) for component in found}
     assert closing == {}
-    assert KNOWN_CYCLES - found == set(), "fixed: remove these from KNOWN_CYCLES"
 
 
 def test_the_walker_sees_every_kind_of_import() -> None:
-    """The counter-check: imports inside functions, under TYPE_CHECKING and `from . import x` are edges."""
-    source = ("from typing import TYPE_CHECKING\nfrom . import spec\nif TYPE_CHECKING:\n    from .render import summary\n"
-              "def f():\n    from .plugin.session import EvalbenchSession\n    import pytest_evalbench.kinds.protocol\n"
-              "class C:\n    def m(self):\n        from .gate import rows\n")
-    found = {(target, where) for target, _, where in imports_in(source, "errors", is_package=False)}
-    assert found == {("spec", "top"), ("render.summary", "type-checking"), ("plugin.session", "function"),
-                     ("kinds", "function"), ("gate.rows", "function")}
-    nested = {(target, where) for target, _, where in imports_in("from ..kinds import Status\n", "scenarios.models", False)}
-    assert nested == {("kinds", "top")}
+    """The counter-check: imports inside functions, under TYPE_CHECKING and `from pkg import module` are edges."""
+    source = ("from typing import TYPE_CHECKING\nfrom pytest_evalbench.formats import spec\nif TYPE_CHECKING:\n"
+              "    from pytest_evalbench.render import summary\ndef f():\n"
+              "    from pytest_evalbench.plugin.session import EvalbenchSession\n    import pytest_evalbench.kinds.protocol\n"
+              "class C:\n    def m(self):\n        from pytest_evalbench.gate import rules\n")
+    found = {(target, where) for target, _, where in imports_in(source, "base.errors", is_package=False)}
+    assert found == {("formats.spec", "top"), ("render.summary", "type-checking"), ("plugin.session", "function"),
+                     ("kinds.protocol", "function"), ("gate.rules", "function")}
+    nested = {(target, where) for target, _, where in imports_in("from ..protocol import Case\n", "kinds.scenarios.models",
+                                                                 False)}
+    assert nested == {("kinds.protocol", "top")}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_a_folder_is_a_layer() -> None:
+    """Every module of a folder sits in the folder's layer (the folder's own `__init__` decides it)."""
+    mixed = {m: LAYERS[layer_of(m)][0] for m in MODULES if "." in m
+             and layer_of(m) != layer_of(m.split(".")[0])}
+    assert mixed == {}
 
 
 def _documented_layers() -> list[tuple[str, set[str]]]:
