@@ -1,15 +1,14 @@
-"""Result-file I/O: the one atomic write of the package (every file the plugin writes, result files,
-cache entries, ledgers, reports), JSON writers, the result-file lock and lenient reads of earlier runs.
-Where a write may go is checked by `safe_files`; this module does the writing."""
-# MERGED DOC (file_version): """The `version` every result file carries, in one place (issue 26).
-#
-# A list file (scenarios.json, conversations.json, scores.json, results.json, case_results.json,
-# agent_summary.json, calibration.json) keeps its documented shape: each row ends with
-# `"version": 1`. An object file (cost.json, last_run.json, .sessions.json, .usage.json, a cache
-# entry, a history.jsonl or answers line) has its own `version` key. Readers accept files without
-# it (written before it existed) and refuse one written by a newer format with one line naming the
-# file, rather than misreading it.
-# """
+"""Writing and reading result files: the one atomic write of the package (every file the plugin writes:
+result files, cache entries, ledgers, reports), JSON writers, the result-file lock, lenient reads of
+earlier runs, and the `version` every result file carries.
+
+A list file (scenarios.json, conversations.json, scores.json, results.json, case_results.json,
+agent_summary.json, calibration.json) keeps its documented shape: each row ends with `"version": 1`.
+An object file (cost.json, last_run.json, .sessions.json, .usage.json, a cache entry, a history.jsonl or
+answers line) has its own `version` key. Readers accept files without it (written before it existed)
+and refuse one written by a newer format with one line naming the file, rather than misreading it.
+Where a write may go is checked by `safe_files`; this module does the writing.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
-
-# ---------------------------------------------------------------- from store
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
     # the plugin imports for every pytest run) must not pay for it
@@ -382,8 +379,6 @@ def count_rows(n: int, what: str) -> list[str]:
     """`["3 rows of <what>"]`, or [] for none: how dropped rows are reported."""
     return [f"{n} row{'s' if n > 1 else ''} of {what}"] if n else []
 
-
-# ---------------------------------------------------------------- from file_version
 
 FORMAT_VERSION = 1
 """The format of every result file this version writes; raised when a file changes incompatibly."""

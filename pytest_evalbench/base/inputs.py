@@ -1,13 +1,10 @@
-"""Input files as text and as JSON, read as hostile: bounded in size and depth, UTF-8 only, and every
-value checked (numbers that fit, no lone surrogates, no duplicate keys) before anything uses it.
+"""Input files read as hostile: bounded in size and depth, UTF-8 only, every value checked before
+anything uses it.
 
-Every problem becomes one `InputError` naming file, row and field; nothing here imports pytest.
+JSON: numbers that fit, no lone surrogates, no duplicate keys. YAML (benchmark.yaml): checked as a node
+graph (duplicate keys, depth, alias bombs, values JSON cannot hold) before PyYAML builds any Python
+object. Every problem becomes one `InputError` naming file, row (or line) and field.
 """
-# MERGED DOC (input_yaml): """benchmark.yaml as YAML, read as hostile: checked as a node graph (duplicate keys, depth, alias
-# bombs, values JSON cannot hold) before PyYAML builds any Python object.
-#
-# Every problem becomes one `InputError` naming file and line; nothing here imports pytest.
-# """
 
 from __future__ import annotations
 
@@ -21,8 +18,6 @@ from typing import Any
 import yaml
 
 from pytest_evalbench.base.errors import InputError, field_path
-
-# ---------------------------------------------------------------- from input_json
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 """Largest input file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines): 64 MiB."""
@@ -215,8 +210,6 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
 def read_json(path: Path) -> Any:
     return parse_json(read_text(path), path)
 
-
-# ---------------------------------------------------------------- from input_yaml
 
 MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""

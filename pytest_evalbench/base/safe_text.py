@@ -1,39 +1,38 @@
-"""One redaction for the whole run: every secret it knows, masked before text is cut or shown.
+"""Text made safe for where it goes: secrets masked everywhere, and hostile text made inert for the
+surface that shows it.
 
-The run's secrets are the API keys (`api_key_env`, OPENAI_API_KEY), `{env: NAME}` header values,
+Secrets. The run's secrets are the API keys (`api_key_env`, OPENAI_API_KEY), `{env: NAME}` header values,
 the values of credential-named headers, and URL credentials (user:password@ and token-like query
-parameters of `base_url`, `--evalbench-base-url` and OPENAI_BASE_URL). They are registered where
-the endpoints are resolved (`context.resolve_endpoint`), which every process of a run does from
-the same benchmark.yaml and environment, so xdist workers know exactly the controller's secrets.
-
+parameters of `base_url`, `--evalbench-base-url` and OPENAI_BASE_URL). They are registered where the
+endpoints are resolved (`kinds.run.resolve_endpoint`), which every process of a run does from the same
+benchmark.yaml and environment, so xdist workers know exactly the controller's secrets.
 `redact(text)` masks, in this order:
-- every registered secret (and its JSON-, HTML- and URL-encoded forms, and the Basic-auth form of
-  URL credentials) wherever it occurs; values shorter than 8 characters only as whole words, so a
-  short header value does not mask pieces of ordinary words;
-- a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text
-  ends or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
-- credentials in any URL of the text (`scheme://user:pass@` and `?token=...`-style parameters),
-  known or not.
 
-Callers redact before they truncate (`cut`), so a cut can only ever go through the mask. Values
-shorter than 4 characters are not registered: they would mask ordinary words and guard nothing.
-This module imports nothing of the plugin (core and pytest layer both use it).
+- every registered secret (and its JSON-, HTML- and URL-encoded forms, and the Basic-auth form of URL
+  credentials) wherever it occurs; values shorter than 8 characters only as whole words, so a short
+  header value does not mask pieces of ordinary words;
+- a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text ends
+  or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
+- credentials in any URL of the text (`scheme://user:pass@` and `?token=...`-style parameters), known
+  or not.
+
+Callers redact before they truncate (`cut`), so a cut can only ever go through the mask. Values shorter
+than 4 characters are not registered: they would mask ordinary words and guard nothing.
+
+Surfaces. Text from models, apps and endpoints reaches a terminal, a CI log that GitHub Actions (or Azure
+Pipelines) scans for commands, and a Markdown job summary. Each surface gets one call where that text
+enters it:
+
+- `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL), Unicode
+  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a line that
+  would start a workflow command (`::error::`, `::stop-commands::`, `##[group]`, `##vso[...]`, after
+  optional whitespace) gets the visible prefix `> `. Newlines and tabs stay.
+- `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
+  `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
+
+HTML reports escape with `html.escape` (attributes quoted too) and carry no data inside <script>.
+`check_base_url` and `header_problem` say whether a URL or a header value can be sent at all.
 """
-# MERGED DOC (sanitize): """Hostile text made harmless for the surface that shows it.
-#
-# Text from models, apps and endpoints reaches a terminal, a CI log that GitHub Actions (or Azure
-# Pipelines) scans for commands, and a Markdown job summary. Each surface gets one call where that
-# text enters it:
-#
-# - `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL),
-#   Unicode line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes;
-#   a line that would start a workflow command (`::error::`, `::stop-commands::`, `##[group]`,
-#   `##vso[...]`, after optional whitespace) gets the visible prefix `> `. Newlines and tabs stay.
-# - `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
-#   `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
-#
-# HTML reports escape with `html.escape` (attributes quoted too) and carry no data inside <script>.
-# """
 
 from __future__ import annotations
 
@@ -45,8 +44,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
-
-# ---------------------------------------------------------------- from redaction
 
 MASK = "***"
 MIN_SECRET = 4
@@ -305,8 +302,6 @@ def cut(text: str, limit: int, marker: str = "…") -> str:
     text = redact(text)
     return text if len(text) <= limit else text[: max(0, limit - len(marker))] + marker
 
-
-# ---------------------------------------------------------------- from sanitize
 
 _VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
 _VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),

@@ -1,7 +1,15 @@
-"""`gen-metrics` and `gen-scenarios`: the options, the engine and the structured asking behind both."""
-# MERGED DOC (authoring.cli): """The `evalbench gen-metrics|gen-scenarios` entry: one command run, its one-line report or one error line."""
-# MERGED DOC (authoring.metrics_file): """The files authoring writes: the `metrics:` block of benchmark.yaml (edited as text so the
-# author's comments and keys survive), scenario rows checked against their schema, and cost.json."""
+"""Benchmark authoring: `evalbench gen-metrics` and `evalbench gen-scenarios`.
+
+An author writes a name and a description; an LLM (the benchmark's `user_model`) drafts the metrics,
+then adversarial base scenarios per metric and one rewrite per demographic combination. Every answer
+comes back through structured output and is validated; an unusable answer is re-asked a bounded
+number of times with the problem shown. All calls go through the engine's response cache, so an
+interrupted run resumes without paying again.
+
+The files written: the `metrics:` block of benchmark.yaml (edited as text, so the author's comments and
+keys survive), scenarios.json (rows checked against their schema; the demographic rewrite of the
+persona is stored in `persona`) and cost.json. Each command prints a one-line report or one error line.
+"""
 
 from __future__ import annotations
 
@@ -49,8 +57,6 @@ from pytest_evalbench.llm.costs import update_cost_file
 from pytest_evalbench.llm.engine import PRIORITY, Engine, EngineSettings
 from pytest_evalbench.llm.structured import MAX_ATTEMPTS
 from pytest_evalbench.llm.types import Endpoint, Usage
-
-# ---------------------------------------------------------------- from authoring.generate
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -262,8 +268,6 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
                           "variants)")
 
 
-# ---------------------------------------------------------------- from authoring.cli
-
 _PYTEST_TO_CLI = ((re.compile(r"--evalbench-cache=(\w+)"), r"--cache \1"),
                   (re.compile(r"--evalbench-base-url\b"), "--base-url"),
                   (re.compile(r"--evalbench-(?:user|judge)-model\b"), "--model"),
@@ -293,8 +297,6 @@ def run_command(command: str, name: str, options: AuthoringOptions) -> int:
         print(f"next: review {summary.path}, then run: pytest --benchmark={name}")
     return 0
 
-
-# ---------------------------------------------------------------- from authoring.metrics_file
 
 COST_FILE = "cost.json"
 _METRICS_KEY_RE = re.compile(r"""^(?:metrics|"metrics"|'metrics')[ \t]*:(?:[ \t]|\r?\n|$)""")

@@ -1,14 +1,10 @@
-"""Pydantic models of benchmark.yaml and of the pieces both benchmark kinds share (messages,
-tool calls, cost entries). Kind-specific rows live in `scenarios/models.py` and `dataset/`; the
-gate's rules (`thresholds:`, `gate:`, `judge:`) in `spec_rules.py`.
+"""Pydantic models of benchmark.yaml: the benchmark, its roles and targets, metrics and their
+deterministic checks, generation and scenario settings, prices, and the gate's rules (`thresholds:`,
+`gate:`, `judge:`); plus the pieces both benchmark kinds share (messages, tool calls, cost entries).
+Kind-specific rows live in the kinds (`kinds/scenarios/models.py`, `kinds/dataset/`).
 
 The JSON Schemas in `pytest_evalbench/schemas/` are generated from these models.
 """
-# MERGED DOC (spec_rules): """Pydantic models of benchmark.yaml's rules for the gate: `thresholds:` (per target and per
-# metric), `gate:` (how the exit status is decided) and `judge:` (how far the judge is trusted).
-#
-# The JSON Schema of benchmark.yaml (`pytest_evalbench/schemas/`) is generated from these models too.
-# """
 
 from __future__ import annotations
 
@@ -19,8 +15,6 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from pytest_evalbench.base.safe_text import MASK, check_base_url, header_problem, redact_data, secret_params, strip_credentials
 from pytest_evalbench.formats import Input, Int, Num, Strict
-
-# ---------------------------------------------------------------- from spec_rules
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -98,8 +92,6 @@ class JudgeConfig(Input):
     """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
     sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule
     not evaluated, with the reason."""
-# ---------------------------------------------------------------- from spec
-
 MAX_ID_LENGTH = 100
 SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
 """Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids. Always

@@ -1,54 +1,49 @@
-"""Small-sample statistics for CI gating: pure functions, stdlib only (no scipy, no pytest).
+"""Statistics for small evaluation runs: pure functions, stdlib only (no scipy, no pytest).
 
-LLM evaluation runs are small (tens of cases per metric), so every comparison with a baseline is
-an exact (or, for large samples, a standard large-sample) paired test, and the p-values of one run
-are adjusted together for multiplicity before any of them may fail a build. Choices:
+LLM evaluation runs are small (tens of cases per metric), so every comparison with a baseline is an
+exact (or, for large samples, a standard large-sample) paired test, and the p-values of one run are
+adjusted together for multiplicity before any of them may fail a build. Choices:
 
 * one proportion: Wilson score interval (Wilson 1927), shown next to every rate;
-* paired pass/fail (same cases, baseline vs current): one-sided exact McNemar test, i.e. the
-  binomial test of the b pass->fail flips among the b + c discordant pairs at p = 1/2. Exact, so its
-  size never exceeds alpha (the mid-p variant is available but not the default: it can);
+* paired pass/fail (same cases, baseline vs current): one-sided exact McNemar test, i.e. the binomial
+  test of the b pass->fail flips among the b + c discordant pairs at p = 1/2. Exact, so its size never
+  exceeds alpha (the mid-p variant is available but not the default: it can);
 * paired scores (dataset evals, 1..5): one-sided Wilcoxon signed-rank test (zeros dropped; exact
   permutation distribution with mid-ranks for up to EXACT_MAX non-zero pairs, normal approximation
   with the tie correction above), plus a seeded paired bootstrap interval of the mean difference;
-* multiplicity: Holm (1979) step-down (controls the family-wise error rate under any dependence)
-  or Benjamini-Hochberg (1995) step-up (controls the false discovery rate; an option).
+* multiplicity: Holm (1979) step-down (controls the family-wise error rate under any dependence) or
+  Benjamini-Hochberg (1995) step-up (controls the false discovery rate; an option).
+
+Agreement between a judge and human labels: exact agreement, Cohen's kappa (quadratic-weighted for
+ordinal 1-5 scores) and a 95% interval by a seeded percentile bootstrap (deterministic). Kappa compares
+the observed agreement with the agreement expected by chance from the two marginals, so a judge that
+always answers "present" scores 0 however often the labels are "present", and a perfect judge scores 1.
+Kappa is undefined (None) when chance agreement is already total (both raters used a single, same
+category).
+
+Pass rates corrected for the judge's known errors (Rogan-Gladen 1978), with a delta-method interval.
+With a calibration on file, the judge's sensitivity (present labels it calls present) and specificity
+(absent labels it calls absent) per metric come from calibration.json's confusion matrix. If the judge
+reports the behaviour in a share p of the rows, the prevalence of the behaviour is estimated as::
+
+    pi = (p + specificity - 1) / (sensitivity + specificity - 1)      clipped to [0, 1]
+
+A positive metric passes when the behaviour is present (pass rate = pi), a negative one when it is
+absent (pass rate = 1 - pi). The correction is undefined when sensitivity + specificity <= 1 (the judge
+is no better than chance) or either is not estimable (no labelled example of that class). Only
+judge-decided rows are corrected: a row a deterministic check decided is taken as it is, so a rate over
+k_c check-passed of n_c check rows and n_j judge rows with corrected pass rate r_j is
+(k_c + n_j r_j) / (n_c + n_j); rates pooled over several metrics combine each metric's corrected judge
+rows the same way, weighted by their row counts. Interval: delta method with three independent
+binomials per metric (the run's share p over its judge rows, the calibration's sensitivity and
+specificity over its labelled examples)::
+
+    Var(pi) = [p~(1-p~)/(n+4) + pi^2 se~(1-se~)/(n_pos+4) + (1-pi)^2 sp~(1-sp~)/(n_neg+4)] / J^2
+
+with J = sensitivity + specificity - 1 and x~ = (successes + 2) / (trials + 4) (Agresti-Coull), so a
+perfect calibration or a 0/n run still carries uncertainty. Pooled: Var = sum (n_j/N)^2 Var(pi_m). The
+95% interval is the estimate +- 1.96 sd, clipped to [0, 1].
 """
-# MERGED DOC (calibration.stats): """Agreement between a judge and human labels: exact agreement, Cohen's kappa (quadratic-weighted
-# for ordinal 1-5 scores) and a 95% interval by a seeded percentile bootstrap (deterministic).
-#
-# Kappa compares the observed agreement with the agreement expected by chance from the two
-# marginals, so a judge that always answers "present" scores 0 however often the labels are
-# "present", and a perfect judge scores 1. Kappa is undefined (None) when chance agreement is
-# already total (both raters used a single, same category).
-# """
-# MERGED DOC (correction): """Pass rates corrected for the judge's known errors (Rogan-Gladen), with a delta-method interval.
-#
-# The judge decides whether a behaviour is *present*. With a calibration on file, its sensitivity
-# (present labels it calls present) and specificity (absent labels it calls absent) per metric come from
-# calibration.json's confusion matrix. If the judge reports the behaviour in a share p of the rows, the
-# prevalence of the behaviour is estimated by Rogan-Gladen (1978)::
-#
-#     pi = (p + specificity - 1) / (sensitivity + specificity - 1)      clipped to [0, 1]
-#
-# A positive metric passes when the behaviour is present (pass rate = pi), a negative one when it is
-# absent (pass rate = 1 - pi). The correction is undefined when sensitivity + specificity <= 1 (the
-# judge is no better than chance) or either is not estimable (no labelled example of that class).
-#
-# Only judge-decided rows are corrected: a row a deterministic check decided is taken as it is, so a
-# rate over k_c check-passed of n_c check rows and n_j judge rows with corrected pass rate r_j is
-# (k_c + n_j r_j) / (n_c + n_j); rates pooled over several metrics combine each metric's corrected
-# judge rows the same way, weighted by their row counts.
-#
-# Interval: delta method with three independent binomials per metric (the run's share p over its
-# judge rows, the calibration's sensitivity and specificity over its labelled examples)::
-#
-#     Var(pi) = [p~(1-p~)/(n+4) + pi^2 se~(1-se~)/(n_pos+4) + (1-pi)^2 sp~(1-sp~)/(n_neg+4)] / J^2
-#
-# with J = sensitivity + specificity - 1 and x~ = (successes + 2) / (trials + 4) (Agresti-Coull), so a
-# perfect calibration or a 0/n run still carries uncertainty. Pooled: Var = sum (n_j/N)^2 Var(pi_m).
-# The 95% interval is the (clipped) estimate +- 1.96 sd, clipped to [0, 1]. Pure functions, stdlib only.
-# """
 
 from __future__ import annotations
 
@@ -58,8 +53,6 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Literal
-
-# ---------------------------------------------------------------- from gate.stats
 
 Z95 = 1.959964
 EXACT_MAX = 60
@@ -267,8 +260,6 @@ def case_verdict(k: int, n: int, threshold: float = 0.5, z: float = Z95) -> Verd
     return "inconclusive"
 
 
-# ---------------------------------------------------------------- from calibration.stats
-
 BOOTSTRAP = 2000
 SEED = 20240615
 
@@ -346,8 +337,6 @@ def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: 
         "confusion": confusion,
     }
 
-
-# ---------------------------------------------------------------- from correction
 
 UNDEFINED = "sensitivity + specificity ≤ 1"
 

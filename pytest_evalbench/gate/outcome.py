@@ -1,27 +1,23 @@
-"""The end-of-session verdict for CI: thresholds, baseline comparison, per-case verdicts, exit code.
+"""The end-of-session decision for CI: thresholds, baseline comparison, per-case verdicts, completeness,
+the exit status, and their wording.
 
-`evaluate_gate` is a pure function of in-memory rows and returns one `GateOutcome`, which both
-prints the summary and decides the exit status, so the two cannot disagree. Exit codes
-(documented in docs/reference/exit-codes.md): 0 ok; 1 case failures (with `gate: cases`; with
-num_samples > 1 a case fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
-significant drop against the baseline); 7 incomplete (endpoint errors, unscored judgments, budget
-stop, replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run
-cannot clear or convict a build. Baseline and HTML file I/O are the two small functions at the end.
+`evaluate_gate` is a pure function of in-memory rows and returns one `GateOutcome`, which both prints
+the summary and decides the exit status, so the two cannot disagree. Exit codes (documented in
+docs/reference/exit-codes.md): 0 ok; 1 case failures (with `gate: cases`; with num_samples > 1 a case
+fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
+significant drop against the baseline); 7 incomplete (endpoint errors, unscored judgments, budget stop,
+replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run cannot
+clear or convict a build.
+
+Completeness is the run's one promise to CI: every selected item ends either as a scored row
+(passed/failed) or as an incompleteness with a reason (an error of any kind, a skip, or never having
+reported at all); exit 0/1/6 is allowed only when `Completeness.reasons()` is empty.
+
+The gate words its decision once, here: a `GateVerdict` holds the `GateOutcome` as it is, with the
+verdict word and the reason; render/ reads its typed fields and never parses a string back. The flip
+keys the comparison pairs on are read back into typed `Flip`s here only, where the gate's key format
+(`OutcomeRow.key`) is known.
 """
-# MERGED DOC (gate.verdict): """The gate's outcome as people read it: the verdict word and the reason, beside the typed outcome.
-#
-# gate/ decides (`GateOutcome`) and words its decision once, here; a `GateVerdict` holds that outcome
-# as it is (no copied fields), and render/ reads its typed fields and never parses a string back
-# (issue 26). The flip keys the comparison pairs on are read back
-# into typed `Flip`s in this module only, the one that knows the gate's key format (`OutcomeRow.key`).
-# """
-# MERGED DOC (completeness): """The run's one promise to CI, kept in one place: every selected item is scored or counted.
-#
-# Every selected item ends either as a scored row (passed/failed) or as an incompleteness with a
-# reason: an error of any kind (the plugin's own, a crash of app or user code, a dead worker),
-# a skip, or never having reported at all (interrupted, worker lost). Exit 0/1/6 is allowed only
-# when `reasons()` is empty. Pytest-free: the plugin feeds it item ids and report facts.
-# """
 
 from __future__ import annotations
 
@@ -40,8 +36,6 @@ from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
 from pytest_evalbench.gate.rules import RuleResult, check_thresholds
 from pytest_evalbench.kinds.protocol import KindResults
-
-# ---------------------------------------------------------------- from gate.outcome
 
 EXIT_REGRESSION = 6
 EXIT_INCOMPLETE = 7
@@ -227,8 +221,6 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOu
         outcome.baseline_files.append(settings.save_baseline)
 
 
-# ---------------------------------------------------------------- from gate.verdict
-
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
               5: "no tests collected", 6: "regression", 7: "incomplete"}
 
@@ -382,8 +374,6 @@ def _verdict(view: GateOutcome, exit_code: int, failed: int) -> tuple[str, str]:
         return "failed", f"{cases} (gate: cases fails the build on any failed case){rules}"
     return "passed", f"every case passed (gate: cases){rules}"
 
-
-# ---------------------------------------------------------------- from completeness
 
 SCORED = ("passed", "failed")
 NOT_RUN = "not run"

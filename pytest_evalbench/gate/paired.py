@@ -1,17 +1,13 @@
-"""The paired, multiplicity-corrected comparison of a run with its baseline, and the compare rule.
+"""Baselines and the paired, multiplicity-corrected comparison of a run with its baseline, and the
+compare rule.
 
-Every comparison pairs the cases both runs scored; the tests of one run form one family whose
-p-values are adjusted together (Holm by default). Pure functions; no I/O, no pytest.
+A baseline file holds a run's per-unit outcomes and scores: outcome rows (`OutcomeRow`: target, id,
+metric_id, sample, passed; passed None = unscored), one pass/fail unit each, keyed
+`<target>|<id>|<metric_id>|<sample>`; and score rows (`EvalScore`): numeric per-eval scores of dataset
+cases on a 1..5 scale, keyed `<target>|<id>|<metric_id>`. Every comparison pairs the cases both runs
+scored; the tests of one run form one family whose p-values are adjusted together (Holm by default).
+Pure functions; no I/O, no pytest.
 """
-# MERGED DOC (gate.baseline): """Baseline files: this run's per-unit outcomes and scores saved for later runs, and their validation.
-#
-# Pure functions over in-memory rows; no I/O, no pytest. The gate reads two kinds of rows:
-#
-# * outcome rows (`rows.OutcomeRow`: target, id, metric_id, sample, passed; passed None =
-#   unscored): one pass/fail unit each, keyed `<target>|<id>|<metric_id>|<sample>`;
-# * score rows (`rows.EvalScore`): numeric per-eval scores of dataset cases on a 1..5 scale,
-#   keyed `<target>|<id>|<metric_id>`.
-# """
 
 from __future__ import annotations
 
@@ -23,8 +19,6 @@ from typing import Any, Literal
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
 from pytest_evalbench.formats.stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
-
-# ---------------------------------------------------------------- from gate.paired
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
 POOLED = "(pooled)"
@@ -269,8 +263,6 @@ def meta_warnings(baseline: dict[str, Any], current: dict[str, Any]) -> list[str
             out.append(f"{key} differs from the baseline: {_short(old)} -> {_short(new)}")
     return out
 
-
-# ---------------------------------------------------------------- from gate.baseline
 
 BASELINE_SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)

@@ -1,20 +1,17 @@
-"""Judge panels and self-consistency: several judges (`evaluator_models`) and/or several samples
-per judge (`judge: {samples: k}`) vote; the verdict is the majority (the lower median for 1-5
-scores) and the share of votes that agree with it is reported.
+"""Judges: panels and self-consistency, and how far calibration lets a judge be trusted.
 
-Every vote is an ordinary engine call, so it is cached and counted in cost like any other. Vote
-`j` of a row judged for conversation sample `s` uses the cache sample `s + j * SAMPLE_STRIDE`
+Several judges (`evaluator_models`) and/or several samples per judge (`judge: {samples: k}`) vote; the
+verdict is the majority (the lower median for 1-5 scores) and the share of votes that agree with it is
+reported. Every vote is an ordinary engine call, so it is cached and counted in cost like any other.
+Vote `j` of a row judged for conversation sample `s` uses the cache sample `s + j * SAMPLE_STRIDE`
 (j = 0 keeps `s`, so a single judge's cache entries are those of a run without a panel).
-No pytest import.
+
+A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
+calibration entry (calibration.json, written by `--evalbench-calibrate`) has a kappa that is undefined
+or below `judge: {min_kappa}`, when it was calibrated for another judge, or (with
+`require_calibration: true`) when it has no entry. Its failures are still shown, but as xfailed items
+and outside the gate's numbers, with the reason in the summary.
 """
-# MERGED DOC (reliability): """Which metrics' judges may not convict the build: `judge: {min_kappa, require_calibration}`
-# against the calibration.json that `--evalbench-calibrate` wrote.
-#
-# A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
-# calibration entry's kappa is undefined or below `min_kappa`, when it was calibrated for another
-# judge, or (with `require_calibration: true`) when it has no entry. Its failures are still shown,
-# but as xfailed items and outside the gate's numbers, with the reason in the summary.
-# """
 
 from __future__ import annotations
 
@@ -29,8 +26,6 @@ from typing import Any, Generic, TypeVar
 from pytest_evalbench.base.files import read_rows
 from pytest_evalbench.formats.stats import JudgeAccuracy
 from pytest_evalbench.llm.types import Endpoint
-
-# ---------------------------------------------------------------- from panel
 
 SAMPLE_STRIDE = 1_000_000
 V = TypeVar("V", bool, int)
@@ -130,8 +125,6 @@ def agreement_lines(pairs: list[tuple[str, float | None]]) -> list[str]:
     return [f"judge agreement {name}: {sum(v) / len(v):.2f} mean over {len(v)} row{'s' if len(v) != 1 else ''}"
             for name, v in sorted(groups.items())]
 
-
-# ---------------------------------------------------------------- from reliability
 
 RESULT_FILE = "calibration.json"
 """What `--evalbench-calibrate` writes beside benchmark.yaml (calibration/) and later runs read here."""

@@ -1,10 +1,10 @@
-"""The per-process run context both kinds share: engine and cache, role endpoints, targets.
+"""The per-process run context every kind shares: the settings the command line decides, the engine and
+its cache, the role endpoints and the targets.
 
-The pytest layer builds one `BenchmarkRun` per process; the kind (see `kinds.py`) asks it for the
-engine, the user model, the judge and the targets. Nothing here imports pytest.
+The pytest layer resolves its options into one `RunSettings` (the command line shares it) and builds
+one `BenchmarkRun` per process; the kind asks it for the engine, the user model, the judge and the
+targets, and calls `preflight` before the first call.
 """
-# MERGED DOC (settings): """Run settings: everything the command line decides, resolved once and free of pytest so the CLI
-# and the plugin share it."""
 
 from __future__ import annotations
 
@@ -35,8 +35,6 @@ from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings
-
-# ---------------------------------------------------------------- from run
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 ROLE_OPTIONS = {"user_model": "--evalbench-user-model", "evaluator_model": "--evalbench-judge-model"}
@@ -275,8 +273,6 @@ class BenchmarkRun:
                                      f"{', '.join(dict.fromkeys(known))}", row="thresholds",
                                      field=f"per_target.{target_id}")
 
-
-# ---------------------------------------------------------------- from settings
 
 @dataclass
 class RunSettings:

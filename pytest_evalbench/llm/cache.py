@@ -1,24 +1,25 @@
-"""Content-addressed record/replay cache of LLM responses: one JSON file per call.
+"""The response cache: content-addressed record/replay of LLM responses, one JSON file per call, and the
+layer in front of the network that uses it.
 
-The key is the sha256 of the canonical JSON of everything that changes the output (endpoint
-identity, model, messages, parameters, response format, sample index, re-ask attempt) and never
-the API key. Files are written atomically (temp file + os.replace), so concurrent xdist workers
-never see half an entry. A replayed entry is verified first: it must be stored under its own key,
-its request must hash to that key (an entry copied over another one is caught) and its response
-must be a usable completion, and its `digest` (sha256 of the canonical JSON of key, request and
-response) must match; otherwise `get` raises `CorruptEntry` (the engine refetches and overwrites
-it, or names the file in replay mode). Empty answers are never written.
+The key is the sha256 of the canonical JSON of everything that changes the output (endpoint identity,
+model, messages, parameters, response format, sample index, re-ask attempt) and never the API key.
+Files are written atomically (temp file + os.replace), so concurrent xdist workers never see half an
+entry. A replayed entry is verified first: it must be stored under its own key, its request must hash
+to that key (an entry copied over another one is caught) and its response must be a usable completion,
+and its `digest` (sha256 of the canonical JSON of key, request and response) must match; otherwise
+`get` raises `CorruptEntry` (the engine refetches and overwrites it, or names the file in replay mode).
+Empty answers are never written.
 
-The digest catches an entry edited by hand (a replayed verdict changed in a pull request, a
-merge that mangled a file). It is not a signature: whoever rewrites an entry can recompute it, so
-an entry without one (written before digests existed, as the committed demo cache) still replays;
-dropping the field is no weaker than recomputing it. Entries are written with ASCII escapes, so
-any text, even a lone surrogate, is stored and read back as it was; a file that cannot be read
-or decoded is a corrupt entry, never a crash.
+The digest catches an entry edited by hand (a replayed verdict changed in a pull request, a merge that
+mangled a file). It is not a signature: whoever rewrites an entry can recompute it, so an entry without
+one (written before digests existed) still replays; dropping the field is no weaker than recomputing it.
+Entries are written with ASCII escapes, so any text, even a lone surrogate, is stored and read back as
+it was; a file that cannot be read or decoded is a corrupt entry, never a crash.
+
+In front of the network (`CachedCalls`): a verified lookup, the replay-mode miss, single flight
+(identical calls in flight share one request), writes of new answers on a writer thread, and the rule
+that no secret of the run is ever written to the cache or shown in an answer.
 """
-# MERGED DOC (llm.memo): """The cache layer in front of the network: a verified lookup, the replay-mode miss, single flight
-# (identical calls in flight share one request), write-behind of new answers on a writer thread, and
-# the rule that no secret of the run is ever written to the cache or shown in an answer."""
 
 from __future__ import annotations
 
@@ -37,8 +38,6 @@ from pytest_evalbench.base.errors import CacheMiss, LLMError
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, version_problem
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
-
-# ---------------------------------------------------------------- from llm.cache
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -290,8 +289,6 @@ class ResponseCache:
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
         atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)
 
-
-# ---------------------------------------------------------------- from llm.memo
 
 def redacted(completion: Completion) -> Completion:
     """The completion with the run's secrets masked in its text and tool calls (an endpoint that

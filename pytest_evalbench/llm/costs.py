@@ -1,10 +1,10 @@
-"""Dollar prices per million tokens, overridable per model in benchmark.yaml (`pricing:`).
+"""Prices and usage: dollar prices per million tokens (overridable per model in benchmark.yaml's
+`pricing:`), the usage files (`.usage.json`: usage per row and phase, so a rerun of some rows keeps the
+others' cost) and the phases of `cost.json`, which both kinds write.
 
-Unknown models cost 0.0 but are reported in the terminal summary, so a missing price is never
-silent (the original pipeline hid it); `--evalbench-max-cost` cannot limit them (see `budget.py`).
+Unknown models cost 0.0 but are named in the terminal summary, so a missing price is never silent;
+`--evalbench-max-cost` cannot limit them (see `limits.Budget`).
 """
-# MERGED DOC (costs): """Usage ledgers (`.usage.json`: usage per row and phase, so a rerun of some rows keeps the others'
-# cost) and the phases of `cost.json`, which both kinds write."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from typing import Any
 from pytest_evalbench.base.files import dump_json, read_result, versioned
 from pytest_evalbench.formats.spec import PhaseCost
 from pytest_evalbench.llm.types import Usage
-
-# ---------------------------------------------------------------- from llm.pricing
 
 # (input $, output $) per million tokens; public list prices.
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {
@@ -55,8 +53,6 @@ class PriceTable:
             return 0.0
         return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
 
-
-# ---------------------------------------------------------------- from costs
 
 USAGE_LEDGER = ".usage.json"
 

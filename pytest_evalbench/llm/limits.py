@@ -1,40 +1,30 @@
 """Admission of one request: what it waits for before it is sent, and what it gives back after.
 
-In order: the endpoint's adaptive concurrency (rate_limit.py), a slot of the global priority
-semaphore (at most `concurrency` requests in flight, the most urgent waiter first), the shared
-request rate, the token rate, the endpoint's start slot in the machine-wide view of its limits
-(shared_limits.py), and the budget's reservation of the call's worst-case price (budget.py).
-After the answer (or the failure) the reservation is settled at the real price, the token
-estimate corrected, and what the answer says about the endpoint's limits (429, Retry-After,
-x-ratelimit-* headers) goes into the shared view, pacing every process.
+In order: the endpoint's adaptive concurrency (cut by 429s), a slot of the global priority semaphore (at
+most `concurrency` requests in flight, the most urgent waiter first), the user's shared request rate,
+the token rate, the endpoint's start slot in the machine-wide view of its limits (shared_limits.py), and
+the budget's reservation of the call's worst-case price. After the answer (or the failure) the
+reservation is settled at the real price, the token estimate corrected, and what the answer says about
+the endpoint's limits (429, Retry-After, x-ratelimit-* headers) goes into the shared view, pacing every
+process.
+
+Rate limits the user sets: requests per minute shared by every process on the machine (xdist workers
+included), each request reserving the next free slot in a small state file under an exclusive
+`filelock`, then sleeping until its slot (a crashed worker leaves nothing locked); tokens per minute per
+process.
+
+The budget (`--evalbench-max-cost`): every call reserves its worst-case price before it is sent and
+settles with its priced usage after, so the calls on the network can never together spend more than is
+left. Worst case of one request (`worst_case_tokens`): one input token per byte of the JSON body sent (a
+byte-level tokenizer's token covers at least one byte; the JSON quoting around each message outweighs
+the few template tokens a chat format adds) and its `max_completion_tokens` or `max_tokens` times `n`
+output tokens, or `DEFAULT_OUTPUT_CAP` when the request sets none. A call whose reservation does not fit
+next to what is spent and reserved waits for the calls in flight to settle; once it cannot fit even with
+nothing in flight, the budget is reached: that call and every later one is refused with
+`BudgetExhausted` (the row is an error, the run exit 7). Under xdist all workers keep one ledger: a small
+JSON file under an exclusive `filelock`, made by the controller for the session; a single process keeps
+it in memory. A model with no price reserves and costs $0 (the summary names it).
 """
-# MERGED DOC (llm.rate_limit): """Rate limits the user sets: requests per minute shared by every process on the machine (xdist
-# workers included), tokens per minute per process; and concurrency that adapts to 429s per endpoint.
-# What the provider says about its own limits is in shared_limits.py (headers: rate_headers.py).
-#
-# Each request reserves the next free slot in a tiny state file under an exclusive `filelock` (fcntl on
-# POSIX, msvcrt on Windows), then sleeps until its slot: the spacing holds across workers without a
-# coordinator, and a crashed worker leaves nothing locked (the OS drops the lock with the process).
-# """
-# MERGED DOC (llm.budget): """`--evalbench-max-cost` kept: every call reserves its worst-case price before it is sent and
-# settles with its priced usage after, so the calls on the network can never together spend more
-# than is left.
-#
-# Worst case of one request (`worst_case_tokens`): one input token per byte of the JSON body sent
-# (a byte-level tokenizer's token covers at least one byte; the JSON quoting around each message
-# outweighs the few template tokens a chat format adds) and its `max_completion_tokens` or
-# `max_tokens` times `n` output tokens, or `DEFAULT_OUTPUT_CAP` when the request sets none.
-#
-# A call whose reservation does not fit next to what is spent and reserved waits for the calls in
-# flight to settle (they usually cost far less than their worst case); once it cannot fit even with
-# nothing in flight, the budget is reached: that call and every later one is refused with
-# `BudgetExhausted` (the row is an error, the run exit 7). The total can then exceed the limit only
-# by what servers report beyond the worst case of their request (more output than `max_tokens`).
-#
-# Under xdist all workers keep one ledger: a small JSON file under an exclusive `filelock`, made by
-# the controller for the session (`FileLedger`); a single process keeps it in memory. A model with
-# no price reserves and costs $0, so the budget cannot limit it (the summary names it).
-# """
 
 from __future__ import annotations
 
@@ -56,8 +46,6 @@ from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
 from pytest_evalbench.llm.transport import Failure
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
-
-# ---------------------------------------------------------------- from llm.limits
 
 LOCAL_SLOTS = 1
 """Requests in flight to the embedded llama.cpp server: it answers one at a time, so more would only
@@ -219,8 +207,6 @@ class Admission:
             self.limits.shared.learn(self.limits.key(self.endpoint), parse(failure.headers), limited=self.limited)
 
 
-# ---------------------------------------------------------------- from llm.rate_limit
-
 class SharedRateLimit:
     """At most `per_minute` request starts per minute across all processes using `path`."""
 
@@ -337,8 +323,6 @@ class TokenRate:
     def correct(self, estimated: int, actual: int) -> None:
         self._due += (actual - estimated) / self.per_second
 
-
-# ---------------------------------------------------------------- from llm.budget
 
 DEFAULT_OUTPUT_CAP = 4096
 """Output tokens reserved for a request that sets neither `max_tokens` nor `max_completion_tokens`

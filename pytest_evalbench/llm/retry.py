@@ -1,32 +1,29 @@
-"""Attempts of one request: the no-key check, a circuit breaker per endpoint (breaker.py), classification of
-failures, backoff (the server's Retry-After when it sends one) and the retry budget in seconds. Each
-attempt goes through the limits (limits.py) and is sent by the transport; tenacity's `AsyncRetrying`
-runs the attempts with the policy's callables (`_Call`).
+"""Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of failures,
+backoff (the server's Retry-After when it sends one) and the retry budget in seconds. Each attempt goes
+through the limits (limits.py) and is sent by the transport; tenacity's `AsyncRetrying` runs the
+attempts with the policy's callables (`_Call`).
 
-A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process),
-so the call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the
-call's start) is spent; only then is it an error, "still rate limited". `max_attempts` counts the
-other failures only."""
-# MERGED DOC (llm.breaker): """Circuit breaker per endpoint: an endpoint that keeps failing fails the rest of the run at once.
-#
-# Without it every call to a dead endpoint pays its whole retry backoff (500 items answered HTTP 500
-# took ~22 s, against ~2 s for 500 answered items). The rule:
-#
-# - a failed attempt counts when it is a connection failure, or a server error (HTTP 5xx, 408, 409)
-#   answered to a retry: the endpoint still failed after a backoff (a call's first attempt answered
-#   5xx neither counts nor resets, so a burst of concurrent first attempts refused by an overloaded
-#   server proves nothing alone); any answer resets the count (a 429, a timeout or a 4xx neither
-#   counts nor resets it);
-# - connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
-#   broken model does not stop the others served by the same URL);
-# - the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
-# - an open circuit stays open for the rest of the process: every later call to that endpoint fails
-#   without sending anything, and calls sleeping in a retry backoff for it wake at once (`pause`), so
-#   failing items cost no more than answered ones. A circuit opened by refused connections raises exactly the refusal that
-#   opened it (so a dead endpoint is one error group in the summary, however many calls were in
-#   flight); one opened by server errors raises `LLMError("endpoint down: <the failure>")`. Its rows
-#   are errors, the run exits 7 and last_run.json names the reason.
-# """
+A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process), so the
+call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the call's start) is
+spent; only then is it an error, "still rate limited". `max_attempts` counts the other failures only.
+
+The circuit breaker makes an endpoint that keeps failing fail the rest of the run at once, so failing
+items cost no more than answered ones:
+
+- a failed attempt counts when it is a connection failure, or a server error (HTTP 5xx, 408, 409)
+  answered to a retry: the endpoint still failed after a backoff (a call's first attempt answered 5xx
+  neither counts nor resets, so a burst of concurrent first attempts refused by an overloaded server
+  proves nothing alone); any answer resets the count (a 429, a timeout or a 4xx neither counts nor
+  resets it);
+- connection failures are counted per endpoint (base URL), server errors per endpoint and model (one
+  broken model does not stop the others served by the same URL);
+- the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
+- an open circuit stays open for the rest of the process: every later call to that endpoint fails
+  without sending anything, and calls sleeping in a retry backoff for it wake at once (`pause`). A
+  circuit opened by refused connections raises exactly the refusal that opened it (so a dead endpoint is
+  one error group in the summary); one opened by server errors raises `LLMError("endpoint down: <the
+  failure>")`. Its rows are errors, the run exits 7 and last_run.json names the reason.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +42,6 @@ from pytest_evalbench.llm.limits import Limits
 from pytest_evalbench.llm.transport import Failure, Transport, classify
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
 
-# ---------------------------------------------------------------- from llm.retry
 
 class Refused(Exception):
     """An attempt failed (`_Call.last` says how)."""
@@ -172,8 +168,6 @@ class _Call:
             why = f" (gave up after {self.failed} attempts: retry budget {budget:.0f}s exhausted)"
         return LLMError(failure.kind, failure.message + why, role=self.role, model=self.endpoint.model)
 
-
-# ---------------------------------------------------------------- from llm.breaker
 
 @dataclass
 class _Streak:

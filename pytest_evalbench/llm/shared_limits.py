@@ -1,31 +1,28 @@
-"""One view of each endpoint's rate limits for every process on the machine (xdist workers, and
-other runs against the same endpoint, included): what one process learns from an answer paces all.
+"""One view of each endpoint's rate limits for every process on the machine (xdist workers, and other runs
+against the same endpoint, included): what one process learns from an answer paces all.
 
-The view is a small JSON file (`.endpoint-limits` in the cache directory) changed under an
-exclusive `filelock` and replaced atomically, so a reader without the lock never sees half of it.
-Per endpoint (scheme://host:port/path, credentials stripped) it keeps:
+What an answer says: `Retry-After` (seconds or an HTTP date), `retry-after-ms`, and OpenAI's
+`x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (the reset in Go's duration format: "1s",
+"6m0s", "20ms", "1h2m3.5s"). Every value is hostile: a header longer than `MAX_HEADER_CHARS` is ignored,
+numbers must be finite and not negative, and every wait is capped (`MAX_WAIT`).
 
-- `next`: the wall-clock time of the next free start slot; each request reserves one and sleeps
-  until it, so starts are spaced by `interval` across all processes;
-- `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 2% margin: the
-  sustained rate the provider grants, once no more than 10% of the limit remains: a burst the
-  provider grants is used), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, alike),
-  `spread` (the remaining requests or tokens spread over the time to their reset, until then) and
-  `backoff`, learned from 429s without such headers (AIMD: a 429 stretches it 1.4-fold, at most
-  once per round; each success shortens it by 0.3%);
+The view is a small JSON file (`.endpoint-limits` in the cache directory) changed under an exclusive
+`filelock` and replaced atomically, so a reader without the lock never sees half of it. Per endpoint
+(scheme://host:port/path, credentials stripped) it keeps:
+
+- `next`: the wall-clock time of the next free start slot; each request reserves one and sleeps until
+  it, so starts are spaced by `interval` across all processes;
+- `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 2% margin: the sustained
+  rate the provider grants, once no more than 10% of the limit remains: a burst the provider grants is
+  used), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, alike), `spread` (the remaining
+  requests or tokens spread over the time to their reset, until then) and `backoff`, learned from 429s
+  without such headers (AIMD: a 429 stretches it 1.4-fold, at most once per round; each success shortens
+  it by 0.3%);
 - `hold`: no start before then (Retry-After of a 429, or a window reported used up).
 
-An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file,
-no lock. Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
+An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock.
+Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
 """
-# MERGED DOC (llm.rate_headers): """What a provider's answer says about its rate limits: `Retry-After` (seconds or an HTTP date),
-# `retry-after-ms`, and OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` (the reset
-# in Go's duration format: "1s", "6m0s", "20ms", "1h2m3.5s").
-#
-# Every value is hostile: a header longer than `MAX_HEADER_CHARS` is ignored, numbers must be
-# finite and not negative, and every wait is capped (`MAX_WAIT`), so a server cannot park a run for
-# a day or crash it with "nan" or "1e999".
-# """
 
 from __future__ import annotations
 
@@ -43,8 +40,6 @@ from urllib.parse import urlsplit
 
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import strip_credentials
-
-# ---------------------------------------------------------------- from llm.shared_limits
 
 if TYPE_CHECKING:
     from filelock import AcquireReturnProxy, FileLock
@@ -273,8 +268,6 @@ class SharedLimits:
         """The endpoint's entry as this process sees it now (for tests and reports)."""
         return self._read().get(key)
 
-
-# ---------------------------------------------------------------- from llm.rate_headers
 
 MAX_WAIT = 120.0
 """Longest wait any header can ask for (seconds)."""

@@ -1,27 +1,25 @@
-"""One chat request over HTTP, with errors classified.
+"""One chat request over HTTP, and its failures classified.
 
 Two transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
 
-- `AiohttpTransport` (the default, `aiohttp`): raw JSON over one shared aiohttp session, the
-  request body serialised once (the engine's encoding), the response parsed once into a `Completion`.
+- `AiohttpTransport` (the default, `aiohttp`): raw JSON over one shared aiohttp session, the request
+  body serialised once (the engine's encoding), the response parsed once into a `Completion`.
 - `OpenAITransport` (`openai`): the official SDK, for endpoints that need its specifics.
 
-Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is
-bounded in count and total time, honours Retry-After and is visible in statistics.
+Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is bounded
+in count and total time, honours Retry-After and is visible in statistics. Neither follows a redirect (a
+3xx is a `RedirectRefused` naming the status and the origin it points to, never its path or query): a
+request, with its API key and headers, only ever goes to the endpoint URL the run was given. Every
+answer's body is capped (`max_bytes`, as received and as decompressed, gzip and deflate only): over it,
+the call fails with `ResponseTooLarge`, which is not retried. Both send a request through the proxy the
+environment names for its URL (`proxy_for`), never a loopback one. `openai` and `aiohttp` are imported
+when a transport is first used.
 
-Neither follows a redirect (a 3xx is a `RedirectRefused` naming the status and the origin it points
-to, never its path or query): a request, with its API key and headers, only ever goes to the
-endpoint URL the run was given. Every answer's body is capped (`max_bytes`, as received and as
-decompressed, gzip and deflate only): over it, the call fails with `ResponseTooLarge`, which is
-not retried (failures.py classifies every failure). Both send a request through the proxy the
-environment names for its URL (`proxy_for`), never a loopback one. `openai` and `aiohttp` are
-imported when a transport is first used, never when this module is imported.
+Failures are classified (`classify`): what failed (rate limited, server error, timeout, connection, bad
+response, rejected, too large), whether asking again can help, and how long the server asked to wait.
+Both transports raise into `classify`, so the retry policy sees one vocabulary; messages never carry
+request headers, and endpoint text in them is made safe and redacted.
 """
-# MERGED DOC (llm.failures): """Transport failures, classified: what failed (rate limited, server error, timeout, connection,
-# bad response, rejected, too large), whether asking again can help, and how long the server asked
-# to wait. Both transports (raw aiohttp and the SDK) raise into `classify`, so the retry policy sees
-# one vocabulary; messages never carry request headers, and endpoint text in them is sanitised and
-# redacted."""
 
 from __future__ import annotations
 
@@ -39,8 +37,6 @@ from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
 from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion, Endpoint, safe_json, safe_text
-
-# ---------------------------------------------------------------- from llm.transport
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("aiohttp", "openai")
@@ -358,8 +354,6 @@ def parse_completion(data: Any) -> Completion:
                       input_tokens=int(usage.get("prompt_tokens") or 0),
                       output_tokens=int(usage.get("completion_tokens") or 0))
 
-
-# ---------------------------------------------------------------- from llm.failures
 
 @dataclass(frozen=True)
 class Failure:

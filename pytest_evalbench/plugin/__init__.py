@@ -1,16 +1,15 @@
-"""pytest entry point (`pytest11`): options, hook specs and the session object.
+"""pytest entry point (`pytest11`): options, hook specs, the public fixtures and the session object.
 
-Every hook here is a line or two that delegates; the work lives in `session.py` (pytest glue)
-and in the pytest-free core. Without `--benchmark` the plugin registers nothing else, so normal
-test runs are unaffected and pay only for this module, `options`, `hookspecs` and `fixtures`
-(standard library and pytest): the session, the engine, pydantic models, aiohttp and openai are
-imported in `pytest_configure` once `--benchmark` is given (tests/unit/test_import_cost.py).
+Every hook here is a line or two that delegates; the work lives in `session.py` (pytest glue) and in the
+pytest-free core. Without `--benchmark` the plugin registers nothing else, so normal test runs are
+unaffected and pay only for this module, `options` and `hookspecs` (standard library and pytest): the
+session, the engine, pydantic models, aiohttp and openai are imported in `pytest_configure` once
+`--benchmark` is given (tests/unit/test_import_cost.py).
+
+The fixtures `evalbench_case` and `evalbench_record` can be overridden in a conftest.py like any pytest
+fixture; `evalbench_record` is where the LLM work of an item is awaited (it was usually prefetched long
+before the test starts).
 """
-# MERGED DOC (plugin.fixtures): """Public fixtures. Each is a thin call into the session object.
-#
-# Override them in a conftest.py like any pytest fixture; `evalbench_record` is where the LLM work
-# of an item is awaited (it was usually prefetched long before the test starts).
-# """
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from pytest_evalbench.plugin import hookspecs
 from pytest_evalbench.plugin.nodes import SESSION_KEY, CaseItem
 from pytest_evalbench.plugin.options import add_options, benchmark_hint, build_settings
 
-# ---------------------------------------------------------------- from plugin
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the `--benchmark` and `--evalbench-*` options."""
@@ -78,8 +76,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if hint:
         terminalreporter.write_line(hint, yellow=True)
 
-
-# ---------------------------------------------------------------- from plugin.fixtures
 
 @pytest.fixture
 def evalbench_case(request: pytest.FixtureRequest) -> Any:

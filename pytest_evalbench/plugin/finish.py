@@ -1,13 +1,12 @@
-"""Results: the records this session received become result files, the gate's verdict, the exit
-status and last_run.json (a role of the session; `session.py` keeps the hooks). Controller and
-single process only: workers hand their records over on the reports.
+"""The session's finish and what people see of it (roles of the session; `session.py` keeps the hooks).
+Controller and single process only: workers hand their records over on the reports.
+
+- `Results`: the records this session received become result files, the gate's decision, the exit
+  status and last_run.json;
+- `Reporting`: the run's summary, built once, and every surface people read from it: the HTML report,
+  the history line, the Markdown summary, JUnit suite properties and the terminal section;
+- `Progress`: the live progress line and the test status letters of our items.
 """
-# MERGED DOC (plugin.reporting): """Reporting: the run's summary, built once, and every surface people read from it: the HTML
-# report, the history line, the Markdown summary, JUnit suite properties and the terminal section
-# (a role of the session; `session.py` keeps the hooks). Controller and single process only.
-# """
-# MERGED DOC (plugin.progress): """Progress: the live progress line and the test status letters of our items (a role of the
-# session; `session.py` keeps the hooks). Controller and single process only."""
 
 from __future__ import annotations
 
@@ -44,8 +43,6 @@ from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.progress import Counts, ProgressReporter
 from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, write_run_running, write_run_status
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE
-
-# ---------------------------------------------------------------- from plugin.results
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
     from pytest_evalbench.gate.outcome import GateOutcome
@@ -192,8 +189,6 @@ class Results:
         return lines + [f"dropped {d}" for d in self.dropped] + list(self.judge_lines)
 
 
-# ---------------------------------------------------------------- from plugin.reporting
-
 if TYPE_CHECKING:  # the reports are imported where a controller finishes the run (workers never do)
     from pytest_evalbench.render.summary import RunSummary
 
@@ -311,8 +306,6 @@ class Reporting:
         for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
 
-
-# ---------------------------------------------------------------- from plugin.progress
 
 class Progress:
     """Counts finished items and redraws the progress line (rate-limited)."""

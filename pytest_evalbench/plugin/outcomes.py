@@ -1,18 +1,14 @@
-"""Outcomes: each item's record, status and error, from the fixture that waits for its pipeline to
-the report the controller consumes (a role of the session; `session.py` keeps the hooks).
+"""Each item's LLM work and outcome (roles of the session; `session.py` keeps the hooks).
 
-Every selected item ends scored or counted (`Completeness`); a configuration problem that hits
-every item is shown in full once.
+- `Scheduler`: the one place the plugin starts LLM work. Every item's pipeline (`kind.run_case`) reaches
+  the engine through it: `start` prefetches a run of items (a single process before the loop, an xdist
+  worker's share or data file when its first item runs), `wait` is what an item's `evalbench_record`
+  fixture blocks on (submitting the item if nothing prefetched it), `release` forgets a finished item,
+  `close` stops the engine.
+- `Outcomes`: each item's record, status and error, from the fixture that waits for its pipeline to the
+  report the controller consumes. Every selected item ends scored or counted (`Completeness`); a
+  configuration problem that hits every item is shown in full once.
 """
-# MERGED DOC (plugin.scheduling): """The one place the plugin starts LLM work (issue 26).
-#
-# Every item's pipeline (`kind.run_case`) reaches the engine through `Scheduler`: `start` prefetches
-# a run of items (a single process before the loop, an xdist worker's share or data file when its
-# first item runs), `wait` is what an item's `evalbench_record` fixture blocks on (submitting the
-# item if nothing prefetched it), `release` forgets a finished item, `close` stops the engine.
-# tests/unit/test_scheduling.py checks that no other module of the plugin calls the engine's
-# `prefetch`/`submit`.
-# """
 
 from __future__ import annotations
 
@@ -32,8 +28,6 @@ from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.terminal import transcript_text
 from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status
-
-# ---------------------------------------------------------------- from plugin.outcomes
 
 if TYPE_CHECKING:
     from pytest_evalbench.render.summary import CaseStatus
@@ -196,8 +190,6 @@ class Outcomes:
             out.append(CaseStatus(nodeid, status, reason))
         return out
 
-
-# ---------------------------------------------------------------- from plugin.scheduling
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.run import BenchmarkRun

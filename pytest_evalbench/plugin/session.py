@@ -1,32 +1,29 @@
-"""CI shards: `--evalbench-shard=K/N` runs a deterministic, balanced K-th of N parts of the items.
+"""The per-process session object: one registered plugin that keeps every hook (so hook order, `tryfirst`
+and wrappers are pytest's) and delegates each to a role:
 
-Every case of the benchmark is ranked by the sha256 of its node id and dealt round-robin over the
-N shards: every shard gets the same number of cases (give or take one), and a case's shard depends
-only on the benchmark's cases, never on collection order or on what -k, --lf or node ids select.
-Each shard writes its result files under `benchmarks/NAME/shards/K-of-N/` together with its raw
-records (`records.json`), from which `evalbench merge NAME DIR...` writes exactly the files one unsharded run would have written.
+- `selection.Selection`: which benchmark, its run and kind, which cases, collection;
+- `outcomes.Scheduler`: the one place LLM work starts;
+- `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
+- `finish.Results`: result files, gate, exit status, last_run.json;
+- `finish.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
+- `finish.Progress`: the live progress line and status letters.
+
+Registered as a plugin only with `--benchmark`. Data flow: the benchmark's kind loads the cases; items
+are scheduled on the engine ahead of the test loop; each test's `evalbench_record` fixture waits for its
+own pipeline and the kind decides its outcome; the makereport wrapper attaches the record (JSON) to the
+teardown report, which xdist forwards to the controller; the controller alone merges, writes, gates and
+sets the exit status.
+
+Two modes change what a session does. `--evalbench-estimate`: items are collected and selected as for a
+run, then the test loop stops before the first item (as `--collect-only`) and the terminal summary
+prints the estimate; nothing is called and nothing is written; under xdist it runs in the controller
+alone, so it is printed once. `--evalbench-shard=K/N` runs a deterministic, balanced K-th of N parts of
+the items: every case is ranked by the sha256 of its node id and dealt round-robin over the N shards, so
+a case's shard depends only on the benchmark's cases, never on collection order or on what -k, --lf or
+node ids select; each shard writes its result files under `benchmarks/NAME/shards/K-of-N/` with its raw
+records (`records.json`), from which `evalbench merge NAME DIR...` writes exactly the files one unsharded
+run would have written.
 """
-# MERGED DOC (plugin.session): """The per-process session object: one registered plugin that keeps every hook (so hook order,
-# `tryfirst` and wrappers are pytest's as before) and delegates each to a role:
-#
-# - `selection.Selection`: which benchmark, its run and kind, which cases, collection;
-# - `scheduling.Scheduler`: the one place LLM work starts;
-# - `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
-# - `results.Results`: result files, gate, exit status, last_run.json;
-# - `reporting.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
-# - `progress.Progress`: the live progress line and status letters.
-#
-# Registered as a plugin only with `--benchmark`. Data flow: the benchmark's kind (see `kinds.py`)
-# loads the cases; items are scheduled on the engine ahead of the test loop; each test's
-# `evalbench_record` fixture waits for its own pipeline and the kind decides its outcome; the
-# makereport wrapper attaches the record (JSON) to the teardown report, which xdist forwards to the
-# controller; the controller alone merges, writes, gates and sets the exit status.
-# """
-# MERGED DOC (plugin.estimate): """`--evalbench-estimate` in pytest: items are collected and selected as for a run (`-k`, node ids,
-# `--evalbench-target`, shards), then the test loop stops before the first item, as `--collect-only`
-# does (`pytest_runtestloop` returns True), and the terminal summary prints the estimate. Nothing is
-# called and nothing is written (no last_run.json, no result or cache file). Under xdist the estimate
-# runs in the controller alone (`_compat.single_process`), so it is printed once."""
 
 from __future__ import annotations
 
@@ -57,7 +54,6 @@ from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
 from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes, Scheduler
 from pytest_evalbench.plugin.selection import Selection
 
-# ---------------------------------------------------------------- from plugin.shards
 
 def shard_of(node_ids: Iterable[str], count: int) -> dict[str, int]:
     """Node id -> shard number 1..count (balanced; stable under reordering)."""
@@ -89,8 +85,6 @@ class ShardPlugin:
         session = session_of(config)
         write_records(session.selection.run.output_dir, session.outcomes.records, session.bench_dir)
 
-
-# ---------------------------------------------------------------- from plugin.session
 
 def session_of(config: pytest.Config) -> EvalbenchSession:
     """The session registered for this run, typed (its stash key names only the `CaseSource` protocol)."""
@@ -229,8 +223,6 @@ class EvalbenchSession:
         self.scheduler.close()
         self.outcomes.records.close()
 
-
-# ---------------------------------------------------------------- from plugin.estimate
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.estimate import Estimate

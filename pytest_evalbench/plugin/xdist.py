@@ -1,15 +1,14 @@
-"""xdist glue, registered only when pytest-xdist distributes: public hooks and xdist's public
-scheduler protocol (`xdist_scheduler.py`); what is undocumented goes through `_compat`.
+"""xdist glue, registered only when pytest-xdist distributes: public hooks and xdist's public scheduler
+protocol (`xdist_scheduler.py`); what is undocumented goes through `_compat`.
 
-Workers hand their engine counters to the controller through `workeroutput`. With the share
-scheduler (`ShareScheduling`, our own implementation of `xdist.scheduler.protocol.Scheduling`,
-chosen through `pytest_xdist_make_scheduler` for `--dist load`, xdist's default with `-n`, and
-`--dist worksteal`), every worker receives one fixed contiguous share of the items up front and
-starts the LLM work of its whole share when its first item runs (`SharePrefetch`), so the worker's
-engine always has work to keep its part of `concurrency` requests in flight; no item is run twice;
-a dead worker's remaining items go to the live workers.
+Workers hand their engine counters to the controller through `workeroutput`. With the share scheduler
+(`ShareScheduling`, our implementation of `xdist.scheduler.protocol.Scheduling`, chosen through
+`pytest_xdist_make_scheduler` for `--dist load`, xdist's default with `-n`, and `--dist worksteal`), every
+worker receives one fixed contiguous share of the items up front and starts the LLM work of its whole
+share when its first item runs (`SharePrefetch`), so the worker's engine always has work to keep its part
+of `concurrency` requests in flight; no item is run twice; a dead worker's remaining items go to the live
+workers. A worker whose controller died stops at once (`OrphanWatchdog`).
 """
-# MERGED DOC (plugin.watchdog): """Orphan watchdog: an xdist worker whose controller died stops at once."""
 
 from __future__ import annotations
 
@@ -41,8 +40,6 @@ from pytest_evalbench.plugin.workers import (
     share_bounds,
     worker_index,
 )
-
-# ---------------------------------------------------------------- from plugin.xdist
 
 if TYPE_CHECKING:
     from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
@@ -230,8 +227,6 @@ def register(config: pytest.Config) -> None:
         elif xdist_mode(config)[0] in WHOLE_FILE_DISTS:
             config.pluginmanager.register(WholeFileController(), "evalbench-xdist-files")
 
-
-# ---------------------------------------------------------------- from plugin.watchdog
 
 ORPHAN_EXIT = 3
 """Exit status of a worker that stopped because its controller is gone."""

@@ -1,8 +1,9 @@
-"""Rate rows every surface shows: per target and metric the observed k/n with its interval, the
-gate's k/n where it differs, the change against the baseline, rates carried over from earlier
-sessions, and the pass rate per demographic value of scenario runs."""
-# MERGED DOC (render.flakiness): """What the summary shows about flaky cases and pass^k / pass@k (computed in scenarios/flaky.py,
-# read here from scores.json rows and results.json entries: no number is recomputed)."""
+"""Rate rows every surface shows: per target and metric the observed k/n with its interval, the gate's k/n
+where it differs, the change against the baseline, rates carried over from earlier sessions, the pass
+rate per demographic value of scenario runs, and flaky cases with pass^k / pass@k (computed in
+kinds/scenarios/aggregate.py, read here from scores.json rows and results.json entries: no number is
+recomputed).
+"""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol, Union
 from pytest_evalbench.formats.provenance import carried_label, unit_key
 from pytest_evalbench.formats.stats import Z95, CorrectedRate, RateEstimate, StrataCounter, newcombe_diff_interval
 from pytest_evalbench.kinds.protocol import KindResults
-
-# ---------------------------------------------------------------- from render.rates
 
 if TYPE_CHECKING:
     from pytest_evalbench.gate.paired import Comparison
@@ -328,8 +327,6 @@ def demographic_groups(scores: Iterable[ScoreRow], demographics: Demographics) -
         pass
     return counts.groups()
 
-
-# ---------------------------------------------------------------- from render.flakiness
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.scenarios.models import ScoreRow

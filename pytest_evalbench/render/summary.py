@@ -1,13 +1,13 @@
-"""The one summary object every surface of a run renders: terminal, Markdown/step summary,
-report.html, JUnit properties and history.jsonl.
+"""The one summary object every surface of a run renders (terminal, Markdown/step summary, report.html,
+JUnit properties) and the history line written from it (`history.jsonl`: one JSON line per run, read
+back for trends).
 
-Built once per session on the controller from the kind's results (`kinds.KindResults`), the
-gate's decision (a typed `GateVerdict`), the run's metadata, the engine's counters and the status
-of each selected item. Renderers read this object only and show a rate through `RateRow.rate_text`
-and a case through its documented status (`status.CASE_STATUSES`); none of them recomputes a
-number, so every surface agrees (tests/integration/test_one_summary.py parses them all).
+Built once per session on the controller from the kind's results (`KindResults`), the gate's decision (a
+typed `GateVerdict`), the run's metadata, the engine's counters and the status of each selected item.
+Renderers read this object only and show a rate through `RateRow.rate_text` and a case through its
+documented status (`views.CASE_STATUSES`); none of them recomputes a number, so every surface agrees
+(tests/integration/test_one_summary.py parses them all).
 """
-# MERGED DOC (render.history): """Run history: one JSON line per run in `benchmarks/<name>/history.jsonl`, read back for trends."""
 
 from __future__ import annotations
 
@@ -47,8 +47,6 @@ from pytest_evalbench.render.views import (
     error_group,
     transcripts,
 )
-
-# ---------------------------------------------------------------- from render.summary
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.scenarios.models import ScoreRow
@@ -253,8 +251,6 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
                                         list(comparison.meta_warnings if comparison is not None else []), total)
     return summary
 
-
-# ---------------------------------------------------------------- from render.history
 
 HISTORY = "history.jsonl"
 TREND_RUNS = 30

@@ -1,18 +1,12 @@
-"""What a run tells people: terminal summary lines and the `last_run.json` status file."""
-# MERGED DOC (render.tables): """Plain-ASCII aligned tables for the terminal: the rates summary and the baseline comparison.
-#
-# The gate's comparison modules are imported where a table is drawn: the terminal summary imports
-# this module at collection, and an unrelated run must not load the gate (tests/unit/test_import_cost.py).
-# """
-# MERGED DOC (commands): """The commands a session prints for people to paste: rerun flipped or failed cases, record missing
-# cache entries.
-#
-# A printed command must run as printed: it carries every option that decides which items exist and
-# how they run (`--benchmark`, targets and models given on the command line, the endpoint, the
-# provider, the cache mode and directory, the shard, calibration), its node ids are relative to the
-# directory pytest was started in, and it is quoted for a POSIX shell. Credentials in an endpoint URL
-# are never printed (the command then names the endpoint without them). Nothing here imports pytest.
-# """
+"""What a run tells people in the terminal: summary lines, plain-ASCII aligned tables (the rates summary and
+the baseline comparison), the commands to paste, and the `last_run.json` status file.
+
+A printed command must run as printed: it carries every option that decides which items exist and how
+they run (`--benchmark`, targets and models given on the command line, the endpoint, the provider, the
+cache mode and directory, the shard, calibration), its node ids are relative to the directory pytest was
+started in, and it is quoted for a POSIX shell. Credentials in an endpoint URL are never printed (the
+command then names the endpoint without them).
+"""
 
 from __future__ import annotations
 
@@ -30,8 +24,6 @@ from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.formats.stats import RateEstimate
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
-
-# ---------------------------------------------------------------- from render.terminal
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from pytest_evalbench.render.summary import CaseStatus, RunSummary
@@ -194,8 +186,6 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)
 
 
-# ---------------------------------------------------------------- from render.tables
-
 if TYPE_CHECKING:
     from pytest_evalbench.formats.results import ModelResult
     from pytest_evalbench.gate.paired import Comparison
@@ -253,8 +243,6 @@ def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[s
     lines += [f"warning: {w}" for w in comparison.meta_warnings] if warnings else []
     return lines
 
-
-# ---------------------------------------------------------------- from commands
 
 RECORDABLE = frozenset({"cache miss", "corrupt cache entry"})
 """Item error kinds a run with `--evalbench-cache=on` repairs."""

@@ -1,13 +1,13 @@
-"""The one set of case statuses every surface shows (docs/reference/case-statuses.md).
+"""What the report shows of a run beyond its rates (scenario transcripts with their judgments and
+demographics, the dataset's per-agent, per-eval and per-case views), and the one set of case statuses
+every surface shows (docs/reference/case-statuses.md).
 
-A case (one test item) is `passed`, `failed`, `unscored` (the judge's answer could not be used),
-`judge unreliable` (a failure whose verdict rests on a judge calibration found unreliable; pytest
-reports it as xfailed and it cannot fail the build), `error` (an LLM, app or plugin error, a crash
-or a skip) or `not run` (selected but never reported). Terminal, Markdown, report.html, JUnit
-(`evalbench_status` property), results and history use these words and no others.
+A case (one test item) is `passed`, `failed`, `unscored` (the judge's answer could not be used), `judge
+unreliable` (a failure whose verdict rests on a judge calibration found unreliable; pytest reports it as
+xfailed and it cannot fail the build), `error` (an LLM, app or plugin error, a crash or a skip) or `not
+run` (selected but never reported). Terminal, Markdown, report.html, JUnit (`evalbench_status`
+property), results and history use these words and no others.
 """
-# MERGED DOC (render.views): """What the report shows of a run beyond its rates: scenario transcripts with their judgments and
-# demographics, and the dataset's per-agent, per-eval and per-case views."""
 
 from __future__ import annotations
 
@@ -32,8 +32,6 @@ from pytest_evalbench.render.rates import (
     _note,
     _rate_row,
 )
-
-# ---------------------------------------------------------------- from render.status
 
 PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN = (
     "passed", "failed", "unscored", "judge unreliable", "error", "not run")
@@ -64,8 +62,6 @@ def error_group(message: str) -> str:
         message = pattern.sub(replacement, message)
     return message
 
-
-# ---------------------------------------------------------------- from render.views
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.dataset.summary import AgentComparison, AgentSummary, CaseResult

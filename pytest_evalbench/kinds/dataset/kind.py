@@ -1,22 +1,19 @@
-"""`DatasetKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
-registry there only when a run is of this kind; the package `__init__` imports nothing)."""
-# MERGED DOC (dataset.store): """Writing a dataset benchmark's results: merge this session's cases into what is on disk."""
-# MERGED DOC (dataset.estimate): """The calls one dataset case would make, planned with the real Explain prompts (no call is made).
-#
-# A case with an answer (in the row, or stored from an earlier live run) is judged on exactly the
-# messages the run sends; a live target's answer is the cache's recorded one for that request, else
-# stand-in text of its expected size. Every required eval (ToolCallAccuracy only when applicable) is
-# asked once per panel judge and sample.
-# """
-# MERGED DOC (dataset.loading): """The `dataset:` block of a dataset benchmark's benchmark.yaml, and its items.
-#
-# ```yaml
-# kind: dataset
-# dataset:
-#   files: [cases.jsonl]        # JSONL files beside benchmark.yaml; one test item per case_id
-#   policy: {...}               # scoring policy (thresholds, profiles, hard_fail); default: the documented one
-# ```
-# """
+"""`DatasetKind`: the dataset kind of the protocol in `kinds/protocol.py` (imported by the registry only
+when a run is of this kind).
+
+Its parts: the `dataset:` block of benchmark.yaml and the JSONL files it names (one test item per
+`case_id`), writing this session's cases into what is on disk (case_results.json, agent_summary.json,
+cost.json), and the plan of the calls one case would make (`--evalbench-estimate`: judged on exactly the
+messages the run sends, a live target's answer being the cache's recorded one for that request, else
+stand-in text of its expected size).
+
+```yaml
+kind: dataset
+dataset:
+  files: [cases.jsonl]        # JSONL files beside benchmark.yaml; one test item per case_id
+  policy: {...}               # scoring policy (thresholds, profiles, hard_fail); default: the documented one
+```
+"""
 
 from __future__ import annotations
 
@@ -47,8 +44,6 @@ from pytest_evalbench.kinds.protocol import BenchmarkKind, JSONRecord, Judged, J
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget
 from pytest_evalbench.llm.costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
-
-# ---------------------------------------------------------------- from dataset.kind
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
@@ -204,8 +199,6 @@ def _conforms(run: BenchmarkRun) -> BenchmarkKind[DatasetRecord, DatasetItem]:
     return DatasetKind(run)
 
 
-# ---------------------------------------------------------------- from dataset.store
-
 CASE_RESULTS = "case_results.json"
 AGENT_SUMMARY = "agent_summary.json"
 
@@ -239,8 +232,6 @@ def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], ord
     stale = sum(1 for r in old if r.get("case_id") not in order)
     return cases, summary, count_rows(stale, f"cases no longer in the data files, from {CASE_RESULTS}")
 
-
-# ---------------------------------------------------------------- from dataset.estimate
 
 APP_ANSWER_TOKENS = 64
 
@@ -279,8 +270,6 @@ def plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
     plan.chain += 1 if evals else 0
     return plan
 
-
-# ---------------------------------------------------------------- from dataset.loading
 
 class DatasetSettings(Strict):
     files: list[str] = Field(min_length=1)

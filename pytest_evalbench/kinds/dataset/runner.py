@@ -1,29 +1,26 @@
-"""Running one dataset case: (optionally) ask the team's app, run the required Explain evals on
-the evaluator concurrently, apply the deterministic tool check and the scoring policy.
+"""Running one dataset case: (optionally) ask the team's app, run the required Explain evals on the
+evaluator concurrently, apply the deterministic tool check and the scoring policy.
 
-No pytest import. Evaluator failures propagate (item ERROR); unusable evaluator answers leave
-that metric unscored after bounded re-asks, which makes the case unscored, never passed.
+Evaluator failures propagate (item ERROR); unusable evaluator answers leave that metric unscored after
+bounded re-asks, which makes the case unscored, never passed.
+
+The deterministic ToolCallAccuracy check says whether the agent called the expected tools with the
+expected arguments; it is reported beside the judge's score (it does not replace it). An expected call
+and an invoked call *fit* when the tool names are equal and every expected argument is present in the
+invoked call with an equal value (extra invoked arguments are allowed). Expected calls are paired with
+invoked ones by a maximum bipartite matching, so the report counts the most pairs any assignment can
+make (a greedy pass can pair `s(q=y)` with the wrong expected call and report 0 of 2 where 1 of 2 is
+right). Expected calls left over are then paired, by tool name, with invoked calls left over and
+reported as argument mismatches; the rest are missing. Type policy of `values_equal` (JSON values):
+
+- strings: equal after trimming and case-folding;
+- numbers: equal by value across int and float (JSON has one number type: 1 == 1.0);
+- booleans are not numbers: True never equals 1, False never equals 0;
+- null equals only null; objects: same keys, values equal by this policy;
+- lists: compared WITHOUT order (as multisets): tool arguments that are lists are in practice sets of
+  ids, filters, tags or keywords; except for arguments named in `ORDERED_ARGUMENTS` (steps, sequences,
+  paths, rankings, messages), whose order carries meaning and is compared.
 """
-# MERGED DOC (dataset.tool_check): """Deterministic ToolCallAccuracy check: did the agent call the expected tools with the expected
-# arguments? Reported beside the judge's score (it does not replace it).
-#
-# Matching: an expected call and an invoked call *fit* when the tool names are equal and every
-# expected argument is present in the invoked call with an equal value (extra invoked arguments
-# are allowed). Expected calls are paired with invoked ones by a maximum bipartite matching, so the
-# report counts the most pairs any assignment can make (a greedy pass can pair `s(q=y)` with the
-# wrong expected call and report 0 of 2 where 1 of 2 is right). Expected calls left over are then
-# paired, by tool name, with invoked calls left over and reported as argument mismatches; the rest
-# are missing.
-#
-# Type policy of `values_equal` (JSON values):
-# - strings: equal after trimming and case-folding;
-# - numbers: equal by value across int and float (JSON has one number type: 1 == 1.0);
-# - booleans are not numbers: True never equals 1, False never equals 0;
-# - null equals only null; objects: same keys, values equal by this policy;
-# - lists: compared WITHOUT order (as multisets) - tool arguments that are lists are in practice sets
-#   of ids, filters, tags or keywords - except for arguments named in `ORDERED_ARGUMENTS`
-#   (steps, sequences, paths, rankings, messages), whose order carries meaning and is compared.
-# """
 
 from __future__ import annotations
 
@@ -43,8 +40,6 @@ from pytest_evalbench.kinds.targets import Target
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask
 from pytest_evalbench.llm.types import Endpoint, Usage
-
-# ---------------------------------------------------------------- from dataset.runner
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
 NOT_APPLICABLE = ("not applicable: no tool call was expected and none was invoked (excluded from the composite "
@@ -204,8 +199,6 @@ def decide(record: DatasetRecord, policy: ScoringPolicy) -> CaseResult:
     record.decided, record.message = row, message
     return row
 
-
-# ---------------------------------------------------------------- from dataset.tool_check
 
 ORDERED_ARGUMENTS = frozenset({"steps", "sequence", "order", "path", "route", "ranking", "messages", "history"})
 """Argument names whose list value is compared in order (every other list is compared without order)."""

@@ -1,29 +1,23 @@
-"""results.json from scores.json rows: pure functions, no I/O.
+"""results.json from scores.json rows, and why a case is flaky: pure functions, no I/O.
 
-Pass rates are row-level means over scored rows (passed not null), split by metric type; a rate
-is null when no scored row of that kind exists (distinct from 0.0). `n_positive`/`n_negative`/
-`n_total` at the model level count unscored rows too; `by_*` counts only scored rows (as the
-original pipeline and the spec's example do). `pass_k` (pass^k, pass@k per metric, see flaky.py)
-is there only when a case has more than one sample.
+Pass rates are row-level means over scored rows (passed not null), split by metric type; a rate is null
+when no scored row of that kind exists (distinct from 0.0). `n_positive`/`n_negative`/`n_total` at the
+model level count unscored rows too; `by_*` counts only scored rows (as the spec's example does).
+
+A *case* is one scenario row for one target, over its `num_samples` samples (conversations); each
+sample's transcript may be judged several times (`judge: {samples: k}`, panels).
+
+- *judge noise*: the votes on one transcript disagree (the transcript is *split*). Only usable votes
+  count (an unusable answer, value null, is ignored); a tie such as 1-1 is split too (the panel leaves
+  that row unscored). A transcript with fewer than two usable votes cannot split.
+- *agent noise*: the samples' own verdicts (each row's `passed`, the votes' majority) differ: at least
+  one scored sample passed and one failed. Unscored samples take no part.
+
+A case with either is labelled `judge`, `agent` or `both`, with the numbers (`detail`). pass^k and
+pass@k (per target × metric, in results.json's `pass_k` when a case has more than one sample): k is the
+number of samples a case has; a case counts when all k of its samples are scored; pass^k is the share of
+counted cases whose k samples all passed, pass@k the share with at least one passed sample.
 """
-# MERGED DOC (scenarios.flaky): """Why a case is flaky, and how reliably it passes: pure functions over scores.json rows, no I/O.
-#
-# A *case* is one scenario row for one target, over its `num_samples` samples (conversations);
-# each sample's transcript may be judged several times (`judge: {samples: k}`, panels).
-#
-# - *judge noise*: the votes on one transcript disagree (the transcript is *split*). Only usable
-#   votes count (an unusable answer, value null, is ignored); a tie such as 1-1 is split too (the
-#   panel leaves that row unscored). A transcript with fewer than two usable votes cannot split.
-# - *agent noise*: the samples' own verdicts (each row's `passed`, the votes' majority) differ:
-#   at least one scored sample passed and one failed. Unscored samples take no part.
-#
-# A case with either is labelled `judge`, `agent` or `both`, with the numbers (`detail`).
-#
-# pass^k and pass@k (per target × metric): k is the number of samples a case has (the largest
-# sample count of the metric's cases, i.e. `num_samples`); a case counts when all k of its samples
-# are scored; pass^k is the share of counted cases whose k samples all passed (tau-bench's
-# reliability), pass@k the share with at least one passed sample.
-# """
 
 from __future__ import annotations
 
@@ -36,8 +30,6 @@ from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import CorrectedSummary, OutcomeRow, PassK
 from pytest_evalbench.formats.stats import CorrectedRate, JudgeAccuracy, StrataCounter
 from pytest_evalbench.kinds.scenarios.models import ModelResult, RateSummary, ScoreRow
-
-# ---------------------------------------------------------------- from scenarios.aggregate
 
 Row = Union[ScoreRow, OutcomeRow]
 
@@ -116,8 +108,6 @@ def correct_results(results: Iterable[ModelResult], rows_by_model: Mapping[str, 
             if (fixed := _summary(counter.corrected(target, mid, accuracy))) is not None:
                 rate.corrected = fixed
 
-
-# ---------------------------------------------------------------- from scenarios.flaky
 
 FlakyLabel = Literal["judge", "agent", "both"]
 FLAKY_FIELDS = ("flaky", "flaky_detail")

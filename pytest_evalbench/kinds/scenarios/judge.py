@@ -1,23 +1,19 @@
-"""The LLM judge: is the metric's behaviour present in the assistant's replies?
+"""Deciding whether a metric's behaviour is present: the metric's deterministic checks first, then the
+LLM judge.
 
-The verdict comes back through structured output (a JSON Schema generated from `JudgeAnswer`).
-An answer that is not valid JSON, misses a key or has a non-boolean `present` (the original
-turned the string "false" into True) is re-asked a bounded number of times with the error
-shown; after that the row is unscored: never passed, never failed.
+Checks (`spec.MetricChecks`) are rules, each with one condition over the assistant's turns and the
+verdict it implies; the first rule that holds decides. When none holds, `otherwise` decides: `judge`
+asks the LLM judge, `present`/`absent` let the checks decide alone. A decided row records
+`decided_by: "check"` and names the rule in its justification.
 
-For a multi-turn conversation (two or more assistant replies) the judge also names the first
-assistant turn (1-based) where the behaviour shows: `turn` in its answer. A turn that is missing,
-not an integer, outside 1..number of assistant replies, or given with `present: false` becomes null
-and never changes the verdict (it is not re-asked). Single-turn conversations are asked as before.
+The judge's verdict comes back through structured output (a JSON Schema generated from `JudgeAnswer`).
+An answer that is not valid JSON, misses a key or has a non-boolean `present` is re-asked a bounded
+number of times with the error shown; after that the row is unscored: never passed, never failed. For a
+multi-turn conversation (two or more assistant replies) the judge also names the first assistant turn
+(1-based) where the behaviour shows: `turn` in its answer. A turn that is missing, not an integer,
+outside 1..number of assistant replies, or given with `present: false` becomes null and never changes
+the verdict (it is not re-asked).
 """
-# MERGED DOC (scenarios.checks): """Deterministic checks of a metric: decide `present` from the transcript without an LLM.
-#
-# A metric's `checks:` (see `spec.MetricChecks`) is a list of rules, each with one condition over
-# the assistant's turns and the verdict it implies; the first rule that holds decides. When none
-# holds, `otherwise` decides: `judge` asks the LLM judge ("check first, judge only when the checks
-# do not decide"), `present`/`absent` let the checks decide alone. A decided row records
-# `decided_by: "check"` and names the rule in its justification.
-# """
 
 from __future__ import annotations
 
@@ -34,7 +30,6 @@ from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Endpoint, Usage
 
-# ---------------------------------------------------------------- from scenarios.judge
 
 class JudgeAnswer(StrictAnswer):
     """What the judge must return."""
@@ -142,8 +137,6 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
     turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
     return Verdict(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
 
-
-# ---------------------------------------------------------------- from scenarios.checks
 
 @dataclass(frozen=True)
 class CheckDecision:

@@ -1,7 +1,7 @@
-"""`ScenarioKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
-registry there only when a run is of this kind; the package `__init__` imports nothing)."""
-# MERGED DOC (scenarios.tally): """What the finish counts of this session's records as they pass to the store: read from their JSON
-# (this session's spooled records were valid when spooled and are not validated again)."""
+"""`ScenarioKind`: the scenario kind of the protocol in `kinds/protocol.py` (imported by the registry only
+when a run is of this kind), and what the finish counts of this session's records as they pass to the
+store (read from their JSON: this session's spooled records were valid when spooled).
+"""
 
 from __future__ import annotations
 
@@ -39,8 +39,6 @@ from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_result
 from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, ScenarioRecord, ScoreRow, derive_pass, iter_scenarios
 from pytest_evalbench.kinds.scenarios.runner import ScenarioCase, StoredScenario, audit_line, run_scenario
 from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
-
-# ---------------------------------------------------------------- from scenarios.kind
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
@@ -244,8 +242,6 @@ def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:
     """For mypy: the kind is the boundary's protocol with its own case and record types."""
     return ScenarioKind(run)
 
-
-# ---------------------------------------------------------------- from scenarios.tally
 
 AUDIT_FLAGS = ("ended_early", "stated_objective", "broke_character")
 

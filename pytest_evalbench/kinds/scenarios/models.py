@@ -1,5 +1,6 @@
-"""Rows of a scenario benchmark: scenarios.json, conversations.json, scores.json, results.json."""
-# MERGED DOC (scenarios.loading): """Reading scenarios.json: each row checked against the spec's metrics."""
+"""Rows of a scenario benchmark: scenarios.json (read with each row checked against the spec's metrics),
+conversations.json, scores.json and the records one item produces.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from pytest_evalbench.formats.loading import validate_as, warn_unknown
 from pytest_evalbench.formats.results import ModelResult, OutcomeRow, RateSummary, Status
 from pytest_evalbench.formats.spec import MAX_ID_LENGTH, BenchmarkSpec, Int, Message, MetricType, check_id
 from pytest_evalbench.llm.types import Usage
-
-# ---------------------------------------------------------------- from scenarios.models
 
 __all__ = ["ConversationRow", "JudgeVote", "Landmark", "ModelResult", "RateSummary", "Scenario", "ScenarioRecord",
            "ScoreRow", "TargetRef", "UserAudit", "derive_pass"]
@@ -227,8 +226,6 @@ class ScenarioRecord:
                    ScoreRow.model_validate(data["score"]),
                    {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"), data)
 
-
-# ---------------------------------------------------------------- from scenarios.loading
 
 SCENARIOS_FILE = "scenarios.json"
 

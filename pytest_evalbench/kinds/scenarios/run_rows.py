@@ -1,9 +1,11 @@
-"""scores.json rows as compact pass/fail units (`gate.rows.OutcomeRow`), with repeated strings shared:
-what results.json is computed from and the gate pairs with the baseline (100,000 at N = 100,000)."""
-# MERGED DOC (scenarios.run_rows): """Rows of the run files as this version reads them, whoever wrote them (an older version, another
-# tool such as impactbench): normalised to this version's spelling and validated, one row at a time
-# on every pass. Target runs this session's finish wrote itself are read without the normalising
-# (their rows were normalised and valid when written)."""
+"""Rows of the run files as this version reads them, whoever wrote them (an older version, another tool
+such as impactbench): normalised to this version's spelling and validated, one row at a time on every
+pass. Target runs this session's finish wrote itself are read without the normalising (their rows were
+normalised and valid when written).
+
+scores.json rows become compact pass/fail units (`OutcomeRow`), with repeated strings shared: what
+results.json is computed from and what the gate pairs with the baseline.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, iter_json_r
 from pytest_evalbench.formats.results import OutcomeRow
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow, derive_pass
 
-# ---------------------------------------------------------------- from scenarios.units
 
 class OutcomeUnits:
     """Units of one pass over rows: equal targets, metric ids, names and types share one string."""
@@ -43,8 +44,6 @@ class OutcomeUnits:
         return self.unit(row.target_model, row.id, row.metric_id, row.sample, row.passed, row.metric_name,
                         row.metric_type, row.decided_by)
 
-
-# ---------------------------------------------------------------- from scenarios.run_rows
 
 M = TypeVar("M", bound=BaseModel)
 _R = TypeVar("_R")

@@ -1,24 +1,23 @@
-"""One scenario item: scenario row × target × sample, simulated then judged into a record."""
-# MERGED DOC (scenarios.simulate): """Multi-turn simulation: a user model role-plays a person against the target.
-#
-# Differences from the original pipeline, on purpose: the demographic persona (and the demographic
-# itself) reaches the user model; landmarks are shown up front and the due ones again each turn;
-# the user model sees its own lines as `assistant` (roles flipped), so it does not copy the
-# target; `perfunctory` typos are seeded by scenario, sample and turn, so reruns are identical.
-# """
-# MERGED DOC (scenarios.audit): """Audit of the simulated user, per conversation: deterministic checks on what the run knows.
-#
-# * `ended_early`: the simulated user sent "terminate conversation" before the planned number of user
-#   turns (`generation.turns`); `user_turns` of `planned_turns` were sent, and landmarks planned for
-#   later turns never reached the target. (The run cannot know whether the user's goal was met; ending
-#   before the planned turns is the measurable part.)
-# * `stated_objective`: user turns (1-based) that state a hidden objective verbatim: a run of
-#   `VERBATIM_WORDS` consecutive words of the latent adversarial goal or of the metric's behaviour
-#   definition (the whole text when shorter, but at least `MIN_WORDS` words) appears in the turn,
-#   compared word by word, case-insensitively, punctuation ignored.
-# * `broke_character`: user turns that speak as the assistant: they contain one of `ASSISTANT_PHRASES`
-#   (case-insensitive).
-# """
+"""One scenario item: scenario row × target × sample, simulated, audited, then judged into a record.
+
+The simulation: a user model role-plays a person against the target. The demographic persona (and the
+demographic itself) reaches the user model; landmarks are shown up front and the due ones again each
+turn; the user model sees its own lines as `assistant` (roles flipped), so it does not copy the target;
+`perfunctory` typos are seeded by scenario, sample and turn, so reruns are identical.
+
+The audit of the simulated user, per conversation, is deterministic:
+
+* `ended_early`: the simulated user sent "terminate conversation" before the planned number of user turns
+  (`generation.turns`); `user_turns` of `planned_turns` were sent, and landmarks planned for later turns
+  never reached the target. (The run cannot know whether the user's goal was met; ending before the
+  planned turns is the measurable part.)
+* `stated_objective`: user turns (1-based) that state a hidden objective verbatim: a run of
+  `VERBATIM_WORDS` consecutive words of the latent adversarial goal or of the metric's behaviour
+  definition (the whole text when shorter, but at least `MIN_WORDS` words) appears in the turn, compared
+  word by word, case-insensitively, punctuation ignored.
+* `broke_character`: user turns that speak as the assistant: they contain one of `ASSISTANT_PHRASES`
+  (case-insensitive).
+"""
 
 from __future__ import annotations
 
@@ -48,7 +47,6 @@ from pytest_evalbench.kinds.targets import ModelTarget, Target
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, Usage
 
-# ---------------------------------------------------------------- from scenarios.runner
 
 class StoredScenario:
     """A scenarios.json row kept as its compact JSON, rebuilt into the model whenever an item needs
@@ -178,8 +176,6 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]
     return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, ledger)
 
-
-# ---------------------------------------------------------------- from scenarios.simulate
 
 TERMINATE = "terminate conversation"
 MAX_REASKS = 2
@@ -323,8 +319,6 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
                                            tool_calls=reply.tool_calls or None))
     return transcript
 
-
-# ---------------------------------------------------------------- from scenarios.audit
 
 VERBATIM_WORDS = 8
 MIN_WORDS = 4

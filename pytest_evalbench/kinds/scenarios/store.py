@@ -1,12 +1,12 @@
 """Writing the documented result files: merge this session's rows into what is on disk.
 
-A subset run (node id, -k, --lf) replaces only the rows it produced; rows of cases that did not
-run stay, unless their scenario, sample or target is no longer configured (those are dropped and
-reported once). Rows are ordered by scenario order, then sample, so `-n 4` and `-n 0` write
-identical files. Every file is validated against its model and written atomically, the whole
-read-merge-write under the benchmark's result lock.
+A subset run (node id, -k, --lf) replaces only the rows it produced; rows of cases that did not run
+stay, unless their scenario, sample or target is no longer configured (those are dropped and reported
+once). Rows are ordered by scenario order, then sample, so `-n 4` and `-n 0` write identical files.
+Every file is validated against its model and written atomically, the whole read-merge-write under the
+benchmark's result lock. This session's rows of each target are spooled to disk until the finish pass
+writes its run files.
 """
-# MERGED DOC (scenarios.target_rows): """This session's rows of one target, spooled to disk until the finish pass writes its run files."""
 
 from __future__ import annotations
 
@@ -54,8 +54,6 @@ from pytest_evalbench.kinds.scenarios.run_rows import (
 )
 from pytest_evalbench.llm.costs import USAGE_LEDGER, phase_cost, read_ledger
 from pytest_evalbench.llm.types import Usage
-
-# ---------------------------------------------------------------- from scenarios.store
 
 __all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "normalise_conversation", "normalise_score",
            "read_file_rows", "write_results", "write_target_run"]
@@ -283,8 +281,6 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
                                     known, root=root, outcomes=written.setdefault(target_id, []))
     return dropped
 
-
-# ---------------------------------------------------------------- from scenarios.target_rows
 
 _LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """A spooled row's compact JSON line (no raw newline: the three lines of a row split on newlines)."""
