@@ -1,5 +1,5 @@
 """Writing and reading result files: the one atomic write of the package (every file the plugin writes:
-result files, cache entries, ledgers, reports), JSON writers, the result-file lock, lenient reads of
+result files, cache entries, the budget ledger, reports), JSON writers, the result-file lock, lenient reads of
 earlier runs, and the `version` every result file carries.
 
 A list file (scenarios.json, conversations.json, scores.json, results.json, case_results.json,

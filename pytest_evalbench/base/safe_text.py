@@ -285,7 +285,7 @@ class Secrets:
 
 
 SECRETS = Secrets()
-"""This process's secrets: registered by `context.resolve_endpoint`, read by every sink."""
+"""This process's secrets: registered by `kinds.run.resolve_endpoint`, read by every sink."""
 
 
 def redact(text: str) -> str:

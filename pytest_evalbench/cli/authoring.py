@@ -124,13 +124,13 @@ def authoring_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOpt
 
 
 async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], model: type[A], *,
-              schema_name: str, phase: str, sample: int, ledger: dict[str, Usage], what: str,
+              schema_name: str, phase: str, sample: int, usage_by_phase: dict[str, Usage], what: str,
               check: Callable[[A], None] | None = None) -> A:
     """Structured output with a bounded re-ask that shows the problem; UnusableAnswer after that."""
     answer, reason = await structured.ask(
         engine, endpoint, messages, lambda text: structured.parse_as(text, model, check),
         schema=(schema_name, structured.strict_schema(model)), role="user", phase=phase, sample=sample,
-        ledger=ledger, shape="in the same shape as asked")
+        usage_by_phase=usage_by_phase, shape="in the same shape as asked")
     if answer is None:
         raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
                              f"last problem: {reason}; try another model with --model, or rerun with --force to ask again")
@@ -161,17 +161,17 @@ def gen_metrics(name: str, options: AuthoringOptions, env: Mapping[str, str] | N
         raise InputError(path, "`description` is empty; describe what the benchmark measures first",
                          field="description")
     engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
-    ledger: dict[str, Usage] = {}
+    usage_by_phase: dict[str, Usage] = {}
     try:
         answer = engine.run(ask(engine, endpoint, metrics_prompt(spec), MetricsAnswer, schema_name="metrics",
-                                phase="gen_metrics", sample=0, ledger=ledger, what="gen-metrics"))
+                                phase="gen_metrics", sample=0, usage_by_phase=usage_by_phase, what="gen-metrics"))
     finally:
         engine.close()
     metrics = [{"id": f"m{i:02d}", "name": m.name.strip(), "type": m.type, "definition": m.definition.strip(),
                 "examples": [e.strip() for e in m.examples if e.strip()][:MAX_EXAMPLES]}
                for i, m in enumerate(answer.metrics, start=1)]
     written = write_metrics(bench_dir, metrics)
-    usage = ledger.get("gen_metrics", Usage())
+    usage = usage_by_phase.get("gen_metrics", Usage())
     write_cost(bench_dir, "gen_metrics", usage)
     if spec.metrics and (bench_dir / SCENARIOS_FILE).exists():
         print(f"gen-metrics: note: {bench_dir / SCENARIOS_FILE} was made for the previous metrics; regenerate "
@@ -208,7 +208,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     expand = bool(spec.demographics)
     count, turns = spec.generation.scenarios_per_metric, spec.generation.turns
     engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
-    ledger: dict[str, Usage] = {}
+    usage_by_phase: dict[str, Usage] = {}
     done = [0]
 
     async def variant(metric: Metric, base: ScenarioDraft, base_id: str, s_index: int,
@@ -217,7 +217,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
             return _row(base_id, v_index, metric, base, base.persona, base.landmarks, demographic)
         answer = await ask(engine, endpoint, variant_prompt(spec, metric, base, demographic), VariantAnswer,
                            schema_name="variant", phase="gen_scenarios",
-                           sample=(s_index - 1) * len(combos) + v_index, ledger=ledger,
+                           sample=(s_index - 1) * len(combos) + v_index, usage_by_phase=usage_by_phase,
                            what=f"gen-scenarios {base_id}_v{v_index:02d} ({describe_demographic(demographic)})",
                            check=check_drafts(turns))
         return _row(base_id, v_index, metric, base, answer.persona, answer.landmarks, demographic)
@@ -229,7 +229,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
         for round_ in range(count):
             missing = count - len(drafts)
             answer = await ask(engine, endpoint, scenarios_prompt(spec, metric, missing, drafts), ScenariosAnswer,
-                               schema_name="scenarios", phase="gen_scenarios", sample=round_, ledger=ledger,
+                               schema_name="scenarios", phase="gen_scenarios", sample=round_, usage_by_phase=usage_by_phase,
                                what=f"gen-scenarios {metric.id}", check=check_drafts(turns, 1))
             drafts += answer.scenarios[:missing]
             if len(drafts) >= count:
@@ -258,7 +258,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     finally:
         engine.close()
     scenario_rows_schema_check(rows, out_path)
-    usage = ledger.get("gen_scenarios", Usage())
+    usage = usage_by_phase.get("gen_scenarios", Usage())
     dump_json(out_path, [versioned(r) for r in rows], bench_dir)
     write_cost(bench_dir, "gen_scenarios", usage)
     load_scenarios(bench_dir, spec)  # the file the plugin will read loads as written

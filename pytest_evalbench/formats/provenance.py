@@ -1,11 +1,11 @@
-"""Which session measured each result row: the `.sessions.json` ledger beside the result files.
+"""Which session measured each result row: the `.sessions.json` stamps beside the result files.
 
 The result files describe the configured benchmark and keep rows of earlier sessions; their bytes
 do not depend on when a row was measured (`-n 4` and `-n 0`, a merged shard run and an unsharded
 one write identical files). So the session that produced each row (its UTC time and git commit)
-is kept apart, in one ledger per output directory, keyed like the gate's units:
+is kept apart, in one stamps per output directory, keyed like the gate's units:
 `<target>|<row id>|<sample>` (a dataset case: `<agent>|<case_id>|0`). Reports read it to mark every
-rate they show as measured in this session or carried over from an earlier one. Rows the ledger
+rate they show as measured in this session or carried over from an earlier one. Rows the stamps
 does not know (files written before it existed, or by another tool) are carried over from
 "an earlier session". Nothing here imports pytest.
 """
@@ -22,13 +22,13 @@ from typing import Any
 
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, check_version
 
-SESSIONS_LEDGER = ".sessions.json"
+SESSIONS_FILE = ".sessions.json"
 EARLIER = "an earlier session"
 """What a row without a recorded session is carried over from."""
 
 
 def unit_key(target: str, row_id: str, sample: int = 0) -> str:
-    """The ledger's key of one result row (scenario row × target × sample, or a dataset case)."""
+    """The stamps's key of one result row (scenario row × target × sample, or a dataset case)."""
     return f"{target}|{row_id}|{sample}"
 
 
@@ -71,13 +71,13 @@ class SessionStamp:
 
 
 def read_sessions(directory: Path) -> dict[str, SessionStamp]:
-    """Row key -> the session that measured it ({} when the ledger is missing or unreadable; a
+    """Row key -> the session that measured it ({} when the stamps is missing or unreadable; a
     malformed entry is left out, so its row reads as carried over from an earlier session)."""
     try:
-        data = json.loads((directory / SESSIONS_LEDGER).read_text(encoding="utf-8"))
+        data = json.loads((directory / SESSIONS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    check_version(directory / SESSIONS_LEDGER, data)
+    check_version(directory / SESSIONS_FILE, data)
     if not isinstance(data, dict) or not isinstance(data.get("sessions"), list) or not isinstance(data.get("rows"), dict):
         return {}
     stamps = [SessionStamp.from_json(s) for s in data["sessions"]]
@@ -90,9 +90,9 @@ def read_sessions(directory: Path) -> dict[str, SessionStamp]:
     return out
 
 
-class LedgerRows(Mapping[str, SessionStamp]):
+class StampedRows(Mapping[str, SessionStamp]):
     """`read_sessions(directory)`, read when first looked up. Reports look up only rows carried over
-    from earlier sessions: a run that measured every row never reads the ledger back (100,000 keys
+    from earlier sessions: a run that measured every row never reads the stamps back (100,000 keys
     at 100,000 items, otherwise held through the whole finish pass)."""
 
     def __init__(self, directory: Path) -> None:
@@ -122,12 +122,12 @@ def update_sessions(directory: Path, measured: Iterable[str], live: Collection[s
     rows = {k: v for k, v in read_sessions(directory).items() if k in live}
     if stamp is not None:
         rows.update(dict.fromkeys((k for k in measured if k in live), stamp))
-    if not rows and not (directory / SESSIONS_LEDGER).exists():
+    if not rows and not (directory / SESSIONS_FILE).exists():
         return
     sessions: dict[SessionStamp, int] = {}
     indexed = {key: sessions.setdefault(s, len(sessions)) for key, s in sorted(rows.items())}
-    ledger = {"sessions": [s.to_json() for s in sessions], "rows": indexed, VERSION_KEY: FORMAT_VERSION}
-    atomic_write_text(directory / SESSIONS_LEDGER, json.dumps(ledger, ensure_ascii=False) + "\n", root or directory)
+    stamps = {"sessions": [s.to_json() for s in sessions], "rows": indexed, VERSION_KEY: FORMAT_VERSION}
+    atomic_write_text(directory / SESSIONS_FILE, json.dumps(stamps, ensure_ascii=False) + "\n", root or directory)
 
 
 def carried_label(keys: Iterable[str], sessions: Mapping[str, SessionStamp]) -> str:

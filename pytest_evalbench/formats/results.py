@@ -2,7 +2,7 @@
 
 Kinds hand these to the gate (through `KindResults`); the gate never sees a result file's JSON.
 `ModelResult` (one target's rates) is the results.json entry; dataset agents are shown in that shape too.
-The two row types (`OutcomeRow`, `EvalScore`) are frozen dataclasses.
+The two row types (`PassFailUnit`, `EvalScore`) are frozen dataclasses.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ Judged = Literal["metrics", "evals"]
 
 
 class CorrectedSummary(Strict):
-    """A judge-decided pass rate corrected for the judge's errors (correction.py)."""
+    """A judge-decided pass rate corrected for the judge's errors (`stats.correct`)."""
 
     pass_rate: Optional[float]
     """Rogan-Gladen corrected pass rate, clipped to [0, 1]; null when undefined."""
@@ -66,7 +66,7 @@ class ModelResult(Strict):
     corrected_negative: Optional[CorrectedSummary] = None
     """With a calibration on file: negative_pass_rate corrected for the judge's errors."""
     pass_k: Optional[dict[str, PassK]] = None
-    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (scenarios/flaky.py); absent otherwise."""
+    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (`kinds.scenarios.aggregate.pass_k`); absent otherwise."""
 
     @model_serializer(mode="wrap")
     def _additive(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
@@ -79,7 +79,7 @@ class ModelResult(Strict):
 
 
 @dataclass(frozen=True)
-class OutcomeRow:
+class PassFailUnit:
     """One pass/fail unit paired with the baseline, keyed `<target>|<id>|<metric_id>|<sample>`
     (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored."""
 

@@ -307,7 +307,7 @@ class Metric(Input):
         return check_id(value, "metric id")
 
     checks: Optional[MetricChecks] = None
-    """Deterministic checks tried before the judge (see `scenarios/checks.py`)."""
+    """Deterministic checks tried before the judge (see `kinds/scenarios/judge.py`)."""
 
     @property
     def behaviour(self) -> str:

@@ -1,7 +1,7 @@
 """The end-of-session decision for CI: thresholds, baseline comparison, per-case verdicts, completeness,
 the exit status, and their wording.
 
-`evaluate_gate` is a pure function of in-memory rows and returns one `GateOutcome`, which both prints
+`evaluate_gate` is a pure function of in-memory rows and returns one `GateDecision`, which both prints
 the summary and decides the exit status, so the two cannot disagree. Exit codes (documented in
 docs/reference/exit-codes.md): 0 ok; 1 case failures (with `gate: cases`; with num_samples > 1 a case
 fails by its per-case verdict, not by one failed sample); 6 regression (a threshold breach or a
@@ -13,10 +13,10 @@ Completeness is the run's one promise to CI: every selected item ends either as 
 (passed/failed) or as an incompleteness with a reason (an error of any kind, a skip, or never having
 reported at all); exit 0/1/6 is allowed only when `Completeness.reasons()` is empty.
 
-The gate words its decision once, here: a `GateVerdict` holds the `GateOutcome` as it is, with the
+The gate words its decision once, here: a `GateVerdict` holds the `GateDecision` as it is, with the
 verdict word and the reason; render/ reads its typed fields and never parses a string back. The flip
 keys the comparison pairs on are read back into typed `Flip`s here only, where the gate's key format
-(`OutcomeRow.key`) is known.
+(`PassFailUnit.key`) is known.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import atomic_write_text
-from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
@@ -59,7 +59,7 @@ class GateInputs:
 
     results: list[ModelResult]
     """Per-target rate summaries (min rules, the rates table)."""
-    outcomes: list[OutcomeRow] = field(default_factory=list)
+    outcomes: list[PassFailUnit] = field(default_factory=list)
     """Pass/fail units paired with the baseline (and grouped into per-case verdicts)."""
     scores: list[EvalScore] = field(default_factory=list)
     """Per-eval numeric score rows (dataset) paired with the baseline."""
@@ -84,7 +84,7 @@ class CaseVerdict:
 
 
 @dataclass
-class GateOutcome:
+class GateDecision:
     breaches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Rules that could not be evaluated (never counted as held)."""
@@ -124,7 +124,7 @@ class GateOutcome:
         return pytest_status
 
 
-def case_verdicts(outcomes: list[OutcomeRow], threshold: float) -> list[CaseVerdict]:
+def case_verdicts(outcomes: list[PassFailUnit], threshold: float) -> list[CaseVerdict]:
     """For num_samples > 1: per (target, case) the pass count over its scored samples and a
     Wilson-bound verdict; empty when no case has more than one sample."""
     groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
@@ -168,10 +168,10 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
     return out
 
 
-def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateOutcome:
+def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
     """Everything the CI gate decides, from the rows this session measured (no I/O; rows carried over
     from earlier sessions stay in the result files but never reach the gate: see docs/guides/gating.md)."""
-    outcome = GateOutcome(incomplete=list(inputs.incomplete), mode=settings.mode,
+    outcome = GateDecision(incomplete=list(inputs.incomplete), mode=settings.mode,
                           fail_inconclusive=settings.fail_inconclusive)
     comparison = None
     if inputs.baseline is not None:
@@ -211,7 +211,7 @@ def read_baseline(path: Path) -> Baseline:
         raise InputError(path, str(exc)) from None
 
 
-def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateOutcome, written: KindResults,
+def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDecision, written: KindResults,
                      title: str) -> None:
     """The baseline to save and the HTML report (from the kind's scores.json rows and
     conversations), when asked for."""
@@ -256,12 +256,12 @@ class Flip:
 @dataclass
 class GateVerdict:
     """What the gate decided, in words: the verdict, the exit code, the reason, beside the gate's own
-    typed `GateOutcome` (rules, breaches, comparison...), which renderers read as it is."""
+    typed `GateDecision` (rules, breaches, comparison...), which renderers read as it is."""
 
     verdict: str
     exit_code: int
     reason: str
-    outcome: GateOutcome = field(default_factory=GateOutcome)
+    outcome: GateDecision = field(default_factory=GateDecision)
     """The gate's decision, typed; empty when no case was run."""
     flips: list[Flip] = field(default_factory=list)
     """Cases that passed in the baseline and fail now, with this session's node ids."""
@@ -316,7 +316,7 @@ def node_ids_of(records: Mapping[str, dict[str, Any]]) -> dict[FlipKey, str]:
     return out
 
 
-def gate_verdict(outcome: GateOutcome | None, exit_code: int, failed: int, node_ids: Mapping[FlipKey, str],
+def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: int, node_ids: Mapping[FlipKey, str],
                  finish_error: str | None = None) -> GateVerdict:
     """The gate's outcome (or its absence) in words.
 
@@ -331,7 +331,7 @@ def gate_verdict(outcome: GateOutcome | None, exit_code: int, failed: int, node_
     return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, outcome=outcome, flips=flips)
 
 
-def _rules_said(view: GateOutcome) -> str:
+def _rules_said(view: GateDecision) -> str:
     """`min_negative_pass_rate 0.50 t: 1.00 held` for a few rules, else counts by status."""
     if not view.rules:  # configured rules that could not be evaluated say so in the notes
         return "; ".join(view.notes) if view.notes else "no threshold rules are configured"
@@ -342,7 +342,7 @@ def _rules_said(view: GateOutcome) -> str:
                      for s, n in counts.items() if n) + " (each rule is listed)"
 
 
-def _verdict(view: GateOutcome, exit_code: int, failed: int) -> tuple[str, str]:
+def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]:
     """The verdict word and one plain sentence saying why the build passed or failed."""
     cases = f"{failed} case{'s' if failed != 1 else ''} failed"
     if exit_code == 7 or view.incomplete:

@@ -1,7 +1,7 @@
 """Baselines and the paired, multiplicity-corrected comparison of a run with its baseline, and the
 compare rule.
 
-A baseline file holds a run's per-unit outcomes and scores: outcome rows (`OutcomeRow`: target, id,
+A baseline file holds a run's per-unit outcomes and scores: outcome rows (`PassFailUnit`: target, id,
 metric_id, sample, passed; passed None = unscored), one pass/fail unit each, keyed
 `<target>|<id>|<metric_id>|<sample>`; and score rows (`EvalScore`): numeric per-eval scores of dataset
 cases on a 1..5 scale, keyed `<target>|<id>|<metric_id>`. Every comparison pairs the cases both runs
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
@@ -198,7 +198,7 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
                       sum(diffs) / n, low, high, p, f"Wilcoxon ({how})")
 
 
-def compare_with_baseline(baseline: Baseline, outcomes: list[OutcomeRow], meta: dict[str, Any] | None = None,
+def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
                           alpha: float = 0.05) -> Comparison:
     """Current run vs a baseline: every paired test, with p-values adjusted over the whole family.
@@ -271,8 +271,8 @@ READABLE_VERSIONS = (1, 2)
 # --------------------------------------------------------------------------- rows and keys
 
 
-def case_outcomes(rows: Iterable[OutcomeRow]) -> dict[str, bool]:
-    """Pass/fail per scored unit (`OutcomeRow.key`); unscored rows have no outcome."""
+def case_outcomes(rows: Iterable[PassFailUnit]) -> dict[str, bool]:
+    """Pass/fail per scored unit (`PassFailUnit.key`); unscored rows have no outcome."""
     return {r.key: r.passed for r in rows if r.passed is not None}
 
 
@@ -292,7 +292,7 @@ class MetricCount:
     metric_type: str | None = None
 
 
-def metric_counts(results: list[ModelResult], outcomes: list[OutcomeRow]) -> dict[str, dict[str, MetricCount]]:
+def metric_counts(results: list[ModelResult], outcomes: list[PassFailUnit]) -> dict[str, dict[str, MetricCount]]:
     """{target: {metric_id: counts}}: from the scored outcome rows, falling back to the
     results.json `by_metric` of targets without rows."""
     out: dict[str, dict[str, MetricCount]] = {}
@@ -331,7 +331,7 @@ class Baseline:
     targets: dict[str, Any]
     """Per target: its rates and per-metric counts; informative only, never compared."""
     cases: dict[str, bool]
-    """`OutcomeRow.key` -> passed, for every scored pass/fail unit."""
+    """`PassFailUnit.key` -> passed, for every scored pass/fail unit."""
     scores: dict[str, float]
     """`EvalScore.key` -> score (1..5), for every scored eval of a dataset case."""
     schema_version: int = BASELINE_SCHEMA_VERSION
@@ -342,7 +342,7 @@ class Baseline:
                 "cases": self.cases, "scores": self.scores}
 
 
-def make_baseline(results: list[ModelResult], outcomes: list[OutcomeRow], meta: dict[str, Any],
+def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta: dict[str, Any],
                   scores: list[EvalScore] | None = None) -> Baseline:
     """This run as a baseline: per target its rates plus the per-case outcome of every scored unit
     and every per-eval score, so a later run can be compared case by case (paired)."""

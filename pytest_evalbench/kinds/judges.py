@@ -46,7 +46,7 @@ class Vote(Generic[V]):
 
 
 @dataclass(frozen=True)
-class PanelVerdict(Generic[V]):
+class PanelJudgment(Generic[V]):
     value: V | None
     justification: str
     """The deciding justification (or why the panel could not decide)."""
@@ -78,17 +78,17 @@ def _agreement(votes: list[Vote[V]], value: V) -> float | None:
     return round(sum(1 for v in usable if v.value == value) / len(usable), 4)
 
 
-def _settled(votes: list[Vote[V]]) -> PanelVerdict[V] | None:
+def _settled(votes: list[Vote[V]]) -> PanelJudgment[V] | None:
     """The verdict when there is nothing to aggregate: a lone vote as it is, or no usable vote (unscored)."""
     if len(votes) == 1:
-        return PanelVerdict(votes[0].value, votes[0].text, None, votes)
+        return PanelJudgment(votes[0].value, votes[0].text, None, votes)
     if all(v.value is None for v in votes):
         unusable = "; ".join(f"{v.judge}#{v.sample}: {v.text}" for v in votes)
-        return PanelVerdict(None, f"unscored: no judge gave a usable answer ({unusable})", None, votes)
+        return PanelJudgment(None, f"unscored: no judge gave a usable answer ({unusable})", None, votes)
     return None
 
 
-def majority(votes: list[Vote[bool]]) -> PanelVerdict[bool]:
+def majority(votes: list[Vote[bool]]) -> PanelJudgment[bool]:
     """The majority of the usable yes/no votes; a tie or no usable vote is unscored, with its reason."""
     settled = _settled(votes)
     if settled is not None:
@@ -96,15 +96,15 @@ def majority(votes: list[Vote[bool]]) -> PanelVerdict[bool]:
     usable = [v for v in votes if v.value is not None]
     counts = Counter(bool(v.value) for v in usable)
     if counts[True] == counts[False]:
-        return PanelVerdict(None, f"unscored: the judges tied {counts[True]}-{counts[False]} "
+        return PanelJudgment(None, f"unscored: the judges tied {counts[True]}-{counts[False]} "
                             f"(present-absent) over {len(usable)} usable votes", 0.5, votes)
     value = counts[True] > counts[False]
     first = next(v for v in usable if v.value == value)
     text = f"panel {counts[value]}/{len(usable)} {'present' if value else 'absent'}: {first.text}"
-    return PanelVerdict(value, text, _agreement(votes, value), votes)
+    return PanelJudgment(value, text, _agreement(votes, value), votes)
 
 
-def median_vote(votes: list[Vote[int]]) -> PanelVerdict[int]:
+def median_vote(votes: list[Vote[int]]) -> PanelJudgment[int]:
     """The median of the usable 1-5 scores (the lower one of an even count: a tie never rounds up)."""
     settled = _settled(votes)
     if settled is not None:
@@ -113,7 +113,7 @@ def median_vote(votes: list[Vote[int]]) -> PanelVerdict[int]:
     value = int(statistics.median_low(int(v.value) for v in usable if v.value is not None))
     first = next(v for v in usable if v.value == value)
     scores = ", ".join(str(v.value) for v in usable)
-    return PanelVerdict(value, f"panel median of [{scores}]: {first.text}", _agreement(votes, value), votes)
+    return PanelJudgment(value, f"panel median of [{scores}]: {first.text}", _agreement(votes, value), votes)
 
 
 def agreement_lines(pairs: list[tuple[str, float | None]]) -> list[str]:

@@ -1,10 +1,10 @@
-"""The benchmark-kind protocol and its registry (filled by `shipped.py`, which names the kinds).
+"""The benchmark-kind protocol and its registry (filled by `kinds/__init__.py`, which names the shipped kinds).
 
 A kind (`scenarios/`, `dataset/`, `calibration/`) knows how to load its cases, run one case into
 a typed record, decide a record's outcome, write its result files and summarise them. The pytest
 layer calls this protocol and never branches on the kind; a third kind is a new subpackage (with the
 same inner layout: the class in `<kind>/kind.py`, an `__init__` that imports nothing) plus one
-`register_kind` line in `shipped.py`: the registry is filled from above, this module imports no kind.
+`register_kind` line in `kinds/__init__.py`: this module imports no kind.
 Records are the kind's own types; they become JSON only where they cross the worker -> controller
 boundary and in the `pytest_evalbench_*` hook payloads (`record_to_json` / `record_from_json`).
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, TypeVar, Union
 
-from pytest_evalbench.formats.results import EvalScore, Judged, ModelResult, OutcomeRow, Status
+from pytest_evalbench.formats.results import EvalScore, Judged, ModelResult, PassFailUnit, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
     from pytest_evalbench.formats.provenance import SessionStamp
@@ -76,7 +76,7 @@ class KindResults:
     first indexed)."""
     rates: list[ModelResult] = field(default_factory=list)
     """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
-    outcomes: list[OutcomeRow] = field(default_factory=list)
+    outcomes: list[PassFailUnit] = field(default_factory=list)
     """Per-row pass/fail units the gate pairs against a baseline (and groups into per-case verdicts)."""
     eval_scores: list[EvalScore] = field(default_factory=list)
     """Per-case numeric scores (1..5) the gate pairs against a baseline (dataset evals), or empty."""
@@ -180,7 +180,7 @@ KindFactory = Callable[["BenchmarkRun"], AnyKind]
 """What makes a run's kind object from the run (a kind's class)."""
 
 SPEC_KINDS: dict[str, Callable[[], type[SpecKind]]] = {}
-"""benchmark.yaml `kind:` value -> a loader of the kind's class, filled from above (`shipped.py` registers
+"""benchmark.yaml `kind:` value -> a loader of the kind's class, filled from above (`kinds/__init__.py` registers
 the kinds this package ships; the plugin and the command line call it first): a run imports its own
 kind's `<kind>/kind.py` only (a scenario run never imports `dataset/`; tests/unit/test_import_cost.py)."""
 _CALIBRATION: list[Callable[[], KindFactory]] = []
@@ -188,7 +188,7 @@ _CALIBRATION: list[Callable[[], KindFactory]] = []
 
 
 def _where(loader: Callable[..., Any]) -> tuple[str, str]:
-    """A loader's defining module and name: pytest's in-process runs may import shipped.py anew."""
+    """A loader's defining module and name: pytest's in-process runs may import the registering module anew."""
     return getattr(loader, "__module__", ""), getattr(loader, "__qualname__", "")
 
 

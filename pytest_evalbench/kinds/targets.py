@@ -54,7 +54,7 @@ class Target(Protocol):
     id: str
     model: str | None
 
-    async def reply(self, messages: list[dict[str, Any]], *, sample: int, ledger: dict[str, Usage]
+    async def reply(self, messages: list[dict[str, Any]], *, sample: int, usage_by_phase: dict[str, Usage]
                     ) -> TargetReply: ...
 
 
@@ -68,11 +68,11 @@ class ModelTarget:
         self.system_prompt = system_prompt
         self.engine = engine
 
-    async def reply(self, messages: list[dict[str, Any]], *, sample: int, ledger: dict[str, Usage]
+    async def reply(self, messages: list[dict[str, Any]], *, sample: int, usage_by_phase: dict[str, Usage]
                     ) -> TargetReply:
         sent = [{"role": "system", "content": self.system_prompt}, *messages]
         completion = await self.engine.complete(self.endpoint, sent, role="target", phase="simulate",
-                                                sample=sample, ledger=ledger)
+                                                sample=sample, usage_by_phase=usage_by_phase)
         if not (completion.content or "").strip():
             raise UnusableAnswer(f"target '{self.id}' returned an empty reply "
                                  f"(finish_reason={completion.finish_reason})")
@@ -95,7 +95,7 @@ class AppTarget:
         self.timeout = settings.timeout or None
         self.max_reply_chars = settings.max_reply_chars
 
-    async def reply(self, messages: list[dict[str, Any]], *, sample: int, ledger: dict[str, Usage]
+    async def reply(self, messages: list[dict[str, Any]], *, sample: int, usage_by_phase: dict[str, Usage]
                     ) -> TargetReply:
         history = [dict(m) for m in messages]
         try:

@@ -300,7 +300,7 @@ def redacted(completion: Completion) -> Completion:
     return dataclasses.replace(completion, content=content, tool_calls=calls)
 
 
-class Memo:
+class CachedCalls:
     """Answers from the cache, from an identical call in flight, or from `fetch` (then stored)."""
 
     def __init__(self, cache: ResponseCache, stats: EngineStats) -> None:

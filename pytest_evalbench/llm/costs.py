@@ -54,20 +54,20 @@ class PriceTable:
         return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
 
 
-USAGE_LEDGER = ".usage.json"
+USAGE_FILE = ".usage.json"
 
 
-def read_ledger(path: Path) -> dict[str, Any]:
-    """A `.usage.json` ledger: key -> {phase: usage} ({} when missing; InputError when unreadable,
+def read_usage(path: Path) -> dict[str, Any]:
+    """A `.usage.json` file: key -> {phase: usage} ({} when missing; InputError when unreadable,
     see `read_result`: the usage of the rows it holds would be lost)."""
     data: dict[str, Any] = read_result(path, {}, dict)
     return data
 
 
-def ledger_totals(ledger: dict[str, Any]) -> dict[str, Usage]:
-    """Usage per phase summed over every entry of a ledger."""
+def usage_totals(rows: dict[str, Any]) -> dict[str, Usage]:
+    """Usage per phase summed over every entry of a usage file."""
     totals: dict[str, Usage] = defaultdict(Usage)
-    for usage in ledger.values():
+    for usage in rows.values():
         for phase, value in usage.items():
             totals[phase].add(Usage.from_json(value))
     return totals

@@ -1,5 +1,5 @@
 """The LLM engine, a facade over four layers (inspect_ai's order: model API, provider, cache, retry
-and concurrency): `complete` asks the cache layer (memo.py), which on a miss fetches with bounded
+and concurrency): `complete` asks the cache layer (`cache.CachedCalls`), which on a miss fetches with bounded
 retries (retry.py), each attempt admitted by the limits (limits.py) and sent by the transport
 (transport.py); every pipeline runs on the engine's private event loop (pipelines.py). The engine
 builds them, encodes the request body once and counts usage and cost per phase and role.
@@ -11,7 +11,7 @@ import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from pytest_evalbench.llm.cache import Memo, ResponseCache, canonical_json, material_json, text_key
+from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, canonical_json, material_json, text_key
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.limits import Limits
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
@@ -49,7 +49,7 @@ class Engine:
         self.limits = Limits(settings, self.stats, prices, cache.directory / ".rate-limit")
         self.budget = self.limits.budget
         self.retrier = Retrier(settings, self.stats, self.limits, lambda: self.transport)
-        self.memo = Memo(cache, self.stats)
+        self.cached = CachedCalls(cache, self.stats)
         self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots)
 
     @property
@@ -90,7 +90,7 @@ class Engine:
         """Cancel pending work, close the transport and stop the loop, then let the cache writes finish;
         safe to call twice."""
         self.pipelines.close(self._shutdown)
-        self.memo.close()  # every answer received is on disk before the run ends
+        self.cached.close()  # every answer received is on disk before the run ends
 
     async def _shutdown(self) -> None:
         if self._transport is not None:
@@ -116,7 +116,7 @@ class Engine:
 
     async def complete(self, endpoint: Endpoint, messages: list[dict[str, Any]], *, role: str, phase: str,
                        sample: int, attempt: int = 0, schema: tuple[str, dict[str, Any]] | None = None,
-                       tools: list[dict[str, Any]] | None = None, ledger: dict[str, Usage] | None = None
+                       tools: list[dict[str, Any]] | None = None, usage_by_phase: dict[str, Usage] | None = None
                        ) -> Completion:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
         body = self.request_body(endpoint, messages, schema, tools)
@@ -124,7 +124,7 @@ class Engine:
         material_text = material_json(endpoint.identity, encoded, sample, attempt)
         key = text_key(material_text)
         material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
-        completion = await self.memo.answer(key, material, role, endpoint.model,
+        completion = await self.cached.answer(key, material, role, endpoint.model,
                                             lambda: self.retrier.fetch(endpoint, body, role, encoded.encode()),
                                             material_text)
         cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
@@ -132,8 +132,8 @@ class Engine:
         usage = Usage(completion.input_tokens, completion.output_tokens, cost)
         self.stats.usage[f"{phase}:{role}"].add(usage)
         self.stats.unpriced.update(self.prices.unpriced)
-        if ledger is not None:
-            ledger.setdefault(phase, Usage()).add(usage)
+        if usage_by_phase is not None:
+            usage_by_phase.setdefault(phase, Usage()).add(usage)
         if not completion.cached:
             self.stats.spent += cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
@@ -141,4 +141,4 @@ class Engine:
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued."""
-        await self.memo.forget(keys)
+        await self.cached.forget(keys)

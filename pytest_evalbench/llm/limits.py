@@ -181,7 +181,7 @@ class Admission:
         if delay > 0:  # paced: the endpoint's next start slot, shared by every process
             await asyncio.sleep(delay)
         if limits.budget is not None:
-            # the call's worst-case price is reserved before it is sent (see budget.py)
+            # the call's worst-case price is reserved before it is sent (see `Budget`)
             worst = limits.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=self.local)
             if not await limits.budget.reserve(worst):
                 raise BudgetExhausted(limits.budget.spent(), limits.budget.limit, role, endpoint.model, worst)
@@ -330,7 +330,7 @@ DEFAULT_OUTPUT_CAP = 4096
 POLL_SECONDS = 0.05
 """How often a waiting call re-reads a shared ledger (other processes settle there)."""
 
-Verdict = Literal["ok", "wait", "stop"]
+Reservation = Literal["ok", "wait", "stop"]
 
 
 def worst_case_tokens(body: dict[str, Any], data: bytes) -> tuple[int, int]:
@@ -353,7 +353,7 @@ class LedgerState:
     stopped: bool = False
     """The budget was reached: no call starts any more."""
 
-    def decide(self, amount: float, limit: float) -> Verdict:
+    def decide(self, amount: float, limit: float) -> Reservation:
         if self.stopped:
             return "stop"
         if self.spent + amount > limit:
@@ -370,7 +370,7 @@ class LedgerState:
 
 
 class Ledger(Protocol):
-    def try_reserve(self, amount: float, limit: float) -> Verdict: ...
+    def try_reserve(self, amount: float, limit: float) -> Reservation: ...
 
     def settle(self, reserved: float, actual: float) -> None: ...
 
@@ -383,7 +383,7 @@ class LocalLedger:
     def __init__(self) -> None:
         self._state = LedgerState()
 
-    def try_reserve(self, amount: float, limit: float) -> Verdict:
+    def try_reserve(self, amount: float, limit: float) -> Reservation:
         return self._state.decide(amount, limit)
 
     def settle(self, reserved: float, actual: float) -> None:
@@ -414,7 +414,7 @@ class FileLedger:
         atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,
                                                  "stopped": state.stopped}), None)
 
-    def try_reserve(self, amount: float, limit: float) -> Verdict:
+    def try_reserve(self, amount: float, limit: float) -> Reservation:
         with self._lock:
             state = self._read()
             verdict = state.decide(amount, limit)

@@ -49,7 +49,7 @@ class Refused(Exception):
 
 class Retrier:
     """Fetches one answer with bounded retries; an endpoint that kept failing is failed at once
-    (breaker.py has the rule)."""
+    (`Breaker` has the rule)."""
 
     def __init__(self, settings: EngineSettings, stats: EngineStats, limits: Limits,
                  transport: Callable[[], Transport]) -> None:
@@ -149,7 +149,7 @@ class _Call:
             self.retrier.stats.retries += 1
 
     async def sleep(self, seconds: float) -> None:
-        """A failure's backoff ends when the endpoint's circuit opens meanwhile (breaker.py); a 429's
+        """A failure's backoff ends when the endpoint's circuit opens meanwhile (`Breaker.pause`); a 429's
         wait is the provider's pacing, slept whole."""
         if self.paced:
             await asyncio.sleep(seconds)

@@ -91,7 +91,7 @@ def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None
 
 
 async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], parse: Callable[[str | None], T],
-              *, schema: tuple[str, dict[str, Any]], role: str, phase: str, sample: int, ledger: dict[str, Usage],
+              *, schema: tuple[str, dict[str, Any]], role: str, phase: str, sample: int, usage_by_phase: dict[str, Usage],
               shape: str) -> tuple[T | None, str]:
     """(answer, "") or (None, last problem) after MAX_ATTEMPTS unusable answers.
 
@@ -101,7 +101,7 @@ async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]]
     keys: list[str] = []
     for attempt in range(MAX_ATTEMPTS):
         completion = await engine.complete(endpoint, messages, role=role, phase=phase, sample=sample,
-                                           attempt=attempt, schema=schema, ledger=ledger)
+                                           attempt=attempt, schema=schema, usage_by_phase=usage_by_phase)
         keys += [completion.key] if completion.key else []
         limit = engine.settings.max_reply_chars
         try:

@@ -416,7 +416,7 @@ def redirect_target(url: str, location: str | None) -> str:
     return f"{origin} ({'the same origin' if same else 'another origin'})"
 
 def _retry_after(headers: Any) -> float | None:
-    """Retry-After (seconds or HTTP date) or retry-after-ms, bounded (rate_headers.py)."""
+    """Retry-After (seconds or HTTP date) or retry-after-ms, bounded (`shared_limits.retry_after`)."""
     return retry_after(headers)
 
 

@@ -125,7 +125,7 @@ class EngineSettings:
     backoff_base: float = 0.5
     backoff_cap: float = 20.0
     max_cost: float | None = None
-    """Dollars the whole session may spend (all xdist workers together, see `budget.py`)."""
+    """Dollars the whole session may spend (all xdist workers together, see `limits.Budget`)."""
     budget_ledger: str | None = None
     """The session's shared ledger file under xdist (made by the controller); None: in memory."""
     rate_limit: float | None = None

@@ -45,7 +45,7 @@ from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
-    from pytest_evalbench.gate.outcome import GateOutcome
+    from pytest_evalbench.gate.outcome import GateDecision
     from pytest_evalbench.gate.paired import Baseline
 
 
@@ -80,7 +80,7 @@ class Results:
         self.is_worker = is_worker
         self.baseline = self._read_baseline()
         self.stats = EngineStats()
-        self.outcome: GateOutcome | None = None
+        self.outcome: GateDecision | None = None
         self.finish_error: str | None = None
         self.judge_lines: list[str] = []
         self.written: KindResults | None = None
@@ -145,7 +145,7 @@ class Results:
         set_exit_status(session, code)
         return int(code)
 
-    def _finish(self, exitstatus: int) -> GateOutcome:
+    def _finish(self, exitstatus: int) -> GateDecision:
         from pytest_evalbench.gate.outcome import GateInputs, evaluate_gate, write_gate_files
 
         run = self.selection.run

@@ -233,7 +233,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     workerinput = worker_input(config)
     budget_ledger = None
     if workerinput is not None:
-        # xdist workers reserve the one budget in the controller's ledger file (llm/budget.py)
+        # xdist workers reserve the one budget in the controller's ledger file (llm/limits.py)
         from pytest_evalbench.plugin.workers import BUDGET_INPUT, worker_share
 
         budget_ledger = workerinput.get(BUDGET_INPUT)

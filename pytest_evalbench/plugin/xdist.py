@@ -158,7 +158,7 @@ class WholeFileController:
 
 class BudgetController:
     """Controller side of `--evalbench-max-cost`: one ledger file for the session, which every
-    worker reserves against (llm/budget.py), so the workers together keep the one limit."""
+    worker reserves against (`llm.limits.Budget`), so the workers together keep the one limit."""
 
     def __init__(self) -> None:
         import tempfile

@@ -238,7 +238,7 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
         if not view.judgments:
             judged = '<div class="judgment why">why unscored: no judgment recorded for this conversation</div>'
 
-        if c.user_audit is not None and c.user_audit.flags:  # the simulated user's audit (scenarios/audit.py)
+        if c.user_audit is not None and c.user_audit.flags:  # the simulated user's audit (`kinds.scenarios.runner.audit`)
             judged += f'<div class="judgment why">simulated user: {E("; ".join(c.user_audit.flags))}</div>'
         turns = "".join(f'<div class="turn {E(t.role)}"><span class="role">{E(t.role)}</span> '
                         f'{E(t.content)}</div>' for t in c.transcript)

@@ -19,7 +19,7 @@ import pytest
 from helpers import read_json
 
 from pytest_evalbench.formats.results import ModelResult
-from pytest_evalbench.gate.outcome import FlipKey, GateOutcome, gate_verdict
+from pytest_evalbench.gate.outcome import FlipKey, GateDecision, gate_verdict
 from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.kinds.dataset.summary import CaseResult, summarize_agents
@@ -152,7 +152,7 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     comparison = compare_with_baseline(make_baseline(base_results, [r.outcome_row() for r in base_scores],
                                                      {"judge": "j1"}), [r.outcome_row() for r in scores])
     rule = RuleResult("min_positive_pass_rate", 0.5, "alpha", None, "held", 0.8)
-    outcome = GateOutcome(mode="thresholds", comparison=comparison, rules=[rule])
+    outcome = GateDecision(mode="thresholds", comparison=comparison, rules=[rule])
     node_ids = {FlipKey("beta-mini", "m01_s002_v01", 0): "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}
     gate = gate_verdict(outcome, 0, 5, node_ids)
     meta = {"benchmark": "Demo </title> report", "user_model": "u1", "judge_model": "j1",
@@ -214,7 +214,7 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
     outcomes.update({("t", f"m01_s{i:03d}_v02"): False for i in range(1, 21)})
     results, scores, conversations = synthetic_run(outcomes)
     summary = build_summary(kind="scenarios", written=written_of(results, scores, conversations),
-                            gate=gate_verdict(GateOutcome(), 1, 20, {}), meta={"benchmark": "gap"},
+                            gate=gate_verdict(GateDecision(), 1, 20, {}), meta={"benchmark": "gap"},
                             stats=EngineStats(), errors={}, recorded=40, failed=20, root=tmp_path, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
@@ -313,7 +313,7 @@ def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
     other = CaseResult.model_validate({**case.to_json(), "case_id": "c2", "agent_name": "b", "composite": 3.5})
     agents = summarize_agents([case, other])
     written = KindResults([a.to_json() for a in agents], agents=agents, cases=[case, other], view="cases")
-    summary = build_summary(kind="dataset", written=written, gate=gate_verdict(GateOutcome(), 0, 0, {}),
+    summary = build_summary(kind="dataset", written=written, gate=gate_verdict(GateDecision(), 0, 0, {}),
                             meta={"benchmark": "pairs"}, stats=EngineStats(), errors={}, recorded=1, failed=0,
                             root=tmp_path, files=[])
     path = tmp_path / "r.html"

@@ -2,7 +2,7 @@
 nothing changed, and how often does it catch a real drop?
 
 Every simulated run goes through the real gate code (`evaluate_gate` on in-memory rows, then
-`GateOutcome.exit_code`), in `gate: thresholds` mode so the exit status reflects the gate alone.
+`GateDecision.exit_code`), in `gate: thresholds` mode so the exit status reflects the gate alone.
 
 Model: a benchmark with M metrics x N cases per metric x S samples on one target. Each case has a
 latent pass probability drawn once per replicate from a mixture typical of judged LLM cases:
@@ -24,7 +24,7 @@ import argparse
 import random
 import time
 
-from pytest_evalbench.formats.results import ModelResult, OutcomeRow, RateSummary
+from pytest_evalbench.formats.results import ModelResult, PassFailUnit, RateSummary
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
 from pytest_evalbench.gate.paired import make_baseline, parse_compare_rule
@@ -45,12 +45,12 @@ def latent(rng: random.Random) -> float:
     return rng.uniform(0.2, 0.8)
 
 
-def draw(probs: dict[tuple[str, str], float], samples: int, rng: random.Random) -> list[OutcomeRow]:
-    return [OutcomeRow("t", case, metric, s, rng.random() < p)
+def draw(probs: dict[tuple[str, str], float], samples: int, rng: random.Random) -> list[PassFailUnit]:
+    return [PassFailUnit("t", case, metric, s, rng.random() < p)
             for (metric, case), p in probs.items() for s in range(samples)]
 
 
-def summaries(rows: list[OutcomeRow]) -> list[ModelResult]:
+def summaries(rows: list[PassFailUnit]) -> list[ModelResult]:
     """The per-target rates of one run (max_drop reads its metric list)."""
     by_metric: dict[str, list[int]] = {}
     for row in rows:

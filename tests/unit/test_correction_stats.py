@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.formats.results import CorrectedSummary, OutcomeRow
+from pytest_evalbench.formats.results import CorrectedSummary, PassFailUnit
 from pytest_evalbench.formats.spec import MetricRule, ThresholdRules
 from pytest_evalbench.formats.stats import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
 from pytest_evalbench.gate.rules import check_thresholds
@@ -65,8 +65,8 @@ def test_undefined(acc: JudgeAccuracy, why: str) -> None:
     assert missing is not None and missing.undefined == "no calibration for m01"
 
 
-def rows(passed: int, n: int, mid: str = "m01", mtype: str = "positive") -> list[OutcomeRow]:
-    return [OutcomeRow("t", f"s{i}", mid, 0, i < passed, mid, mtype, "judge") for i in range(n)]
+def rows(passed: int, n: int, mid: str = "m01", mtype: str = "positive") -> list[PassFailUnit]:
+    return [PassFailUnit("t", f"s{i}", mid, 0, i < passed, mid, mtype, "judge") for i in range(n)]
 
 
 @pytest.mark.parametrize(("corrected", "acc", "text"), [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, UnparseableVerdict, build_messages, parse_verdict
+from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, UnparseableAnswer, build_messages, parse_verdict
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases, payload_for
 from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, PolicyError, judge_case
 from pytest_evalbench.kinds.dataset.runner import check_tool_calls
@@ -77,7 +77,7 @@ def test_every_eval_is_on_the_1_to_5_scale_and_shows_its_inputs(name: str) -> No
                                   '{"explanation": "e", "score": "five"}', '{"explanation": "e", "score": true}',
                                   '{"score": 4}', "garbage", ""])
 def test_unusable_verdicts_are_rejected_not_clamped(text: str) -> None:
-    with pytest.raises(UnparseableVerdict):
+    with pytest.raises(UnparseableAnswer):
         parse_verdict(text)
 
 

@@ -13,7 +13,7 @@ from pytest_evalbench.base.files import FORMAT_VERSION, read_rows, read_valid_ro
 from pytest_evalbench.formats.provenance import SessionStamp, read_sessions, update_sessions
 from pytest_evalbench.kinds.scenarios.models import ScoreRow
 from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key
-from pytest_evalbench.llm.costs import read_ledger, update_cost_file
+from pytest_evalbench.llm.costs import read_usage, update_cost_file
 from pytest_evalbench.llm.types import Usage
 from pytest_evalbench.render.summary import read_history
 
@@ -53,10 +53,10 @@ def test_a_row_of_a_newer_version_is_refused_naming_file_and_row(tmp_path: Path)
 
 def test_object_files_old_read_new_refused(tmp_path: Path) -> None:
     ledger = write(tmp_path / ".usage.json", {"a|0": {"simulate": Usage(input_tokens=3).to_json()}})
-    assert list(read_ledger(ledger)) == ["a|0"]
+    assert list(read_usage(ledger)) == ["a|0"]
     write(ledger, {"a|0": {}, "version": 2})
     with pytest.raises(InputError, match=r"\.usage\.json: written by a newer pytest-evalbench"):
-        read_ledger(ledger)
+        read_usage(ledger)
     cost = write(tmp_path / "cost.json", {"gen_scenarios": {"phase": "gen_scenarios", "cost": 0.0, "input_tokens": 1,
                                                              "output_tokens": 1}})
     update_cost_file(cost, {"gen_metrics": Usage()})

@@ -14,7 +14,7 @@ from test_records import scenario_record
 
 from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import versioned
-from pytest_evalbench.gate.outcome import GateOutcome, gate_verdict
+from pytest_evalbench.gate.outcome import GateDecision, gate_verdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.engine import EngineStats
@@ -87,7 +87,7 @@ def test_the_summary_reads_the_conversations_once_for_transcripts_and_demographi
     expected = demographic_groups(scores, noted)
     assert [(v, est.k, est.n) for v, est in expected[0].values] == [("adult", 1, 2), ("teen", 2, 2)]
     written = KindResults(results=[], scores=scores, conversations=OnePass(conversations))
-    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
                             root=tmp_path, files=[])
     assert summary.scenario is not None
@@ -127,7 +127,7 @@ def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographi
         record.score.present = record.score.passed = passed
     scores = Counted([r.score for r in records])
     written = KindResults(results=[], scores=scores, conversations=OnePass([r.conversation for r in records]))
-    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+    summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
                             root=tmp_path, files=[])
     assert scores.passes == 2
@@ -256,7 +256,7 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
 
     def summary(conversations: Any) -> Any:
         written = KindResults(results=[], scores=RunScores(tmp_path), conversations=conversations)
-        return build_summary(kind="scenarios", written=written, gate=gate_verdict(GateOutcome(), 0, 1, {}),
+        return build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                              meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=3, failed=1,
                              root=tmp_path, files=[]).scenario
 
@@ -304,7 +304,7 @@ def test_the_judgments_pass_validates_only_the_shown_conversations_rows(tmp_path
 
     def summary(scores: Any, conversations: Any) -> Any:
         return build_summary(kind="scenarios", written=KindResults(results=[], scores=scores, conversations=conversations),
-                             gate=gate_verdict(GateOutcome(), 0, 1, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                             gate=gate_verdict(GateDecision(), 0, 1, {}), meta={"benchmark": "b"}, stats=EngineStats(),
                              errors={}, recorded=3, failed=1, root=tmp_path, files=[])
 
     from pytest_evalbench.render import views

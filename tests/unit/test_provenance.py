@@ -11,7 +11,7 @@ from helpers import score_row
 
 from pytest_evalbench.formats.provenance import (
     EARLIER,
-    SESSIONS_LEDGER,
+    SESSIONS_FILE,
     SessionStamp,
     carried_label,
     read_sessions,
@@ -31,7 +31,7 @@ def test_ledger_records_this_sessions_rows_and_forgets_rows_no_longer_on_disk(tm
     update_sessions(tmp_path, ["t|a|0", "t|b|0"], {"t|a|0", "t|b|0"}, OLD)
     update_sessions(tmp_path, ["t|b|0", "t|gone|0"], {"t|a|0", "t|b|0", "t|c|0"}, NEW)
     assert read_sessions(tmp_path) == {"t|a|0": OLD, "t|b|0": NEW}
-    data = json.loads((tmp_path / SESSIONS_LEDGER).read_text())
+    data = json.loads((tmp_path / SESSIONS_FILE).read_text())
     assert len(data["sessions"]) == 2 and set(data["rows"].values()) == {0, 1}  # each session stored once
     update_sessions(tmp_path, [], {"t|b|0"}, None)
     assert read_sessions(tmp_path) == {"t|b|0": NEW}
@@ -40,11 +40,11 @@ def test_ledger_records_this_sessions_rows_and_forgets_rows_no_longer_on_disk(tm
 def test_missing_or_malformed_ledger_reads_as_an_earlier_session(tmp_path: Path) -> None:
     assert read_sessions(tmp_path) == {}
     update_sessions(tmp_path, [], set(), NEW)
-    assert not (tmp_path / SESSIONS_LEDGER).exists()  # nothing to record: no file
-    (tmp_path / SESSIONS_LEDGER).write_text('{"sessions": [{"time": 5}, {"time": "T"}], "rows": '
+    assert not (tmp_path / SESSIONS_FILE).exists()  # nothing to record: no file
+    (tmp_path / SESSIONS_FILE).write_text('{"sessions": [{"time": 5}, {"time": "T"}], "rows": '
                                             '{"a": 0, "b": 1, "c": 7, "d": true, "e": "x"}}')
     assert read_sessions(tmp_path) == {"b": SessionStamp("T", None)}
-    (tmp_path / SESSIONS_LEDGER).write_text("[not json")
+    (tmp_path / SESSIONS_FILE).write_text("[not json")
     assert read_sessions(tmp_path) == {}
     assert carried_label(["a"], {}) == EARLIER
     assert carried_label(["a"], {"a": OLD}) == "2026-11-24T10:00:00Z abc1234"

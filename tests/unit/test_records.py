@@ -11,7 +11,7 @@ from typing import Any
 from helpers import scenario
 
 from pytest_evalbench.base.files import versioned
-from pytest_evalbench.formats.results import OutcomeRow
+from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.kinds.calibration.models import CalibrationRecord
 from pytest_evalbench.kinds.dataset.kind import write_dataset_results
 from pytest_evalbench.kinds.dataset.runner import DatasetRecord
@@ -81,7 +81,7 @@ def test_every_kinds_record_survives_the_xdist_boundary() -> None:
 
 
 def test_gate_rows_of_each_kind() -> None:
-    assert scenario_record("m01_s001_v01").score.outcome_row() == OutcomeRow("tgt", "m01_s001_v01", "m01", 0, True,
+    assert scenario_record("m01_s001_v01").score.outcome_row() == PassFailUnit("tgt", "m01_s001_v01", "m01", 0, True,
                                                                               "Asks", "positive", "judge")
     case = CaseResult.model_validate({
         "case_id": "c1", "agent_name": "a", "scenario_id": None, "threshold_profile": "p", "status": "unscored",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_evalbench.gate.outcome import FlipKey, GateOutcome, gate_verdict, node_ids_of
+from pytest_evalbench.gate.outcome import FlipKey, GateDecision, gate_verdict, node_ids_of
 from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.kinds.dataset.summary import AgentSummary
 from pytest_evalbench.kinds.protocol import KindResults
@@ -50,16 +50,16 @@ def test_progress_line_eta_and_end() -> None:
 def test_verdicts_say_why() -> None:
     rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
              RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
-    thresholds = gate_verdict(GateOutcome(mode="thresholds", rules=rules), 0, 3, {})
+    thresholds = gate_verdict(GateDecision(mode="thresholds", rules=rules), 0, 3, {})
     assert (thresholds.verdict, thresholds.reason) == (
         "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
                   "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "
                   "which is reported but does not fail the build")
-    many = gate_verdict(GateOutcome(mode="thresholds", rules=rules * 2), 0, 0, {})
+    many = gate_verdict(GateDecision(mode="thresholds", rules=rules * 2), 0, 0, {})
     assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
-    cases_mode = gate_verdict(GateOutcome(rules=rules[:1]), 0, 0, {})
+    cases_mode = gate_verdict(GateDecision(rules=rules[:1]), 0, 0, {})
     assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
-    none = gate_verdict(GateOutcome(mode="thresholds"), 0, 0, {})
+    none = gate_verdict(GateDecision(mode="thresholds"), 0, 0, {})
     assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
     # rules configured but no row of the session reached the gate (e.g. every row's judge unreliable):
     # the reason says so, never "no threshold rules are configured"
@@ -69,11 +69,11 @@ def test_verdicts_say_why() -> None:
                               GateSettings(mode="thresholds"))
     reason = gate_verdict(unreached, 0, 0, {}).reason
     assert "no threshold rules are configured" not in reason and "rests on a judge found unreliable" in reason
-    cases = gate_verdict(GateOutcome(), 1, 1, {})
+    cases = gate_verdict(GateDecision(), 1, 1, {})
     assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
-    incomplete = gate_verdict(GateOutcome(incomplete=["500 items no API key"]), 7, 0, {})
+    incomplete = gate_verdict(GateDecision(incomplete=["500 items no API key"]), 7, 0, {})
     assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
-    regression = gate_verdict(GateOutcome(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
+    regression = gate_verdict(GateDecision(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
     assert (regression.verdict, regression.reason) == ("regression", "1 threshold breach")
     assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written: bad baseline"
 
@@ -104,7 +104,7 @@ def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
                          composite_mean=None, metric_means={})
     written = KindResults([agent.to_json()], agents=[agent], view="cases")
     summary = build_summary(kind="dataset", written=written,
-                            gate=gate_verdict(GateOutcome(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                            gate=gate_verdict(GateDecision(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
                             errors={}, recorded=2, failed=1, root=tmp_path, files=[])
     path = tmp_path / "history.jsonl"
     append_history(path, summary)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import (
     agresti_min_interval,
     benjamini_hochberg,
@@ -27,7 +27,7 @@ from pytest_evalbench.formats.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateOutcome, GateSettings, evaluate_gate, gate_verdict
+from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateDecision, GateInputs, GateSettings, evaluate_gate, gate_verdict
 from pytest_evalbench.gate.paired import (
     BASELINE_SCHEMA_VERSION,
     POOLED,
@@ -198,12 +198,12 @@ def test_case_verdict_boundaries() -> None:
 
 
 def score_rows(target: str, metric: str, outcomes: list[bool | None], mtype: str = "positive",
-               sample: int = 0) -> list[OutcomeRow]:
-    return [OutcomeRow(target, f"{metric}_s{i + 1:03d}_v01", metric, sample, passed, metric.upper(), mtype)
+               sample: int = 0) -> list[PassFailUnit]:
+    return [PassFailUnit(target, f"{metric}_s{i + 1:03d}_v01", metric, sample, passed, metric.upper(), mtype)
             for i, passed in enumerate(outcomes)]
 
 
-def results_of(scores: list[OutcomeRow]) -> list[ModelResult]:
+def results_of(scores: list[PassFailUnit]) -> list[ModelResult]:
     """results.json of these rows, aggregated as the scenario kind does."""
     by_model: dict[str, list[ScoreRow]] = {}
     for r in scores:
@@ -214,19 +214,19 @@ def results_of(scores: list[OutcomeRow]) -> list[ModelResult]:
     return aggregate(by_model)
 
 
-def baseline_of(scores: list[OutcomeRow], meta: dict | None = None,
+def baseline_of(scores: list[PassFailUnit], meta: dict | None = None,
                 evals: list[EvalScore] | None = None) -> Baseline:
     made = make_baseline(results_of(scores) if scores else [], scores, meta or {"judge": "j1"}, evals)
     return load_baseline(json.loads(json.dumps(made.to_json())))  # as read from disk
 
 
-def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[OutcomeRow]:
+def metrics_rows(n_metrics: int, n_cases: int, failing: set[tuple[int, int]]) -> list[PassFailUnit]:
     """Metrics m01.. with n_cases rows each; (metric number, case index) in `failing` fail."""
     return [row for m in range(1, n_metrics + 1)
             for row in score_rows("t1", f"m{m:02d}", [(m, i) not in failing for i in range(n_cases)])]
 
 
-def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = None,
+def gate(scores: list[PassFailUnit], baseline: dict | None, rules: dict | None = None,
          evals: list[EvalScore] | None = None,
          **settings: object) -> tuple[int, list[str]]:
     """The gate's exit status for a run whose pytest status is 0 when nothing failed, else 1."""
@@ -238,7 +238,7 @@ def gate(scores: list[OutcomeRow], baseline: dict | None, rules: dict | None = N
     return code, rendered(outcome, code, failed)
 
 
-def rendered(outcome: GateOutcome, code: int, failed: int) -> list[str]:
+def rendered(outcome: GateDecision, code: int, failed: int) -> list[str]:
     """The terminal summary a session prints for this outcome (the rendering production uses)."""
     summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(outcome, code, failed, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
@@ -289,8 +289,8 @@ def test_one_flip_of_three_is_not_a_max_drop_breach() -> None:
 
 
 def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
-    def case_rows(passed: bool) -> list[OutcomeRow]:
-        return [OutcomeRow("agent", f"case-{i:02d}", "pass_rate", 0, passed) for i in range(30)]
+    def case_rows(passed: bool) -> list[PassFailUnit]:
+        return [PassFailUnit("agent", f"case-{i:02d}", "pass_rate", 0, passed) for i in range(30)]
     results = [ModelResult(target_model="agent", positive_pass_rate=0.0, negative_pass_rate=None, n_positive=30,
                            n_negative=0, n_total=30, by_metric={}, by_scenario={})]
     base = load_baseline(json.loads(json.dumps(make_baseline(results, case_rows(True), {}).to_json())))

@@ -1,4 +1,4 @@
-"""`CalibrationKind`: this kind's implementation of the protocol in `kinds.py` (imported by the
+"""`CalibrationKind`: this kind's implementation of the protocol in `kinds/protocol.py` (imported by the
 registry there only when a run is of this kind; the package `__init__` imports nothing)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = ["CalibrationKind"]
 
 
 class CalibrationKind:
-    """The calibration kind of the protocol in `kinds.py`."""
+    """The calibration kind of the protocol in `kinds/protocol.py`."""
 
     roles = ("evaluator_model",)
 
@@ -62,7 +62,7 @@ class CalibrationKind:
 
     async def run_case(self, case: CalibrationCase) -> CalibrationRecord:
         run = self.run
-        ledger: dict[str, Usage] = {}
+        usage_by_phase: dict[str, Usage] = {}
         judges = run.judges()
         label = case.label
         verdict: bool | int | None
@@ -73,16 +73,16 @@ class CalibrationKind:
 
             async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
                 verdict = await judge(metric, label.transcript, evaluator=endpoint, engine=run.engine,
-                                      sample=sample, ledger=ledger)
+                                      sample=sample, usage_by_phase=usage_by_phase)
                 return verdict.present, verdict.justification
 
             panel = majority(await poll(judges, run.spec.judge.samples, 0, ask_one))
             verdict, text, expected = panel.value, panel.justification, label.present
         else:
-            outcome = await run_eval(label.eval, label.inputs, judges=judges, engine=run.engine, ledger=ledger,
+            outcome = await run_eval(label.eval, label.inputs, judges=judges, engine=run.engine, usage_by_phase=usage_by_phase,
                                      samples=run.spec.judge.samples)
             verdict, text, expected = outcome.score, outcome.explanation, label.score
-        return CalibrationRecord(run.spec.name, case.line, case.key, expected, verdict, text, ledger)
+        return CalibrationRecord(run.spec.name, case.line, case.key, expected, verdict, text, usage_by_phase)
 
     def record_to_json(self, record: CalibrationRecord) -> JSONRecord:
         return record.to_json()

@@ -111,19 +111,19 @@ LABELS = {"input": "RESPONSE", "question": "QUESTION", "context": "CONTEXT", "re
           "goal": "GOAL", "availableTools": "AVAILABLE TOOLS", "invokedTools": "INVOKED TOOLS"}
 
 
-class ExplainVerdict(StrictAnswer):
+class ExplainAnswer(StrictAnswer):
     """What every Explain evaluator returns."""
 
     explanation: str = Field(description="why this score, citing the response")
     score: int = Field(ge=1, le=5, description="integer from 1 (worst) to 5 (best)")
 
 
-class UnparseableVerdict(ValueError):
-    """The evaluator's answer is not a valid ExplainVerdict (bad JSON, missing key, score not 1..5)."""
+class UnparseableAnswer(ValueError):
+    """The evaluator's answer is not a valid ExplainAnswer (bad JSON, missing key, score not 1..5)."""
 
 
 def _verdict_schema() -> dict[str, Any]:
-    schema = strict_schema(ExplainVerdict)
+    schema = strict_schema(ExplainAnswer)
     schema["properties"]["score"]["enum"] = [1, 2, 3, 4, 5]  # enum survives strict mode where minimum does not
     return schema
 
@@ -156,9 +156,9 @@ def build_messages(eval_name: str, payload: dict[str, Any]) -> list[dict[str, An
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def parse_verdict(text: str | None) -> ExplainVerdict:
-    """Strict parse; out-of-range, fractional or non-integer scores raise UnparseableVerdict."""
+def parse_verdict(text: str | None) -> ExplainAnswer:
+    """Strict parse; out-of-range, fractional or non-integer scores raise UnparseableAnswer."""
     try:
-        return parse_as(text, ExplainVerdict)
+        return parse_as(text, ExplainAnswer)
     except ValueError as exc:
-        raise UnparseableVerdict(str(exc)) from None
+        raise UnparseableAnswer(str(exc)) from None

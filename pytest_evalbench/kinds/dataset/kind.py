@@ -30,7 +30,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import count_rows, dump_json, read_valid_rows, results_lock, versioned
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.loading import NAME_RE, SPEC_FILE, validate_as
-from pytest_evalbench.formats.provenance import LedgerRows, SessionStamp, unit_key, update_sessions
+from pytest_evalbench.formats.provenance import SessionStamp, StampedRows, unit_key, update_sessions
 from pytest_evalbench.formats.spec import BenchmarkSpec
 from pytest_evalbench.kinds.dataset.answers import stored_answer, write_answers
 from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, VERDICT_SCHEMA, build_messages
@@ -43,7 +43,7 @@ from pytest_evalbench.kinds.judges import agreement_lines, judge_name, reliabili
 from pytest_evalbench.kinds.protocol import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget
-from pytest_evalbench.llm.costs import USAGE_LEDGER, ledger_totals, read_ledger, update_cost_file
+from pytest_evalbench.llm.costs import USAGE_FILE, read_usage, update_cost_file, usage_totals
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
@@ -58,7 +58,7 @@ CASE_METRIC = "pass_rate"
 
 
 class DatasetKind:
-    """The dataset kind of the protocol in `kinds.py`."""
+    """The dataset kind of the protocol in `kinds/protocol.py`."""
 
     roles = ("evaluator_model",)
     judged: ClassVar[Judged] = "evals"
@@ -191,7 +191,7 @@ class DatasetKind:
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
                            judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files,
-                           measured=measured, sessions=LedgerRows(out))
+                           measured=measured, sessions=StampedRows(out))
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[DatasetRecord, DatasetItem]:
@@ -214,19 +214,19 @@ def write_dataset_results(bench_dir: Path, records: Iterable[DatasetRecord], ord
     with results_lock(bench_dir, root=root):
         old = read_valid_rows(bench_dir / CASE_RESULTS, CaseResult)
         rows = {r["case_id"]: r for r in old if r["case_id"] in order}
-        ledger = {k: v for k, v in read_ledger(bench_dir / USAGE_LEDGER).items() if k in order}
+        usage = {k: v for k, v in read_usage(bench_dir / USAGE_FILE).items() if k in order}
         measured: set[str] = set()
         for record in records:
             measured.add(record.case.case_id)
             rows[record.case.case_id] = record.case.to_json()
-            ledger[record.case.case_id] = {k: v.to_json() for k, v in record.usage.items()}
+            usage[record.case.case_id] = {k: v.to_json() for k, v in record.usage.items()}
         merged = sorted(rows.values(), key=lambda r: order[r["case_id"]])
         cases = TypeAdapter(list[CaseResult]).validate_python(merged)
         summary = summarize_agents(cases)
         dump_json(bench_dir / CASE_RESULTS, [versioned(r) for r in merged], root)
         dump_json(bench_dir / AGENT_SUMMARY, [versioned(a.to_json()) for a in summary], root)
-        dump_json(bench_dir / USAGE_LEDGER, versioned(dict(sorted(ledger.items()))), root)
-        update_cost_file(bench_dir / "cost.json", ledger_totals(ledger), root)
+        dump_json(bench_dir / USAGE_FILE, versioned(dict(sorted(usage.items()))), root)
+        update_cost_file(bench_dir / "cost.json", usage_totals(usage), root)
         update_sessions(bench_dir, [unit_key(r.agent_name, r.case_id) for r in cases if r.case_id in measured],
                         {unit_key(r.agent_name, r.case_id) for r in cases}, stamp, root)
     stale = sum(1 for r in old if r.get("case_id") not in order)

@@ -53,7 +53,7 @@ def tool_eval_not_applicable(case: DatasetCase, payload: dict[str, Any]) -> bool
 
 
 @dataclass
-class EvalOutcome:
+class EvalJudgment:
     score: int | None
     explanation: str
     agreement: float | None = None
@@ -65,7 +65,7 @@ class EvalResults:
     """What one case's evals produced, before the scoring policy decides the case."""
 
     case: DatasetCase
-    by_eval: dict[str, EvalOutcome]
+    by_eval: dict[str, EvalJudgment]
     not_applicable: bool
     """ToolCallAccuracy had nothing to judge (see `tool_eval_not_applicable`)."""
     tool_check: ToolCheckResult | None
@@ -105,7 +105,7 @@ class DatasetRecord:
 
 
 async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
-                   ledger: dict[str, Usage], samples: int = 1) -> EvalOutcome:
+                   usage_by_phase: dict[str, Usage], samples: int = 1) -> EvalJudgment:
     """One Explain eval by every judge (× samples) with bounded re-asks; the median decides; an
     unusable answer is that judge's unusable vote (all unusable: unscored, score None)."""
     messages = build_messages(eval_name, payload)
@@ -113,7 +113,7 @@ async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endp
     async def ask_one(endpoint: Endpoint, sample: int) -> tuple[int | None, str]:
         verdict, reason = await ask(engine, endpoint, messages, parse_verdict,
                                     schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge",
-                                    phase="evaluate", sample=sample, ledger=ledger,
+                                    phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
                                     shape='{"explanation": "...", "score": <integer 1-5>}')
         if verdict is None:
             return None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}"
@@ -121,7 +121,7 @@ async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endp
 
     panel = median_vote(await poll(judges, samples, 0, ask_one))
     votes = [v.value for v in panel.votes] if len(panel.votes) > 1 else None
-    return EvalOutcome(panel.value, panel.justification, panel.agreement, votes)
+    return EvalJudgment(panel.value, panel.justification, panel.agreement, votes)
 
 
 async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,
@@ -129,13 +129,13 @@ async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint],
     """(Optionally) ask the team's app, run the case's evals and the tool check; the scoring policy
     decides the case later (`decide`, from `DatasetKind.outcome`)."""
     case = item.case
-    ledger: dict[str, Usage] = {}
+    usage_by_phase: dict[str, Usage] = {}
     answer, invoked, line = None, None, None
     source: Literal["dataset", "target", "stored"] = "dataset"
     if target is None and case.model_answer is None and item.stored is None:  # loading refuses such cases
         raise ValueError(f"case {case.case_id!r} has no model_answer and no target '{case.agent_name}'")
     if target is not None:
-        reply = await target.reply([{"role": "user", "content": case.question}], sample=0, ledger=ledger)
+        reply = await target.reply([{"role": "user", "content": case.question}], sample=0, usage_by_phase=usage_by_phase)
         answer, source = reply.content, "target"
         invoked = [call.model_dump(exclude_none=True) for call in reply.tool_calls]
         if case.model_answer is None:  # kept in answers/<agent>.jsonl (see answers.py)
@@ -149,17 +149,17 @@ async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint],
     if not_applicable:
         evals.remove(TOOL_EVAL)
     outcomes = await asyncio.gather(*[
-        run_eval(name, payload_for(case, name, answer, invoked), judges=judges, engine=engine, ledger=ledger,
+        run_eval(name, payload_for(case, name, answer, invoked), judges=judges, engine=engine, usage_by_phase=usage_by_phase,
                  samples=samples)
         for name in evals])
-    by_eval: dict[str, EvalOutcome] = dict(zip(evals, outcomes))
+    by_eval: dict[str, EvalJudgment] = dict(zip(evals, outcomes))
     tool_check = None
     if TOOL_EVAL in by_eval or case.expected_tool_calls:
         check = check_tool_calls(case.expected_tool_calls, invoked if invoked is not None
                                  else case.invoked_tool_calls)
         tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
                                      summary=check.summary)
-    return DatasetRecord(benchmark, ledger, EvalResults(case, by_eval, not_applicable, tool_check, source),
+    return DatasetRecord(benchmark, usage_by_phase, EvalResults(case, by_eval, not_applicable, tool_check, source),
                          answer=line)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.results import EvalScore, ModelResult, OutcomeRow
+from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import Z95, mcnemar_exact_p
 
 
@@ -72,9 +72,9 @@ class CaseResult(Strict):
         only when the row was made with them."""
         return self.model_dump(mode="json", exclude_unset=True)
 
-    def outcome_row(self, metric: str) -> OutcomeRow:
+    def outcome_row(self, metric: str) -> PassFailUnit:
         """The case as one pass/fail unit for the gate: the agent is the target, `metric` names it."""
-        return OutcomeRow(self.agent_name, self.case_id, metric, 0, self.passed)
+        return PassFailUnit(self.agent_name, self.case_id, metric, 0, self.passed)
 
     def eval_scores(self) -> list[EvalScore]:
         """Every scored eval of the case, paired with the baseline by agent, case_id and eval."""

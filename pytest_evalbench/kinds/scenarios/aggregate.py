@@ -27,11 +27,11 @@ from itertools import groupby
 from typing import Any, Literal, Optional, Protocol, Union
 
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.results import CorrectedSummary, OutcomeRow, PassK
+from pytest_evalbench.formats.results import CorrectedSummary, PassFailUnit, PassK
 from pytest_evalbench.formats.stats import CorrectedRate, JudgeAccuracy, StrataCounter
 from pytest_evalbench.kinds.scenarios.models import ModelResult, RateSummary, ScoreRow
 
-Row = Union[ScoreRow, OutcomeRow]
+Row = Union[ScoreRow, PassFailUnit]
 
 
 def _rate(rows: Iterable[Row]) -> float | None:
@@ -77,7 +77,7 @@ def aggregate(rows_by_model: Mapping[str, Sequence[Row]], by_scenario: bool = Tr
 
     Null rates sort last; ties break on the target id, so the order never depends on disk order.
     Without `by_scenario` that map is left empty (results.json has it; `store.dump_results`).
-    Rows are scores.json rows or their compact pass/fail units (`OutcomeRow`).
+    Rows are scores.json rows or their compact pass/fail units (`PassFailUnit`).
     """
     summaries = [summarize_model(model, rows, by_scenario) for model, rows in rows_by_model.items()]
     return sorted(summaries, key=lambda s: (-(s.positive_pass_rate if s.positive_pass_rate is not None
@@ -90,7 +90,7 @@ def _summary(value: CorrectedRate | None) -> CorrectedSummary | None:
 
 def correct_results(results: Iterable[ModelResult], rows_by_model: Mapping[str, Sequence[Row]],
                     accuracy: Mapping[str, JudgeAccuracy]) -> None:
-    """Set each summary's corrected rates (correction.py) from the rows it was counted
+    """Set each summary's corrected rates (`formats.stats.correct`) from the rows it was counted
     from: per metric, and over the positive / negative metrics. A rate without judge-decided rows
     has nothing to correct and keeps no corrected entry."""
     counter = StrataCounter()

@@ -58,7 +58,7 @@ TURN_SHAPE = '{"justification": "...", "present": true or false, "turn": first a
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Judgment:
     present: bool | None
     justification: str
     unscored_reason: str | None = None
@@ -123,19 +123,19 @@ def answer_schema(transcript: list[Message]) -> tuple[str, dict[str, Any]]:
 
 
 async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
-                sample: int, ledger: dict[str, Usage]) -> Verdict:
+                sample: int, usage_by_phase: dict[str, Usage]) -> Judgment:
     """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that."""
     turns = assistant_turns(transcript)
     multi = turns > 1
     answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript),
                                parse_turn_answer if multi else parse_answer, schema=answer_schema(transcript),
-                               role="judge", phase="evaluate", sample=sample, ledger=ledger,
+                               role="judge", phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
                                shape=TURN_SHAPE if multi else SHAPE)
     if answer is None:
         detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
-        return Verdict(None, detail, unscored_reason=detail)
+        return Judgment(None, detail, unscored_reason=detail)
     turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
-    return Verdict(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
+    return Judgment(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
 
 
 @dataclass(frozen=True)

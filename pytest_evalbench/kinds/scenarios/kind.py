@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import read_rows
 from pytest_evalbench.formats.loading import SPEC_FILE
-from pytest_evalbench.formats.provenance import LedgerRows, unit_key
+from pytest_evalbench.formats.provenance import StampedRows, unit_key
 from pytest_evalbench.formats.stats import JudgeAccuracy
 from pytest_evalbench.kinds.judges import (
     agreement_lines,
@@ -57,7 +57,7 @@ TAIL_CHARS = 400
 
 
 class ScenarioKind:
-    """The scenario kind of the protocol in `kinds.py`."""
+    """The scenario kind of the protocol in `kinds/protocol.py`."""
 
     roles = ("user_model", "evaluator_model")
     judged: ClassVar[Judged] = "metrics"
@@ -192,7 +192,7 @@ class ScenarioKind:
                            outcomes=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
-                           unreliable=dict(self.unreliable), measured=measured, sessions=LedgerRows(bench_dir),
+                           unreliable=dict(self.unreliable), measured=measured, sessions=StampedRows(bench_dir),
                            accuracy=self.accuracy, summaries=summaries)
 
 

@@ -18,7 +18,7 @@ from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.base.inputs import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
 from pytest_evalbench.formats import Input, Strict, unknown_keys
 from pytest_evalbench.formats.loading import validate_as, warn_unknown
-from pytest_evalbench.formats.results import ModelResult, OutcomeRow, RateSummary, Status
+from pytest_evalbench.formats.results import ModelResult, PassFailUnit, RateSummary, Status
 from pytest_evalbench.formats.spec import MAX_ID_LENGTH, BenchmarkSpec, Int, Message, MetricType, check_id
 from pytest_evalbench.llm.types import Usage
 
@@ -31,8 +31,7 @@ class Landmark(Input):
     instruction: str
 
 
-# The docstring is the description in scenarios.schema.json, kept byte for byte: `spec._Input` is
-# now `_models.Input`.
+# The docstring is the description in scenarios.schema.json, kept byte for byte.
 class Scenario(Input):
     """One row of scenarios.json: metric × base scenario × demographic variant.
 
@@ -87,7 +86,7 @@ class TargetRef(Strict):
 
 
 class UserAudit(Strict):
-    """The simulated user's audit for one conversation (scenarios/audit.py defines each check)."""
+    """The simulated user's audit for one conversation (`runner.audit` defines each check)."""
 
     ended_early: bool
     """The user sent "terminate conversation" before the planned number of user turns."""
@@ -172,7 +171,7 @@ class ScoreRow(Strict):
     the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
     flaky: Optional[Literal["judge", "agent", "both"]] = None
     """On every sample row of a flaky case: the votes on one transcript disagree (judge), the samples'
-    verdicts differ (agent), or both (scenarios/flaky.py); absent when the case is not flaky."""
+    verdicts differ (agent), or both (`aggregate.case_noise`); absent when the case is not flaky."""
     flaky_detail: Optional[str] = None
     """With `flaky`: the numbers, e.g. "agent: 2/3 samples passed; judge: 1 of 3 transcripts split 2-1"."""
 
@@ -183,9 +182,9 @@ class ScoreRow(Strict):
             ({"turn"} if self.turn is None else set()) | ({"flaky", "flaky_detail"} if self.flaky is None else set())
         return self.model_dump(mode="json", exclude=exclude or None)
 
-    def outcome_row(self) -> OutcomeRow:
+    def outcome_row(self) -> PassFailUnit:
         """The pass/fail unit the gate pairs with the baseline."""
-        return OutcomeRow(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
+        return PassFailUnit(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
                           self.metric_type, self.decided_by)
 
 

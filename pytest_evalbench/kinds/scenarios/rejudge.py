@@ -105,7 +105,7 @@ def stored_runs(bench_dir: Path, targets: list[str]) -> list[Path]:
 
 
 async def _rejudge_target(run_dir: Path, spec: BenchmarkSpec, known: Known, judges: list[Endpoint], k: int,
-                          engine: Engine, ledger: dict[str, Usage]) -> tuple[list[RejudgedCase], int]:
+                          engine: Engine, usage_by_phase: dict[str, Usage]) -> tuple[list[RejudgedCase], int]:
     conversations = {(str(r["id"]), int(r.get("sample") or 0)): r
                      for r in read_file_rows(run_dir, "conversations.json", known)}
     work: list[tuple[ScoreRow, ConversationRow]] = []
@@ -126,7 +126,8 @@ async def _rejudge_target(run_dir: Path, spec: BenchmarkSpec, known: Known, judg
         metric = spec.metric(row.metric_id)
         assert metric is not None
         asks = [judge(metric, conversation.transcript, evaluator=j, engine=engine,
-                      sample=vote_sample(row.sample, FIRST_VOTE + i), ledger=ledger) for j in judges for i in range(k)]
+                      sample=vote_sample(row.sample, FIRST_VOTE + i), usage_by_phase=usage_by_phase)
+                for j in judges for i in range(k)]
         return [v.present for v in await asyncio.gather(*asks)]
 
     answers = await asyncio.gather(*[votes(row, conv) for row, conv in work])
@@ -152,11 +153,11 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
     engine = open_engine(bench_dir, spec, EngineSettings(concurrency=options.concurrency, max_cost=options.max_cost),
                          options.cache)
     known = Known({m.id: (m.name, m.type) for m in spec.metrics})
-    ledger: dict[str, Usage] = {}
+    usage_by_phase: dict[str, Usage] = {}
     reports: list[tuple[Path, RejudgeReport]] = []
     try:
         for run_dir in run_dirs:
-            cases, skipped = engine.run(_rejudge_target(run_dir, spec, known, judges, options.samples, engine, ledger))
+            cases, skipped = engine.run(_rejudge_target(run_dir, spec, known, judges, options.samples, engine, usage_by_phase))
             temperature = judges[0].params.get("temperature")
             reports.append((run_dir / RESULT_FILE, RejudgeReport(
                 target=run_dir.name, k=options.samples, judges=[j.model for j in judges],
@@ -168,7 +169,7 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
     with results_lock(bench_dir):
         for path, report in reports:
             write_json(path, versioned(report.model_dump(mode="json")), bench_dir)
-    return RejudgeResult(reports, engine.stats.requests, engine.stats.cache_hits, ledger.get("evaluate", Usage()),
+    return RejudgeResult(reports, engine.stats.requests, engine.stats.cache_hits, usage_by_phase.get("evaluate", Usage()),
                          engine.stats.spent)
 
 

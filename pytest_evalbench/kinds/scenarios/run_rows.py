@@ -3,7 +3,7 @@ such as impactbench): normalised to this version's spelling and validated, one r
 pass. Target runs this session's finish wrote itself are read without the normalising (their rows were
 normalised and valid when written).
 
-scores.json rows become compact pass/fail units (`OutcomeRow`), with repeated strings shared: what
+scores.json rows become compact pass/fail units (`PassFailUnit`), with repeated strings shared: what
 results.json is computed from and what the gate pairs with the baseline.
 """
 
@@ -18,28 +18,28 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, iter_json_rows, iter_valid
-from pytest_evalbench.formats.results import OutcomeRow
+from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow, derive_pass
 
 
-class OutcomeUnits:
+class UnitTable:
     """Units of one pass over rows: equal targets, metric ids, names and types share one string."""
 
     def __init__(self) -> None:
         self._shared: dict[Any, Any] = {}
 
     def unit(self, target: str, id: str, metric_id: str, sample: int, passed: bool | None,
-            metric_name: str | None, metric_type: str | None, decided_by: str | None) -> OutcomeRow:
+            metric_name: str | None, metric_type: str | None, decided_by: str | None) -> PassFailUnit:
         shared = self._shared.setdefault
-        return OutcomeRow(shared(target, target), id, shared(metric_id, metric_id), sample, passed,
+        return PassFailUnit(shared(target, target), id, shared(metric_id, metric_id), sample, passed,
                           shared(metric_name, metric_name), shared(metric_type, metric_type), decided_by)
 
-    def of_json(self, row: dict[str, Any]) -> OutcomeRow:
+    def of_json(self, row: dict[str, Any]) -> PassFailUnit:
         """The unit of a row as its model dumped it (this session's, before it is written)."""
         return self.unit(row["target_model"], row["id"], row["metric_id"], row["sample"], row["passed"],
                          row["metric_name"], row["metric_type"], row.get("decided_by"))
 
-    def of(self, row: ScoreRow) -> OutcomeRow:
+    def of(self, row: ScoreRow) -> PassFailUnit:
         """A validated row's unit."""
         return self.unit(row.target_model, row.id, row.metric_id, row.sample, row.passed, row.metric_name,
                         row.metric_type, row.decided_by)
@@ -258,13 +258,13 @@ class RunScores(RunRows[ScoreRow]):
             yield from (row for row in rows if (row.conv_id, row.sample) in keys)
 
     def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None,
-                     written: Mapping[str, list[OutcomeRow]] | None = None) -> dict[str, list[OutcomeRow]]:
+                     written: Mapping[str, list[PassFailUnit]] | None = None) -> dict[str, list[PassFailUnit]]:
         """The rows as compact pass/fail units, in file order: all of them by target run directory
         (what results.json is computed from), or those `keep` accepts by their `target_model`
         (the gate's rows). Repeated strings are shared. `written`: the units of target runs whose
         scores.json was just written from them (`write_target_run`), taken instead of read back."""
-        units = OutcomeUnits()
-        out: dict[str, list[OutcomeRow]] = {}
+        units = UnitTable()
+        out: dict[str, list[PassFailUnit]] = {}
         for run_target, row in self._rows(skip=written or ()):
             if row is None:  # a target just written
                 if written and written[run_target]:

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
 from pytest_evalbench.formats.spec import Generation, Message, Metric
-from pytest_evalbench.kinds.judges import PanelVerdict, majority, poll
+from pytest_evalbench.kinds.judges import PanelJudgment, majority, poll
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.scenarios.judge import decide, judge
 from pytest_evalbench.kinds.scenarios.models import (
@@ -131,13 +131,13 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     metric = run.spec.metric(scenario.metric_id)
     assert metric is not None  # loading checked it
     target = row_target(run.targets[case.target_id], scenario)
-    ledger: dict[str, Usage] = {}
+    usage_by_phase: dict[str, Usage] = {}
     transcript = await simulate(scenario, metric, run.spec.generation,
                                 user=run.require(run.user, "user_model"), target=target,
-                                engine=run.engine, sample=case.sample, ledger=ledger)
+                                engine=run.engine, sample=case.sample, usage_by_phase=usage_by_phase)
     decided_by: Literal["check", "judge"] | None = None
     turn: int | None = None
-    panel: PanelVerdict[bool] | None = None
+    panel: PanelJudgment[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
                                                 "before the target replied")
@@ -148,7 +148,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
 
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
-                                  sample=sample, ledger=ledger)
+                                  sample=sample, usage_by_phase=usage_by_phase)
             turns.extend([verdict.turn] if verdict.turn is not None else [])
             return verdict.present, verdict.justification
 
@@ -174,7 +174,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     if panel is not None and len(panel.votes) > 1:
         score_row.agreement = panel.agreement
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]
-    return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, ledger)
+    return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, usage_by_phase)
 
 
 TERMINATE = "terminate conversation"
@@ -276,7 +276,7 @@ def perfunctory(text: str, seed: str) -> str:
 
 
 async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *, user: Endpoint,
-                   target: Target, engine: Engine, sample: int, ledger: dict[str, Usage]) -> Transcript:
+                   target: Target, engine: Engine, sample: int, usage_by_phase: dict[str, Usage]) -> Transcript:
     """Run the conversation for up to `generation.turns` user turns."""
     system = user_system_prompt(scenario, metric, generation)
     transcript = Transcript()
@@ -290,7 +290,7 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
                   {"role": "user", "content": turn_prompt(turn, scenario, generation)}]
         for attempt in range(MAX_REASKS + 1):
             completion = await engine.complete(user, prompt, role="user", phase="simulate", sample=sample,
-                                               attempt=attempt, ledger=ledger)
+                                               attempt=attempt, usage_by_phase=usage_by_phase)
             message = parse_user_message(completion.content)
             # ending before the target has replied once leaves nothing to judge: ask again, with the
             # problem shown (a new attempt is a new cache key, so a rerun does not replay the ending)
@@ -313,7 +313,7 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
             message = perfunctory(message, f"{scenario.id}|{sample}|{turn}")
         history.append({"role": "user", "content": message})
         transcript.messages.append(Message(role="user", content=message))
-        reply = await target.reply(list(history), sample=sample, ledger=ledger)
+        reply = await target.reply(list(history), sample=sample, usage_by_phase=usage_by_phase)
         history.append({"role": "assistant", "content": reply.content})
         transcript.messages.append(Message(role="assistant", content=reply.content,
                                            tool_calls=reply.tool_calls or None))

@@ -36,7 +36,7 @@ from pytest_evalbench.base.files import (
 from pytest_evalbench.base.safe_files import check_dir
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.formats.provenance import SessionStamp, unit_key, update_sessions
-from pytest_evalbench.formats.results import OutcomeRow
+from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.formats.stats import JudgeAccuracy
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results, label_rows, summarize_counts
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow
@@ -45,14 +45,14 @@ from pytest_evalbench.kinds.scenarios.run_rows import (
     RUNS_DIR,
     Known,
     Normaliser,
-    OutcomeUnits,
     RunConversations,
     RunScores,
     StoredRows,
+    UnitTable,
     normalise_conversation,
     normalise_score,
 )
-from pytest_evalbench.llm.costs import USAGE_LEDGER, phase_cost, read_ledger
+from pytest_evalbench.llm.costs import USAGE_FILE, phase_cost, read_usage
 from pytest_evalbench.llm.types import Usage
 
 __all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "normalise_conversation", "normalise_score",
@@ -60,7 +60,7 @@ __all__ = ["RUNS_DIR", "Known", "RunConversations", "RunScores", "StoredRows", "
 
 M = TypeVar("M", bound=BaseModel)
 PHASES = ("simulate", "evaluate")
-RUN_FILES = ("conversations.json", "scores.json", "cost.json", USAGE_LEDGER)
+RUN_FILES = ("conversations.json", "scores.json", "cost.json", USAGE_FILE)
 
 
 def row_key(row: dict[str, Any]) -> tuple[str, int]:
@@ -97,14 +97,14 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
-def ledger_key(key: tuple[str, int]) -> str:
+def usage_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
 
 def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samples: int | None = None,
-                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[OutcomeRow] | None = None) -> list[str]:
+                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[PassFailUnit] | None = None) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
-    dropped. Conversations and the usage ledger are written row by row from the spool. `root` is
+    dropped. Conversations and the usage file are written row by row from the spool. `root` is
     the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused).
     `outcomes` (when given) receives the written scores.json's rows as pass/fail units, in file
     order, as reading the file back (`RunScores.outcome_rows`) would give them."""
@@ -115,7 +115,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
 
     old_scores = read_valid(run_dir / "scores.json", ScoreRow, lambda row: normalise_score(row, run_dir.name, known),
                             stacklevel=2, skip=replaced)
-    units = OutcomeUnits()  # a kept row's unit from its validated model (what reading it back gives), not the model
+    units = UnitTable()  # a kept row's unit from its validated model (what reading it back gives), not the model
     kept_scores = {row_key(r): (r, units.of(typed)) for r, typed in old_scores
                    if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows([r for r, _ in old_scores], order, samples)
@@ -146,14 +146,14 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
         for key in live:
             yield new.conversation(key) if key in new.spooled else versioned(old[key])
 
-    ledger_path = run_dir / USAGE_LEDGER
-    old_ledger = read_ledger(ledger_path)
+    usage_path = run_dir / USAGE_FILE
+    old_usage = read_usage(usage_path)
     totals: dict[str, Usage] = defaultdict(Usage)
 
-    def ledger() -> Iterator[tuple[str, Any]]:
-        for key in sorted(live, key=ledger_key):
-            name = ledger_key(key)
-            usage = new.usage(key) if key in new.spooled else old_ledger.get(name)
+    def usage_rows() -> Iterator[tuple[str, Any]]:
+        for key in sorted(live, key=usage_key):
+            name = usage_key(key)
+            usage = new.usage(key) if key in new.spooled else old_usage.get(name)
             if usage is None:
                 continue
             for phase, value in usage.items():
@@ -163,7 +163,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
 
     dump_json_rows(run_dir / "conversations.json", conversations(), root)
     dump_json_rows(run_dir / "scores.json", label_rows(scores()), root)
-    dump_json_object(ledger_path, ledger(), root)
+    dump_json_object(usage_path, usage_rows(), root)
     dump_json(run_dir / "cost.json", versioned({phase: phase_cost(phase, totals[phase]) for phase in PHASES}), root)
     return [f"{d} from {RUNS_DIR}/{run_dir.name}/" for d in dropped]
 
@@ -200,7 +200,7 @@ def write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str, 
                   targets: set[str] | None = None, samples: int | None = None, known: Known = NOTHING_KNOWN,
                   stamp: SessionStamp | None = None, root: Path | None = None, measured: set[str] | None = None,
                   accuracy: Mapping[str, JudgeAccuracy] | None = None,
-                  ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
+                  ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[PassFailUnit]]]:
     """Under the result lock: write every touched target's run files, drop rows (and target runs)
     no longer configured, then results.json over all runs on disk. Returns its per-target rates
     (`by_scenario` left empty: it is in the file, the gate reads rates per target and metric), what
@@ -220,9 +220,9 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
                    targets: set[str] | None, samples: int | None, known: Known, root: Path,
                    stamp: SessionStamp | None, measured: set[str],
                    accuracy: Mapping[str, JudgeAccuracy] | None = None,
-                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[OutcomeRow]]]:
+                   ) -> tuple[list[ModelResult], list[str], RunScores, dict[str, list[PassFailUnit]]]:
     by_target: dict[str, TargetRows] = {}
-    written: dict[str, list[OutcomeRow]] = {}
+    written: dict[str, list[PassFailUnit]] = {}
     try:
         for record in records:
             data = record if isinstance(record, dict) else record.source or record.to_json()
@@ -249,7 +249,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
     return results, dropped, scores, rows_by_model
 
 
-def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[OutcomeRow]],
+def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str, list[PassFailUnit]],
                  root: Path | None = None) -> None:
     """results.json, byte for byte what `dump_json(path, [versioned(r.model_dump(mode="json",
     exclude_unset=True)) ...])` writes for the full summaries (corrected rates only where
@@ -264,7 +264,7 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
 
 
 def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[str, int], targets: set[str] | None,
-                samples: int | None, known: Known, root: Path, written: dict[str, list[OutcomeRow]]) -> list[str]:
+                samples: int | None, known: Known, root: Path, written: dict[str, list[PassFailUnit]]) -> list[str]:
     """Every touched target's run files, one target at a time; stale rows and target runs dropped.
     `written` receives each written target's scores.json rows as pass/fail units."""
     runs = check_dir(bench_dir / RUNS_DIR, root)
@@ -296,7 +296,7 @@ class TargetRows:
     def __init__(self, directory: Path | None = None) -> None:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
         """(id, sample) -> its usage by phase, its scores.json row and its conversations.json row
-        (version included), a compact JSON line each (the ledger's pass parses the first only)."""
+        (version included), a compact JSON line each (the usage file's pass parses the first only)."""
 
     def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
         """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
