@@ -21,7 +21,7 @@ Judged = Literal["metrics", "evals"]
 
 
 class CorrectedSummary(Strict):
-    """A judge-decided pass rate corrected for the judge's errors (`stats.correct`)."""
+    """A judge-decided pass rate corrected for the judge's errors (Rogan-Gladen)."""
 
     pass_rate: Optional[float]
     """Rogan-Gladen corrected pass rate, clipped to [0, 1]; null when undefined."""
@@ -66,7 +66,7 @@ class ModelResult(Strict):
     corrected_negative: Optional[CorrectedSummary] = None
     """With a calibration on file: negative_pass_rate corrected for the judge's errors."""
     pass_k: Optional[dict[str, PassK]] = None
-    """Per metric id, with num_samples > 1: pass^k and pass@k over cases (`kinds.scenarios.aggregate.pass_k`); absent otherwise."""
+    """Per metric id, with num_samples > 1: pass^k and pass@k over cases; absent otherwise."""
 
     @model_serializer(mode="wrap")
     def _additive(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]

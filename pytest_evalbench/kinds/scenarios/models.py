@@ -86,7 +86,7 @@ class TargetRef(Strict):
 
 
 class UserAudit(Strict):
-    """The simulated user's audit for one conversation (`runner.audit` defines each check)."""
+    """The simulated user's audit for one conversation (each check is described in docs/formats.md)."""
 
     ended_early: bool
     """The user sent "terminate conversation" before the planned number of user turns."""
