@@ -105,17 +105,17 @@ def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, 
                        make_app=lambda target: _NotCalled())
     kind = kind_of(run)
 
-    def typed() -> Iterator[Any]:  # the kinds read every record before their first write
+    def checked() -> Iterator[Any]:  # a shard's records are input: each is read back as this version's record
         for node_id in sorted(records):
             try:
-                yield kind.record_from_json(records[node_id])
+                yield kind.record_to_json(kind.record_from_json(records[node_id]))
             except EvalbenchError:
                 raise
             except (KeyError, TypeError, ValueError, AttributeError) as exc:  # pydantic's errors are ValueErrors
                 problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
                 raise InputError(source[node_id], f"not a record of this version: {problem}", row=node_id) from None
 
-    kind.write_results(typed())
+    kind.write_results(checked())
     return bench_dir, len(records)
 
 

@@ -1,7 +1,7 @@
 """`--evalbench-estimate`: what a run would cost before it is run (no LLM call, no file written).
 
 The kinds plan each selected item's calls from the benchmark's shape and the real prompt builders
-(`plan_calls`, see `Estimable`); this module counts tokens, refines the expected sizes from the
+(`BenchmarkKind.plan_calls`); this module counts tokens, refines the expected sizes from the
 response cache's recorded usage (read only), prices the calls and estimates the wall time.
 
 Token counting is a documented approximation: the characters of the JSON-encoded request messages
@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_evalbench.llm.cache import CorruptEntry, canonical_json, request_key
 from pytest_evalbench.llm.costs import PriceTable
@@ -214,13 +214,6 @@ class HasRun(Protocol):
 
     @property
     def run(self) -> BenchmarkRun: ...
-
-
-@runtime_checkable
-class Estimable(Protocol):
-    """A kind that can plan its items' calls without making them."""
-
-    def plan_calls(self, case: Any, expect: Expectations) -> Plan: ...
 
 
 @dataclass

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the run pulls the engine in
     from pytest_evalbench.formats.spec import BenchmarkSpec
     from pytest_evalbench.formats.stats import JudgeAccuracy
     from pytest_evalbench.kinds.dataset.summary import AgentSummary, CaseResult
+    from pytest_evalbench.kinds.estimate import Expectations, Plan
     from pytest_evalbench.kinds.run import BenchmarkRun
     from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
@@ -139,9 +140,14 @@ class BenchmarkKind(Protocol[R, C]):
         """Decide the record's status, the one place it is decided (after the judged-row hook);
         sets the record's derived fields."""
 
-    def write_results(self, records: Iterable[R]) -> KindResults:
-        """Merge this session's records into the result files on disk and summarise them.
-        `records` come in node-id order and may be iterated only once (they can stream from disk)."""
+    def write_results(self, records: Iterable[JSONRecord]) -> KindResults:
+        """Merge this session's records (as JSON, each valid: spooled as this session made them, or read
+        back through `record_from_json`) into the result files on disk and summarise them. `records` come
+        in node-id order and may be iterated only once (they can stream from disk)."""
+
+    def plan_calls(self, case: C, expect: Expectations) -> Plan:
+        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`); a kind
+        that cannot say raises `ConfigError`."""
 
     def record_to_json(self, record: R) -> JSONRecord:
         """The record as JSON, for the xdist report, shard files and hook payloads."""

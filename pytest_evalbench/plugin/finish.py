@@ -14,7 +14,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -169,12 +169,8 @@ class Results:
         return outcome
 
     def _write(self, kind: AnyKind) -> KindResults:
-        """The kind writes this session's records: as JSON to a kind that takes them so (`write_records`:
-        they were valid when spooled, and are not validated again), else typed by `record_from_json`."""
-        write_records = getattr(kind, "write_records", None)
-        if write_records is not None:
-            return cast(KindResults, write_records(self._records()))
-        return kind.write_results(kind.record_from_json(data) for data in self._records())
+        """The kind writes this session's records (valid when spooled: not validated again)."""
+        return kind.write_results(self._records())
 
     def notes(self) -> list[str]:
         """Completeness, dropped rows and judge reliability, for every report."""

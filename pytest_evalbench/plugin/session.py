@@ -241,12 +241,10 @@ class EstimateMode:
 
     def run(self, session: pytest.Session) -> bool:
         """Plan every selected item; the loop stops here (True), so no item runs."""
-        from pytest_evalbench.kinds.estimate import Estimable, Expectations, estimate, render  # only with --evalbench-estimate
+        from pytest_evalbench.kinds.estimate import Expectations, estimate, render  # only with --evalbench-estimate
 
         selection = self.selection
         kind = selection.kind
-        if not isinstance(kind, Estimable):
-            raise pytest.UsageError("--evalbench-estimate: this kind of benchmark cannot be estimated")
         run = selection.run
         expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None, run.engine)
         try:

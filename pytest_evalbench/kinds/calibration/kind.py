@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.formats.stats import agreement_entry
 from pytest_evalbench.kinds.calibration.models import (
@@ -19,6 +20,7 @@ from pytest_evalbench.kinds.calibration.models import (
 )
 from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES
 from pytest_evalbench.kinds.dataset.runner import run_eval
+from pytest_evalbench.kinds.estimate import Expectations, Plan
 from pytest_evalbench.kinds.judges import RESULT_FILE, judge_name, majority, poll
 from pytest_evalbench.kinds.protocol import (
     BenchmarkKind,
@@ -102,8 +104,14 @@ class CalibrationKind:
                    "unscored": record.justification}.get(status, "")
         return Outcome(status, message, [("evalbench_label", record.label), ("evalbench_verdict", record.verdict)])
 
-    def write_results(self, records: Iterable[CalibrationRecord]) -> KindResults:
+    def plan_calls(self, case: CalibrationCase, expect: Expectations) -> Plan:
+        """A calibration run is not estimated: its judge calls are as many as its labelled lines."""
+        raise ConfigError("--evalbench-estimate: a calibration run (--evalbench-calibrate) cannot be estimated; "
+                          "it makes one judge call per labelled line of calibration.jsonl")
+
+    def write_results(self, data: Iterable[JSONRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
+        records = (self.record_from_json(d) for d in data)
         entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
         dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)

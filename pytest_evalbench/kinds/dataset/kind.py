@@ -22,7 +22,7 @@ import functools
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional
 
 from pydantic import Field, TypeAdapter, field_validator
 
@@ -45,15 +45,6 @@ from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget
 from pytest_evalbench.llm.costs import USAGE_FILE, read_usage, update_cost_file, usage_totals
 
-if TYPE_CHECKING:
-    from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
-
-
-def _plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
-    """`estimate.plan_case`, imported only for an estimate: a run does not pay for the estimator's modules."""
-
-    return plan_case(kind, item, expect)
-
 CASE_METRIC = "pass_rate"
 
 
@@ -66,9 +57,6 @@ class DatasetKind:
     generated_from_metrics: ClassVar[bool] = False
     record_ids: ClassVar[tuple[tuple[str, ...], ...]] = (("case", "case_id"),)
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
-
-    plan_calls = _plan_case
-    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -151,9 +139,13 @@ class DatasetKind:
                            "the build", properties, convicts=False)
         return Outcome(case.status, record.message, properties)
 
-    def write_results(self, records: Iterable[DatasetRecord]) -> KindResults:
+    def plan_calls(self, item: DatasetItem, expect: Expectations) -> Plan:
+        return plan_case(self, item, expect)
+
+    def write_results(self, data: Iterable[JSONRecord]) -> KindResults:
         """One pass over the records (they may stream from disk), counting agreement and unreliable
         failures on the way to the store."""
+        records = (self.record_from_json(d) for d in data)
         out = self.run.output_dir
         agreement: list[tuple[str, float | None]] = []
         failures: Counter[str] = Counter()
@@ -237,7 +229,7 @@ APP_ANSWER_TOKENS = 64
 
 
 def plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
-    """A kind's `plan_calls` (see `estimate.Estimable`)."""
+    """The calls one dataset case would make (see `BenchmarkKind.plan_calls`)."""
     run = kind.run
     case = item.case
     plan = Plan()

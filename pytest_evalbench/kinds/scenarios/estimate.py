@@ -45,7 +45,7 @@ def message_share(expect: Expectations, user: Endpoint, prompt: list[dict[str, A
 
 
 def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
-    """A kind's `plan_calls` (see `estimate.Estimable`)."""
+    """The calls one scenario item would make (see `BenchmarkKind.plan_calls`)."""
     run = kind.run
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)

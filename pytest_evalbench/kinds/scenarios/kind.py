@@ -41,14 +41,7 @@ from pytest_evalbench.kinds.scenarios.runner import ScenarioCase, StoredScenario
 from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
 
 if TYPE_CHECKING:
-    from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan
-
-
-def _plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
-    """`estimate.plan_scenario`, imported only for an estimate: a run does not pay for the estimator's modules."""
-    from pytest_evalbench.kinds.scenarios.estimate import plan_scenario
-
-    return plan_scenario(kind, case, expect)
+    from pytest_evalbench.kinds.estimate import Expectations, Plan
 
 
 TAIL_MESSAGES = 2
@@ -69,9 +62,6 @@ class ScenarioKind:
     record_same_ids: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = (
         (("target_id",), ("conversation", "target", "id"), ("score", "target_model")),
         (("conversation", "id"), ("score", "id")))
-
-    plan_calls = _plan_scenario
-    """The calls `run_case` would make, planned without making them (`--evalbench-estimate`)."""
 
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
@@ -130,7 +120,6 @@ class ScenarioKind:
     def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
         `passed`/`score` and the status are derived from `present`."""
-        record.source = None  # the record changes here: the JSON it was read from (if any) no longer matches
         if judged_row is not None:
             row = record.score.to_json()
             judged_row(row, record.to_json())
@@ -151,11 +140,12 @@ class ScenarioKind:
                            properties, convicts=False)
         return Outcome(status, message, properties)
 
-    def write_results(self, records: Iterable[ScenarioRecord]) -> KindResults:
-        """`write_records` of the records' JSON (the JSON they were read from, when unchanged)."""
-        return self.write_records(record.source or record.to_json() for record in records)
+    def plan_calls(self, case: ScenarioCase, expect: Expectations) -> Plan:
+        from pytest_evalbench.kinds.scenarios.estimate import plan_scenario  # only an estimate needs it
 
-    def write_records(self, records: Iterable[JSONRecord]) -> KindResults:
+        return plan_scenario(self, case, expect)
+
+    def write_results(self, records: Iterable[JSONRecord]) -> KindResults:
         """One pass over the records as JSON (they may stream from disk; this session's own spooled
         records, valid when spooled, are not validated again): the store merges them into the run
         files; agreement and reliability figures are counted on the way."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -208,10 +208,6 @@ class ScenarioRecord:
     score: ScoreRow
     usage: dict[str, Usage]
     status: Optional[Status] = None
-    source: Optional[dict[str, Any]] = field(default=None, repr=False, compare=False)
-    """The JSON `from_json` read this record from (what `to_json` gives back): the finish pass writes
-    its parts instead of dumping the models again (`TargetRows.add`). `ScenarioKind.outcome`, which
-    changes a record, drops it."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as it crosses the worker -> controller boundary and the hooks see it."""
@@ -223,7 +219,7 @@ class ScenarioRecord:
     def from_json(cls, data: dict[str, Any]) -> ScenarioRecord:
         return cls(data["benchmark"], data["target_id"], ConversationRow.model_validate(data["conversation"]),
                    ScoreRow.model_validate(data["score"]),
-                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"), data)
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"))
 
 
 SCENARIOS_FILE = "scenarios.json"

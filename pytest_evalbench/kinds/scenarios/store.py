@@ -225,7 +225,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
     written: dict[str, list[PassFailUnit]] = {}
     try:
         for record in records:
-            data = record if isinstance(record, dict) else record.source or record.to_json()
+            data = record if isinstance(record, dict) else record.to_json()
             target_id, conversation = data["target_id"], data["conversation"]
             measured.add(unit_key(target_id, conversation["id"], conversation["sample"]))
             target = by_target.get(target_id)
@@ -300,7 +300,7 @@ class TargetRows:
 
     def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
         """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
-        source = record if isinstance(record, dict) else record.source or record.to_json()  # no dump again
+        source = record if isinstance(record, dict) else record.to_json()
         conversation = source["conversation"]
         usage, score = _LINE.encode(source["usage"]), _LINE.encode(source["score"])
         text = _LINE.encode(versioned(conversation))
