@@ -122,3 +122,33 @@ def transport_call(name: str, base_url: str, *, timeout: float = 5.0, max_bytes:
     if isinstance(answer, Failure):
         assert CALL_KEY not in answer.message and CALL_HEADER not in answer.message, answer
     return answer
+
+
+# Oracles: the counts every surface shows, computed over a whole list of rows in one call (the finish
+# pass counts them as the rows stream by).
+
+
+def scenario_rates(written: Any, comparison: Any) -> list[Any]:
+    """Per target: the pass rate over its positive and over its negative metrics' rows, then one
+    row per metric. Over the rows this session measured: observed k/n (unscored rows counted apart;
+    a metric whose rows are all unscored stays as `unscored (n)`) and the gate's k/n where it leaves
+    rows out (an unreliable judge's). A metric or target this session measured no row of shows the
+    rate of the rows carried over from earlier sessions, `measured` False and naming the session."""
+    from pytest_evalbench.render.rates import RateCounts
+
+    counts = RateCounts(written)
+    for _ in counts.tap(written.scores):
+        pass
+    return counts.rows(comparison)
+
+
+def demographic_groups(scores: Any, demographics: Any) -> list[Any]:
+    """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
+    best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
+    `demographics` is what a `Demographics` noted of the conversations in the pass that showed them."""
+    from pytest_evalbench.render.rates import DemographicCounts
+
+    counts = DemographicCounts(demographics)
+    for _ in counts.tap(scores):
+        pass
+    return counts.groups()

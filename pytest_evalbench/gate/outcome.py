@@ -44,7 +44,6 @@ EXIT_INCOMPLETE = 7
 @dataclass
 class GateSettings:
     save_baseline: Path | None = None
-    compare: Path | None = None
     compare_fail: CompareRule | None = None
     case_pass_rate: float = 0.5
     mode: str = "cases"  # cases | thresholds

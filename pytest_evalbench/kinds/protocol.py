@@ -215,11 +215,6 @@ def register_calibration(loader: Callable[[], KindFactory]) -> None:
         raise ValueError("the calibration kind is already registered")
 
 
-def spec_kinds() -> dict[str, type[SpecKind]]:
-    """benchmark.yaml `kind:` value -> the kind's class (imports every kind: for listings and tests)."""
-    return {name: load() for name, load in SPEC_KINDS.items()}
-
-
 def spec_kind(spec: BenchmarkSpec) -> type[SpecKind]:
     """The class of the kind benchmark.yaml names (importing that kind only)."""
     try:

@@ -258,7 +258,7 @@ class AdaptiveConcurrency:
         self.limit = self.ceiling
         self.in_flight = 0
         self.round = 0
-        self.cuts = 0
+        """How many times a 429 cut the limit (one cut per round)."""
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
@@ -285,7 +285,6 @@ class AdaptiveConcurrency:
             if started_round == self.round:
                 self.limit = max(1.0, self.limit / 2)
                 self.round += 1
-                self.cuts += 1
         else:
             self.limit = min(self.ceiling, self.limit + 1 / self.limit)
         self._wake(int(self.limit) - self.in_flight)

@@ -240,5 +240,3 @@ class Breaker:
                     if not waiting:
                         del self._sleepers[key]
 
-    def is_open(self, ident: str, model: str) -> bool:
-        return any(s.open for s in (self._streaks.get(ident), self._streaks.get(f"{ident} {model}")) if s)

@@ -47,6 +47,7 @@ from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
     from pytest_evalbench.gate.outcome import GateDecision
     from pytest_evalbench.gate.paired import Baseline
+    from pytest_evalbench.render.summary import RunSummary
 
 
 @dataclass
@@ -183,10 +184,6 @@ class Results:
         if self.finish_error:
             lines.append(f"ERROR: {self.finish_error}")
         return lines + [f"dropped {d}" for d in self.dropped] + list(self.judge_lines)
-
-
-if TYPE_CHECKING:  # the reports are imported where a controller finishes the run (workers never do)
-    from pytest_evalbench.render.summary import RunSummary
 
 
 class Reporting:

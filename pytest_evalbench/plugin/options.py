@@ -182,7 +182,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
 
     rule = config.getoption("evalbench_compare_fail")
     return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),
-                        compare=compare_path(config, bench_dir), compare_fail=rule,
+                        compare_fail=rule,
                         case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,

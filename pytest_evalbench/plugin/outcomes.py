@@ -30,6 +30,7 @@ from pytest_evalbench.render.terminal import transcript_text
 from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status
 
 if TYPE_CHECKING:
+    from pytest_evalbench.kinds.run import BenchmarkRun
     from pytest_evalbench.render.summary import CaseStatus
 
 RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
@@ -189,10 +190,6 @@ class Outcomes:
                 status, reason = NOT_RUN, "never reported"
             out.append(CaseStatus(nodeid, status, reason))
         return out
-
-
-if TYPE_CHECKING:
-    from pytest_evalbench.kinds.run import BenchmarkRun
 
 
 class RunSource(Protocol):

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from pytest_evalbench.gate.paired import Comparison
     from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
-VARIANT_SUFFIX = "_v"
 PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
 POSITIVE, NEGATIVE = "(positive)", "(negative)"
@@ -208,18 +207,6 @@ class RateCounts:
         return rows
 
 
-def scenario_rates(written: KindResults, comparison: Comparison | None) -> list[RateRow]:
-    """Per target: the pass rate over its positive and over its negative metrics' rows, then one
-    row per metric. Over the rows this session measured: observed k/n (unscored rows counted apart;
-    a metric whose rows are all unscored stays as `unscored (n)`) and the gate's k/n where it leaves
-    rows out (an unreliable judge's). A metric or target this session measured no row of shows the
-    rate of the rows carried over from earlier sessions, `measured` False and naming the session."""
-    counts = RateCounts(written)
-    for _ in counts.tap(written.scores):
-        pass
-    return counts.rows(comparison)
-
-
 def _rate_row(target: str, metric: str, name: str | None, mtype: str | None, seen: list[int],
               gate: list[int] | None, note: str | None) -> RateRow:
     """A rate row from observed [passed, scored, unscored] counts and the gate's (None: no gated row)."""
@@ -317,19 +304,6 @@ class DemographicCounts:
             out.append(group)
         return out
 
-
-def demographic_groups(scores: Iterable[ScoreRow], demographics: Demographics) -> list[DemographicGroup]:
-    """Pass rate per target × metric × demographic axis value, with intervals, and a flag where the
-    best and worst value differ beyond noise (their 95% Newcombe difference interval excludes 0).
-    `demographics` is what a `Demographics` noted of the conversations in the pass that showed them."""
-    counts = DemographicCounts(demographics)
-    for _ in counts.tap(scores):
-        pass
-    return counts.groups()
-
-
-if TYPE_CHECKING:
-    from pytest_evalbench.kinds.scenarios.models import ScoreRow
 
 MAX_FLAKY = 200
 """Flaky cases listed at most (the scores.json rows carry every label)."""

@@ -158,13 +158,6 @@ class RunSummary:
             data["scenario"] = self.scenario.to_json()
         return data
 
-    def rate_table(self) -> dict[str, dict[str, float | None]]:
-        """{target: {metric: rate}}: the shape history lines and trend charts use (observed rates)."""
-        table: dict[str, dict[str, float | None]] = defaultdict(dict)
-        for row in self.rates:
-            table[row.target][row.metric] = None if row.rate is None else round(row.rate, 4)
-        return dict(table)
-
     def count_table(self) -> dict[str, dict[str, dict[str, Any]]]:
         """{target: {metric: {k, n, unscored[, gate_k, gate_n, gate_note][, carried_from]}}} for history lines."""
         table: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)

@@ -21,11 +21,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, versioned
 from pytest_evalbench.base.safe_text import redact
-from pytest_evalbench.formats.stats import RateEstimate
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
+    from pytest_evalbench.gate.paired import Comparison
     from pytest_evalbench.render.summary import CaseStatus, RunSummary
 
 LAST_RUN = "last_run.json"
@@ -186,37 +186,11 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)
 
 
-if TYPE_CHECKING:
-    from pytest_evalbench.formats.results import ModelResult
-    from pytest_evalbench.gate.paired import Comparison
-
-
-def _fmt(value: float | None, spec: str = ".3f") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def align(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
     return lines
-
-
-def summary_table(results: list[ModelResult]) -> list[str]:
-    """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
-    95% Wilson interval."""
-    from pytest_evalbench.gate.paired import metric_counts
-
-    rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
-    counts = metric_counts(results, [])
-    for s in sorted(results, key=lambda s: s.target_model):
-        target = s.target_model
-        rows.append([target, "(positive)", _fmt(s.positive_pass_rate), str(s.n_positive), ""])
-        rows.append([target, "(negative)", _fmt(s.negative_pass_rate), str(s.n_negative), ""])
-        for mid, c in sorted(counts.get(target, {}).items()):
-            est = RateEstimate.of(c.n_passed, c.n_total)
-            rows.append([target, mid, _fmt(est.rate), f"{est.k}/{est.n}", f"[{est.low:.2f}, {est.high:.2f}]"])
-    return align(rows)
 
 
 def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[str]:

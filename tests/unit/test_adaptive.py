@@ -24,13 +24,13 @@ def test_aimd_cuts_once_per_round_and_grows_back_slowly() -> None:
         rounds = [await gate.acquire() for _ in range(8)]
         for started in rounds[:4]:
             gate.release(started, limited=True)  # four 429s from one round: one cut
-        assert (gate.limit, gate.cuts) == (4.0, 1)
+        assert (gate.limit, gate.round) == (4.0, 1)
         for started in rounds[4:]:
             gate.release(started, limited=False)
         assert 4.9 < gate.limit < 5.1  # +1/limit per success: about one per round of successes
         later = await gate.acquire()
         gate.release(later, limited=True)
-        assert gate.cuts == 2 and gate.limit < 2.6
+        assert gate.round == 2 and gate.limit < 2.6
 
     asyncio.run(run())
 
@@ -97,7 +97,7 @@ def test_concurrency_adapts_to_a_server_limit(tmp_path: Path, with_headers: bool
         finally:
             engine.close()
         gate = engine.limits.adaptive[endpoint.identity]
-        assert gate.cuts >= 1 and gate.limit < 16
+        assert gate.round >= 1 and gate.limit < 16
         # a fixed 16 in flight against 4 allowed would be refused 12 of 16 every round
         assert server.rejected <= 24 and len(server.requests) == 48
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate
 from pytest_evalbench.kinds.scenarios.models import ScoreRow, derive_pass
-from pytest_evalbench.kinds.scenarios.store import dump_results, merge_rows
+from pytest_evalbench.kinds.scenarios.store import dump_results
 
 
 @given(st.one_of(st.none(), st.booleans()), st.sampled_from(["positive", "negative"]))
@@ -98,19 +98,6 @@ def typed_by_target(rows: list[dict[str, Any]]) -> dict[str, list[ScoreRow]]:
 def test_results_recomputed_from_scores_match(rows: list[dict[str, Any]]) -> None:
     typed = typed_by_target(rows)
     assert [r.model_dump(exclude_unset=True) for r in aggregate(typed)] == reference(rows)  # no calibration
-
-
-@given(ROWS, ROWS)
-def test_merge_rows_replaces_by_id_and_sample(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
-    order = {"m01_s001_v01": 0, "m01_s001_v02": 1, "m02_s001_v01": 2, "m03_s002_v01": 3}
-    merged = merge_rows(old, new, order)
-    assert merge_rows(merged, new, order) == merged  # idempotent
-    keys = [(r["id"], r["sample"]) for r in merged]
-    assert len(keys) == len(set(keys)) and keys == sorted(keys, key=lambda k: (order[k[0]], k[1]))
-    latest = {(r["id"], r["sample"]): r for r in new}
-    for row in merged:
-        if (row["id"], row["sample"]) in latest:
-            assert row is latest[(row["id"], row["sample"])]
 
 
 @given(ROWS)

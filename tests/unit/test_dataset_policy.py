@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -95,7 +96,7 @@ def scores(value: int, **overrides: int | None) -> dict[str, int | None]:
 def test_policy_boundaries() -> None:
     assert judge_case(scores(4), DOCUMENTED_POLICY, "prep_default").status == "passed"
     # thresholds are inclusive; TaskAdherence 3.7 needs 4 with integer scores
-    assert judge_case(scores(4, TaskAdherence=3), DOCUMENTED_POLICY, "prep_default").below_threshold == [
+    assert below_threshold(judge_case(scores(4, TaskAdherence=3), DOCUMENTED_POLICY, "prep_default")) == [
         "TaskAdherenceExplain"]
     for metric in ("TaskAdherence", "IntentResolution", "ToolCallAccuracy"):
         verdict = judge_case(scores(5, **{metric: 2}), DOCUMENTED_POLICY, "prep_default")
@@ -128,7 +129,7 @@ def test_policy_properties(values: dict[str, int | None], profile: str) -> None:
     if any(v is None for v in values.values()):
         assert verdict.status != "passed"
     if verdict.status == "passed":
-        assert not verdict.hard_fails and not verdict.below_threshold and verdict.composite >= verdict.pass_mark
+        assert not verdict.hard_fails and not below_threshold(verdict) and verdict.composite >= verdict.pass_mark
 
 
 def test_tool_check() -> None:
@@ -139,3 +140,8 @@ def test_tool_check() -> None:
     bad = check_tool_calls(expected, [{"tool": "Search", "arguments": {"query": "AZ-104"}}, {"tool": "Other"}])
     assert not bad.ok and bad.missing == ["Fetch"] and bad.argument_mismatches == ["Search(query)"]
     assert bad.unexpected == ["Other"] and "0/2 expected calls matched" in bad.summary
+
+
+def below_threshold(judgement: Any) -> list[str]:
+    """The evals a case's judgement names as scored below their threshold."""
+    return [r.split(": ", 1)[1].split("=")[0] for r in judgement.reasons if r.startswith("below threshold: ")]

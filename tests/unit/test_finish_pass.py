@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from helpers import demographic_groups
 from test_records import scenario_record
 
 from pytest_evalbench.base.errors import EvalbenchWarning
@@ -18,7 +19,7 @@ from pytest_evalbench.gate.outcome import GateDecision, gate_verdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.engine import EngineStats
-from pytest_evalbench.render.rates import Demographics, demographic_groups
+from pytest_evalbench.render.rates import Demographics
 from pytest_evalbench.render.summary import build_summary
 
 ORDER = {"m01_s001_v01": 0, "m01_s001_v02": 1, "m01_s001_v03": 2}
@@ -119,7 +120,7 @@ class Counted:
 def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographics(tmp_path: Path) -> None:
     """Rates, transcripts and demographics share the transcripts' two passes over the scores: the
     same views as each making its own passes (four)."""
-    from pytest_evalbench.render.rates import scenario_rates
+    from helpers import scenario_rates
 
     ages = ["teen", "adult", "teen", "adult"]
     records = [scenario_record(f"m01_s00{i}_v01", demographic={"age": age}) for i, age in enumerate(ages, 1)]

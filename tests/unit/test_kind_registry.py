@@ -9,7 +9,7 @@ import pytest
 
 import pytest_evalbench
 from pytest_evalbench.formats.spec import BenchmarkSpec
-from pytest_evalbench.kinds.protocol import spec_kind, spec_kinds
+from pytest_evalbench.kinds.protocol import SPEC_KINDS, SpecKind, spec_kind
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
 KIND_NAMES = {"scenarios", "dataset", "calibration"}
@@ -65,3 +65,8 @@ def test_an_unregistered_kind_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(kinds, "SPEC_KINDS", {})
     with pytest.raises(LookupError, match="no benchmark kind 'scenarios' is registered"):
         spec_kind(BenchmarkSpec.model_validate({"name": "b"}))
+
+
+def spec_kinds() -> dict[str, type[SpecKind]]:
+    """benchmark.yaml `kind:` value -> the kind's class (imports every kind)."""
+    return {name: load() for name, load in SPEC_KINDS.items()}

@@ -7,7 +7,7 @@ import json
 import shlex
 from pathlib import Path
 
-from helpers import score_row
+from helpers import scenario_rates, score_row
 
 from pytest_evalbench.formats.provenance import (
     EARLIER,
@@ -20,7 +20,6 @@ from pytest_evalbench.formats.provenance import (
 )
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.kinds.run import RunSettings
-from pytest_evalbench.render.rates import scenario_rates
 from pytest_evalbench.render.terminal import relative_node_id, run_options, session_commands
 
 OLD = SessionStamp("2026-11-24T10:00:00Z", "abc1234")

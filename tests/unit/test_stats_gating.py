@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import (
+    RateEstimate,
     agresti_min_interval,
     benjamini_hochberg,
     binomial_upper_tail,
@@ -42,7 +43,7 @@ from pytest_evalbench.kinds.scenarios.aggregate import aggregate
 from pytest_evalbench.kinds.scenarios.models import ScoreRow
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.render.terminal import comparison_table, summary_lines, summary_table
+from pytest_evalbench.render.terminal import align, comparison_table, summary_lines
 
 # --------------------------------------------------------------------------- stats
 
@@ -530,3 +531,24 @@ def test_tables_are_aligned_ascii() -> None:
     assert [row[s - 1] if s else " " for s in starts] == [" "] * len(starts)  # cells start at the columns
     assert any("after Holm correction over 2 tests" in line for line in lines)
     assert any("[0.17, 0.69]" in line for line in summary_table(results_of(now)))
+
+
+def summary_table(results: list[ModelResult]) -> list[str]:
+    """Plain-ASCII aligned lines: per target its overall rates, then per metric rate, k/n and
+    95% Wilson interval."""
+    from pytest_evalbench.gate.paired import metric_counts
+
+    rows: list[list[str]] = [["target", "metric", "rate", "n", "95% CI"]]
+    counts = metric_counts(results, [])
+    for s in sorted(results, key=lambda s: s.target_model):
+        target = s.target_model
+        rows.append([target, "(positive)", _fmt(s.positive_pass_rate), str(s.n_positive), ""])
+        rows.append([target, "(negative)", _fmt(s.negative_pass_rate), str(s.n_negative), ""])
+        for mid, c in sorted(counts.get(target, {}).items()):
+            est = RateEstimate.of(c.n_passed, c.n_total)
+            rows.append([target, mid, _fmt(est.rate), f"{est.k}/{est.n}", f"[{est.low:.2f}, {est.high:.2f}]"])
+    return align(rows)
+
+
+def _fmt(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)

@@ -70,7 +70,6 @@ class CaseJudgement(Strict):
     profile: str
     pass_mark: float
     hard_fails: list[str]
-    below_threshold: list[str]
     lines: list[MetricLine]
     reasons: list[str]
 
@@ -135,7 +134,7 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
     else:
         status = "passed" if not below and composite + EPS >= profile.pass_mark else "failed"
     return CaseJudgement(status=status, composite=composite, profile=profile_name, pass_mark=profile.pass_mark,
-                         hard_fails=hard, below_threshold=below, lines=lines, reasons=reasons)
+                         hard_fails=hard, lines=lines, reasons=reasons)
 
 
 def failure_message(judgement: CaseJudgement, explanations: dict[str, str]) -> str:

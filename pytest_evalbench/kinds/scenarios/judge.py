@@ -61,7 +61,6 @@ TURN_SHAPE = '{"justification": "...", "present": true or false, "turn": first a
 class Judgment:
     present: bool | None
     justification: str
-    unscored_reason: str | None = None
     turn: int | None = None
     """Multi-turn conversations: the first assistant turn (1-based) where the behaviour shows."""
 
@@ -133,7 +132,7 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
                                shape=TURN_SHAPE if multi else SHAPE)
     if answer is None:
         detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
-        return Judgment(None, detail, unscored_reason=detail)
+        return Judgment(None, detail)
     turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
     return Judgment(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
 

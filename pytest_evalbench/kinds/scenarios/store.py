@@ -80,15 +80,6 @@ def configured(row: dict[str, Any], order: dict[str, int], samples: int | None) 
     return row.get("id") in order and (samples is None or row_key(row)[1] < samples)
 
 
-def merge_rows(existing: list[dict[str, Any]], new: list[dict[str, Any]], order: dict[str, int],
-               samples: int | None = None) -> list[dict[str, Any]]:
-    """New rows replace old ones with the same (id, sample); rows of unknown scenarios, and of
-    samples beyond `samples`, are dropped."""
-    merged = {row_key(r): r for r in existing if configured(r, order, samples)}
-    merged.update({row_key(r): r for r in new})
-    return sorted(merged.values(), key=lambda r: (order.get(r["id"], len(order)), int(r.get("sample") or 0)))
-
-
 def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int | None) -> list[str]:
     """What merging drops from an earlier run's rows, counted per reason."""
     unknown = sum(1 for r in rows if r.get("id") not in order)
@@ -128,7 +119,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
 
     live = in_order(set(old) | set(new.spooled))
 
-    def scores() -> Iterator[dict[str, Any]]:  # merge_rows, without every row in memory
+    def scores() -> Iterator[dict[str, Any]]:  # new rows replace old ones by (id, sample), one row in memory at a time
         for key in in_order(set(kept_scores) | set(new.spooled)):
             if key in new.spooled:  # this session's row: valid, as its model dumped it
                 row = new.score(key)

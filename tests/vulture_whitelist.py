@@ -1,0 +1,20 @@
+"""Names vulture cannot see used, each reviewed (vulture reads this file with the package: `vulture`).
+
+Fields of the documented file formats: written to the result files and read by people and other tools,
+never by the package itself."""
+
+from types import SimpleNamespace
+
+_ = SimpleNamespace()
+_.n_positive, _.n_negative  # results.json
+_.contributor, _.seed_scenarios  # benchmark.yaml (impactbench's keys, kept)
+_.cached_replays_counted  # cost.json
+_.difficulty, _.quality_band, _.topic_family, _.learner_level  # a dataset case (eval-dataset-schema.md)
+_.reference_answer, _.available_tools, _.expected_contract  # a dataset case (eval-dataset-schema.md)
+_.argument_mismatches  # the tool check's result, shown through its summary
+_.answer_source  # case_results.json
+_.seed_title  # scenarios.json (impactbench's key, kept)
+# Parameters whose names pytest-xdist's hook and scheduler protocols fix
+_.crashitem, _.sched, _.duration
+# A Protocol method's parameter (render.progress.LineWriter)
+_.erase
