@@ -221,3 +221,29 @@ def test_the_layers_are_documented_in_order() -> None:
     for (name, modules), (_, patterns) in zip(documented, LAYERS):
         shown = {"" if m == ROOT else m for m in modules}
         assert shown == set(patterns), f"layer {name}: docs/architecture.md and LAYERS differ"
+
+
+def test_the_glossary_names_what_the_code_has() -> None:
+    """Every module and name the glossary in docs/architecture.md points to exists, so it stays true."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    defined: set[str] = set()
+    for path in MODULES.values():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef))
+        defined.update(t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+                       if isinstance(t, ast.Name))
+        defined.update(a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                       for a in [*n.args.args, *n.args.kwonlyargs])
+    missing = []
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 20
+    for cells in rows[1:]:
+        for ref in re.findall(r"`([^`]+)`", cells[2]):
+            for word in ref.split():
+                if word.endswith(".py"):
+                    if not (PACKAGE / word).is_file():
+                        missing.append(word)
+                elif word not in defined:
+                    missing.append(word)
+    assert missing == []
