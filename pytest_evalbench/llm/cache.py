@@ -352,7 +352,7 @@ class CachedCalls:
             return None
 
     def _write_behind(self, key: str, material: dict[str, Any], completion: Completion) -> None:
-        """Write the cache entry on the writer thread, off the event loop (one file write is ~0.5 ms).
+        """Write the cache entry on the writer thread, off the event loop.
 
         The answer stays in `_pending` until it is on disk, so an identical call meanwhile is
         served from memory exactly as it would be from the file (same counts, no second request).

@@ -39,6 +39,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
+from filelock import FileLock
+
 from pytest_evalbench.base.errors import BudgetExhausted
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.llm.costs import PriceTable
@@ -211,8 +213,6 @@ class SharedRateLimit:
     """At most `per_minute` request starts per minute across all processes using `path`."""
 
     def __init__(self, path: Path, per_minute: float) -> None:
-        from filelock import FileLock  # only a process with --evalbench-rate-limit pays its import
-
         self.path = path
         self.interval = 60.0 / per_minute
         self._lock = FileLock(str(path) + ".lock")
@@ -398,8 +398,6 @@ class FileLedger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        from filelock import FileLock  # only a ledger's process pays its import (~10 ms CPU)
-
         self._lock = FileLock(str(path) + ".lock")
 
     def _read(self) -> LedgerState:

@@ -57,10 +57,9 @@ async def hand_off() -> None:
     """Let the call a fetched answer's slot went to (prepared, waiting) be sent before the answered
     chain prepares its next call. Answers arrive in bursts (a round of `concurrency` calls); without
     this, every chain of a burst built its next request (the costly part of a call) before any
-    waiting call got on the wire, delaying each round by the whole burst's work (loop turns of 50-70
-    ready callbacks took 10-20 ms at C = 128). A woken caller runs in the next turn, after what was
-    ready before it: the first turn puts this chain behind it, the second behind every caller woken
-    in that turn."""
+    waiting call got on the wire, delaying each round by the whole burst's work. A woken caller runs in
+    the next turn, after what was ready before it: the first turn puts this chain behind it, the second
+    behind every caller woken in that turn."""
     for _ in range(HAND_OFF_TURNS):
         await asyncio.sleep(0)
 

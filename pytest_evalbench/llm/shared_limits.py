@@ -35,14 +35,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from filelock import AcquireReturnProxy, FileLock
 
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import strip_credentials
-
-if TYPE_CHECKING:
-    from filelock import AcquireReturnProxy, FileLock
 
 STALE_SECONDS = 600.0
 MARGIN = 1.02
@@ -165,8 +163,7 @@ class SharedLimits:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock: FileLock | None = None
-        """Made at the first write: filelock's import (~10 ms CPU) is paid by a process that learns a
-        limit, not by every process at its start (an xdist worker's start is on the run's critical path)."""
+        """Made at the first write: a process that learns no limit never takes the lock."""
         self._seen: int | None = None
         """Modification time (ns) of the file when this process last read it."""
         self._view: dict[str, EndpointState] = {}
@@ -178,8 +175,6 @@ class SharedLimits:
         """The lock, polled every half millisecond when another process holds it (filelock's default
         50 ms would stall this process's event loop that long; a holder keeps it for microseconds)."""
         if self._lock is None:
-            from filelock import FileLock
-
             self._lock = FileLock(str(self.path) + ".lock")
         return self._lock.acquire(poll_interval=0.0005)
 

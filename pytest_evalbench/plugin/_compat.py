@@ -1,5 +1,5 @@
 """Every private or undocumented pytest/xdist attribute and behaviour the plugin relies on, behind
-one named function each (issue 26). Nothing else in the package touches them (tests/unit/test_compat.py
+one named function each. Nothing else in the package touches them (tests/unit/test_compat.py
 checks the AST), so a pytest or xdist release that moves one breaks here, in one place.
 
 Each function says why it is needed and which versions it was checked on. Supported range (pyproject):
@@ -38,9 +38,9 @@ def fix_structured_nodeid(item: pytest.Item) -> None:
     """pytest >= 9.2 keeps structured node ids (path, names, params) in the private `Node._id` and
     `--lf/--nf/--sw` compare them with stored ids parsed back; `Function` derives params only from a
     callspec, which only `Metafunc.parametrize` builds (CallSpec and Metafunc's constructor are
-    private), and does not forward Node's `nodeid=`. Items made by pytest's own parametrization were
-    measured at 10,000 rows: collection 2.3-2.6x slower, peak RSS +11%. So this one private attribute
-    stays (the issue accepts it; tests: --lf, --nf, --sw in test_scenarios.py). pytest < 9.2 has a
+    private), and does not forward Node's `nodeid=`. Items made by pytest's own parametrization cost
+    several times the collection time and more memory per item, so this one private attribute stays
+    (tests: --lf, --nf, --sw in test_scenarios.py). pytest < 9.2 has a
     plain string `_id` without `parse` (pytest 8.0 - 9.1): nothing to do."""
     node_id = getattr(item, "_id", None)
     if node_id is not None and hasattr(type(node_id), "parse"):

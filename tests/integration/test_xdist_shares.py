@@ -150,24 +150,3 @@ def test_workers_load_the_benchmark_themselves(pytester: pytest.Pytester, bench_
     pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
     assert parses(pytester.path, "controller") == 2
     assert bodies(bench_env.requests) == with_xdist
-
-
-LOCK_IMPORT_PROBE = """
-import sys
-import pytest
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    workerinput = getattr(config, "workerinput", None)
-    with open(f"filelock-{workerinput['workerid'] if workerinput else 'controller'}.txt", "w") as out:
-        out.write(str("filelock" in sys.modules))
-"""
-
-
-def test_workers_that_learn_no_limit_never_import_the_file_lock(pytester: pytest.Pytester,
-                                                                 bench_env: FakeLLMServer) -> None:
-    # filelock's import is ~10 ms CPU of a worker's start (on the run's critical path); a worker needs
-    # it only to share a rate limit it learned (llm/shared_limits.py) or the budget ledger
-    run_four_probed(pytester, bench_env, LOCK_IMPORT_PROBE)
-    seen = {who: (pytester.path / f"filelock-{who}.txt").read_text() for who in ("gw0", "gw1", "controller")}
-    assert seen == {"gw0": "False", "gw1": "False", "controller": "True"}  # the controller locked the result files

@@ -244,8 +244,8 @@ def dump_results(path: Path, results: list[ModelResult], rows_by_model: dict[str
                  root: Path | None = None) -> None:
     """results.json, byte for byte what `dump_json(path, [versioned(r.model_dump(mode="json",
     exclude_unset=True)) ...])` writes for the full summaries (corrected rates only where
-    `correct_results` set them), with each target's `by_scenario` (one entry per scenario: 100,000 at
-    N = 100,000) written as it is counted instead of built as models first."""
+    `correct_results` set them), with each target's `by_scenario` (one entry per scenario) written as it is counted
+    instead of built as models first."""
     entries = []
     for result in results:
         entry = result.model_dump(mode="json", exclude_unset=True)  # corrected rates only when set
