@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
+from filelock import FileLock, Timeout
+
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
@@ -108,8 +110,6 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
     outside `root`, the benchmark directory) is refused, never followed."""
     check_dir(bench_dir, root or bench_dir)
     bench_dir.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock, Timeout  # imported by the processes that write results only (~10 ms CPU)
-
     lock = FileLock(str(check_write(bench_dir / RESULTS_LOCK, root or bench_dir)))
     try:
         lock.acquire(timeout=timeout)
@@ -239,7 +239,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
             buffer, position = buffer[position:] + chunk, 0
             return not eof
 
-        def skip() -> None:  # JSON's whitespace, matched in C (a loop per character cost 2 us a row)
+        def skip() -> None:  # JSON's whitespace, matched by a compiled pattern
             nonlocal position
             while True:
                 found = _BLANK.match(buffer, position)

@@ -141,7 +141,7 @@ def redact_patterns(text: str) -> str:
 def _mask_query(text: str) -> str:
     """Mask the values of credential-like query parameters (`?api-key=...`, `&sig=...`): one C scan
     for `?`/`&`/`;` + a credential-like name (at most 64 name characters) + `=` (a report of
-    megabytes has tens of thousands of `=` signs: walking each one back in Python cost 50 ms)."""
+    megabytes has tens of thousands of `=` signs, too many to walk back one by one)."""
     out: list[str] = []
     position = 0
     found = _TOKEN_AT.search(text)
