@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from pytest_evalbench._version import __version__
+from pytest_evalbench.base import __version__
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 
 if TYPE_CHECKING:

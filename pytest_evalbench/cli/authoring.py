@@ -46,16 +46,22 @@ from pytest_evalbench.cli.prompts import (
     scenarios_prompt,
     variant_prompt,
 )
-from pytest_evalbench.formats.loading import SPEC_FILE, field_path, load_spec, resolve_benchmark_dir, validate_as
-from pytest_evalbench.formats.spec import BenchmarkSpec, Metric
+from pytest_evalbench.formats.spec import (
+    SPEC_FILE,
+    BenchmarkSpec,
+    Metric,
+    field_path,
+    load_spec,
+    resolve_benchmark_dir,
+    validate_as,
+)
 from pytest_evalbench.kinds.protocol import spec_kind
 from pytest_evalbench.kinds.run import RunSettings, open_engine, role_endpoint
 from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, Scenario, load_scenarios
-from pytest_evalbench.llm import structured
+from pytest_evalbench.llm import engine as structured
 from pytest_evalbench.llm.cache import CacheMode
 from pytest_evalbench.llm.costs import update_cost_file
-from pytest_evalbench.llm.engine import PRIORITY, Engine, EngineSettings
-from pytest_evalbench.llm.structured import MAX_ATTEMPTS
+from pytest_evalbench.llm.engine import MAX_ATTEMPTS, PRIORITY, Engine, EngineSettings
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 A = TypeVar("A", bound=BaseModel)

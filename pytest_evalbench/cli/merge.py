@@ -21,8 +21,7 @@ from typing import Any
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, unversioned, versioned
 from pytest_evalbench.base.inputs import read_json
-from pytest_evalbench.formats.loading import load_spec, resolve_benchmark_dir
-from pytest_evalbench.formats.spec import check_id
+from pytest_evalbench.formats.spec import check_id, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.protocol import SpecKind, kind_of, spec_kind
 from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from pytest_evalbench.base.errors import ConfigError, InputError
 from pytest_evalbench.base.safe_text import SECRETS, check_base_url, header_problem
-from pytest_evalbench.formats.loading import SPEC_FILE
 from pytest_evalbench.formats.provenance import SessionStamp
 from pytest_evalbench.formats.spec import (
     DEFAULT_MAX_TOKENS,
     MAX_ID_LENGTH,
+    SPEC_FILE,
     BenchmarkSpec,
     EnvRef,
     ModelConfig,

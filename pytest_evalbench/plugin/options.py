@@ -1,25 +1,27 @@
-"""Command-line options and their resolution into `RunSettings` (once, at configure time).
+"""Command-line options, their resolution into `RunSettings` (once, at configure time), and what the xdist
+controller tells its workers (the `workerinput` keys, the fixed contiguous shares, a worker's index).
 
-`--benchmark` has no prefix by design (`pytest --benchmark=<name>`); it coexists with
-pytest-benchmark because argparse abbreviations are off and its options all read
-`--benchmark-*`. Every other option is `--evalbench-*` with an `evalbench_*` dest.
+`--benchmark` has no prefix by design (`pytest --benchmark=<name>`); it coexists with pytest-benchmark
+because argparse abbreviations are off and its options all read `--benchmark-*`. Every other option is
+`--evalbench-*` with an `evalbench_*` dest.
 
-Import cost matters here: pytest loads this module in every run of a project that has the plugin
-installed, so it imports nothing beyond the standard library and pytest at module level. Option
-*declarations* stay light; whatever resolving them needs (engine, gate, pydantic models) is
-imported inside the functions that run only with `--benchmark`. Add new options the same way.
+pytest loads this module in every run of a project that has the plugin installed, so it imports nothing
+beyond the standard library and pytest at module level: whatever resolving the options needs (engine,
+gate, pydantic models) is imported inside the functions that run only with `--benchmark`.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_evalbench.llm.cache import CACHE_MODES
+from pytest_evalbench.plugin._compat import worker_count, worker_number
 
 if TYPE_CHECKING:
     from pytest_evalbench.gate.outcome import GateSettings
@@ -234,7 +236,6 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     budget_ledger = None
     if workerinput is not None:
         # xdist workers reserve the one budget in the controller's ledger file (llm/limits.py)
-        from pytest_evalbench.plugin.workers import BUDGET_INPUT, worker_share
 
         budget_ledger = workerinput.get(BUDGET_INPUT)
     workers = worker_count(workerinput, 1) if workerinput is not None else 1
@@ -332,3 +333,41 @@ def check_files(config: pytest.Config, settings: RunSettings, bench_dir: Path) -
         cache_dir = settings.cache_dir or bench_dir / CACHE_DIR
         check_writable_dir(cache_dir, "the response cache directory" + (" (--evalbench-cache-dir)"
                                                                      if settings.cache_dir else ""))
+
+
+STATS_OUTPUT = "evalbench_stats"
+SHARES_INPUT = "evalbench_shares"
+"""Set in `workerinput` by the controller when the share scheduler runs this session."""
+FILES_INPUT = "evalbench_whole_files"
+"""Set in `workerinput` by the controller when xdist sends each data file to one worker (workers
+themselves see `--dist no`)."""
+SHARED_DISTS = ("load", "worksteal")
+BUDGET_INPUT = "evalbench_budget_ledger"
+"""Set in `workerinput` by the controller with `--evalbench-max-cost`: the session's ledger file."""
+
+
+def share_bounds(count: int, workers: int, index: int) -> tuple[int, int]:
+    """The contiguous slice [start, stop) of `count` items that worker `index` of `workers` runs.
+
+    The first `count % workers` shares hold one item more; the controller and every worker
+    compute the same bounds from the same collection.
+    """
+    size, extra = divmod(count, workers)
+    start = index * size + min(index, extra)
+    return start, start + size + (1 if index < extra else 0)
+
+
+def worker_index(workerinput: Mapping[str, Any]) -> int | None:
+    """This worker's position among the workers xdist started (`gw3` -> 3); None for a replacement
+    of a crashed worker (xdist numbers those past the initial count), which owns no share."""
+    index = worker_number(workerinput)
+    return index if index is not None and 0 <= index < worker_count(workerinput) else None
+
+
+def worker_share(workerinput: Mapping[str, Any], concurrency: int) -> int:
+    """This worker's part of the requests in flight (at least one). The budget is not split: all
+    workers reserve against one ledger (`BudgetController`)."""
+    workers = worker_count(workerinput)
+    index = worker_index(workerinput)
+    start, stop = share_bounds(concurrency, workers, index if index is not None else workers - 1)
+    return max(1, stop - start)

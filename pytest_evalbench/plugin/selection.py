@@ -14,7 +14,7 @@ import pytest
 
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import terminal
-from pytest_evalbench.formats.loading import SPEC_FILE, load_spec
+from pytest_evalbench.formats.spec import SPEC_FILE, load_spec
 from pytest_evalbench.kinds.protocol import AnyKind, kind_of, spec_kind
 from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
 from pytest_evalbench.plugin.nodes import BrokenBenchmark, CaseFile

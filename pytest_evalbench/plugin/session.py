@@ -38,7 +38,7 @@ import pytest
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, terminal
 from pytest_evalbench.cli.merge import write_records
-from pytest_evalbench.formats.loading import resolve_benchmark_dir
+from pytest_evalbench.formats.spec import resolve_benchmark_dir
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.plugin._compat import (
     collect_only,

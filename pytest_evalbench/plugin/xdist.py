@@ -30,8 +30,7 @@ from pytest_evalbench.plugin._compat import (
     worker_output,
     xdist_mode,
 )
-from pytest_evalbench.plugin.session import session_of
-from pytest_evalbench.plugin.workers import (
+from pytest_evalbench.plugin.options import (
     BUDGET_INPUT,
     FILES_INPUT,
     SHARED_DISTS,
@@ -40,6 +39,7 @@ from pytest_evalbench.plugin.workers import (
     share_bounds,
     worker_index,
 )
+from pytest_evalbench.plugin.session import session_of
 
 if TYPE_CHECKING:
     from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling

@@ -19,7 +19,7 @@ from pytest_evalbench.plugin._compat import (
     shut_down,
     worker_count,
 )
-from pytest_evalbench.plugin.workers import share_bounds, worker_index
+from pytest_evalbench.plugin.options import share_bounds, worker_index
 
 
 class ShareScheduling:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_evalbench._version import __version__
+from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import open_append, version_problem, versioned
 from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.outcome import GateVerdict

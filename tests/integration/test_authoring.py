@@ -13,7 +13,7 @@ import yaml
 
 from pytest_evalbench.__main__ import main
 from pytest_evalbench.cli import schemas
-from pytest_evalbench.formats.loading import load_spec
+from pytest_evalbench.formats.spec import load_spec
 from pytest_evalbench.kinds.scenarios.models import load_scenarios
 from pytest_evalbench.testing import FakeLLMServer, Reply, schema_answer, sequence
 

@@ -95,7 +95,7 @@ def test_require_calibration_marks_uncalibrated_metrics(pytester: pytest.Pyteste
 
 
 def test_shipped_label_sets_load() -> None:
-    from pytest_evalbench.formats.loading import load_spec
+    from pytest_evalbench.formats.spec import load_spec
     from pytest_evalbench.kinds.calibration.models import load_labels
 
     for name, judged, n in (("demo", "metrics", 65), ("agents", "evals", 12)):

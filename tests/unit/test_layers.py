@@ -19,7 +19,7 @@ ROOT = PACKAGE.name
 LAYERS: list[tuple[str, list[str]]] = [
     # lowest first; a folder is a layer (modules are named relative to the package, "" is its own __init__)
     ("testing", ["testing", "testing.*"]),
-    ("base", ["_version", "base", "base.*"]),
+    ("base", ["base", "base.*"]),
     ("formats", ["formats", "formats.*"]),
     ("llm", ["llm", "llm.*"]),
     ("kinds", ["kinds", "kinds.*"]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.plugin.workers import share_bounds, worker_index, worker_share
+from pytest_evalbench.plugin.options import share_bounds, worker_index, worker_share
 from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
 
 

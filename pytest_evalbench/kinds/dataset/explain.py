@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from pytest_evalbench.formats import StrictAnswer
-from pytest_evalbench.llm.structured import parse_as, strict_schema
+from pytest_evalbench.llm.engine import parse_as, strict_schema
 
 TRAITS: dict[str, tuple[str, list[str]]] = {
     "RelevanceExplain": (

@@ -29,9 +29,8 @@ from pydantic import Field, TypeAdapter, field_validator
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import count_rows, dump_json, read_valid_rows, results_lock, versioned
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.loading import NAME_RE, SPEC_FILE, validate_as
 from pytest_evalbench.formats.provenance import SessionStamp, StampedRows, unit_key, update_sessions
-from pytest_evalbench.formats.spec import BenchmarkSpec
+from pytest_evalbench.formats.spec import NAME_RE, SPEC_FILE, BenchmarkSpec, validate_as
 from pytest_evalbench.kinds.dataset.answers import stored_answer, write_answers
 from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, VERDICT_SCHEMA, build_messages
 from pytest_evalbench.kinds.dataset.models import DatasetError, DatasetItem, StoredAnswer, load_cases, payload_for

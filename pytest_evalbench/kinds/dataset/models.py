@@ -19,8 +19,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Input
-from pytest_evalbench.formats.loading import first_error
-from pytest_evalbench.formats.spec import ToolCall, check_id
+from pytest_evalbench.formats.spec import ToolCall, check_id, first_error
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",

@@ -37,8 +37,7 @@ from pytest_evalbench.kinds.dataset.policy import ScoringPolicy, failure_message
 from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, ToolCheckResult
 from pytest_evalbench.kinds.judges import median_vote, poll
 from pytest_evalbench.kinds.targets import Target
-from pytest_evalbench.llm.engine import Engine
-from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask
+from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 TOOL_EVAL = "ToolCallAccuracyExplain"

@@ -26,8 +26,7 @@ from pydantic import Field, field_validator
 
 from pytest_evalbench.formats import StrictAnswer
 from pytest_evalbench.formats.spec import CheckRule, Message, Metric
-from pytest_evalbench.llm.engine import Engine
-from pytest_evalbench.llm.structured import MAX_ATTEMPTS, ask, parse_as, strict_schema
+from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 

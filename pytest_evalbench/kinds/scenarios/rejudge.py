@@ -19,8 +19,7 @@ from pathlib import Path
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import results_lock, versioned, write_json
-from pytest_evalbench.formats.loading import SPEC_FILE, load_spec, resolve_benchmark_dir
-from pytest_evalbench.formats.spec import BenchmarkSpec
+from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.judges import vote_sample
 from pytest_evalbench.kinds.protocol import spec_kind
 from pytest_evalbench.kinds.run import DEFAULT_MAX_TOKENS, RunSettings, open_engine, resolve_endpoint, role_endpoint
