@@ -1,6 +1,6 @@
 """What keeps a benchmark run within its memory bound: peak RSS at 100,000 items within 1.25 x
-pytest's floor for as many bare items (`tests/perf/rss_items.py`; the figures, with and without
-each of these, are in docs/performance.md).
+pytest's floor for as many bare items (figure 4 of `tests/perf/targets.py`; the figures, with and
+without each of these, are in docs/performance.md).
 
 - Every item of a data file gets the same fixture closure, computed once for the file, as pytest's
   own parametrization shares one per test function; pytest would otherwise compute and keep one
