@@ -65,6 +65,20 @@ def transport_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+LEAN_ADDOPTS = " ".join(f"-p no:{name}" for name in
+                        ("hypothesispytest", "benchmark", "anyio", "platformdirs", "xdist.looponfail"))
+"""The dev venv's pytest plugins no inner run needs (this plugin and xdist stay): every pytest
+process start pays for loading them, hypothesis' most, and an inner run with `-n 2` starts three."""
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's `pytester`, whose runs (in-process or subprocess, their xdist workers, the CLI's
+    pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
+    return pytester
+
+
 @pytest.fixture
 def fake_llm() -> Iterator[FakeLLMServer]:
     """The project's scripted OpenAI-compatible server on 127.0.0.1 (port 0)."""
@@ -77,7 +91,6 @@ def bench_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer) -> FakeL
     """Point every role at the fake server through the documented environment variables."""
     monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     return fake_llm
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import LEAN_ADDOPTS
+
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ("demo", "agents", "support-app")
 SESSION_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -44,6 +46,7 @@ def run_example(root: Path, name: str, workers: str) -> dict[str, bytes]:
     inputs = {p for p in bench.rglob("*") if p.is_file()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "EVALBENCH_"))}
     env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"  # replay never calls; nothing reaches a real host
+    env["PYTEST_ADDOPTS"] = LEAN_ADDOPTS
     done = subprocess.run([sys.executable, "-m", "pytest", f"--benchmark={name}", "--evalbench-cache=replay",
                            "-n", workers, "-p", "no:randomly", "-p", "no:cacheprovider", "-q"],
                           check=False, cwd=root, env=env, capture_output=True, text=True, timeout=300)
