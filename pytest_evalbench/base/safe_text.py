@@ -13,8 +13,11 @@ benchmark.yaml and environment, so xdist workers know exactly the controller's s
   header value does not mask pieces of ordinary words;
 - a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text ends
   or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
-- credentials in any URL of the text (`scheme://user:pass@` and `?token=...`-style parameters), known
-  or not.
+- credentials in any URL of the text (`scheme://user:pass@` and the values of credential-like query
+  parameters: `?token=`, `&subscription-key=`, `&X-Amz-Signature=`...), known or not.
+
+A registered secret is found in any case (a host name in a message is lower-cased) and with
+invisible characters inside it (U+200D, U+00AD, U+200B, U+FEFF...).
 
 Callers redact before they truncate (`cut`), so a cut can only ever go through the mask. Values shorter
 than 4 characters are not registered: they would mask ordinary words and guard nothing.
@@ -24,9 +27,11 @@ Pipelines) scans for commands, and a Markdown job summary. Each surface gets one
 enters it:
 
 - `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL), Unicode
-  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a line that
-  would start a workflow command (`::error::`, `::stop-commands::`, `##[group]`, `##vso[...]`, after
-  optional whitespace) gets the visible prefix `> `. Newlines and tabs stay.
+  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a `::` that
+  would start a workflow command (`::error::`, `::stop-commands::`, after any leading whitespace,
+  Unicode spaces and format characters included: GitHub's runner trims them) gets the visible
+  prefix `> `; `##[` and `##vso[`, which GitHub's runner and Azure Pipelines find anywhere in a
+  line, are written `##\\[` and `##vso\\[`. Newlines and tabs stay.
 - `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
   `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
 
