@@ -74,6 +74,12 @@ class BadValue:
         """How the value reads where a row is named by it (`row 3 (id ...)`): the text as written."""
         return self.text
 
+    def __str__(self) -> str:
+        return self.label()
+
+    def __repr__(self) -> str:
+        return repr(self.label())
+
     def problem(self) -> str:
         text = self.text
         if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:

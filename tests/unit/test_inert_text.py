@@ -196,3 +196,14 @@ def test_invisible_characters_inside_a_secret_do_not_hide_it(invisible: str) -> 
     assert secrets.redact(f"key={hidden} ok") == f"key={MASK} ok" and secrets.leaks(hidden)
     assert secrets.redact(f"p {'Ab' + invisible + '3$x'} q") == f"p {MASK} q"
     assert secrets.redact("xAb3$xy") == "xAb3$xy"  # not a whole word: kept
+
+
+# ------------------------------------------------------------------ class 10: rows named by their id
+
+
+def test_a_duplicate_key_reads_as_its_first_value() -> None:
+    from pytest_evalbench.base.inputs import DECODER
+
+    row = DECODER.decode('{"id": "m01_s001_v01", "id": "m01_s002_v01"}')
+    assert str(row["id"]) == "m01_s001_v01" and repr(row["id"]) == "'m01_s001_v01'"
+    assert "object at 0x" not in f"{row}"
