@@ -70,6 +70,16 @@ class BadValue:
     def __init__(self, text: str) -> None:
         self.text = text
 
+    def label(self) -> str:
+        """How the value reads where a row is named by it (`row 3 (id ...)`): the text as written."""
+        return self.text
+
+    def __str__(self) -> str:
+        return self.label()
+
+    def __repr__(self) -> str:
+        return repr(self.label())
+
     def problem(self) -> str:
         text = self.text
         if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
@@ -82,20 +92,31 @@ class BadValue:
 
 
 class _DuplicateKey(BadValue):
+    """The value of a key given twice; it keeps the first value, which names a row whose `id` is the key."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, key: str, first: Any) -> None:
+        super().__init__(key)
+        self.first = first
+
     def problem(self) -> str:
         return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+    def label(self) -> str:
+        return self.first.label() if isinstance(self.first, BadValue) else str(self.first)
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object; a key given twice is marked, not silently overwritten."""
     data = dict(pairs)
     if len(data) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
             if key in seen:
-                data[key] = _DuplicateKey(key)
+                data[key] = _DuplicateKey(key, seen[key])
                 break
-            seen.add(key)
+            seen[key] = value
     return data
 
 

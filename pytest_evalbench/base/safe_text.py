@@ -13,8 +13,11 @@ benchmark.yaml and environment, so xdist workers know exactly the controller's s
   header value does not mask pieces of ordinary words;
 - a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text ends
   or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
-- credentials in any URL of the text (`scheme://user:pass@` and `?token=...`-style parameters), known
-  or not.
+- credentials in any URL of the text (`scheme://user:pass@` and the values of credential-like query
+  parameters: `?token=`, `&subscription-key=`, `&X-Amz-Signature=`...), known or not.
+
+A registered secret is found in any case (a host name in a message is lower-cased) and with
+invisible characters inside it (U+200D, U+00AD, U+200B, U+FEFF...).
 
 Callers redact before they truncate (`cut`), so a cut can only ever go through the mask. Values shorter
 than 4 characters are not registered: they would mask ordinary words and guard nothing.
@@ -24,9 +27,11 @@ Pipelines) scans for commands, and a Markdown job summary. Each surface gets one
 enters it:
 
 - `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL), Unicode
-  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a line that
-  would start a workflow command (`::error::`, `::stop-commands::`, `##[group]`, `##vso[...]`, after
-  optional whitespace) gets the visible prefix `> `. Newlines and tabs stay.
+  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a `::` that
+  would start a workflow command (`::error::`, `::stop-commands::`, after any leading whitespace,
+  Unicode spaces and format characters included: GitHub's runner trims them) gets the visible
+  prefix `> `; `##[` and `##vso[`, which GitHub's runner and Azure Pipelines find anywhere in a
+  line, are written `##\\[` and `##vso\\[`. Newlines and tabs stay.
 - `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
   `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
 
@@ -53,9 +58,13 @@ MIN_ANYWHERE = 8
 MIN_PREFIX = 4
 """A cut secret is masked from this many characters on."""
 
-_TOKEN_PARAM = (r"(?:[a-z0-9_.-]*(?:api[-_]?key|token|secret|password|passwd|signature|credential)"
-                r"|key|sig|auth|pwd|code)")
-_TOKEN_NAME = re.compile(_TOKEN_PARAM, re.IGNORECASE)
+_CREDENTIAL_WORDS = (r"(?:key|token|secret|password|passwd|pwd|sig|signature|auth|authorization|credentials?"
+                     r"|subscription|code|session|jwt|bearer)")
+_TOKEN_PARAM = rf"(?:[a-z0-9_.-]*?{_CREDENTIAL_WORDS}(?:[-_.][a-z0-9_.-]*)?)"
+"""A credential-like query name: it ends with a credential word (`key`, `api-key`, `apikey`,
+`subscription-key`, `access_key`, `X-Amz-Signature`, `sig`...) or has one before a separator
+(`token_v2`); always matched whole and case-insensitively."""
+_TOKEN_NAME = re.compile(_TOKEN_PARAM, re.IGNORECASE | re.ASCII)
 _VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
 """A query value: up to the next parameter, fragment, space, quote or markup."""
 _TOKEN_AT = re.compile(r"[?&;](?=[A-Za-z0-9_.-]{1,64}=)" + _TOKEN_PARAM + "=", re.IGNORECASE | re.ASCII)
@@ -68,6 +77,19 @@ _SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth
 """Names of `params` entries that would carry a credential in the request body (and the cache)."""
 _SECRET_HEADER = re.compile(r"(?i)(authorization|cookie|.*(key|token|secret|password|signature|credential).*)")
 """Header names whose literal values are treated as secrets too (`{env:}` values always are)."""
+
+
+_INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+              "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0")
+"""Characters that show as nothing (soft hyphen, zero-width space and joiners, word joiner, BOM,
+direction marks, variation selectors, fillers): placed inside a secret they must not hide it."""
+_INVISIBLES = re.compile(f"[{_INVISIBLE}]+")
+
+
+def _tolerant(value: str) -> str:
+    """A pattern for `value` that also matches it with invisible characters inside (case is
+    ignored by the caller's flag)."""
+    return f"[{_INVISIBLE}]*".join(re.escape(c) for c in value)
 
 
 def _word(char: str) -> bool:
@@ -114,7 +136,7 @@ def url_secrets(url: str) -> list[str]:
         plain = f"{unquote(user)}:{unquote(password)}"
         found.append(base64.b64encode(plain.encode("utf-8", "surrogatepass")).decode("ascii"))
     for name, value in parse_qsl(parts.query, keep_blank_values=False):
-        if re.fullmatch(_TOKEN_PARAM, name, re.IGNORECASE):
+        if _TOKEN_NAME.fullmatch(name):
             found.append(value)
             found.append(quote(value, safe=""))
     return found
@@ -166,8 +188,8 @@ class Secrets:
     def __init__(self) -> None:
         self._values: set[str] = set()
         self._lock = threading.Lock()
-        self._ordered: list[tuple[str, re.Pattern[str] | None]] = []
-        """Every registered form, longest first, with its word-boundary pattern when it is short."""
+        self._ordered: list[tuple[str, re.Pattern[str]]] = []
+        """Every registered form lower-cased, longest first, with the pattern that masks it."""
         self._prefixes: dict[str, tuple[bool, list[str]]] = {}
         """First MIN_PREFIX characters -> (whether they read like a word, the registered forms
         starting with them, longest first)."""
@@ -214,9 +236,11 @@ class Secrets:
 
     def _compile(self) -> None:
         ordered = sorted(self._values, key=len, reverse=True)
-        # longest first, so `user:password` goes before `password`; `str.find` (C speed) decides
-        # whether a value occurs at all, the word-boundary regex runs only for short values that do
-        self._ordered = [(v, None if len(v) >= MIN_ANYWHERE else re.compile(rf"(?<!\w){re.escape(v)}(?!\w)"))
+        # longest first, so `user:password` goes before `password`; `str.find` on the lower-cased text
+        # without invisible characters (C speed) decides whether a value occurs at all, and only then
+        # its pattern (any case, invisible characters allowed inside; short values as whole words) runs
+        self._ordered = [(v.lower(), re.compile(_tolerant(v) if len(v) >= MIN_ANYWHERE
+                                                else rf"(?<!\w){_tolerant(v)}(?!\w)", re.IGNORECASE))
                          for v in ordered]
         self._prefixes = {}
         for value in ordered:
@@ -225,17 +249,23 @@ class Secrets:
                 self._prefixes.setdefault(head, (_wordish(head), []))[1].append(value)
 
     def leaks(self, text: str) -> bool:
-        """Whether `text` holds a registered secret whole (a guard before anything is stored)."""
-        return any(value in text and (word is None or word.search(text)) for value, word in self._ordered)
+        """Whether `text` holds a registered secret whole, in any case or with invisible characters
+        inside (a guard before anything is stored)."""
+        folded = _INVISIBLES.sub("", text).lower()
+        return any(value in folded and pattern.search(text) for value, pattern in self._ordered)
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring)."""
         if not isinstance(text, str) or not text:
             return text
         if self._ordered:
-            for value, word in self._ordered:
-                if value in text:
-                    text = text.replace(value, MASK) if word is None else word.sub(MASK, text)
+            folded = _INVISIBLES.sub("", text).lower()
+            for value, pattern in self._ordered:
+                if value in folded:
+                    masked = pattern.sub(MASK, text)
+                    if masked != text:
+                        text = masked
+                        folded = _INVISIBLES.sub("", text).lower()
             text = self._cut_prefixes(text)
         return redact_patterns(text)
 
@@ -307,9 +337,19 @@ _VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0x
 _VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
                                             0x200E, 0x200F, 0x061C, 0xFEFF)})
 _TERMINAL = str.maketrans(_VISIBLE)
-_COMMAND = re.compile(r"^([ \t]*)(::|##\[|##vso\[)", re.MULTILINE | re.IGNORECASE)
+_BLANK = ("[^\\S\\n]|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+          "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f"
+          "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+          "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef]")
+"""What may stand invisibly before a command: every whitespace character but the newline (the runner
+trims Unicode whitespace before it looks for `::`), every format character (U+200B, U+FEFF, U+2060...)
+and the blank-looking fillers and variation selectors."""
+_COMMAND = re.compile(rf"^((?:{_BLANK})*)(?=::)", re.MULTILINE)
+"""A line that would start a GitHub workflow command (`::error::`) after invisible characters."""
+_ANYWHERE = re.compile(r"##(vso)?\[", re.IGNORECASE)
+"""`##[group]` (GitHub) and `##vso[...]` (Azure Pipelines): the runners find these anywhere in a line."""
 COMMAND_PREFIX = "> "
-"""What a line that would start a workflow command gets in front of it."""
+"""What a line that would start a workflow command gets in front of its `::`."""
 
 _MARKDOWN = str.maketrans({c: "\\" + c for c in "\\`*[]"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
 """HTML, links and images, code spans, emphasis and table cells: what could make model text act."""
@@ -321,8 +361,14 @@ def control_visible(text: str) -> str:
 
 
 def no_commands(text: str) -> str:
-    """No line can start a CI workflow command."""
-    return _COMMAND.sub(lambda m: m.group(1) + COMMAND_PREFIX + m.group(2), text)
+    """No line can carry a CI workflow command: `::` after any leading whitespace or invisible
+    characters gets the visible prefix `> `, and `##[` / `##vso[` anywhere get a backslash before
+    their `[` (`##\\[group]`), which neither runner reads as a command."""
+    if "::" in text:
+        text = _COMMAND.sub(lambda m: m.group(1) + COMMAND_PREFIX, text)
+    if "##" in text:
+        text = _ANYWHERE.sub(lambda m: m.group(0)[:-1] + "\\[", text)
+    return text
 
 
 def terminal(text: str) -> str:

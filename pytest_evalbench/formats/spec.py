@@ -107,7 +107,39 @@ _WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)),
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 MAX_NAME_LENGTH = 200
-"""Longest benchmark `name` and metric `name` (they head reports and summaries)."""
+"""Longest benchmark `name` and metric `name` (they head reports and summaries), and longest
+demographic axis or value and check rule text."""
+MAX_TEXT_LENGTH = 20_000
+"""Longest description, definition, example or "matters because" text of benchmark.yaml."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+"""Characters no text of benchmark.yaml may hold: controls (ESC, CR, C1...), line and paragraph
+separators, direction overrides, the byte-order mark, lone surrogates. Newlines and tabs are
+checked separately (allowed in multi-line texts only)."""
+
+
+def _bounded(value: str, limit: int, one_line: bool) -> str:
+    if len(value) > limit:
+        raise ValueError(f"is {len(value)} characters long; at most {limit} are allowed")
+    bad = _CONTROL.search(value) or (re.search("[\n\t]", value) if one_line else None)
+    if bad is not None:
+        what = "a line break or tab" if bad.group() in "\n\t" else f"the control character {bad.group()!r}"
+        raise ValueError(f"holds {what} at position {bad.start() + 1}; it is shown in terminals, CI logs "
+                         f"and reports, so it must be {'one line of ' if one_line else ''}printable text")
+    return value
+
+
+def one_line(value: str) -> str:
+    """A name shown in titles, tables and terminals: one line of printable text, bounded."""
+    return _bounded(value, MAX_NAME_LENGTH, one_line=True)
+
+
+def plain_text(value: str) -> str:
+    """A text shown in reports and prompts: printable (newlines and tabs allowed), bounded."""
+    return _bounded(value, MAX_TEXT_LENGTH, one_line=False)
+
+
+OneLine = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(one_line)]
+PlainText = Annotated[str, Field(max_length=MAX_TEXT_LENGTH), AfterValidator(plain_text)]
 MetricType = Literal["positive", "negative"]
 DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
 """Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
@@ -238,15 +270,15 @@ class CheckRule(Input):
     """One deterministic rule over the assistant's turns: when its single condition holds, it decides
     the verdict (`then`) without asking the judge."""
 
-    regex: Optional[str] = None
+    regex: Optional[OneLine] = None
     """Holds when some assistant turn matches (re.search; add (?i) for case-insensitive)."""
-    contains: Optional[str] = None
+    contains: Optional[PlainText] = None
     """Holds when some assistant turn contains the text (case-insensitive)."""
-    not_contains: Optional[str] = None
+    not_contains: Optional[PlainText] = None
     """Holds when no assistant turn contains the text (case-insensitive)."""
-    tool_called: Optional[str] = None
+    tool_called: Optional[OneLine] = None
     """Holds when the assistant called this tool."""
-    tool_not_called: Optional[str] = None
+    tool_not_called: Optional[OneLine] = None
     """Holds when the assistant never called this tool."""
     valid_json: Optional[bool] = None
     """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
@@ -288,19 +320,19 @@ def not_blank(value: str) -> str:
 
 class Metric(Input):
     id: str
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    name: OneLine = Field(min_length=1)
     type: MetricType
-    definition: Annotated[str, AfterValidator(not_blank)]
+    definition: Annotated[str, AfterValidator(not_blank), AfterValidator(plain_text)]
     """What the judge detects and the simulated user provokes (not blank)."""
-    examples: list[str] = Field(default_factory=list)
-    mattersBecause: Optional[str] = None
+    examples: list[PlainText] = Field(default_factory=list)
+    mattersBecause: Optional[PlainText] = None
     """"This matters because ..." (impactbench's metric metadata); shown with failures."""
-    matters_because: Optional[str] = None
+    matters_because: Optional[PlainText] = None
     """The same sentence as impactbench-web's bridge spells it."""
-    contributor: Optional[str] = None
+    contributor: Optional[OneLine] = None
     source: Optional[MetricSource] = None
     """Where a curated metric was copied from (impactbench's nutritional-label benchmarks)."""
-    seed_scenarios: list[str] = Field(default_factory=list)
+    seed_scenarios: list[PlainText] = Field(default_factory=list)
     """Titles of hand-submitted seed scenarios (impactbench-web); kept for authoring tools."""
 
     @property
@@ -349,13 +381,13 @@ class Price(Input):
 class BenchmarkSpec(Input):
     """benchmark.yaml."""
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    description: str = ""
+    name: OneLine = Field(min_length=1)
+    description: PlainText = ""
     kind: Literal["scenarios", "dataset"] = "scenarios"
     scenario: ScenarioSettings = Field(default_factory=ScenarioSettings)
     metrics: list[Metric] = Field(default_factory=list)
     generation: Generation = Field(default_factory=Generation)
-    demographics: dict[str, list[str]] = Field(default_factory=dict)
+    demographics: dict[OneLine, list[OneLine]] = Field(default_factory=dict)
     targets: list[TargetConfig] = Field(default_factory=list)
     user_model: Optional[ModelConfig] = None
     evaluator_model: Optional[ModelConfig] = None

@@ -220,6 +220,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
     cache_dir = config.getoption("evalbench_cache_dir")
     max_cost = config.getoption("evalbench_max_cost")
     from pytest_evalbench.base.errors import ConfigError
+    from pytest_evalbench.base.safe_text import terminal
     from pytest_evalbench.kinds.run import parse_target_option
 
     targets = list(config.getoption("evalbench_targets"))
@@ -227,7 +228,7 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
         try:
             parse_target_option(value)
         except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(terminal(str(exc))) from None
     concurrency = config.getoption("evalbench_concurrency")
     token_limit = config.getoption("evalbench_token_limit") or None
     from pytest_evalbench.plugin._compat import worker_count, worker_input

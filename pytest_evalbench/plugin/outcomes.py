@@ -27,7 +27,7 @@ from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail
 from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.terminal import transcript_text
-from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status
+from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status, error_group, error_line
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.run import BenchmarkRun
@@ -56,7 +56,8 @@ class Outcomes:
         self.messages: dict[str, str] = {}
         """Node id -> the one-line error of an item that ERRORed (collapsed in the summary)."""
         self._first_with: dict[str, str] = {}
-        """One-line error -> the first item that had it (a dict: 10,000 failing items stay linear)."""
+        """Error (its whole message, variable parts normalised) -> the first item that had it (a dict:
+        10,000 failing items stay linear)."""
         self.failed: set[str] = set()
         self.unreliable: set[str] = set()
         """Items whose failure rests on an unreliable judge (reported as xfailed)."""
@@ -165,11 +166,12 @@ class Outcomes:
             self.failed.add(report.nodeid)
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
-        """A configuration problem that hits every item is shown in full once: later items with the
-        same message point at the first one (the summary counts them: "500 items: <message>")."""
-        message = str(report.longrepr).splitlines()[0] if report.longrepr else kind
-        first = self._first_with.setdefault(message, report.nodeid)
-        self.messages[report.nodeid] = message
+        """A configuration problem that hits every item is shown in full once: later items whose whole
+        message is the same (but for its variable parts, `error_group`) point at the first one; the
+        summary counts them by their one line ("500 items: <message>"). Different errors are each shown."""
+        message = str(report.longrepr) if report.longrepr else kind
+        first = self._first_with.setdefault(error_group(message), report.nodeid)
+        self.messages[report.nodeid] = error_line(message)
         if first != report.nodeid:
             report.longrepr = f"evalbench {kind}: same error as {first} (see the evalbench summary)"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pytest_evalbench.base.files import atomic_write_text
@@ -34,6 +35,20 @@ def _code(text: str) -> str:
     return control_visible(redact(text)).replace("`", "").replace("|", "\\|").replace("\n", " ")
 
 
+def _span(text: str) -> str:
+    """`text` as one inline code span outside tables (a title): fenced by one backtick more than its
+    longest run of backticks, so a name holding backticks cannot close the span and render the rest."""
+    text = control_visible(redact(text)).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _fenced(lines: list[str]) -> list[str]:
+    """Lines inside a ``` block: a backtick becomes `'` so no line can close the block early."""
+    return ["```", *(control_visible(redact(line)).replace("`", "'") for line in lines), "```"]
+
+
 MAX_CASES = 2000
 """Cases that did not pass listed in the Markdown summary at most (the report lists as many transcripts)."""
 
@@ -49,9 +64,9 @@ def _rates(summary: RunSummary) -> list[str]:
             ci = ("–" if r.change_low is None or r.change_high is None
                   else f"[{r.change_low:+.2f}, {r.change_high:+.2f}]")
             cells += [_rate(r.baseline), _change(r.change) + (" ❗" if r.significant_drop else ""), ci]
-        # rate_text is ours (numbers, metric ids, session stamps): kept as is, so its labels read the same everywhere
-        out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else "")],
-                        [r.rate_text().replace("|", "\\|"), *cells]))
+        # rate_text carries session stamps read from .sessions.json: escaped like every other text
+        out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""),
+                         r.rate_text()], cells))
     return [*out, ""]
 
 
@@ -91,7 +106,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     comparative pairs, flipped cases, report path."""
     gate = summary.gate
     icon = ICONS.get(gate.verdict)
-    title = f"evalbench `{summary.benchmark}`: {gate.verdict} (exit {gate.exit_code})"
+    title = f"evalbench {_span(summary.benchmark)}: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
     if gate.outcome.rules:
         out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
@@ -101,7 +116,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     if reliability:
         out += ["Reliability over samples:", ""] + [f"- {_cell(line)}" for line in reliability] + [""]
     if summary.kind_table:
-        out += ["```", *(line.replace("`", "'") for line in summary.kind_table), "```", ""]
+        out += [*_fenced(summary.kind_table), ""]
     out += _comparisons(summary)
     out += _cases(summary)
     problems = ([f"regression: {r}" for r in gate.outcome.regressions] + [f"incomplete: {i}" for i in gate.outcome.incomplete]
@@ -110,14 +125,14 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += [f"- {_cell(p)}" for p in problems] + [""]
     if gate.flips:
         out += [f"**Flipped pass → fail since the baseline** ({len(gate.flips)}): rerun with",
-                "", "```", summary.commands.get("flipped", ""), "```", ""]
+                "", *_fenced([summary.commands.get("flipped", "")]), ""]
     for key, what in (("failed", "Rerun the failed and errored cases with"),
                       ("record", "Record the missing or corrupt cache entries with")):
         if key in summary.commands:
-            out += [f"{what}:", "", "```", summary.commands[key], "```", ""]
+            out += [f"{what}:", "", *_fenced([summary.commands[key]]), ""]
     out.append(f"Cost: {_cell(summary.cost.note)}")
     if html_path:
-        out += ["", f"HTML report: `{html_path}`"]
+        out += ["", f"HTML report: {_span(html_path)}"]
     return "\n".join(out) + "\n"
 
 

@@ -63,6 +63,15 @@ def error_group(message: str) -> str:
     return message
 
 
+def error_line(message: str) -> str:
+    """The one line an error is listed by: its first line and, when the message goes on (a traceback),
+    its last line, which says what was raised; two errors that only start alike stay apart."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return lines[0] if lines else ""
+    return lines[0] + (" " if lines[0].endswith(":") else " … ") + lines[-1]
+
+
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.dataset.summary import AgentComparison, AgentSummary, CaseResult
     from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow

@@ -121,7 +121,8 @@ def check_surfaces(root: Path, bench: Path, result: pytest.RunResult, markdown: 
                if row.startswith("| ") and not row.startswith("| target") and not row.startswith("| status")]
     for (target, metric), (ci, text) in rates.items():
         md_row = next(r for r in md_rows if r[0] == target and (r[1] == metric or r[1].startswith(metric + " ")))
-        assert (md_row[2], md_row[3]) == (text, ci), (target, metric)
+        rendered = re.sub(r"\\([\\`*\[\]|])", r"\1", md_row[2])  # as Markdown shows it: escapes removed
+        assert (rendered, md_row[3]) == (text, ci), (target, metric)
         attrs, shown = html[f"ratetext-{target}-{metric}"]
         assert shown == text, (target, metric)
         assert html[f"ci-{target}-{metric}"][1].endswith(ci), (target, metric)

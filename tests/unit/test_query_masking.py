@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pytest_evalbench.base.safe_text import MASK, redact_patterns
 
 _NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_TOKEN = re.compile(r"(?:[a-z0-9_.-]*(?:api[-_]?key|token|secret|password|passwd|signature|credential)"
-                    r"|key|sig|auth|pwd|code)", re.IGNORECASE)
+_TOKEN = re.compile(r"[a-z0-9_.-]*?(?:key|token|secret|password|passwd|pwd|sig|signature|auth|authorization"
+                    r"|credentials?|subscription|code|session|jwt|bearer)(?:[-_.][a-z0-9_.-]*)?", re.IGNORECASE | re.ASCII)
 _VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
 
 

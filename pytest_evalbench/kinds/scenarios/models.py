@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import unversioned
-from pytest_evalbench.base.inputs import DECODER, check_depth, may_hold_surrogates, parse_json, read_text
+from pytest_evalbench.base.inputs import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json, read_text
 from pytest_evalbench.formats import Input, Strict, unknown_keys
 from pytest_evalbench.formats.results import ModelResult, PassFailUnit, RateSummary, Status
 from pytest_evalbench.formats.spec import (
@@ -283,8 +283,12 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
 
 
 def row_label(index: int, raw: Any) -> str:
-    """How errors name a row: its position from 1 and, when it has one, its id (`3 (id m01_s001_v02)`)."""
-    shown = str(raw.get("id"))[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
+    """How errors name a row: its position from 1 and, when it has one, its id (`3 (id m01_s001_v02)`;
+    an id given twice by its first value)."""
+    value = raw.get("id") if isinstance(raw, dict) else None
+    if isinstance(value, BadValue):
+        value = value.label()
+    shown = str(value)[:MAX_ID_LENGTH + 1] if isinstance(raw, dict) and "id" in raw else None
     if shown is not None and shown.isprintable():  # a lone surrogate or a newline is shown escaped
         return f"{index + 1} (id {shown})"
     return f"{index + 1}" + (f" (id {shown!r})" if shown is not None else "")
