@@ -306,7 +306,12 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
 
 def parse_yaml(text: str, path: Path) -> Any:
     """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects."""
-    loader = _Composer(text)
+    try:  # the reader refuses control characters as it is made
+        loader = _Composer(text)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise InputError(path, f"invalid YAML: control character U+{exc.character:04X} is not allowed "
+                         "(write it as an escape in a double-quoted string)", row=line) from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -44,7 +44,7 @@ from pytest_evalbench.base.files import (
     version_problem,
 )
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
+from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_token_count, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -78,8 +78,8 @@ def response_problem(response: Any) -> str | None:
         return "its response's tool_calls is not a list of objects"
     for name in ("input_tokens", "output_tokens"):
         value = response.get(name, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return f"its response's {name} is {value!r}, not a token count"
+        if not is_token_count(value):
+            return f"its response's {name} is {str(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None

@@ -111,6 +111,17 @@ class Usage:
         return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), float(data.get("cost", 0.0)))
 
 
+MAX_TOKENS = 10**9
+"""Most tokens one answer may report for its prompt or its completion: a billion is far past any
+model's context, so a larger count is a broken or hostile endpoint, not usage to bill."""
+
+
+def is_token_count(value: object) -> bool:
+    """Whether a usage number from an endpoint or a cache entry can be believed: an integer (not a
+    boolean) from 0 to `MAX_TOKENS`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
 MAX_RESPONSE_BYTES = 4 << 20
 """Default cap on an answer's body, as received and as decompressed (a chat completion is a few
 kilobytes; one of 100,000 tokens of text is well under 2 MiB)."""
