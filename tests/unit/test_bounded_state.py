@@ -48,7 +48,7 @@ def test_read_bounded_counts_bytes_read_not_the_size_stat_reports(tmp_path: Path
 def test_deep_json_in_a_result_file_is_one_error(tmp_path: Path) -> None:
     deep = tmp_path / "cost.json"
     deep.write_text("[" * 100_000)
-    with pytest.raises(InputError, match="cost.json"):
+    with pytest.raises(InputError, match=r"cost\.json"):
         read_result(deep, {}, dict)
     with pytest.warns(UserWarning, match="nested too deep"):
         assert read_json(deep, []) == []
