@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import os
+import stat
 import time
 import warnings
 from dataclasses import dataclass
@@ -246,20 +247,20 @@ class SharedRateLimit:
         """Claim the next slot; return the wall-clock time it starts."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock.acquire(poll_interval=0.001):  # a holder keeps it for microseconds
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)  # never a link,
+                         | getattr(os, "O_NONBLOCK", 0), 0o644)  # nor a FIFO waited on
             try:
-                raw = os.read(fd, 64)
                 now = time.time()
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self._ignored(b"(not a regular file)")
+                    return now
+                raw = os.read(fd, 64)
                 try:
                     next_free = float(raw.decode() or 0)
                 except ValueError:
                     next_free = 0.0
                 if not (math.isfinite(next_free) and next_free <= now + MAX_QUEUE_SECONDS):
-                    if not self._warned:  # a committed or edited file: no slot that far ahead was ever given
-                        self._warned = True
-                        warnings.warn(EvalbenchWarning(
-                            f"{self.path}: next slot {raw[:30]!r} is not a time within {MAX_QUEUE_SECONDS:g}s "
-                            "of now; ignored"), stacklevel=2)
+                    self._ignored(raw)  # a committed or edited file: no slot that far ahead was ever given
                     next_free = 0.0
                 slot = max(now, next_free)
                 os.lseek(fd, 0, os.SEEK_SET)
@@ -268,6 +269,13 @@ class SharedRateLimit:
                 return slot
             finally:
                 os.close(fd)
+
+
+    def _ignored(self, raw: bytes) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(EvalbenchWarning(f"{self.path}: next slot {raw[:30]!r} is not a time within "
+                                           f"{MAX_QUEUE_SECONDS:g}s of now; ignored"), stacklevel=3)
 
 
 class AdaptiveConcurrency:
