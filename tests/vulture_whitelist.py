@@ -18,3 +18,5 @@ _.seed_title  # scenarios.json (impactbench's key, kept)
 _.crashitem, _.sched, _.duration
 # A Protocol method's parameter (render.progress.LineWriter)
 _.erase
+# RE2 reads its option (formats.spec.check_regex): errors are raised, not logged
+_.log_errors

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -202,6 +203,66 @@ def dump_json_rows(path: Path, rows: Iterable[Any], root: Path | None = None) ->
     write_json(path, StreamedList(rows), root or path.parent)
 
 
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""Largest input or state file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines,
+result files): 64 MiB."""
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file (a FIFO, a device such as /dev/zero, a directory): never read."""
+
+
+class TooLarge(OSError):
+    """A file that held more bytes than its reader's cap: read no further."""
+
+
+_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+_O_BINARY: int = getattr(os, "O_BINARY", 0)
+_READ_CHUNK = 1 << 20
+
+
+def read_bounded(path: Path | str, limit: int | None = None) -> bytes:
+    """The bytes of a regular file, at most `limit` of them: the one read of every input and state
+    file. The size is counted from the bytes actually read (a link to /dev/zero or a growing file
+    reports a size of 0 to `stat`); a FIFO, device or directory is refused (`NotRegularFile`) after
+    a non-blocking open, before any byte is read; past `limit`, `TooLarge`. Other errors (a missing
+    file) are the OSErrors `os.open` raises."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(f"not a regular file (a FIFO, device or directory): {path}")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"larger than {size_text(limit)}")
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def size_text(n: int) -> str:
+    """A byte count as people read it (64 MiB, 4,096 bytes)."""
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n:,} bytes"
+
+
+def bounded_problem(exc: OSError) -> str:
+    """The one line saying why `read_bounded` did not read a file."""
+    if isinstance(exc, NotRegularFile):
+        return "not a regular file (a FIFO, a device such as /dev/zero, or a directory): refused, not read"
+    if isinstance(exc, TooLarge):
+        return f"file is {exc}: not read further"
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    return f"cannot read: {exc.strerror or type(exc).__name__}"
+
+
 def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | None = None) -> None:
     """A JSON object written one member at a time (atomically), as `dump_json(path, dict(items))`
     writes it (keys are expected unique)."""
@@ -209,11 +270,17 @@ def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | 
 
 
 def read_json(path: Path, default: Any) -> Any:
-    """A result file written by an earlier run, or `default` when it is missing or unreadable."""
+    """A result file written by an earlier run, or `default` when it is missing or unreadable (one
+    warning naming it when it is not a regular file, too large or nested too deep to parse)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_bounded(path).decode("utf-8"))
+    except (NotRegularFile, TooLarge) as exc:
+        warnings.warn(EvalbenchWarning(f"{path}: {bounded_problem(exc)}; ignored"), stacklevel=2)
+    except RecursionError:
+        warnings.warn(EvalbenchWarning(f"{path}: JSON nested too deep; ignored"), stacklevel=2)
     except (OSError, ValueError):
-        return default
+        pass
+    return default
 
 
 READ_CHUNK = 1 << 20
@@ -226,9 +293,13 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
     decoder = json.JSONDecoder()
     try:
-        handle = path.open(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device would block or never end
+        os.close(fd)
+        return
+    handle = os.fdopen(fd, encoding="utf-8")
     with handle:
         buffer, position, eof = "", 0, False
 
@@ -273,7 +344,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                     position += 1
                 elif buffer[position:position + 1] != "]":
                     raise ValueError("expected , or ]")
-        except ValueError:
+        except (ValueError, RecursionError):  # a torn or hostile file ends the rows
             pass
     return
 
@@ -293,9 +364,11 @@ def read_result(path: Path, default: Any, expected: type) -> Any:
     type (truncated, edited, unreadable). Merging a file read as empty would silently drop every row
     it held, and the run would still look complete."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         return default
+    except (NotRegularFile, TooLarge) as exc:
+        raise InputError(path, f"{bounded_problem(exc)}; {_KEEP_HINT}") from None
     except (OSError, ValueError) as exc:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise InputError(path, f"result file unreadable ({problem}); {_KEEP_HINT}") from None

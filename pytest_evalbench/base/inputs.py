@@ -18,9 +18,8 @@ from typing import Any
 import yaml
 
 from pytest_evalbench.base.errors import InputError, field_path
+from pytest_evalbench.base.files import MAX_INPUT_BYTES, TooLarge, bounded_problem, read_bounded, size_text
 
-MAX_INPUT_BYTES = 64 * 1024 * 1024
-"""Largest input file read (benchmark.yaml, scenarios.json, dataset JSONL, baselines): 64 MiB."""
 MAX_DEPTH = 64
 """Deepest nesting of lists and mappings accepted in an input file."""
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
@@ -28,17 +27,15 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
 
 
 def read_text(path: Path) -> str:
-    """A UTF-8 input file (with or without BOM) as text; size, encoding and read problems are InputErrors."""
+    """A UTF-8 input file (with or without BOM) as text; size, kind, encoding and read problems are
+    InputErrors naming the file."""
     try:
-        size = path.stat().st_size
-        if size > MAX_INPUT_BYTES:
-            raise InputError(path, f"file is {size / 2**20:.1f} MiB; input files are limited to "
-                             f"{MAX_INPUT_BYTES // 2**20} MiB")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
+        data = read_bounded(path, MAX_INPUT_BYTES)
+    except TooLarge:
+        raise InputError(path, f"file is larger than {size_text(MAX_INPUT_BYTES)}, the limit of input files: "
+                         "not read further") from None
     except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+        raise InputError(path, bounded_problem(exc)) from None
     for bom, name in _BOMS:
         if data.startswith(bom):
             raise InputError(path, f"file is {name} encoded; save it as UTF-8")
@@ -330,7 +327,12 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
 
 def parse_yaml(text: str, path: Path) -> Any:
     """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects."""
-    loader = _Composer(text)
+    try:  # the reader refuses control characters as it is made
+        loader = _Composer(text)
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise InputError(path, f"invalid YAML: control character U+{exc.character:04X} is not allowed "
+                         "(write it as an escape in a double-quoted string)", row=line) from None
     try:
         node = loader.get_single_node()
         if node is None:

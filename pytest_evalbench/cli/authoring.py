@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
 from pytest_evalbench.base.files import atomic_write_text, dump_json, versioned
-from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.base.inputs import read_text, read_yaml
 from pytest_evalbench.base.safe_text import terminal
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.cli.prompts import (
@@ -350,7 +350,7 @@ def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSp
     """Splice the metrics into benchmark.yaml, prove nothing else changed and that it validates,
     then write it atomically; returns the spec as written."""
     path = bench_dir / SPEC_FILE
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     before = read_yaml(path)
     new_text = replace_metrics_block(text, metrics)
     try:

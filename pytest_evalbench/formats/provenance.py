@@ -15,12 +15,23 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, check_version
+from pytest_evalbench.base.errors import EvalbenchWarning
+from pytest_evalbench.base.files import (
+    FORMAT_VERSION,
+    VERSION_KEY,
+    NotRegularFile,
+    TooLarge,
+    atomic_write_text,
+    bounded_problem,
+    check_version,
+    read_bounded,
+)
 
 SESSIONS_FILE = ".sessions.json"
 EARLIER = "an earlier session"
@@ -73,8 +84,14 @@ class SessionStamp:
 def read_sessions(directory: Path) -> dict[str, SessionStamp]:
     """Row key -> the session that measured it ({} when the stamps is missing or unreadable; a
     malformed entry is left out, so its row reads as carried over from an earlier session)."""
+    path = directory / SESSIONS_FILE
     try:
-        data = json.loads((directory / SESSIONS_FILE).read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path))
+    except (NotRegularFile, TooLarge, RecursionError) as exc:
+        problem = bounded_problem(exc) if isinstance(exc, OSError) else "JSON nested too deep"
+        warnings.warn(EvalbenchWarning(f"{path}: {problem}; ignored (its rows read as carried over from an "
+                                       "earlier session)"), stacklevel=2)
+        return {}
     except (OSError, ValueError):
         return {}
     check_version(directory / SESSIONS_FILE, data)

@@ -10,6 +10,7 @@ generated from these models. The kinds' loaders validate their own files with `v
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Iterable
@@ -266,12 +267,34 @@ class MetricSource(Input):
 CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
 
 
+def check_regex(pattern: str) -> Any:
+    """A user's pattern compiled by RE2, which matches in time linear in the text (Python's `re`
+    backtracks: `(a|aa)+$` against 60 "a" and "!" would never end). ValueError for a pattern RE2
+    cannot run (backreferences such as \\1, lookaround such as (?=...)), naming what it refused."""
+    return _compiled(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> Any:
+    import re2  # its C++ library loads only for benchmarks with a regex
+
+    options = re2.Options()
+    options.log_errors = False  # the error is raised, not also logged to stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"regex {pattern[:200]!r} is not supported: {reason} (checks use RE2 syntax, which runs "
+                         "in linear time: no backreferences or lookaround)") from None
+
+
 class CheckRule(Input):
     """One deterministic rule over the assistant's turns: when its single condition holds, it decides
     the verdict (`then`) without asking the judge."""
 
     regex: Optional[OneLine] = None
-    """Holds when some assistant turn matches (re.search; add (?i) for case-insensitive)."""
+    """Holds when some assistant turn matches (searched with RE2, in time linear in the text: no
+    backreferences or lookaround; add (?i) for case-insensitive)."""
     contains: Optional[PlainText] = None
     """Holds when some assistant turn contains the text (case-insensitive)."""
     not_contains: Optional[PlainText] = None
@@ -291,10 +314,7 @@ class CheckRule(Input):
             raise ValueError(f"a check rule needs exactly one of {', '.join(CONDITIONS)} (got "
                              f"{', '.join(given) or 'none'})")
         if self.regex is not None:
-            try:
-                re.compile(self.regex)
-            except re.error as exc:
-                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+            check_regex(self.regex)
         return self
 
     @property

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pytest_evalbench.base.errors import InputError
-from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.files import atomic_write_text, bounded_problem, read_bounded
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
@@ -199,10 +199,14 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
 def read_baseline(path: Path) -> Baseline:
     """A baseline file, validated; InputError names the file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_bounded(path))
     except FileNotFoundError:
         raise InputError(path, "baseline file not found; create it with --evalbench-save-baseline") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise InputError(path, f"baseline file unreadable: {bounded_problem(exc)}") from None
+    except RecursionError:
+        raise InputError(path, "baseline file unreadable: JSON nested too deep") from None
+    except ValueError as exc:
         raise InputError(path, f"baseline file unreadable: {exc}") from None
     try:
         return load_baseline(data)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_evalbench.base.files import read_bounded
 from pytest_evalbench.llm.cache import CorruptEntry, canonical_json, request_key
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
@@ -105,9 +106,9 @@ class Expectations:
             if self.entries >= limit:
                 break
             try:
-                if path.is_symlink() or path.stat().st_size > MAX_ENTRY_BYTES:
+                if path.is_symlink():
                     continue
-                entry = json.loads(path.read_text(encoding="utf-8"))
+                entry = json.loads(read_bounded(path, MAX_ENTRY_BYTES))
                 body, response = entry["request"]["body"], entry["response"]
                 model, messages = body["model"], body["messages"]
                 out, given = int(response.get("output_tokens") or 0), int(response.get("input_tokens") or 0)

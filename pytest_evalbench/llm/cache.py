@@ -35,9 +35,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import CacheMiss, LLMError
-from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, version_problem
+from pytest_evalbench.base.files import (
+    FORMAT_VERSION,
+    VERSION_KEY,
+    TooLarge,
+    atomic_write_text,
+    read_bounded,
+    version_problem,
+)
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
+from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_token_count, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -71,8 +78,8 @@ def response_problem(response: Any) -> str | None:
         return "its response's tool_calls is not a list of objects"
     for name in ("input_tokens", "output_tokens"):
         value = response.get(name, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return f"its response's {name} is {value!r}, not a token count"
+        if not is_token_count(value):
+            return f"its response's {name} is {str(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None
@@ -181,34 +188,18 @@ class _TooLarge(Exception):
 
 
 def _read_bytes(path: str) -> bytes:
-    """A file's bytes through bare file descriptors: a third of `open().read()`'s cost (no buffered
-    layers, no pathlib), which shows on the 70,000 entries of a cached replay. At most
-    `MAX_ENTRY_BYTES`: a huge file in the cache directory (a leftover, or planted) is refused
-    (`_TooLarge`), never loaded into memory; a FIFO planted there reads as empty instead of blocking
-    the run (O_NONBLOCK, which a regular file ignores)."""
-    fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
+    """A cache file's bytes, at most `MAX_ENTRY_BYTES` (`_TooLarge` past it): a huge file in the cache
+    directory (a leftover, or planted) is never loaded into memory, and a FIFO or device planted there
+    is refused, never read (`read_bounded`)."""
     try:
-        chunks = [os.read(fd, _CHUNK)]
-        size = len(chunks[-1])
-        while len(chunks[-1]) == _CHUNK:  # a short read of a regular file is its end: one read per entry
-            if size > MAX_ENTRY_BYTES:
-                raise _TooLarge
-            chunks.append(os.read(fd, _CHUNK))
-            size += len(chunks[-1])
-    finally:
-        os.close(fd)
-    if size > MAX_ENTRY_BYTES:
-        raise _TooLarge
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return read_bounded(path, MAX_ENTRY_BYTES)
+    except TooLarge:
+        raise _TooLarge from None
 
 
-_CHUNK = 1 << 16
 MAX_ENTRY_BYTES = 256 << 20
 """Largest cache entry read: a request holds a whole conversation (each answer at most
 `MAX_RESPONSE_BYTES`, 4 MiB, escaped), so a real entry stays far below it."""
-_O_BINARY: int = getattr(os, "O_BINARY", 0)
-"""Windows: no newline translation (elsewhere 0)."""
-_O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 
 
 class ResponseCache:

@@ -32,8 +32,11 @@ import asyncio
 import heapq
 import itertools
 import json
+import math
 import os
+import stat
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -41,8 +44,9 @@ from typing import Any, Literal, Protocol
 
 from filelock import FileLock
 
-from pytest_evalbench.base.errors import BudgetExhausted
+from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, LLMError
 from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.inputs import read_bounded
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
@@ -171,17 +175,21 @@ class Admission:
         limits.semaphore.release()  # type: ignore[union-attr]
         self._gate.release(self._started_round, self.limited)  # type: ignore[union-attr]
 
-    async def admit(self, body: dict[str, Any], data: bytes, role: str) -> None:
-        """Wait for the request and token rates and reserve the worst-case price, then count the request."""
+    async def admit(self, body: dict[str, Any], data: bytes, role: str, deadline: float | None = None) -> None:
+        """Wait for the request and token rates and reserve the worst-case price, then count the request.
+        `deadline` (monotonic): when the call's retry budget ends; a pace that would start the request
+        later (a header or a state file asking for a long wait) ends the call with an error instead."""
         limits, endpoint = self.limits, self.endpoint
         if limits.rate is not None:
-            await limits.rate.wait()
+            await self._pace(await asyncio.to_thread(limits.rate.reserve) - time.time(), deadline, role,
+                             "the shared request rate (--evalbench-rate-limit)")
         if limits.tokens is not None:
             self.estimate = estimate_tokens(body)
-            await limits.tokens.wait(self.estimate)
-        delay = limits.shared.reserve(limits.key(endpoint)) - time.time()
-        if delay > 0:  # paced: the endpoint's next start slot, shared by every process
-            await asyncio.sleep(delay)
+            await self._pace(limits.tokens.delay(self.estimate), deadline, role,
+                             "the token rate (--evalbench-token-limit)")
+        # paced: the endpoint's next start slot, shared by every process
+        await self._pace(limits.shared.reserve(limits.key(endpoint)) - time.time(), deadline, role,
+                         "the endpoint's rate limits (its x-ratelimit-* and Retry-After headers)")
         if limits.budget is not None:
             # the call's worst-case price is reserved before it is sent (see `Budget`)
             worst = limits.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=self.local)
@@ -190,6 +198,17 @@ class Admission:
             self.reserved = worst
         limits.stats.peak_in_flight = max(limits.stats.peak_in_flight, limits._in_flight)
         limits.stats.requests += 1
+
+    async def _pace(self, delay: float, deadline: float | None, role: str, why: str) -> None:
+        """Sleep `delay` seconds, or fail the call when that would run past its `deadline`."""
+        if delay <= 0:
+            return
+        if deadline is not None and time.monotonic() + delay > deadline:
+            budget = self.limits.settings.max_retry_seconds
+            raise LLMError("rate limited", f"{why} would hold this request {delay:.1f}s, longer than its retry "
+                           f"budget allows ({budget:g}s, --evalbench-retry-budget): not sent",
+                           role=role, model=self.endpoint.model)
+        await asyncio.sleep(delay)
 
     def answered(self, completion: Completion, headers: dict[str, str]) -> None:
         """The real price (settled on exit), the real tokens, and the hold-off the rate headers ask for."""
@@ -209,6 +228,11 @@ class Admission:
             self.limits.shared.learn(self.limits.key(self.endpoint), parse(failure.headers), limited=self.limited)
 
 
+MAX_QUEUE_SECONDS = 3600.0
+"""Furthest ahead a shared rate's next slot can be: a value beyond (or not a number) is a corrupt
+or planted file, not a queue of waiting requests."""
+
+
 class SharedRateLimit:
     """At most `per_minute` request starts per minute across all processes using `path`."""
 
@@ -216,20 +240,29 @@ class SharedRateLimit:
         self.path = path
         self.interval = 60.0 / per_minute
         self._lock = FileLock(str(path) + ".lock")
-        """Held for a read-change-write of `path` (per thread: `wait` reserves on worker threads)."""
+        """Held for a read-change-write of `path` (per thread: reserved on worker threads)."""
+        self._warned = False
 
     def reserve(self) -> float:
         """Claim the next slot; return the wall-clock time it starts."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock.acquire(poll_interval=0.001):  # a holder keeps it for microseconds
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never a link
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)  # never a link,
+                         | getattr(os, "O_NONBLOCK", 0), 0o644)  # nor a FIFO waited on
             try:
+                now = time.time()
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self._ignored(b"(not a regular file)")
+                    return now
                 raw = os.read(fd, 64)
                 try:
                     next_free = float(raw.decode() or 0)
                 except ValueError:
                     next_free = 0.0
-                slot = max(time.time(), next_free)
+                if not (math.isfinite(next_free) and next_free <= now + MAX_QUEUE_SECONDS):
+                    self._ignored(raw)  # a committed or edited file: no slot that far ahead was ever given
+                    next_free = 0.0
+                slot = max(now, next_free)
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.ftruncate(fd, 0)
                 os.write(fd, repr(slot + self.interval).encode())
@@ -237,11 +270,12 @@ class SharedRateLimit:
             finally:
                 os.close(fd)
 
-    async def wait(self) -> None:
-        slot = await asyncio.to_thread(self.reserve)
-        delay = slot - time.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
+
+    def _ignored(self, raw: bytes) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(EvalbenchWarning(f"{self.path}: next slot {raw[:30]!r} is not a time within "
+                                           f"{MAX_QUEUE_SECONDS:g}s of now; ignored"), stacklevel=3)
 
 
 class AdaptiveConcurrency:
@@ -311,11 +345,15 @@ class TokenRate:
         self.per_second = per_minute / 60.0
         self._due = 0.0
 
-    async def wait(self, tokens: int) -> None:
+    def delay(self, tokens: int) -> float:
+        """Reserve `tokens` on the schedule; the seconds to wait before the request starts."""
         now = time.monotonic()
         due = max(self._due, now)
         self._due = due + tokens / self.per_second
-        delay = due - now - self.BURST_SECONDS
+        return due - now - self.BURST_SECONDS
+
+    async def wait(self, tokens: int) -> None:
+        delay = self.delay(tokens)
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -402,10 +440,13 @@ class FileLedger:
 
     def _read(self) -> LedgerState:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return LedgerState(float(data["spent"]), float(data["reserved"]), bool(data["stopped"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            data = json.loads(read_bounded(self.path, 4096))
+            spent, reserved = float(data["spent"]), float(data["reserved"])
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return LedgerState()
+        if not (math.isfinite(spent) and math.isfinite(reserved) and spent >= 0 and reserved >= 0):
+            return LedgerState(stopped=True)  # never a credit: a ledger that cannot be believed spends nothing more
+        return LedgerState(spent, reserved, data.get("stopped") is True)
 
     def _write(self, state: LedgerState) -> None:
         atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,

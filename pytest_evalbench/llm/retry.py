@@ -72,11 +72,13 @@ class Retrier:
         except Refused:
             raise call.error() from None
 
-    async def send(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes) -> Completion | Failure:
-        """One attempt through the limits and the transport: the answer, or what failed."""
+    async def send(self, endpoint: Endpoint, body: dict[str, Any], role: str, data: bytes,
+                   deadline: float | None = None) -> Completion | Failure:
+        """One attempt through the limits and the transport: the answer, or what failed. `deadline`
+        (monotonic): the end of the call's retry budget, which no pacing may wait past."""
         async with self.limits.admission(endpoint) as admitted:
             try:
-                await admitted.admit(body, data, role)
+                await admitted.admit(body, data, role, deadline)
                 headers: dict[str, str] = {}
                 completion = await self._transport().complete(endpoint, body, headers, data=data)
                 admitted.answered(completion, headers)
@@ -106,7 +108,8 @@ class _Call:
         """One attempt unless the endpoint's circuit is open; a failure is counted (statistics, breaker)."""
         breaker, ident, model = self.retrier.breaker, self.endpoint.identity, self.endpoint.model
         breaker.check(ident, self.role, model)
-        result = await self.retrier.send(self.endpoint, body, self.role, data)
+        result = await self.retrier.send(self.endpoint, body, self.role, data,
+                                         self.started + self.settings.max_retry_seconds)
         if isinstance(result, Completion):
             breaker.answered(ident, model)
             return result

@@ -31,6 +31,7 @@ import math
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from email.utils import parsedate_to_datetime
@@ -39,10 +40,16 @@ from urllib.parse import urlsplit
 
 from filelock import AcquireReturnProxy, FileLock
 
+from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.inputs import read_bounded
 from pytest_evalbench.base.safe_text import strip_credentials
 
 STALE_SECONDS = 600.0
+CLOCK_SKEW = 60.0
+"""How far ahead of this clock a time in the file may be (another machine's clock, sharing the cache)."""
+MAX_FILE_BYTES = 1 << 20
+"""Largest `.endpoint-limits` file read (64 endpoints take a few kilobytes)."""
 MARGIN = 1.02
 """Pace 2% under the sustained rate the headers grant: clocks and networks jitter."""
 BURST_RESERVE = 0.1
@@ -85,6 +92,13 @@ class EndpointState:
     def interval(self, now: float) -> float:
         spread = self.spread if now < self.spread_until else 0.0
         return max(self.req_gap, self.tok_gap, spread, self.backoff)
+
+    def plausible(self, now: float) -> bool:
+        """Whether an entry read from the file could have been written by a run on this clock: no
+        time in the future beyond `CLOCK_SKEW` (updated), no slot or hold beyond `MAX_WAIT` from now."""
+        ahead = now + CLOCK_SKEW
+        return (self.updated <= ahead and self.next <= ahead + MAX_WAIT and self.hold <= ahead + MAX_WAIT
+                and self.spread_until <= ahead + MAX_DURATION and self.cut_after <= ahead + MAX_DURATION)
 
     def quiet(self, now: float) -> bool:
         return self.interval(now) == 0.0 and self.hold <= now
@@ -169,6 +183,7 @@ class SharedLimits:
         self._view: dict[str, EndpointState] = {}
         self._local = False
         """The file could not be used: this process keeps its view in memory only."""
+        self._warned = False
 
     # -------------------------------------------------------------- file
     def _locked(self) -> AcquireReturnProxy:
@@ -191,13 +206,25 @@ class SharedLimits:
             return self._view
         self._seen = self._mtime()
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8")) if self._seen is not None else {}
-        except (OSError, ValueError):
+            data = json.loads(read_bounded(self.path, MAX_FILE_BYTES)) if self._seen is not None else {}
+        except (OSError, ValueError, RecursionError) as exc:
+            if self._seen is not None and not isinstance(exc, FileNotFoundError):
+                self._ignored(f"unreadable ({type(exc).__name__})")
             data = {}
         now = time.time()
         states = {str(k)[:200]: EndpointState.of(v) for k, v in data.items()} if isinstance(data, dict) else {}
-        self._view = {k: s for k, s in states.items() if now - s.updated < STALE_SECONDS}
+        if any(not s.plausible(now) for s in states.values()):
+            self._ignored(f"an entry claims times more than {CLOCK_SKEW:g}s ahead of this clock, or holds "
+                          f"beyond {MAX_WAIT:g}s")
+        self._view = {k: s for k, s in states.items() if s.plausible(now) and now - s.updated < STALE_SECONDS}
         return self._view
+
+    def _ignored(self, why: str) -> None:
+        """One warning per process for a state file this run does not believe."""
+        if not self._warned:
+            self._warned = True
+            warnings.warn(EvalbenchWarning(f"{self.path}: {why}; ignored (it is learned again from the "
+                                           "endpoint's answers)"), stacklevel=3)
 
     def _write(self) -> None:
         newest = sorted(self._view.items(), key=lambda item: item[1].updated)[-MAX_ENDPOINTS:]

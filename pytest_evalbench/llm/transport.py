@@ -37,7 +37,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
-from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, Completion, Endpoint, safe_json, safe_text
+from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, MAX_TOKENS, Completion, Endpoint, is_token_count, safe_json, safe_text
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("aiohttp", "openai")
@@ -348,11 +348,23 @@ def parse_completion(data: Any) -> Completion:
             raise TypeError("message content is not a string")
         content = safe_text(content)  # a "\ud800" escape must not reach a file
     usage = data.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise BadUsage(f"usage is a JSON {type(usage).__name__}, not an object")
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        if value is not None and not is_token_count(value):
+            shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:20]}… ({len(str(value))} characters)"
+            raise BadUsage(f"usage.{name} is {shown}, not a token count (an integer from 0 to {MAX_TOKENS:,})")
     finish = choice.get("finish_reason")
     finish = safe_text(finish) if isinstance(finish, str) else finish
     return Completion(content=content, tool_calls=tool_calls, finish_reason=finish,
-                      input_tokens=int(usage.get("prompt_tokens") or 0),
-                      output_tokens=int(usage.get("completion_tokens") or 0))
+                      input_tokens=usage.get("prompt_tokens") or 0,
+                      output_tokens=usage.get("completion_tokens") or 0)
+
+
+class BadUsage(ValueError):
+    """An answer's usage numbers cannot be believed (negative, fractional, boolean, absurd): the answer
+    is a bad response, never a cost or a budget credit."""
 
 
 @dataclass(frozen=True)
@@ -501,6 +513,8 @@ def classify(exc: BaseException) -> Failure:
             refused = RedirectRefused(exc.status_code, str(exc.request.url), exc.response.headers.get("location"))
             return Failure("request rejected", str(refused), False)
         return _status_failure(exc.status_code, exc.message, exc.response.headers)
+    if isinstance(exc, BadUsage):
+        return Failure("bad response", _short(str(exc)), True)
     if isinstance(exc, (*_errors("openai", "APIResponseValidationError"),
                         json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):
         return Failure("bad response", f"unusable HTTP 200 body ({type(exc).__name__})", True)

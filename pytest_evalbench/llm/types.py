@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -108,7 +109,30 @@ class Usage:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
-        return cls(int(data.get("input_tokens", 0)), int(data.get("output_tokens", 0)), float(data.get("cost", 0.0)))
+        """Usage as a result file holds it; a count or cost that cannot be believed (negative, not a
+        number, absurd: a hand-edited or planted file) counts as 0, so totals never go negative."""
+        if not isinstance(data, dict):
+            return cls()
+        tokens = [value if is_token_count(value := data.get(name, 0)) else 0 for name in ("input_tokens", "output_tokens")]
+        cost = data.get("cost", 0.0)
+        believable = (isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
+                      and 0 <= cost <= MAX_COST)
+        return cls(tokens[0], tokens[1], float(cost) if believable else 0.0)
+
+
+MAX_TOKENS = 10**9
+"""Most tokens one answer may report for its prompt or its completion: a billion is far past any
+model's context, so a larger count is a broken or hostile endpoint, not usage to bill."""
+
+
+def is_token_count(value: object) -> bool:
+    """Whether a usage number from an endpoint or a cache entry can be believed: an integer (not a
+    boolean) from 0 to `MAX_TOKENS`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
+MAX_COST = 1e9
+"""Most dollars one row's usage may record."""
 
 
 MAX_RESPONSE_BYTES = 4 << 20

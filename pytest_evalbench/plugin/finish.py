@@ -22,7 +22,7 @@ from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
-from pytest_evalbench.gate.outcome import Completeness
+from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, Completeness
 from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord, KindResults
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.llm.engine import EngineStats
@@ -104,8 +104,12 @@ class Results:
     def start(self) -> None:
         """last_run.json says "running" until the final state replaces it, so a killed run never
         leaves an earlier "complete" behind."""
+        try:
+            write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
+        except OSError as exc:  # a full disk or read-only checkout: nothing is spent before it is fixed
+            raise pytest.UsageError(terminal(f"{self.bench_dir / LAST_RUN}: cannot be written "
+                                             f"({_os_problem(exc)}); nothing was run")) from None
         self.status_started = True
-        write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
 
     def run_end(self) -> RunEnd:
         o = self.outcomes
@@ -133,18 +137,36 @@ class Results:
             return None
         tally = self.outcomes.tally
         if not tally.selected and not self.outcomes.records and not self.outcomes.errors:
-            write_run_status(self.bench_dir / LAST_RUN, self.run_end(), None)  # collection error or nothing selected
+            self._final_status(None)  # collection error or nothing selected
             return None
         try:
             self.outcome = self._finish(status)
-        except EvalbenchError as exc:
-            self.finish_error = str(exc)
-            write_run_status(self.bench_dir / LAST_RUN, self.run_end(), None)
-            set_exit_status(session, pytest.ExitCode.USAGE_ERROR)
-            return int(pytest.ExitCode.USAGE_ERROR)
+        except (EvalbenchError, OSError) as exc:
+            # a file problem is a usage error (4); a write that failed (a full disk) leaves the run's
+            # results unwritten: incomplete (7). Either way last_run.json says "error" and why.
+            code = pytest.ExitCode.USAGE_ERROR if isinstance(exc, EvalbenchError) else EXIT_INCOMPLETE
+            self.finish_error = (str(exc) if isinstance(exc, EvalbenchError)
+                                 else f"result files could not be written: {_os_problem(exc)}")
+            self._final_status(None)
+            set_exit_status(session, code)
+            return int(code)
         code = self.outcome.exit_code(status)
         set_exit_status(session, code)
         return int(code)
+
+    def reports_failed(self, session: pytest.Session, exc: OSError) -> None:
+        """A report or the history line could not be written: exit 7, last_run.json says why."""
+        self.finish_error = f"reports could not be written: {_os_problem(exc)}"
+        self._final_status(None)
+        set_exit_status(session, EXIT_INCOMPLETE)
+
+    def _final_status(self, outcome: GateDecision | None, path: Path | None = None) -> None:
+        """last_run.json's final state; when even that cannot be written, the terminal says why."""
+        try:
+            write_run_status(path or self.bench_dir / LAST_RUN, self.run_end(), outcome)
+        except OSError as exc:
+            problem = f"{path or self.bench_dir / LAST_RUN} could not be written ({_os_problem(exc)})"
+            self.finish_error = f"{self.finish_error}; {problem}" if self.finish_error else problem
 
     def _finish(self, exitstatus: int) -> GateDecision:
         from pytest_evalbench.gate.outcome import GateInputs, evaluate_gate, write_gate_files
@@ -162,7 +184,7 @@ class Results:
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines
-        write_run_status(run.output_dir / LAST_RUN, self.run_end(), outcome)
+        write_run_status(run.output_dir / LAST_RUN, self.run_end(), outcome)  # OSError: see `finish`
         hook = self.config.hook.pytest_evalbench_results
         if hook.get_hookimpls():  # the documented list, built only for someone who asked for it
             hook(config=self.config, benchmark=self.settings.benchmark, results=list(written.results),
@@ -354,3 +376,9 @@ class Progress:
         """Leave the live line on screen and move below it."""
         if self.progress is not None:
             self.progress.finish()
+
+
+def _os_problem(exc: OSError) -> str:
+    """An OSError as one line: what failed and on which file (no traceback)."""
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or type(exc).__name__}{where}"

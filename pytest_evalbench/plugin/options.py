@@ -285,9 +285,9 @@ def benchmark_hint(root: Path, args: list[str]) -> str | None:
 
 
 RESULT_FILES = ("results.json", "cost.json", ".usage.json", "case_results.json", "agent_summary.json",
-                ".results.lock", "last_run.json", "records.json")
+                ".results.lock", "last_run.json", "records.json", ".sessions.json")
 """Files a session writes (or locks) in its output directory: the benchmark's, or a shard's."""
-BENCH_FILES = ("last_run.json", "history.jsonl", "calibration.json")
+BENCH_FILES = ("last_run.json", "history.jsonl", "calibration.json", ".sessions.json")
 """Files a session writes in the benchmark directory itself."""
 RUN_FILES = ("conversations.json", "scores.json", "cost.json", ".usage.json")
 """Files of `runs/<target>/`."""

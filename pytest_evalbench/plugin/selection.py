@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.files import NotRegularFile, bounded_problem
 from pytest_evalbench.base.safe_text import terminal
 from pytest_evalbench.formats.spec import SPEC_FILE, load_spec
 from pytest_evalbench.kinds.protocol import AnyKind, kind_of, spec_kind
@@ -145,8 +146,9 @@ class Selection:
         if file_path.name == SPEC_FILE:
             missing = [f for f in files if not f.is_file()]
             if missing:
-                return BrokenBenchmark.from_parent(parent, path=file_path,
-                                                   message=f"{missing[0]}: file not found{self._hint(missing[0])}")
+                problem = (f"file not found{self._hint(missing[0])}" if not missing[0].exists()
+                           else bounded_problem(NotRegularFile()))  # a FIFO or device is never read
+                return BrokenBenchmark.from_parent(parent, path=file_path, message=f"{missing[0]}: {problem}")
         return None
 
     def _hint(self, missing: Path) -> str:

@@ -206,7 +206,11 @@ class EvalbenchSession:
             return  # an estimate writes nothing
         code = self.results.finish(session, exitstatus, self.scheduler.close())
         if code is not None:
-            self.reporting.write_reports(code)
+            try:
+                self.reporting.write_reports(code)
+            except OSError as exc:  # a full disk: the reports are missing, the run is not complete
+                self.reporting.summary = None
+                self.results.reports_failed(session, exc)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One section rendered from the run's summary: rates, problems, cost, where results went and,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench.base import __version__
-from pytest_evalbench.base.files import open_append, version_problem, versioned
+from pytest_evalbench.base.files import open_append, read_bounded, version_problem, versioned
 from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.outcome import GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
@@ -275,14 +275,14 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
     line is skipped, not fatal; a selection's rates describe other rows than a full run's, so its
     line is kept in the file but is no trend point; lines written before `scope` existed count)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_bounded(path).decode("utf-8", "replace").splitlines()
     except OSError:
         return []
     entries = []
     for line in lines:
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if version_problem(entry) is not None:  # a newer format's line: not read, like a torn one
             continue

@@ -221,7 +221,7 @@ def test_oversized_input_is_refused_before_reading(pytester: pytest.Pytester, be
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01", persona="p" * 4096)])
     monkeypatch.setattr(input_json, "MAX_INPUT_BYTES", 4096)
-    collection_error(pytester, bench_env, "*scenarios.json: file is 0.0 MiB; input files are limited to 0 MiB*")
+    collection_error(pytester, bench_env, "*scenarios.json: file is larger than 4,096 bytes, the limit of input files*")
     assert (bench / "scenarios.json").stat().st_size > input_json.MAX_INPUT_BYTES
 
 

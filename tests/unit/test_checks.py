@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from pytest_evalbench.formats.spec import CheckRule, Message, Metric, ToolCall
 from pytest_evalbench.kinds.scenarios.judge import decide, holds
@@ -52,3 +54,23 @@ def test_first_rule_that_holds_decides_and_otherwise_falls_back() -> None:
 def test_bad_rules_are_rejected(rule: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         CheckRule(**rule)
+
+
+def test_a_regex_runs_in_linear_time() -> None:
+    # Python's backtracking `re` never ends on this; RE2 answers at once
+    hostile = [Message(role="assistant", content="a" * 60 + "!")]
+    started = time.process_time()
+    assert holds(CheckRule(regex="(a|aa)+$", then="present"), hostile) is False
+    assert holds(CheckRule(regex="(a|aa)+!$", then="present"), hostile) is True
+    assert time.process_time() - started < 1.0
+
+
+@pytest.mark.parametrize(("pattern", "reason"), [(r"(a)\1", "invalid escape sequence"),
+                                                 ("(?=a)b", "invalid perl operator"),
+                                                 ("(?<!x)y", "invalid perl operator")])
+def test_a_regex_re2_cannot_run_is_a_load_error_naming_metric_and_field(pattern: str, reason: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        metric([{"regex": pattern, "then": "present"}])
+    message = str(info.value)
+    assert "checks.rules.0.regex" in message or "checks.rules.0" in message
+    assert reason in message and "RE2 syntax" in message

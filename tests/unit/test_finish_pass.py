@@ -5,6 +5,7 @@ over a large file) once for both transcripts and demographics."""
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,14 +156,15 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
                if k not in ("score", "passed", "conv_id", "sample", "target_model")}
     (other / "scores.json").write_text(json.dumps([{**foreign, "_sample": 0}]))
     read: list[str] = []
-    real_open = Path.open
+    real_open = os.open
 
-    def opened(path: Path, *args: Any, **kwargs: Any) -> Any:
-        if path.name == "scores.json" and "w" not in (args[0] if args else kwargs.get("mode", "r")):
-            read.append(f"{path.parent.name}/{path.name}")
-        return real_open(path, *args, **kwargs)
+    def opened(path: Any, flags: int, *args: Any, **kwargs: Any) -> Any:
+        name = Path(path)
+        if name.name == "scores.json" and not flags & (os.O_WRONLY | os.O_RDWR):
+            read.append(f"{name.parent.name}/{name.name}")
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "open", opened)
+    monkeypatch.setattr(os, "open", opened)
     record = scenario_record("m01_s001_v02")
     record.score.present = record.score.passed = False
     _, _, _, outcomes = write_results(tmp_path, [record], ORDER)

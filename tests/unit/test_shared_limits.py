@@ -103,7 +103,8 @@ def test_hostile_state_file_is_ignored(tmp_path: Path) -> None:
     path.write_text('{"http://127.0.0.1:8000/v1": {"hold": "NaN", "next": 1e400, "backoff": [1]}, "x": 3}')
     assert SharedLimits(path).reserve(KEY) <= time.time()
     path.write_text("not json")
-    assert SharedLimits(path).reserve(KEY) <= time.time()
+    with pytest.warns(UserWarning, match=r"\.endpoint-limits: unreadable \(JSONDecodeError\); ignored"):
+        assert SharedLimits(path).reserve(KEY) <= time.time()
 
 
 def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
@@ -111,8 +112,9 @@ def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
     now = time.time()
     path.write_text(json.dumps({KEY: {"next": now + 1e9, "hold": now + 1e9, "backoff": 1e9, "updated": now}}))
     limits = SharedLimits(path)
-    assert limits.reserve(KEY) <= time.time() + 120
-    assert limits.reserve(KEY) <= time.time() + 240  # the gap read back is bounded too
+    with pytest.warns(UserWarning, match="an entry claims times more than 60s ahead"):
+        assert limits.reserve(KEY) <= time.time() + 1  # the whole entry is ignored, once
+    assert limits.reserve(KEY) <= time.time() + 1
 
 
 def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:

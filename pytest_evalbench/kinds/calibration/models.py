@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 from pydantic import Field, ValidationError, model_validator
 
 from pytest_evalbench.base.errors import InputError
-from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import Judged, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, Message, first_error
@@ -135,11 +135,10 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[Calibra
     """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
     kind judges); InputError naming file, line and field."""
     model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise InputError(path, "file not found; write human-labelled examples there (see "
-                         "docs/guides/judges.md, 'Judge calibration')") from None
+                         "docs/guides/judges.md, 'Judge calibration')")
+    text = read_text(path)
     cases: list[CalibrationCase] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pytest_evalbench.base.errors import InputError
-from pytest_evalbench.base.files import atomic_write_text, results_lock
+from pytest_evalbench.base.files import atomic_write_text, read_bounded, results_lock
 from pytest_evalbench.formats.spec import check_id
 from pytest_evalbench.kinds.dataset.models import (
     LIVE_FALLBACK,
@@ -116,7 +116,7 @@ def _kept_lines(path: Path, agent: str, order: Mapping[str, int]) -> dict[str, s
     """case_id -> line of the answers already on disk that still belong to the dataset (lines that
     do not parse as a stored answer of this agent are dropped: the file is ours)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
     kept: dict[str, str] = {}

@@ -18,14 +18,13 @@ the verdict (it is not re-asked).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
 from pytest_evalbench.formats import StrictAnswer
-from pytest_evalbench.formats.spec import CheckRule, Message, Metric
+from pytest_evalbench.formats.spec import CheckRule, Message, Metric, check_regex
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Endpoint, Usage
 
@@ -156,7 +155,8 @@ def holds(rule: CheckRule, transcript: list[Message]) -> bool:
     texts = [m.content for m in replies]
     tools = {call.tool for m in replies for call in (m.tool_calls or [])}
     if rule.regex is not None:
-        return any(re.search(rule.regex, t) for t in texts)
+        pattern = check_regex(rule.regex)
+        return any(pattern.search(t) is not None for t in texts)
     if rule.contains is not None:
         return any(rule.contains.casefold() in t.casefold() for t in texts)
     if rule.not_contains is not None:
