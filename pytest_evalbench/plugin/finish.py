@@ -157,7 +157,8 @@ class Results:
         inputs = GateInputs(
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline, corrected=run.spec.judge.correct_rates,
-            meta=run.meta(),
+            meta=run.meta(), unreliable=dict(written.unreliable),
+            metric_types={m.id: m.type for m in run.spec.metrics},
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
@@ -221,7 +222,8 @@ class Reporting:
         files.append(("status", str(self.bench_dir / LAST_RUN)))
         compared = results.outcome is not None and results.outcome.comparison is not None
         node_ids = node_ids_of(outcomes.records) if compared else {}  # only flips name node ids: no pass over records
-        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids, results.finish_error)
+        failures = outcomes.failures()
+        gate = gate_verdict(results.outcome, exit_code, failures, node_ids, results.finish_error)
         files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
@@ -233,10 +235,11 @@ class Reporting:
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=outcomes.messages,
-                                recorded=len(outcomes.records), failed=len(outcomes.failed), root=self.config.rootpath,
+                                recorded=len(outcomes.records), failed=failures.total, root=self.config.rootpath,
                                 files=files, notes=results.notes())
         summary.cases = outcomes.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
+        summary.failures = failures
         summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
                                             failed=bool(outcomes.failed or outcomes.errors),
                                             errors=outcomes.errors.values(),
