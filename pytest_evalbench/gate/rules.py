@@ -80,10 +80,9 @@ def no_rows_why(unreliable: Mapping[str, str], types: Mapping[str, str], polarit
     if not doubtful:
         return (f"this session scored no row of {what}: select its cases (or run them all) and make sure "
                 "they are scored")
-    judges = "; ".join(f"{m}: {unreliable[m]}" for m in doubtful)
     return (f"every row of {what} this session measured was decided by a judge calibration found unreliable "
-            f"({judges}); such rows are shown, never gated: improve the judge or its prompt until its kappa "
-            f"reaches judge.min_kappa (--evalbench-calibrate), or add a check that decides without it")
+            f"({', '.join(doubtful)}): such rows are shown, never gated; improve the judge or its prompt until its "
+            "kappa reaches judge.min_kappa (--evalbench-calibrate), or add a check that decides without it")
 
 
 def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
