@@ -300,7 +300,7 @@ def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[Datase
     try:
         cases = load_cases(path)
     except DatasetError as exc:
-        raise InputError(path, exc.message, row=exc.line, field=exc.field) from None
+        raise exc.as_input_error() from None
     items: list[DatasetItem] = []
     for line, case in cases:
         if case.threshold_profile not in policy.profiles:
