@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
-from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.outcome import Completeness
@@ -105,6 +105,7 @@ class Results:
         """last_run.json says "running" until the final state replaces it, so a killed run never
         leaves an earlier "complete" behind."""
         self.status_started = True
+        keep_gitignore(self.bench_dir)  # before the first output file: `git status` never lists one
         write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
 
     def run_end(self) -> RunEnd:
