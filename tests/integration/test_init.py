@@ -60,3 +60,19 @@ def test_init_refuses_a_name_that_is_not_a_directory_name(tmp_path: Path, capsys
     assert main(["init", "../x", "--root", str(tmp_path)]) == 2
     assert "use lower-case letters, digits" in capsys.readouterr().err
     assert not (tmp_path / "benchmarks").exists()
+
+
+def test_a_benchmark_run_does_not_import_the_test_suites_conftest(tmp_path: Path) -> None:
+    """`testpaths = ["tests"]` names the project's own test suite: `pytest --benchmark=NAME` imports
+    the conftests of benchmarks/NAME/ and its parents (a root conftest.py with app hooks), not those."""
+    assert main(["init", "x", "--root", str(tmp_path)]) == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n')
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/conftest.py").write_text("raise RuntimeError('the test suite conftest was imported')\n")
+    (tmp_path / "conftest.py").write_text("import pathlib\npathlib.Path('root-conftest-loaded').touch()\n")
+    with FakeLLMServer(schema_answer) as server:
+        result = shell(f"pytest --benchmark=x --evalbench-base-url={server.base_url} -p no:cacheprovider", tmp_path)
+    assert result.returncode in (0, 1), result.stdout[-2000:] + result.stderr[-2000:]
+    assert "the test suite conftest was imported" not in result.stdout + result.stderr
+    assert (tmp_path / "root-conftest-loaded").exists()
+    assert "3 items recorded" in result.stdout
