@@ -34,6 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evalbench", description="pytest-evalbench authoring commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schemas", help="Regenerate the JSON Schemas shipped in pytest_evalbench/schemas/")
+    init = sub.add_parser("init", help="Write a working scenario benchmark to start from: benchmarks/NAME/ "
+                                       "with benchmark.yaml and scenarios.json")
+    init.add_argument("name", help="benchmark name: the directory benchmarks/NAME/ to write")
+    init.add_argument("--model", metavar="MODEL", default=None,
+                      help="the model of every role (default: gpt-4o-mini; --evalbench-provider=local runs the "
+                           "embedded model whatever the name)")
+    init.add_argument("--force", action="store_true", help="overwrite an existing benchmark.yaml and scenarios.json")
+    init.add_argument("--root", type=Path, default=None, metavar="DIR",
+                      help="project root that holds benchmarks/ (default: the current directory)")
     common = _authoring_options()
     sub.add_parser("gen-metrics", parents=[common],
                    help="Draft metrics from benchmark.yaml's name and description (written into it)")
@@ -67,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
+    if args.command == "init":
+        return _init(args.root or Path.cwd(), args.name, args.model, args.force)
     if args.command == "rejudge":
         return _rejudge(args)
     if args.command == "schemas":
@@ -81,6 +92,25 @@ def main(argv: list[str] | None = None) -> int:
                                base_url=args.base_url, model=args.model, concurrency=args.concurrency,
                                provider=args.provider)
     return run_command(args.command, args.name, options)
+
+
+def _init(root: Path, name: str, model: str | None, force: bool) -> int:
+    from pytest_evalbench.base.errors import EvalbenchError
+    from pytest_evalbench.base.safe_text import terminal
+    from pytest_evalbench.cli.init import DEFAULT_MODEL, init_benchmark, next_commands
+
+    try:
+        bench_dir = init_benchmark(root, name, model=model or DEFAULT_MODEL, force=force)
+    except EvalbenchError as exc:
+        print(terminal(f"evalbench init: error: {' '.join(str(exc).split())}"), file=sys.stderr)
+        return 2
+    print(f"init: wrote {bench_dir}/benchmark.yaml (1 target, 2 metrics) and {bench_dir}/scenarios.json "
+          "(3 scenarios)")
+    local, endpoint = next_commands(root, name)
+    print(f"next: edit them, then run the benchmark on the embedded model (needs the [local] extra):\n  {local}\n"
+          f"or on any OpenAI-compatible endpoint (yours in place of this URL; OPENAI_API_KEY if it needs one):"
+          f"\n  {endpoint}")
+    return 0
 
 
 def _merge(root: Path, name: str, dirs: list[Path]) -> int:

@@ -18,24 +18,56 @@ class EvalbenchError(Exception):
     """Base class of all errors raised by pytest-evalbench."""
 
 
+MAX_SHOWN_ERRORS = 20
+"""A file's problems shown at once; more are counted (`and N more`)."""
+
+
 class InputError(EvalbenchError):
     """A benchmark file is missing, unparseable or violates its schema."""
 
     def __init__(self, path: Path | str, message: str, *, row: str | int | None = None,
-                 field: str | None = None) -> None:
+                 field: str | None = None, also: Sequence[tuple[str | None, str]] = (),
+                 others: Sequence[str] = (), total: int | None = None) -> None:
         self.path = str(path)
         self.row = row
         self.field = field
         self.message = message
+        self.also = list(also)
+        """More problems of the same file and row, as (field, message): each is shown on its own line."""
+        self.others = list(others)
+        """More problems of the same file in other rows, each a line as `lines()` writes it."""
+        self.total = total if total is not None else 1 + len(self.also) + len(self.others)
         super().__init__(self.__str__())
 
-    def __str__(self) -> str:
+    @classmethod
+    def gather(cls, errors: Sequence[InputError], total: int) -> InputError:
+        """One error that shows `errors` (the first ones found of a file's `total`), each on its line."""
+        first = errors[0]
+        others = [line for error in errors[1:] for line in error.lines()]
+        return cls(first.path, first.message, row=first.row, field=first.field, also=first.also, others=others,
+                   total=max(total, 1 + len(first.also) + len(others)))
+
+    def _where(self, field: str | None) -> str:
         where = self.path
         if self.row is not None:
             where += f", row {self.row}" if not isinstance(self.row, int) else f":{self.row}"
-        if self.field:
-            where += f", field '{self.field}'"
-        return f"{where}: {self.message}"
+        if field:
+            where += f", field '{field}'"
+        return where
+
+    def lines(self) -> list[str]:
+        """Each problem on one line, with its file, row and field."""
+        return [f"{self._where(self.field)}: {self.message}",
+                *(f"{self._where(field)}: {message}" for field, message in self.also), *self.others]
+
+    def __str__(self) -> str:
+        lines = self.lines()
+        if self.total == 1:
+            return lines[0]
+        shown = lines[:MAX_SHOWN_ERRORS]
+        if self.total > len(shown):
+            shown.append(f"and {self.total - len(shown)} more")
+        return f"{self.total} problems:\n" + "\n".join(shown)
 
 
 def field_path(loc: Sequence[int | str], data: Any = None) -> str:

@@ -491,3 +491,26 @@ def unversioned(path: Path | str, data: dict[str, _V], row: int | None = None) -
     """`data` without its `version` key, once `check_version` accepts it (what the models validate)."""
     check_version(path, data, row)
     return {k: v for k, v in data.items() if k != VERSION_KEY} if VERSION_KEY in data else data
+
+
+GITIGNORE = ".gitignore"
+GITIGNORE_MARK = "# pytest-evalbench: files every run writes, not meant for commit"
+GITIGNORED = ("/runs/", "/results.json", "/case_results.json", "/agent_summary.json", "/last_run.json",
+              "/report.html", "/history.jsonl", "/cost.json", "/.sessions.json", "/.usage.json", "/.results.lock", "/shards/",
+              "/.evalbench-cache/.rate-limit*", "/.evalbench-cache/.endpoint-limits*")
+"""Run outputs and run-time state. What a team commits stays out of it: benchmark.yaml and the data
+files, the response cache (offline replay), answers/, calibration files and baseline.json."""
+
+
+def keep_gitignore(bench_dir: Path) -> None:
+    """Add the plugin's block to `<bench_dir>/.gitignore` once (a file with the block is left as it is),
+    keeping every line already there."""
+    path = bench_dir / GITIGNORE
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return  # a file we cannot read is the user's own: never replaced
+    if GITIGNORE_MARK in text:
+        return
+    block = "\n".join([GITIGNORE_MARK, *GITIGNORED]) + "\n"
+    atomic_write_text(path, text + ("\n" if text and not text.endswith("\n") else "") + block, bench_dir)

@@ -342,11 +342,38 @@ def parse_yaml(text: str, path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(path, f"invalid YAML: {problem}", row=(mark.line + 1) if mark else None) from None
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(path, f"invalid YAML{at}: {yaml_words(problem, getattr(exc, 'context', None))}",
+                         row=(mark.line + 1) if mark else None) from None
     except RecursionError:
         raise InputError(path, f"nested deeper than {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
+
+
+_YAML_WORDS = (
+    ("mapping values are not allowed", "a ':' where a value goes; a value that contains ': ' needs quotes"),
+    ("cannot start any token", "a character that cannot start a value here (a tab: YAML indents with spaces; "
+                               "'@' or '`': quote the value)"),
+    ("could not find expected ':'", "a line that is not `key: value` where a key was expected (a missing ':', "
+                                    "or a line indented differently from the ones above it)"),
+    ("did not find expected key", "a line indented differently from the keys above it"),
+    ("expected <block end>", "a line indented differently from the lines above it"),
+    ("did not find expected '-' indicator", "a list item indented differently from the items above it"),
+    ("found unexpected end of stream", "the file ends inside a quoted text or a [list] / {mapping}: close it"),
+    ("found undefined alias", "an alias (*name) that no anchor (&name) defines"),
+    ("expected ',' or ']'", "a [list] that is not closed with ']' (or a missing ',')"),
+    ("expected ',' or '}'", "a {mapping} that is not closed with '}' (or a missing ',')"),
+    ("found duplicate anchor", "the same anchor (&name) defined twice"),
+)
+
+
+def yaml_words(problem: str, context: str | None = None) -> str:
+    """PyYAML's problem in plain words (what to fix); an unlisted one is quoted as the parser said it."""
+    for raw, words in _YAML_WORDS:
+        if raw in problem or (context and raw in context):
+            return words
+    return f"a YAML syntax error (the parser says: {problem})"
 
 
 def read_yaml(path: Path) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from pydantic import BaseModel
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
 from pytest_evalbench.base.files import atomic_write_text, dump_json, versioned
 from pytest_evalbench.base.inputs import read_text, read_yaml
-from pytest_evalbench.base.safe_text import terminal
+from pytest_evalbench.base.safe_text import strip_credentials, terminal
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.cli.prompts import (
     MAX_EXAMPLES,
@@ -100,6 +101,10 @@ class Summary:
     cache_hits: int
     unpriced: list[str]
     detail: str = ""
+    added: list[str] = field(default_factory=list)
+    """Keys added to benchmark.yaml so that the next command runs (`targets`, `evaluator_model`)."""
+    failed: list[str] = field(default_factory=list)
+    """What could not be written after the bounded re-asks, one entry each (`m01_s002_v01 (age: ...): why`)."""
 
     def line(self, command: str) -> str:
         price = f"${self.usage.cost:.4f}" + (f" (no price for {', '.join(self.unpriced)}; add `pricing:` to "
@@ -129,13 +134,25 @@ def authoring_engine(bench_dir: Path, spec: BenchmarkSpec, options: AuthoringOpt
 # --------------------------------------------------------------------------- structured asking
 
 
+def bounded_schema(model: type[BaseModel], turns: int | None = None) -> dict[str, Any]:
+    """The strict schema of `model` with the bounds the strict subset can carry: a landmark's turn is an
+    enum of 1..`turns` (range and length keywords are left out, see `strict_schema`; the prompts say
+    those bounds in words, and the answer's check enforces them)."""
+    schema = structured.strict_schema(model)
+    landmark = schema.get("$defs", {}).get(LandmarkDraft.__name__)
+    if turns is not None and landmark is not None:
+        landmark["properties"]["turn"] = {"type": "integer", "enum": list(range(1, turns + 1)),
+                                          "description": f"1-based user turn, 1 to {turns}"}
+    return schema
+
+
 async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], model: type[A], *,
               schema_name: str, phase: str, sample: int, usage_by_phase: dict[str, Usage], what: str,
-              check: Callable[[A], None] | None = None) -> A:
+              check: Callable[[A], None] | None = None, turns: int | None = None) -> A:
     """Structured output with a bounded re-ask that shows the problem; UnusableAnswer after that."""
     answer, reason = await structured.ask(
         engine, endpoint, messages, lambda text: structured.parse_as(text, model, check),
-        schema=(schema_name, structured.strict_schema(model)), role="user", phase=phase, sample=sample,
+        schema=(schema_name, bounded_schema(model, turns)), role="user", phase=phase, sample=sample,
         usage_by_phase=usage_by_phase, shape="in the same shape as asked")
     if answer is None:
         raise UnusableAnswer(f"{what}: model '{endpoint.model}' gave no usable answer in {MAX_ATTEMPTS} attempts; "
@@ -216,16 +233,21 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
     engine, endpoint = authoring_engine(bench_dir, spec, options, os.environ if env is None else env)
     usage_by_phase: dict[str, Usage] = {}
     done = [0]
+    failed: list[str] = []  # re-asked alone up to MAX_ATTEMPTS, then named; the good rows are kept
 
     async def variant(metric: Metric, base: ScenarioDraft, base_id: str, s_index: int,
-                      v_index: int, demographic: dict[str, str]) -> dict[str, Any]:
+                      v_index: int, demographic: dict[str, str]) -> dict[str, Any] | None:
         if not expand:
             return _row(base_id, v_index, metric, base, base.persona, base.landmarks, demographic)
-        answer = await ask(engine, endpoint, variant_prompt(spec, metric, base, demographic), VariantAnswer,
-                           schema_name="variant", phase="gen_scenarios",
-                           sample=(s_index - 1) * len(combos) + v_index, usage_by_phase=usage_by_phase,
-                           what=f"gen-scenarios {base_id}_v{v_index:02d} ({describe_demographic(demographic)})",
-                           check=check_drafts(turns))
+        what = f"{base_id}_v{v_index:02d} ({describe_demographic(demographic)})"
+        try:
+            answer = await ask(engine, endpoint, variant_prompt(spec, metric, base, demographic), VariantAnswer,
+                               schema_name="variant", phase="gen_scenarios",
+                               sample=(s_index - 1) * len(combos) + v_index, usage_by_phase=usage_by_phase,
+                               what=f"gen-scenarios {what}", check=check_drafts(turns), turns=turns)
+        except UnusableAnswer as exc:
+            failed.append(f"{what}: {exc}")
+            return None
         return _row(base_id, v_index, metric, base, answer.persona, answer.landmarks, demographic)
 
     async def base_scenarios(metric: Metric) -> list[ScenarioDraft]:
@@ -236,7 +258,7 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
             missing = count - len(drafts)
             answer = await ask(engine, endpoint, scenarios_prompt(spec, metric, missing, drafts), ScenariosAnswer,
                                schema_name="scenarios", phase="gen_scenarios", sample=round_, usage_by_phase=usage_by_phase,
-                               what=f"gen-scenarios {metric.id}", check=check_drafts(turns, 1))
+                               what=f"gen-scenarios {metric.id}", check=check_drafts(turns, 1), turns=turns)
             drafts += answer.scenarios[:missing]
             if len(drafts) >= count:
                 return drafts
@@ -245,11 +267,15 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
 
     async def per_metric(position: int, metric: Metric) -> list[dict[str, Any]]:
         PRIORITY.set(position)  # earlier metrics first, so progress lines arrive roughly in order
-        drafts = await base_scenarios(metric)
+        try:
+            drafts = await base_scenarios(metric)
+        except UnusableAnswer as exc:
+            failed.append(f"{metric.id} (its base scenarios): {exc}")
+            return []
         calls = [variant(metric, base, f"{metric.id}_s{s:03d}", s, v, demographic)
                  for s, base in enumerate(drafts, start=1)
                  for v, demographic in enumerate(combos, start=1)]
-        rows = await gather_all(calls)
+        rows = [row for row in await gather_all(calls) if row is not None]
         done[0] += 1
         print(f"gen-scenarios: {metric.id} done ({count} scenarios, {len(rows)} variants) "
               f"[{done[0]}/{len(spec.metrics)}]", file=sys.stderr, flush=True)
@@ -263,15 +289,18 @@ def gen_scenarios(name: str, options: AuthoringOptions, env: Mapping[str, str] |
         rows = engine.run(everything())
     finally:
         engine.close()
+    if not rows and failed:
+        raise UnusableAnswer(failed[0])
     scenario_rows_schema_check(rows, out_path)
     usage = usage_by_phase.get("gen_scenarios", Usage())
     dump_json(out_path, [versioned(r) for r in rows], bench_dir)
     write_cost(bench_dir, "gen_scenarios", usage)
-    load_scenarios(bench_dir, spec)  # the file the plugin will read loads as written
+    added = add_run_roles(bench_dir)
+    load_scenarios(bench_dir, load_spec(bench_dir))  # the file the plugin will read loads as written
     return Summary(out_path, len(rows), usage, engine.stats.requests, engine.stats.cache_hits,
                    sorted(engine.prices.unpriced),
                    detail=f"scenario rows ({len(spec.metrics)} metrics x {count} scenarios x {len(combos)} "
-                          "variants)")
+                          "variants)", added=added, failed=sorted(failed))
 
 
 _PYTEST_TO_CLI = ((re.compile(r"--evalbench-cache=(\w+)"), r"--cache \1"),
@@ -288,8 +317,28 @@ def cli_hints(message: str) -> str:
     return message
 
 
+def carried(options: AuthoringOptions) -> tuple[str, str, str]:
+    """What the next command needs of this one's options, as printed: a `cd ROOT && ` prefix (when
+    the root is not the working directory), the CLI's options and the same as pytest options. An
+    endpoint's credentials are never printed (export them instead)."""
+    cd = "" if options.root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(options.root))} && "
+    cli, plugin = [], []
+    if options.base_url:
+        url = shlex.quote(strip_credentials(options.base_url))
+        cli.append(f"--base-url {url}")
+        plugin.append(f"--evalbench-base-url={url}")
+    if options.provider:
+        cli.append(f"--provider {options.provider}")
+        plugin.append(f"--evalbench-provider={options.provider}")
+    if options.model:
+        cli.append(f"--model {shlex.quote(options.model)}")
+        plugin.append(f"--evalbench-user-model={shlex.quote(options.model)}")
+    return cd, "".join(f" {o}" for o in cli), "".join(f" {o}" for o in plugin)
+
+
 def run_command(command: str, name: str, options: AuthoringOptions) -> int:
-    """CLI entry: run one command; any EvalbenchError is one stderr line and exit code 2."""
+    """CLI entry: run one command; any EvalbenchError is one stderr line and exit code 2; rows that
+    could not be written after the bounded re-asks are named and exit 1 (the good rows are kept)."""
     commands = {"gen-metrics": gen_metrics, "gen-scenarios": gen_scenarios}
     try:
         summary = commands[command](name, options)
@@ -297,11 +346,52 @@ def run_command(command: str, name: str, options: AuthoringOptions) -> int:
         print(terminal(f"evalbench: error: {cli_hints(' '.join(str(exc).split()))}"), file=sys.stderr)
         return 2
     print(summary.line(command))
+    cd, cli, plugin = carried(options)
+    if summary.added:
+        print(f"{command}: added {' and '.join(summary.added)} to {summary.path.parent / SPEC_FILE} (the user "
+              "model's, with a comment), so the benchmark runs: point them at the models to test and to judge with")
+    if summary.failed:
+        for line in summary.failed:
+            print(terminal(f"{command}: not written: {cli_hints(' '.join(line.split()))}"), file=sys.stderr)
+        print(f"next: fill only the gaps (the written rows come from the cache), run: "
+              f"{cd}evalbench {command} {name} --force --cache on{cli}")
+        return 1
     if command == "gen-metrics":
-        print(f"next: review the metrics in {summary.path}, then run: evalbench gen-scenarios {name}")
+        print(f"next: review the metrics in {summary.path}, then run: {cd}evalbench gen-scenarios {name}{cli}")
     else:
-        print(f"next: review {summary.path}, then run: pytest --benchmark={name}")
+        print(f"next: review {summary.path}, then run: {cd}pytest --benchmark={name}{plugin}")
     return 0
+
+
+_RUN_ROLES_COMMENT = ("# Added by evalbench gen-scenarios so that `pytest --benchmark={name}` runs: the model under test\n"
+                      "# and the judge (`evaluator_model`), here the user model's. Point them at the models you mean\n"
+                      "# to test and to judge with.\n")
+
+
+def add_run_roles(bench_dir: Path) -> list[str]:
+    """Append `targets` and `evaluator_model` (the user model's) to benchmark.yaml when missing, with a
+    comment, keeping every other line; returns the keys added."""
+    path = bench_dir / SPEC_FILE
+    text = path.read_text(encoding="utf-8")
+    data = read_yaml(path)
+    if not isinstance(data, dict) or not isinstance(data.get("user_model"), dict):
+        return []
+    user = {k: v for k, v in data["user_model"].items() if k != "headers"}  # headers stay where the author put them
+    block: dict[str, Any] = {}
+    if not data.get("targets"):
+        block["targets"] = [{"id": "assistant", **user}]
+    if not data.get("evaluator_model"):
+        block["evaluator_model"] = dict(data["user_model"])
+    if not block:
+        return []
+    newline = "\r\n" if "\r\n" in text else "\n"
+    addition = _RUN_ROLES_COMMENT.format(name=bench_dir.name) + yaml.safe_dump(
+        block, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    prefix = "" if not text or text.endswith(("\n", "\r")) else newline
+    new_text = text + prefix + addition.replace("\n", newline)
+    validate_as(BenchmarkSpec, yaml.safe_load(new_text), path)
+    atomic_write_text(path, new_text, bench_dir)
+    return list(block)
 
 
 COST_FILE = "cost.json"

@@ -56,11 +56,14 @@ class Input(BaseModel):
         if isinstance(data, dict):
             fields = cls.model_fields  # a descriptor: read once (rows are validated by the thousand)
             known = list(fields)
+            misses = []
             for key in data:
                 if isinstance(key, str) and key not in fields:
                     close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
                     if close:
-                        raise ValueError(f"unknown key {key!r}: did you mean `{close[0]}`?")
+                        misses.append(f"unknown key {key!r}: did you mean `{close[0]}`?")
+            if misses:  # every near miss of this mapping at once
+                raise ValueError("; ".join(misses))
         return data
 
 

@@ -491,24 +491,36 @@ def resolve_benchmark_dir(root: Path, name: str, option: str = "--benchmark=") -
     return path
 
 
+def all_errors(exc: ValidationError, data: Any = None) -> list[tuple[str, str]]:
+    """(field path, message) of each problem of a pydantic error, one line each, one per field (a
+    union's alternatives would otherwise repeat a field); `data` is what was validated."""
+    out: dict[str, str] = {}
+    for err in exc.errors():
+        loc = field_path(err.get("loc", ()), data)
+        msg = err.get("msg", "invalid").removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown key (typo?)"
+        out.setdefault(loc, msg)
+    return list(out.items())
+
+
 def first_error(exc: ValidationError, data: Any = None) -> tuple[str, str]:
     """(field path, message) of a pydantic error, in one line; `data` is what was validated."""
-    err = exc.errors()[0]
-    loc = field_path(err.get("loc", ()), data)
-    msg = err.get("msg", "invalid").removeprefix("Value error, ")
-    if err.get("type") == "extra_forbidden":
-        msg = "unknown key (typo?)"
-    extra = len(exc.errors()) - 1
+    found = all_errors(exc, data)
+    loc, msg = found[0]
+    extra = len(found) - 1
     return loc, msg + (f" (+{extra} more error{'s' if extra > 1 else ''})" if extra else "")
 
 
 def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | None = None) -> Any:
-    """`model.model_validate(data)` with errors turned into one-line InputErrors."""
+    """`model.model_validate(data)` with its errors turned into one InputError that shows them all
+    (each with its field)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        loc, msg = first_error(exc, data)
-        raise InputError(path, msg, row=row, field=loc or None) from None
+        (loc, msg), *rest = all_errors(exc, data)
+        raise InputError(path, msg, row=row, field=loc or None,
+                         also=[(where or None, text) for where, text in rest]) from None
 
 
 def load_spec(bench_dir: Path) -> BenchmarkSpec:

@@ -68,6 +68,10 @@ class GateInputs:
     incomplete: list[str] = field(default_factory=list)
     corrected: bool = False
     """`judge: {correct_rates: true}`: min rules read the rates corrected for the judge's errors."""
+    unreliable: dict[str, str] = field(default_factory=dict)
+    """Metric id -> why its judge is unreliable (its judge-decided rows are not in `results`)."""
+    metric_types: dict[str, str] = field(default_factory=dict)
+    """Metric id -> `positive` or `negative`: which min rule reads its rows."""
 
 
 @dataclass
@@ -180,7 +184,8 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
-    report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected)
+    report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected,
+                              unreliable=inputs.unreliable, types=inputs.metric_types)
     outcome.breaches = report.breaches
     outcome.rules += report.rules
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
@@ -256,6 +261,39 @@ class Flip:
         return self.node_id or self.baseline_key
 
 
+@dataclass(frozen=True)
+class Failures:
+    """This session's failed cases, counted by who decided them: a deterministic check or a judge.
+    Failures an unreliable judge decided (reported as xfailed, outside the gate) are counted apart."""
+
+    check: int = 0
+    judge: int = 0
+    unreliable: int = 0
+
+    @property
+    def total(self) -> int:
+        """Failed cases (pytest's FAILED): the judge-unreliable ones are not among them."""
+        return self.check + self.judge
+
+    def text(self) -> str:
+        """`2 cases failed (2 decided by a check)`, `3 cases failed (1 decided by a check, 2 by the judge)`."""
+        n = self.total
+        return f"{n} case{'s' if n != 1 else ''} failed" + (f" {self.deciders()}" if n else "")
+
+    def deciders(self) -> str:
+        """`(1 decided by a check, 2 by the judge)`; empty without failures."""
+        by = [f"{count} by {who}" for count, who in ((self.check, "a check"), (self.judge, "the judge")) if count]
+        return f"({', '.join(by)})".replace(" by", " decided by", 1) if by else ""
+
+    def unreliable_text(self) -> str:
+        """`1 failure decided by an unreliable judge is reported as xfailed` (empty without one)."""
+        n = self.unreliable
+        if not n:
+            return ""
+        return (f"{n} failure{'s' if n != 1 else ''} decided by an unreliable judge "
+                f"{'is' if n == 1 else 'are'} reported as xfailed and cannot fail the build")
+
+
 @dataclass
 class GateVerdict:
     """What the gate decided, in words: the verdict, the exit code, the reason, beside the gate's own
@@ -268,6 +306,9 @@ class GateVerdict:
     """The gate's decision, typed; empty when no case was run."""
     flips: list[Flip] = field(default_factory=list)
     """Cases that passed in the baseline and fail now, with this session's node ids."""
+    tolerated: int = 0
+    """Failed cases this build passed with (gate mode thresholds, or an unreliable judge's failures):
+    reports show such a pass apart from a clean one, never as a bare green PASSED."""
 
     @property
     def rule_lines(self) -> list[str]:
@@ -319,19 +360,24 @@ def node_ids_of(records: Mapping[str, dict[str, Any]]) -> dict[FlipKey, str]:
     return out
 
 
-def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: int, node_ids: Mapping[FlipKey, str],
-                 finish_error: str | None = None) -> GateVerdict:
+def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: Failures | int,
+                 node_ids: Mapping[FlipKey, str], finish_error: str | None = None) -> GateVerdict:
     """The gate's outcome (or its absence) in words.
 
-    `failed` counts items that FAILED (case failures), `node_ids` maps flipped cases to node ids.
+    `failed` counts the cases that failed by who decided them (a bare count: the judge decided them all),
+    `node_ids` maps flipped cases to node ids.
     """
+    if isinstance(failed, int):
+        failed = Failures(judge=failed)
     if outcome is None:
         reason = f"results could not be written: {finish_error}" if finish_error else "no case was run"
         return GateVerdict(verdict=EXIT_WORDS.get(exit_code, f"exit {exit_code}"), exit_code=exit_code, reason=reason)
     comparison = outcome.comparison
     flips = flips_of(comparison, node_ids) if comparison is not None else []
     verdict, reason = _verdict(outcome, exit_code, failed)
-    return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, outcome=outcome, flips=flips)
+    tolerated = (failed.total + failed.unreliable) if verdict == "passed" else 0
+    return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, outcome=outcome, flips=flips,
+                       tolerated=tolerated)
 
 
 def _rules_said(view: GateDecision) -> str:
@@ -345,9 +391,11 @@ def _rules_said(view: GateDecision) -> str:
                      for s, n in counts.items() if n) + " (each rule is listed)"
 
 
-def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]:
-    """The verdict word and one plain sentence saying why the build passed or failed."""
-    cases = f"{failed} case{'s' if failed != 1 else ''} failed"
+def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str, str]:
+    """The verdict word and one plain sentence saying why the build passed or failed: when cases failed
+    and the build passes anyway, the sentence starts with them and says why they do not fail it."""
+    cases = failed.text()
+    doubtful = failed.unreliable_text()
     if exit_code == 7 or view.incomplete:
         return "incomplete", ("the run is incomplete (" + "; ".join(view.incomplete)
                               + "): its numbers cannot pass or fail the build")
@@ -363,8 +411,9 @@ def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
     if view.mode == "thresholds":
         why = f"gate: thresholds in benchmark.yaml: {_rules_said(view)}"
-        if failed:
-            why += f"; {cases}, which is reported but does not fail the build"
+        if failed.total or failed.unreliable:
+            tolerated = [f"{cases}; gate mode thresholds: cases do not fail the build"] if failed.total else []
+            why = "; ".join([*tolerated, *([doubtful] if doubtful else []), why])
         return "passed", why
     rules = f"; {_rules_said(view)}" if view.rules else ""
     if view.verdicts:  # num_samples > 1: the per-case verdicts decide, not single samples
@@ -374,7 +423,10 @@ def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]
             return "failed", f"per-case verdicts {counts} (gate: cases fails the build on a failed case){rules}"
         return "passed", f"per-case verdicts {counts}; single failed samples do not fail the build{rules}"
     if exit_code == 1:
-        return "failed", f"{cases} (gate: cases fails the build on any failed case){rules}"
+        return "failed", f"{cases} (gate: cases fails the build on any failed case){rules}" + (
+            f"; {doubtful}" if doubtful else "")
+    if doubtful:
+        return "passed", f"no case failed the build; {doubtful} (gate: cases){rules}"
     return "passed", f"every case passed (gate: cases){rules}"
 
 

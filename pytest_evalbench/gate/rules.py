@@ -5,6 +5,7 @@ Pure functions; no I/O, no pytest. `RuleResult.text()` is the one wording every 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,13 +71,30 @@ class RuleReport:
         return sum(1 for r in self.rules if r.status == "held")
 
 
+def no_rows_why(unreliable: Mapping[str, str], types: Mapping[str, str], polarity: str | None,
+                metric: str | None) -> str:
+    """Why a min rule read no row, in words a user can act on: the rows it would read were all decided
+    by a judge calibration found unreliable (shown, never gated), or this session scored none."""
+    doubtful = sorted(m for m in unreliable if m == metric or (metric is None and types.get(m) == polarity))
+    what = metric if metric else f"the {polarity} metrics"
+    if not doubtful:
+        return (f"this session scored no row of {what}: select its cases (or run them all) and make sure "
+                "they are scored")
+    return (f"every row of {what} this session measured was decided by a judge calibration found unreliable "
+            f"({', '.join(doubtful)}): such rows are shown, never gated; improve the judge or its prompt until its "
+            "kappa reaches judge.min_kappa (--evalbench-calibrate), or add a check that decides without it")
+
+
 def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
-                     comparison: Comparison | None = None, *, corrected: bool = False) -> RuleReport:
+                     comparison: Comparison | None = None, *, corrected: bool = False,
+                     unreliable: Mapping[str, str] | None = None, types: Mapping[str, str] | None = None) -> RuleReport:
     """Every configured rule: breached, held, or not evaluated (a null rate, a target without
     results, or a max_drop without a baseline comparison). min rules read the results.json-shaped
     summaries; max_drop reads the comparison's paired tests: observed drop > max_drop AND
     significant after the run's correction. With `corrected` (`judge: {correct_rates: true}`) min
-    rules read the rates corrected for the judge's errors; an undefined one leaves the rule not evaluated."""
+    rules read the rates corrected for the judge's errors; an undefined one leaves the rule not evaluated.
+    `unreliable` (metric -> why its judge is unreliable) and `types` (metric -> positive/negative) say
+    why a rule read no row."""
     rules = rules or ThresholdRules()
     report = RuleReport()
 
@@ -94,7 +112,9 @@ def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
                                                why="corrected rate"))
             return
         if value is None:
-            report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated", why="no scored rows"))
+            polarity = None if metric else name.split("_")[1]  # min_positive_pass_rate -> positive
+            report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated",
+                                           why=no_rows_why(unreliable or {}, types or {}, polarity, metric)))
         else:
             report.rules.append(RuleResult(name, threshold, target, metric,
                                            "breached" if value < threshold - EPS else "held", value))

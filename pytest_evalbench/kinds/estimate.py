@@ -319,7 +319,7 @@ def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_en
             cost = "$0 (local model)"
         elif total.cached == total.calls:
             cost = "$0 (all cached)"
-        elif total.model in prices.prices:
+        elif prices.known(total.model):
             value = prices.quote(total.model, sent_in, sent_out)
             cost_total += value
             cost = f"~${value:.4f}"

@@ -159,14 +159,22 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
     return out
 
 
-def reliability_lines(unreliable: dict[str, str], failures: dict[str, int]) -> list[str]:
-    """Summary lines: each unreliable judge, why, and what happened to its failures."""
-    def count(key: str) -> str:
-        n = failures.get(key, 0)
-        return f"{n} failure is" if n == 1 else f"{n} failures are"
+def reliability_lines(unreliable: dict[str, str], failures: dict[str, int],
+                      checked: dict[str, int] | None = None) -> list[str]:
+    """Summary lines: each unreliable judge, why, and what happened to its failures, counted by who
+    decided them: `failures` the judge's (xfailed), `checked` a deterministic check's (trusted, as usual)."""
+    def count(n: int, what: str) -> str:
+        return f"{n} {what} is" if n == 1 else f"{n} {what}s are"
 
-    return [f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate, its "
-            f"{count(key)} reported as xfailed and cannot fail the build" for key, why in sorted(unreliable.items())]
+    lines = []
+    for key, why in sorted(unreliable.items()):
+        line = (f"judge unreliable for {key}: {why}; its judge-decided rows are outside the gate: "
+                f"{count(failures.get(key, 0), 'judge-decided failure')} reported as xfailed and cannot fail the build")
+        by_check = (checked or {}).get(key, 0)
+        if by_check:
+            line += f"; {count(by_check, 'failure')} decided by a check, trusted and counted as usual"
+        lines.append(line)
+    return lines
 
 
 def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: str | None) -> bool:

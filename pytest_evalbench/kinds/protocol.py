@@ -65,6 +65,8 @@ class Outcome:
     properties: list[tuple[str, object]] = field(default_factory=list)
     convicts: bool = True
     """False for a failure whose judge is unreliable (see calibration/): reported as xfailed."""
+    decided_by: str | None = None
+    """Who decided the verdict: `check` (a deterministic check) or `judge`; failures are counted by it."""
 
 
 @dataclass

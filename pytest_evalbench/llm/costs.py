@@ -1,15 +1,18 @@
-"""Prices and usage: dollar prices per million tokens (overridable per model in benchmark.yaml's
-`pricing:`), the usage files (`.usage.json`: usage per row and phase, so a rerun of some rows keeps the
-others' cost) and the phases of `cost.json`, which both kinds write.
+"""Prices and usage: dollar prices of every call (benchmark.yaml's `pricing:` first, then the price data
+genai-prices ships), the usage files (`.usage.json`: usage per row and phase, so a rerun of some rows
+keeps the others' cost) and the phases of `cost.json`, which both kinds write.
 
-Unknown models cost 0.0 but are named in the terminal summary, so a missing price is never silent;
-`--evalbench-max-cost` cannot limit them (see `limits.Budget`).
+genai-prices is read from the snapshot inside the installed package (no network: its auto-update is never
+started), and imported at the first price looked up, so a run that prices nothing never loads it. A model
+it matches is priced at its provider's list price, tiers included. Unknown models cost 0.0 but are named
+in the terminal summary, so a missing price is never silent; `--evalbench-max-cost` cannot limit them
+(see `limits.Budget`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,41 +20,63 @@ from pytest_evalbench.base.files import dump_json, read_result, versioned
 from pytest_evalbench.formats.spec import PhaseCost
 from pytest_evalbench.llm.types import Usage
 
-# (input $, output $) per million tokens; public list prices.
-DEFAULT_PRICES: dict[str, tuple[float, float]] = {
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "o4-mini": (1.10, 4.40),
-}
+Quote = Callable[[int, int], float]
+"""Dollars for (input tokens, output tokens) of one model."""
+
+
+def _per_million(input_price: float, output_price: float) -> Quote:
+    return lambda tokens_in, tokens_out: (tokens_in * input_price + tokens_out * output_price) / 1_000_000
+
+
+def _listed(model: str) -> Quote | None:
+    """The model's list price from genai-prices' bundled data, or None when it knows no such model (or
+    is not installed: it needs Python 3.11)."""
+    try:
+        from genai_prices import Usage as Tokens
+        from genai_prices import calc_price
+    except ImportError:
+        return None
+    try:
+        calc_price(Tokens(input_tokens=1, output_tokens=1), model)
+    except LookupError:
+        return None
+
+    def quote(tokens_in: int, tokens_out: int) -> float:
+        return float(calc_price(Tokens(input_tokens=tokens_in, output_tokens=tokens_out), model).total_price)
+
+    return quote
 
 
 class PriceTable:
-    """Looks up prices; remembers which models had none."""
+    """Looks up prices (benchmark.yaml's `pricing:` wins over genai-prices); remembers which models had none."""
 
     def __init__(self, overrides: Mapping[str, tuple[float, float]] | None = None) -> None:
-        self.prices = {**DEFAULT_PRICES, **(overrides or {})}
+        self._quotes: dict[str, Quote | None] = {model: _per_million(*price) for model, price in (overrides or {}).items()}
         self.unpriced: set[str] = set()
+
+    def _quote(self, model: str) -> Quote | None:
+        if model not in self._quotes:
+            self._quotes[model] = _listed(model) if model.strip() else None
+        return self._quotes[model]
+
+    def known(self, model: str) -> bool:
+        """Whether the model has a price (from `pricing:` or genai-prices)."""
+        return self._quote(model) is not None
 
     def quote(self, model: str, input_tokens: int, output_tokens: int, *, local: bool = False) -> float:
         """What the tokens would cost, without noting the model as unpriced (a budget reservation)."""
-        price = None if local else self.prices.get(model)
-        return 0.0 if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+        price = None if local else self._quote(model)
+        return 0.0 if price is None else price(input_tokens, output_tokens)
 
     def cost(self, model: str, input_tokens: int, output_tokens: int, *, local: bool = False) -> float:
         if local:
             return 0.0
-        price = self.prices.get(model)
+        price = self._quote(model)
         if price is None:
             if input_tokens or output_tokens:
                 self.unpriced.add(model)
             return 0.0
-        return (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+        return price(input_tokens, output_tokens)
 
 
 USAGE_FILE = ".usage.json"

@@ -87,6 +87,10 @@ class Retrier:
                 raise
             except Exception as exc:
                 failure = classify(exc)
+                if failure.connection:  # which endpoint could not be reached: scheme, host and port
+                    message = failure.message.replace("the endpoint", endpoint.address, 1)
+                    failure = replace(failure, message=message if message != failure.message
+                                      else f"{message} ({endpoint.address})")
                 admitted.refused(failure)
                 return failure
 

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 from pytest_evalbench.base.safe_text import strip_credentials
 
@@ -60,6 +61,20 @@ class Endpoint:
         if self.provider == "local":
             return "local:llama.cpp"
         return strip_credentials(self.base_url or "https://api.openai.com/v1").rstrip("/")
+
+    @property
+    def address(self) -> str:
+        """`scheme://host:port` of the endpoint (its port spelled out, never credentials or a path):
+        what a connection error names."""
+        if self.provider == "local":
+            return "the embedded model"
+        parts = urlsplit(self.base_url or "https://api.openai.com/v1")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname or "?"
+        return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
 
     def __repr__(self) -> str:
         base = strip_credentials(self.base_url) if self.base_url else None

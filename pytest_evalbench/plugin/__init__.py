@@ -41,6 +41,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         single_process(config)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """`pytest --benchmark=NAME` imports the conftests of benchmarks/NAME/, not those of `testpaths`."""
+    from pytest_evalbench.plugin._compat import initial_benchmark_path
+
+    initial_benchmark_path(early_config)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once and register the session object."""

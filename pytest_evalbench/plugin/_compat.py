@@ -48,6 +48,20 @@ def fix_structured_nodeid(item: pytest.Item) -> None:
 
 
 # ---------------------------------------------------------------------- config and session
+def initial_benchmark_path(early_config: pytest.Config) -> None:
+    """With `--benchmark=NAME` and no path on the command line, the initial conftests are those of
+    benchmarks/NAME/ (and its parents), not those of `testpaths`: a project's test-suite conftest is
+    not imported to run a benchmark. pytest reads the paths for its initial conftests from
+    `early_config.known_args_namespace.file_or_dir` (used by plugins, not documented; pytest 8.0 -
+    9.2); the full parse later reads the command line again, and `default_args` takes over."""
+    namespace = early_config.known_args_namespace
+    name = getattr(namespace, "evalbench_benchmark", None)
+    if name and not namespace.file_or_dir and "/" not in name and "\\" not in name and name not in (".", ".."):
+        path = early_config.rootpath / "benchmarks" / name
+        if path.is_dir():
+            namespace.file_or_dir = [str(path)]
+
+
 def default_args(config: pytest.Config, args: list[str]) -> None:
     """With no path on the command line (nor `testpaths`), collect the benchmark directory.
     `Config.args_source` is public (pytest >= 7.2); writing `config.args` is not documented, but it is

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
-from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, Completeness
@@ -105,6 +105,7 @@ class Results:
         """last_run.json says "running" until the final state replaces it, so a killed run never
         leaves an earlier "complete" behind."""
         try:
+            keep_gitignore(self.bench_dir)  # before the first output file: `git status` never lists one
             write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
         except OSError as exc:  # a full disk or read-only checkout: nothing is spent before it is fixed
             raise pytest.UsageError(terminal(f"{self.bench_dir / LAST_RUN}: cannot be written "
@@ -179,7 +180,8 @@ class Results:
         inputs = GateInputs(
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline, corrected=run.spec.judge.correct_rates,
-            meta=run.meta(),
+            meta=run.meta(), unreliable=dict(written.unreliable),
+            metric_types={m.id: m.type for m in run.spec.metrics},
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
@@ -243,7 +245,8 @@ class Reporting:
         files.append(("status", str(self.bench_dir / LAST_RUN)))
         compared = results.outcome is not None and results.outcome.comparison is not None
         node_ids = node_ids_of(outcomes.records) if compared else {}  # only flips name node ids: no pass over records
-        gate = gate_verdict(results.outcome, exit_code, len(outcomes.failed), node_ids, results.finish_error)
+        failures = outcomes.failures()
+        gate = gate_verdict(results.outcome, exit_code, failures, node_ids, results.finish_error)
         files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
         html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
         markdown_path = self._report_path("evalbench_markdown", None)
@@ -255,10 +258,11 @@ class Reporting:
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=outcomes.messages,
-                                recorded=len(outcomes.records), failed=len(outcomes.failed), root=self.config.rootpath,
+                                recorded=len(outcomes.records), failed=failures.total, root=self.config.rootpath,
                                 files=files, notes=results.notes())
         summary.cases = outcomes.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
+        summary.failures = failures
         summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
                                             failed=bool(outcomes.failed or outcomes.errors),
                                             errors=outcomes.errors.values(),

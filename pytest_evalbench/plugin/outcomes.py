@@ -21,7 +21,7 @@ import pytest
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
-from pytest_evalbench.gate.outcome import WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.gate.outcome import WORKER_DIED, Completeness, Failures, crash_reason
 from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
 from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
@@ -33,8 +33,10 @@ if TYPE_CHECKING:
     from pytest_evalbench.kinds.run import BenchmarkRun
     from pytest_evalbench.render.summary import CaseStatus
 
-RECORD_ATTR, ERROR_ATTR, STATUS_ATTR = "evalbench", "evalbench_error", "evalbench_status"
-"""What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status."""
+RECORD_ATTR, ERROR_ATTR, STATUS_ATTR, DECIDED_ATTR = ("evalbench", "evalbench_error", "evalbench_status",
+                                                     "evalbench_decided_by")
+"""What a report carries (`_compat.attach`): the item's record (teardown), why it errored, the kind's status
+and who decided the verdict (`check` or `judge`)."""
 PYTEST_OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception, pytest.exit.Exception)
 
 
@@ -63,6 +65,8 @@ class Outcomes:
         """Items whose failure rests on an unreliable judge (reported as xfailed)."""
         self.reasons: dict[str, str] = {}
         """Node id -> the first line of a failed (or judge-unreliable) item's message."""
+        self.deciders: dict[str, str] = {}
+        """Node id -> who decided a failed (or judge-unreliable) item's verdict: `check` or `judge`."""
         self.junit = junit_requested(config)
         """Whether items carry JUnit properties: pytest copies `item.user_properties` onto each of an
         item's three reports, which its terminal reporter keeps for the whole session, so they are
@@ -119,6 +123,8 @@ class Outcomes:
         outcome, record = item.stash.get(CASE_OUTCOME, None), item.stash.get(CASE_RECORD, None)
         if outcome is not None:
             attach(report, STATUS_ATTR, outcome.status)
+            if outcome.decided_by is not None:
+                attach(report, DECIDED_ATTR, outcome.decided_by)
         if call.when == "call" and report.failed and record is not None and self.config.getoption("verbose") > 0:
             full = transcript_text(record)
             if full:
@@ -157,6 +163,7 @@ class Outcomes:
         if report.when == "call" and status == "failed" and (report.failed or xfailed is not None):
             if xfailed is not None:
                 self.unreliable.add(nodeid)
+            self.deciders[nodeid] = read(report, DECIDED_ATTR) or "judge"
             text = str(xfailed or report.longrepr or "")
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = read(report, RECORD_ATTR)
@@ -164,6 +171,12 @@ class Outcomes:
             self.records.add(nodeid, record)
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
+
+    def failures(self) -> Failures:
+        """This session's failed items counted by who decided them, and the judge-unreliable ones."""
+        failed = [self.deciders.get(nodeid, "judge") for nodeid in self.failed]
+        return Failures(check=failed.count("check"), judge=len(failed) - failed.count("check"),
+                        unreliable=len(self.unreliable))
 
     def _collapse_repeated(self, report: pytest.TestReport, kind: str) -> None:
         """A configuration problem that hits every item is shown in full once: later items whose whole

@@ -103,10 +103,12 @@ def _header(s: RunSummary) -> str:
     models = "; ".join(f"{role}: {', '.join(names)}" for role, names in s.models.items()) or "–"
     facts = [("benchmark", f"{s.benchmark} ({s.kind})"), ("date", s.created), ("plugin", f"pytest-evalbench {s.plugin_version}"),
              ("commit", s.commit or "not a git checkout"), ("models", models), ("cost", s.cost.note),
-             ("items", f"{s.recorded} recorded, {s.failed} failed, {s.errored} errored")]
+             ("items", f"{s.recorded} recorded, {s.failed_text()}, {s.errored} errored")]
     rows = "".join(f'<div><dt>{E(k)}</dt><dd data-testid="meta-{E(k)}">{E(v)}</dd></div>' for k, v in facts)
+    tolerated = " tolerated" if gate.tolerated else ""  # passed with failed cases: never a bare green
     return (f'<header><h1>{E(s.title)}</h1><dl class="facts">{rows}</dl>'
-            f'<p class="verdict {E(gate.verdict)}"><span data-testid="gate-verdict">{E(gate.verdict.upper())}</span> '
+            f'<p class="verdict {E(gate.verdict)}{tolerated}"><span data-testid="gate-verdict">'
+            f'{E(gate.verdict.upper())}</span> '
             f'(exit {gate.exit_code}): <span data-testid="gate-reason">{E(gate.reason)}</span></p></header>')
 
 

@@ -9,7 +9,8 @@ from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import control_visible, markdown, redact
 from pytest_evalbench.render.summary import RunSummary
 
-ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️"}
+ICONS = {"passed": "✅", "failed": "❌", "regression": "❌", "incomplete": "⚠️", "tolerated": "⚠️"}
+"""`tolerated`: the build passed with failed cases (never a bare green check beside them)."""
 
 
 def _rate(value: float | None) -> str:
@@ -105,7 +106,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     """Gate verdict and rules, per-target/metric table with change vs baseline, case statuses,
     comparative pairs, flipped cases, report path."""
     gate = summary.gate
-    icon = ICONS.get(gate.verdict)
+    icon = ICONS.get("tolerated" if gate.tolerated else gate.verdict)
     title = f"evalbench {_span(summary.benchmark)}: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
     if gate.outcome.rules:

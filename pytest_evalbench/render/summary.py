@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import open_append, read_bounded, version_problem, versioned
 from pytest_evalbench.formats.provenance import git_commit
-from pytest_evalbench.gate.outcome import GateVerdict
+from pytest_evalbench.gate.outcome import Failures, GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.rates import (
@@ -120,11 +120,18 @@ class RunSummary:
     """This session's selected items with their documented statuses, in node-id order."""
     kind_table: list[str] = field(default_factory=list)
     """A kind without rates or cases to show (calibration): its own table, shown as it is."""
+    failures: Failures = field(default_factory=Failures)
+    """This session's failed cases by who decided them (a check or the judge)."""
 
     def status_counts(self) -> dict[str, int]:
         """Items of this session per documented status (only statuses that occur, in `CASE_STATUSES` order)."""
         counts = Counter(c.status for c in self.cases)
         return {s: counts[s] for s in CASE_STATUSES if counts[s]}
+
+    def failed_text(self) -> str:
+        """`2 failed (2 decided by a check)`: this session's failed items, by who decided them."""
+        by = self.failures.deciders() if self.failures.total == self.failed else ""
+        return f"{self.failed} failed" + (f" {by}" if by else "")
 
     def status_line(self) -> str:
         """`cases: 1 passed, 2 failed, 1 judge unreliable` (this session's items)."""

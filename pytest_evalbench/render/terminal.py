@@ -104,7 +104,7 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     `base` is `bench_dir` as the user should see it (relative to the working directory)."""
     gate = summary.gate
     lines = [f"benchmark {summary.benchmark}: {summary.recorded} item{'s' if summary.recorded != 1 else ''} "
-             f"recorded, {summary.failed} failed, {summary.errored} errored"]
+             f"recorded, {summary.failed_text()}, {summary.errored} errored"]
     lines += case_lines(summary)
     lines += summary.notes
     lines += rate_lines(summary)

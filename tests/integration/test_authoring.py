@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -312,7 +315,7 @@ def test_cli_hints_name_cli_options(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--cache replay" in err and "--evalbench-cache" not in err
 
 
-def test_unusable_expansion_fails_cleanly_and_keeps_finished_calls_cached(
+def test_unusable_variant_is_named_the_good_rows_are_kept_and_the_printed_rerun_fills_the_gaps(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bench = write_spec(tmp_path, metrics=TWO_METRICS, per_metric=1, demographics={"age": ["young", "old"]})
 
@@ -322,12 +325,52 @@ def test_unusable_expansion_fails_cleanly_and_keeps_finished_calls_cached(
         return generator(request)
 
     with FakeLLMServer(broken_old) as server:
-        assert run(tmp_path, server, "gen-scenarios") == 2
-        assert not (bench / "scenarios.json").exists()
-        err = capsys.readouterr().err.splitlines()
-        assert err[-1].startswith("evalbench: error: gen-scenarios m0") and "_v02 (age: old)" in err[-1]
+        assert run(tmp_path, server, "gen-scenarios") == 1
+        # each bad variant was re-asked alone (3 attempts each), the others asked once
+        assert [schema_name(r) for r in server.requests].count("variant") == 2 + 2 * 3
+        rows = json.loads((bench / "scenarios.json").read_text())
+        assert [r["id"] for r in rows] == ["m01_s001_v01", "m02_s001_v01"]
+        out, err = capsys.readouterr()
+        assert sorted(line.split(" (")[0] for line in err.splitlines() if "not written" in line) == [
+            "gen-scenarios: not written: m01_s001_v02", "gen-scenarios: not written: m02_s001_v02"]
+        command = out.split("fill only the gaps (the written rows come from the cache), run: ")[1].strip()
+        assert command.startswith(f"cd {tmp_path} && evalbench gen-scenarios demo --force --cache on --base-url ")
         server.set_responder(generator)
         server.reset()
-        assert run(tmp_path, server, "gen-scenarios") == 0  # resume: only the failed calls are asked again
-        assert [schema_name(r) for r in server.requests] == ["variant", "variant"]
-    assert len(json.loads((bench / "scenarios.json").read_text())) == 4
+        result = shell(command, tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert [schema_name(r) for r in server.requests] == ["variant", "variant"]  # only the gaps are asked
+    assert [r["id"] for r in json.loads((bench / "scenarios.json").read_text())] == [
+        "m01_s001_v01", "m01_s001_v02", "m02_s001_v01", "m02_s001_v02"]
+
+
+def test_authoring_and_the_printed_next_commands_run_clean_against_a_schema_honouring_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gen-metrics, gen-scenarios (2 per metric, two demographics) and each printed `next:` command,
+    run as printed; gen-scenarios adds the evaluator model the benchmark needs to run."""
+    bench = write_spec(tmp_path, per_metric=2, demographics={"age": ["young", "old"]})
+    with FakeLLMServer(schema_answer) as server:
+        assert run(tmp_path, server, "gen-metrics") == 0, capsys.readouterr().err
+        command = capsys.readouterr().out.split("then run: ")[1].strip()
+        assert command.endswith(f"evalbench gen-scenarios demo --base-url {server.base_url}")
+        result = shell(command, tmp_path)
+        assert result.returncode == 0, result.stderr
+        sent = [r["response_format"]["json_schema"]["schema"] for r in server.requests if schema_name(r) == "variant"]
+        assert sent and all(s["$defs"]["LandmarkDraft"]["properties"]["turn"]["enum"] == [1, 2, 3] for s in sent)
+        assert "added evaluator_model to" in result.stdout
+        spec = load_spec(bench)
+        assert spec.evaluator_model is not None and spec.evaluator_model.model == GEN
+        assert len(load_scenarios(bench, spec)) == 4
+        command = result.stdout.split("then run: ")[1].strip()
+        assert command.endswith(f"pytest --benchmark=demo --evalbench-base-url={server.base_url}")
+        result = shell(command + " -p no:cacheprovider", tmp_path)
+    assert result.returncode in (0, 1, 6), result.stdout[-2000:] + result.stderr[-2000:]
+    assert "4 items recorded" in result.stdout and "Traceback" not in result.stdout + result.stderr
+
+
+def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A printed command as a user pastes it (the venv's commands first on PATH)."""
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(["bash", "-c", command], check=False, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=240)

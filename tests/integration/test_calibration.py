@@ -81,8 +81,8 @@ def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: F
     assert result.ret == 0
     assert any("judge unreliable for m02" in line for line in read_json(bench / "last_run.json")["judge"])
     result.stdout.fnmatch_lines(["*judge unreliable for m02: kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
-                                 "its judge-decided rows are outside the gate, its 1 failure is reported as xfailed "
-                                 "and cannot fail the build*"])
+                                 "its judge-decided rows are outside the gate: 1 judge-decided failure is reported as "
+                                 "xfailed and cannot fail the build*"])
 
 
 def test_require_calibration_marks_uncalibrated_metrics(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

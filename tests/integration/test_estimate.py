@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import JUDGE, TARGET, USER, write_benchmark
 from test_dataset import scores, write_dataset
 
@@ -191,3 +192,25 @@ def test_the_demos_estimate_finds_every_call_in_its_cache(pytester: pytest.Pytes
     line = next(line for line in result.stdout.lines if line.startswith("estimate, not measured"))
     calls, cached = re.search(r"(\d+) calls, (\d+) of them replayed", line).groups()  # type: ignore[union-attr]
     assert calls == cached, line
+
+
+def test_the_estimate_prices_hosted_models_without_pricing(pytester: pytest.Pytester,
+                                                           bench_env: FakeLLMServer) -> None:
+    """genai-prices knows the list price of hosted models: no `pricing:` needed; `pricing:` still wins."""
+    scenario_bench(pytester.path, target={"model": "o3-mini"}, user={"model": "claude-3-5-haiku-latest"},
+                   judge={"model": "o3-mini"})
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-estimate")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "no price" not in out and "models without a price" not in out
+    costs = {m.group(1): m.group(2) for m in re.finditer(r"^  \S+(?: \S+)?\s+(o3-mini|claude-3-5-haiku-latest)\s.*~\$(\S+)$",
+                                                            out, re.MULTILINE)}
+    assert set(costs) == {"o3-mini", "claude-3-5-haiku-latest"} and all(float(v) > 0 for v in costs.values()), out
+    assert bench_env.requests == []
+
+    bench = pytester.path / "benchmarks" / "demo"
+    spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
+    spec["pricing"] = {"o3-mini": {"input_per_million": 0, "output_per_million": 0}}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec))
+    out = pytester.runpytest("--benchmark=demo", "--evalbench-estimate").stdout.str()
+    assert re.search(r"judge\s+o3-mini\s.*~\$0\.0000$", out, re.MULTILINE), out

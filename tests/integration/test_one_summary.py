@@ -290,5 +290,6 @@ def test_all_unscored_metric_stays_in_every_table_with_reasons(pytester: pytest.
     md = (pytester.path / "summary.md").read_text()
     assert "| unscored | `benchmarks/demo/scenarios.json::m02_s001_v01[tgt-s0]` | evalbench unscored: judge output " \
            "unparseable after 3 attempts" in md
-    assert "- min_negative_pass_rate 0.50 tgt: not evaluated (no scored rows)" in md
+    assert "- min_negative_pass_rate 0.50 tgt: not evaluated (this session scored no row of the negative " \
+           "metrics" in md
     assert "why unscored: " in (bench / "report.html").read_text()

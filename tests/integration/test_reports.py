@@ -43,8 +43,8 @@ def test_summary_says_where_results_went_and_why_exit_0(pytester: pytest.Pyteste
     assert result.ret == 0
     result.stdout.fnmatch_lines([
         "results: benchmarks/demo/{results.json, runs/, last_run.json, report.html, history.jsonl}",
-        "gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held; "
-        "2 cases failed, which is reported but does not fail the build"])
+        "gate: PASSED (exit 0): 2 cases failed (2 decided by *); gate mode thresholds: cases do not fail the build; "
+        "gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held"])
     for name in ("results.json", "last_run.json", "report.html", "history.jsonl"):
         assert (bench / name).is_file(), name
     result.stdout.no_fnmatch_line("*cannot pass or fail*")
@@ -88,8 +88,8 @@ def test_configuration_problem_is_reported_once(pytester: pytest.Pytester, monke
                                 "--evalbench-max-attempts=1")
     result.assert_outcomes(errors=6)
     out = result.stdout.str()
-    assert out.count("cannot reach the endpoint") <= 3  # the first item, its short-summary line, the summary
-    result.stdout.fnmatch_lines(["ERROR 6 items: evalbench connection error: *cannot reach the endpoint*"])
+    assert out.count("cannot reach http://127.0.0.1:") <= 3  # the first item, its short-summary line, the summary
+    result.stdout.fnmatch_lines(["ERROR 6 items: evalbench connection error: *cannot reach http://127.0.0.1:*"])
     assert out.count("same error as benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]") >= 5
     result.stdout.fnmatch_lines(["gate: INCOMPLETE (exit 7): the run is incomplete (6 items connection error)*"])
     result.stdout.no_fnmatch_line("*numbers above*")
@@ -113,13 +113,13 @@ def test_markdown_summary_for_ci(pytester: pytest.Pytester, bench_env: FakeLLMSe
     assert result.ret == 0
     text = (pytester.path / "summary.md").read_text()
     assert step.read_text() == "previous step\n" + text
-    assert text.startswith("## ✅ evalbench `demo`: passed (exit 0)")
+    assert text.startswith("## ⚠️ evalbench `demo`: passed (exit 0)")  # with a failed case: not a green check
     assert "| target | metric | rate (k/n) | 95% CI | baseline | change | change 95% CI |" in text
     assert "| tgt | m01 Asks clarifying questions | 3/4 (0.75) | [0.30, 0.95] | 1.00 | -0.25 |" in text
     assert "- min_positive_pass_rate 0.10 tgt: 0.75 held" in text
     assert "pytest --benchmark=demo --evalbench-cache=off 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
     assert f"HTML report: `{pytester.path / 'benchmarks' / 'demo' / 'report.html'}`" in text
-    assert "1 case failed, which is reported but does not fail the build" in text
+    assert "1 case failed (1 decided by the judge); gate mode thresholds: cases do not fail the build" in text
 
 
 def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -247,7 +247,7 @@ def test_endpoint_down_is_error_not_failure(pytester: pytest.Pytester, monkeypat
                                 "--evalbench-max-attempts=2")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*evalbench connection error: user model 'sim-user': connection error: "
-                                 "cannot reach the endpoint*"])
+                                 f"cannot reach {dead_url.removesuffix('/v1')} (*"])
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stdout.fnmatch_lines(["*INCOMPLETE: 2 items connection error*"])
     assert result.ret == 7

@@ -94,3 +94,19 @@ def test_no_module_reads_the_umask_or_replaces_files_itself() -> None:
                     and (node.attr == "umask" or (node.attr == "replace" and not writer))):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} os.{node.attr}")
     assert offenders == []
+
+
+def test_the_benchmark_gitignore_is_written_once_and_keeps_the_users_lines(tmp_path: Path) -> None:
+    from pytest_evalbench.base.files import GITIGNORE_MARK, keep_gitignore
+
+    ignore = tmp_path / ".gitignore"
+    ignore.write_text("my-notes.txt")  # no trailing newline
+    keep_gitignore(tmp_path)
+    text = ignore.read_text()
+    assert text.startswith("my-notes.txt\n" + GITIGNORE_MARK + "\n") and "/last_run.json\n" in text
+    assert "/.evalbench-cache/\n" not in text and "/baseline.json" not in text  # what a team commits
+    keep_gitignore(tmp_path)
+    assert ignore.read_text() == text  # once
+    ignore.write_text(text.replace("/report.html\n", ""))  # the user's edit of our block stays
+    keep_gitignore(tmp_path)
+    assert "/report.html" not in ignore.read_text()

@@ -266,3 +266,11 @@ def test_every_file_the_docs_name_exists(page: str) -> None:
     cited = {path for path in CITED.findall(text) if "<" not in path and "NAME" not in path and "*" not in path
              and not any(part in written for part in Path(path).parts)}
     assert sorted(path for path in cited if not (ROOT / path).exists()) == [], f"{page} names files that do not exist"
+
+
+def test_the_dataset_guide_says_which_fields_each_eval_needs() -> None:
+    from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, ROW_FIELD
+
+    text = (Path(__file__).parents[2] / "docs/guides/dataset-benchmarks.md").read_text()
+    for name, keys in PAYLOAD_KEYS.items():
+        assert f"| `{name}` | " + ", ".join(f"`{ROW_FIELD[k]}`" for k in keys) + " |" in text, name

@@ -85,3 +85,23 @@ def test_a_cached_request_costs_nothing(tmp_path: Path) -> None:
     text = "\n".join(render(est, PriceTable(), EngineSettings(), 1))
     assert "1 of them replayed from the cache (no request, no cost)" in text and "$0 (all cached)" in text
     assert json.dumps(wall_time(est, EngineSettings())[0]) == "0.0"
+
+
+def test_prices_come_from_genai_prices_offline_and_pricing_wins(monkeypatch) -> None:
+    """The list prices are read from the data genai-prices ships: no socket is opened."""
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a price lookup tried the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    table = PriceTable()
+    assert table.known("o3-mini") and table.known("claude-3-5-haiku-latest")
+    assert table.cost("o3-mini", 1_000_000, 0) > 0 and table.cost("claude-3-5-haiku-latest", 0, 1_000_000) > 0
+    assert table.cost("gpt-4o-mini", 1_000_000, 1_000_000) == 0.75  # $0.15 + $0.60 per million
+    assert not table.unpriced
+    assert table.cost("sim-judge", 10, 10) == 0.0 and table.unpriced == {"sim-judge"}
+    assert table.cost("o3-mini", 10, 10, local=True) == 0.0
+    own = PriceTable({"o3-mini": (1.0, 2.0)})
+    assert own.cost("o3-mini", 1_000_000, 1_000_000) == 3.0  # benchmark.yaml's `pricing:` wins

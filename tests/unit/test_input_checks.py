@@ -290,3 +290,84 @@ def test_k_keywords_carry_demographic_values() -> None:
     assert {"m01", "tgt", "positive", "Adult (18+)", "age:Adult (18+)", "female", "gender:female"} <= set(words)
     other = ScenarioCase(row, "tgt2", 1, 1)
     assert other.stored.demographic is ScenarioCase(row, "x", 0, 2).stored.demographic  # one tuple per combination
+
+
+# --------------------------------------------------------------------------- all of a file's errors at once
+
+
+def test_a_two_mistake_benchmark_yaml_shows_both_with_fields_and_near_miss_hints(tmp_path: Path) -> None:
+    bench = tmp_path / "b"
+    bench.mkdir()
+    (bench / "benchmark.yaml").write_text(
+        "name: b\ndescription: d\ngeneration: {turnz: 2}\nmetrics:\n"
+        "  - {id: m01, name: n, type: negatve, definition: d, examples: []}\n")
+    with pytest.raises(InputError) as caught:
+        load_spec(bench)
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "2 problems:"
+    assert f"{bench / 'benchmark.yaml'}, field 'generation': unknown key 'turnz': did you mean `turns`?" in lines
+    assert any(line.startswith(f"{bench / 'benchmark.yaml'}, field 'metrics.1.type': Input should be") for line in lines)
+
+
+def test_every_near_miss_of_one_mapping_is_named() -> None:
+    with pytest.raises(ValidationError) as caught:
+        BenchmarkSpec.model_validate({"name": "b", "descripton": "d", "user_modle": {"model": "m"}})
+    message = str(caught.value)
+    assert "did you mean `description`?" in message and "did you mean `user_model`?" in message
+
+
+def test_at_most_twenty_problems_are_shown_then_counted() -> None:
+    error = InputError("f.json", "first", row=3, field="a", also=[(f"k{i}", "bad") for i in range(30)])
+    lines = str(error).splitlines()
+    assert lines[0] == "31 problems:" and lines[1] == "f.json:3, field 'a': first"
+    assert len(lines) == 1 + 20 + 1 and lines[-1] == "and 11 more"
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("name: x: y\n", "line 1, column 8: a ':' where a value goes"),
+    ("name: x\n\tdescription: y\n", "line 2, column 1: a character that cannot start a value here (a tab"),
+    ('name: "abc\n', "the file ends inside a quoted text"),
+    ("metrics:\n  - id: m01\n   name: y\n", "line 3, column 4: a line indented differently"),
+])
+def test_yaml_syntax_errors_in_our_words_with_line_and_column(tmp_path: Path, text: str, words: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_yaml(text, tmp_path / "benchmark.yaml")
+    assert f"invalid YAML at {words}" in str(caught.value) or words in str(caught.value)
+    assert "expected <block end>" not in str(caught.value) and "mapping values" not in str(caught.value)
+
+
+def test_an_endpoint_address_names_scheme_host_and_port_never_credentials() -> None:
+    from pytest_evalbench.llm.types import Endpoint
+
+    assert Endpoint(model="m", base_url="http://user:secret@10.0.0.5/v1").address == "http://10.0.0.5:80"
+    assert Endpoint(model="m", base_url="https://h.example:8443/x").address == "https://h.example:8443"
+    assert Endpoint(model="m", base_url=None).address == "https://api.openai.com:443"
+
+
+def test_every_bad_row_of_a_data_file_is_shown_at_once(tmp_path: Path) -> None:
+    bench = tmp_path / "b"
+    bench.mkdir()
+    (bench / "benchmark.yaml").write_text(
+        "name: b\ndescription: d\ngeneration: {turns: 2}\nmetrics:\n"
+        "  - {id: m01, name: n, type: positive, definition: d, examples: []}\n")
+    good = {"id": "m01_s001_v01", "metric_id": "m01", "persona": "p", "user_goal": "g",
+            "latent_adversarial_goal": "h", "landmarks": [{"turn": 1, "instruction": "i"}]}
+    rows = [good, {**good, "id": "m01_s002_v01", "metric_id": "m09"},
+            {**good, "id": "m01_s003_v01", "landmarks": [{"turn": 5, "instruction": "i"}]}]
+    (bench / "scenarios.json").write_text(json.dumps(rows))
+    with pytest.raises(InputError) as caught:
+        load_scenarios(bench, load_spec(bench))
+    lines = str(caught.value).splitlines()
+    assert lines[0] == "2 problems:"
+    assert "row 2 (id m01_s002_v01), field 'metric_id': unknown metric id 'm09'" in lines[1]
+    assert "row 3 (id m01_s003_v01), field 'landmarks.1.turn': landmark turn 5 is beyond" in lines[2]
+
+
+def test_every_bad_line_of_a_dataset_is_shown_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"case_id": "c1"}\nnot json\n{"case_id": "c3", "agent_name": 5}\n')
+    with pytest.raises(DatasetError) as caught:
+        load_cases(path)
+    text = str(caught.value)
+    assert text.splitlines()[0].endswith("problems:")
+    assert f"{path}:1: " in text and f"{path}:2: " in text and f"{path}:3: " in text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_evalbench.gate.outcome import FlipKey, GateDecision, gate_verdict, node_ids_of
+from pytest_evalbench.gate.outcome import Failures, FlipKey, GateDecision, gate_verdict, node_ids_of
 from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.kinds.dataset.summary import AgentSummary
 from pytest_evalbench.kinds.protocol import KindResults
@@ -50,11 +50,14 @@ def test_progress_line_eta_and_end() -> None:
 def test_verdicts_say_why() -> None:
     rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
              RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
-    thresholds = gate_verdict(GateDecision(mode="thresholds", rules=rules), 0, 3, {})
-    assert (thresholds.verdict, thresholds.reason) == (
-        "passed", "gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
-                  "max_drop 0.10 t m01: -0.25, p_adj 0.03 held; 3 cases failed, "
-                  "which is reported but does not fail the build")
+    thresholds = gate_verdict(GateDecision(mode="thresholds", rules=rules), 0, Failures(check=2, judge=1), {})
+    assert (thresholds.verdict, thresholds.reason, thresholds.tolerated) == (
+        "passed", "3 cases failed (2 decided by a check, 1 by the judge); gate mode thresholds: cases do not "
+                  "fail the build; gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
+                  "max_drop 0.10 t m01: -0.25, p_adj 0.03 held", 3)
+    doubtful = gate_verdict(GateDecision(), 0, Failures(unreliable=2), {})
+    assert doubtful.reason == ("no case failed the build; 2 failures decided by an unreliable judge are reported "
+                               "as xfailed and cannot fail the build (gate: cases)") and doubtful.tolerated == 2
     many = gate_verdict(GateDecision(mode="thresholds", rules=rules * 2), 0, 0, {})
     assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
     cases_mode = gate_verdict(GateDecision(rules=rules[:1]), 0, 0, {})
@@ -69,8 +72,10 @@ def test_verdicts_say_why() -> None:
                               GateSettings(mode="thresholds"))
     reason = gate_verdict(unreached, 0, 0, {}).reason
     assert "no threshold rules are configured" not in reason and "rests on a judge found unreliable" in reason
-    cases = gate_verdict(GateDecision(), 1, 1, {})
-    assert (cases.verdict, cases.reason) == ("failed", "1 case failed (gate: cases fails the build on any failed case)")
+    cases = gate_verdict(GateDecision(), 1, Failures(check=1), {})
+    assert (cases.verdict, cases.reason) == ("failed", "1 case failed (1 decided by a check) (gate: cases fails the "
+                                                       "build on any failed case)")
+    assert gate_verdict(GateDecision(), 0, 0, {}).tolerated == 0
     incomplete = gate_verdict(GateDecision(incomplete=["500 items no API key"]), 7, 0, {})
     assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
     regression = gate_verdict(GateDecision(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})

@@ -262,9 +262,9 @@ def test_three_of_three_flips_are_not_significant() -> None:
     code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
-    assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: compare significant t1 m01: "
-                         "-1.00, p_adj 0.125 held (largest drop of 1 paired test); "
-                         "3 cases failed, which is reported but does not fail the build")
+    assert lines[-1] == ("gate: PASSED (exit 0): 3 cases failed (3 decided by the judge); gate mode thresholds: "
+                         "cases do not fail the build; gate: thresholds in benchmark.yaml: compare significant t1 "
+                         "m01: -1.00, p_adj 0.125 held (largest drop of 1 paired test)")
 
 
 def test_five_losses_among_ten_metrics_are_noise_after_holm() -> None:
@@ -360,7 +360,8 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
     assert report.held == 0 and report.breaches == []
     assert report.unevaluated == [
         "per_target ghost: not evaluated (no results for this target)",
-        "min_negative_pass_rate 0.50 t1: not evaluated (no scored rows)",
+        "min_negative_pass_rate 0.50 t1: not evaluated (this session scored no row of the negative metrics: "
+        "select its cases (or run them all) and make sure they are scored)",
         "max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
     assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: "

@@ -29,6 +29,7 @@ def test_flips_are_typed_and_carry_the_node_id_this_session_ran() -> None:
 
 def test_the_verdict_holds_the_gates_outcome_and_copies_none_of_it() -> None:
     """Renderers read the gate's typed `GateDecision`; the verdict adds only its words and the flips' node ids."""
-    assert {f.name for f in fields(GateVerdict)} == {"verdict", "exit_code", "reason", "outcome", "flips"}
+    assert {f.name for f in fields(GateVerdict)} == {"verdict", "exit_code", "reason", "outcome", "flips",
+                                                  "tolerated"}
     assert {f.name for f in fields(GateDecision)} & {f.name for f in fields(GateVerdict)} == set()
     assert gate_verdict(None, 4, 0, {}).outcome == GateDecision()

@@ -77,7 +77,7 @@ def read_stored(directory: Path, agent: str) -> dict[str, tuple[int, StoredAnswe
     try:
         cases = load_cases(path)
     except DatasetError as exc:
-        raise InputError(path, exc.message, row=exc.line, field=exc.field) from None
+        raise exc.as_input_error() from None
     out: dict[str, tuple[int, StoredAnswer]] = {}
     for line, case in cases:
         if case.agent_name != agent:

@@ -132,11 +132,15 @@ class DatasetKind:
         case = decide(record, self.policy)
         properties: list[tuple[str, object]] = [("evalbench_composite", case.composite)]
         doubtful = self.unreliable_in(case) if case.status == "failed" else []
+        # the tool-call check alone failed a case whose evals all passed: a deterministic decision
+        by_check = (case.tool_check is not None and not case.tool_check.ok
+                    and all(m.passed is not False for m in case.metrics))
+        decided_by = "check" if by_check else "judge"
         if doubtful:
             why = "; ".join(f"{name}: {self.unreliable[name]}" for name in doubtful)
             return Outcome("failed", f"{record.message}\njudge unreliable ({why}): this failure cannot fail "
-                           "the build", properties, convicts=False)
-        return Outcome(case.status, record.message, properties)
+                           "the build", properties, convicts=False, decided_by=decided_by)
+        return Outcome(case.status, record.message, properties, decided_by=decided_by)
 
     def plan_calls(self, item: DatasetItem, expect: Expectations) -> Plan:
         return plan_case(self, item, expect)
@@ -296,7 +300,7 @@ def load_items(path: Path, policy: ScoringPolicy, start: int = 0) -> list[Datase
     try:
         cases = load_cases(path)
     except DatasetError as exc:
-        raise InputError(path, exc.message, row=exc.line, field=exc.field) from None
+        raise exc.as_input_error() from None
     items: list[DatasetItem] = []
     for line, case in cases:
         if case.threshold_profile not in policy.profiles:

@@ -16,10 +16,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Input
-from pytest_evalbench.formats.spec import ToolCall, check_id, first_error
+from pytest_evalbench.formats.spec import ToolCall, all_errors, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -152,45 +152,80 @@ class Answer:
 
 
 class DatasetError(Exception):
-    """A bad JSONL line: file, line number, field and what is wrong, in one line."""
+    """A bad JSONL line: file, line number, field and what is wrong, in one line; with `lines`, every
+    problem found (of one line, or of the file's first lines), `total` counting them all."""
 
-    def __init__(self, path: Path, line: int | None, field: str | None, message: str) -> None:
+    def __init__(self, path: Path, line: int | None, field: str | None, message: str,
+                 lines: list[str] | None = None, total: int | None = None) -> None:
         self.path, self.line, self.field, self.message = path, line, field, message
+        self.lines = lines or [self.line_of(path, line, field, message)]
+        self.total = max(total or 0, len(self.lines))
+        more = [f"and {self.total - len(self.lines)} more"] if self.total > len(self.lines) else []
+        super().__init__(self.lines[0] if self.total == 1
+                         else f"{self.total} problems:\n" + "\n".join(self.lines + more))
+
+    @staticmethod
+    def line_of(path: Path, line: int | None, field: str | None, message: str) -> str:
         where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {f'field {field!r}: ' if field else ''}{message}")
+        return f"{where}: {f'field {field!r}: ' if field else ''}{message}"
+
+    def as_input_error(self) -> InputError:
+        """The same problems as an InputError (the first one's file, line and field; the others shown)."""
+        return InputError(self.path, self.message, row=self.line, field=self.field, others=self.lines[1:],
+                          total=self.total)
 
 
 def load_cases(path: Path) -> list[tuple[int, DatasetCase]]:
-    """(line number, case) for every non-blank line; the first problem (size, encoding, JSON syntax,
-    nesting, schema) raises DatasetError."""
+    """(line number, case) for every non-blank line. A file that cannot be read raises DatasetError;
+    the lines' problems (JSON syntax, nesting, schema, duplicate ids) are gathered and raised as one
+    DatasetError that shows the first MAX_SHOWN_ERRORS, each with its line and field."""
     try:
         text = read_text(path)
     except InputError as exc:
         raise DatasetError(path, exc.row if isinstance(exc.row, int) else None, None, exc.message) from None
     cases: list[tuple[int, DatasetCase]] = []
     seen: dict[str, int] = {}
+    problems: list[str] = []
+    count, first = 0, None
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            data = parse_json(line, path, row=number)
-        except InputError as exc:
-            raise DatasetError(path, number, exc.field, exc.message) from None
-        if not isinstance(data, dict):
-            raise DatasetError(path, number, None, "expected a JSON object")
-        try:
-            case = DatasetCase.model_validate(data)
-        except ValidationError as exc:
-            loc, message = first_error(exc, data)
-            raise DatasetError(path, number, loc or None, message) from None
-        if case.case_id in seen:
-            raise DatasetError(path, number, "case_id",
-                               f"duplicate case_id {case.case_id!r} (also line {seen[case.case_id]})")
-        seen[case.case_id] = number
-        cases.append((number, case))
+            found = _case(path, number, line, seen)
+        except DatasetError as exc:
+            first = first or exc
+            count += len(exc.lines)
+            problems += exc.lines[:MAX_SHOWN_ERRORS - len(problems)]
+            continue
+        seen[found.case_id] = number
+        cases.append((number, found))
+    if first is not None:
+        raise DatasetError(path, first.line, first.field, first.message, lines=problems, total=count)
     if not cases:
         raise DatasetError(path, None, None, "no cases (the file is empty)")
     return cases
+
+
+def _case(path: Path, number: int, line: str, seen: dict[str, int]) -> DatasetCase:
+    """One line of a dataset file as a case; DatasetError naming every problem of the line."""
+    try:
+        data = parse_json(line, path, row=number)
+    except InputError as exc:
+        raise DatasetError(path, number, exc.field, exc.message) from None
+    if not isinstance(data, dict):
+        raise DatasetError(path, number, None, "expected a JSON object")
+    try:
+        case = DatasetCase.model_validate(data)
+    except ValidationError as exc:
+        found = all_errors(exc, data)
+        loc, message = found[0]
+        raise DatasetError(path, number, loc or None, message,
+                           lines=[DatasetError.line_of(path, number, where or None, text)
+                                  for where, text in found]) from None
+    if case.case_id in seen:
+        raise DatasetError(path, number, "case_id",
+                           f"duplicate case_id {case.case_id!r} (also line {seen[case.case_id]})")
+    return case
 
 
 def payload_for(case: DatasetCase, eval_name: str, answer: str | None = None,

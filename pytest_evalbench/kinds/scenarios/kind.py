@@ -137,8 +137,8 @@ class ScenarioKind:
         why = self.unreliable.get(score.metric_id) if self.judged_unreliably(score) else None
         if status == "failed" and why:
             return Outcome(status, f"{message}\njudge unreliable ({why}): this failure cannot fail the build",
-                           properties, convicts=False)
-        return Outcome(status, message, properties)
+                           properties, convicts=False, decided_by=score.decided_by)
+        return Outcome(status, message, properties, decided_by=score.decided_by)
 
     def plan_calls(self, case: ScenarioCase, expect: Expectations) -> Plan:
         from pytest_evalbench.kinds.scenarios.estimate import plan_scenario  # only an estimate needs it
@@ -168,7 +168,8 @@ class ScenarioKind:
         summaries = [r.model_dump(mode="json", exclude_unset=True) for r in rates]  # results.json's, by_scenario empty
         if self.unreliable:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
-            lines += reliability_lines(self.unreliable, {k: tally.failures[k] for k in self.unreliable})
+            lines += reliability_lines(self.unreliable, {k: tally.failures[k] for k in self.unreliable},
+                                       {k: tally.checked[k] for k in self.unreliable})
             # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
             gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
         # the gate reads the rows this session measured; rows carried over from earlier sessions stay
@@ -237,18 +238,21 @@ AUDIT_FLAGS = ("ended_early", "stated_objective", "broke_character")
 
 
 class RecordTally:
-    """Panel agreement per row, failures an unreliable judge decided (per metric) and simulated-user
-    audit flags (per flag), counted in the store's one pass over the records."""
+    """Panel agreement per row, failures of metrics whose judge is unreliable (per metric: the judge's and
+    the checks') and simulated-user audit flags (per flag), counted in the store's one pass over the records."""
 
     def __init__(self, unreliable: dict[str, str]) -> None:
         self.unreliable = unreliable
         self.agreement: list[tuple[str, float | None]] = []
         self.failures: Counter[str] = Counter()
+        self.checked: Counter[str] = Counter()
+        """Failures a deterministic check decided, of metrics whose judge is unreliable (they count as usual)."""
         self.audited: Counter[str] = Counter()
 
     def counted(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """`records` (`ScenarioRecord.to_json`'s shape), counted as they pass."""
         agreement, failures, audited, unreliable = self.agreement, self.failures, self.audited, self.unreliable
+        checked = self.checked
         for record in records:
             if (found := record["conversation"].get("user_audit")) is not None:  # as Counter.update counts them
                 audited["ended_early"] += found["ended_early"]
@@ -257,9 +261,11 @@ class RecordTally:
             score = record["score"]
             if (value := score.get("agreement")) is not None:  # a panel's: kept per row (one pair, not one per item)
                 agreement.append((score["metric_id"], value))
-            if record.get("status") == "failed" and judged_unreliably(unreliable, score["metric_id"],
-                                                                      score.get("decided_by")):
-                failures[score["metric_id"]] += 1
+            if record.get("status") == "failed" and score["metric_id"] in unreliable:
+                if judged_unreliably(unreliable, score["metric_id"], score.get("decided_by")):
+                    failures[score["metric_id"]] += 1
+                else:
+                    checked[score["metric_id"]] += 1
             yield record
 
     def audit_counts(self) -> dict[str, int]:

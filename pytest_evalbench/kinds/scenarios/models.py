@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.base.inputs import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json, read_text
 from pytest_evalbench.formats import Input, Strict, unknown_keys
@@ -23,6 +23,7 @@ from pytest_evalbench.formats.spec import (
     BenchmarkSpec,
     Int,
     Message,
+    Metric,
     MetricType,
     check_id,
     validate_as,
@@ -248,38 +249,56 @@ def iter_scenarios(bench_dir: Path, spec: BenchmarkSpec) -> Iterator[Scenario]:
     seen: dict[str, int] = {}
     unknown: dict[str, list[str]] = {}
     index = -1
+    problems: list[InputError] = []  # the first MAX_SHOWN_ERRORS rows' problems, shown at once
+    count = 0
     for index, raw in enumerate(iter_json_list(read_text(path), path)):
-        label = row_label(index, raw)
-        if not isinstance(raw, dict):
-            raise InputError(path, "expected an object", row=label)
-        row: Scenario = validate_as(Scenario, unversioned(path, raw, index + 1), path, row=label)
+        try:
+            row = _checked_row(path, spec, metrics, seen, unknown, index, raw)
+        except InputError as exc:
+            count += 1
+            if len(problems) < MAX_SHOWN_ERRORS:
+                problems.append(exc)
+            continue
         del raw
-        if row.id in seen:
-            raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
-        seen[row.id] = index + 1
-        metric = metrics.get(row.metric_id)
-        if metric is None:
-            known = ", ".join(metrics) or "none: benchmark.yaml has no metrics"
-            raise InputError(path, f"unknown metric id {row.metric_id!r}; benchmark.yaml defines {known}",
-                             row=label, field="metric_id")
-        if row.metric_type is not None and row.metric_type != metric.type:
-            raise InputError(path, f"metric_type {row.metric_type!r} contradicts benchmark.yaml "
-                             f"({metric.id} is {metric.type})", row=label, field="metric_type")
-        turns = spec.generation.turns
-        for number, landmark in enumerate(row.landmarks):
-            if spec.generation.landmarks and landmark.turn > turns:
-                raise InputError(path, f"landmark turn {landmark.turn} is beyond generation.turns ({turns}) of "
-                                 "benchmark.yaml, so it would never fire", row=label,
-                                 field=f"landmarks.{number + 1}.turn")
-        check_demographic(row.demographic, spec.demographics, path, label)
-        row.metric_name = row.metric_name or metric.name
-        row.metric_type = metric.type
-        for key in unknown_keys(row):  # landmarks.3.note -> landmarks.note: one entry per key
-            unknown.setdefault(re.sub(r"\.\d+\.", ".", key), []).append(str(index + 1))
-        yield row
+        if not problems:  # after a bad row, the rest is only checked
+            yield row
+    if problems:
+        raise InputError.gather(problems, count)
     if index < 0:
         raise InputError(path, "no scenario rows: write some or run `evalbench gen-scenarios`")
     warn_unknown(path, unknown, unknown)
+
+
+def _checked_row(path: Path, spec: BenchmarkSpec, metrics: dict[str, Metric], seen: dict[str, int],
+                 unknown: dict[str, list[str]], index: int, raw: Any) -> Scenario:
+    """One row of scenarios.json, validated and checked against benchmark.yaml; InputError otherwise."""
+    label = row_label(index, raw)
+    if not isinstance(raw, dict):
+        raise InputError(path, "expected an object", row=label)
+    row: Scenario = validate_as(Scenario, unversioned(path, raw, index + 1), path, row=label)
+    if row.id in seen:
+        raise InputError(path, f"duplicate id {row.id!r} (also row {seen[row.id]})", row=label, field="id")
+    seen[row.id] = index + 1
+    metric = metrics.get(row.metric_id)
+    if metric is None:
+        known = ", ".join(metrics) or "none: benchmark.yaml has no metrics"
+        raise InputError(path, f"unknown metric id {row.metric_id!r}; benchmark.yaml defines {known}",
+                         row=label, field="metric_id")
+    if row.metric_type is not None and row.metric_type != metric.type:
+        raise InputError(path, f"metric_type {row.metric_type!r} contradicts benchmark.yaml "
+                         f"({metric.id} is {metric.type})", row=label, field="metric_type")
+    turns = spec.generation.turns
+    for number, landmark in enumerate(row.landmarks):
+        if spec.generation.landmarks and landmark.turn > turns:
+            raise InputError(path, f"landmark turn {landmark.turn} is beyond generation.turns ({turns}) of "
+                             "benchmark.yaml, so it would never fire", row=label,
+                             field=f"landmarks.{number + 1}.turn")
+    check_demographic(row.demographic, spec.demographics, path, label)
+    row.metric_name = row.metric_name or metric.name
+    row.metric_type = metric.type
+    for key in unknown_keys(row):  # landmarks.3.note -> landmarks.note: one entry per key
+        unknown.setdefault(re.sub(r"\.\d+\.", ".", key), []).append(str(index + 1))
+    return row
 
 
 def row_label(index: int, raw: Any) -> str:
