@@ -34,7 +34,7 @@ from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUni
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
-from pytest_evalbench.gate.rules import RuleResult, check_thresholds
+from pytest_evalbench.gate.rules import TOO_FEW, RuleResult, check_thresholds
 from pytest_evalbench.kinds.protocol import KindResults
 
 EXIT_REGRESSION = 6
@@ -50,6 +50,10 @@ class GateSettings:
     fail_inconclusive: bool = False
     correction: str = "holm"
     alpha: float = 0.05
+    min_rows: int = 10
+    selection: bool = False
+    """The session ran a selection (node ids, -k, --lf, a shard...): a min rule over fewer than
+    `min_rows` rows is not evaluated, and the build is gated by its cases."""
 
 
 @dataclass
@@ -97,7 +101,9 @@ class GateDecision:
     fail_inconclusive: bool = False
     comparison: Comparison | None = None
     rules: list[RuleResult] = field(default_factory=list)
-    """Every rule the gate read, typed: held, breached or not evaluated (and why), with its numbers."""
+    """Every rule the gate read, typed: held, breached, inconclusive or not evaluated (and why), with its numbers."""
+    by_cases: bool = False
+    """A selection too small for a threshold rule: its cases decide the exit status, whatever the mode."""
 
     @property
     def verdicts(self) -> list[str]:
@@ -116,7 +122,7 @@ class GateDecision:
             return EXIT_INCOMPLETE
         if self.breaches or self.regressions:
             return EXIT_REGRESSION
-        if self.mode == "thresholds":
+        if self.mode == "thresholds" and not self.by_cases:
             return 0
         if self.cases:  # num_samples > 1: the per-case verdicts decide, not single samples
             return 1 if self.failed_cases else 0
@@ -180,9 +186,12 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
-    report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected)
-    outcome.breaches = report.breaches
+    report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected,
+                              alpha=settings.alpha, min_rows=settings.min_rows if settings.selection else 1)
+    outcome.breaches = report.breaches + (report.inconclusive if settings.fail_inconclusive else [])
     outcome.rules += report.rules
+    outcome.by_cases = settings.selection and any(
+        r.status == "not evaluated" and (r.why or "").startswith(TOO_FEW) for r in report.rules)
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         # no row of this session reached the gate: none was measured, or every one was judged by a
@@ -336,7 +345,7 @@ def _rules_said(view: GateDecision) -> str:
         return "; ".join(view.notes) if view.notes else "no threshold rules are configured"
     if len(view.rules) <= MAX_RULES_IN_REASON:
         return "; ".join(r.text() for r in view.rules)
-    counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "not evaluated")}
+    counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "inconclusive", "not evaluated")}
     return ", ".join(f"{n} rule{'s' if n != 1 and s == 'held' else ''} {s}" if s == "held" else f"{n} {s}"
                      for s, n in counts.items() if n) + " (each rule is listed)"
 
@@ -348,7 +357,8 @@ def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]
         return "incomplete", ("the run is incomplete (" + "; ".join(view.incomplete)
                               + "): its numbers cannot pass or fail the build")
     if exit_code == 6 or view.breaches or view.regressions:
-        breached = [r.text() for r in view.rules if r.status == "breached"]
+        breached = [r.text() for r in view.rules
+                    if r.status == "breached" or (view.fail_inconclusive and r.status == "inconclusive")]
         if breached and len(breached) <= MAX_RULES_IN_REASON:
             return "regression", "; ".join(breached)
         what = [f"{len(view.breaches)} threshold breach{'es' if len(view.breaches) != 1 else ''}"] if view.breaches else []

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
-from pytest_evalbench.formats.stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
+from pytest_evalbench.formats.stats import (adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_detectable_drop,
+                                           mcnemar_drop_p, wilcoxon_drop_p)
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
 POOLED = "(pooled)"
@@ -84,6 +85,9 @@ class PairedTest:
     p_adjusted: float = 1.0
     significant: bool = False
     pass_to_fail: list[str] = field(default_factory=list)
+    detectable: float | None = None
+    """Pass/fail: the smallest drop this test detects with 80% power at the run's alpha, from its own
+    n_shared and flip noise (`flip_noise`) (None: no drop is detectable; scores: not computed)."""
 
     @property
     def drop(self) -> float:
@@ -102,7 +106,23 @@ class PairedTest:
             what = (f"{self.baseline_mean:.2f} -> {self.current_mean:.2f} ({self.change:+.2f}; "
                     f"{self.b} pass->fail / {self.c} fail->pass of {self.n_shared})")
         return (f"{self.target}: {self.metric_id} {what}, {self.method} p={self.p_value:.3g}, "
-                f"adjusted p={self.p_adjusted:.3g}")
+                f"adjusted p={self.p_adjusted:.3g}" + ("" if self.kind == "scores" else f", {self.detects()}"))
+
+    def detects(self) -> str:
+        """`detects drops >= 0.25` (80% power at the run's alpha) or `detects no drop`."""
+        return detects_text(self.detectable)
+
+
+def flip_noise(b: int, c: int, n: int) -> float:
+    """The share of pairs that flip when nothing changed, estimated from a comparison's flips: the rarer
+    direction, doubled (flips are symmetric without a change; a real drop or gain only adds to one side)."""
+    return min(1.0, 2 * min(b, c) / n) if n else 0.0
+
+
+def detects_text(drop: float | None) -> str:
+    """The smallest detectable change in words, the same on every surface: `detects drops >= 0.25`
+    (80% power at the run's alpha) or `detects no drop` (no drop this n could make significant)."""
+    return "detects no drop" if drop is None else f"detects drops >= {drop:.2f}"
 
 
 @dataclass(frozen=True)
@@ -238,6 +258,8 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
     for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
         test.p_adjusted = p_adj
         test.significant = test.change < 0 and p_adj < alpha
+        if test.kind != "scores":
+            test.detectable = mcnemar_detectable_drop(test.n_shared, flip_noise(test.b, test.c, test.n_shared), alpha)
     warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
     return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings)
 

@@ -179,7 +179,7 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
     return path
 
 
-def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
+def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, selection: bool = False) -> GateSettings:
     from pytest_evalbench.gate.outcome import GateSettings
 
     rule = config.getoption("evalbench_compare_fail")
@@ -188,7 +188,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
                         case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
-                        alpha=spec_gate.alpha)
+                        alpha=spec_gate.alpha, min_rows=spec_gate.min_rows, selection=selection)
 
 
 def check_text_options(config: pytest.Config) -> None:

@@ -299,7 +299,7 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
                             GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
     assert outcome.exit_code(1) == EXIT_REGRESSION
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
-                                   "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
+                                   "exact McNemar p=9.31e-10, adjusted p=9.31e-10, detects drops >= 0.21"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
     assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
                          "breached")
@@ -465,10 +465,12 @@ def test_min_rules_breach_and_hold() -> None:
     results = results_of(score_rows("t1", "m01", [True, True, False, False]) +
                          score_rows("t1", "m02", [False] * 3 + [True], "negative"))
     rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.5, "min_negative_pass_rate": 0.6,
-                                           "per_metric": {"m01": {"min_pass_rate": 0.75}}})
+                                           "per_metric": {"m01": {"min_pass_rate": 0.75}}, "decision": "point"})
     report = check_thresholds(results, rules)
-    assert report.breaches == ["min_negative_pass_rate 0.60 t1: 0.25 breached", "min_pass_rate 0.75 t1 m01: 0.50 breached"]
-    assert report.rules[0].text() == "min_positive_pass_rate 0.50 t1: 0.50 held"
+    assert [r.split(",")[0] for r in report.breaches] == ["min_negative_pass_rate 0.60 t1: 0.25 of 4",
+                                                          "min_pass_rate 0.75 t1 m01: 0.50 of 4"]
+    assert all(r.endswith(" breached") for r in report.breaches)
+    assert report.rules[0].text().startswith("min_positive_pass_rate 0.50 t1: 0.50 of 4, detects drops >= 0.")
     assert report.held == 1  # positive 0.50 >= 0.50
 
 
