@@ -335,6 +335,7 @@ def _smallest(power: Callable[[float], float], high: float) -> float | None:
     return high
 
 
+@functools.lru_cache(maxsize=4096)
 def mcnemar_detectable_drop(n: int, noise: float, alpha: float, min_drop: float = 0.0) -> float | None:
     """The smallest drop a paired comparison of n pairs detects with 80% power at alpha (None: none can be)."""
     return _smallest(lambda d: mcnemar_power(n, noise, d, alpha, min_drop), 1.0 - noise)
