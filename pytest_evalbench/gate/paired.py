@@ -18,8 +18,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
-from pytest_evalbench.formats.stats import (adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_detectable_drop,
-                                           mcnemar_drop_p, wilcoxon_drop_p)
+from pytest_evalbench.formats.stats import (
+    adjust,
+    agresti_min_interval,
+    bootstrap_mean_interval,
+    mcnemar_detectable_drop,
+    mcnemar_drop_p,
+    wilcoxon_drop_p,
+)
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
 POOLED = "(pooled)"
