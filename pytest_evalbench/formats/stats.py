@@ -65,6 +65,7 @@ from typing import Any, Literal
 Z95 = 1.959964
 EXACT_MAX = 60
 Verdict = Literal["pass", "fail", "inconclusive"]
+RuleDecision = Literal["held", "breached", "inconclusive"]
 POWER = 0.8  # the power a detectable drop is detected with
 EXACT_POWER_MAX = 1000
 EPS = 1e-9  # a 1/n step must not count as more than an equal limit through float noise
@@ -354,7 +355,7 @@ def breaching_count(n: int, minimum: float, alpha: float, decision: str = "inter
     return low
 
 
-def threshold_decision(k: int, n: int, minimum: float, alpha: float, decision: str = "interval") -> str:
+def threshold_decision(k: int, n: int, minimum: float, alpha: float, decision: str = "interval") -> RuleDecision:
     """`breached`, `held` or, deciding on the interval, `inconclusive` (it straddles the minimum)."""
     if k <= breaching_count(n, minimum, alpha, decision):
         return "breached"

@@ -53,8 +53,8 @@ class RuleResult:
     """Whether the rule states a smallest detectable change (`detectable` None then means no drop)."""
 
     def text(self) -> str:
-        """`min_negative_pass_rate 0.60 t: 1.00 [0.72, 1.00] of 10, detects drops >= 0.38 held`,
-        `max_drop 0.10 t m01: -0.25, p_adj 0.03, detects drops >= 0.21 breached`,
+        """`min_negative_pass_rate 0.60 t: 1.00 held (95% interval [0.72, 1.00] of 10 rows, detects drops >= 0.38)`,
+        `max_drop 0.10 t m01: -0.25, p_adj 0.03 breached (<the paired test>, detects drops >= 0.21)`,
         `max_drop 0.10 t m01: not evaluated (no paired cases)`."""
         limit = f"{self.limit:.2f}" if isinstance(self.limit, float) else (self.limit or "")
         head = " ".join(p for p in (self.rule, limit, self.target, self.metric) if p)
@@ -62,15 +62,19 @@ class RuleResult:
             return f"{head}: not evaluated ({self.why})"
         nums = [] if self.value is None else [f"{self.value:+.2f}" if self.rule in ("max_drop", "compare")
                                               else f"{self.value:.2f}"]
-        if nums and self.low is not None and self.high is not None:
-            nums[0] += f" [{self.low:.2f}, {self.high:.2f}]"
-        if nums and self.n is not None:
-            nums[0] += f" of {self.n}"
         if self.p_adjusted is not None:
             nums.append(f"p_adj {self.p_adjusted:.3g}")
-        if self.detects:
-            nums.append(detects_text(self.detectable))
-        return f"{head}: {', '.join(nums) + ' ' if nums else ''}{self.status}" + (f" ({self.why})" if self.why else "")
+        details = [self.why] if self.why else []
+        rows = "" if self.n is None else f" of {self.n} row{'s' if self.n != 1 else ''}"
+        if self.low is not None and self.high is not None:
+            details.append(f"95% interval [{self.low:.2f}, {self.high:.2f}]{rows}")
+        elif rows:
+            details.append(rows.strip())
+        said = detects_text(self.detectable)
+        if self.detects and not any(said in d for d in details):
+            details.append(said)
+        return f"{head}: {', '.join(nums) + ' ' if nums else ''}{self.status}" + (
+            f" ({', '.join(details)})" if details else "")
 
 
 @dataclass

@@ -70,9 +70,9 @@ def rows(passed: int, n: int, mid: str = "m01", mtype: str = "positive") -> list
 
 
 @pytest.mark.parametrize(("corrected", "acc", "text"), [
-    (False, ACC, "min_pass_rate 0.55 t m01: 0.60 of 100, detects drops >= 0.05 held"),
+    (False, ACC, "min_pass_rate 0.55 t m01: 0.60 held (of 100 rows, detects drops >= 0.05)"),
     (True, ACC, "min_pass_rate 0.55 t m01: 0.57 held (corrected rate)"),
-    (False, JudgeAccuracy(5, 5, 5, 5), "min_pass_rate 0.55 t m01: 0.60 of 100, detects drops >= 0.05 held"),
+    (False, JudgeAccuracy(5, 5, 5, 5), "min_pass_rate 0.55 t m01: 0.60 held (of 100 rows, detects drops >= 0.05)"),
     (True, JudgeAccuracy(5, 5, 5, 5),
      "min_pass_rate 0.55 t m01: not evaluated (corrected rate undefined: sensitivity + specificity ≤ 1)"),
 ])
@@ -97,4 +97,4 @@ def test_gate_breaches_on_the_corrected_rate() -> None:
         "min_positive_pass_rate 0.58 t: 0.57 breached (corrected rate)"]
     interval = ThresholdRules(min_positive_pass_rate=0.58)  # [0.31, 0.84] straddles 0.58
     assert check_thresholds(results, interval, corrected=True).inconclusive == [
-        "min_positive_pass_rate 0.58 t: 0.57 [0.31, 0.84] inconclusive (corrected rate)"]
+        "min_positive_pass_rate 0.58 t: 0.57 inconclusive (corrected rate, 95% interval [0.31, 0.84])"]

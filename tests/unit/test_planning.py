@@ -47,7 +47,8 @@ def test_an_interval_that_straddles_the_minimum_is_inconclusive_not_breached() -
     assert status(1, 20, 0.5) == "breached"  # [0.01, 0.24] lies below 0.50
     assert status(20, 20, 0.8) == "held"  # [0.84, 1.00] lies above 0.80
     text = check_thresholds(summary(0, 1), ThresholdRules(min_positive_pass_rate=0.5)).rules[0].text()
-    assert text == "min_positive_pass_rate 0.50 t: 0.00 [0.00, 0.79] of 1, detects no drop inconclusive"
+    assert text == ("min_positive_pass_rate 0.50 t: 0.00 inconclusive "
+                    "(95% interval [0.00, 0.79] of 1 row, detects no drop)")
 
 
 def test_an_inconclusive_rule_fails_the_build_only_when_asked() -> None:
@@ -149,4 +150,4 @@ def test_every_paired_test_states_what_it_could_detect() -> None:
     assert test.detectable is not None and test.describe().endswith(f"detects drops >= {test.detectable:.2f}")
     rules = check_thresholds(summary(50, 60), ThresholdRules(max_drop=0.1),
                              compare_with_baseline(make_baseline([], old, {}), new, alpha=ALPHA))
-    assert rules.rules[-1].text().endswith(f"detects drops >= {test.detectable:.2f} held")
+    assert rules.rules[-1].text().endswith(f"held (detects drops >= {test.detectable:.2f})")
