@@ -367,6 +367,9 @@ def _verdict(view: GateDecision, exit_code: int, failed: int) -> tuple[str, str]
         return "regression", ", ".join(what) or "regression"
     if exit_code not in (0, 1):
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
+    if view.by_cases:
+        said = f"a selection too small for its threshold rules is gated by its cases: {_rules_said(view)}"
+        return ("failed", f"{cases}; {said}") if exit_code == 1 else ("passed", f"every case passed; {said}")
     if view.mode == "thresholds":
         why = f"gate: thresholds in benchmark.yaml: {_rules_said(view)}"
         if failed:

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import (
+    POWER,
     adjust,
     agresti_min_interval,
     bootstrap_mean_interval,
     mcnemar_detectable_drop,
     mcnemar_drop_p,
+    mcnemar_power,
     wilcoxon_drop_p,
 )
 
@@ -123,6 +125,74 @@ def flip_noise(b: int, c: int, n: int) -> float:
     """The share of pairs that flip when nothing changed, estimated from a comparison's flips: the rarer
     direction, doubled (flips are symmetric without a change; a real drop or gain only adds to one side)."""
     return min(1.0, 2 * min(b, c) / n) if n else 0.0
+
+
+PLAN_MAX_ROWS = 100_000
+"""`--evalbench-plan` looks no further: a drop that needs more paired rows is reported as out of reach."""
+
+
+def rows_to_detect(drop: float, rate: float, alpha: float) -> int | None:
+    """The fewest paired rows whose exact one-sided McNemar test detects a fall of the pass rate from
+    `rate` to `rate - drop` with 80% power at alpha, each row passing independently in both runs (so a
+    pair is discordant with probability rate(1 - rate + drop) + (1 - rate)(rate - drop)); None when the
+    drop is impossible from that rate or needs more than PLAN_MAX_ROWS rows."""
+    if drop <= 0 or drop > rate:
+        return None
+    noise = 2 * (1 - rate) * (rate - drop)
+
+    def enough(n: int) -> bool:
+        return mcnemar_power(n, noise, drop, alpha) >= POWER
+
+    high = 1
+    while not enough(high):
+        if high >= PLAN_MAX_ROWS:
+            return None
+        high = min(PLAN_MAX_ROWS, high * 2)
+    low = high // 2
+    while high - low > 1:  # exact power steps up and down a little with n: the first n of the last rise
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """`--evalbench-plan`: what one target x metric needs to detect a drop, from this selection's cases."""
+
+    target: str
+    metric: str
+    rate: float
+    rate_from: str
+    """Where the rate comes from: the baseline file's name, or `assumed` (0.5 without a baseline)."""
+    cases: int
+    samples: int
+    needed: int | None
+    detectable_now: float | None
+
+    def text(self, drop: float, alpha: float) -> str:
+        head = f"{self.target} {self.metric}: rate {self.rate:.2f} ({self.rate_from})"
+        now = f"this selection: {self.cases} case{'s' if self.cases != 1 else ''} x {self.samples} " \
+              f"sample{'s' if self.samples != 1 else ''}, {detects_text(self.detectable_now)}"
+        if self.needed is None:
+            return f"{head}: a drop of {drop:.2f} is out of reach (over {PLAN_MAX_ROWS} paired rows); {now}"
+        per_case = -(-self.needed // max(self.cases, 1))
+        return (f"{head}: a drop of {drop:.2f} needs {self.needed} paired rows for 80% power at alpha {alpha:g}: "
+                f"{self.cases} cases x {per_case} samples, or {self.needed} cases x 1 sample; {now}")
+
+
+def plan(drop: float, alpha: float, units: Mapping[tuple[str, str], tuple[int, int]], baseline: Baseline | None,
+         baseline_name: str = "baseline") -> list[PlanLine]:
+    """Per (target, metric) with its (cases, samples) in this selection: the paired rows a comparison
+    needs to detect `drop`, at the baseline's rate for it (0.5 without one)."""
+    out = []
+    for (target, metric), (cases, samples) in sorted(units.items()):
+        entry = ((baseline.targets.get(target) or {}).get("metrics") or {}).get(metric) if baseline else None
+        known = isinstance(entry, dict) and isinstance(entry.get("pass_rate"), (int, float))
+        rate = float(entry["pass_rate"]) if known and entry else 0.5
+        now = mcnemar_detectable_drop(cases * samples, 2 * rate * (1 - rate), alpha)
+        out.append(PlanLine(target, metric, rate, baseline_name if known else "assumed", cases, samples,
+                            rows_to_detect(drop, rate, alpha), now))
+    return out
 
 
 def detects_text(drop: float | None) -> str:

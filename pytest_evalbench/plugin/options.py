@@ -118,7 +118,19 @@ def add_options(parser: pytest.Parser) -> None:
     add_gate_options(group)
 
 
+def _drop(text: str) -> float:
+    """argparse type of `--evalbench-plan`: a drop of the pass rate, above 0 and below 1."""
+    value = _number(text, float, 0.0, "a number", "is below 0")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a drop of the pass rate between 0 and 1 (e.g. 0.1)")
+    return float(value)
+
+
 def add_gate_options(group: Any) -> None:
+    group.addoption("--evalbench-plan", dest="evalbench_plan", type=_drop, metavar="DROP", default=None,
+                    help="Make no LLM call and write nothing: print per target and metric how many cases and "
+                         "samples a baseline comparison needs to detect a drop of DROP (e.g. 0.1) with 80%% power, "
+                         "at the baseline's pass rates (--evalbench-compare, else 0.5)")
     group.addoption("--evalbench-save-baseline", dest="evalbench_save_baseline", metavar="PATH", nargs="?",
                     const="", default=None,
                     help="Write a baseline file to commit. Default path: benchmarks/NAME/baseline.json")

@@ -20,7 +20,7 @@ from pytest_evalbench.testing import FakeLLMServer
 
 XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2")]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
-THRESHOLDS = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.8}}
+THRESHOLDS = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.8, "decision": "point"}}
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
 
 
@@ -124,6 +124,24 @@ def test_scenario_node_id_of_a_passing_row_is_gated_on_that_row(pytester: pytest
     # a selection's rates are no trend point of the full benchmark
     from pytest_evalbench.render.summary import read_history
     assert [h["scope"] for h in read_history(bench / "history.jsonl")] == ["full"]
+
+
+@pytest.mark.parametrize("mode", ["cases", "thresholds"])
+@pytest.mark.parametrize("decision", ["interval", "point"])
+def test_scenario_node_id_of_a_failing_row_exits_by_its_case_with_the_rule_not_evaluated(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, mode: str, decision: str) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS, spec={
+        "gate": {"mode": mode}, "thresholds": {"min_positive_pass_rate": 0.5, "decision": decision}})
+    bench_env.set_responder(judge_fails("m01_s001_v01"))
+    one = run(pytester, "demo", "benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]")
+    one.assert_outcomes(failed=1)
+    assert one.ret == 1
+    assert "THRESHOLD BREACH" not in one.stdout.str() and "REGRESSION" not in one.stdout.str()
+    one.stdout.fnmatch_lines(["*min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)*",
+                              "gate: FAILED (exit 1)*"])
+    gate = history(bench)[-1]["gate"]
+    assert gate["exit_code"] == 1 and gate["rules"] == [
+        "min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)"]
 
 
 @pytest.mark.parametrize("xdist", XDIST)

@@ -37,7 +37,7 @@ THRESHOLD_GATE = {"gate": {"mode": "thresholds"}}
 
 def test_threshold_breach_fails_with_exit_6(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=positives(4), spec=THRESHOLD_GATE,
-                    thresholds={"min_positive_pass_rate": 0.8})
+                    thresholds={"min_positive_pass_rate": 0.8, "decision": "point"})
     bench_env.set_responder(script(judge_passes_except({"m01_s001_v01", "m01_s002_v01"}), user=user_says_id))
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, failed=2)
