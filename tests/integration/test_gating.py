@@ -326,3 +326,28 @@ def test_old_or_foreign_baseline_files_are_named(pytester: pytest.Pytester, benc
                                                      "cases": {"tgt|m01_s001_v01|m01|0": True}}))
     assert pytester.runpytest("--benchmark=demo", "--evalbench-compare", "--evalbench-compare-fail=significant"
                               ).ret == 0
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_plan_makes_no_call_and_reads_the_baselines_rates(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                          xdist: list[str]) -> None:
+    bench = write_benchmark(pytester.path, scenarios=positives(4))
+    bench_env.set_responder(script(judge_passes_except({"m01_s001_v01"}), user=user_says_id))
+    assert pytester.runpytest("--benchmark=demo", "--evalbench-save-baseline").ret == 1
+    requests = len(bench_env.requests)
+    files = sorted(p.name for p in bench.iterdir())
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.1", "--evalbench-compare", *xdist)
+    assert result.ret == 0
+    assert len(bench_env.requests) == requests  # not one call
+    assert sorted(p.name for p in bench.iterdir()) == files  # nothing written
+    result.stdout.fnmatch_lines([
+        "*evalbench plan*",
+        "tgt m01: rate 0.75 (baseline.json): a drop of 0.10 needs * paired rows for 80% power at alpha 0.05: "
+        "4 cases x * samples, or * cases x 1 sample; this selection: 4 cases x 1 sample, detects *",
+        "*no call was made"])
+    without = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2")
+    without.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*"])
+    assert len(bench_env.requests) == requests
+    bad = pytester.runpytest("--benchmark=demo", "--evalbench-plan=1.5")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--evalbench-plan*not a drop of the pass rate between 0 and 1*"])
