@@ -51,6 +51,8 @@ class GateSettings:
     correction: str = "holm"
     alpha: float = 0.05
     min_rows: int = 10
+    compare_anyway: bool = False
+    """`--evalbench-compare-anyway`: compare targets whose identities changed since the baseline."""
     selection: bool = False
     """The session ran a selection (node ids, -k, --lf, a shard...): a min rule over fewer than
     `min_rows` rows is not evaluated, and the build is gated by its cases."""
@@ -72,6 +74,8 @@ class GateInputs:
     incomplete: list[str] = field(default_factory=list)
     corrected: bool = False
     """`judge: {correct_rates: true}`: min rules read the rates corrected for the judge's errors."""
+    identities: dict[str, dict[str, str]] | None = None
+    """Per target, what shapes its verdicts (`BenchmarkRun.identities`): saved with a baseline, checked against one."""
 
 
 @dataclass
@@ -181,7 +185,8 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
     comparison = None
     if inputs.baseline is not None:
         comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
-                                           correction=settings.correction, alpha=settings.alpha)
+                                           correction=settings.correction, alpha=settings.alpha,
+                                           identities=inputs.identities, compare_anyway=settings.compare_anyway)
         outcome.comparison = comparison
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
@@ -224,7 +229,7 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDe
     """The baseline to save and the HTML report (from the kind's scores.json rows and
     conversations), when asked for."""
     if settings.save_baseline is not None:
-        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
+        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores, inputs.identities)
         atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n", None)
         outcome.baseline_files.append(settings.save_baseline)
 

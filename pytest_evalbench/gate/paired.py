@@ -296,10 +296,13 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
 
 def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
-                          alpha: float = 0.05) -> Comparison:
+                          alpha: float = 0.05, identities: Mapping[str, Mapping[str, str]] | None = None,
+                          compare_anyway: bool = False) -> Comparison:
     """Current run vs a baseline: every paired test, with p-values adjusted over the whole family.
     `meta` (the current run's, same shape as the baseline's) yields warnings for keys whose values
-    differ, e.g. the judge model."""
+    differ, e.g. the judge model. `identities` (this run's, per target): a target whose judge,
+    simulated user, check rules or plugin version differ from the baseline's is not comparable (its
+    tests are left out, each named with what changed) unless `compare_anyway`."""
     old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
     old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
@@ -331,13 +334,39 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
             missing(*key, old_scores.get(key, {}), new_scores.get(key, {}))
         else:
             tests.append(test)
+    warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
+    changed = identity_changes(baseline.identities, identities)
+    if identities is not None and baseline.identities is None:
+        warnings.append("the baseline records no identities (judge, simulated user, checks, plugin version): "
+                        "compared as it is; save a new baseline to have them checked")
+    for target, what in sorted(changed.items()):
+        if compare_anyway:
+            warnings.append(f"{target}: compared anyway (--evalbench-compare-anyway) although {what}")
+            continue
+        unevaluated += [NotCompared(target, t.metric_id, f"not comparable: {what}; --evalbench-compare-anyway "
+                                    "compares it") for t in tests if t.target == target]
+        tests = [t for t in tests if t.target != target]
     for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
         test.p_adjusted = p_adj
         test.significant = test.change < 0 and p_adj < alpha
         if test.kind != "scores":
             test.detectable = mcnemar_detectable_drop(test.n_shared, flip_noise(test.b, test.c, test.n_shared), alpha)
-    warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
     return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings)
+
+
+def identity_changes(old: Mapping[str, Mapping[str, str]] | None,
+                     new: Mapping[str, Mapping[str, str]] | None) -> dict[str, str]:
+    """Per target both runs know: what of its identities changed, in words (`judge_model a -> b`)."""
+    if old is None or new is None:
+        return {}
+    out = {}
+    for target in sorted(set(old) & set(new)):
+        before, now = old[target], new[target]
+        parts = [f"{key} {before.get(key, 'unknown')} -> {now.get(key, 'unknown')}"
+                 for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+        if parts:
+            out[target] = "changed since the baseline: " + ", ".join(parts)
+    return out
 
 
 def _short(value: Any) -> str:
@@ -433,15 +462,20 @@ class Baseline:
     scores: dict[str, float]
     """`EvalScore.key` -> score (1..5), for every scored eval of a dataset case."""
     schema_version: int = BASELINE_SCHEMA_VERSION
+    identities: dict[str, dict[str, str]] | None = None
+    """Per target, what shaped its verdicts (judge model and prompt style, simulated-user model and
+    prompt, check rules, plugin version); None in files written before they were recorded."""
 
     def to_json(self) -> dict[str, Any]:
         """The baseline file's content (`--evalbench-save-baseline`)."""
         return {"schema_version": self.schema_version, "meta": self.meta, "targets": self.targets,
-                "cases": self.cases, "scores": self.scores}
+                "cases": self.cases, "scores": self.scores,
+                **({"identities": self.identities} if self.identities is not None else {})}
 
 
 def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta: dict[str, Any],
-                  scores: list[EvalScore] | None = None) -> Baseline:
+                  scores: list[EvalScore] | None = None,
+                  identities: Mapping[str, Mapping[str, str]] | None = None) -> Baseline:
     """This run as a baseline: per target its rates plus the per-case outcome of every scored unit
     and every per-eval score, so a later run can be compared case by case (paired)."""
     counts = metric_counts(results, outcomes)
@@ -453,7 +487,8 @@ def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta
                            "negative_pass_rate": summary.negative_pass_rate if summary else None,
                            "metrics": {mid: asdict(c) for mid, c in sorted(counts.get(target, {}).items())}}
     return Baseline(dict(meta), targets, dict(sorted(case_outcomes(outcomes).items())),
-                    dict(sorted(case_scores(scores or []).items())))
+                    dict(sorted(case_scores(scores or []).items())),
+                    identities={t: dict(v) for t, v in sorted(identities.items())} if identities is not None else None)
 
 
 def load_baseline(data: Any) -> Baseline:
@@ -478,5 +513,9 @@ def load_baseline(data: Any) -> Baseline:
            if len(k.split("|")) != 3 or isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad:
         raise ValueError(f"baseline file: score {bad[0]!r} is not '<target>|<id>|<eval>': <number>")
+    identities = data.get("identities")
+    if identities is not None and not (isinstance(identities, dict) and all(
+            isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in identities.values())):
+        raise ValueError("baseline file: 'identities' is not '<target>': {'<name>': '<text>'}")
     return Baseline(data["meta"], data["targets"], data["cases"], {k: float(v) for k, v in scores.items()},
-                    data["schema_version"])
+                    data["schema_version"], identities)

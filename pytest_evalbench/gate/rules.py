@@ -194,7 +194,9 @@ def _max_drops(target: str, rules: ThresholdRules, rule: TargetRule, summary: Mo
     for mid, limit in sorted(wanted.items()):
         test = comparison.get(target, mid)
         if test is None:
-            report.rules.append(RuleResult("max_drop", limit, target, mid, "not evaluated", why="no paired cases"))
+            why = next((n.why for n in comparison.not_compared if n.target == target and n.metric == mid),
+                       "no paired cases")
+            report.rules.append(RuleResult("max_drop", limit, target, mid, "not evaluated", why=why))
         else:
             breached = test.significant and test.exceeds(limit)
             report.rules.append(RuleResult("max_drop", limit, target, mid, "breached" if breached else "held",

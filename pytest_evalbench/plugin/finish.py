@@ -156,7 +156,7 @@ class Results:
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate, selection=self.scope() == "selection")
         inputs = GateInputs(
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
-            baseline=self.baseline, corrected=run.spec.judge.correct_rates,
+            baseline=self.baseline, corrected=run.spec.judge.correct_rates, identities=run.identities(),
             meta=run.meta(),
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
         outcome = evaluate_gate(inputs, settings)

@@ -142,6 +142,9 @@ def add_gate_options(group: Any) -> None:
                     help="Fail (exit 6) on drops vs the baseline: 'significant' (exact paired test, "
                          "significant after the run's multiplicity correction), 'drop:0.1' (observed drop "
                          "> 0.1 and significant) or 'any' (any observed drop)")
+    group.addoption("--evalbench-compare-anyway", dest="evalbench_compare_anyway", action="store_true", default=False,
+                    help="Compare targets whose judge, simulated user, check rules or plugin version changed since the "
+                         "baseline (by default they are not comparable and not evaluated)")
     group.addoption("--evalbench-correction", dest="evalbench_correction", choices=("holm", "bh"), default=None,
                     help="Multiplicity correction over all baseline comparisons of the run: holm (family-wise "
                          "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
@@ -200,7 +203,8 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, select
                         case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
-                        alpha=spec_gate.alpha, min_rows=spec_gate.min_rows, selection=selection)
+                        alpha=spec_gate.alpha, min_rows=spec_gate.min_rows, selection=selection,
+                        compare_anyway=bool(config.getoption("evalbench_compare_anyway")))
 
 
 def check_text_options(config: pytest.Config) -> None:

@@ -4,6 +4,7 @@ smallest detectable change against simulated power. Every simulated decision goe
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -20,7 +21,7 @@ from pytest_evalbench.formats.stats import (
     wilson_interval,
 )
 from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
-from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
+from pytest_evalbench.gate.paired import compare_with_baseline, load_baseline, make_baseline
 from pytest_evalbench.gate.rules import check_thresholds
 
 ALPHA = 0.05
@@ -151,3 +152,39 @@ def test_every_paired_test_states_what_it_could_detect() -> None:
     rules = check_thresholds(summary(50, 60), ThresholdRules(max_drop=0.1),
                              compare_with_baseline(make_baseline([], old, {}), new, alpha=ALPHA))
     assert rules.rules[-1].text().endswith(f"held (detects drops >= {test.detectable:.2f})")
+
+
+IDS = {"judge_model": "sim-judge", "judge_prompt": "examples", "user_model": "sim-user",
+       "user_prompt": "sha256:aaaaaaaaaaaa", "check_rules": "none", "plugin_version": "0.1.0"}
+
+
+def test_a_baseline_with_another_judge_model_is_not_comparable() -> None:
+    old = [PassFailUnit("t", f"c{i}", "m01", 0, True) for i in range(30)]
+    new = [PassFailUnit("t", f"c{i}", "m01", 0, False) for i in range(30)]
+    base = load_baseline(json.loads(json.dumps(make_baseline([], old, {}, identities={"t": IDS}).to_json())))
+    assert base.identities == {"t": IDS}
+    other = {"t": {**IDS, "judge_model": "other-judge"}}
+    comparison = compare_with_baseline(base, new, {}, alpha=ALPHA, identities=other)
+    assert comparison.tests == [] and comparison.unevaluated == [
+        "t: m01 not compared (not comparable: changed since the baseline: judge_model sim-judge -> other-judge; "
+        "--evalbench-compare-anyway compares it)"]
+    rules = check_thresholds(summary(0, 30), ThresholdRules(max_drop=0.1), comparison)
+    assert [r.status for r in rules.rules] == ["not evaluated"] and "judge_model sim-judge -> other-judge" in (
+        rules.rules[0].why or "")
+    anyway = compare_with_baseline(base, new, {}, alpha=ALPHA, identities=other, compare_anyway=True)
+    assert anyway.tests[0].significant and anyway.meta_warnings == [
+        "t: compared anyway (--evalbench-compare-anyway) although changed since the baseline: "
+        "judge_model sim-judge -> other-judge"]
+    same = compare_with_baseline(base, new, {}, alpha=ALPHA, identities={"t": dict(IDS)})
+    assert same.tests[0].significant and same.meta_warnings == []
+
+
+def test_a_baseline_without_identities_is_compared_with_a_note() -> None:
+    old = [PassFailUnit("t", f"c{i}", "m01", 0, True) for i in range(30)]
+    data = make_baseline([], old, {}).to_json()
+    assert "identities" not in data
+    comparison = compare_with_baseline(load_baseline(data), old, {}, alpha=ALPHA, identities={"t": IDS})
+    assert len(comparison.tests) == 1 and comparison.meta_warnings[0].startswith(
+        "the baseline records no identities")
+    with pytest.raises(ValueError, match="'identities' is not"):
+        load_baseline({**data, "identities": {"t": {"judge_model": 3}}})
