@@ -158,20 +158,22 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
     (breached ones with their numbers), one "held" line for the rest, or "not evaluated"."""
     name = rule.kind if rule.kind != "drop" else f"drop:{rule.min_drop:g}"
     if not comparison.tests:
-        return [RuleResult("compare", name, None, None, "not evaluated",
-                           why="no paired comparisons with the baseline")]
+        return [RuleResult("compare", name, n.target, n.metric, "not evaluated", why=n.why)
+                for n in comparison.not_compared] or [
+            RuleResult("compare", name, None, None, "not evaluated", why="no paired comparisons with the baseline")]
     out = []
     for test in comparison.tests:
         hit = (test.kind != "pooled" and test.exceeds(0.0)) if rule.kind == "any" else (
             test.significant and test.exceeds(rule.min_drop))
         if hit:
             out.append(RuleResult("compare", name, test.target, test.metric_id, "breached", test.change,
-                                  test.p_adjusted))
+                                  test.p_adjusted, detects=test.kind != "scores", detectable=test.detectable))
     if not out:
         worst = min(comparison.tests, key=lambda t: t.change)
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
                               worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
-                              + ("s" if len(comparison.tests) != 1 else "")))
+                              + ("s" if len(comparison.tests) != 1 else ""),
+                              detects=worst.kind != "scores", detectable=worst.detectable))
     for skipped in comparison.not_compared:
         out.append(RuleResult("compare", name, skipped.target, skipped.metric, "not evaluated", why=skipped.why))
     return out

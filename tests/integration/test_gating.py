@@ -81,7 +81,34 @@ def test_real_regression_fails_build(pytester: pytest.Pytester, bench_env: FakeL
                                  "*flipped pass->fail since the baseline (6); rerun them with:",
                                  "  pytest --benchmark=demo --evalbench-cache=off "
                                  "'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
-                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached"])
+                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached "
+                                 "(detects drops >= *)"])
+
+
+def test_a_baseline_with_another_judge_model_is_not_comparable(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=positives(10), spec=THRESHOLD_GATE)
+    assert run_against_baseline(pytester, bench_env, set(), "--evalbench-save-baseline").ret == 0
+    identities = read_json(bench / "baseline.json")["identities"]
+    assert identities["tgt"]["judge_model"] == "sim-judge" and identities["tgt"]["judge_prompt"] == "examples"
+    from helpers import TARGET, USER, judge_says
+
+    from pytest_evalbench.testing import by_model
+
+    decide = judge_says(judge_passes_except({f"m01_s{i:03d}_v01" for i in range(1, 7)}))
+    bench_env.set_responder(by_model({USER: user_says_id, TARGET: lambda r: "Sure, where are you going?",
+                                      JUDGE: decide, "other-judge": decide}))
+    args = ["--benchmark=demo", "--evalbench-cache=off", "--evalbench-compare", "--evalbench-compare-fail=significant",
+            "--evalbench-judge-model=other-judge"]
+    other = pytester.runpytest(*args)
+    assert other.ret == 0  # gate: thresholds; the comparison is not evaluated, so it cannot convict
+    other.stdout.fnmatch_lines(["*compare significant tgt m01: not evaluated (not comparable: changed since the "
+                                "baseline: judge_model sim-judge -> other-judge; --evalbench-compare-anyway compares it)*"])
+    other.stdout.no_fnmatch_line("*REGRESSION*")
+    anyway = pytester.runpytest(*args, "--evalbench-compare-anyway")
+    assert anyway.ret == EXIT_REGRESSION
+    anyway.stdout.fnmatch_lines(["*compared anyway (--evalbench-compare-anyway) although changed since the baseline: "
+                                 "judge_model sim-judge -> other-judge*"])
 
 
 def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
