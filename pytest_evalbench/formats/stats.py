@@ -312,16 +312,17 @@ def mcnemar_power(n: int, noise: float, drop: float, alpha: float, min_drop: flo
     p_b, psi = noise / 2 + drop, noise + drop
     if n <= 0 or drop <= 0 or psi > 1 + EPS:
         return 0.0
-    if n > EXACT_POWER_MAX or psi >= 1:  # Connor (1987); every pair discordant is a limit case only
+    if n > EXACT_POWER_MAX:  # Connor (1987)
         spread = math.sqrt(max(psi - drop * drop, 1e-12)) * math.sqrt(2)
         z_alpha = -statistics.NormalDist().inv_cdf(alpha)
         return min(0.5 * math.erfc(-(drop * math.sqrt(n) - z_alpha * math.sqrt(psi)) / spread),
                    0.5 * math.erfc(-(drop - min_drop) * math.sqrt(n) / spread))
-    sd, power = math.sqrt(n * psi * (1 - psi)), 0.0
+    psi, power = min(psi, 1.0), 0.0
+    sd = math.sqrt(n * psi * (1 - psi))
     for m in range(max(0, int(n * psi - 12 * sd)), min(n, int(n * psi + 12 * sd) + 1) + 1):
         least = max(mcnemar_critical(m, alpha), int((m + n * (min_drop + EPS)) / 2) + 1)
-        if least <= m:
-            power += _pmf(m, n, psi) * (1.0 - binomial_cdf(least - 1, m, p_b / psi))
+        if least <= m:  # every pair discordant (psi 1): m = n for certain
+            power += (float(m == n) if psi >= 1 else _pmf(m, n, psi)) * (1.0 - binomial_cdf(least - 1, m, p_b / psi))
     return min(1.0, power)
 
 

@@ -82,7 +82,8 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
 @pytest.mark.parametrize("xdist", XDIST)
 def test_dataset_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as_current(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
-    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9}, gate={"mode": "thresholds"})
+    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
+                          gate={"mode": "thresholds"})
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
     first = run(pytester, "agents", *xdist)
     assert first.ret == EXIT_REGRESSION
@@ -147,7 +148,8 @@ def test_scenario_node_id_of_a_failing_row_exits_by_its_case_with_the_rule_not_e
 @pytest.mark.parametrize("xdist", XDIST)
 def test_dataset_node_id_of_a_passing_case_is_gated_on_that_case(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                                  xdist: list[str]) -> None:
-    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9}, gate={"mode": "thresholds"})
+    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
+                          gate={"mode": "thresholds"})
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
     assert run(pytester, "agents", *xdist).ret == EXIT_REGRESSION
     passing = next(r["case_id"] for r in read_json(bench / "case_results.json") if r["passed"])

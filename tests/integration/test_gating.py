@@ -246,7 +246,7 @@ def test_issue_row_3_one_flip_of_three_is_not_a_max_drop(pytester: pytest.Pytest
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: max_drop 0.10 tgt m01: "
-                                 "-0.33, p_adj 0.5 held; 1 case failed*"])
+                                 "-0.33, p_adj 0.5 held (detects no drop); 1 case failed*"])
 
 
 def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
