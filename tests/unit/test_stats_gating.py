@@ -263,7 +263,7 @@ def test_three_of_three_flips_are_not_significant() -> None:
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
     assert lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: compare significant t1 m01: "
-                         "-1.00, p_adj 0.125 held (largest drop of 1 paired test); "
+                         "-1.00, p_adj 0.125 held (largest drop of 1 paired test, detects no drop); "
                          "3 cases failed, which is reported but does not fail the build")
 
 
@@ -302,7 +302,7 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
                                    "exact McNemar p=9.31e-10, adjusted p=9.31e-10, detects drops >= 0.21"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
     assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
-                         "breached")
+                         "breached (detects drops >= 0.21)")
     assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
@@ -374,8 +374,7 @@ def test_no_shared_cases_means_not_compared() -> None:
     comparison = compare_with_baseline(base, renamed)
     assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
     code, lines = gate(renamed, base, **SIGNIFICANT)
-    assert code == 0 and "NOT EVALUATED: compare significant: not evaluated (no paired comparisons with the baseline)" in \
-        "\n".join(lines)
+    assert code == 0 and "NOT EVALUATED: compare significant t1 m01: not evaluated (no shared cases)" in "\n".join(lines)
 
 
 def test_new_and_removed_metrics_never_fail() -> None:
