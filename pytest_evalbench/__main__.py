@@ -31,6 +31,9 @@ def _authoring_options() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    argv, passed = argv[:cut], argv[cut + 1:]  # after `--`: the mutants' pytest run's own arguments
     parser = argparse.ArgumentParser(prog="evalbench", description="pytest-evalbench authoring commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schemas", help="Regenerate the JSON Schemas shipped in pytest_evalbench/schemas/")
@@ -72,7 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     rejudge.add_argument("--max-cost", type=float, default=None, metavar="USD", help="stop before spending more")
     rejudge.add_argument("--root", type=Path, default=None, metavar="DIR",
                          help="project root that holds benchmarks/ (default: the current directory)")
+    mutate = sub.add_parser("mutate", help="Run the benchmark against weakened variants of each model target and "
+                                            "report per metric whether the suite detects them "
+                                            "(writes benchmarks/NAME/mutants.json); arguments after `--` go to "
+                                            "its pytest run (e.g. -- -n 2)")
+    mutate.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
+    mutate.add_argument("--root", type=Path, default=None, metavar="DIR",
+                        help="project root that holds benchmarks/ (default: the current directory)")
     args = parser.parse_args(argv)
+    if passed and args.command != "mutate":
+        parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
 
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
@@ -80,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return _init(args.root or Path.cwd(), args.name, args.model, args.force)
     if args.command == "rejudge":
         return _rejudge(args)
+    if args.command == "mutate":
+        return _mutate(args.root or Path.cwd(), args.name, passed)
     if args.command == "schemas":
         from pytest_evalbench.cli.schemas import write
 
@@ -129,6 +143,27 @@ def _merge(root: Path, name: str, dirs: list[Path]) -> int:
         print(f"evalbench merge: incomplete: {total - count} of the benchmark's {total} items have no record "
               "(a shard missing, or its rows errored or not run)", file=sys.stderr)
         return 7
+    return 0
+
+
+def _mutate(root: Path, name: str, pytest_args: list[str]) -> int:
+    """Exit 0 when every mutant was run and compared; 7 when the mutants' run was incomplete (its
+    verdicts are printed but rest on fewer rows); 4 on a usage error."""
+    from pytest_evalbench.base.errors import EvalbenchError
+    from pytest_evalbench.base.safe_text import terminal
+    from pytest_evalbench.cli.mutate import MUTANTS_FILE, mutate
+
+    try:
+        report, status = mutate(root, name, pytest_args)
+    except EvalbenchError as exc:
+        print(terminal(f"evalbench mutate: {exc}"), file=sys.stderr)
+        return 4
+    for line in report.lines():
+        print(terminal(line))
+    print(f"results: benchmarks/{name}/{MUTANTS_FILE}; the mutants' run: benchmarks/{name}.mutants/")
+    if status not in (0, 1, 6):
+        print(f"evalbench mutate: incomplete: the mutants' pytest run ended with exit status {status}", file=sys.stderr)
+        return 7 if status == 7 else status
     return 0
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY
+from pytest_evalbench.cli.mutate import MutationReport
 from pytest_evalbench.formats.spec import BenchmarkSpec, PhaseCost
 from pytest_evalbench.kinds.calibration.models import CalibrationEntry
 from pytest_evalbench.kinds.dataset.kind import DatasetSettings
@@ -37,6 +38,7 @@ TYPES: dict[str, Any] = {
     **DATASET_TYPES,
     "calibration": list[CalibrationEntry],
     "rejudge": RejudgeReport,
+    "mutants": MutationReport,
 }
 """`cases` describes one line of a dataset benchmark's JSONL file (input, validated as read);
 `answers` one line of answers/<agent>.jsonl (written by a run, read back as a dataset line)."""
@@ -56,7 +58,7 @@ def _with_dataset_block(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 VERSIONED = {"scenarios", "conversations", "scores", "results", "cost", "case_results", "agent_summary", "calibration",
-             "rejudge"}
+             "rejudge", "mutants"}
 """Files whose rows (a list file) or whose object (cost.json) carry `version` (see `file_version`)."""
 
 

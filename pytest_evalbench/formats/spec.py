@@ -11,6 +11,7 @@ generated from these models. The kinds' loaders validate their own files with `v
 from __future__ import annotations
 
 import functools
+import json
 import re
 import warnings
 from collections.abc import Iterable
@@ -51,6 +52,9 @@ class ThresholdRules(TargetRule):
 
     per_target: dict[str, TargetRule] = Field(default_factory=dict)
     per_metric: dict[str, MetricRule] = Field(default_factory=dict)
+    decision: Literal["interval", "point"] = "interval"
+    """How a min rule decides: `interval` (breached when the rate's 95% interval lies below the minimum,
+    held when it lies at or above it, else inconclusive) or `point` (the rate itself against the minimum)."""
 
     def for_target(self, target: str) -> TargetRule:
         own = self.per_target.get(target)
@@ -61,7 +65,7 @@ class ThresholdRules(TargetRule):
 
     def count(self) -> int:
         """How many rule values are set."""
-        data = self.model_dump(exclude_none=True)
+        data = self.model_dump(exclude_none=True, exclude={"decision"})
         nested = [v for group in ("per_target", "per_metric") for entry in data.pop(group, {}).values()
                   for v in entry.values()]
         return len(data) + len(nested)
@@ -77,7 +81,11 @@ class GateConfig(Input):
     case_pass_rate: Num = Field(default=0.5, ge=0, le=1)
     """With num_samples > 1: the pass rate a case must reach (by its Wilson bound) to pass."""
     fail_inconclusive: bool = False
-    """With num_samples > 1 and mode cases: an inconclusive case fails the build too."""
+    """An inconclusive min rule fails the build (exit 6), and with num_samples > 1 and mode cases an
+    inconclusive case does too."""
+    min_rows: Int = Field(default=10, ge=1)
+    """A selection (node ids, -k, --lf...) gates a min rule only over at least this many rows; with fewer,
+    the rule is not evaluated and the selection is gated by its cases."""
     correction: Literal["holm", "bh"] = "holm"
     """Multiplicity correction over all baseline comparisons of a run: Holm (family-wise error
     rate) or Benjamini-Hochberg (false discovery rate)."""
@@ -374,6 +382,20 @@ class Metric(Input):
         simulated user provokes or tests. The *name* is never used for that: a negative metric is named
         after the good conduct ("Avoid ...") while its definition describes the bad act."""
         return " ".join(self.definition.split())
+
+
+JUDGE_PROMPT_STYLE = "examples"
+"""The judge's prompt style when benchmark.yaml names none (`judge.prompt`)."""
+
+
+def judge_prompt_style(spec: BenchmarkSpec) -> str:
+    """The judge's prompt style (`judge.prompt`, read wherever the spec keeps it), for the baseline's identities."""
+    value = getattr(spec.judge, "prompt", None)
+    if value is None:
+        return JUDGE_PROMPT_STYLE
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
 
 
 class Generation(Input):

@@ -43,13 +43,21 @@ specificity over its labelled examples)::
 with J = sensitivity + specificity - 1 and x~ = (successes + 2) / (trials + 4) (Agresti-Coull), so a
 perfect calibration or a 0/n run still carries uncertainty. Pooled: Var = sum (n_j/N)^2 Var(pi_m). The
 95% interval is the estimate +- 1.96 sd, clipped to [0, 1].
+
+Power: a threshold rule over n rows breaches at every count up to a largest one k* (interval rule: Wilson
+upper bound below the minimum and exact one-sided binomial p < alpha), so its power at a true rate p is
+P(K <= k*). A paired comparison's pairs flip fail->pass with probability noise/2 and pass->fail noise/2 +
+drop (noise: the run's share of discordant pairs); its exact McNemar power sums over the discordant count
+(Connor's normal approximation above EXACT_POWER_MAX pairs). The smallest detectable drop has 80% power.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+import statistics
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -57,6 +65,10 @@ from typing import Any, Literal
 Z95 = 1.959964
 EXACT_MAX = 60
 Verdict = Literal["pass", "fail", "inconclusive"]
+RuleDecision = Literal["held", "breached", "inconclusive"]
+POWER = 0.8  # the power a detectable drop is detected with
+EXACT_POWER_MAX = 1000
+EPS = 1e-9  # a 1/n step must not count as more than an equal limit through float noise
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -258,6 +270,103 @@ def case_verdict(k: int, n: int, threshold: float = 0.5, z: float = Z95) -> Verd
     if high < threshold:
         return "fail"
     return "inconclusive"
+
+
+# --------------------------------------------------------------------------- power
+
+
+def _pmf(k: int, n: int, p: float) -> float:
+    return math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(p)
+                    + (n - k) * math.log1p(-p))
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p) in floats, summed over the terms within 12 sd of the mean."""
+    if k >= n or k < 0 or p <= 0 or p >= 1:  # certain: all of it, none of it, or a point mass at 0 or n
+        return float(k >= n or (p <= 0 and k >= 0))
+    mean, sd = n * p, math.sqrt(n * p * (1 - p))
+    i, total, ratio = max(0, int(mean - 12 * sd)), 0.0, p / (1 - p)
+    if k > mean + 12 * sd:
+        return 1.0
+    term = _pmf(i, n, p)
+    for j in range(i, k + 1):
+        total, term = total + term, term * (n - j) / (j + 1) * ratio
+    return min(1.0, total)
+
+
+@functools.lru_cache(maxsize=65536)
+def mcnemar_critical(m: int, alpha: float) -> int:
+    """The fewest pass->fail flips of m discordant pairs the exact one-sided McNemar test finds
+    significant (p < alpha); m + 1 when none is."""
+    limit, tail, term, b = Fraction(alpha) * 2**m, 0, 1, m + 1  # term = C(m, i), from i = m down
+    for i in range(m, -1, -1):
+        if tail + term >= limit:
+            break
+        tail, b, term = tail + term, i, term * i // (m - i + 1)
+    return b
+
+
+def mcnemar_power(n: int, noise: float, drop: float, alpha: float, min_drop: float = 0.0) -> float:
+    """P(the exact McNemar test finds a drop significant at alpha and the observed drop exceeds
+    `min_drop`) over n pairs that flip fail->pass with probability noise/2, pass->fail noise/2 + drop."""
+    p_b, psi = noise / 2 + drop, noise + drop
+    if n <= 0 or drop <= 0 or psi > 1 + EPS:
+        return 0.0
+    if n > EXACT_POWER_MAX:  # Connor (1987)
+        spread = math.sqrt(max(psi - drop * drop, 1e-12)) * math.sqrt(2)
+        z_alpha = -statistics.NormalDist().inv_cdf(alpha)
+        return min(0.5 * math.erfc(-(drop * math.sqrt(n) - z_alpha * math.sqrt(psi)) / spread),
+                   0.5 * math.erfc(-(drop - min_drop) * math.sqrt(n) / spread))
+    psi, power = min(psi, 1.0), 0.0
+    sd = math.sqrt(n * psi * (1 - psi))
+    for m in range(max(0, int(n * psi - 12 * sd)), min(n, int(n * psi + 12 * sd) + 1) + 1):
+        least = max(mcnemar_critical(m, alpha), int((m + n * (min_drop + EPS)) / 2) + 1)
+        if least <= m:  # every pair discordant (psi 1): m = n for certain
+            power += (float(m == n) if psi >= 1 else _pmf(m, n, psi)) * (1.0 - binomial_cdf(least - 1, m, p_b / psi))
+    return min(1.0, power)
+
+
+def _smallest(power: Callable[[float], float], high: float) -> float | None:
+    """The smallest x in (0, high] with power(x) >= POWER (power increasing in x); None if none."""
+    if high <= 0 or power(high) < POWER:
+        return None
+    low = 0.0
+    for _ in range(30):
+        mid = (low + high) / 2
+        low, high = (low, mid) if power(mid) >= POWER else (mid, high)
+    return high
+
+
+@functools.lru_cache(maxsize=4096)
+def mcnemar_detectable_drop(n: int, noise: float, alpha: float, min_drop: float = 0.0) -> float | None:
+    """The smallest drop a paired comparison of n pairs detects with 80% power at alpha (None: none can be)."""
+    return _smallest(lambda d: mcnemar_power(n, noise, d, alpha, min_drop), 1.0 - noise)
+
+
+def breaching_count(n: int, minimum: float, alpha: float, decision: str = "interval") -> int:
+    """The largest k of n that breaches a minimum (-1 if none): below it as a point, or with the Wilson
+    upper bound below it and the exact one-sided binomial p-value at the minimum below alpha."""
+    if decision == "point":
+        return math.ceil(n * minimum - EPS) - 1
+    low, high = -1, n + 1  # both conditions hold for every k up to the answer
+    while high - low > 1:
+        mid = (low + high) // 2
+        ok = wilson_interval(mid, n)[1] < minimum - EPS and binomial_cdf(mid, n, minimum) < alpha
+        low, high = (mid, high) if ok else (low, mid)
+    return low
+
+
+def threshold_decision(k: int, n: int, minimum: float, alpha: float, decision: str = "interval") -> RuleDecision:
+    """`breached`, `held` or, deciding on the interval, `inconclusive` (it straddles the minimum)."""
+    if k <= breaching_count(n, minimum, alpha, decision):
+        return "breached"
+    return "held" if decision == "point" or wilson_interval(k, n)[0] >= minimum - EPS else "inconclusive"
+
+
+def threshold_detectable_drop(n: int, minimum: float, alpha: float, decision: str = "interval") -> float | None:
+    """How far below the minimum the true rate must be for n rows to breach it with 80% power (None: they cannot)."""
+    most = breaching_count(n, minimum, alpha, decision)
+    return None if most < 0 else _smallest(lambda d: binomial_cdf(most, n, minimum - d), minimum)
 
 
 BOOTSTRAP = 2000

@@ -34,7 +34,7 @@ from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUni
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
-from pytest_evalbench.gate.rules import RuleResult, check_thresholds
+from pytest_evalbench.gate.rules import TOO_FEW, RuleResult, check_thresholds
 from pytest_evalbench.kinds.protocol import KindResults
 
 EXIT_REGRESSION = 6
@@ -50,6 +50,12 @@ class GateSettings:
     fail_inconclusive: bool = False
     correction: str = "holm"
     alpha: float = 0.05
+    min_rows: int = 10
+    compare_anyway: bool = False
+    """`--evalbench-compare-anyway`: compare targets whose identities changed since the baseline."""
+    selection: bool = False
+    """The session ran a selection (node ids, -k, --lf, a shard...): a min rule over fewer than
+    `min_rows` rows is not evaluated, and the build is gated by its cases."""
 
 
 @dataclass
@@ -72,6 +78,8 @@ class GateInputs:
     """Metric id -> why its judge is unreliable (its judge-decided rows are not in `results`)."""
     metric_types: dict[str, str] = field(default_factory=dict)
     """Metric id -> `positive` or `negative`: which min rule reads its rows."""
+    identities: dict[str, dict[str, str]] | None = None
+    """Per target, what shapes its verdicts (`BenchmarkRun.identities`): saved with a baseline, checked against one."""
 
 
 @dataclass
@@ -101,7 +109,9 @@ class GateDecision:
     fail_inconclusive: bool = False
     comparison: Comparison | None = None
     rules: list[RuleResult] = field(default_factory=list)
-    """Every rule the gate read, typed: held, breached or not evaluated (and why), with its numbers."""
+    """Every rule the gate read, typed: held, breached, inconclusive or not evaluated (and why), with its numbers."""
+    by_cases: bool = False
+    """A selection too small for a threshold rule: its cases decide the exit status, whatever the mode."""
 
     @property
     def verdicts(self) -> list[str]:
@@ -120,7 +130,7 @@ class GateDecision:
             return EXIT_INCOMPLETE
         if self.breaches or self.regressions:
             return EXIT_REGRESSION
-        if self.mode == "thresholds":
+        if self.mode == "thresholds" and not self.by_cases:
             return 0
         if self.cases:  # num_samples > 1: the per-case verdicts decide, not single samples
             return 1 if self.failed_cases else 0
@@ -152,20 +162,22 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
     (breached ones with their numbers), one "held" line for the rest, or "not evaluated"."""
     name = rule.kind if rule.kind != "drop" else f"drop:{rule.min_drop:g}"
     if not comparison.tests:
-        return [RuleResult("compare", name, None, None, "not evaluated",
-                           why="no paired comparisons with the baseline")]
+        return [RuleResult("compare", name, n.target, n.metric, "not evaluated", why=n.why)
+                for n in comparison.not_compared] or [
+            RuleResult("compare", name, None, None, "not evaluated", why="no paired comparisons with the baseline")]
     out = []
     for test in comparison.tests:
         hit = (test.kind != "pooled" and test.exceeds(0.0)) if rule.kind == "any" else (
             test.significant and test.exceeds(rule.min_drop))
         if hit:
             out.append(RuleResult("compare", name, test.target, test.metric_id, "breached", test.change,
-                                  test.p_adjusted))
+                                  test.p_adjusted, detects=test.kind != "scores", detectable=test.detectable))
     if not out:
         worst = min(comparison.tests, key=lambda t: t.change)
         out.append(RuleResult("compare", name, worst.target, worst.metric_id, "held", worst.change,
                               worst.p_adjusted, why=f"largest drop of {len(comparison.tests)} paired test"
-                              + ("s" if len(comparison.tests) != 1 else "")))
+                              + ("s" if len(comparison.tests) != 1 else ""),
+                              detects=worst.kind != "scores", detectable=worst.detectable))
     for skipped in comparison.not_compared:
         out.append(RuleResult("compare", name, skipped.target, skipped.metric, "not evaluated", why=skipped.why))
     return out
@@ -179,15 +191,19 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
     comparison = None
     if inputs.baseline is not None:
         comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
-                                           correction=settings.correction, alpha=settings.alpha)
+                                           correction=settings.correction, alpha=settings.alpha,
+                                           identities=inputs.identities, compare_anyway=settings.compare_anyway)
         outcome.comparison = comparison
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
             outcome.rules += compare_rule_results(settings.compare_fail, comparison)
     report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected,
-                              unreliable=inputs.unreliable, types=inputs.metric_types)
-    outcome.breaches = report.breaches
+                              unreliable=inputs.unreliable, types=inputs.metric_types,
+                              alpha=settings.alpha, min_rows=settings.min_rows if settings.selection else 1)
+    outcome.breaches = report.breaches + (report.inconclusive if settings.fail_inconclusive else [])
     outcome.rules += report.rules
+    outcome.by_cases = settings.selection and any(
+        r.status == "not evaluated" and (r.why or "").startswith(TOO_FEW) for r in report.rules)
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         # no row of this session reached the gate: none was measured, or every one was judged by a
@@ -224,7 +240,7 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDe
     """The baseline to save and the HTML report (from the kind's scores.json rows and
     conversations), when asked for."""
     if settings.save_baseline is not None:
-        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores)
+        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores, inputs.identities)
         atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n", None)
         outcome.baseline_files.append(settings.save_baseline)
 
@@ -386,7 +402,7 @@ def _rules_said(view: GateDecision) -> str:
         return "; ".join(view.notes) if view.notes else "no threshold rules are configured"
     if len(view.rules) <= MAX_RULES_IN_REASON:
         return "; ".join(r.text() for r in view.rules)
-    counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "not evaluated")}
+    counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "inconclusive", "not evaluated")}
     return ", ".join(f"{n} rule{'s' if n != 1 and s == 'held' else ''} {s}" if s == "held" else f"{n} {s}"
                      for s, n in counts.items() if n) + " (each rule is listed)"
 
@@ -400,7 +416,8 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
         return "incomplete", ("the run is incomplete (" + "; ".join(view.incomplete)
                               + "): its numbers cannot pass or fail the build")
     if exit_code == 6 or view.breaches or view.regressions:
-        breached = [r.text() for r in view.rules if r.status == "breached"]
+        breached = [r.text() for r in view.rules
+                    if r.status == "breached" or (view.fail_inconclusive and r.status == "inconclusive")]
         if breached and len(breached) <= MAX_RULES_IN_REASON:
             return "regression", "; ".join(breached)
         what = [f"{len(view.breaches)} threshold breach{'es' if len(view.breaches) != 1 else ''}"] if view.breaches else []
@@ -409,6 +426,9 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
         return "regression", ", ".join(what) or "regression"
     if exit_code not in (0, 1):
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
+    if view.by_cases:
+        said = f"a selection too small for its threshold rules is gated by its cases: {_rules_said(view)}"
+        return ("failed", f"{cases}; {said}") if exit_code == 1 else ("passed", f"every case passed; {said}")
     if view.mode == "thresholds":
         why = f"gate: thresholds in benchmark.yaml: {_rules_said(view)}"
         if failed.total or failed.unreliable:

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
-from pytest_evalbench.formats.stats import adjust, agresti_min_interval, bootstrap_mean_interval, mcnemar_drop_p, wilcoxon_drop_p
+from pytest_evalbench.formats.stats import (
+    POWER,
+    adjust,
+    agresti_min_interval,
+    bootstrap_mean_interval,
+    mcnemar_detectable_drop,
+    mcnemar_drop_p,
+    mcnemar_power,
+    wilcoxon_drop_p,
+)
 
 EPS = 1e-9  # a 1/n step must not count as more than an equal max_drop through float noise
 POOLED = "(pooled)"
@@ -84,6 +93,9 @@ class PairedTest:
     p_adjusted: float = 1.0
     significant: bool = False
     pass_to_fail: list[str] = field(default_factory=list)
+    detectable: float | None = None
+    """Pass/fail: the smallest drop this test detects with 80% power at the run's alpha, from its own
+    n_shared and flip noise (`flip_noise`) (None: no drop is detectable; scores: not computed)."""
 
     @property
     def drop(self) -> float:
@@ -102,7 +114,91 @@ class PairedTest:
             what = (f"{self.baseline_mean:.2f} -> {self.current_mean:.2f} ({self.change:+.2f}; "
                     f"{self.b} pass->fail / {self.c} fail->pass of {self.n_shared})")
         return (f"{self.target}: {self.metric_id} {what}, {self.method} p={self.p_value:.3g}, "
-                f"adjusted p={self.p_adjusted:.3g}")
+                f"adjusted p={self.p_adjusted:.3g}" + ("" if self.kind == "scores" else f", {self.detects()}"))
+
+    def detects(self) -> str:
+        """`detects drops >= 0.25` (80% power at the run's alpha) or `detects no drop`."""
+        return detects_text(self.detectable)
+
+
+def flip_noise(b: int, c: int, n: int) -> float:
+    """The share of pairs that flip when nothing changed, estimated from a comparison's flips: the rarer
+    direction, doubled (flips are symmetric without a change; a real drop or gain only adds to one side)."""
+    return min(1.0, 2 * min(b, c) / n) if n else 0.0
+
+
+PLAN_MAX_ROWS = 100_000
+"""`--evalbench-plan` looks no further: a drop that needs more paired rows is reported as out of reach."""
+
+
+def rows_to_detect(drop: float, rate: float, alpha: float) -> int | None:
+    """The fewest paired rows whose exact one-sided McNemar test detects a fall of the pass rate from
+    `rate` to `rate - drop` with 80% power at alpha, each row passing independently in both runs (so a
+    pair is discordant with probability rate(1 - rate + drop) + (1 - rate)(rate - drop)); None when the
+    drop is impossible from that rate or needs more than PLAN_MAX_ROWS rows."""
+    if drop <= 0 or drop > rate:
+        return None
+    noise = 2 * (1 - rate) * (rate - drop)
+
+    def enough(n: int) -> bool:
+        return mcnemar_power(n, noise, drop, alpha) >= POWER
+
+    high = 1
+    while not enough(high):
+        if high >= PLAN_MAX_ROWS:
+            return None
+        high = min(PLAN_MAX_ROWS, high * 2)
+    low = high // 2
+    while high - low > 1:  # exact power steps up and down a little with n: the first n of the last rise
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """`--evalbench-plan`: what one target x metric needs to detect a drop, from this selection's cases."""
+
+    target: str
+    metric: str
+    rate: float
+    rate_from: str
+    """Where the rate comes from: the baseline file's name, or `assumed` (0.5 without a baseline)."""
+    cases: int
+    samples: int
+    needed: int | None
+    detectable_now: float | None
+
+    def text(self, drop: float, alpha: float) -> str:
+        head = f"{self.target} {self.metric}: rate {self.rate:.2f} ({self.rate_from})"
+        now = f"this selection: {self.cases} case{'s' if self.cases != 1 else ''} x {self.samples} " \
+              f"sample{'s' if self.samples != 1 else ''}, {detects_text(self.detectable_now)}"
+        if self.needed is None:
+            return f"{head}: a drop of {drop:.2f} is out of reach (over {PLAN_MAX_ROWS} paired rows); {now}"
+        per_case = -(-self.needed // max(self.cases, 1))
+        return (f"{head}: a drop of {drop:.2f} needs {self.needed} paired rows for 80% power at alpha {alpha:g}: "
+                f"{self.cases} cases x {per_case} samples, or {self.needed} cases x 1 sample; {now}")
+
+
+def plan(drop: float, alpha: float, units: Mapping[tuple[str, str], tuple[int, int]], baseline: Baseline | None,
+         baseline_name: str = "baseline") -> list[PlanLine]:
+    """Per (target, metric) with its (cases, samples) in this selection: the paired rows a comparison
+    needs to detect `drop`, at the baseline's rate for it (0.5 without one)."""
+    out = []
+    for (target, metric), (cases, samples) in sorted(units.items()):
+        entry = ((baseline.targets.get(target) or {}).get("metrics") or {}).get(metric) if baseline else None
+        known = isinstance(entry, dict) and isinstance(entry.get("pass_rate"), (int, float))
+        rate = float(entry["pass_rate"]) if known and entry else 0.5
+        now = mcnemar_detectable_drop(cases * samples, 2 * rate * (1 - rate), alpha)
+        out.append(PlanLine(target, metric, rate, baseline_name if known else "assumed", cases, samples,
+                            rows_to_detect(drop, rate, alpha), now))
+    return out
+
+
+def detects_text(drop: float | None) -> str:
+    """The smallest detectable change in words, the same on every surface: `detects drops >= 0.25`
+    (80% power at the run's alpha) or `detects no drop` (no drop this n could make significant)."""
+    return "detects no drop" if drop is None else f"detects drops >= {drop:.2f}"
 
 
 @dataclass(frozen=True)
@@ -200,10 +296,13 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
 
 def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
-                          alpha: float = 0.05) -> Comparison:
+                          alpha: float = 0.05, identities: Mapping[str, Mapping[str, str]] | None = None,
+                          compare_anyway: bool = False) -> Comparison:
     """Current run vs a baseline: every paired test, with p-values adjusted over the whole family.
     `meta` (the current run's, same shape as the baseline's) yields warnings for keys whose values
-    differ, e.g. the judge model."""
+    differ, e.g. the judge model. `identities` (this run's, per target): a target whose judge,
+    simulated user, check rules or plugin version differ from the baseline's is not comparable (its
+    tests are left out, each named with what changed) unless `compare_anyway`."""
     old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
     old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
@@ -235,11 +334,39 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
             missing(*key, old_scores.get(key, {}), new_scores.get(key, {}))
         else:
             tests.append(test)
+    warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
+    changed = identity_changes(baseline.identities, identities)
+    if identities is not None and baseline.identities is None:
+        warnings.append("the baseline records no identities (judge, simulated user, checks, plugin version): "
+                        "compared as it is; save a new baseline to have them checked")
+    for target, what in sorted(changed.items()):
+        if compare_anyway:
+            warnings.append(f"{target}: compared anyway (--evalbench-compare-anyway) although {what}")
+            continue
+        unevaluated += [NotCompared(target, t.metric_id, f"not comparable: {what}; --evalbench-compare-anyway "
+                                    "compares it") for t in tests if t.target == target]
+        tests = [t for t in tests if t.target != target]
     for test, p_adj in zip(tests, adjust([t.p_value for t in tests], correction)):
         test.p_adjusted = p_adj
         test.significant = test.change < 0 and p_adj < alpha
-    warnings = meta_warnings(baseline.meta, meta) if meta is not None else []
+        if test.kind != "scores":
+            test.detectable = mcnemar_detectable_drop(test.n_shared, flip_noise(test.b, test.c, test.n_shared), alpha)
     return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings)
+
+
+def identity_changes(old: Mapping[str, Mapping[str, str]] | None,
+                     new: Mapping[str, Mapping[str, str]] | None) -> dict[str, str]:
+    """Per target both runs know: what of its identities changed, in words (`judge_model a -> b`)."""
+    if old is None or new is None:
+        return {}
+    out = {}
+    for target in sorted(set(old) & set(new)):
+        before, now = old[target], new[target]
+        parts = [f"{key} {before.get(key, 'unknown')} -> {now.get(key, 'unknown')}"
+                 for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+        if parts:
+            out[target] = "changed since the baseline: " + ", ".join(parts)
+    return out
 
 
 def _short(value: Any) -> str:
@@ -335,15 +462,20 @@ class Baseline:
     scores: dict[str, float]
     """`EvalScore.key` -> score (1..5), for every scored eval of a dataset case."""
     schema_version: int = BASELINE_SCHEMA_VERSION
+    identities: dict[str, dict[str, str]] | None = None
+    """Per target, what shaped its verdicts (judge model and prompt style, simulated-user model and
+    prompt, check rules, plugin version); None in files written before they were recorded."""
 
     def to_json(self) -> dict[str, Any]:
         """The baseline file's content (`--evalbench-save-baseline`)."""
         return {"schema_version": self.schema_version, "meta": self.meta, "targets": self.targets,
-                "cases": self.cases, "scores": self.scores}
+                "cases": self.cases, "scores": self.scores,
+                **({"identities": self.identities} if self.identities is not None else {})}
 
 
 def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta: dict[str, Any],
-                  scores: list[EvalScore] | None = None) -> Baseline:
+                  scores: list[EvalScore] | None = None,
+                  identities: Mapping[str, Mapping[str, str]] | None = None) -> Baseline:
     """This run as a baseline: per target its rates plus the per-case outcome of every scored unit
     and every per-eval score, so a later run can be compared case by case (paired)."""
     counts = metric_counts(results, outcomes)
@@ -355,7 +487,8 @@ def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta
                            "negative_pass_rate": summary.negative_pass_rate if summary else None,
                            "metrics": {mid: asdict(c) for mid, c in sorted(counts.get(target, {}).items())}}
     return Baseline(dict(meta), targets, dict(sorted(case_outcomes(outcomes).items())),
-                    dict(sorted(case_scores(scores or []).items())))
+                    dict(sorted(case_scores(scores or []).items())),
+                    identities={t: dict(v) for t, v in sorted(identities.items())} if identities is not None else None)
 
 
 def load_baseline(data: Any) -> Baseline:
@@ -380,5 +513,9 @@ def load_baseline(data: Any) -> Baseline:
            if len(k.split("|")) != 3 or isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad:
         raise ValueError(f"baseline file: score {bad[0]!r} is not '<target>|<id>|<eval>': <number>")
+    identities = data.get("identities")
+    if identities is not None and not (isinstance(identities, dict) and all(
+            isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in identities.values())):
+        raise ValueError("baseline file: 'identities' is not '<target>': {'<name>': '<text>'}")
     return Baseline(data["meta"], data["targets"], data["cases"], {k: float(v) for k, v in scores.items()},
-                    data["schema_version"])
+                    data["schema_version"], identities)

@@ -9,6 +9,8 @@ targets, and calls `preflight` before the first call.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_evalbench.base import __version__
 from pytest_evalbench.base.errors import ConfigError, InputError
 from pytest_evalbench.base.safe_text import SECRETS, check_base_url, header_problem
 from pytest_evalbench.formats.provenance import SessionStamp
@@ -29,6 +32,7 @@ from pytest_evalbench.formats.spec import (
     TargetConfig,
     ThresholdRules,
     check_id,
+    judge_prompt_style,
 )
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target
 from pytest_evalbench.llm.cache import ResponseCache
@@ -210,6 +214,23 @@ class BenchmarkRun:
                 **({"judge_panel": [e.model for e in self.evaluators]} if len(self.evaluators) > 1 else {}),
                 "targets": {t.id: t.model for t in self.target_configs}}
 
+    def identities(self) -> dict[str, dict[str, str]]:
+        """Per target, what shapes its verdicts besides the target itself (the baseline records them; a
+        comparison where one changed is not comparable): judge model(s) and prompt style, simulated-user
+        model and prompt settings, check rules, plugin version; hashes where long."""
+        spec = self.spec
+        user_prompt = {"generation": spec.generation.model_dump(mode="json", exclude={"num_samples"}),
+                       "scenario": spec.scenario.model_dump(mode="json")}
+        checks = {m.id: m.checks.model_dump(mode="json") for m in spec.metrics if m.checks is not None}
+        style = judge_prompt_style(spec)
+        shared = {"judge_model": ", ".join(e.model for e in self.evaluators) or "none",
+                  "judge_prompt": style if len(style) <= IDENTITY_TEXT else identity_hash(style),
+                  "user_model": self.user.model if self.user else "none",
+                  "user_prompt": identity_hash(user_prompt),
+                  "check_rules": identity_hash(checks) if checks else "none",
+                  "plugin_version": __version__}
+        return {t.id: dict(shared) for t in self.target_configs}
+
     def judges(self) -> list[Endpoint]:
         """The judge panel (one judge unless `evaluator_models` adds more); ConfigError if empty."""
         return self.evaluators or [self.require(None, "evaluator_model")]
@@ -272,6 +293,16 @@ class BenchmarkRun:
                     raise InputError(spec_file, f"unknown target id {target_id!r}; targets: "
                                      f"{', '.join(dict.fromkeys(known))}", row="thresholds",
                                      field=f"per_target.{target_id}")
+
+
+IDENTITY_TEXT = 40
+"""An identity longer than this is recorded as its hash."""
+
+
+def identity_hash(value: Any) -> str:
+    """`sha256:<12 hex>` of a JSON value (sorted keys): short, stable, and says nothing of the content."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass

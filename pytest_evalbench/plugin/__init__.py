@@ -34,8 +34,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """`--evalbench-estimate` plans in one process (printed once, no worker started), also with `-n`."""
-    if config.getoption("evalbench_benchmark") and config.getoption("evalbench_estimate"):
+    """`--evalbench-estimate` and `--evalbench-plan` plan in one process (printed once, no worker started), also with `-n`."""
+    if config.getoption("evalbench_benchmark") and (config.getoption("evalbench_estimate")
+                                                    or config.getoption("evalbench_plan") is not None):
         from pytest_evalbench.plugin._compat import single_process
 
         single_process(config)

@@ -176,10 +176,10 @@ class Results:
         kind = self.selection.kind
         written = self.written = self._write(kind)
         self.dropped = written.dropped
-        settings = gate_settings(self.config, self.bench_dir, run.spec.gate)
+        settings = gate_settings(self.config, self.bench_dir, run.spec.gate, selection=self.scope() == "selection")
         inputs = GateInputs(
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
-            baseline=self.baseline, corrected=run.spec.judge.correct_rates,
+            baseline=self.baseline, corrected=run.spec.judge.correct_rates, identities=run.identities(),
             meta=run.meta(), unreliable=dict(written.unreliable),
             metric_types={m.id: m.type for m in run.spec.metrics},
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))

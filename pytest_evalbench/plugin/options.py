@@ -118,7 +118,19 @@ def add_options(parser: pytest.Parser) -> None:
     add_gate_options(group)
 
 
+def _drop(text: str) -> float:
+    """argparse type of `--evalbench-plan`: a drop of the pass rate, above 0 and below 1."""
+    value = _number(text, float, 0.0, "a number", "is below 0")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a drop of the pass rate between 0 and 1 (e.g. 0.1)")
+    return float(value)
+
+
 def add_gate_options(group: Any) -> None:
+    group.addoption("--evalbench-plan", dest="evalbench_plan", type=_drop, metavar="DROP", default=None,
+                    help="Make no LLM call and write nothing: print per target and metric how many cases and "
+                         "samples a baseline comparison needs to detect a drop of DROP (e.g. 0.1) with 80%% power, "
+                         "at the baseline's pass rates (--evalbench-compare, else 0.5)")
     group.addoption("--evalbench-save-baseline", dest="evalbench_save_baseline", metavar="PATH", nargs="?",
                     const="", default=None,
                     help="Write a baseline file to commit. Default path: benchmarks/NAME/baseline.json")
@@ -130,6 +142,9 @@ def add_gate_options(group: Any) -> None:
                     help="Fail (exit 6) on drops vs the baseline: 'significant' (exact paired test, "
                          "significant after the run's multiplicity correction), 'drop:0.1' (observed drop "
                          "> 0.1 and significant) or 'any' (any observed drop)")
+    group.addoption("--evalbench-compare-anyway", dest="evalbench_compare_anyway", action="store_true", default=False,
+                    help="Compare targets whose judge, simulated user, check rules or plugin version changed since the "
+                         "baseline (by default they are not comparable and not evaluated)")
     group.addoption("--evalbench-correction", dest="evalbench_correction", choices=("holm", "bh"), default=None,
                     help="Multiplicity correction over all baseline comparisons of the run: holm (family-wise "
                          "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
@@ -179,7 +194,7 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
     return path
 
 
-def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> GateSettings:
+def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, selection: bool = False) -> GateSettings:
     from pytest_evalbench.gate.outcome import GateSettings
 
     rule = config.getoption("evalbench_compare_fail")
@@ -188,7 +203,8 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any) -> Gat
                         case_pass_rate=spec_gate.case_pass_rate,
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
-                        alpha=spec_gate.alpha)
+                        alpha=spec_gate.alpha, min_rows=spec_gate.min_rows, selection=selection,
+                        compare_anyway=bool(config.getoption("evalbench_compare_anyway")))
 
 
 def check_text_options(config: pytest.Config) -> None:

@@ -51,6 +51,7 @@ from pytest_evalbench.plugin._compat import (
 from pytest_evalbench.plugin.finish import Progress, Reporting, Results
 from pytest_evalbench.plugin.memory_bound import QuietReports
 from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
+from pytest_evalbench.plugin.options import compare_path
 from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes, Scheduler
 from pytest_evalbench.plugin.selection import Selection
 
@@ -110,8 +111,8 @@ class EvalbenchSession:
         self.results = Results(config, self.selection, self.outcomes, self.is_worker)
         self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
         self.progress = Progress(config, self.selection, self.outcomes)
-        self.estimate = EstimateMode(self.selection) if wanted(config) else None
-        """`--evalbench-estimate`: plan and print, run nothing, write nothing."""
+        self.estimate = EstimateMode(self.selection, self.results.baseline) if wanted(config) else None
+        """`--evalbench-estimate` or `--evalbench-plan`: plan and print, run nothing, write nothing."""
         self.quiet_reports = QuietReports(config)
         config.stash[SOURCE_KEY] = self.selection
         default_args(config, [str(self.bench_dir)])
@@ -229,22 +230,53 @@ class EvalbenchSession:
 
 
 if TYPE_CHECKING:
+    from pytest_evalbench.gate.paired import Baseline
     from pytest_evalbench.kinds.estimate import Estimate
 
 
 def wanted(config: pytest.Config) -> bool:
-    return bool(config.getoption("evalbench_estimate", False))
+    return bool(config.getoption("evalbench_estimate", False)) or config.getoption("evalbench_plan", None) is not None
 
 
 class EstimateMode:
     """Plans the selected items' calls and prints the estimate (controller or single process)."""
 
-    def __init__(self, selection: Selection) -> None:
+    def __init__(self, selection: Selection, baseline: Baseline | None = None) -> None:
         self.selection = selection
+        self.baseline = baseline
         self.lines: list[str] = []
+        self.plan_lines: list[str] = []
 
     def run(self, session: pytest.Session) -> bool:
         """Plan every selected item; the loop stops here (True), so no item runs."""
+        drop = self.selection.config.getoption("evalbench_plan")
+        cases = [item.case for item in session.items if isinstance(item, CaseItem)]
+        if drop is not None:
+            self.plan_lines = self._plan(drop, cases)
+        if self.selection.config.getoption("evalbench_estimate"):
+            self._estimate(cases)
+        return True
+
+    def _plan(self, drop: float, cases: list[Any]) -> list[str]:
+        """`--evalbench-plan`: per target x metric of the selected cases, the rows a drop needs."""
+        from pytest_evalbench.gate.paired import plan
+
+        units: dict[tuple[str, str], tuple[set[str], set[int]]] = {}
+        for case in cases:
+            key, case_id, sample = plan_unit(case)
+            ids, samples = units.setdefault(key, (set(), set()))
+            ids.add(case_id)
+            samples.add(sample)
+        alpha = self.selection.run.spec.gate.alpha
+        path = compare_path(self.selection.config, self.selection.bench_dir)
+        name = path.name if path is not None and self.baseline is not None else "baseline"
+        lines = plan(drop, alpha, {k: (len(ids), len(samples)) for k, (ids, samples) in units.items()},
+                     self.baseline, name)
+        note = ("samples of one case count as independent rows (they are not: more cases beat more samples); "
+                "no call was made")
+        return [line.text(drop, alpha) for line in lines] + [note]
+
+    def _estimate(self, cases: list[Any]) -> None:
         from pytest_evalbench.kinds.estimate import Expectations, estimate, render  # only with --evalbench-estimate
 
         selection = self.selection
@@ -252,16 +284,23 @@ class EstimateMode:
         run = selection.run
         expect = Expectations(run.engine.cache.directory if run.settings.cache_mode != "off" else None, run.engine)
         try:
-            result: Estimate = estimate(kind.plan_calls(item.case, expect)
-                                        for item in session.items if isinstance(item, CaseItem))
+            result: Estimate = estimate(kind.plan_calls(case, expect) for case in cases)
         except EvalbenchError as exc:
             raise pytest.UsageError(terminal(str(exc))) from None
         self.lines = render(result, run.engine.prices, run.settings.engine, expect.entries)
-        return True
 
     def summary(self, terminalreporter: Any) -> None:
-        if not self.lines:
-            return  # collection failed, or --collect-only: nothing was planned
-        terminalreporter.section("evalbench estimate")
-        for line in self.lines:
-            terminalreporter.write_line(terminal(line))
+        """Collection failed, or --collect-only: nothing was planned, nothing is printed."""
+        for title, lines in (("evalbench plan", self.plan_lines), ("evalbench estimate", self.lines)):
+            if lines:
+                terminalreporter.section(title)
+                for line in lines:
+                    terminalreporter.write_line(terminal(line))
+
+
+def plan_unit(case: Any) -> tuple[tuple[str, str], str, int]:
+    """((target, metric), case id, sample) of a selected case: a scenario row x target x sample, or a
+    dataset case (its agent is the target, `pass_rate` its metric, one sample)."""
+    if hasattr(case, "target_id"):
+        return (case.target_id, case.scenario.metric_id), case.stored.id, case.sample
+    return (case.agent_name, "pass_rate"), case.case_id, 0

@@ -128,11 +128,11 @@ def _problems(s: RunSummary) -> str:
 
 
 def _rules(s: RunSummary) -> str:
-    """Every rule the gate read: held, breached or not evaluated (and why), with its numbers."""
+    """Every rule the gate read: held, breached, inconclusive or not evaluated (and why), with its numbers."""
     rules = s.gate.outcome.rules
     if not rules:
         return ""
-    cls = {"held": "pass", "breached": "fail", "not evaluated": "unscored"}
+    cls = {"held": "pass", "breached": "fail", "inconclusive": "unscored", "not evaluated": "unscored"}
     items = "".join(f'<li data-testid="rule-{i}" class="{cls[r.status]}">{E(r.text())}</li>' for i, r in enumerate(rules))
     return f'<section><h2>Gate rules</h2><ul data-testid="rules">{items}</ul></section>'
 

@@ -119,6 +119,8 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += [f"  per-case: {v}" for v in gate.outcome.verdicts]
     lines += [f"  rule: {r.text()}" for r in gate.outcome.rules if r.status == "held"]  # the others follow, by kind
     lines += [f"  NOT EVALUATED: {n}" for n in gate.outcome.notes]
+    lines += [f"  INCONCLUSIVE: {r.text()}" for r in gate.outcome.rules  # with fail_inconclusive: a breach, below
+              if r.status == "inconclusive" and not gate.outcome.fail_inconclusive]
     lines += [f"  THRESHOLD BREACH: {b}" for b in gate.outcome.breaches]
     lines += [f"  REGRESSION vs baseline: {r}" for r in gate.outcome.regressions]
     lines += [f"  INCOMPLETE: {i}" for i in gate.outcome.incomplete]

@@ -20,7 +20,7 @@ from pytest_evalbench.testing import FakeLLMServer
 
 XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2")]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
-THRESHOLDS = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.8}}
+THRESHOLDS = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.8, "decision": "point"}}
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
 
 
@@ -82,7 +82,8 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
 @pytest.mark.parametrize("xdist", XDIST)
 def test_dataset_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as_current(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
-    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9}, gate={"mode": "thresholds"})
+    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
+                          gate={"mode": "thresholds"})
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
     first = run(pytester, "agents", *xdist)
     assert first.ret == EXIT_REGRESSION
@@ -126,10 +127,29 @@ def test_scenario_node_id_of_a_passing_row_is_gated_on_that_row(pytester: pytest
     assert [h["scope"] for h in read_history(bench / "history.jsonl")] == ["full"]
 
 
+@pytest.mark.parametrize("mode", ["cases", "thresholds"])
+@pytest.mark.parametrize("decision", ["interval", "point"])
+def test_scenario_node_id_of_a_failing_row_exits_by_its_case_with_the_rule_not_evaluated(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, mode: str, decision: str) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS, spec={
+        "gate": {"mode": mode}, "thresholds": {"min_positive_pass_rate": 0.5, "decision": decision}})
+    bench_env.set_responder(judge_fails("m01_s001_v01"))
+    one = run(pytester, "demo", "benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]")
+    one.assert_outcomes(failed=1)
+    assert one.ret == 1
+    assert "THRESHOLD BREACH" not in one.stdout.str() and "REGRESSION" not in one.stdout.str()
+    one.stdout.fnmatch_lines(["*min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)*",
+                              "gate: FAILED (exit 1)*"])
+    gate = history(bench)[-1]["gate"]
+    assert gate["exit_code"] == 1 and gate["rules"] == [
+        "min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)"]
+
+
 @pytest.mark.parametrize("xdist", XDIST)
 def test_dataset_node_id_of_a_passing_case_is_gated_on_that_case(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                                  xdist: list[str]) -> None:
-    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9}, gate={"mode": "thresholds"})
+    bench = write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
+                          gate={"mode": "thresholds"})
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
     assert run(pytester, "agents", *xdist).ret == EXIT_REGRESSION
     passing = next(r["case_id"] for r in read_json(bench / "case_results.json") if r["passed"])

@@ -37,7 +37,7 @@ THRESHOLD_GATE = {"gate": {"mode": "thresholds"}}
 
 def test_threshold_breach_fails_with_exit_6(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=positives(4), spec=THRESHOLD_GATE,
-                    thresholds={"min_positive_pass_rate": 0.8})
+                    thresholds={"min_positive_pass_rate": 0.8, "decision": "point"})
     bench_env.set_responder(script(judge_passes_except({"m01_s001_v01", "m01_s002_v01"}), user=user_says_id))
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, failed=2)
@@ -81,7 +81,34 @@ def test_real_regression_fails_build(pytester: pytest.Pytester, bench_env: FakeL
                                  "*flipped pass->fail since the baseline (6); rerun them with:",
                                  "  pytest --benchmark=demo --evalbench-cache=off "
                                  "'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
-                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached"])
+                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached "
+                                 "(detects drops >= *)"])
+
+
+def test_a_baseline_with_another_judge_model_is_not_comparable(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, scenarios=positives(10), spec=THRESHOLD_GATE)
+    assert run_against_baseline(pytester, bench_env, set(), "--evalbench-save-baseline").ret == 0
+    identities = read_json(bench / "baseline.json")["identities"]
+    assert identities["tgt"]["judge_model"] == "sim-judge" and identities["tgt"]["judge_prompt"] == "examples"
+    from helpers import TARGET, USER, judge_says
+
+    from pytest_evalbench.testing import by_model
+
+    decide = judge_says(judge_passes_except({f"m01_s{i:03d}_v01" for i in range(1, 7)}))
+    bench_env.set_responder(by_model({USER: user_says_id, TARGET: lambda r: "Sure, where are you going?",
+                                      JUDGE: decide, "other-judge": decide}))
+    args = ["--benchmark=demo", "--evalbench-cache=off", "--evalbench-compare", "--evalbench-compare-fail=significant",
+            "--evalbench-judge-model=other-judge"]
+    other = pytester.runpytest(*args)
+    assert other.ret == 0  # gate: thresholds; the comparison is not evaluated, so it cannot convict
+    other.stdout.fnmatch_lines(["*compare significant tgt m01: not evaluated (not comparable: changed since the "
+                                "baseline: judge_model sim-judge -> other-judge; --evalbench-compare-anyway compares it)*"])
+    other.stdout.no_fnmatch_line("*REGRESSION*")
+    anyway = pytester.runpytest(*args, "--evalbench-compare-anyway")
+    assert anyway.ret == EXIT_REGRESSION
+    anyway.stdout.fnmatch_lines(["*compared anyway (--evalbench-compare-anyway) although changed since the baseline: "
+                                 "judge_model sim-judge -> other-judge*"])
 
 
 def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -221,7 +248,7 @@ def test_issue_row_3_one_flip_of_three_is_not_a_max_drop(pytester: pytest.Pytest
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): 1 case failed (1 decided by the judge); gate mode thresholds: "
                                  "cases do not fail the build; gate: thresholds in benchmark.yaml: max_drop 0.10 tgt "
-                                 "m01: -0.33, p_adj 0.5 held"])
+                                 "m01: -0.33, p_adj 0.5 held (detects no drop)"])
 
 
 def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -328,3 +355,28 @@ def test_old_or_foreign_baseline_files_are_named(pytester: pytest.Pytester, benc
                                                      "cases": {"tgt|m01_s001_v01|m01|0": True}}))
     assert pytester.runpytest("--benchmark=demo", "--evalbench-compare", "--evalbench-compare-fail=significant"
                               ).ret == 0
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_plan_makes_no_call_and_reads_the_baselines_rates(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                          xdist: list[str]) -> None:
+    bench = write_benchmark(pytester.path, scenarios=positives(4))
+    bench_env.set_responder(script(judge_passes_except({"m01_s001_v01"}), user=user_says_id))
+    assert pytester.runpytest("--benchmark=demo", "--evalbench-save-baseline").ret == 1
+    requests = len(bench_env.requests)
+    files = sorted(p.name for p in bench.iterdir())
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.1", "--evalbench-compare", *xdist)
+    assert result.ret == 0
+    assert len(bench_env.requests) == requests  # not one call
+    assert sorted(p.name for p in bench.iterdir()) == files  # nothing written
+    result.stdout.fnmatch_lines([
+        "*evalbench plan*",
+        "tgt m01: rate 0.75 (baseline.json): a drop of 0.10 needs * paired rows for 80% power at alpha 0.05: "
+        "4 cases x * samples, or * cases x 1 sample; this selection: 4 cases x 1 sample, detects *",
+        "*no call was made"])
+    without = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2")
+    without.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*"])
+    assert len(bench_env.requests) == requests
+    bad = pytester.runpytest("--benchmark=demo", "--evalbench-plan=1.5")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--evalbench-plan*not a drop of the pass rate between 0 and 1*"])

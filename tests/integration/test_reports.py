@@ -10,7 +10,7 @@ from test_gating import judge_passes_except, user_says_id
 
 from pytest_evalbench.testing import FakeLLMServer
 
-THRESHOLD_GATE = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.1}}
+THRESHOLD_GATE = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.1, "decision": "point"}}
 
 
 def test_progress_lines_in_a_captured_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -44,7 +44,8 @@ def test_summary_says_where_results_went_and_why_exit_0(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines([
         "results: benchmarks/demo/{results.json, runs/, last_run.json, report.html, history.jsonl}",
         "gate: PASSED (exit 0): 2 cases failed (2 decided by *); gate mode thresholds: cases do not fail the build; "
-        "gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held"])
+        "gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held "
+        "(of 2 rows, detects drops >= 0.00)"])
     for name in ("results.json", "last_run.json", "report.html", "history.jsonl"):
         assert (bench / name).is_file(), name
     result.stdout.no_fnmatch_line("*cannot pass or fail*")
@@ -134,9 +135,9 @@ def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: 
     assert [line["rates"]["tgt"]["m02"] for line in lines] == [0.0, 1.0]
     assert lines[0]["models"] == {"target": ["tgt=sim-target"], "user": ["sim-user"], "judge": ["sim-judge"]}
     assert lines[0]["gate"] == {"verdict": "passed", "exit_code": 0,
-                                "rules": ["min_positive_pass_rate 0.10 tgt: 1.00 held"]}
+                                "rules": ["min_positive_pass_rate 0.10 tgt: 1.00 held (of 2 rows, detects drops >= 0.00)"]}
     assert lines[1]["gate"] == {"verdict": "regression", "exit_code": 6,  # positive rate 0.0 < 0.1
-                                "rules": ["min_positive_pass_rate 0.10 tgt: 0.00 breached"]}
+                                "rules": ["min_positive_pass_rate 0.10 tgt: 0.00 breached (of 2 rows, detects drops >= 0.00)"]}
     assert lines[1]["counts"]["tgt"]["m01"] == {"k": 0, "n": 2, "unscored": 0}
     assert lines[1]["cases"] == {"passed": 2, "failed": 2}
     assert set(lines[0]) == {"time", "commit", "benchmark", "models", "rates", "counts", "cases", "complete", "scope",

@@ -70,9 +70,9 @@ def rows(passed: int, n: int, mid: str = "m01", mtype: str = "positive") -> list
 
 
 @pytest.mark.parametrize(("corrected", "acc", "text"), [
-    (False, ACC, "min_pass_rate 0.55 t m01: 0.60 held"),
+    (False, ACC, "min_pass_rate 0.55 t m01: 0.60 held (of 100 rows, detects drops >= 0.05)"),
     (True, ACC, "min_pass_rate 0.55 t m01: 0.57 held (corrected rate)"),
-    (False, JudgeAccuracy(5, 5, 5, 5), "min_pass_rate 0.55 t m01: 0.60 held"),
+    (False, JudgeAccuracy(5, 5, 5, 5), "min_pass_rate 0.55 t m01: 0.60 held (of 100 rows, detects drops >= 0.05)"),
     (True, JudgeAccuracy(5, 5, 5, 5),
      "min_pass_rate 0.55 t m01: not evaluated (corrected rate undefined: sensitivity + specificity ≤ 1)"),
 ])
@@ -80,8 +80,8 @@ def test_gate_reads_corrected_rates_only_when_asked(corrected: bool, acc: JudgeA
     by_target = {"t": rows(60, 100)}
     results = aggregate(by_target, by_scenario=False)
     correct_results(results, by_target, {"m01": acc})
-    report = check_thresholds(results, ThresholdRules(per_metric={"m01": MetricRule(min_pass_rate=0.55)}),
-                              corrected=corrected)
+    report = check_thresholds(results, ThresholdRules(per_metric={"m01": MetricRule(min_pass_rate=0.55)},
+                                                      decision="point"), corrected=corrected)
     assert [r.text() for r in report.rules] == [text]
 
 
@@ -91,7 +91,10 @@ def test_gate_breaches_on_the_corrected_rate() -> None:
     correct_results(results, by_target, {"m01": ACC})
     assert results[0].by_metric["m01"].corrected == CorrectedSummary(pass_rate=0.5714, ci=[0.307, 0.8359],
                                                                      undefined=None, judge_rows=100)
-    rules = ThresholdRules(min_positive_pass_rate=0.58)
+    rules = ThresholdRules(min_positive_pass_rate=0.58, decision="point")
     assert check_thresholds(results, rules).breaches == []
     assert check_thresholds(results, rules, corrected=True).breaches == [
         "min_positive_pass_rate 0.58 t: 0.57 breached (corrected rate)"]
+    interval = ThresholdRules(min_positive_pass_rate=0.58)  # [0.31, 0.84] straddles 0.58
+    assert check_thresholds(results, interval, corrected=True).inconclusive == [
+        "min_positive_pass_rate 0.58 t: 0.57 inconclusive (corrected rate, 95% interval [0.31, 0.84])"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -136,3 +137,29 @@ def test_meta_warnings_in_words() -> None:
     assert meta_warnings(baseline, current) == [
         "judge_model differs from the baseline: j1 -> j2",
         "targets differ from the baseline: fake-gpt: fake-gpt -> gpt-4o; added new (n); removed old (m)"]
+
+
+def test_an_inconclusive_rule_reads_the_same_on_every_surface(tmp_path: Path) -> None:
+    from pytest_evalbench.formats.results import ModelResult, RateSummary
+    from pytest_evalbench.formats.spec import ThresholdRules
+    from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
+    from pytest_evalbench.render.html import render_html
+    from pytest_evalbench.render.markdown import render_markdown
+    from pytest_evalbench.render.terminal import summary_lines
+
+    result = ModelResult(target_model="t", positive_pass_rate=0.5, negative_pass_rate=None, n_positive=10,
+                         n_negative=0, n_total=10, by_metric={"m01": RateSummary(pass_rate=0.5, n_passed=5, n_total=10)},
+                         by_scenario={})
+    decision = evaluate_gate(GateInputs(results=[result], rules=ThresholdRules(min_positive_pass_rate=0.6)),
+                             GateSettings(mode="thresholds"))
+    text = "min_positive_pass_rate 0.60 t: 0.50 inconclusive (95% interval [0.24, 0.76] of 10 rows, detects drops >= 0.44)"
+    assert [r.text() for r in decision.rules] == [text] and decision.exit_code(0) == 0
+    summary = build_summary(kind="scenarios", written=KindResults([result.model_dump()], rates=[result]),
+                            gate=gate_verdict(decision, 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
+                            errors={}, recorded=10, failed=0, root=tmp_path, files=[])
+    assert f"  INCONCLUSIVE: {text}" in summary_lines(summary, tmp_path, tmp_path)
+    assert f"- {text}" in html.unescape(render_markdown(summary, None).replace("\\", ""))  # unescaped: the same words
+    assert f'class="unscored">{html.escape(text)}</li>' in render_html(summary)
+    path = tmp_path / "history.jsonl"
+    append_history(path, summary)
+    assert json.loads(path.read_text())["gate"]["rules"] == [text]

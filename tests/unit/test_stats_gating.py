@@ -264,7 +264,7 @@ def test_three_of_three_flips_are_not_significant() -> None:
                              [t.describe() for t in comparison.tests])
     assert lines[-1] == ("gate: PASSED (exit 0): 3 cases failed (3 decided by the judge); gate mode thresholds: "
                          "cases do not fail the build; gate: thresholds in benchmark.yaml: compare significant t1 "
-                         "m01: -1.00, p_adj 0.125 held (largest drop of 1 paired test)")
+                         "m01: -1.00, p_adj 0.125 held (largest drop of 1 paired test, detects no drop)")
 
 
 def test_five_losses_among_ten_metrics_are_noise_after_holm() -> None:
@@ -299,10 +299,10 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
                             GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
     assert outcome.exit_code(1) == EXIT_REGRESSION
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
-                                   "exact McNemar p=9.31e-10, adjusted p=9.31e-10"]
+                                   "exact McNemar p=9.31e-10, adjusted p=9.31e-10, detects drops >= 0.21"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
     assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
-                         "breached")
+                         "breached (detects drops >= 0.21)")
     assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
@@ -375,8 +375,7 @@ def test_no_shared_cases_means_not_compared() -> None:
     comparison = compare_with_baseline(base, renamed)
     assert comparison.tests == [] and comparison.unevaluated == ["t1: m01 not compared (no shared cases)"]
     code, lines = gate(renamed, base, **SIGNIFICANT)
-    assert code == 0 and "NOT EVALUATED: compare significant: not evaluated (no paired comparisons with the baseline)" in \
-        "\n".join(lines)
+    assert code == 0 and "NOT EVALUATED: compare significant t1 m01: not evaluated (no shared cases)" in "\n".join(lines)
 
 
 def test_new_and_removed_metrics_never_fail() -> None:
@@ -466,10 +465,11 @@ def test_min_rules_breach_and_hold() -> None:
     results = results_of(score_rows("t1", "m01", [True, True, False, False]) +
                          score_rows("t1", "m02", [False] * 3 + [True], "negative"))
     rules = ThresholdRules.model_validate({"min_positive_pass_rate": 0.5, "min_negative_pass_rate": 0.6,
-                                           "per_metric": {"m01": {"min_pass_rate": 0.75}}})
+                                           "per_metric": {"m01": {"min_pass_rate": 0.75}}, "decision": "point"})
     report = check_thresholds(results, rules)
-    assert report.breaches == ["min_negative_pass_rate 0.60 t1: 0.25 breached", "min_pass_rate 0.75 t1 m01: 0.50 breached"]
-    assert report.rules[0].text() == "min_positive_pass_rate 0.50 t1: 0.50 held"
+    assert [r.split(" (")[0] for r in report.breaches] == ["min_negative_pass_rate 0.60 t1: 0.25 breached",
+                                                           "min_pass_rate 0.75 t1 m01: 0.50 breached"]
+    assert report.rules[0].text().startswith("min_positive_pass_rate 0.50 t1: 0.50 held (of 4 rows, detects drops >= 0.")
     assert report.held == 1  # positive 0.50 >= 0.50
 
 

@@ -1,0 +1,225 @@
+"""`evalbench mutate NAME`: does the suite catch anything? Runs the benchmark against deliberately
+weakened variants (mutants) of each model target and reports, per metric and mutant, whether the
+suite detects it: a significant drop against the real target under the gate's own paired test
+(exact one-sided McNemar, the benchmark's correction and alpha).
+
+Mutants are ordinary targets, so they are cached like any target (the original benchmark's cache):
+- `<target>.m-nosys`: the target's system prompt removed (the generic default instead);
+- `<target>.m-opp-<metric>`: the target told to do the opposite of the metric's definition;
+- `<target>.m-canned`: an app target that replies with one canned sentence whatever the user says.
+
+The run happens in a sibling benchmark `benchmarks/NAME.mutants/` (the real targets plus their
+mutants; its result files and report.html are those of any run); the verdicts go to
+`benchmarks/NAME/mutants.json`. Also a pytest plugin (`-p pytest_evalbench.cli.mutate`): it makes the
+canned-reply app of the `.m-canned` targets.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from pydantic import Field
+
+from pytest_evalbench.base.errors import ConfigError, InputError
+from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text
+from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.results import PassFailUnit
+from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
+from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
+
+MUTANTS_FILE = "mutants.json"
+SUFFIX = ".mutants"
+CANNED = ".m-canned"
+CANNED_REPLY = "Thank you for your message."
+"""What the canned-reply mutant says to every turn."""
+COPIED = ("scenarios.json", "calibration.json", "calibration.jsonl")
+"""The files of the benchmark the mutants' run reads besides benchmark.yaml."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One weakened variant of a model target."""
+
+    target: str
+    id: str
+    kind: str
+    """`no-system-prompt`, `opposite` or `canned`."""
+    metric: str | None = None
+    """The metric an `opposite` mutant was told to defy."""
+
+
+class Detection(Strict):
+    """One mutant x metric: the real target's and the mutant's rates on their shared rows, and the verdict."""
+
+    target: str
+    mutant: str
+    kind: str
+    """`no-system-prompt`, `opposite` or `canned`."""
+    metric: str
+    real_rate: Optional[float]
+    mutant_rate: Optional[float]
+    n_shared: int
+    p_adjusted: Optional[float]
+    detected: Optional[bool]
+    """A significant drop under the gate's own test; null: not compared (no shared scored rows)."""
+
+
+class Sensitivity(Strict):
+    """One metric: how many of the mutants compared on it the suite detected."""
+
+    detected: int
+    compared: int
+    score: Optional[float]
+    """detected / compared; null when no mutant was compared."""
+
+
+class MutationReport(Strict):
+    """benchmarks/NAME/mutants.json: `evalbench mutate`'s verdicts, measured by the session that wrote it."""
+
+    benchmark: str
+    alpha: float
+    correction: str
+    detections: list[Detection] = Field(default_factory=list)
+    sensitivity: dict[str, Sensitivity] = Field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), VERSION_KEY: FORMAT_VERSION}
+
+    def lines(self) -> list[str]:
+        """The report, one line per mutant x metric, then one sensitivity line per metric."""
+        out = [f"mutants of {self.benchmark}: detected = a significant drop against the real target "
+               f"(exact McNemar, {self.correction} correction, alpha {self.alpha:g}); measured this session"]
+        for d in self.detections:
+            if d.detected is None:
+                out.append(f"  {d.mutant} {d.metric}: not compared (no shared scored rows)")
+                continue
+            out.append(f"  {d.mutant} {d.metric}: {d.real_rate:.2f} -> {d.mutant_rate:.2f} of {d.n_shared}, "
+                       f"p_adj {d.p_adjusted:.3g}: {'detected' if d.detected else 'NOT detected'}")
+        for metric, s in sorted(self.sensitivity.items()):
+            score = "–" if s.score is None else f"{s.score:.2f}"
+            word = " INSENSITIVE: no mutant moves this metric" if s.detected == 0 and s.compared else ""
+            out.append(f"sensitivity {metric}: {score} ({s.detected} of {s.compared} mutants detected){word}")
+        return out
+
+
+def mutants_of(spec: BenchmarkSpec) -> list[Mutant]:
+    """Every mutant of every model target of the benchmark."""
+    out = []
+    for target in spec.targets:
+        if not target.model:
+            continue
+        out.append(Mutant(target.id, f"{target.id}.m-nosys", "no-system-prompt"))
+        out += [Mutant(target.id, f"{target.id}.m-opp-{m.id}", "opposite", m.id) for m in spec.metrics]
+        out.append(Mutant(target.id, f"{target.id}{CANNED}", "canned"))
+    return out
+
+
+def mutant_spec(data: dict[str, Any], spec: BenchmarkSpec, mutants: list[Mutant]) -> dict[str, Any]:
+    """benchmark.yaml of the mutants' run: the real model targets, then one target per mutant."""
+    raw = {t.get("id"): t for t in data.get("targets") or [] if isinstance(t, dict)}
+    default_prompt = spec.scenario.user_context
+    targets = [raw[m.target] for m in mutants if m.kind == "canned"]  # each real model target once
+    metrics = {m.id: m for m in spec.metrics}
+    for mutant in mutants:
+        base = dict(raw[mutant.target])
+        base["id"] = mutant.id
+        prompt = base.get("system_prompt") or default_prompt or "You are a helpful assistant."
+        if mutant.kind == "no-system-prompt":
+            base["system_prompt"] = "You are a helpful assistant."
+        elif mutant.kind == "opposite" and mutant.metric is not None:
+            base["system_prompt"] = (f"{prompt}\n\nIn this conversation, do the opposite of this behaviour: "
+                                     f"{metrics[mutant.metric].behaviour}")
+        targets.append(base)
+    out = dict(data)
+    out["name"] = f"{spec.name}{SUFFIX}"
+    out["targets"] = targets
+    return out
+
+
+def prepare(bench_dir: Path, spec: BenchmarkSpec, mutants: list[Mutant]) -> Path:
+    """Write benchmarks/NAME.mutants/ (benchmark.yaml and the data files); its results of earlier runs stay."""
+    data = read_yaml(bench_dir / SPEC_FILE)
+    if not isinstance(data, dict):
+        raise InputError(bench_dir / SPEC_FILE, "expected a mapping at the top level")
+    out = bench_dir.parent / f"{bench_dir.name}{SUFFIX}"
+    out.mkdir(exist_ok=True)
+    atomic_write_text(out / SPEC_FILE, yaml.safe_dump(mutant_spec(data, spec, mutants), sort_keys=False,
+                                                      allow_unicode=True), None)
+    for name in COPIED:
+        if (bench_dir / name).is_file():
+            shutil.copyfile(bench_dir / name, out / name)
+    return out
+
+
+def units(run_dir: Path, target: str) -> list[PassFailUnit]:
+    """A target's scored rows of the mutants' run (runs/<target>/scores.json), as pass/fail units."""
+    path = run_dir / "runs" / target / "scores.json"
+    if not path.is_file():
+        return []
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"unreadable: {exc}") from None
+    return [PassFailUnit(target, str(r["id"]), str(r["metric_id"]), int(r.get("sample") or 0), r.get("passed"))
+            for r in rows if isinstance(r, dict) and "id" in r and "metric_id" in r]
+
+
+def detect(spec: BenchmarkSpec, run_dir: Path, mutants: list[Mutant]) -> MutationReport:
+    """Each mutant against its real target, metric by metric, with the gate's own paired test."""
+    gate = spec.gate
+    report = MutationReport(benchmark=spec.name, alpha=gate.alpha, correction=gate.correction)
+    metric_ids = [m.id for m in spec.metrics]
+    for mutant in mutants:
+        real = units(run_dir, mutant.target)
+        weak = [PassFailUnit(mutant.target, u.id, u.metric_id, u.sample, u.passed)  # paired under the real id
+                for u in units(run_dir, mutant.id)]
+        comparison = compare_with_baseline(make_baseline([], real, {}), weak, correction=gate.correction,
+                                           alpha=gate.alpha)
+        for metric in metric_ids:
+            test = comparison.get(mutant.target, metric)
+            found = {} if test is None else {
+                "real_rate": round(test.baseline_mean, 4), "mutant_rate": round(test.current_mean, 4),
+                "n_shared": test.n_shared, "p_adjusted": test.p_adjusted, "detected": test.significant}
+            report.detections.append(Detection.model_validate({
+                "target": mutant.target, "mutant": mutant.id, "kind": mutant.kind, "metric": metric, "real_rate": None,
+                "mutant_rate": None, "n_shared": 0, "p_adjusted": None, "detected": None, **found}))
+    for metric in metric_ids:
+        compared = [d for d in report.detections if d.metric == metric and d.detected is not None]
+        hits = sum(1 for d in compared if d.detected)
+        report.sensitivity[metric] = Sensitivity(detected=hits, compared=len(compared),
+                                                 score=round(hits / len(compared), 4) if compared else None)
+    return report
+
+
+def mutate(root: Path, name: str, pytest_args: list[str]) -> tuple[MutationReport, int]:
+    """Run the mutants and write benchmarks/NAME/mutants.json; (the report, the run's exit status)."""
+    bench_dir = resolve_benchmark_dir(root / "benchmarks", name, "")
+    spec = load_spec(bench_dir)
+    if spec.kind != "scenarios":
+        raise ConfigError(f"{bench_dir / SPEC_FILE}: evalbench mutate runs scenario benchmarks (this one is {spec.kind})")
+    mutants = mutants_of(spec)
+    if not mutants:
+        raise ConfigError(f"{bench_dir / SPEC_FILE}: no target with a `model` to mutate")
+    run_dir = prepare(bench_dir, spec, mutants)
+    command = [sys.executable, "-m", "pytest", f"--benchmark={run_dir.name}", "-p", "pytest_evalbench.cli.mutate",
+               f"--evalbench-cache-dir={bench_dir / '.evalbench-cache'}", "-q", "-p", "no:cacheprovider",
+               *pytest_args]
+    status = subprocess.run(command, cwd=root, check=False, stdout=subprocess.DEVNULL).returncode
+    report = detect(spec, run_dir, mutants)
+    atomic_write_text(bench_dir / MUTANTS_FILE, json.dumps(report.to_json(), indent=1) + "\n", None)
+    return report, status
+
+
+def pytest_evalbench_make_target(config: Any, target: Any) -> Any:
+    """The canned-reply app of a `.m-canned` mutant (this module is its run's plugin); None otherwise."""
+    if str(target.id).endswith(CANNED):
+        return lambda messages: CANNED_REPLY
+    return None
