@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.formats.spec import CheckRule, Message, Metric, ToolCall
+from pytest_evalbench.formats.results import Message, ToolCall
+from pytest_evalbench.formats.spec import CheckRule, Metric
 from pytest_evalbench.kinds.scenarios.judge import decide, holds
 
 TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),

@@ -19,7 +19,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Input
-from pytest_evalbench.formats.spec import ToolCall, check_id, first_error
+from pytest_evalbench.formats.results import ToolCall
+from pytest_evalbench.formats.spec import Trajectory, check_id, first_error
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -92,6 +93,8 @@ class DatasetCase(Input):
     required_evals: list[EvalName] = Field(min_length=1)
     threshold_profile: str
     expected_contract: Optional[str] = None
+    expected_trajectory: Optional[Trajectory] = None
+    """A judge-free check of the invoked calls against `calls`, else `expected_tool_calls`, by its mode."""
 
     @field_validator("case_id")
     @classmethod
