@@ -137,9 +137,11 @@ class McpConnection:
         except asyncio.TimeoutError:
             problem = f"did not start and list its tools within {self.server.timeout:g}s (its timeout)"
         except Exception as exc:
-            problem = f"failed to start: {type(exc).__name__}: {cut(' '.join(str(exc).split()), 300)}"
+            leaf = first_leaf(exc)
+            problem = f"failed to start: {type(leaf).__name__}: {cut(' '.join(str(leaf).split()), 300)}"
+        tail = self._stderr_tail()
         await self.close()
-        raise ToolServerError(f"{self.label} {problem}{self._stderr_tail()}")
+        raise ToolServerError(f"{self.label} {problem}{tail}")
 
     async def _own(self, mcp: Any, ready: asyncio.Future[Any], env: dict[str, str], headers: dict[str, str]) -> None:
         """Owns the client for its whole life (the SDK's contexts are left in the task they were entered in)."""
@@ -224,6 +226,15 @@ class McpConnection:
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
+
+
+def first_leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups: what actually went wrong."""
+    inner = getattr(exc, "exceptions", None)  # BaseExceptionGroup (or its backport on Python 3.10)
+    while isinstance(inner, tuple) and inner and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return exc
 
 
 def result_text(result: Any) -> str:

@@ -106,7 +106,7 @@ def test_a_named_matcher_that_is_missing_raises_or_answers_no_bool_is_a_config_e
     def broken(want: dict[str, Any], got: dict[str, Any]) -> bool:
         raise KeyError("order_id")
 
-    with pytest.raises(ConfigError, match="'fuzzy'.*raised KeyError"):
+    with pytest.raises(ConfigError, match=r"'fuzzy'.*raised KeyError"):
         match_trajectory(trajectory, [LOOKUP], {"fuzzy": broken})
     with pytest.raises(ConfigError, match="returned str; it must return True or False"):
         match_trajectory(trajectory, [LOOKUP], {"fuzzy": lambda w, g: "yes"})
