@@ -18,3 +18,7 @@ _.seed_title  # scenarios.json (impactbench's key, kept)
 _.crashitem, _.sched, _.duration
 # A Protocol method's parameter (render.progress.LineWriter)
 _.erase
+# conversations.json: an OpenTelemetry span's fields (kinds/tools.py)
+_.parent_id, _.start_ms, _.duration_ms
+# opentelemetry-sdk's SpanProcessor protocol (called by the SDK, parent_context by keyword)
+_.on_start, _.on_end, _.parent_context

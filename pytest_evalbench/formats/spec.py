@@ -289,7 +289,6 @@ class MetricSource(Input):
 
 
 CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json", "trajectory")
-MATCH_MODES = ("strict", "unordered", "subset", "superset")
 ARGUMENT_MATCHERS = ("exact", "ignore", "subset")
 """Built-in argument matchers; any other name is a callable from `pytest_evalbench_argument_matchers`."""
 

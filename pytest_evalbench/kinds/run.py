@@ -224,10 +224,6 @@ class BenchmarkRun:
     async def _close_servers(self) -> None:
         await asyncio.gather(*(c.close() for c in self.connections.values()))
 
-    def servers_started(self) -> bool:
-        """Whether this process started an MCP server (a replay from the cache starts none)."""
-        return any(c.started for c in self.connections.values())
-
     @functools.cached_property
     def stamp(self) -> SessionStamp:
         """This session as the result rows it writes record it (`.sessions.json`: time and commit)."""

@@ -336,9 +336,6 @@ class ToolBox:
                         outcome=f"[error] {text}" if error else text)
         return made, {"role": "tool", "tool_call_id": call_id, "content": text}
 
-    def started(self) -> bool:
-        return any(c.started for c in self.connections.values())
-
 
 # --------------------------------------------------------------------------- OpenTelemetry spans
 

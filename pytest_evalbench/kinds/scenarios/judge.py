@@ -158,12 +158,6 @@ def made_calls(transcript: list[Message]) -> list[ToolCall]:
     return [call for m in transcript if m.role == "assistant" for call in (m.tool_calls or [])]
 
 
-def holds(rule: CheckRule, transcript: list[Message], matchers: Mapping[str, ArgumentMatcher] | None = None
-          ) -> bool:
-    """Whether the rule's condition holds over the assistant's turns."""
-    return check(rule, transcript, matchers)[0]
-
-
 def check(rule: CheckRule, transcript: list[Message], matchers: Mapping[str, ArgumentMatcher] | None = None
           ) -> tuple[bool, str | None]:
     """Whether the rule's condition holds, and for a trajectory rule what matched or differed."""
