@@ -5,6 +5,9 @@ with OpenTelemetry whose trajectory is checked without any hand-written tool-cal
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -225,3 +228,28 @@ def pytest_evalbench_argument_matchers(config):
     result.stdout.no_fnmatch_line("*Traceback*")
     result.stderr.no_fnmatch_line("*Traceback*")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> None:
+    """benchmarks/agent-tools exits 1 (m01 fails on purpose, as its benchmark.yaml says), offline, with
+    its MCP server's command made to fail."""
+    bench = tmp_path / "benchmarks" / "agent-tools"
+    shutil.copytree(ROOT / "benchmarks" / "agent-tools", bench,
+                    ignore=shutil.ignore_patterns("runs", "*.json", "*.jsonl", "report.html", ".results.lock"))
+    shutil.copytree(ROOT / "benchmarks" / "agent-tools" / ".evalbench-cache", bench / ".evalbench-cache",
+                    dirs_exist_ok=True)
+    shutil.copy(ROOT / "benchmarks" / "agent-tools" / "scenarios.json", bench / "scenarios.json")
+    (bench / "orders_server.py").write_text("raise SystemExit('a replay must not start the server')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "EVALBENCH_"))}
+    done = subprocess.run([sys.executable, "-m", "pytest", "--benchmark=agent-tools", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "llm: 0 requests" in done.stdout
+    assert "1 failed, 3 passed" in done.stdout
+    assert ("trajectory strict: call 1: expected lookup_order(order_id='A1001'), "
+            "got search_faq(query='delivery of order A1001')") in done.stdout
+    last = read_json(bench / "last_run.json")
+    assert last["llm"]["requests"] == 0 and last["llm"]["tool_calls"] == 0 and last["llm"]["tool_replays"] > 0
