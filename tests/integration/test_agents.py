@@ -244,7 +244,8 @@ def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> No
     shutil.copy(ROOT / "benchmarks" / "agent-tools" / "scenarios.json", bench / "scenarios.json")
     (bench / "orders_server.py").write_text("raise SystemExit('a replay must not start the server')\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "OPENAI_", "EVALBENCH_"))}
-    done = subprocess.run([sys.executable, "-m", "pytest", "--benchmark=agent-tools", "-p", "no:cacheprovider"],
+    done = subprocess.run([sys.executable, "-m", "pytest", "--benchmark=agent-tools", "-p", "no:cacheprovider",
+                           "--evalbench-markdown=summary.md"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert "llm: 0 requests" in done.stdout
@@ -253,3 +254,10 @@ def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> No
             "got search_faq(query='delivery of order A1001')") in done.stdout
     last = read_json(bench / "last_run.json")
     assert last["llm"]["requests"] == 0 and last["llm"]["tool_calls"] == 0 and last["llm"]["tool_replays"] > 0
+    differed = "call 1: expected lookup_order(order_id=&#x27;A1001&#x27;), got search_faq("
+    assert differed in (bench / "report.html").read_text() or differed.replace("&#x27;", "&#39;") in (
+        bench / "report.html").read_text()
+    markdown = (tmp_path / "summary.md").read_text()
+    assert "trajectory strict: call 1: expected lookup_order(order_id='A1001'), got search_faq(" in markdown
+    row = next(r for r in read_json(bench / "runs" / "support-agent" / "scores.json") if r["metric_id"] == "m01")
+    assert row["passed"] is False and "got search_faq(query='delivery of order A1001')" in row["justification"]
