@@ -261,3 +261,34 @@ def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> No
     assert "trajectory strict: call 1: expected lookup_order(order_id='A1001'), got search_faq(" in markdown
     row = next(r for r in read_json(bench / "runs" / "support-agent" / "scores.json") if r["metric_id"] == "m01")
     assert row["passed"] is False and "got search_faq(query='delivery of order A1001')" in row["justification"]
+
+
+def test_a_dataset_case_expected_trajectory_fails_the_case_whatever_the_scores(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    from test_dataset import example_case, scores, write_dataset
+
+    pytester.makeconftest("""
+def pytest_evalbench_make_target(config, target):
+    def curator(messages):
+        return {"content": "a plan",
+                "tool_calls": [{"tool": "microsoft_docs_search", "arguments": {"q": "AZ-900"}},
+                               {"tool": "SearchLearningPaths", "arguments": {"query": "AZ-900", "top": 3}}]}
+    return curator if target.id == "learning-path-curator" else None
+""")
+    expected = [{"tool": "SearchLearningPaths", "arguments": {"query": "AZ-900"}}]
+    cases = [example_case(0, expected_tool_calls=expected,
+                          expected_trajectory={"mode": "superset", "arguments": "subset"}),
+             example_case(1, expected_tool_calls=expected,
+                          expected_trajectory={"mode": "strict", "arguments": "subset"})]
+    bench = write_dataset(pytester.path, cases=cases, targets=[{"id": "learning-path-curator"}])
+    bench_env.set_responder(scores({}))  # every eval scores 5: only the trajectory can fail a case
+    result = pytester.runpytest("--benchmark=agents")
+    result.assert_outcomes(passed=1, failed=1)
+    differed = "trajectory strict: call 1: expected SearchLearningPaths(query='AZ-900'), got microsoft_docs_search("
+    result.stdout.fnmatch_lines([f"*{differed}*"])
+    rows = read_json(bench / "case_results.json")
+    assert rows[0]["trajectory"] == {"ok": True, "mode": "superset",
+                                     "summary": "trajectory superset: holds (2 calls made, 1 expected)"}
+    assert rows[1]["trajectory"]["ok"] is False and rows[1]["status"] == "failed"
+    assert rows[1]["trajectory"]["summary"].startswith(differed)
+    assert any(r.startswith(differed) for r in rows[1]["reasons"])
