@@ -77,11 +77,12 @@ def mcp_benchmark(root: Path, *, timeout: float = 60, **tools: Any) -> Path:
     return bench
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
 def test_a_real_mcp_server_runs_the_tools_and_a_replay_needs_none(pytester: pytest.Pytester,
-                                                                  bench_env: FakeLLMServer) -> None:
+                                                                  bench_env: FakeLLMServer, xdist: list[str]) -> None:
     bench = mcp_benchmark(pytester.path)
     bench_env.set_responder(script(True, target=tool_target("lookup_order", {"order_id": "A1001"})))
-    result = pytester.runpytest("--benchmark=demo")
+    result = pytester.runpytest("--benchmark=demo", *xdist)
     result.assert_outcomes(passed=1)
     reply = read_json(bench / "runs" / "tgt" / "conversations.json")[0]["transcript"][1]
     assert reply["tool_calls"] == [{"tool": "lookup_order", "arguments": {"order_id": "A1001"},
@@ -97,7 +98,7 @@ def test_a_real_mcp_server_runs_the_tools_and_a_replay_needs_none(pytester: pyte
     # the replay: no endpoint, and a server command that cannot start
     (bench / "orders_server.py").write_text("raise SystemExit('the replay must not start me')\n")
     before = len(bench_env.requests)
-    replay = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay")
+    replay = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay", *xdist)
     replay.assert_outcomes(passed=1)
     assert len(bench_env.requests) == before
     assert read_json(bench / "runs" / "tgt" / "conversations.json")[0]["transcript"][1] == reply
