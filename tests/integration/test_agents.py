@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +295,44 @@ def pytest_evalbench_make_target(config, target):
     assert rows[1]["trajectory"]["ok"] is False and rows[1]["status"] == "failed"
     assert rows[1]["trajectory"]["summary"].startswith(differed)
     assert any(r.startswith(differed) for r in rows[1]["reasons"])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_streamable_http_server_by_url(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    (pytester.path / "http_server.py").write_text(SERVER.replace('server.run("stdio")',
+                                                                 f'server.run("streamable-http", port={port})'))
+    process = subprocess.Popen([sys.executable, "http_server.py"], cwd=pytester.path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+                time.sleep(0.2)
+        bench = write_benchmark(pytester.path, spec={"metrics": [LOOKS_UP], "generation": {"turns": 1}},
+                                targets=[{"id": "tgt", "model": TARGET, "tools": {"mcp": [
+                                    {"name": "orders", "url": f"http://127.0.0.1:{port}/mcp",
+                                     "headers": {"X-Orders-Token": {"env": "ORDERS_TOKEN"}}}]}}],
+                                scenarios=[scenario("m01_s001_v01", "m01")])
+        bench_env.set_responder(script(True, target=tool_target("lookup_order", {"order_id": "A1001"})))
+        pytester.runpytest("--benchmark=demo").stderr.fnmatch_lines(
+            ["*environment variable ORDERS_TOKEN not set (needed by MCP server 'orders' headers.X-Orders-Token)*"])
+        monkeypatch.setenv("ORDERS_TOKEN", "tok-5f3a9c0123456789")
+        pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    reply = read_json(bench / "runs" / "tgt" / "conversations.json")[0]["transcript"][1]
+    assert reply["tool_calls"][0]["outcome"] == "order A1001: shipped Monday"
+    cached = "".join(p.read_text() for p in (bench / ".evalbench-cache").rglob("*.json"))
+    assert "tok-5f3a9c0123456789" not in cached
