@@ -252,6 +252,7 @@ def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> No
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert "llm: 0 requests" in done.stdout
+    assert "MCP tools: 0 lists and calls run on a server this session, " in done.stdout
     assert "1 failed, 3 passed" in done.stdout
     assert ("trajectory strict: call 1: expected lookup_order(order_id='A1001'), "
             "got search_faq(query='delivery of order A1001')") in done.stdout
