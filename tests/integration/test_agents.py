@@ -261,6 +261,8 @@ def test_the_example_replays_with_no_request_and_no_server(tmp_path: Path) -> No
     differed = "call 1: expected lookup_order(order_id=&#x27;A1001&#x27;), got search_faq("
     assert differed in (bench / "report.html").read_text() or differed.replace("&#x27;", "&#39;") in (
         bench / "report.html").read_text()
+    assert ("<li>lookup_order(order_id=&#x27;A1001&#x27;) → shipped on Monday</li>"
+            in (bench / "report.html").read_text())  # the transcript shows the tool calls
     markdown = (tmp_path / "summary.md").read_text()
     assert "trajectory strict: call 1: expected lookup_order(order_id='A1001'), got search_faq(" in markdown
     row = next(r for r in read_json(bench / "runs" / "support-agent" / "scores.json") if r["metric_id"] == "m01")
