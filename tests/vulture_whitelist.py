@@ -20,3 +20,7 @@ _.crashitem, _.sched, _.duration
 _.erase
 # RE2 reads its option (formats.spec.check_regex): errors are raised, not logged
 _.log_errors
+# conversations.json: an OpenTelemetry span's fields (kinds/tools.py)
+_.parent_id, _.start_ms, _.duration_ms
+# opentelemetry-sdk's SpanProcessor protocol (called by the SDK, parent_context by keyword)
+_.on_start, _.on_end, _.parent_context

@@ -130,6 +130,16 @@ class CacheMiss(LLMError):
         )
 
 
+class ToolCacheMiss(CacheMiss):
+    """`--evalbench-cache=replay` found no recorded tool list or tool result (an MCP server's)."""
+
+    def __init__(self, what: str, key: str) -> None:
+        super().__init__("tool", what, key)
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.kind}: {self.message}"
+
+
 class BudgetExhausted(LLMError):
     """`--evalbench-max-cost` is spent: no new calls are started."""
 

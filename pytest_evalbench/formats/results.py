@@ -1,4 +1,5 @@
-"""The typed rows the gate reads: per-target rate summaries, pass/fail units and per-eval scores.
+"""The typed rows the gate reads (per-target rate summaries, pass/fail units and per-eval scores), and the
+transcript pieces every kind records (messages, tool calls, an app's model calls and spans).
 
 Kinds hand these to the gate (through `KindResults`); the gate never sees a result file's JSON.
 `ModelResult` (one target's rates) is the results.json entry; dataset agents are shown in that shape too.
@@ -10,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from pytest_evalbench.formats import Strict
 
@@ -18,6 +19,50 @@ Status = Literal["passed", "failed", "unscored"]
 """An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
 Judged = Literal["metrics", "evals"]
 """What a kind's judge decides per item: binary metrics (present/absent) or evals scored 1..5."""
+
+
+# --------------------------------------------------------------------------- transcripts
+
+
+class ToolCall(Strict):
+    """One tool call of a target: the tool, its arguments and what it returned."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    outcome: Optional[str] = None
+
+
+class ModelCall(Strict):
+    """A model call an app target made while replying, as its OpenTelemetry span reported it."""
+
+    model: Optional[str] = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class Span(Strict):
+    """One OpenTelemetry span of an app target's reply, bounded (`kinds/tools.py`)."""
+
+    name: str
+    span_id: str
+    parent_id: Optional[str] = None
+    start_ms: float
+    """Milliseconds after the reply's first span started."""
+    duration_ms: float
+    status: Literal["unset", "ok", "error"] = "unset"
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(Strict):
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: Optional[list[ToolCall]] = None
+    model_calls: Optional[list[ModelCall]] = None
+    """An app target traced with OpenTelemetry: the model calls of this reply."""
+    spans: Optional[list[Span]] = None
+    """An app target traced with OpenTelemetry: this reply's spans (at most `MAX_SPANS`)."""
+    spans_dropped: Optional[int] = None
+    """Spans of this reply beyond `MAX_SPANS`, not kept."""
 
 
 class CorrectedSummary(Strict):

@@ -24,6 +24,7 @@ from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputErr
 from pytest_evalbench.base.inputs import read_yaml
 from pytest_evalbench.base.safe_text import MASK, check_base_url, header_problem, redact_data, secret_params, strip_credentials
 from pytest_evalbench.formats import Input, Int, Num, Strict, unknown_keys
+from pytest_evalbench.formats.results import ToolCall
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -215,13 +216,14 @@ Params = Annotated[dict[str, Any], AfterValidator(_no_credentials)]
 
 
 class _Endpointish:
-    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header value."""
+    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header or
+    environment value."""
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():  # type: ignore[misc]
             if name == "base_url" and isinstance(value, str):
                 yield name, strip_credentials(value)
-            elif name == "headers" and isinstance(value, dict):
+            elif name in ("headers", "env") and isinstance(value, dict):
                 yield name, {k: v if isinstance(v, EnvRef) else MASK for k, v in value.items()}
             else:
                 yield name, redact_data(value)
@@ -243,6 +245,51 @@ class ModelConfig(_Endpointish, Input):
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
 
 
+class McpServer(_Endpointish, Input):
+    """One MCP server whose tools a model target may call: a command started over stdio, or a URL
+    (streamable HTTP). Its tool list and results are recorded in the cache under its `name`."""
+
+    name: str
+    command: Optional[list[Annotated[str, Field(min_length=1)]]] = Field(default=None, min_length=1)
+    """The program and its arguments (no shell), started in the benchmark directory."""
+    url: Optional[BaseUrl] = None
+    env: dict[EnvName, HeaderValue] = Field(default_factory=dict)
+    """Environment of a command's process (besides PATH, HOME, ...): a literal, or `{env: NAME}`."""
+    headers: Headers = Field(default_factory=dict)
+    """HTTP headers sent to a URL's server: a literal, or `{env: NAME}`."""
+    timeout: Num = Field(default=30, gt=0, le=3600)
+    """Seconds the server has to start and list its tools, and to answer each tool call."""
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        return check_id(value, "MCP server name")
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs exactly one of `command` (stdio) and `url` (streamable HTTP)")
+        return self
+
+
+class ToolsConfig(Input):
+    """`targets[].tools`: the tools a model target is offered, and the bounds of its tool loop."""
+
+    mcp: list[McpServer] = Field(min_length=1)
+    max_rounds: Int = Field(default=8, ge=1, le=100)
+    """Rounds of tool calls the target may make before one reply; then the reply ends with a note."""
+    max_result_chars: Int = Field(default=20_000, ge=100, le=10_000_000)
+    """Longer tool results are cut, with a note, before the model, the transcript or the cache sees them."""
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ToolsConfig:
+        names = [server.name for server in self.mcp]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate MCP server name(s): {', '.join(dupes)}")
+        return self
+
+
 class TargetConfig(_Endpointish, Input):
     """A system under test: a model endpoint, or the team's own app (see hookspecs)."""
 
@@ -254,6 +301,16 @@ class TargetConfig(_Endpointish, Input):
     system_prompt: Optional[str] = None
     params: Params = Field(default_factory=dict)
     headers: Headers = Field(default_factory=dict)
+    tools: Optional[ToolsConfig] = None
+    """A model target's tools, from MCP servers (see kinds/tools.py)."""
+    traces: Optional[Literal["opentelemetry"]] = None
+    """An app target's OpenTelemetry spans become its reply's tool calls, model calls and usage."""
+
+    @model_validator(mode="after")
+    def _tools_need_a_model(self) -> TargetConfig:
+        if self.tools is not None and self.model is None:
+            raise ValueError("`tools` are offered to a model: this target has no `model` (an app calls its own tools)")
+        return self
 
     @field_validator("id")
     @classmethod
@@ -272,7 +329,28 @@ class MetricSource(Input):
     metric_id: Optional[str] = None
 
 
-CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json")
+CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json", "trajectory")
+ARGUMENT_MATCHERS = ("exact", "ignore", "subset")
+"""Built-in argument matchers; any other name is a callable from `pytest_evalbench_argument_matchers`."""
+
+
+class Trajectory(Input):
+    """Tool calls expected of the target, compared with the calls it made (`kinds/trajectory.py`)."""
+
+    mode: Literal["strict", "unordered", "subset", "superset"] = "strict"
+    """strict: the same calls in the same order; unordered: the same calls in any order; subset:
+    every call made was expected; superset: every expected call was made."""
+    calls: Optional[list[ToolCall]] = None
+    """The expected calls (dataset cases default to their `expected_tool_calls`)."""
+    arguments: Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)] = "exact"
+    """How arguments are compared: exact, ignore, subset (the expected keys, equal; more are allowed),
+    or the name of a callable from the `pytest_evalbench_argument_matchers` hook."""
+    per_tool: dict[str, Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]] = Field(default_factory=dict)
+    """Tool name -> its argument matcher, overriding `arguments`."""
+
+    def matchers(self) -> set[str]:
+        """Every argument matcher named (built-in or not)."""
+        return {self.arguments, *self.per_tool.values()}
 
 
 def check_regex(pattern: str) -> Any:
@@ -313,6 +391,8 @@ class CheckRule(Input):
     """Holds when the assistant never called this tool."""
     valid_json: Optional[bool] = None
     """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
+    trajectory: Optional[Trajectory] = None
+    """Holds when the tool calls of the assistant's turns match the expected calls by its mode."""
     then: Literal["present", "absent"]
 
     @model_validator(mode="after")
@@ -323,11 +403,16 @@ class CheckRule(Input):
                              f"{', '.join(given) or 'none'})")
         if self.regex is not None:
             check_regex(self.regex)
+        if self.trajectory is not None and self.trajectory.calls is None:
+            raise ValueError("a trajectory check needs `calls`: the tool calls expected")
         return self
 
     @property
     def condition(self) -> str:
         name = next(n for n in CONDITIONS if getattr(self, n) is not None)
+        if self.trajectory is not None:
+            count = len(self.trajectory.calls or [])
+            return f"trajectory {self.trajectory.mode} of {count} call{'s' if count != 1 else ''}"
         return f"{name}: {getattr(self, name)!r}"
 
 
@@ -458,18 +543,6 @@ class BenchmarkSpec(Input):
 
 
 # --------------------------------------------------------------------------- shared pieces
-
-
-class ToolCall(Strict):
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    outcome: Optional[str] = None
-
-
-class Message(Strict):
-    role: Literal["user", "assistant"]
-    content: str
-    tool_calls: Optional[list[ToolCall]] = None
 
 
 class PhaseCost(Strict):

@@ -8,6 +8,7 @@ targets, and calls `preflight` before the first call.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_evalbench.base import __version__
-from pytest_evalbench.base.errors import ConfigError, InputError
+from pytest_evalbench.base.errors import ConfigError, InputError, LLMError
 from pytest_evalbench.base.safe_text import SECRETS, check_base_url, header_problem
 from pytest_evalbench.formats.provenance import SessionStamp
 from pytest_evalbench.formats.spec import (
@@ -35,6 +36,8 @@ from pytest_evalbench.formats.spec import (
     judge_prompt_style,
 )
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target
+from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError
+from pytest_evalbench.kinds.trajectory import ArgumentMatcher, matcher_problem
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
@@ -169,7 +172,7 @@ class BenchmarkRun:
 
     def __init__(self, bench_dir: Path, spec: BenchmarkSpec, settings: RunSettings,
                  make_app: Callable[[TargetConfig], Any] | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, matchers: Mapping[str, ArgumentMatcher] | None = None) -> None:
         self.bench_dir = bench_dir
         self.spec = spec
         self.settings = settings
@@ -186,20 +189,44 @@ class BenchmarkRun:
             for cfg in spec.evaluator_models]
         self.evaluators: list[Endpoint] = ([self.evaluator] if self.evaluator else []) + panel
         """Every judge of the panel (`--evalbench-judge-model` replaces the whole panel)."""
+        self.matchers: dict[str, ArgumentMatcher] = dict(matchers or {})
+        """Named argument matchers of trajectory checks (the `pytest_evalbench_argument_matchers` hook)."""
         self.target_configs = select_targets(spec, settings.targets)
         self.targets: dict[str, Target] = {}
+        self.connections: dict[str, McpConnection] = {}
+        """Every MCP server of the selected targets, by name (one process each, shared by targets)."""
         for cfg in self.target_configs:
             app = make_app(cfg) if make_app else None
             if app is not None:
-                self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model, settings.engine)
+                self.targets[cfg.id] = AppTarget(cfg.id, app, cfg.model, settings.engine, engine=self.engine,
+                                                 traced=cfg.traces == "opentelemetry")
             elif cfg.model:
                 endpoint = resolve_endpoint(cfg.as_model(), settings, env,
                                             max_tokens=DEFAULT_MAX_TOKENS["conversation"])
                 self.targets[cfg.id] = ModelTarget(cfg.id, endpoint, cfg.system_prompt or spec.scenario.user_context
-                                                   or DEFAULT_SYSTEM_PROMPT, self.engine)
+                                                   or DEFAULT_SYSTEM_PROMPT, self.engine, self._toolbox(cfg, env))
             else:
                 raise ConfigError(f"{bench_dir / 'benchmark.yaml'}: target '{cfg.id}' has no `model` and no "
                                   "pytest_evalbench_make_target hook returned an app for it")
+
+    def _toolbox(self, cfg: TargetConfig, env: Mapping[str, str]) -> ToolBox | None:
+        """A model target's tools; its servers are shared with other targets naming the same server
+        (which must then configure it alike: its recorded traffic is keyed by its name)."""
+        if cfg.tools is None:
+            return None
+        for server in cfg.tools.mcp:
+            known = self.connections.get(server.name)
+            if known is None:
+                self.connections[server.name] = McpConnection(server, self.bench_dir, env)
+            elif known.server != server:
+                raise ConfigError(f"{self.bench_dir / SPEC_FILE}: MCP server '{server.name}' is configured differently "
+                                  f"by two targets; give them different names")
+        if not self.engine.closers:
+            self.engine.closers.append(self._close_servers)
+        return ToolBox(cfg.id, cfg.tools, {s.name: self.connections[s.name] for s in cfg.tools.mcp}, self.engine.cached)
+
+    async def _close_servers(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.connections.values()))
 
     @functools.cached_property
     def stamp(self) -> SessionStamp:
@@ -257,6 +284,8 @@ class BenchmarkRun:
         if self.settings.cache_mode != "replay":
             self._check_credentials(endpoints)
         self._check_thresholds(spec_file, names_targets)
+        self._check_matchers(spec_file)
+        self._list_tools()
         for path in outputs:
             if not path.parent.is_dir():
                 raise ConfigError(f"{path}: directory {path.parent} does not exist")
@@ -277,6 +306,25 @@ class BenchmarkRun:
                 problems.setdefault(problem, []).append(who)
         if problems:
             raise ConfigError("; ".join(f"{problem} (needed by {', '.join(who)})" for problem, who in problems.items()))
+
+    def _check_matchers(self, spec_file: Path) -> None:
+        """Every argument matcher a metric's trajectory check names is built in or supplied by the hook."""
+        for metric in self.spec.metrics:
+            for index, rule in enumerate(metric.checks.rules if metric.checks else [], start=1):
+                problem = None if rule.trajectory is None else matcher_problem(rule.trajectory, self.matchers)
+                if problem is not None:
+                    raise InputError(spec_file, problem, row=f"metric {metric.id}",
+                                     field=f"checks.rules.{index}.trajectory")
+
+    def _list_tools(self) -> None:
+        """Every model target's tool list, from the cache or its servers, before the first call: a server
+        that cannot start is one error here (and a replay without a recorded list is one too)."""
+        for target_id, target in self.targets.items():
+            if isinstance(target, ModelTarget) and target.tools is not None:
+                try:
+                    self.engine.run(target.tools.offered())
+                except (ToolServerError, LLMError) as exc:
+                    raise ConfigError(f"target '{target_id}': {exc}") from None
 
     def _check_thresholds(self, spec_file: Path, names_targets: bool) -> None:
         rules = self.spec.thresholds or ThresholdRules()  # validated with benchmark.yaml

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.errors import CacheMiss, LLMError
+from pytest_evalbench.base.errors import CacheMiss, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
@@ -61,15 +61,29 @@ class CorruptEntry(Exception):
 
 
 def usable_response(response: dict[str, Any]) -> bool:
-    """Whether an answer is worth keeping: some text or some tool calls."""
+    """Whether an answer is worth keeping: some text or some tool calls; any recorded tool traffic
+    (an MCP server's tool list or a tool's result, even an empty one: `kinds/tools.py`)."""
+    if TOOL_KEYS.intersection(response):
+        return True
     content = response.get("content")
     return bool((isinstance(content, str) and content.strip()) or response.get("tool_calls"))
 
 
+TOOL_KEYS = frozenset({"tools", "tool_result"})
+"""The response keys of recorded tool traffic (`CachedCalls.recorded`), which is not a completion."""
+
+
 def response_problem(response: Any) -> str | None:
-    """Why a stored response cannot be replayed as a completion, or None when it can."""
+    """Why a stored response cannot be replayed (as a completion, a tool list or a tool result), or None."""
     if not isinstance(response, dict):
         return "its response is not a JSON object"
+    if "tool_result" in response:
+        ok = isinstance(response["tool_result"], str) and isinstance(response.get("is_error", False), bool)
+        return None if ok else "its tool result is not text"
+    if "tools" in response:
+        tools = response["tools"]
+        ok = isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+        return None if ok else "its tool list is not a list of objects"
     for name in ("content", "finish_reason"):
         if response.get(name) is not None and not isinstance(response[name], str):
             return f"its response's {name} is {type(response[name]).__name__}, not text"
@@ -328,6 +342,23 @@ class CachedCalls:
             pending.set_result(completion)
             self._write_behind(key, material, completion)
         return completion
+
+    async def recorded(self, key: str, material: dict[str, Any], produce: Callable[[], Awaitable[dict[str, Any]]],
+                       what: str) -> dict[str, Any]:
+        """Recorded traffic that is not a chat completion (an MCP server's tool list, a tool's result):
+        replayed from the cache, or produced (secrets masked) and written before it is returned, so
+        another process of the run finds it. `what` names it in errors."""
+        found = self._cached(key, "tool", what, None)
+        if found is not None:
+            self.stats.tool_replays += 1
+            return found
+        if self.cache.mode == "replay":
+            raise ToolCacheMiss(what, key)
+        response: dict[str, Any] = SECRETS.redact_data(await produce())
+        self.stats.tool_calls += 1
+        if self.cache.writes:
+            await asyncio.wrap_future(self.submit(functools.partial(self._put, key, material, response)))
+        return response
 
     def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None
                 ) -> dict[str, Any] | None:

@@ -15,10 +15,11 @@ stays cached and replays for free.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -64,6 +65,8 @@ class Engine:
         self.retrier = Retrier(settings, self.stats, self.limits, lambda: self.transport)
         self.cached = CachedCalls(cache, self.stats)
         self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots)
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+        """Closed on the engine's loop when it stops (the MCP servers a run started, `kinds/tools.py`)."""
 
     @property
     def transport(self) -> Transport:
@@ -106,6 +109,7 @@ class Engine:
         self.cached.close()  # every answer received is on disk before the run ends
 
     async def _shutdown(self) -> None:
+        await asyncio.gather(*(close() for close in self.closers), return_exceptions=True)
         if self._transport is not None:
             await self._transport.aclose()
 

@@ -194,9 +194,14 @@ class EngineStats:
     usage: dict[str, Usage] = field(default_factory=lambda: defaultdict(Usage))
     unpriced: set[str] = field(default_factory=set)
     """Models that had no price: counted as $0 and named in the summary (merged across workers)."""
+    tool_calls: int = 0
+    """Tool lists and tool calls of MCP servers run in this session (`kinds/tools.py`)."""
+    tool_replays: int = 0
+    """Tool lists and tool results replayed from the cache (no server involved)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
+                "tool_calls": self.tool_calls, "tool_replays": self.tool_replays,
                 "rate_limited": self.rate_limited, "failures": dict(self.failures), "spent": self.spent,
                 "peak_in_flight": self.peak_in_flight,
                 "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
@@ -205,6 +210,8 @@ class EngineStats:
         self.requests += int(data.get("requests", 0))
         self.cache_hits += int(data.get("cache_hits", 0))
         self.retries += int(data.get("retries", 0))
+        self.tool_calls += int(data.get("tool_calls", 0))
+        self.tool_replays += int(data.get("tool_replays", 0))
         self.rate_limited += int(data.get("rate_limited", 0))
         self.failures.update(data.get("failures", {}))
         self.spent += float(data.get("spent", 0.0))

@@ -28,6 +28,17 @@ def pytest_evalbench_make_target(config: pytest.Config, target: Any) -> Any:
 
 
 @hookspec
+def pytest_evalbench_argument_matchers(config: pytest.Config) -> Any:
+    """Return named argument matchers for trajectory checks: `{name: matcher}`.
+
+    A trajectory check names one as its `arguments` or in `per_tool`; it is called as
+    `matcher(expected_arguments, made_arguments)` and returns True when they fit (anything else, or
+    an exception, is a configuration error naming the matcher). Every implementation's mapping is
+    merged; two that supply the same name are an error.
+    """
+
+
+@hookspec
 def pytest_evalbench_judged_row(config: pytest.Config, row: dict[str, Any], record: dict[str, Any]) -> None:
     """Inspect or adjust a judged score row before it is recorded (runs where the item ran).
 

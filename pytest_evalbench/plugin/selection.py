@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError
 from pytest_evalbench.base.files import NotRegularFile, bounded_problem
 from pytest_evalbench.base.safe_text import terminal
 from pytest_evalbench.formats.spec import SPEC_FILE, load_spec
@@ -58,7 +58,8 @@ class Selection:
             def make_app(target: Any) -> Any:
                 return self.config.hook.pytest_evalbench_make_target(config=self.config, target=target)
 
-            self._run = BenchmarkRun(self.bench_dir, spec, self.settings, make_app)
+            self._run = BenchmarkRun(self.bench_dir, spec, self.settings, make_app,
+                                     matchers=argument_matchers(self.config))
         return self._run
 
     def loaded_run(self) -> BenchmarkRun | None:
@@ -159,3 +160,22 @@ class Selection:
             where = [] if root == self.config.invocation_params.dir else ["--root", str(root)]
             return f"; generate it with `{shlex.join(['evalbench', 'gen-scenarios', self.settings.benchmark, *where])}`"
         return ""
+
+
+def argument_matchers(config: pytest.Config) -> dict[str, Any]:
+    """The named argument matchers every `pytest_evalbench_argument_matchers` implementation supplies."""
+    merged: dict[str, Any] = {}
+    for supplied in config.hook.pytest_evalbench_argument_matchers(config=config):
+        if supplied is None:
+            continue
+        if not isinstance(supplied, dict):
+            raise ConfigError(f"pytest_evalbench_argument_matchers returned {type(supplied).__name__}; it must "
+                              "return a dict of name -> callable")
+        for name, matcher in supplied.items():
+            if not isinstance(name, str) or not callable(matcher):
+                raise ConfigError(f"pytest_evalbench_argument_matchers: {name!r} must name a callable "
+                                  f"(got {type(matcher).__name__})")
+            if name in merged and merged[name] is not matcher:
+                raise ConfigError(f"pytest_evalbench_argument_matchers: matcher {name!r} is supplied twice")
+            merged[name] = matcher
+    return merged

@@ -18,12 +18,17 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from pytest_evalbench.base.safe_text import cut
+from pytest_evalbench.formats.results import ToolCall
+from pytest_evalbench.kinds.trajectory import describe
 from pytest_evalbench.render.rates import DemographicGroup
 from pytest_evalbench.render.summary import RunSummary
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE, DatasetView, TranscriptView
 
 E = html.escape
 """Every text from a run (names, reasons, model output) reaches the page through this one function."""
+OUTCOME_CHARS = 300
+"""How much of a tool call's result a transcript in the report shows."""
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -221,6 +226,15 @@ def _select(fid: str, label: str, values: list[str]) -> str:
     return f'<label>{E(label)} <select id="{fid}"><option value="">all</option>{opts}</select></label>'
 
 
+def _tool_calls(calls: list[ToolCall] | None) -> str:
+    """A turn's tool calls, one line each: the call and (the start of) what it returned."""
+    if not calls:
+        return ""
+    lines = "".join(f'<li>{E(describe(c))}{"" if c.outcome is None else " → " + E(cut(c.outcome, OUTCOME_CHARS))}</li>'
+                    for c in calls)
+    return f'<ul class="tools" aria-label="tool calls">{lines}</ul>'
+
+
 def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
     convs = [v.conversation for v in views]
     metrics = sorted({c.metric_id for c in convs if c.metric_id})
@@ -243,7 +257,7 @@ def _transcripts(views: list[TranscriptView], total: int | None = None) -> str:
         if c.user_audit is not None and c.user_audit.flags:  # the simulated user's audit (`kinds.scenarios.runner.audit`)
             judged += f'<div class="judgment why">simulated user: {E("; ".join(c.user_audit.flags))}</div>'
         turns = "".join(f'<div class="turn {E(t.role)}"><span class="role">{E(t.role)}</span> '
-                        f'{E(t.content)}</div>' for t in c.transcript)
+                        f'{E(t.content)}{_tool_calls(t.tool_calls)}</div>' for t in c.transcript)
         demo_values = "|".join(f"{k}: {v}" for k, v in c.demographic.items())
         items.append(
             f'<details class="conv" data-testid="conv-{_tid(c.conv_id, "s" + str(c.sample))}" '

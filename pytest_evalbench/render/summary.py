@@ -78,12 +78,19 @@ class CostView:
     unpriced: list[str]
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     """`phase:role` -> tokens and priced cost (cached replays included)."""
+    tool_calls: int = 0
+    """MCP tool lists and tool calls run on a server in this session."""
+    tool_replays: int = 0
+    """MCP tool lists and tool results replayed from the cache (no server involved)."""
 
     @property
     def note(self) -> str:
         """One sentence saying whether cached replays are counted, and what has no price."""
         text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
                 f"cached replays included (as in cost.json)")
+        if self.tool_calls or self.tool_replays:
+            text += (f"; MCP tools: {self.tool_calls} lists and calls run on a server this session, "
+                     f"{self.tool_replays} replayed from the cache")
         if self.unpriced:
             text += ("; no price for " + ", ".join(self.unpriced) + " (counted as $0, so --evalbench-max-cost "
                      "cannot limit them; add `pricing:` to benchmark.yaml)")
@@ -206,7 +213,8 @@ def cost_view(stats: EngineStats) -> CostView:
                     requests=stats.requests, cache_hits=stats.cache_hits, retries=stats.retries,
                     input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
                     unpriced=sorted(stats.unpriced),
-                    phases={k: v.to_json() for k, v in sorted(stats.usage.items())})
+                    phases={k: v.to_json() for k, v in sorted(stats.usage.items())},
+                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays)
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_evalbench.formats.spec import CheckRule, Message, Metric, ToolCall
-from pytest_evalbench.kinds.scenarios.judge import decide, holds
+from pytest_evalbench.formats.results import Message, ToolCall
+from pytest_evalbench.formats.spec import CheckRule, Metric
+from pytest_evalbench.kinds.scenarios.judge import check, decide
 
 TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),
               Message(role="assistant", content='{"plan": [1, 2]}',
@@ -26,11 +27,11 @@ TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE
     ({"valid_json": True}, False), ({"valid_json": False}, True),
 ])
 def test_conditions(condition: dict[str, Any], expected: bool) -> None:
-    assert holds(CheckRule(**condition, then="present"), TRANSCRIPT) is expected
+    assert check(CheckRule(**condition, then="present"), TRANSCRIPT)[0] is expected
 
 
 def test_valid_json_holds_when_every_reply_parses() -> None:
-    assert holds(CheckRule(valid_json=True, then="present"), TRANSCRIPT[:2])
+    assert check(CheckRule(valid_json=True, then="present"), TRANSCRIPT[:2])[0]
 
 
 def metric(rules: list[dict[str, Any]], otherwise: str = "judge") -> Metric:

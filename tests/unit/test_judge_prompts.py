@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Message, Metric
+from pytest_evalbench.formats.results import Message
+from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Metric
 from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
 from pytest_evalbench.kinds.scenarios.judge import judge_messages
 from pytest_evalbench.kinds.scenarios.models import Scenario

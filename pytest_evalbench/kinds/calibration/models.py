@@ -18,8 +18,8 @@ from pydantic import Field, ValidationError, model_validator
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.results import Judged, Status
-from pytest_evalbench.formats.spec import BenchmarkSpec, Message, first_error
+from pytest_evalbench.formats.results import Judged, Message, Status
+from pytest_evalbench.formats.spec import BenchmarkSpec, first_error
 from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, EvalName
 from pytest_evalbench.llm.types import Usage
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
@@ -42,6 +42,7 @@ from pytest_evalbench.kinds.judges import agreement_lines, judge_name, reliabili
 from pytest_evalbench.kinds.protocol import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget
+from pytest_evalbench.kinds.trajectory import ArgumentMatcher, matcher_problem
 from pytest_evalbench.llm.costs import USAGE_FILE, read_usage, update_cost_file, usage_totals
 
 CASE_METRIC = "pass_rate"
@@ -76,6 +77,7 @@ class DatasetKind:
     def load_cases(self) -> dict[Path, list[DatasetItem]]:
         items = self._load_items()
         check_answerable(items, set(self.run.targets))
+        check_matchers(items, self.run.matchers)
         return dict(items)
 
     def _load_items(self) -> dict[Path, list[DatasetItem]]:
@@ -109,7 +111,8 @@ class DatasetKind:
     async def run_case(self, case: DatasetItem) -> DatasetRecord:
         run = self.run
         return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
-                              samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name))
+                              samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name),
+                              matchers=run.matchers)
 
     def record_to_json(self, record: DatasetRecord) -> JSONRecord:
         return record.to_json()
@@ -331,3 +334,13 @@ def check_answerable(items_by_file: dict[Path, list[DatasetItem]], targets: set[
                                  f"{case.agent_name!r}: pass --evalbench-target={case.agent_name}=MODEL or add a "
                                  f"target with id {case.agent_name!r} (a model, or an app from the "
                                  "pytest_evalbench_make_target hook)", row=item.line, field="model_answer")
+
+
+def check_matchers(items_by_file: dict[Path, list[DatasetItem]], matchers: Mapping[str, ArgumentMatcher]) -> None:
+    """Every argument matcher a case's `expected_trajectory` names is built in or supplied by the hook."""
+    for path, items in items_by_file.items():
+        for item in items:
+            trajectory = item.case.expected_trajectory
+            problem = None if trajectory is None else matcher_problem(trajectory, matchers)
+            if problem is not None:
+                raise InputError(path, problem, row=item.line, field="expected_trajectory")

@@ -19,7 +19,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Input
-from pytest_evalbench.formats.spec import ToolCall, all_errors, check_id
+from pytest_evalbench.formats.results import ToolCall
+from pytest_evalbench.formats.spec import Trajectory, all_errors, check_id
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
@@ -92,6 +93,8 @@ class DatasetCase(Input):
     required_evals: list[EvalName] = Field(min_length=1)
     threshold_profile: str
     expected_contract: Optional[str] = None
+    expected_trajectory: Optional[Trajectory] = None
+    """A judge-free check of the invoked calls against `calls`, else `expected_tool_calls`, by its mode."""
 
     @field_validator("case_id")
     @classmethod

@@ -30,13 +30,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from pytest_evalbench.formats.results import ToolCall
 from pytest_evalbench.kinds.dataset.answers import answer_line
 from pytest_evalbench.kinds.dataset.explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from pytest_evalbench.kinds.dataset.models import DatasetCase, DatasetItem, payload_for
 from pytest_evalbench.kinds.dataset.policy import ScoringPolicy, failure_message, judge_case
-from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, ToolCheckResult
+from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, ToolCheckResult, TrajectoryCheck
 from pytest_evalbench.kinds.judges import median_vote, poll
 from pytest_evalbench.kinds.targets import Target
+from pytest_evalbench.kinds.trajectory import ArgumentMatcher, TrajectoryResult, match_trajectory, max_matching
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask
 from pytest_evalbench.llm.types import Endpoint, Usage
 
@@ -69,6 +71,8 @@ class EvalResults:
     """ToolCallAccuracy had nothing to judge (see `tool_eval_not_applicable`)."""
     tool_check: ToolCheckResult | None
     source: Literal["dataset", "target", "stored"]
+    trajectory: TrajectoryResult | None = None
+    """The case's `expected_trajectory` checked against the calls invoked (judge-free; decides a failure)."""
 
 
 @dataclass
@@ -124,7 +128,8 @@ async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endp
 
 
 async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,
-                   target: Target | None, samples: int = 1) -> DatasetRecord:
+                   target: Target | None, samples: int = 1, matchers: dict[str, ArgumentMatcher] | None = None
+                   ) -> DatasetRecord:
     """(Optionally) ask the team's app, run the case's evals and the tool check; the scoring policy
     decides the case later (`decide`, from `DatasetKind.outcome`)."""
     case = item.case
@@ -158,8 +163,20 @@ async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint],
                                  else case.invoked_tool_calls)
         tool_check = ToolCheckResult(ok=check.ok, matched=check.matched, expected=check.expected,
                                      summary=check.summary)
-    return DatasetRecord(benchmark, usage_by_phase, EvalResults(case, by_eval, not_applicable, tool_check, source),
-                         answer=line)
+    trajectory = None
+    if case.expected_trajectory is not None:
+        made = invoked if invoked is not None else [c.model_dump(exclude_none=True) for c in case.invoked_tool_calls]
+        expected = None if case.expected_trajectory.calls is not None else [
+            ToolCall.model_validate(_call_fields(_as_dict(c))) for c in case.expected_tool_calls]
+        trajectory = match_trajectory(case.expected_trajectory, [ToolCall.model_validate(_call_fields(c)) for c in made],
+                                      matchers or {}, expected=expected)
+    return DatasetRecord(benchmark, usage_by_phase, EvalResults(case, by_eval, not_applicable, tool_check, source,
+                                                                trajectory), answer=line)
+
+
+def _call_fields(call: dict[str, Any]) -> dict[str, Any]:
+    """The tool call's own fields (dataset rows may carry more keys, e.g. `reason`)."""
+    return {k: call[k] for k in ("tool", "arguments") if k in call}
 
 
 def decide(record: DatasetRecord, policy: ScoringPolicy) -> CaseResult:
@@ -183,18 +200,27 @@ def decide(record: DatasetRecord, policy: ScoringPolicy) -> CaseResult:
                                     explanation=NOT_APPLICABLE, not_applicable=True))
         reasons.append(f"{TOOL_EVAL}: {NOT_APPLICABLE}")
     tool_check = record.evals.tool_check
+    trajectory = record.evals.trajectory
+    status = judgement.status
+    if trajectory is not None and not trajectory.ok:  # a judge-free failure: no score can make up for it
+        status = "failed"
+        reasons.append(trajectory.summary)
     row = CaseResult(
         case_id=case.case_id, agent_name=case.agent_name, scenario_id=case.scenario_id,
-        threshold_profile=judgement.profile, status=judgement.status,
-        passed=None if judgement.status == "unscored" else judgement.status == "passed",
+        threshold_profile=judgement.profile, status=status,
+        passed=None if status == "unscored" else status == "passed",
         composite=None if judgement.composite is None else round(judgement.composite, 4),
         pass_mark=judgement.pass_mark, metrics=metrics, tool_check=tool_check, reasons=reasons,
-        answer_source=record.evals.source, **({"extra": dict(case.model_extra)} if case.model_extra else {}))
+        answer_source=record.evals.source, **({"extra": dict(case.model_extra)} if case.model_extra else {}),
+        trajectory=None if trajectory is None else TrajectoryCheck.model_validate(trajectory.to_json()))
     message = failure_message(judgement, {name: o.explanation for name, o in by_eval.items()})
     if record.evals.not_applicable:
         message += f"\n  {TOOL_EVAL}: {NOT_APPLICABLE}"
     if tool_check is not None:
         message += f"\ntool check: {tool_check.summary}"
+    if trajectory is not None:
+        message = (f"case failed: {trajectory.summary}\n" if status != judgement.status else "") + message
+        message += f"\n{trajectory.summary}"
     record.decided, record.message = row, message
     return row
 
@@ -233,7 +259,7 @@ def values_equal(want: Any, got: Any, *, ordered: bool = False) -> bool:
             return False
         if ordered:
             return all(values_equal(w, g) for w, g in zip(want, got))
-        return _max_matching([[values_equal(w, g) for g in got] for w in want])[0] == len(want)
+        return max_matching([[values_equal(w, g) for g in got] for w in want])[0] == len(want)
     return want is None and got is None
 
 
@@ -244,28 +270,11 @@ def _fits(want: dict[str, Any], got: dict[str, Any]) -> bool:
         for k, v in (want.get("arguments") or {}).items())
 
 
-def _max_matching(fits: list[list[bool]]) -> tuple[int, dict[int, int]]:
-    """Maximum bipartite matching (augmenting paths): rows -> columns where fits[row][col]."""
-    owner: dict[int, int] = {}  # column -> row
-
-    def augment(row: int, seen: set[int]) -> bool:
-        for col, ok in enumerate(fits[row]):
-            if ok and col not in seen:
-                seen.add(col)
-                if col not in owner or augment(owner[col], seen):
-                    owner[col] = row
-                    return True
-        return False
-
-    size = sum(1 for row in range(len(fits)) if augment(row, set()))
-    return size, {row: col for col, row in owner.items()}
-
-
 def check_tool_calls(expected: list[Any], invoked: list[Any]) -> ToolCheck:
     """Pair expected calls with invoked ones (most pairs possible), then report what is left."""
     wants = [_as_dict(c) for c in expected]
     gots = [_as_dict(c) for c in invoked]
-    matched, pairs = _max_matching([[_fits(w, g) for g in gots] for w in wants])
+    matched, pairs = max_matching([[_fits(w, g) for g in gots] for w in wants])
     free = [i for i in range(len(gots)) if i not in pairs.values()]
     missing, mismatches = [], []
     for i, want in enumerate(wants):

@@ -48,6 +48,15 @@ class ToolCheckResult(Strict):
     summary: str
 
 
+class TrajectoryCheck(Strict):
+    """A case's `expected_trajectory` checked against the calls invoked (`kinds/trajectory.py`)."""
+
+    ok: bool
+    mode: Literal["strict", "unordered", "subset", "superset"]
+    summary: str
+    """What matched, or what differed: `trajectory strict: call 1: expected ..., got ...; made: ...`."""
+
+
 class CaseResult(Strict):
     """case_results.json row."""
 
@@ -66,6 +75,8 @@ class CaseResult(Strict):
     """`stored`: a live target's earlier answer, from answers/<agent>.jsonl."""
     extra: dict[str, Any] = Field(default_factory=dict)
     """The case's fields this version does not model (e.g. `workflow_mode`), kept as they were."""
+    trajectory: Optional[TrajectoryCheck] = None
+    """With the case's `expected_trajectory`: the check's result; a check that does not hold fails the case."""
 
     def to_json(self) -> dict[str, Any]:
         """The file's row: optional keys (`extra`, a metric's `not_applicable`, `agreement`, `votes`)

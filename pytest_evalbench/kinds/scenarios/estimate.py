@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_evalbench.formats.spec import Message
+from pytest_evalbench.formats.results import Message
 from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan, filler
 from pytest_evalbench.kinds.judges import vote_sample
 from pytest_evalbench.kinds.scenarios.judge import answer_schema, decide, judge_messages

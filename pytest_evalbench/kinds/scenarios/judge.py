@@ -18,13 +18,16 @@ the verdict (it is not re-asked).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
 from pytest_evalbench.formats import StrictAnswer
-from pytest_evalbench.formats.spec import CheckRule, Message, Metric, check_regex
+from pytest_evalbench.formats.results import Message, ToolCall
+from pytest_evalbench.formats.spec import CheckRule, Metric, check_regex
+from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Endpoint, Usage
 
@@ -149,36 +152,52 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def holds(rule: CheckRule, transcript: list[Message]) -> bool:
-    """Whether the rule's condition holds over the assistant's turns."""
+def made_calls(transcript: list[Message]) -> list[ToolCall]:
+    """Every tool call of the assistant's turns, in order: the conversation's trajectory."""
+    return [call for m in transcript if m.role == "assistant" for call in (m.tool_calls or [])]
+
+
+def check(rule: CheckRule, transcript: list[Message], matchers: Mapping[str, ArgumentMatcher] | None = None
+          ) -> tuple[bool, str | None]:
+    """Whether the rule's condition holds, and for a trajectory rule what matched or differed."""
     replies = [m for m in transcript if m.role == "assistant"]
     texts = [m.content for m in replies]
     tools = {call.tool for m in replies for call in (m.tool_calls or [])}
+    if rule.trajectory is not None:
+        result = match_trajectory(rule.trajectory, made_calls(transcript), matchers or {})
+        return result.ok, result.summary
     if rule.regex is not None:
         pattern = check_regex(rule.regex)
-        return any(pattern.search(t) is not None for t in texts)
+        return any(pattern.search(t) is not None for t in texts), None
     if rule.contains is not None:
-        return any(rule.contains.casefold() in t.casefold() for t in texts)
+        return any(rule.contains.casefold() in t.casefold() for t in texts), None
     if rule.not_contains is not None:
-        return not any(rule.not_contains.casefold() in t.casefold() for t in texts)
+        return not any(rule.not_contains.casefold() in t.casefold() for t in texts), None
     if rule.tool_called is not None:
-        return rule.tool_called in tools
+        return rule.tool_called in tools, None
     if rule.tool_not_called is not None:
-        return rule.tool_not_called not in tools
+        return rule.tool_not_called not in tools, None
     all_json = all(_is_json(t) for t in texts)
-    return all_json if rule.valid_json else not all_json
+    return (all_json if rule.valid_json else not all_json), None
 
 
-def decide(metric: Metric, transcript: list[Message]) -> CheckDecision | None:
-    """The checks' verdict, or None when they leave it to the judge (or the metric has none)."""
+def decide(metric: Metric, transcript: list[Message], matchers: Mapping[str, ArgumentMatcher] | None = None
+           ) -> CheckDecision | None:
+    """The checks' verdict, or None when they leave it to the judge (or the metric has none). The
+    justification names the deciding rule, and says what a trajectory rule found on the way."""
     checks = metric.checks
     if checks is None:
         return None
+    found: list[str] = []  # what the trajectory rules that did not hold found
     for index, rule in enumerate(checks.rules, start=1):
-        if holds(rule, transcript):
-            return CheckDecision(rule.then == "present",
-                                 f"check {index} ({rule.condition}) holds: behaviour {rule.then}")
+        held, detail = check(rule, transcript, matchers)
+        if held:
+            return CheckDecision(rule.then == "present", f"check {index} ({rule.condition}) holds: behaviour "
+                                 f"{rule.then}" + (f"; {detail}" if detail else ""))
+        if detail:
+            found.append(f"check {index} does not hold: {detail}")
     if checks.otherwise == "judge":
         return None
     return CheckDecision(checks.otherwise == "present",
-                         f"no check rule holds: behaviour {checks.otherwise} (otherwise: {checks.otherwise})")
+                         f"no check rule holds: behaviour {checks.otherwise} (otherwise: {checks.otherwise})"
+                         + "".join(f"; {line}" for line in found))

@@ -17,12 +17,11 @@ from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.base.inputs import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json, read_text
 from pytest_evalbench.formats import Input, Strict, unknown_keys
-from pytest_evalbench.formats.results import ModelResult, PassFailUnit, RateSummary, Status
+from pytest_evalbench.formats.results import Message, ModelResult, PassFailUnit, RateSummary, Status
 from pytest_evalbench.formats.spec import (
     MAX_ID_LENGTH,
     BenchmarkSpec,
     Int,
-    Message,
     Metric,
     MetricType,
     check_id,

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
-from pytest_evalbench.formats.spec import Generation, Message, Metric
+from pytest_evalbench.formats.results import Message
+from pytest_evalbench.formats.spec import Generation, Metric
 from pytest_evalbench.kinds.judges import PanelJudgment, majority, poll
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.scenarios.judge import decide, judge
@@ -141,7 +142,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     if not any(m.role == "assistant" for m in transcript.messages):
         verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
                                                 "before the target replied")
-    elif (decision := decide(metric, transcript.messages)) is not None:
+    elif (decision := decide(metric, transcript.messages, run.matchers)) is not None:
         verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
         turns: list[int] = []  # the turns named by votes saying "present"
@@ -280,7 +281,8 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
     """Run the conversation for up to `generation.turns` user turns."""
     system = user_system_prompt(scenario, metric, generation)
     transcript = Transcript()
-    history: list[dict[str, Any]] = []  # target's view: user = simulated person
+    history: list[dict[str, Any]] = []  # the conversation's text: user = simulated person
+    sent: list[dict[str, Any]] = []  # target's view: the history with its tool calls and results
     for turn in range(1, generation.turns + 1):
         flipped = [{"role": "assistant" if m["role"] == "user" else "user", "content": m["content"]}
                    for m in history]
@@ -312,11 +314,15 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
         if generation.perfunctory:
             message = perfunctory(message, f"{scenario.id}|{sample}|{turn}")
         history.append({"role": "user", "content": message})
+        sent.append({"role": "user", "content": message})
         transcript.messages.append(Message(role="user", content=message))
-        reply = await target.reply(list(history), sample=sample, usage_by_phase=usage_by_phase)
+        reply = await target.reply(list(sent), sample=sample, usage_by_phase=usage_by_phase)
         history.append({"role": "assistant", "content": reply.content})
-        transcript.messages.append(Message(role="assistant", content=reply.content,
-                                           tool_calls=reply.tool_calls or None))
+        sent.extend(reply.exchange or [{"role": "assistant", "content": reply.content}])
+        transcript.messages.append(Message(
+            role="assistant", content=reply.content, tool_calls=reply.tool_calls or None,
+            model_calls=reply.model_calls or None, spans=reply.spans or None,
+            spans_dropped=reply.spans_dropped or None))
     return transcript
 
 
