@@ -73,6 +73,12 @@ def response_problem(response: Any) -> str | None:
         value = response.get(name, 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"its response's {name} is {value!r}, not a token count"
+    logprobs = response.get("logprobs")
+    if logprobs is not None and not (isinstance(logprobs, list) and all(
+            isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], dict)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in t[1].values())
+            for t in logprobs)):
+        return "its response's logprobs is not a list of [token, {alternative: logprob}]"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None

@@ -50,8 +50,8 @@ def test_kappa_of_a_perfect_and_an_always_present_judge(pytester: pytest.Pyteste
     assert m01["confusion"]["absent"]["present"] == (2 if judge is True else 0)
     assert m01["kappa_ci"] is not None and m01["kappa_ci"][0] <= kappa <= m01["kappa_ci"][1]
     result.stdout.fnmatch_lines([f"*m01: n=4 agreement {agreement:.2f} kappa {kappa:.2f} [95% CI*"])
-    # only the judge was asked: no simulated user, no target, one request per example
-    assert {r["model"] for r in bench_env.requests} == {JUDGE} and len(bench_env.requests) == len(ROWS)
+    # only the judge was asked: no simulated user, no target, one request per example and prompt style
+    assert {r["model"] for r in bench_env.requests} == {JUDGE} and len(bench_env.requests) == 3 * len(ROWS)
     assert not (bench / "runs").exists()
 
 
@@ -80,7 +80,7 @@ def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: F
     result.assert_outcomes(passed=1, xfailed=1)
     assert result.ret == 0
     assert any("judge unreliable for m02" in line for line in read_json(bench / "last_run.json")["judge"])
-    result.stdout.fnmatch_lines(["*judge unreliable for m02: kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
+    result.stdout.fnmatch_lines(["*judge unreliable for m02: judge-only kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
                                  "its judge-decided rows are outside the gate, its 1 failure is reported as xfailed "
                                  "and cannot fail the build*"])
 
