@@ -28,10 +28,11 @@ import sys
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
-from pytest_evalbench.formats.spec import Generation, Message, Metric
+from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Message, Metric
 from pytest_evalbench.kinds.judges import PanelJudgment, calibrated_thresholds, judge_name, majority, poll
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.scenarios.judge import Example, decide, judge, pick_contrast
@@ -136,6 +137,18 @@ class JudgeSetup:
 _SETUPS: weakref.WeakKeyDictionary[BenchmarkRun, JudgeSetup] = weakref.WeakKeyDictionary()
 
 
+def contrast_examples(bench_dir: Path, spec: BenchmarkSpec) -> dict[str, list[Example]]:
+    """Metric id -> the examples a `contrast` prompt shows (none for the other styles): the first labelled
+    present and absent example of calibration.jsonl that the metric's checks leave to the judge."""
+    if spec.judge.prompt != "contrast":
+        return {}
+    from pytest_evalbench.kinds.calibration.kind import judge_examples
+    from pytest_evalbench.kinds.calibration.models import CALIBRATION_FILE, load_labels
+
+    pools = judge_examples(load_labels(bench_dir / CALIBRATION_FILE, spec, "metrics"), spec)
+    return {key: pick_contrast(pool) for key, pool in pools.items()}
+
+
 def judge_setup(run: BenchmarkRun) -> JudgeSetup:
     """Read once per run: `contrast` prompts show calibration.jsonl's first labelled present and absent
     example the metric's checks leave to the judge; `probability` scoring reads calibration.json's
@@ -143,13 +156,7 @@ def judge_setup(run: BenchmarkRun) -> JudgeSetup:
     setup = _SETUPS.get(run)
     if setup is None:
         config = run.spec.judge
-        contrast: dict[str, list[Example]] = {}
-        if config.prompt == "contrast":
-            from pytest_evalbench.kinds.calibration.kind import judge_examples
-            from pytest_evalbench.kinds.calibration.models import CALIBRATION_FILE, load_labels
-
-            pools = judge_examples(load_labels(run.bench_dir / CALIBRATION_FILE, run.spec, "metrics"), run.spec)
-            contrast = {key: pick_contrast(pool) for key, pool in pools.items()}
+        contrast = contrast_examples(run.bench_dir, run.spec)
         thresholds = (calibrated_thresholds(run.bench_dir, judge_name(run.judges()), config.prompt)
                       if config.probability else {})
         setup = _SETUPS[run] = JudgeSetup(contrast, thresholds)
