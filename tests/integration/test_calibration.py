@@ -98,9 +98,25 @@ def test_shipped_label_sets_load() -> None:
     from pytest_evalbench.formats.spec import load_spec
     from pytest_evalbench.kinds.calibration.models import load_labels
 
-    for name, judged, n in (("demo", "metrics", 65), ("agents", "evals", 12)):
+    for name, judged, n in (("demo", "metrics", 80), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name
         assert len(load_labels(bench / "calibration.jsonl", load_spec(bench), judged)) == n
+
+
+def test_the_demo_label_set_looks_like_the_runs() -> None:
+    """At least 80 examples, at least 40% multi-turn, balanced present/absent per metric, a note on each."""
+    from pytest_evalbench.formats.spec import load_spec
+    from pytest_evalbench.kinds.calibration.models import MetricLabel, load_labels
+
+    bench = ROOT / "benchmarks" / "demo"
+    labels = [c.label for c in load_labels(bench / "calibration.jsonl", load_spec(bench), "metrics")]
+    assert all(isinstance(label, MetricLabel) and label.note for label in labels)
+    metric_labels = [label for label in labels if isinstance(label, MetricLabel)]
+    multi = [label for label in metric_labels if sum(m.role == "assistant" for m in label.transcript) > 1]
+    assert len(metric_labels) >= 80 and len(multi) >= 0.4 * len(metric_labels)
+    for metric in ("m01", "m02"):
+        present = [label.present for label in metric_labels if label.metric_id == metric]
+        assert sum(present) == len(present) - sum(present)
 
 
 def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
