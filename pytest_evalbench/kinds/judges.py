@@ -8,7 +8,7 @@ Vote `j` of a row judged for conversation sample `s` uses the cache sample `s + 
 
 A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
 calibration entry (calibration.json, written by `--evalbench-calibrate`) has a kappa that is undefined
-or below `judge: {min_kappa}`, when it was calibrated for another judge, or (with
+or below `judge: {min_kappa}`, when it was calibrated for another judge or prompt style, or (with
 `require_calibration: true`) when it has no entry. Its failures are still shown, but as xfailed items
 and outside the gate's numbers, with the reason in the summary.
 """
@@ -158,6 +158,11 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
         if entry.get("judge") != judge:
             if judge_config.require_calibration:
                 out[key] = f"calibrated for another judge ({entry.get('judge')}, not {judge})"
+            continue
+        prompt = getattr(judge_config, "prompt", "examples")
+        if entry.get("prompt", "examples") != prompt:
+            if judge_config.require_calibration:
+                out[key] = f"calibrated for another prompt style ({entry.get('prompt', 'examples')}, not {prompt})"
             continue
         # the judge's own kappa (on the rows its checks leave to it) when recorded; with probability
         # scoring and a threshold, the cross-validated kappa of the threshold verdicts

@@ -141,7 +141,11 @@ def test_threshold_is_stored_and_read_back_for_the_same_judge_and_prompt(tmp_pat
     assert calibrated_thresholds(tmp_path, "j", "contrast") == {} == calibrated_thresholds(tmp_path, "k", "plain")
     config: Any = JudgeConfig(min_kappa=0.4, probability=True)
     assert unreliable_judges(tmp_path, config, ["m01"], "j") == {}  # the threshold verdicts' kappa counts
-    assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j") != {}
+    assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j") == {}  # calibrated on plain only
+    assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4, prompt="plain"), ["m01"], "j") != {}
+    other = JudgeConfig(min_kappa=0.4, prompt="contrast", require_calibration=True)
+    assert unreliable_judges(tmp_path, other, ["m01"], "j") == {
+        "m01": "calibrated for another prompt style (plain, not contrast)"}
 
 
 def test_kappa_helper_agrees_with_the_split() -> None:
