@@ -105,6 +105,15 @@ class JudgeConfig(Input):
     shown as such in the summary, and its failures cannot fail the build."""
     require_calibration: bool = False
     """With min_kappa: a metric never calibrated counts as unreliable too."""
+    prompt: Literal["examples", "plain", "contrast"] = "examples"
+    """How the judge is prompted. examples: the definition and the metric's `examples` of presence.
+    plain: the definition only. contrast: the definition, with one labelled present and one labelled
+    absent example of calibration.jsonl shown as earlier answered questions. `--evalbench-calibrate`
+    reports every style's kappa and names the best."""
+    probability: bool = False
+    """Ask the judge for log-probabilities (OpenAI `logprobs`; llama.cpp's server gives them) and record
+    P(present) per verdict; with a threshold in calibration.json the verdict is P(present) >= threshold.
+    Endpoints that give no log-probabilities keep the sampled verdict."""
     correct_rates: bool = False
     """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
     sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule

@@ -60,6 +60,7 @@ import statistics
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from itertools import pairwise
 from typing import Any, Literal
 
 Z95 = 1.959964
@@ -445,6 +446,32 @@ def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: 
         "weighting": "quadratic" if weighted else "none",
         "confusion": confusion,
     }
+
+
+def best_threshold(probabilities: Sequence[float], labels: Sequence[bool]) -> float | None:
+    """The cut on P(present) whose verdicts (P >= cut) agree best with the labels by Cohen's kappa: a
+    midpoint between neighbouring observed probabilities (ties: the one nearest 0.5); None when the
+    labels hold one category only or kappa is undefined for every cut."""
+    if len(set(labels)) < 2:
+        return None
+    values = sorted(set(probabilities))
+    cuts = [(a + b) / 2 for a, b in pairwise(values)] or values
+    best: tuple[float, float, float] | None = None  # (kappa, -distance from 0.5, cut)
+    for cut in cuts:
+        value = kappa(labels, [p >= cut for p in probabilities], [True, False])
+        if value is not None and (best is None or (value, -abs(cut - 0.5)) > best[:2]):
+            best = (value, -abs(cut - 0.5), cut)
+    return None if best is None else _round(best[2])
+
+
+def cross_validated_verdicts(probabilities: Sequence[float], labels: Sequence[bool]) -> list[bool | None]:
+    """Leave-one-out: each example's verdict comes from the threshold chosen on all the others, so no
+    example helps set the cut that scores it; None where no threshold could be chosen."""
+    out: list[bool | None] = []
+    for i, p in enumerate(probabilities):
+        cut = best_threshold([*probabilities[:i], *probabilities[i + 1:]], [*labels[:i], *labels[i + 1:]])
+        out.append(None if cut is None else p >= cut)
+    return out
 
 
 UNDEFINED = "sensitivity + specificity ≤ 1"

@@ -8,7 +8,7 @@ Vote `j` of a row judged for conversation sample `s` uses the cache sample `s + 
 
 A metric (scenario benchmarks) or Explain eval (dataset benchmarks) is "judge unreliable" when its
 calibration entry (calibration.json, written by `--evalbench-calibrate`) has a kappa that is undefined
-or below `judge: {min_kappa}`, when it was calibrated for another judge, or (with
+or below `judge: {min_kappa}`, when it was calibrated for another judge or prompt style, or (with
 `require_calibration: true`) when it has no entry. Its failures are still shown, but as xfailed items
 and outside the gate's numbers, with the reason in the summary.
 """
@@ -135,6 +135,13 @@ def judge_name(judges: list[Any]) -> str:
     return "+".join(j.model for j in judges)
 
 
+def calibrated_thresholds(bench_dir: Path, judge: str, prompt: str) -> dict[str, float]:
+    """Metric id -> calibration.json's P(present) threshold, for entries calibrated on this judge and prompt."""
+    return {str(e["metric_id"]): float(e["threshold"]) for e in read_rows(bench_dir / RESULT_FILE)
+            if e.get("metric_id") and e.get("judge") == judge and e.get("prompt", "examples") == prompt
+            and isinstance(e.get("threshold"), (int, float)) and not isinstance(e.get("threshold"), bool)}
+
+
 def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str) -> dict[str, str]:
     """Metric id / eval name -> why its judge is unreliable (empty without `min_kappa`)."""
     minimum = judge_config.min_kappa
@@ -152,10 +159,22 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
             if judge_config.require_calibration:
                 out[key] = f"calibrated for another judge ({entry.get('judge')}, not {judge})"
             continue
-        value = entry.get("kappa")
+        prompt = getattr(judge_config, "prompt", "examples")
+        if entry.get("prompt", "examples") != prompt:
+            if judge_config.require_calibration:
+                out[key] = f"calibrated for another prompt style ({entry.get('prompt', 'examples')}, not {prompt})"
+            continue
+        # the judge's own kappa (on the rows its checks leave to it) when recorded; with probability
+        # scoring and a threshold, the cross-validated kappa of the threshold verdicts
+        field = ("threshold_kappa" if getattr(judge_config, "probability", False) and entry.get("threshold") is not None
+                 else "judge_kappa" if entry.get("judge_n") is not None else "kappa")
+        value = entry.get(field)
         if value is None or value < minimum:
             shown = "undefined" if value is None else f"{value:.2f}"
-            out[key] = f"kappa {shown} < min_kappa {minimum:.2f} (n={entry.get('n')}, {RESULT_FILE})"
+            n = entry.get("judge_n") if field != "kappa" else entry.get("n")
+            name = {"kappa": "kappa", "judge_kappa": "judge-only kappa",
+                    "threshold_kappa": "judge-only threshold kappa"}[field]
+            out[key] = f"{name} {shown} < min_kappa {minimum:.2f} (n={n}, {RESULT_FILE})"
     return out
 
 

@@ -94,6 +94,12 @@ def response_problem(response: Any) -> str | None:
         value = response.get(name, 0)
         if not is_token_count(value):
             return f"its response's {name} is {str(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
+    logprobs = response.get("logprobs")
+    if logprobs is not None and not (isinstance(logprobs, list) and all(
+            isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], dict)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in t[1].values())
+            for t in logprobs)):
+        return "its response's logprobs is not a list of [token, {alternative: logprob}]"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None

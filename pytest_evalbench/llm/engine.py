@@ -115,9 +115,11 @@ class Engine:
 
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
-                     schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None
-                     ) -> dict[str, Any]:
+                     schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None,
+                     top_logprobs: int = 0) -> dict[str, Any]:
         body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **endpoint.params}
+        if top_logprobs:  # only when asked: the body is the cache key, so other calls keep theirs
+            body.update(logprobs=True, top_logprobs=top_logprobs)
         if schema is not None:
             name, json_schema = schema
             if endpoint.provider == "local":
@@ -133,10 +135,10 @@ class Engine:
 
     async def complete(self, endpoint: Endpoint, messages: list[dict[str, Any]], *, role: str, phase: str,
                        sample: int, attempt: int = 0, schema: tuple[str, dict[str, Any]] | None = None,
-                       tools: list[dict[str, Any]] | None = None, usage_by_phase: dict[str, Usage] | None = None
-                       ) -> Completion:
+                       tools: list[dict[str, Any]] | None = None, usage_by_phase: dict[str, Usage] | None = None,
+                       top_logprobs: int = 0) -> Completion:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
-        body = self.request_body(endpoint, messages, schema, tools)
+        body = self.request_body(endpoint, messages, schema, tools, top_logprobs)
         encoded = canonical_json(body)  # hashed into the key and sent as is: the body is encoded once
         material_text = material_json(endpoint.identity, encoded, sample, attempt)
         key = text_key(material_text)
@@ -231,27 +233,34 @@ def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None
 
 async def ask(engine: Engine, endpoint: Endpoint, messages: list[dict[str, Any]], parse: Callable[[str | None], T],
               *, schema: tuple[str, dict[str, Any]], role: str, phase: str, sample: int, usage_by_phase: dict[str, Usage],
-              shape: str) -> tuple[T | None, str]:
+              shape: str, top_logprobs: int = 0, used: Callable[[Completion], None] | None = None
+              ) -> tuple[T | None, str]:
     """(answer, "") or (None, last problem) after MAX_ATTEMPTS unusable answers.
 
     `shape` describes the expected JSON in the re-ask message, e.g. '{"present": true or false}'.
+    `top_logprobs` > 0 asks for log-probabilities; `used` gets the completion whose answer was used.
     """
     reason = ""
     keys: list[str] = []
     for attempt in range(MAX_ATTEMPTS):
         completion = await engine.complete(endpoint, messages, role=role, phase=phase, sample=sample,
-                                           attempt=attempt, schema=schema, usage_by_phase=usage_by_phase)
+                                           attempt=attempt, schema=schema, usage_by_phase=usage_by_phase,
+                                           top_logprobs=top_logprobs)
         keys += [completion.key] if completion.key else []
         limit = engine.settings.max_reply_chars
         try:
             if limit and len(completion.content or "") > limit:  # bounded report and result files
                 raise ValueError(f"the answer is {len(completion.content or '')} characters, over the limit of "
                                  f"{limit} (--evalbench-max-reply-chars)")
-            return parse(completion.content), ""
+            answer = parse(completion.content)
         except ValueError as exc:
             reason = str(exc)
             messages = [*messages, {"role": "assistant", "content": (completion.content or "")[:limit or None]},
                         {"role": "user", "content": f"That answer cannot be used: {reason}. Reply again with only "
                          f"the corrected JSON object {shape}."}]
+        else:
+            if used is not None:
+                used(completion)
+            return answer, ""
     await engine.forget(keys)
     return None, reason

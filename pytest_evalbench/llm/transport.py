@@ -359,12 +359,37 @@ def parse_completion(data: Any) -> Completion:
     finish = safe_text(finish) if isinstance(finish, str) else finish
     return Completion(content=content, tool_calls=tool_calls, finish_reason=finish,
                       input_tokens=usage.get("prompt_tokens") or 0,
-                      output_tokens=usage.get("completion_tokens") or 0)
+                      output_tokens=usage.get("completion_tokens") or 0,
+                      logprobs=parse_logprobs(choice.get("logprobs")))
 
 
 class BadUsage(ValueError):
     """An answer's usage numbers cannot be believed (negative, fractional, boolean, absurd): the answer
     is a bad response, never a cost or a budget credit."""
+
+
+MAX_LOGPROB_TOKENS = 512
+MAX_ALTERNATIVES = 20
+
+
+def parse_logprobs(data: Any) -> list[list[Any]] | None:
+    """OpenAI's `choices[0].logprobs.content` (llama.cpp's server gives the same shape) -> per token
+    [token, {alternative: logprob}], bounded in tokens and alternatives; None when absent or malformed
+    (an endpoint without log-probabilities keeps the sampled verdict)."""
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, list):
+        return None
+    out: list[list[Any]] = []
+    for item in content[:MAX_LOGPROB_TOKENS]:
+        if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+            return None
+        listed = item.get("top_logprobs")
+        tops: list[Any] = listed if isinstance(listed, list) else []
+        alternatives = {safe_text(t["token"])[:50]: float(t["logprob"]) for t in tops[:MAX_ALTERNATIVES]
+                        if isinstance(t, dict) and isinstance(t.get("token"), str)
+                        and isinstance(t.get("logprob"), (int, float)) and not isinstance(t.get("logprob"), bool)}
+        out.append([safe_text(item["token"])[:50], alternatives])
+    return out or None
 
 
 @dataclass(frozen=True)

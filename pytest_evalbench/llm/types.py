@@ -94,16 +94,20 @@ class Completion:
     cached: bool = False
     key: str | None = None
     """The cache key it was stored or found under."""
+    logprobs: list[list[Any]] | None = None
+    """When asked for (`logprobs: true`) and given: per answer token, [token, {alternative: logprob}]."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
+        data = {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        return data if self.logprobs is None else {**data, "logprobs": self.logprobs}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], *, cached: bool, key: str | None = None) -> Completion:
         return cls(content=data.get("content"), tool_calls=data.get("tool_calls"),
                    finish_reason=data.get("finish_reason"), input_tokens=int(data.get("input_tokens") or 0),
-                   output_tokens=int(data.get("output_tokens") or 0), cached=cached, key=key)
+                   output_tokens=int(data.get("output_tokens") or 0), cached=cached, key=key,
+                   logprobs=data.get("logprobs"))
 
 
 @dataclass

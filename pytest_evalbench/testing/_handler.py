@@ -357,7 +357,8 @@ def _render(reply: Reply, request: dict[str, Any], seq: int) -> tuple[int, bytes
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model") or "fake",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
+        "choices": [{"index": 0, "message": message, "logprobs": reply.logprobs,
+                     "finish_reason": reply.finish_reason}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
     return reply.status, json.dumps(body).encode(), headers

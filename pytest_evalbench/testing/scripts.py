@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class Reply:
     trickle: float | None = None
     """Seconds between the body's bytes (the head goes at once): an endpoint that keeps a call alive
     without ever letting a read time out."""
+    logprobs: dict[str, Any] | None = None
+    """The choice's `logprobs` object as OpenAI gives it (`{"content": [{"token", "logprob",
+    "top_logprobs": [...]}]}`), e.g. from `verdict_logprobs`; None: the endpoint gives none."""
     wire: bytes | None = None
     """Bytes written instead of an HTTP answer, then the connection closes: an endpoint that is not
     HTTP, cuts its answer short or announces a body it never sends."""
@@ -133,3 +137,21 @@ def schema_answer(request: dict[str, Any]) -> dict[str, Any]:
         return text.ljust(int(node.get("minLength", 0)), ".")
 
     return build(root)
+
+
+def verdict_logprobs(answer: dict[str, Any], p_present: float) -> dict[str, Any]:
+    """An OpenAI `logprobs` object for `answer` (a judge's JSON answer, serialised with json.dumps) whose
+    `present` value token has P(true) = p_present among its top alternatives."""
+    text = json.dumps(answer)
+    head, value, tail = text.partition('"present": ')
+    verdict = "true" if tail.startswith("true") else "false"
+    rest = tail[len(verdict):]
+    alternatives = [{"token": "true", "logprob": math.log(max(p_present, 1e-9))},
+                    {"token": "false", "logprob": math.log(max(1 - p_present, 1e-9))}]
+    tokens = [{"token": (head + value)[i:i + 8], "logprob": 0.0, "top_logprobs": []}
+              for i in range(0, len(head + value), 8)]
+    tokens += [{"token": verdict, "logprob": next(a["logprob"] for a in alternatives if a["token"] == verdict),
+                "top_logprobs": alternatives}]
+    if rest:
+        tokens.append({"token": rest, "logprob": 0.0, "top_logprobs": []})
+    return {"content": tokens}

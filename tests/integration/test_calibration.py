@@ -50,8 +50,8 @@ def test_kappa_of_a_perfect_and_an_always_present_judge(pytester: pytest.Pyteste
     assert m01["confusion"]["absent"]["present"] == (2 if judge is True else 0)
     assert m01["kappa_ci"] is not None and m01["kappa_ci"][0] <= kappa <= m01["kappa_ci"][1]
     result.stdout.fnmatch_lines([f"*m01: n=4 agreement {agreement:.2f} kappa {kappa:.2f} [95% CI*"])
-    # only the judge was asked: no simulated user, no target, one request per example
-    assert {r["model"] for r in bench_env.requests} == {JUDGE} and len(bench_env.requests) == len(ROWS)
+    # only the judge was asked: no simulated user, no target, one request per example and prompt style
+    assert {r["model"] for r in bench_env.requests} == {JUDGE} and len(bench_env.requests) == 3 * len(ROWS)
     assert not (bench / "runs").exists()
 
 
@@ -80,7 +80,7 @@ def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: F
     result.assert_outcomes(passed=1, xfailed=1)
     assert result.ret == 0
     assert any("judge unreliable for m02" in line for line in read_json(bench / "last_run.json")["judge"])
-    result.stdout.fnmatch_lines(["*judge unreliable for m02: kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
+    result.stdout.fnmatch_lines(["*judge unreliable for m02: judge-only kappa 0.00 < min_kappa 0.40 (n=2, calibration.json); "
                                  "its judge-decided rows are outside the gate: 1 judge-decided failure is reported as "
                                  "xfailed and cannot fail the build*"])
 
@@ -98,9 +98,25 @@ def test_shipped_label_sets_load() -> None:
     from pytest_evalbench.formats.spec import load_spec
     from pytest_evalbench.kinds.calibration.models import load_labels
 
-    for name, judged, n in (("demo", "metrics", 65), ("agents", "evals", 12)):
+    for name, judged, n in (("demo", "metrics", 80), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name
         assert len(load_labels(bench / "calibration.jsonl", load_spec(bench), judged)) == n
+
+
+def test_the_demo_label_set_looks_like_the_runs() -> None:
+    """At least 80 examples, at least 40% multi-turn, balanced present/absent per metric, a note on each."""
+    from pytest_evalbench.formats.spec import load_spec
+    from pytest_evalbench.kinds.calibration.models import MetricLabel, load_labels
+
+    bench = ROOT / "benchmarks" / "demo"
+    labels = [c.label for c in load_labels(bench / "calibration.jsonl", load_spec(bench), "metrics")]
+    assert all(isinstance(label, MetricLabel) and label.note for label in labels)
+    metric_labels = [label for label in labels if isinstance(label, MetricLabel)]
+    multi = [label for label in metric_labels if sum(m.role == "assistant" for m in label.transcript) > 1]
+    assert len(metric_labels) >= 80 and len(multi) >= 0.4 * len(metric_labels)
+    for metric in ("m01", "m02"):
+        present = [label.present for label in metric_labels if label.metric_id == metric]
+        assert sum(present) == len(present) - sum(present)
 
 
 def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
-from pytest_evalbench.formats.stats import agreement_entry
+from pytest_evalbench.formats.spec import BenchmarkSpec
+from pytest_evalbench.formats.stats import agreement_entry, best_threshold, cross_validated_verdicts
 from pytest_evalbench.kinds.calibration.models import (
     CALIBRATION_FILE,
     CalibrationCase,
@@ -33,7 +35,7 @@ from pytest_evalbench.kinds.protocol import (
     spec_kind,
 )
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import judge
+from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, decide, judge, pick_contrast
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 __all__ = ["CalibrationKind"]
@@ -47,6 +49,7 @@ class CalibrationKind:
     def __init__(self, run: BenchmarkRun) -> None:
         self.run = run
         self._order: dict[str, int] = {}
+        self._examples: dict[str, list[Example]] = {}
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / CALIBRATION_FILE]
@@ -55,6 +58,7 @@ class CalibrationKind:
         path = self.data_files()[0]
         cases = load_labels(path, self.run.spec, spec_kind(self.run.spec).judged)
         self._order = {c.row_id: c.index for c in cases}
+        self._examples = judge_examples(cases, self.run.spec)
         return {path: cases}
 
     def order(self) -> dict[str, int]:
@@ -72,14 +76,39 @@ class CalibrationKind:
         if isinstance(label, MetricLabel):
             metric = run.spec.metric(label.metric_id)
             assert metric is not None  # loading checked it
+            decision = decide(metric, label.transcript)
+            if decision is not None:  # the rules' verdict, not the judge's
+                return CalibrationRecord(run.spec.name, case.line, case.key, label.present, decision.present,
+                                         decision.justification, usage_by_phase, decided_by="check")
+            if not self._examples:
+                self._examples = judge_examples(self.load_cases()[self.data_files()[0]], run.spec)
+            config = run.spec.judge
+            verdicts: dict[str, bool | None] = {}
+            probabilities: dict[str, float | None] = {}
+            verdict, text = None, ""
+            for style in STYLES:  # every style, so calibration can say which to use
+                # the example being scored is never one the prompt shows
+                contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
+                seen: list[float] = []
 
-            async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
-                verdict = await judge(metric, label.transcript, evaluator=endpoint, engine=run.engine,
-                                      sample=sample, usage_by_phase=usage_by_phase)
-                return verdict.present, verdict.justification
+                async def ask_one(endpoint: Endpoint, sample: int, style: str = style,
+                                  contrast: list[Example] = contrast, seen: list[float] = seen
+                                  ) -> tuple[bool | None, str]:
+                    answer = await judge(metric, label.transcript, evaluator=endpoint, engine=run.engine,
+                                         sample=sample, usage_by_phase=usage_by_phase, style=style,  # type: ignore[arg-type]
+                                         contrast=contrast if style == "contrast" else (),
+                                         probability=config.probability)
+                    seen.extend([answer.probability] if answer.probability is not None else [])
+                    return answer.present, answer.justification
 
-            panel = majority(await poll(judges, run.spec.judge.samples, 0, ask_one))
-            verdict, text, expected = panel.value, panel.justification, label.present
+                panel = majority(await poll(judges, config.samples, 0, ask_one))
+                verdicts[style] = panel.value
+                probabilities[style] = round(sum(seen) / len(seen), 4) if seen else None
+                if style == config.prompt:
+                    verdict, text = panel.value, panel.justification
+            return CalibrationRecord(run.spec.name, case.line, case.key, label.present, verdict, text, usage_by_phase,
+                                     decided_by="judge", verdicts=verdicts,
+                                     probabilities=probabilities if config.probability else {})
         else:
             outcome = await run_eval(label.eval, label.inputs, judges=judges, engine=run.engine, usage_by_phase=usage_by_phase,
                                      samples=run.spec.judge.samples)
@@ -112,14 +141,63 @@ class CalibrationKind:
     def write_results(self, data: Iterable[JSONRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
         records = (self.record_from_json(d) for d in data)
-        entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(self.run.judges()))
+        judges = self.run.judges()
+        settings = {"prompt": self.run.spec.judge.prompt, "probability": self.run.spec.judge.probability,
+                    "samples": self.run.spec.judge.samples, "params": {j.model: dict(j.params) for j in judges}}
+        entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(judges),
+                                      settings=settings)
         dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))
 
 
-def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str) -> list[CalibrationEntry]:
+def judge_examples(cases: Iterable[CalibrationCase], spec: BenchmarkSpec) -> dict[str, list[Example]]:
+    """Metric id -> its labelled examples the metric's checks leave to the judge (contrast prompts show these)."""
+    out: dict[str, list[Example]] = defaultdict(list)
+    for case in cases:
+        label = case.label
+        metric = spec.metric(label.metric_id) if isinstance(label, MetricLabel) else None
+        if isinstance(label, MetricLabel) and metric is not None and decide(metric, label.transcript) is None:
+            out[metric.id].append(Example(case.line, label.transcript, label.present, label.note))
+    return dict(out)
+
+
+def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
+    """One prompt style on the judge's examples: agreement and kappa, and with probabilities the
+    threshold chosen on all of them and the leave-one-out kappa of threshold verdicts."""
+    stats = agreement_entry([r.label for r in rows], [r.verdicts.get(style) for r in rows], [True, False],
+                            weighted=False)
+    out = {k: stats[k] for k in ("n", "agreement", "kappa", "kappa_ci")}
+    scored = [(bool(r.label), p) for r in rows if (p := r.probabilities.get(style)) is not None]
+    if scored:
+        labels, probabilities = [a for a, _ in scored], [p for _, p in scored]
+        cv = agreement_entry(labels, cross_validated_verdicts(probabilities, labels), [True, False], weighted=False)
+        out.update(threshold=best_threshold(probabilities, labels), threshold_n=cv["n"],
+                   threshold_kappa=cv["kappa"], threshold_kappa_ci=cv["kappa_ci"])
+    return out
+
+
+def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dict[str, Any]:
+    """The judge-only fields of a metric's entry: its own kappa, each style's, and which to use."""
+    judged = [r for r in rows if r.decided_by == "judge"]
+    own = agreement_entry([r.label for r in judged], [r.verdict for r in judged], [True, False], weighted=False)
+    styles: dict[str, dict[str, Any]] = {style: _style_stats(judged, style) for style in STYLES} if judged else {}
+
+    def merit(style: str) -> float:
+        values = [styles[style].get(k) for k in ("kappa", "threshold_kappa")]
+        return max((v for v in values if v is not None), default=-2.0)
+
+    chosen = styles.get(settings["prompt"], {})
+    return {"judge_n": own["n"], "judge_agreement": own["agreement"], "judge_kappa": own["kappa"],
+            "judge_kappa_ci": own["kappa_ci"], "prompt": settings["prompt"], "styles": styles or None,
+            "recommended_prompt": max(styles, key=merit) if styles else None,
+            "threshold": chosen.get("threshold"), "threshold_kappa": chosen.get("threshold_kappa"),
+            "settings": settings}
+
+
+def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str,
+                        settings: dict[str, Any] | None = None) -> list[CalibrationEntry]:
     groups: dict[str, list[CalibrationRecord]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r.line):
         groups[record.key].append(record)
@@ -131,8 +209,9 @@ def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, ju
         rows = groups[key]
         stats = agreement_entry([r.label for r in rows], [r.verdict for r in rows], categories,
                                 weighted=weighted)
+        split = _judge_split(rows, settings) if not weighted and settings is not None else {}
         entries.append(CalibrationEntry.model_validate({("eval" if weighted else "metric_id"): key, "judge": judge,
-                                                        **stats}))
+                                                        **stats, **split}))
     return entries
 
 
@@ -146,8 +225,25 @@ def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
         ci = "" if e.kappa_ci is None else f" [95% CI {e.kappa_ci[0]:.2f}, {e.kappa_ci[1]:.2f}]"
         lines.append(f"  {key}: n={e.n} agreement {agreement} kappa {value}{ci}"
                      + (f" ({e.weighting}-weighted)" if e.weighting != "none" else "")
-                     + (f", {e.unscored} unscored" if e.unscored else ""))
+                     + (f", {e.unscored} unscored" if e.unscored else "")
+                     + (" (rules and judge)" if e.judge_n is not None else ""))
+        if e.judge_n is not None:
+            lines.append(f"    judge alone ({e.prompt} prompt): n={e.judge_n} kappa {_kappa(e.judge_kappa, e.judge_kappa_ci)}"
+                         + ("" if e.threshold is None else f"; P(present) >= {e.threshold:.2f}: cross-validated kappa "
+                            f"{_kappa(e.threshold_kappa, None)}"))
+        for style, stats in (e.styles or {}).items():
+            lines.append(f"    style {style}: n={stats['n']} kappa {_kappa(stats['kappa'], stats['kappa_ci'])}"
+                         + ("" if stats.get("threshold") is None else
+                            f"; threshold {stats['threshold']:.2f}, cross-validated kappa "
+                            f"{_kappa(stats['threshold_kappa'], stats['threshold_kappa_ci'])}"))
+        if e.recommended_prompt is not None:
+            lines.append(f"    use judge: {{prompt: {e.recommended_prompt}}} (highest judge-only kappa)")
     return lines
+
+
+def _kappa(value: float | None, ci: list[float] | None) -> str:
+    shown = "undefined" if value is None else f"{value:.2f}"
+    return shown + ("" if ci is None else f" [95% CI {ci[0]:.2f}, {ci[1]:.2f}]")
 
 
 def _conforms(run: BenchmarkRun) -> BenchmarkKind[CalibrationRecord, CalibrationCase]:

@@ -78,6 +78,27 @@ class CalibrationEntry(Strict):
     weighting: str
     confusion: dict[str, dict[str, int]]
     """Human label -> judge verdict -> count."""
+    judge_n: Optional[int] = None
+    """Metrics: the examples the metric's checks leave to the judge (the rest are the rules' verdicts)."""
+    judge_agreement: Optional[float] = None
+    judge_kappa: Optional[float] = None
+    """Metrics: kappa of the judge alone, on the examples its checks leave to it; `min_kappa` reads this."""
+    judge_kappa_ci: Optional[list[float]] = None
+    prompt: Optional[str] = None
+    """The prompt style calibrated (`judge: {prompt}`): the one whose verdicts `kappa` and `judge_kappa` measure."""
+    styles: Optional[dict[str, dict[str, Any]]] = None
+    """Metrics: per prompt style, on the judge's examples: n, agreement, kappa, kappa_ci; with probability
+    scoring also threshold and threshold_kappa (leave-one-out cross-validated) with its interval."""
+    recommended_prompt: Optional[str] = None
+    """The style with the highest judge-only kappa (cross-validated threshold kappa where it is higher)."""
+    threshold: Optional[float] = None
+    """With probability scoring: the cut on P(present) chosen on all the judge's examples for the calibrated
+    style; runs with `judge: {probability: true}` and this style decide P(present) >= threshold."""
+    threshold_kappa: Optional[float] = None
+    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it);
+    with probability scoring `min_kappa` reads this."""
+    settings: Optional[dict[str, Any]] = None
+    """Every runtime setting that changes a verdict: prompt, probability, samples and the judge's params."""
 
 
 @dataclass(frozen=True)
@@ -118,17 +139,25 @@ class CalibrationRecord:
     justification: str
     usage: dict[str, Usage] = field(default_factory=dict)
     status: Optional[Status] = None
+    decided_by: Optional[str] = None
+    """Metrics: "check" when the metric's checks decide the example, "judge" when they leave it to the judge."""
+    verdicts: dict[str, Optional[bool]] = field(default_factory=dict)
+    """Judge examples: each prompt style's verdict."""
+    probabilities: dict[str, Optional[float]] = field(default_factory=dict)
+    """Judge examples with probability scoring: each prompt style's P(present)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "kind": "calibration", "line": self.line, "key": self.key,
                 "label": self.label, "verdict": self.verdict, "justification": self.justification,
-                "status": self.status, "usage": {k: v.to_json() for k, v in self.usage.items()}}
+                "status": self.status, "usage": {k: v.to_json() for k, v in self.usage.items()},
+                "decided_by": self.decided_by, "verdicts": self.verdicts, "probabilities": self.probabilities}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CalibrationRecord:
         return cls(data["benchmark"], data["line"], data["key"], data["label"], data["verdict"],
                    data["justification"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
-                   data.get("status"))
+                   data.get("status"), data.get("decided_by"), dict(data.get("verdicts") or {}),
+                   dict(data.get("probabilities") or {}))
 
 
 def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:

@@ -13,14 +13,25 @@ multi-turn conversation (two or more assistant replies) the judge also names the
 (1-based) where the behaviour shows: `turn` in its answer. A turn that is missing, not an integer,
 outside 1..number of assistant replies, or given with `present: false` becomes null and never changes
 the verdict (it is not re-asked).
+
+Prompt styles (`judge: {prompt}`): `examples` shows the definition and the metric's examples of presence;
+`plain` the definition only; `contrast` the definition with labelled examples (one present, one absent,
+from calibration.jsonl) as earlier questions the judge answered. Positive-only examples teach a small model
+their wording; contrast shows the boundary. An example is never shown in the prompt that scores it.
+
+With `judge: {probability: true}` the request asks for log-probabilities, and P(present) is read from the
+alternatives of the token that carries the `present` value: P(true) / (P(true) + P(false)). An endpoint
+that gives none leaves it null and the sampled verdict stands.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -29,7 +40,12 @@ from pytest_evalbench.formats.results import Message, ToolCall
 from pytest_evalbench.formats.spec import CheckRule, Metric, check_regex
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
-from pytest_evalbench.llm.types import Endpoint, Usage
+from pytest_evalbench.llm.types import Completion, Endpoint, Usage
+
+Style = Literal["plain", "contrast", "examples"]
+STYLES: tuple[Style, ...] = ("plain", "contrast", "examples")
+TOP_LOGPROBS = 5
+"""Alternatives asked per token when scoring by probability: enough to hold both `true` and `false`."""
 
 
 class JudgeAnswer(StrictAnswer):
@@ -64,6 +80,28 @@ class Judgment:
     justification: str
     turn: int | None = None
     """Multi-turn conversations: the first assistant turn (1-based) where the behaviour shows."""
+    probability: float | None = None
+    """P(present) from the answer's log-probabilities; None when not asked for or not given."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """A labelled transcript a `contrast` prompt shows as an answered question."""
+
+    line: int
+    """Its line in calibration.jsonl: the line it must never help score."""
+    transcript: list[Message]
+    present: bool
+    note: str | None = None
+
+
+def pick_contrast(examples: Sequence[Example], exclude: int | None = None) -> list[Example]:
+    """The first labelled-present and the first labelled-absent example, never the line `exclude`
+    (the example being scored in calibration): the same pair for every other row, so the prompt is fixed."""
+    chosen: list[Example] = []
+    for wanted in (True, False):
+        chosen += [e for e in examples if e.present is wanted and e.line != exclude][:1]
+    return chosen
 
 
 def assistant_turns(transcript: list[Message]) -> int:
@@ -75,9 +113,7 @@ def valid_turn(turn: int | None, present: bool | None, turns: int) -> int | None
     return turn if present is True and turn is not None and 1 <= turn <= turns else None
 
 
-def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, Any]]:
-    """The judge sees the metric id, the definition and examples labelled as what presence looks like."""
-    turns = assistant_turns(transcript)
+def _conversation(transcript: list[Message], turns: int) -> str:
     if turns > 1:  # numbered, so the judge can name the turn
         seen = 0
         parts = []
@@ -85,11 +121,19 @@ def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, 
             seen += m.role == "assistant"
             parts.append(f"ASSISTANT (turn {seen}): {m.content}" if m.role == "assistant"
                          else f"{m.role.upper()}: {m.content}")
-        conversation = "\n\n".join(parts)
-    else:
-        conversation = "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
-    examples = "".join(f"\n- {e}" for e in metric.examples)
-    user = (
+        return "\n\n".join(parts)
+    return "\n\n".join(f"{m.role.upper()}: {m.content}" for m in transcript)
+
+
+SYSTEM = {"role": "system", "content": "You are an expert evaluator of AI assistant conversations. Output valid "
+          "JSON only."}
+
+
+def _question(metric: Metric, transcript: list[Message], *, shown: Sequence[str], ask_turn: bool) -> str:
+    turns = assistant_turns(transcript) if ask_turn else 1
+    conversation = _conversation(transcript, turns)
+    examples = "".join(f"\n- {e}" for e in shown)
+    return (
         "Decide strictly from the transcript whether the ASSISTANT's replies show the behaviour described "
         "below. Judge only the assistant, not the user. Do not decide whether the behaviour is good or "
         "bad; only whether it occurs.\n\n"
@@ -102,9 +146,44 @@ def judge_messages(metric: Metric, transcript: list[Message]) -> list[dict[str, 
         + f"\nCONVERSATION:\n{conversation}\n\n"
         f"Answer with a JSON object: {TURN_SHAPE if turns > 1 else SHAPE}"
     )
-    return [{"role": "system", "content": "You are an expert evaluator of AI assistant conversations. "
-             "Output valid JSON only."},
-            {"role": "user", "content": user}]
+
+
+def judge_messages(metric: Metric, transcript: list[Message], style: Style = "examples",
+                   contrast: Sequence[Example] = ()) -> list[dict[str, Any]]:
+    """The judge's request in the given style: `examples` shows the metric's examples of presence,
+    `plain` the definition only, `contrast` the labelled `contrast` examples as answered questions first."""
+    if style == "examples":
+        return [SYSTEM, {"role": "user", "content": _question(metric, transcript, shown=metric.examples,
+                                                              ask_turn=True)}]
+    shots: list[dict[str, Any]] = []
+    for example in contrast if style == "contrast" else ():
+        shown = "shows" if example.present else "does not show"
+        reason = example.note or f"The assistant's replies {shown} this behaviour."
+        shots += [{"role": "user", "content": _question(metric, example.transcript, shown=(), ask_turn=False)},
+                  {"role": "assistant", "content": json.dumps({"justification": reason, "present": example.present})}]
+    return [SYSTEM, *shots, {"role": "user", "content": _question(metric, transcript, shown=(), ask_turn=True)}]
+
+
+_VALUE_AT = re.compile(r'"present"\s*:\s*$')
+
+
+def present_probability(logprobs: list[list[Any]] | None) -> float | None:
+    """P(present) from the alternatives of the token carrying the answer's `present` value:
+    P(true) / (P(true) + P(false)); None when no such token or neither alternative is listed."""
+    text = ""
+    for token, alternatives in logprobs or ():
+        before, text = text, text + token
+        if not (_VALUE_AT.search(before) and token.strip()[:1] in ("t", "f")):
+            continue
+        mass = {True: 0.0, False: 0.0}
+        for alternative, logprob in alternatives.items():
+            word = alternative.strip().lower()
+            for value, full in ((True, "true"), (False, "false")):
+                if word and (full.startswith(word) or word.startswith(full)):
+                    mass[value] += math.exp(logprob)
+        total = mass[True] + mass[False]
+        return round(mass[True] / total, 4) if total > 0 else None
+    return None
 
 
 def parse_answer(text: str | None) -> JudgeAnswer:
@@ -123,19 +202,30 @@ def answer_schema(transcript: list[Message]) -> tuple[str, dict[str, Any]]:
 
 
 async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
-                sample: int, usage_by_phase: dict[str, Usage]) -> Judgment:
-    """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that."""
+                sample: int, usage_by_phase: dict[str, Usage], style: Style = "examples",
+                contrast: Sequence[Example] = (), probability: bool = False,
+                threshold: float | None = None) -> Judgment:
+    """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that. With
+    `probability`, P(present) is recorded, and with a `threshold` it decides the verdict."""
     turns = assistant_turns(transcript)
     multi = turns > 1
-    answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript),
+    used: list[Completion] = []
+    answer, reason = await ask(engine, evaluator, judge_messages(metric, transcript, style, contrast),
                                parse_turn_answer if multi else parse_answer, schema=answer_schema(transcript),
                                role="judge", phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
-                               shape=TURN_SHAPE if multi else SHAPE)
+                               shape=TURN_SHAPE if multi else SHAPE, top_logprobs=TOP_LOGPROBS if probability else 0,
+                               used=used.append)
     if answer is None:
         detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
         return Judgment(None, detail)
+    p_present = present_probability(used[0].logprobs) if probability and used else None
+    present = answer.present if p_present is None or threshold is None else p_present >= threshold
+    justification = answer.justification.strip()
+    if present is not answer.present:
+        justification += (f" [P(present) {p_present:.2f} {'>=' if present else '<'} threshold {threshold:.2f}: "
+                          f"{'present' if present else 'absent'}]")
     turn = answer.turn if isinstance(answer, JudgeTurnAnswer) else None
-    return Judgment(answer.present, answer.justification.strip(), turn=valid_turn(turn, answer.present, turns))
+    return Judgment(present, justification, turn=valid_turn(turn, present, turns), probability=p_present)
 
 
 @dataclass(frozen=True)

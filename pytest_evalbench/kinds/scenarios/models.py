@@ -177,6 +177,9 @@ class ScoreRow(Strict):
     turn: Optional[int] = Field(default=None, ge=1)
     """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
     the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
+    probability: Optional[float] = Field(default=None, ge=0, le=1)
+    """With `judge: {probability: true}` and an endpoint that gives log-probabilities: the judge's P(present)
+    (the mean over its votes); with a calibrated threshold, `present` is P(present) >= threshold."""
     flaky: Optional[Literal["judge", "agent", "both"]] = None
     """On every sample row of a flaky case: the votes on one transcript disagree (judge), the samples'
     verdicts differ (agent), or both (`aggregate.case_noise`); absent when the case is not flaky."""
@@ -185,9 +188,10 @@ class ScoreRow(Strict):
 
     def to_json(self) -> dict[str, Any]:
         """The file's row (and the judged-row hook's): `agreement`/`judges` only with a panel, `turn` only
-        when named, `flaky`/`flaky_detail` only on a flaky case's rows."""
+        when named, `probability` only when measured, `flaky`/`flaky_detail` only on a flaky case's rows."""
         exclude = ({"agreement", "judges"} if self.judges is None else set()) | \
-            ({"turn"} if self.turn is None else set()) | ({"flaky", "flaky_detail"} if self.flaky is None else set())
+            ({"turn"} if self.turn is None else set()) | ({"probability"} if self.probability is None else set()) | \
+            ({"flaky", "flaky_detail"} if self.flaky is None else set())
         return self.model_dump(mode="json", exclude=exclude or None)
 
     def outcome_row(self) -> PassFailUnit:

@@ -30,8 +30,9 @@ from pytest_evalbench.kinds.scenarios.aggregate import (
     rejudge_by_metric,
     rejudged,
 )
-from pytest_evalbench.kinds.scenarios.judge import judge
+from pytest_evalbench.kinds.scenarios.judge import Example, judge
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
+from pytest_evalbench.kinds.scenarios.runner import contrast_examples
 from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, read_file_rows
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings, Usage
@@ -104,7 +105,8 @@ def stored_runs(bench_dir: Path, targets: list[str]) -> list[Path]:
 
 
 async def _rejudge_target(run_dir: Path, spec: BenchmarkSpec, known: Known, judges: list[Endpoint], k: int,
-                          engine: Engine, usage_by_phase: dict[str, Usage]) -> tuple[list[RejudgedCase], int]:
+                          engine: Engine, usage_by_phase: dict[str, Usage], contrast: dict[str, list[Example]]
+                          ) -> tuple[list[RejudgedCase], int]:
     conversations = {(str(r["id"]), int(r.get("sample") or 0)): r
                      for r in read_file_rows(run_dir, "conversations.json", known)}
     work: list[tuple[ScoreRow, ConversationRow]] = []
@@ -125,7 +127,8 @@ async def _rejudge_target(run_dir: Path, spec: BenchmarkSpec, known: Known, judg
         metric = spec.metric(row.metric_id)
         assert metric is not None
         asks = [judge(metric, conversation.transcript, evaluator=j, engine=engine,
-                      sample=vote_sample(row.sample, FIRST_VOTE + i), usage_by_phase=usage_by_phase)
+                      sample=vote_sample(row.sample, FIRST_VOTE + i), usage_by_phase=usage_by_phase,
+                      style=spec.judge.prompt, contrast=contrast.get(metric.id, ()))
                 for j in judges for i in range(k)]
         return [v.present for v in await asyncio.gather(*asks)]
 
@@ -156,7 +159,8 @@ def rejudge(name: str, options: RejudgeOptions, env: Mapping[str, str]) -> Rejud
     reports: list[tuple[Path, RejudgeReport]] = []
     try:
         for run_dir in run_dirs:
-            cases, skipped = engine.run(_rejudge_target(run_dir, spec, known, judges, options.samples, engine, usage_by_phase))
+            cases, skipped = engine.run(_rejudge_target(run_dir, spec, known, judges, options.samples, engine, usage_by_phase,
+                                                                 contrast_examples(bench_dir, spec)))
             temperature = judges[0].params.get("temperature")
             reports.append((run_dir / RESULT_FILE, RejudgeReport(
                 target=run_dir.name, k=options.samples, judges=[j.model for j in judges],

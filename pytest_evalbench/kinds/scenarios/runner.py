@@ -25,16 +25,18 @@ import hashlib
 import random
 import re
 import sys
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
 from pytest_evalbench.formats.results import Message
-from pytest_evalbench.formats.spec import Generation, Metric
-from pytest_evalbench.kinds.judges import PanelJudgment, majority, poll
+from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Metric
+from pytest_evalbench.kinds.judges import PanelJudgment, calibrated_thresholds, judge_name, majority, poll
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import decide, judge
+from pytest_evalbench.kinds.scenarios.judge import Example, decide, judge, pick_contrast
 from pytest_evalbench.kinds.scenarios.models import (
     UNSET_OPTIONAL,
     ConversationRow,
@@ -125,6 +127,43 @@ def row_target(target: Target, scenario: Scenario) -> Target:
     return target
 
 
+@dataclass(frozen=True)
+class JudgeSetup:
+    """What a run's judge prompts need beyond the metric: contrast examples and calibrated thresholds."""
+
+    contrast: dict[str, list[Example]]
+    thresholds: dict[str, float]
+
+
+_SETUPS: weakref.WeakKeyDictionary[BenchmarkRun, JudgeSetup] = weakref.WeakKeyDictionary()
+
+
+def contrast_examples(bench_dir: Path, spec: BenchmarkSpec) -> dict[str, list[Example]]:
+    """Metric id -> the examples a `contrast` prompt shows (none for the other styles): the first labelled
+    present and absent example of calibration.jsonl that the metric's checks leave to the judge."""
+    if spec.judge.prompt != "contrast":
+        return {}
+    from pytest_evalbench.kinds.calibration.kind import judge_examples
+    from pytest_evalbench.kinds.calibration.models import CALIBRATION_FILE, load_labels
+
+    pools = judge_examples(load_labels(bench_dir / CALIBRATION_FILE, spec, "metrics"), spec)
+    return {key: pick_contrast(pool) for key, pool in pools.items()}
+
+
+def judge_setup(run: BenchmarkRun) -> JudgeSetup:
+    """Read once per run: `contrast` prompts show calibration.jsonl's first labelled present and absent
+    example the metric's checks leave to the judge; `probability` scoring reads calibration.json's
+    thresholds, calibrated for this judge and prompt style."""
+    setup = _SETUPS.get(run)
+    if setup is None:
+        config = run.spec.judge
+        contrast = contrast_examples(run.bench_dir, run.spec)
+        thresholds = (calibrated_thresholds(run.bench_dir, judge_name(run.judges()), config.prompt)
+                      if config.probability else {})
+        setup = _SETUPS[run] = JudgeSetup(contrast, thresholds)
+    return setup
+
+
 async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     """Simulate the conversation and judge it; LLM failures propagate (item ERROR). Pass/fail is
     left to `ScenarioKind.outcome`, after the judged-row hook."""
@@ -146,11 +185,16 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
         verdict_present, justification, decided_by = decision.present, decision.justification, "check"
     else:
         turns: list[int] = []  # the turns named by votes saying "present"
+        probabilities: list[float] = []
+        setup = judge_setup(run)
 
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
-                                  sample=sample, usage_by_phase=usage_by_phase)
+                                  sample=sample, usage_by_phase=usage_by_phase, style=run.spec.judge.prompt,
+                                  contrast=setup.contrast.get(metric.id, ()), probability=run.spec.judge.probability,
+                                  threshold=setup.thresholds.get(metric.id))
             turns.extend([verdict.turn] if verdict.turn is not None else [])
+            probabilities.extend([verdict.probability] if verdict.probability is not None else [])
             return verdict.present, verdict.justification
 
         votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
@@ -172,6 +216,8 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
                          target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
                          score=None, justification=justification, sample=case.sample, decided_by=decided_by,
                          turn=turn)
+    if decided_by == "judge" and probabilities:
+        score_row.probability = round(sum(probabilities) / len(probabilities), 4)
     if panel is not None and len(panel.votes) > 1:
         score_row.agreement = panel.agreement
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]

@@ -1,0 +1,152 @@
+"""Judge prompt styles, P(present) from log-probabilities, thresholds set by leave-one-out, and the
+judge-only split of calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_evalbench.formats.spec import JudgeConfig, Message, Metric
+from pytest_evalbench.formats.stats import best_threshold, cross_validated_verdicts, kappa
+from pytest_evalbench.kinds.calibration.kind import calibration_entries
+from pytest_evalbench.kinds.calibration.models import CalibrationRecord
+from pytest_evalbench.kinds.judges import calibrated_thresholds, unreliable_judges
+from pytest_evalbench.kinds.scenarios.judge import (
+    Example,
+    judge_messages,
+    pick_contrast,
+    present_probability,
+)
+from pytest_evalbench.llm.transport import parse_logprobs
+from pytest_evalbench.testing.scripts import verdict_logprobs
+
+ASKS = Metric(id="m01", name="Asks", type="positive", definition="The assistant asks a clarifying question.",
+              examples=["What is your budget?"])
+
+
+def said(reply: str) -> list[Message]:
+    return [Message(role="user", content="plan my trip"), Message(role="assistant", content=reply)]
+
+
+EXAMPLES = [Example(2, said("Where to? PRESENT-A"), True, "asks where"),
+            Example(3, said("Go to Rome. ABSENT-A"), False, None),
+            Example(5, said("How long? PRESENT-B"), True, None),
+            Example(7, said("Pack socks. ABSENT-B"), False, None)]
+
+
+def test_contrast_pair_never_holds_the_example_it_scores() -> None:
+    assert [e.line for e in pick_contrast(EXAMPLES)] == [2, 3]
+    assert [e.line for e in pick_contrast(EXAMPLES, exclude=2)] == [5, 3]
+    assert [e.line for e in pick_contrast(EXAMPLES, exclude=3)] == [2, 7]
+    for example in EXAMPLES:
+        shown = pick_contrast(EXAMPLES, exclude=example.line)
+        messages = judge_messages(ASKS, example.transcript, "contrast", shown)
+        marker = example.transcript[1].content.split()[-1]
+        assert sum(marker in m["content"] for m in messages) == 1  # only in the question itself
+        assert marker in messages[-1]["content"]
+
+
+def test_styles_differ_in_what_they_show() -> None:
+    transcript = said("Sure, go to Rome.")
+    examples = judge_messages(ASKS, transcript, "examples")
+    plain = judge_messages(ASKS, transcript, "plain")
+    contrast = judge_messages(ASKS, transcript, "contrast", pick_contrast(EXAMPLES))
+    assert "What is your budget?" in examples[-1]["content"]
+    assert "What is your budget?" not in plain[-1]["content"] and len(plain) == 2
+    assert plain[-1] == contrast[-1]  # the question is the plain one, after the answered examples
+    assert [m["role"] for m in contrast] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert json.loads(contrast[2]["content"]) == {"justification": "asks where", "present": True}
+    assert json.loads(contrast[4]["content"])["present"] is False
+
+
+@pytest.mark.parametrize("p", [0.9, 0.2, 0.5])
+def test_probability_of_present_from_the_verdict_token(p: float) -> None:
+    answer = {"justification": "It asks \"present\": where.", "present": p >= 0.5}
+    parsed = parse_logprobs(verdict_logprobs(answer, p))
+    assert present_probability(parsed) == pytest.approx(p, abs=1e-4)
+
+
+def test_no_logprobs_or_no_verdict_token_gives_no_probability() -> None:
+    assert parse_logprobs(None) is None and parse_logprobs({"content": "x"}) is None
+    assert present_probability(None) is None
+    assert present_probability([['{"present": ', {}], ["maybe", {"maybe": -0.1}]]) is None
+    # only one alternative listed: P(true) is all the listed mass
+    assert present_probability([['{"present":', {}], [" true", {" true": -0.01}]]) == 1.0
+
+
+def test_parse_logprobs_bounds_hostile_alternatives() -> None:
+    data = {"content": [{"token": "x" * 500, "logprob": 0,
+                         "top_logprobs": [{"token": f"t{i}", "logprob": -1} for i in range(100)]
+                         + [{"token": "bad", "logprob": True}, "junk"]}] * 2000}
+    parsed = parse_logprobs(data)
+    assert parsed is not None and len(parsed) == 512
+    assert len(parsed[0][0]) == 50 and len(parsed[0][1]) == 20
+
+
+def test_threshold_is_the_cut_with_the_best_kappa() -> None:
+    probabilities = [0.1, 0.2, 0.35, 0.4, 0.8, 0.9]
+    labels = [False, False, False, True, True, True]
+    assert best_threshold(probabilities, labels) == pytest.approx(0.375)
+    assert best_threshold([0.3, 0.4], [True, True]) is None  # one category: kappa undefined for every cut
+
+
+def test_cross_validation_never_lets_an_example_set_its_own_cut() -> None:
+    # with itself included, 0.45 (labelled present) would pull the cut below it; left out, the cut
+    # set by the others is 0.5 and it is scored absent
+    probabilities = [0.1, 0.2, 0.3, 0.45, 0.7, 0.8, 0.9]
+    labels = [False, False, False, True, True, True, True]
+    assert best_threshold(probabilities, labels) == pytest.approx(0.375)
+    verdicts = cross_validated_verdicts(probabilities, labels)
+    assert verdicts[3] is False
+    for i in range(len(probabilities)):
+        others = ([*probabilities[:i], *probabilities[i + 1:]], [*labels[:i], *labels[i + 1:]])
+        cut = best_threshold(*others)
+        assert cut is not None and verdicts[i] == (probabilities[i] >= cut)
+
+
+def record(line: int, label: bool, verdict: bool, decided_by: str, styles: dict[str, bool] | None = None,
+           probabilities: dict[str, float] | None = None) -> CalibrationRecord:
+    return CalibrationRecord("demo", line, "m01", label, verdict, "", decided_by=decided_by,
+                             verdicts=dict(styles or {}), probabilities=dict(probabilities or {}))
+
+
+def test_judge_only_kappa_leaves_out_the_rules_rows(tmp_path: Path) -> None:
+    # the rules decide four absent rows correctly; the judge says present to all four of its rows
+    rows = [record(i, False, False, "check") for i in range(1, 5)]
+    rows += [record(i, i % 2 == 0, True, "judge", {"examples": True, "plain": i % 2 == 0, "contrast": True})
+             for i in range(5, 9)]
+    settings = {"prompt": "examples", "probability": False, "samples": 1, "params": {}}
+    [entry] = calibration_entries(rows, "metrics", "j", settings=settings)
+    assert entry.n == 8 and entry.kappa is not None and entry.kappa > 0.3  # rules and judge together
+    assert entry.judge_n == 4 and entry.judge_kappa == 0.0  # the judge alone: no better than chance
+    assert entry.styles is not None and entry.styles["plain"]["kappa"] == 1.0 and entry.styles["plain"]["n"] == 4
+    assert entry.recommended_prompt == "plain" and entry.prompt == "examples" and entry.settings == settings
+    (tmp_path / "calibration.json").write_text(json.dumps([entry.model_dump()]))
+    why = unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j")
+    assert why == {"m01": "judge-only kappa 0.00 < min_kappa 0.40 (n=4, calibration.json)"}
+
+
+def test_threshold_is_stored_and_read_back_for_the_same_judge_and_prompt(tmp_path: Path) -> None:
+    probabilities = [0.1, 0.2, 0.3, 0.6, 0.7, 0.8]
+    rows = [record(i, i >= 3, True, "judge", {"plain": True}, {"plain": p}) for i, p in enumerate(probabilities)]
+    settings = {"prompt": "plain", "probability": True, "samples": 1, "params": {}}
+    [entry] = calibration_entries(rows, "metrics", "j", settings=settings)
+    assert entry.threshold == pytest.approx(0.45) and entry.threshold_kappa == 1.0 and entry.judge_kappa == 0.0
+    assert entry.recommended_prompt == "plain"
+    (tmp_path / "calibration.json").write_text(json.dumps([entry.model_dump()]))
+    assert calibrated_thresholds(tmp_path, "j", "plain") == {"m01": pytest.approx(0.45)}
+    assert calibrated_thresholds(tmp_path, "j", "contrast") == {} == calibrated_thresholds(tmp_path, "k", "plain")
+    config: Any = JudgeConfig(min_kappa=0.4, probability=True)
+    assert unreliable_judges(tmp_path, config, ["m01"], "j") == {}  # the threshold verdicts' kappa counts
+    assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j") == {}  # calibrated on plain only
+    assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4, prompt="plain"), ["m01"], "j") != {}
+    other = JudgeConfig(min_kappa=0.4, prompt="contrast", require_calibration=True)
+    assert unreliable_judges(tmp_path, other, ["m01"], "j") == {
+        "m01": "calibrated for another prompt style (plain, not contrast)"}
+
+
+def test_kappa_helper_agrees_with_the_split() -> None:
+    assert kappa([True, False], [True, False], [True, False]) == 1.0
