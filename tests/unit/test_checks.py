@@ -61,8 +61,8 @@ def test_a_regex_runs_in_linear_time() -> None:
     # Python's backtracking `re` never ends on this; RE2 answers at once
     hostile = [Message(role="assistant", content="a" * 60 + "!")]
     started = time.process_time()
-    assert holds(CheckRule(regex="(a|aa)+$", then="present"), hostile) is False
-    assert holds(CheckRule(regex="(a|aa)+!$", then="present"), hostile) is True
+    assert check(CheckRule(regex="(a|aa)+$", then="present"), hostile)[0] is False
+    assert check(CheckRule(regex="(a|aa)+!$", then="present"), hostile)[0] is True
     assert time.process_time() - started < 1.0
 
 
