@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.formats.spec import JudgeConfig, Message, Metric
+from pytest_evalbench.formats.results import Message
+from pytest_evalbench.formats.spec import JudgeConfig, Metric
 from pytest_evalbench.formats.stats import best_threshold, cross_validated_verdicts, kappa
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
 from pytest_evalbench.kinds.calibration.models import CalibrationRecord
