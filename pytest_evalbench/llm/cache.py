@@ -93,7 +93,7 @@ def response_problem(response: Any) -> str | None:
     for name in ("input_tokens", "output_tokens"):
         value = response.get(name, 0)
         if not is_token_count(value):
-            return f"its response's {name} is {str(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
+            return f"its response's {name} is {repr(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
     logprobs = response.get("logprobs")
     if logprobs is not None and not (isinstance(logprobs, list) and all(
             isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], dict)
