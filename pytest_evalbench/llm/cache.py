@@ -79,7 +79,7 @@ def response_problem(response: Any) -> str | None:
     for name in ("input_tokens", "output_tokens"):
         value = response.get(name, 0)
         if not is_token_count(value):
-            return f"its response's {name} is {str(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
+            return f"its response's {name} is {repr(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None
