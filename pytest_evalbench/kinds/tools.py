@@ -287,7 +287,7 @@ class ToolBox:
                     return {"tools": await connection.list_tools()}
 
                 listed = await self.cached.recorded(cache_key(material), material, produce,
-                                                    f"MCP server '{server.name}' tool list")
+                                                    f"MCP server '{server.name}' tool list", counted=False)
                 for tool in listed["tools"]:
                     name = str(tool.get("name"))
                     if name in owner:
