@@ -90,8 +90,6 @@ class McpConnection:
         self.bench_dir = bench_dir
         self.environ = env
         """Where `{env: NAME}` values are read from, at the start (a replay needs none of them)."""
-        self.started = False
-        """Whether a server process (or HTTP session) was started in this process."""
         self._client: Any = None
         self._failure: str | None = None
         self._lock: asyncio.Lock | None = None
@@ -130,7 +128,6 @@ class McpConnection:
         ready: asyncio.Future[Any] = loop.create_future()
         self._stop = asyncio.Event()
         self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in close())
-        self.started = True
         self._task = asyncio.create_task(self._own(mcp, ready, env, headers))
         try:
             return await asyncio.wait_for(asyncio.shield(ready), self.server.timeout)
@@ -287,7 +284,7 @@ class ToolBox:
                     return {"tools": await connection.list_tools()}
 
                 listed = await self.cached.recorded(cache_key(material), material, produce,
-                                                    f"MCP server '{server.name}' tool list")
+                                                    f"MCP server '{server.name}' tool list", counted=False)
                 for tool in listed["tools"]:
                     name = str(tool.get("name"))
                     if name in owner:

@@ -350,18 +350,19 @@ class CachedCalls:
         return completion
 
     async def recorded(self, key: str, material: dict[str, Any], produce: Callable[[], Awaitable[dict[str, Any]]],
-                       what: str) -> dict[str, Any]:
+                       what: str, *, counted: bool = True) -> dict[str, Any]:
         """Recorded traffic that is not a chat completion (an MCP server's tool list, a tool's result):
         replayed from the cache, or produced (secrets masked) and written before it is returned, so
-        another process of the run finds it. `what` names it in errors."""
+        another process of the run finds it. `what` names it in errors; `counted` traffic (tool calls,
+        not the tool lists every process reads) is counted in `tool_calls` / `tool_replays`."""
         found = self._cached(key, "tool", what, None)
         if found is not None:
-            self.stats.tool_replays += 1
+            self.stats.tool_replays += counted
             return found
         if self.cache.mode == "replay":
             raise ToolCacheMiss(what, key)
         response: dict[str, Any] = SECRETS.redact_data(await produce())
-        self.stats.tool_calls += 1
+        self.stats.tool_calls += counted
         if self.cache.writes:
             await asyncio.wrap_future(self.submit(functools.partial(self._put, key, material, response)))
         return response

@@ -199,9 +199,9 @@ class EngineStats:
     unpriced: set[str] = field(default_factory=set)
     """Models that had no price: counted as $0 and named in the summary (merged across workers)."""
     tool_calls: int = 0
-    """Tool lists and tool calls of MCP servers run in this session (`kinds/tools.py`)."""
+    """MCP tool calls run on a server in this session (`kinds/tools.py`; tool lists are not counted)."""
     tool_replays: int = 0
-    """Tool lists and tool results replayed from the cache (no server involved)."""
+    """MCP tool results replayed from the cache (no server involved)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,

@@ -79,9 +79,9 @@ class CostView:
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     """`phase:role` -> tokens and priced cost (cached replays included)."""
     tool_calls: int = 0
-    """MCP tool lists and tool calls run on a server in this session."""
+    """MCP tool calls run on a server in this session."""
     tool_replays: int = 0
-    """MCP tool lists and tool results replayed from the cache (no server involved)."""
+    """MCP tool results replayed from the cache (no server involved)."""
 
     @property
     def note(self) -> str:
@@ -89,7 +89,7 @@ class CostView:
         text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
                 f"cached replays included (as in cost.json)")
         if self.tool_calls or self.tool_replays:
-            text += (f"; MCP tools: {self.tool_calls} lists and calls run on a server this session, "
+            text += (f"; MCP tools: {self.tool_calls} calls run on a server this session, "
                      f"{self.tool_replays} replayed from the cache")
         if self.unpriced:
             text += ("; no price for " + ", ".join(self.unpriced) + " (counted as $0, so --evalbench-max-cost "
