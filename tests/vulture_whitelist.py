@@ -18,3 +18,5 @@ _.seed_title  # scenarios.json (impactbench's key, kept)
 _.crashitem, _.sched, _.duration
 # A Protocol method's parameter (render.progress.LineWriter)
 _.erase
+# calibration.json fields written by the calibration kind and read by people and tools
+_.judge_agreement
