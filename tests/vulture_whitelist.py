@@ -24,3 +24,5 @@ _.log_errors
 _.parent_id, _.start_ms, _.duration_ms
 # opentelemetry-sdk's SpanProcessor protocol (called by the SDK, parent_context by keyword)
 _.on_start, _.on_end, _.parent_context
+# calibration.json fields written by the calibration kind and read by people and tools
+_.judge_agreement

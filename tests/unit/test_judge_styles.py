@@ -151,3 +151,19 @@ def test_threshold_is_stored_and_read_back_for_the_same_judge_and_prompt(tmp_pat
 
 def test_kappa_helper_agrees_with_the_split() -> None:
     assert kappa([True, False], [True, False], [True, False]) == 1.0
+
+
+def test_probability_from_llama_cpp_tokens() -> None:
+    """The shape the embedded model's server answered with (`logprobs: true, top_logprobs: 5`): the value
+    token has a leading space, and the alternatives mix spellings of true and false with other tokens."""
+    data = {"content": [
+        {"token": '{"justification": "The sky is blue.",', "logprob": -0.1, "top_logprobs": []},
+        {"token": ' "', "logprob": 0.0, "top_logprobs": [{"token": ' "', "logprob": 0.0}]},
+        {"token": "present", "logprob": 0.0, "top_logprobs": [{"token": "present", "logprob": 0.0}]},
+        {"token": '":', "logprob": 0.0, "top_logprobs": [{"token": '":', "logprob": 0.0}]},
+        {"token": " true", "logprob": -0.0018, "top_logprobs": [
+            {"token": " true", "logprob": -0.0018}, {"token": " false", "logprob": -6.32},
+            {"token": ' "', "logprob": -7.48}, {"token": "true", "logprob": -8.62}, {"token": " True", "logprob": -9.38}]},
+        {"token": "}", "logprob": -0.01, "top_logprobs": []}]}
+    p = present_probability(parse_logprobs(data))
+    assert p is not None and 0.99 < p < 1.0

@@ -35,7 +35,7 @@ from pytest_evalbench.kinds.protocol import (
     spec_kind,
 )
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, decide, judge, pick_contrast
+from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, Style, decide, judge, pick_contrast
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 __all__ = ["CalibrationKind"]
@@ -91,11 +91,11 @@ class CalibrationKind:
                 contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
                 seen: list[float] = []
 
-                async def ask_one(endpoint: Endpoint, sample: int, style: str = style,
+                async def ask_one(endpoint: Endpoint, sample: int, style: Style = style,
                                   contrast: list[Example] = contrast, seen: list[float] = seen
                                   ) -> tuple[bool | None, str]:
                     answer = await judge(metric, label.transcript, evaluator=endpoint, engine=run.engine,
-                                         sample=sample, usage_by_phase=usage_by_phase, style=style,  # type: ignore[arg-type]
+                                         sample=sample, usage_by_phase=usage_by_phase, style=style,
                                          contrast=contrast if style == "contrast" else (),
                                          probability=config.probability)
                     seen.extend([answer.probability] if answer.probability is not None else [])
