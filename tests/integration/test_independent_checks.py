@@ -365,7 +365,8 @@ def test_k_selects_a_demographic_value_and_is_gated_on_it(pytester: pytest.Pytes
                                                           workers: str) -> None:
     rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
             scenario("m01_s002_v01", "m01", demographic={"age": "Teen (13-17)"})]
-    spec = {"demographics": {"age": ["Adult (18+)", "Teen (13-17)"]}, "thresholds": {"min_positive_pass_rate": 0.9}}
+    spec = {"demographics": {"age": ["Adult (18+)", "Teen (13-17)"]},
+            "thresholds": {"min_positive_pass_rate": 0.9, "decision": "point"}}
     write_benchmark(pytester.path, scenarios=rows, spec=spec)
     bench_env.set_responder(script(lambda r: "I am m01_s002_v01" not in json.dumps(r), user=persona_says_id))
     assert pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST).ret == 6
