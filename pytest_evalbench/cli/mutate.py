@@ -34,6 +34,7 @@ from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
 from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
+from pytest_evalbench.kinds.protocol import spec_kind
 
 MUTANTS_FILE = "mutants.json"
 SUFFIX = ".mutants"
@@ -203,8 +204,8 @@ def mutate(root: Path, name: str, pytest_args: list[str]) -> tuple[MutationRepor
     """Run the mutants and write benchmarks/NAME/mutants.json; (the report, the run's exit status)."""
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name, "")
     spec = load_spec(bench_dir)
-    if spec.kind != "scenarios":
-        raise ConfigError(f"{bench_dir / SPEC_FILE}: evalbench mutate runs scenario benchmarks (this one is {spec.kind})")
+    if spec_kind(spec).judged != "metrics":  # the registry names kinds; a kind says what its judge decides
+        raise ConfigError(f"{bench_dir / SPEC_FILE}: kind is {spec.kind!r}; evalbench mutate runs scenario benchmarks")
     mutants = mutants_of(spec)
     if not mutants:
         raise ConfigError(f"{bench_dir / SPEC_FILE}: no target with a `model` to mutate")

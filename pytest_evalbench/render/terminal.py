@@ -197,16 +197,18 @@ def align(rows: list[list[str]]) -> list[str]:
 
 def comparison_table(comparison: Comparison, *, warnings: bool = True) -> list[str]:
     """What decided, per paired test: baseline and current on the shared cases, the change, the
-    flips, the test, its raw and adjusted p. `!` marks a drop significant after correction."""
+    flips, the test, its raw and adjusted p, the smallest drop it detects with 80% power (`none`: no
+    drop these pairs could make significant). `!` marks a drop significant after correction."""
     from pytest_evalbench.gate.paired import SCORE_RANGE
 
     rows: list[list[str]] = [["target", "metric", "test", "n", "baseline", "now", "change", "flips -/+",
-                              "p", "p adj", ""]]
+                              "p", "p adj", "detects", ""]]
     for t in comparison.tests:
         scale = SCORE_RANGE if t.kind == "scores" else 1.0
         rows.append([t.target, t.metric_id, t.method, str(t.n_shared), f"{t.baseline_mean:.3f}",
                      f"{t.current_mean:.3f}", f"{t.change * scale:+.3f}",
                      "-" if t.kind == "scores" else f"{t.b}/{t.c}", f"{t.p_value:.3g}", f"{t.p_adjusted:.3g}",
+                     "-" if t.kind == "scores" else "none" if t.detectable is None else f"{t.detectable:.2f}",
                      "!" if t.significant else ""])
     name = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(comparison.correction, comparison.correction)
     lines = ["baseline comparison (paired on shared cases; one-sided tests for a drop):"]

@@ -135,7 +135,7 @@ def test_k_selection_on_a_dataset_is_gated_on_its_rows(pytester: pytest.Pytester
 @XDIST
 def test_last_failed_after_a_failure_is_gated_on_the_rerun(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                              workers: str) -> None:
-    write_benchmark(pytester.path, scenarios=ROWS, thresholds={"min_positive_pass_rate": 0.9},
+    write_benchmark(pytester.path, scenarios=ROWS, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
                     gate={"mode": "thresholds"})
     bench_env.set_responder(script(lambda r: "I am m01_s001_v01" not in json.dumps(r), user=persona_says_id))
     first = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST)
@@ -365,7 +365,8 @@ def test_k_selects_a_demographic_value_and_is_gated_on_it(pytester: pytest.Pytes
                                                           workers: str) -> None:
     rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
             scenario("m01_s002_v01", "m01", demographic={"age": "Teen (13-17)"})]
-    spec = {"demographics": {"age": ["Adult (18+)", "Teen (13-17)"]}, "thresholds": {"min_positive_pass_rate": 0.9}}
+    spec = {"demographics": {"age": ["Adult (18+)", "Teen (13-17)"]},
+            "thresholds": {"min_positive_pass_rate": 0.9, "decision": "point"}}
     write_benchmark(pytester.path, scenarios=rows, spec=spec)
     bench_env.set_responder(script(lambda r: "I am m01_s002_v01" not in json.dumps(r), user=persona_says_id))
     assert pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST).ret == 6
