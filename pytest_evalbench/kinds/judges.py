@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pytest_evalbench.base.files import read_rows
-from pytest_evalbench.formats.stats import JudgeAccuracy
+from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.llm.types import Endpoint
 
 SAMPLE_STRIDE = 1_000_000

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, T
 from pytest_evalbench.formats.results import EvalScore, Judged, ModelResult, PassFailUnit, Status
 
 if TYPE_CHECKING:  # the run pulls the engine in
+    from pytest_evalbench.formats.agreement import JudgeAccuracy
     from pytest_evalbench.formats.provenance import SessionStamp
     from pytest_evalbench.formats.spec import BenchmarkSpec
-    from pytest_evalbench.formats.stats import JudgeAccuracy
     from pytest_evalbench.kinds.dataset.summary import AgentSummary, CaseResult
     from pytest_evalbench.kinds.estimate import Expectations, Plan
     from pytest_evalbench.kinds.run import BenchmarkRun

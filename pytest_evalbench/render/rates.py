@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
+from pytest_evalbench.formats.agreement import CorrectedRate, StrataCounter
 from pytest_evalbench.formats.provenance import carried_label, unit_key
-from pytest_evalbench.formats.stats import Z95, CorrectedRate, RateEstimate, StrataCounter, newcombe_diff_interval
+from pytest_evalbench.formats.stats import Z95, RateEstimate, newcombe_diff_interval
 from pytest_evalbench.kinds.protocol import KindResults
 
 if TYPE_CHECKING:

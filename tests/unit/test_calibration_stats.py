@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.formats.stats import agreement_entry, kappa
+from pytest_evalbench.formats.agreement import agreement_entry, kappa
 
 LABELS = [True, False, True, True, False, False, True, False]
 SCALE = [1, 2, 3, 4, 5]

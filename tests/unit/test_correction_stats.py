@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_evalbench.formats.agreement import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
 from pytest_evalbench.formats.results import CorrectedSummary, PassFailUnit
 from pytest_evalbench.formats.spec import MetricRule, ThresholdRules
-from pytest_evalbench.formats.stats import UNDEFINED, CorrectedRate, JudgeAccuracy, Stratum, correct
 from pytest_evalbench.gate.rules import check_thresholds
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts, kappa
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import JudgeConfig, Metric
-from pytest_evalbench.formats.stats import best_threshold, cross_validated_verdicts, kappa
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
 from pytest_evalbench.kinds.calibration.models import CalibrationRecord
 from pytest_evalbench.kinds.judges import calibrated_thresholds, unreliable_judges

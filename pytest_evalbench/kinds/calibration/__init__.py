@@ -9,7 +9,7 @@ matrix. `judge: {min_kappa: ...}` then marks metrics whose judge falls short as 
 later runs (`kinds/judges.py`, which the other kinds import instead of this package).
 
 Inside: `kind` (`CalibrationKind`, the protocol of `kinds/protocol.py`) and `models` (calibration.jsonl
-and calibration.json rows); agreement statistics are in `formats/stats.py`. It uses the judges of the
+and calibration.json rows); agreement statistics are in `formats/agreement.py`. It uses the judges of the
 kinds it calibrates (`scenarios.judge`, `dataset.runner.run_eval`). This `__init__` imports nothing: the
 registry imports `kind` when a run calibrates.
 """

@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
+from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
 from pytest_evalbench.formats.spec import BenchmarkSpec
-from pytest_evalbench.formats.stats import agreement_entry, best_threshold, cross_validated_verdicts
 from pytest_evalbench.kinds.calibration.models import (
     CALIBRATION_FILE,
     CalibrationCase,

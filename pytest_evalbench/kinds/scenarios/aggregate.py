@@ -27,8 +27,8 @@ from itertools import groupby
 from typing import Any, Literal, Optional, Protocol, Union
 
 from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.agreement import CorrectedRate, JudgeAccuracy, StrataCounter
 from pytest_evalbench.formats.results import CorrectedSummary, PassFailUnit, PassK
-from pytest_evalbench.formats.stats import CorrectedRate, JudgeAccuracy, StrataCounter
 from pytest_evalbench.kinds.scenarios.models import ModelResult, RateSummary, ScoreRow
 
 Row = Union[ScoreRow, PassFailUnit]
@@ -90,7 +90,7 @@ def _summary(value: CorrectedRate | None) -> CorrectedSummary | None:
 
 def correct_results(results: Iterable[ModelResult], rows_by_model: Mapping[str, Sequence[Row]],
                     accuracy: Mapping[str, JudgeAccuracy]) -> None:
-    """Set each summary's corrected rates (`formats.stats.correct`) from the rows it was counted
+    """Set each summary's corrected rates (`formats.agreement.correct`) from the rows it was counted
     from: per metric, and over the positive / negative metrics. A rate without judge-decided rows
     has nothing to correct and keeps no corrected entry."""
     counter = StrataCounter()

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import read_rows
+from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.provenance import StampedRows, unit_key
 from pytest_evalbench.formats.spec import SPEC_FILE
-from pytest_evalbench.formats.stats import JudgeAccuracy
 from pytest_evalbench.kinds.judges import (
     agreement_lines,
     judge_accuracy,

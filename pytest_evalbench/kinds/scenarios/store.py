@@ -35,9 +35,9 @@ from pytest_evalbench.base.files import (
 )
 from pytest_evalbench.base.safe_files import check_dir
 from pytest_evalbench.base.spool import Spool
+from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.provenance import SessionStamp, unit_key, update_sessions
 from pytest_evalbench.formats.results import PassFailUnit
-from pytest_evalbench.formats.stats import JudgeAccuracy
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results, label_rows, summarize_counts
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ModelResult, ScenarioRecord, ScoreRow
 from pytest_evalbench.kinds.scenarios.run_rows import (
