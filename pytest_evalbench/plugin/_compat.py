@@ -58,7 +58,11 @@ def initial_benchmark_path(early_config: pytest.Config) -> None:
     name = getattr(namespace, "evalbench_benchmark", None)
     if name and not namespace.file_or_dir and "/" not in name and "\\" not in name and name not in (".", ".."):
         path = early_config.rootpath / "benchmarks" / name
-        if path.is_dir():
+        try:
+            found = path.is_dir()
+        except (OSError, ValueError):  # a name too long for the file system: the plugin's own check says so
+            return
+        if found:
             namespace.file_or_dir = [str(path)]
 
 
