@@ -63,7 +63,7 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
     down = run(pytester, "demo", *xdist, "--evalbench-markdown=summary.md")
     assert down.ret == EXIT_INCOMPLETE
     markdown = (pytester.path / "summary.md").read_text()
-    assert "| 2/4 (0.50) [carried over from 20" in markdown and "threshold breach" not in markdown
+    assert "| 2/4 (0.50) \\[carried over from 20" in markdown and "threshold breach" not in markdown  # Markdown-escaped
     section = gate_section(down)
     assert "THRESHOLD BREACH" not in section and "2/4 (0.50)" not in section.split("not measured in this session")[0]
     down.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",

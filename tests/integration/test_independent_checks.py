@@ -21,6 +21,9 @@ XDIST = pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
 HOSTILE_NAME = "Bad \x1b[2J\x1b]0;owned\x07 name\n::error file=x.py::pwned <img src=x onerror=alert(1)>"
+PRINTABLE_HOSTILE = "Bad `name` ::error file=x.py::pwned ##[error]mid <img src=x onerror=alert(1)>"
+"""Printable and one line (benchmark.yaml's names and texts refuse control characters, and names line
+breaks), yet hostile: backticks, HTML, workflow commands."""
 
 
 def persona_says_id(request: dict[str, Any]) -> str:
@@ -37,7 +40,7 @@ def test_hostile_metric_name_from_benchmark_yaml_is_inert(pytester: pytest.Pytes
                                                           monkeypatch: pytest.MonkeyPatch, workers: str) -> None:
     step = pytester.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
-    metrics = [{"id": "m01", "name": HOSTILE_NAME, "type": "positive", "definition": "asks", "examples": ["x"]}]
+    metrics = [{"id": "m01", "name": PRINTABLE_HOSTILE, "type": "positive", "definition": "asks", "examples": ["x"]}]
     bench = write_benchmark(pytester.path, scenarios=ROWS[:2], metrics=metrics,
                             thresholds={"min_positive_pass_rate": 0.9})
     bench_env.set_responder(script(False))
@@ -397,8 +400,10 @@ def test_hostile_scenario_text_is_inert(pytester: pytest.Pytester, bench_env: Fa
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "step_summary.md"))
     rows = [scenario("m01_s001_v01", "m01", persona=BAD, user_goal=BAD, latent_adversarial_goal=BAD,
                      landmarks=[{"turn": 1, "instruction": BAD}])]
-    metrics = [{"id": "m01", "name": "m", "type": "positive", "definition": BAD, "examples": [BAD]}]
-    bench = write_benchmark(pytester.path, scenarios=rows, metrics=metrics, description=BAD)
+    # benchmark.yaml's texts refuse control characters: there the hostile text is printable
+    metrics = [{"id": "m01", "name": "m", "type": "positive", "definition": PRINTABLE_HOSTILE,
+                "examples": [PRINTABLE_HOSTILE]}]
+    bench = write_benchmark(pytester.path, scenarios=rows, metrics=metrics, description=PRINTABLE_HOSTILE)
     bench_env.set_responder(script(False, user=lambda r: "Message: " + BAD))
     result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "-rA", "-v", *FAST,
                                            "--evalbench-markdown=summary.md")
