@@ -18,7 +18,7 @@ _.seed_title  # scenarios.json (impactbench's key, kept)
 _.crashitem, _.sched, _.duration
 # A Protocol method's parameter (render.progress.LineWriter)
 _.erase
-# RE2 reads its option (formats.spec.check_regex): errors are raised, not logged
+# RE2 reads its option (formats.checks.check_regex): errors are raised, not logged
 _.log_errors
 # conversations.json: an OpenTelemetry span's fields (kinds/tools.py)
 _.parent_id, _.start_ms, _.duration_ms

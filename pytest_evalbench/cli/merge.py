@@ -7,7 +7,7 @@ unsharded run writes. Nothing here imports pytest or makes an LLM call.
 
 Shard directories are often artifacts downloaded from other CI jobs, so their records are input
 like any other: every id in them that names a file or directory is checked with the loaders' rule
-(`spec.check_id`), a record must belong to this benchmark and agree with itself, and no write
+(`formats.check_id`), a record must belong to this benchmark and agree with itself, and no write
 leaves the benchmark directory (`safe_files`), whatever a record says.
 """
 
@@ -21,7 +21,8 @@ from typing import Any
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, unversioned, versioned
 from pytest_evalbench.base.inputs import read_json
-from pytest_evalbench.formats.spec import check_id, load_spec, resolve_benchmark_dir
+from pytest_evalbench.formats import check_id
+from pytest_evalbench.formats.spec import load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.protocol import SpecKind, kind_of, spec_kind
 from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
 

@@ -7,15 +7,17 @@
 - `Input`: a file people write (benchmark.yaml, scenarios.json, dataset rows): lenient and lossless.
 
 Models build their validators on first use (`defer_build`): importing a module costs little. `Int`
-and `Num` are the number fields of input files.
+and `Num` are the number fields of input files; `OneLine`, `PlainText` and `check_id` bound their texts
+and ids.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 NEAR_MISS_CUTOFF = 0.8
 """difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
@@ -79,3 +81,57 @@ def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
             if isinstance(item, BaseModel):
                 found += unknown_keys(item, f"{prefix}{name}." + ("" if index is None else f"{index}."))
     return found
+
+
+# ids and texts of input files
+
+MAX_ID_LENGTH = 100
+SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
+"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids. Always
+`fullmatch`ed (`match` with `$` accepts a trailing newline)."""
+_WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+MAX_NAME_LENGTH = 200
+"""Longest benchmark `name` and metric `name` (they head reports and summaries), and longest
+demographic axis or value and check rule text."""
+MAX_TEXT_LENGTH = 20_000
+"""Longest description, definition, example or "matters because" text of benchmark.yaml."""
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+"""Characters no text of benchmark.yaml may hold: controls (ESC, CR, C1...), line and paragraph
+separators, direction overrides, the byte-order mark, lone surrogates. Newlines and tabs are
+checked separately (allowed in multi-line texts only)."""
+
+
+def _bounded(value: str, limit: int, one_line: bool) -> str:
+    if len(value) > limit:
+        raise ValueError(f"is {len(value)} characters long; at most {limit} are allowed")
+    bad = _CONTROL.search(value) or (re.search("[\n\t]", value) if one_line else None)
+    if bad is not None:
+        what = "a line break or tab" if bad.group() in "\n\t" else f"the control character {bad.group()!r}"
+        raise ValueError(f"holds {what} at position {bad.start() + 1}; it is shown in terminals, CI logs "
+                         f"and reports, so it must be {'one line of ' if one_line else ''}printable text")
+    return value
+
+
+def one_line(value: str) -> str:
+    """A name shown in titles, tables and terminals: one line of printable text, bounded."""
+    return _bounded(value, MAX_NAME_LENGTH, one_line=True)
+
+
+def plain_text(value: str) -> str:
+    """A text shown in reports and prompts: printable (newlines and tabs allowed), bounded."""
+    return _bounded(value, MAX_TEXT_LENGTH, one_line=False)
+
+
+OneLine = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(one_line)]
+PlainText = Annotated[str, Field(max_length=MAX_TEXT_LENGTH), AfterValidator(plain_text)]
+
+
+def check_id(value: str, what: str) -> str:
+    """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
+    if not SAFE_ID.fullmatch(value) or value.endswith("."):
+        raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
+                         f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
+                         "and not ending with '.' (it names files and test ids)")
+    if value.split(".", maxsplit=1)[0].lower() in _WINDOWS_DEVICES:
+        raise ValueError(f"{what} {value!r} is a reserved device name on Windows")
+    return value

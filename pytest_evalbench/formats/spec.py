@@ -1,16 +1,16 @@
 """benchmark.yaml: its pydantic models, finding benchmarks on disk and validating what they hold.
 
-The models: the benchmark, its roles and targets, metrics and their deterministic checks, generation and
-scenario settings, prices, and the gate's rules (`thresholds:`, `gate:`, `judge:`); plus the pieces both
-benchmark kinds share (messages, tool calls, cost entries). Kind-specific rows live in the kinds
-(`kinds/scenarios/models.py`, `kinds/dataset/`). The JSON Schemas in `pytest_evalbench/schemas/` are
-generated from these models. The kinds' loaders validate their own files with `validate_as` and
-`warn_unknown`; every problem becomes one `InputError` naming file, row and field.
+The models: the benchmark, its roles and targets, metrics, generation and scenario settings, prices, and
+the gate's rules (`thresholds:`, `gate:`, `judge:`); a metric's deterministic checks are in
+`formats/checks.py`, the rows both kinds write (messages, tool calls) in `formats/results.py`.
+Kind-specific rows live in the kinds (`kinds/scenarios/models.py`, `kinds/dataset/`). The JSON Schemas
+in `pytest_evalbench/schemas/` are generated from these models. The kinds' loaders validate their own
+files with `validate_as` and `warn_unknown`; every problem becomes one `InputError` naming file, row and
+field.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import warnings
@@ -23,8 +23,19 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_va
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.inputs import read_yaml
 from pytest_evalbench.base.safe_text import MASK, check_base_url, header_problem, redact_data, secret_params, strip_credentials
-from pytest_evalbench.formats import Input, Int, Num, Strict, unknown_keys
-from pytest_evalbench.formats.results import ToolCall
+from pytest_evalbench.formats import (
+    MAX_ID_LENGTH,
+    Input,
+    Int,
+    Num,
+    OneLine,
+    PlainText,
+    Strict,
+    check_id,
+    plain_text,
+    unknown_keys,
+)
+from pytest_evalbench.formats.checks import MetricChecks
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -118,62 +129,12 @@ class JudgeConfig(Input):
     """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
     sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule
     not evaluated, with the reason."""
-MAX_ID_LENGTH = 100
-SAFE_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_ID_LENGTH - 1}}}")
-"""Ids of targets, metrics, scenarios and cases name directories, files and pytest node ids. Always
-`fullmatch`ed (`match` with `$` accepts a trailing newline)."""
-_WINDOWS_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
-MAX_NAME_LENGTH = 200
-"""Longest benchmark `name` and metric `name` (they head reports and summaries), and longest
-demographic axis or value and check rule text."""
-MAX_TEXT_LENGTH = 20_000
-"""Longest description, definition, example or "matters because" text of benchmark.yaml."""
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
-"""Characters no text of benchmark.yaml may hold: controls (ESC, CR, C1...), line and paragraph
-separators, direction overrides, the byte-order mark, lone surrogates. Newlines and tabs are
-checked separately (allowed in multi-line texts only)."""
-
-
-def _bounded(value: str, limit: int, one_line: bool) -> str:
-    if len(value) > limit:
-        raise ValueError(f"is {len(value)} characters long; at most {limit} are allowed")
-    bad = _CONTROL.search(value) or (re.search("[\n\t]", value) if one_line else None)
-    if bad is not None:
-        what = "a line break or tab" if bad.group() in "\n\t" else f"the control character {bad.group()!r}"
-        raise ValueError(f"holds {what} at position {bad.start() + 1}; it is shown in terminals, CI logs "
-                         f"and reports, so it must be {'one line of ' if one_line else ''}printable text")
-    return value
-
-
-def one_line(value: str) -> str:
-    """A name shown in titles, tables and terminals: one line of printable text, bounded."""
-    return _bounded(value, MAX_NAME_LENGTH, one_line=True)
-
-
-def plain_text(value: str) -> str:
-    """A text shown in reports and prompts: printable (newlines and tabs allowed), bounded."""
-    return _bounded(value, MAX_TEXT_LENGTH, one_line=False)
-
-
-OneLine = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(one_line)]
-PlainText = Annotated[str, Field(max_length=MAX_TEXT_LENGTH), AfterValidator(plain_text)]
 MetricType = Literal["positive", "negative"]
 DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
 """Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
 simulated user and the targets hold conversations, the judge writes a short verdict."""
-
-
-def check_id(value: str, what: str) -> str:
-    """`value` if it is safe as a file name and a node id on every platform, else ValueError."""
-    if not SAFE_ID.fullmatch(value) or value.endswith("."):
-        raise ValueError(f"{what} {value[:MAX_ID_LENGTH]!r}{'…' if len(value) > MAX_ID_LENGTH else ''} must be "
-                         f"1-{MAX_ID_LENGTH} letters, digits, '.', '_' or '-', starting with a letter or digit "
-                         "and not ending with '.' (it names files and test ids)")
-    if value.split(".", maxsplit=1)[0].lower() in _WINDOWS_DEVICES:
-        raise ValueError(f"{what} {value!r} is a reserved device name on Windows")
-    return value
 
 
 # --------------------------------------------------------------------------- benchmark.yaml
@@ -336,101 +297,6 @@ class TargetConfig(_Endpointish, Input):
 class MetricSource(Input):
     benchmark: Optional[str] = None
     metric_id: Optional[str] = None
-
-
-CONDITIONS = ("regex", "contains", "not_contains", "tool_called", "tool_not_called", "valid_json", "trajectory")
-ARGUMENT_MATCHERS = ("exact", "ignore", "subset")
-"""Built-in argument matchers; any other name is a callable from `pytest_evalbench_argument_matchers`."""
-
-
-class Trajectory(Input):
-    """Tool calls expected of the target, compared with the calls it made (`kinds/trajectory.py`)."""
-
-    mode: Literal["strict", "unordered", "subset", "superset"] = "strict"
-    """strict: the same calls in the same order; unordered: the same calls in any order; subset:
-    every call made was expected; superset: every expected call was made."""
-    calls: Optional[list[ToolCall]] = None
-    """The expected calls (dataset cases default to their `expected_tool_calls`)."""
-    arguments: Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)] = "exact"
-    """How arguments are compared: exact, ignore, subset (the expected keys, equal; more are allowed),
-    or the name of a callable from the `pytest_evalbench_argument_matchers` hook."""
-    per_tool: dict[str, Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]] = Field(default_factory=dict)
-    """Tool name -> its argument matcher, overriding `arguments`."""
-
-    def matchers(self) -> set[str]:
-        """Every argument matcher named (built-in or not)."""
-        return {self.arguments, *self.per_tool.values()}
-
-
-def check_regex(pattern: str) -> Any:
-    """A user's pattern compiled by RE2, which matches in time linear in the text (Python's `re`
-    backtracks: `(a|aa)+$` against 60 "a" and "!" would never end). ValueError for a pattern RE2
-    cannot run (backreferences such as \\1, lookaround such as (?=...)), naming what it refused."""
-    return _compiled(pattern)
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> Any:
-    import re2  # its C++ library loads only for benchmarks with a regex
-
-    options = re2.Options()
-    options.log_errors = False  # the error is raised, not also logged to stderr
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ValueError(f"regex {pattern[:200]!r} is not supported: {reason} (checks use RE2 syntax, which runs "
-                         "in linear time: no backreferences or lookaround)") from None
-
-
-class CheckRule(Input):
-    """One deterministic rule over the assistant's turns: when its single condition holds, it decides
-    the verdict (`then`) without asking the judge."""
-
-    regex: Optional[OneLine] = None
-    """Holds when some assistant turn matches (searched with RE2, in time linear in the text: no
-    backreferences or lookaround; add (?i) for case-insensitive)."""
-    contains: Optional[PlainText] = None
-    """Holds when some assistant turn contains the text (case-insensitive)."""
-    not_contains: Optional[PlainText] = None
-    """Holds when no assistant turn contains the text (case-insensitive)."""
-    tool_called: Optional[OneLine] = None
-    """Holds when the assistant called this tool."""
-    tool_not_called: Optional[OneLine] = None
-    """Holds when the assistant never called this tool."""
-    valid_json: Optional[bool] = None
-    """true: holds when every assistant reply is valid JSON; false: when some reply is not."""
-    trajectory: Optional[Trajectory] = None
-    """Holds when the tool calls of the assistant's turns match the expected calls by its mode."""
-    then: Literal["present", "absent"]
-
-    @model_validator(mode="after")
-    def _one_condition(self) -> CheckRule:
-        given = [name for name in CONDITIONS if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(f"a check rule needs exactly one of {', '.join(CONDITIONS)} (got "
-                             f"{', '.join(given) or 'none'})")
-        if self.regex is not None:
-            check_regex(self.regex)
-        if self.trajectory is not None and self.trajectory.calls is None:
-            raise ValueError("a trajectory check needs `calls`: the tool calls expected")
-        return self
-
-    @property
-    def condition(self) -> str:
-        name = next(n for n in CONDITIONS if getattr(self, n) is not None)
-        if self.trajectory is not None:
-            count = len(self.trajectory.calls or [])
-            return f"trajectory {self.trajectory.mode} of {count} call{'s' if count != 1 else ''}"
-        return f"{name}: {getattr(self, name)!r}"
-
-
-class MetricChecks(Input):
-    """Deterministic checks of a metric: the first rule that holds decides; when none holds,
-    `otherwise` decides (`judge`: ask the judge; `present`/`absent`: the checks alone decide)."""
-
-    rules: list[CheckRule] = Field(min_length=1)
-    otherwise: Literal["judge", "present", "absent"] = "judge"
 
 
 def not_blank(value: str) -> str:

@@ -22,17 +22,16 @@ from typing import Any
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.errors import ConfigError, InputError, LLMError
 from pytest_evalbench.base.safe_text import SECRETS, check_base_url, header_problem
+from pytest_evalbench.formats import MAX_ID_LENGTH, check_id
 from pytest_evalbench.formats.provenance import SessionStamp
 from pytest_evalbench.formats.spec import (
     DEFAULT_MAX_TOKENS,
-    MAX_ID_LENGTH,
     SPEC_FILE,
     BenchmarkSpec,
     EnvRef,
     ModelConfig,
     TargetConfig,
     ThresholdRules,
-    check_id,
     judge_prompt_style,
 )
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target

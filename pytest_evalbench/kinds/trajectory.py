@@ -29,8 +29,8 @@ from typing import Any
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.safe_text import cut
+from pytest_evalbench.formats.checks import ARGUMENT_MATCHERS, Trajectory
 from pytest_evalbench.formats.results import ToolCall
-from pytest_evalbench.formats.spec import ARGUMENT_MATCHERS, Trajectory
 
 ArgumentMatcher = Callable[[dict[str, Any], dict[str, Any]], Any]
 """A named argument matcher: `matcher(expected_arguments, made_arguments)`, true when they fit."""

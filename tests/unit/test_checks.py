@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from pytest_evalbench.formats.checks import CheckRule
 from pytest_evalbench.formats.results import Message, ToolCall
-from pytest_evalbench.formats.spec import CheckRule, Metric
+from pytest_evalbench.formats.spec import Metric
 from pytest_evalbench.kinds.scenarios.judge import check, decide
 
 TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from pytest_evalbench.base.errors import ConfigError, InputError, field_path
 from pytest_evalbench.base.inputs import MAX_INT, parse_json, parse_yaml
-from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, check_id, first_error, load_spec, resolve_benchmark_dir
+from pytest_evalbench.formats import check_id
+from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, first_error, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
 from pytest_evalbench.kinds.scenarios.models import Scenario, check_demographic, iter_json_list, load_scenarios, row_label
 from pytest_evalbench.kinds.scenarios.runner import ScenarioCase

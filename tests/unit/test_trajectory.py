@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.base.errors import ConfigError
+from pytest_evalbench.formats.checks import CheckRule, Trajectory
 from pytest_evalbench.formats.results import Message, ToolCall
-from pytest_evalbench.formats.spec import CheckRule, Metric, Trajectory
+from pytest_evalbench.formats.spec import Metric
 from pytest_evalbench.kinds.scenarios.judge import decide
 from pytest_evalbench.kinds.trajectory import match_trajectory, matcher_problem
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import atomic_write_text, read_bounded, results_lock
-from pytest_evalbench.formats.spec import check_id
+from pytest_evalbench.formats import check_id
 from pytest_evalbench.kinds.dataset.models import (
     LIVE_FALLBACK,
     PAYLOAD_KEYS,

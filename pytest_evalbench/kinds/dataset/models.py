@@ -18,9 +18,10 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
-from pytest_evalbench.formats import Input
+from pytest_evalbench.formats import Input, check_id
+from pytest_evalbench.formats.checks import Trajectory
 from pytest_evalbench.formats.results import ToolCall
-from pytest_evalbench.formats.spec import Trajectory, all_errors, check_id
+from pytest_evalbench.formats.spec import all_errors
 
 EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
                    "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",

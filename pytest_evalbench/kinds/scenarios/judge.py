@@ -1,7 +1,7 @@
 """Deciding whether a metric's behaviour is present: the metric's deterministic checks first, then the
 LLM judge.
 
-Checks (`spec.MetricChecks`) are rules, each with one condition over the assistant's turns and the
+Checks (`formats.checks.MetricChecks`) are rules, each with one condition over the assistant's turns and the
 verdict it implies; the first rule that holds decides. When none holds, `otherwise` decides: `judge`
 asks the LLM judge, `present`/`absent` let the checks decide alone. A decided row records
 `decided_by: "check"` and names the rule in its justification.
@@ -36,8 +36,9 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from pytest_evalbench.formats import StrictAnswer
+from pytest_evalbench.formats.checks import CheckRule, check_regex
 from pytest_evalbench.formats.results import Message, ToolCall
-from pytest_evalbench.formats.spec import CheckRule, Metric, check_regex
+from pytest_evalbench.formats.spec import Metric
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Completion, Endpoint, Usage
