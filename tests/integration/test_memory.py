@@ -125,23 +125,25 @@ def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, be
 
 READS_PROBE = """
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
 read = Counter()
-_read_text = Path.read_text
+_open = os.open
 
 
-def recording(self, *args, **kwargs):
-    read[self.name] += 1
-    return _read_text(self, *args, **kwargs)
+def recording(path, flags, *args, **kwargs):
+    if not flags & (os.O_WRONLY | os.O_RDWR):
+        read[os.path.basename(os.fspath(path))] += 1
+    return _open(path, flags, *args, **kwargs)
 
 
-Path.read_text = recording
+os.open = recording
 
 
 def pytest_unconfigure(config):
-    Path.read_text = _read_text
+    os.open = _open
     Path("reads.json").write_text(json.dumps(read))
 """
 

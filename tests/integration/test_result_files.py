@@ -27,7 +27,7 @@ from conftest import LEAN_ADDOPTS
 ROOT = Path(__file__).parents[2]
 EXAMPLES = ("demo", "agents", "support-app", "agent-tools")
 SESSION_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-NOT_JSON = {"report.html", ".results.lock"}
+NOT_JSON = {"report.html", ".results.lock", ".gitignore"}
 """What a run writes that is not a JSON file: the HTML report and the (empty) result lock."""
 
 

@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 from helpers import JUDGE, TARGET, USER, dead_base_url, judge_says, read_json, scenario, script, write_benchmark
 
+from conftest import LEAN_ADDOPTS
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
@@ -274,8 +275,10 @@ def test_unknown_benchmark_lists_available(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*is not a benchmark name*no paths*"])
 
 
-def test_coexists_with_pytest_benchmark(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+def test_coexists_with_pytest_benchmark(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pytest_benchmark")
+    monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS.replace("-p no:benchmark", ""))  # the plugin under test
     write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
     bench_env.set_responder(script(True))
     result = pytester.runpytest("--benchmark=demo", "--benchmark-disable", "--benchmark-columns=min")
