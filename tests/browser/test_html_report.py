@@ -268,14 +268,17 @@ def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
     path = bench / "report.html"
     result.stdout.fnmatch_lines(["results: benchmarks/demo/{*report.html, history.jsonl}"])
     dom, found = dump_dom(path.as_uri(), tmp_path)
-    [summary] = read_json(bench / "results.json")
-    for mid, rate in summary["by_metric"].items():
-        assert found.text[f"rate-{summary['target_model']}-{mid}"] == f"{rate['pass_rate']:.2f}"
-    for row in read_json(bench / "scenarios.json"):
-        assert f"conv-{row['id']}__qwen-1.5b-s0" in found.text, row["id"]
-        assert row["metric_id"] in dom
-    for row in read_json(bench / "runs" / "qwen-1.5b" / "scores.json"):
-        assert " ".join(row["justification"].split())[:60] in " ".join(found.text[f"conv-{row['conv_id']}-s0"].split())
+    summaries = read_json(bench / "results.json")
+    assert sorted(s["target_model"] for s in summaries) == ["qwen-1.5b", "qwen-1.5b-careful"]  # two to compare
+    for summary in summaries:
+        for mid, rate in summary["by_metric"].items():
+            assert found.text[f"rate-{summary['target_model']}-{mid}"] == f"{rate['pass_rate']:.2f}"
+        target = summary["target_model"]
+        for row in read_json(bench / "scenarios.json"):
+            assert f"conv-{row['id']}__{target}-s0" in found.text, row["id"]
+            assert row["metric_id"] in dom
+        for row in read_json(bench / "runs" / target / "scores.json"):
+            assert " ".join(row["justification"].split())[:60] in " ".join(found.text[f"conv-{row['conv_id']}-s0"].split())
     assert found.text["gate-verdict"] == "PASSED"
     assert "judge unreliable" in dom and "m02" in dom  # the demo's calibration: kappa 0.19 for m02's judge
     screenshot_without_console_messages(path.as_uri(), tmp_path)

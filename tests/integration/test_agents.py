@@ -133,6 +133,7 @@ def test_a_server_that_fails_to_start_is_one_error_before_any_call(pytester: pyt
     assert not [r for r in bench_env.requests if r["model"] == TARGET]
 
 
+@pytest.mark.slow
 def test_a_tool_that_hangs_is_the_items_error(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     mcp_benchmark(pytester.path, timeout=20)
     bench_env.set_responder(script(True, target=tool_target("hang", {})))

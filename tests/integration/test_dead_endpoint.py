@@ -15,6 +15,7 @@ from pytest_evalbench.testing import FakeLLMServer, Reply
 OPTS = ["--evalbench-max-attempts=3", "--evalbench-cache=off"]  # K = 2 x 3 = 6
 
 
+@pytest.mark.slow
 def test_dead_endpoint_opens_the_circuit_and_the_rest_fails_fast(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                                    transport_name: str) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 31)]

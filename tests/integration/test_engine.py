@@ -63,6 +63,7 @@ def test_cache_key_follows_what_changes_the_output(pytester: pytest.Pytester, be
         assert entry["request"]["endpoint"] == bench_env.base_url
 
 
+@pytest.mark.slow
 def test_parallel_workers_share_the_cache(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 13)]
     bench = write_benchmark(pytester.path, scenarios=rows)
@@ -159,6 +160,7 @@ def test_header_names_the_run(pytester: pytest.Pytester, bench_env: FakeLLMServe
     result.stdout.fnmatch_lines(["evalbench: benchmark=demo cache=on concurrency=3"])
 
 
+@pytest.mark.slow
 def test_rate_limit_holds_across_workers(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     import time
 

@@ -19,7 +19,7 @@ from pytest_evalbench.testing import FakeLLMServer
 
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01"),
         scenario("m02_s001_v01", "m02"), scenario("m02_s002_v01", "m02")]
-XDIST = pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["n0", "n2"])
+XDIST = pytest.mark.parametrize("xdist", [[], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["n0", "n2"])
 CANARY = "canary: must stay as it is\n"
 
 

@@ -17,7 +17,7 @@ from helpers import JUDGE, TARGET, USER, read_json, scenario, write_benchmark
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
-XDIST = pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
+XDIST = pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["n0", "n2"])
 
 
 def _secret(tag: str) -> str:

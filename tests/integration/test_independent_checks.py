@@ -17,7 +17,7 @@ from test_stored_answers import APP, LIVE, MULTI, multi, write_bench
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
-XDIST = pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
+XDIST = pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["n0", "n2"])
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
 HOSTILE_NAME = "Bad \x1b[2J\x1b]0;owned\x07 name\n::error file=x.py::pwned <img src=x onerror=alert(1)>"

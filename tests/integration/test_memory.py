@@ -41,6 +41,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.slow
 def test_records_are_not_held_in_memory(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(ITEMS)],
                             generation={"turns": 1, "num_samples": 1, "perfunctory": False, "landmarks": False})

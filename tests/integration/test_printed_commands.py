@@ -18,7 +18,7 @@ from test_dataset import scores, write_dataset
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
 
-XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2")]
+XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2", marks=pytest.mark.slow)]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
 FAILING = ("m01_s002_v01", "m01_s004_v01")
 QUIET = ["--evalbench-max-attempts=1", "-p", "no:randomly"]

@@ -20,6 +20,7 @@ def distinct_user(request: dict) -> str:
     return "Message: I am " + re.search(r"persona of (\w+)", json.dumps(request)).group(1)
 
 
+@pytest.mark.slow
 def test_workers_share_the_endpoints_limit(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
     bench_env.set_responder(script(True, user=distinct_user))

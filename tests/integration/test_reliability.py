@@ -85,6 +85,7 @@ def test_truncated_structured_output_is_unscored(pytester: pytest.Pytester, benc
     assert [r["model"] for r in bench_env.requests] == [JUDGE]
 
 
+@pytest.mark.slow
 def test_connection_refused_stops_retrying_quickly(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                    transport_name: str) -> None:
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 21)]

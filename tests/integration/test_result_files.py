@@ -30,6 +30,8 @@ SESSION_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 NOT_JSON = {"report.html", ".results.lock", ".gitignore"}
 """What a run writes that is not a JSON file: the HTML report and the (empty) result lock."""
 
+pytestmark = pytest.mark.slow  # every example run twice (-n 0 and -n 4)
+
 
 RUN_OUTPUTS = ("runs", "results.json", "cost.json", "last_run.json", ".usage.json", "case_results.json", "agent_summary.json",
                ".results.lock", "report.html", "history.jsonl", ".sessions.json", ".endpoint-limits*", "shards")

@@ -165,6 +165,7 @@ def test_samples_and_targets_multiply_items(pytester: pytest.Pytester, bench_env
     assert [r["target_model"] for r in results] == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_xdist_parity(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     rows = [scenario(f"m0{m}_s00{s}_v0{v}", f"m0{m}") for m in (1, 2) for s in (1, 2, 3) for v in (1, 2)]
     bench = write_benchmark(pytester.path, scenarios=rows, generation={"turns": 2, "num_samples": 2})

@@ -18,6 +18,7 @@ def distinct_user(request: dict) -> str:
     return "Message: I am " + re.search(r"persona of (\w+)", json.dumps(request)).group(1)
 
 
+@pytest.mark.slow
 def test_each_worker_runs_one_contiguous_share_and_prefetches_all_of_it(pytester: pytest.Pytester,
                                                                          bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
@@ -67,6 +68,7 @@ def pytest_collection_modifyitems(config, items):
     result.stdout.fnmatch_lines(["llm: 0 requests, *"])  # no worker started its share: nothing was paid for
 
 
+@pytest.mark.slow
 def test_shares_also_when_xdist_is_loaded_by_module_name(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """With plugin autoload off, `-p xdist.plugin` registers xdist under another name: the glue must
@@ -127,6 +129,7 @@ def parses(root: Path, who: str) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
+@pytest.mark.slow
 def test_workers_load_the_benchmark_themselves(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     # as xdist workers collect on their own: each process (the controller's preflight and each worker)
     # reads benchmark.yaml and scenarios.json itself, and nothing is handed from the controller
