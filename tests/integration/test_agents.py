@@ -79,7 +79,7 @@ def mcp_benchmark(root: Path, *, timeout: float = 60, **tools: Any) -> Path:
     return bench
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("xdist", [[], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
 def test_a_real_mcp_server_runs_the_tools_and_a_replay_needs_none(pytester: pytest.Pytester,
                                                                   bench_env: FakeLLMServer, xdist: list[str]) -> None:
     bench = mcp_benchmark(pytester.path)
@@ -188,7 +188,7 @@ def pytest_evalbench_make_target(config, target):
 '''
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("xdist", [[], pytest.param(["-n", "2"], marks=pytest.mark.slow)], ids=["no-xdist", "xdist"])
 def test_an_opentelemetry_app_is_checked_without_hand_written_reporting(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, xdist: list[str]) -> None:
     pytester.makeconftest(OTEL_APP)

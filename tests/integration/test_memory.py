@@ -76,7 +76,7 @@ def pytest_sessionfinish(session):
 """
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("junit", [False, True])
 def test_junit_properties_only_with_junitxml(pytester: pytest.Pytester, bench_env: FakeLLMServer, junit: bool,
                                              workers: int) -> None:

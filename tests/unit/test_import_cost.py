@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import script, write_benchmark
 
 from pytest_evalbench.testing import FakeLLMServer
@@ -92,6 +93,7 @@ def _run_imports(cwd: Path, *args: str, modules: tuple[str, ...] = NOT_FOR_A_PLA
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_a_run_imports_an_sdk_only_for_its_transport_and_markdown_only_when_written(
         tmp_path: Path, bench_env: FakeLLMServer) -> None:
     write_benchmark(tmp_path)
