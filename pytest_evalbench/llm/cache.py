@@ -44,7 +44,7 @@ from pytest_evalbench.base.files import (
     version_problem,
 )
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_token_count, safe_json
+from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_logprob, is_token_count, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
@@ -97,7 +97,7 @@ def response_problem(response: Any) -> str | None:
     logprobs = response.get("logprobs")
     if logprobs is not None and not (isinstance(logprobs, list) and all(
             isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], dict)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in t[1].values())
+            and all(is_logprob(v) for v in t[1].values())
             for t in logprobs)):
         return "its response's logprobs is not a list of [token, {alternative: logprob}]"
     if not usable_response(response):

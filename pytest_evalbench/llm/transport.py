@@ -37,7 +37,16 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
-from pytest_evalbench.llm.types import MAX_RESPONSE_BYTES, MAX_TOKENS, Completion, Endpoint, is_token_count, safe_json, safe_text
+from pytest_evalbench.llm.types import (
+    MAX_RESPONSE_BYTES,
+    MAX_TOKENS,
+    Completion,
+    Endpoint,
+    is_logprob,
+    is_token_count,
+    safe_json,
+    safe_text,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("aiohttp", "openai")
@@ -386,8 +395,7 @@ def parse_logprobs(data: Any) -> list[list[Any]] | None:
         listed = item.get("top_logprobs")
         tops: list[Any] = listed if isinstance(listed, list) else []
         alternatives = {safe_text(t["token"])[:50]: float(t["logprob"]) for t in tops[:MAX_ALTERNATIVES]
-                        if isinstance(t, dict) and isinstance(t.get("token"), str)
-                        and isinstance(t.get("logprob"), (int, float)) and not isinstance(t.get("logprob"), bool)}
+                        if isinstance(t, dict) and isinstance(t.get("token"), str) and is_logprob(t.get("logprob"))}
         out.append([safe_text(item["token"])[:50], alternatives])
     return out or None
 

@@ -150,6 +150,12 @@ def is_token_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
 
 
+def is_logprob(value: object) -> bool:
+    """Whether a log-probability from an endpoint or a cache entry can be used: a finite number, not a
+    boolean (an integer too large for a float, NaN or an infinity would break the probability)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and -1e300 <= value <= 1e300
+
+
 MAX_COST = 1e9
 """Most dollars one row's usage may record."""
 

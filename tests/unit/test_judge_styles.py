@@ -82,6 +82,10 @@ def test_parse_logprobs_bounds_hostile_alternatives() -> None:
     data = {"content": [{"token": "x" * 500, "logprob": 0,
                          "top_logprobs": [{"token": f"t{i}", "logprob": -1} for i in range(100)]
                          + [{"token": "bad", "logprob": True}, "junk"]}] * 2000}
+    huge = {"content": [{"token": "true", "logprob": 0, "top_logprobs": [
+        {"token": "true", "logprob": 0}, {"token": "big", "logprob": 10**400},
+        {"token": "inf", "logprob": float("inf")}, {"token": "nan", "logprob": float("nan")}]}]}
+    assert parse_logprobs(huge) == [["true", {"true": 0.0}]]  # numbers a float cannot hold are dropped
     parsed = parse_logprobs(data)
     assert parsed is not None and len(parsed) == 512
     assert len(parsed[0][0]) == 50 and len(parsed[0][1]) == 20
