@@ -34,7 +34,7 @@ from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUni
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
-from pytest_evalbench.gate.rules import TOO_FEW, RuleResult, check_thresholds
+from pytest_evalbench.gate.rules import RuleResult, check_thresholds
 from pytest_evalbench.kinds.protocol import KindResults
 
 EXIT_REGRESSION = 6
@@ -202,8 +202,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
                               alpha=settings.alpha, min_rows=settings.min_rows if settings.selection else 1)
     outcome.breaches = report.breaches + (report.inconclusive if settings.fail_inconclusive else [])
     outcome.rules += report.rules
-    outcome.by_cases = settings.selection and any(
-        r.status == "not evaluated" and (r.why or "").startswith(TOO_FEW) for r in report.rules)
+    outcome.by_cases = settings.selection and report.too_few
     outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         # no row of this session reached the gate: none was measured, or every one was judged by a

@@ -82,6 +82,8 @@ class RuleResult:
 class RuleReport:
     rules: list[RuleResult] = field(default_factory=list)
     """Every configured rule, evaluated or not, in the order checked."""
+    too_few: bool = False
+    """Some min rule read fewer rows than `min_rows` and was not evaluated."""
 
     @property
     def breaches(self) -> list[str]:
@@ -141,6 +143,7 @@ def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
         if value is not None and n < min_rows:
             report.rules.append(RuleResult(name, threshold, target, metric, "not evaluated",
                                            why=f"{TOO_FEW}: {n} < gate.min_rows {min_rows}"))
+            report.too_few = True
             return
         if corrected and fixed is not None:
             if fixed.pass_rate is None:
