@@ -74,8 +74,11 @@ process start pays for loading them, hypothesis' most, and an inner run with `-n
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's `pytester`, whose runs (in-process or subprocess, their xdist workers, the CLI's
-    pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS."""
+    pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS. Inner runs
+    print at 80 columns whatever the outer terminal (or a CI runner's COLUMNS) is, so what a test
+    reads from their output does not depend on where the suite runs."""
     monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
+    monkeypatch.setenv("COLUMNS", "80")
     return pytester
 
 
