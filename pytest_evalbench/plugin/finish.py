@@ -333,7 +333,7 @@ class Progress:
         self.config = config
         self.selection = selection
         self.outcomes = outcomes
-        self.finished: set[str] = set()
+        self.done = 0  # teardown reports of cases: one per finished item
         self.total = 0
         self.progress: ProgressReporter | None = None
 
@@ -362,10 +362,10 @@ class Progress:
     def track(self, report: pytest.TestReport) -> None:
         if report.when != "teardown" or self.progress is None or not self.selection.is_case(report.nodeid):
             return
-        self.finished.add(report.nodeid)
-        if not self.progress.due(len(self.finished), max(self.total, len(self.finished))):
+        self.done += 1
+        if not self.progress.due(self.done, max(self.total, self.done)):
             return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
-        counts = Counts(done=len(self.finished), total=max(self.total, len(self.finished)),
+        counts = Counts(done=self.done, total=max(self.total, self.done),
                         failed=len(self.outcomes.failed), errored=len(self.outcomes.errors))
         run = self.selection.loaded_run()
         if run is not None and not is_xdist_controller(self.config):
