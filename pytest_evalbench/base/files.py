@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
+import orjson
 from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
@@ -123,72 +124,70 @@ def results_lock(bench_dir: Path, timeout: float = LOCK_TIMEOUT, *, root: Path |
         lock.release()
 
 
-_T = TypeVar("_T")
-
-
-class _Peeked(Iterator[_T]):
-    """An iterator whose first item is fetched ahead, so emptiness is known before iterating."""
-
-    def __init__(self, items: Iterable[_T]) -> None:
-        self._items = iter(items)
-        self._head: list[_T] = []
-        for first in self._items:
-            self._head.append(first)
-            break
-
-    def __bool__(self) -> bool:
-        return bool(self._head)
-
-    def __next__(self) -> _T:
-        if self._head:
-            return self._head.pop()
-        return next(self._items)
-
-
-class _Streamed:
-    """What the encoder asks a streamed container before iterating it: empty or not (an empty one
-    prints `[]`/`{}`), answered by peeking at the first item."""
-
-    _items: _Peeked
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def __len__(self) -> int:
-        return int(bool(self._items))
-
-
-class StreamedList(_Streamed, list[Any]):
-    """A JSON array written from an iterable as the encoder reaches it, never held as a list.
-    Iterable once; the encoder asks `bool()` (empty prints `[]`) and then iterates."""
+class StreamedList:
+    """A JSON array written from an iterable as the writer reaches it, never held as a list (iterable once)."""
 
     def __init__(self, items: Iterable[Any]) -> None:
-        super().__init__()
-        self._items = _Peeked(items)
-
-    def __iter__(self) -> Iterator[Any]:
-        return self._items
+        self.items = items
 
 
-class StreamedDict(_Streamed, dict[str, Any]):
-    """A JSON object written from an iterable of (key, value) pairs as the encoder reaches it (keys
-    are expected unique). Iterable once, like `StreamedList`."""
+class StreamedDict:
+    """A JSON object written from an iterable of (key, value) pairs as the writer reaches it (keys
+    are expected unique; iterable once)."""
 
     def __init__(self, items: Iterable[tuple[str, Any]]) -> None:
-        super().__init__()
-        self._items = _Peeked(items)
+        self.items = items
 
-    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
-        return self._items
+
+class _HasStreamed(Exception):
+    """Raised inside orjson's `default` hook: the value holds a streamed container, write it in parts."""
+
+
+def _streamed_default(value: Any) -> Any:
+    if isinstance(value, (StreamedList, StreamedDict)):
+        raise _HasStreamed
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _indented(text: bytes, level: int) -> bytes:
+    """JSON text placed at nesting `level` (a newline inside JSON text is always layout)."""
+    return text.replace(b"\n", b"\n" + b"  " * level) if level else text
+
+
+def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
+    """Write `value` as indented JSON; streamed containers anywhere in it are written item by item."""
+    try:
+        write(_indented(orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2), level))
+        return
+    except orjson.JSONEncodeError as exc:
+        if not isinstance(exc.__cause__, _HasStreamed):  # what orjson does not write (an integer beyond 64 bits)
+            write(_indented(json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8"), level))
+            return
+    pairs: Iterable[tuple[Any, Any]]
+    if isinstance(value, (StreamedDict, dict)):
+        pairs, brackets = (value.items if isinstance(value, StreamedDict) else value.items()), b"{}"
+    else:
+        pairs, brackets = ((None, v) for v in (value.items if isinstance(value, StreamedList) else value)), b"[]"
+    pad = b"\n" + b"  " * (level + 1)
+    first = True
+    for key, item in pairs:
+        write(brackets[:1] + pad if first else b"," + pad)
+        first = False
+        if brackets == b"{}":
+            write(orjson.dumps(key) + b": ")
+        _write_value(write, item, level + 1)
+    write(brackets if first else b"\n" + b"  " * level + brackets[1:])
 
 
 def write_json(path: Path, data: Any, root: Path | None) -> None:
-    """`data` as indented JSON (`json.dumps(data, indent=2, ensure_ascii=False)` plus a newline),
-    replacing `path` atomically (`root`: see `atomic_open`). `StreamedList`/`StreamedDict` anywhere
-    in `data` are written as they are iterated: a file of 100,000 rows is never one string or list."""
+    """`data` as indented JSON (what `json.dumps(data, indent=2, ensure_ascii=False)` writes, plus a
+    newline; orjson encodes), replacing `path` atomically (`root`: see `atomic_open`).
+    `StreamedList`/`StreamedDict` anywhere in `data` are written as they are iterated: a file of
+    100,000 rows is never one string or list."""
     with atomic_open(path, root) as handle:
-        json.dump(data, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
+        out = handle.buffer
+        _write_value(out.write, data, 0)
+        out.write(b"\n")
 
 
 def dump_json(path: Path, data: Any, root: Path | None = None) -> None:

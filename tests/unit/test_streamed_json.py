@@ -1,6 +1,7 @@
-"""The one JSON writer (store.write_json): streamed lists and objects are written byte for byte as
-`json.dumps(indent=2, ensure_ascii=False)` writes the same data held in memory, at any depth, empty or
-not; and a streamed container is iterated once, as the encoder reaches it."""
+"""The one JSON writer (files.write_json, orjson underneath): streamed lists and objects are written
+byte for byte as the same data held in memory, at any depth, empty or not; the layout is
+`json.dumps(indent=2, ensure_ascii=False)`'s, and every value reads back equal; a streamed container
+is iterated once, as the writer reaches it."""
 
 from __future__ import annotations
 
@@ -15,10 +16,17 @@ from hypothesis import strategies as st
 
 from pytest_evalbench.base.files import StreamedDict, StreamedList, write_json
 
-SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-           | st.text(alphabet=st.characters(blacklist_categories=("Cs",))))
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                              max_size=4), max_leaves=20)
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
+EXACT = st.none() | st.booleans() | st.integers() | TEXT
+"""Scalars `json.dumps` and orjson write alike (floats may differ in notation: 1e-05 and 0.00001)."""
+
+
+def nested(scalars: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                        | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=20)
+
+
+VALUES = nested(EXACT | st.floats(allow_nan=False, allow_infinity=False))
 
 
 def streamed(value: Any, *, deep: bool) -> Any:
@@ -45,8 +53,22 @@ def expected(value: Any) -> bytes:
 
 @settings(max_examples=150, deadline=None)
 @given(VALUES, st.booleans())
-def test_streamed_data_is_written_as_json_dumps_writes_it(value: Any, deep: bool) -> None:
+def test_streamed_data_is_written_as_the_same_data_held_in_memory(value: Any, deep: bool) -> None:
+    out = written(streamed(value, deep=deep))
+    assert out == written(value)
+    assert json.loads(out) == value
+
+
+@settings(max_examples=150, deadline=None)
+@given(nested(EXACT), st.booleans())
+def test_the_layout_is_json_dumps_indent_2(value: Any, deep: bool) -> None:
     assert written(streamed(value, deep=deep)) == expected(value)
+
+
+def test_what_orjson_cannot_write_is_written_by_json() -> None:
+    """An integer beyond 64 bits (a hostile usage number) is written, not an error."""
+    value = {"rows": StreamedList([{"tokens": 10**30}, {"tokens": 1}])}
+    assert written(value) == expected({"rows": [{"tokens": 10**30}, {"tokens": 1}]})
 
 
 def test_empty_streams_and_empty_nested_streams() -> None:
