@@ -74,11 +74,8 @@ process start pays for loading them, hypothesis' most, and an inner run with `-n
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     """pytest's `pytester`, whose runs (in-process or subprocess, their xdist workers, the CLI's
-    pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS. Inner runs
-    print at 80 columns whatever the outer terminal (or a CI runner's COLUMNS) is, so what a test
-    reads from their output does not depend on where the suite runs."""
+    pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS."""
     monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
-    monkeypatch.setenv("COLUMNS", "80")
     return pytester
 
 
@@ -99,3 +96,7 @@ def bench_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer) -> FakeL
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
+    # Inner runs (pytester's, subprocesses, xdist workers) print at 80 columns whatever the outer
+    # terminal or a CI runner's COLUMNS is, so what a test reads from their output (lines cut at the
+    # terminal width) does not depend on where the suite runs.
+    os.environ["COLUMNS"] = "80"
