@@ -163,7 +163,8 @@ class JudgeAccuracy:
     def from_confusion(cls, confusion: Mapping[str, Mapping[str, Any]]) -> JudgeAccuracy:
         """From calibration.json's `confusion` (human label -> judge verdict -> count)."""
         def count(label: str, verdict: str) -> int:
-            value = (confusion.get(label) or {}).get(verdict, 0)
+            row = confusion.get(label)
+            value = row.get(verdict, 0) if isinstance(row, Mapping) else 0
             return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
         return cls(count("present", "present"), count("present", "absent"),
                    count("absent", "present"), count("absent", "absent"))

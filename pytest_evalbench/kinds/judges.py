@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import read_rows
 from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.llm.types import Endpoint
@@ -135,11 +137,31 @@ def judge_name(judges: list[Any]) -> str:
     return "+".join(j.model for j in judges)
 
 
+def calibrated_number(entry: dict[str, Any], field: str, low: float, high: float) -> float | None:
+    """calibration.json's `field` of `entry` when it is a number in [low, high]; None when it is
+    absent, and None with one warning naming the file, entry and field when it is anything else (a
+    committed file is input: a threshold of 2 would silently turn every verdict to absent)."""
+    value = entry.get(field)
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
+        return float(value)
+    key = entry.get("metric_id") or entry.get("eval")
+    shown = repr(value) if isinstance(value, (int, float, bool)) else type(value).__name__
+    warnings.warn(EvalbenchWarning(f"{RESULT_FILE}: entry {str(key)[:100]!r}, field {field!r}: {shown} is not a "
+                                   f"number in [{low:g}, {high:g}]; not used"), stacklevel=2)
+    return None
+
+
 def calibrated_thresholds(bench_dir: Path, judge: str, prompt: str) -> dict[str, float]:
     """Metric id -> calibration.json's P(present) threshold, for entries calibrated on this judge and prompt."""
-    return {str(e["metric_id"]): float(e["threshold"]) for e in read_rows(bench_dir / RESULT_FILE)
-            if e.get("metric_id") and e.get("judge") == judge and e.get("prompt", "examples") == prompt
-            and isinstance(e.get("threshold"), (int, float)) and not isinstance(e.get("threshold"), bool)}
+    out: dict[str, float] = {}
+    for entry in read_rows(bench_dir / RESULT_FILE):
+        if entry.get("metric_id") and entry.get("judge") == judge and entry.get("prompt", "examples") == prompt:
+            threshold = calibrated_number(entry, "threshold", 0.0, 1.0)
+            if threshold is not None:
+                out[str(entry["metric_id"])] = threshold
+    return out
 
 
 def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str) -> dict[str, str]:
@@ -168,10 +190,11 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
         # scoring and a threshold, the cross-validated kappa of the threshold verdicts
         field = ("threshold_kappa" if getattr(judge_config, "probability", False) and entry.get("threshold") is not None
                  else "judge_kappa" if entry.get("judge_n") is not None else "kappa")
-        value = entry.get(field)
+        value = calibrated_number(entry, field, -1.0, 1.0)
         if value is None or value < minimum:
             shown = "undefined" if value is None else f"{value:.2f}"
             n = entry.get("judge_n") if field != "kappa" else entry.get("n")
+            n = n if isinstance(n, int) and not isinstance(n, bool) else "?"
             name = {"kappa": "kappa", "judge_kappa": "judge-only kappa",
                     "threshold_kappa": "judge-only threshold kappa"}[field]
             out[key] = f"{name} {shown} < min_kappa {minimum:.2f} (n={n}, {RESULT_FILE})"

@@ -4,17 +4,19 @@ judge-only split of calibration."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts, kappa
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import JudgeConfig, Metric
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
 from pytest_evalbench.kinds.calibration.models import CalibrationRecord
-from pytest_evalbench.kinds.judges import calibrated_thresholds, unreliable_judges
+from pytest_evalbench.kinds.judges import calibrated_thresholds, judge_accuracy, unreliable_judges
 from pytest_evalbench.kinds.scenarios.judge import (
     Example,
     judge_messages,
@@ -171,3 +173,27 @@ def test_probability_from_llama_cpp_tokens() -> None:
         {"token": "}", "logprob": -0.01, "top_logprobs": []}]}
     p = present_probability(parse_logprobs(data))
     assert p is not None and 0.99 < p < 1.0
+
+
+@pytest.mark.parametrize("bad", [2.0, -0.5, "0.4", True, [0.5], 1e400])
+def test_a_threshold_outside_0_to_1_in_calibration_json_is_not_applied(tmp_path: Path, bad: Any) -> None:
+    """calibration.json is committed input: a threshold of 2 would turn every verdict to absent, so
+    anything but a number in [0, 1] is ignored with one warning naming the file, entry and field."""
+    entry = {"metric_id": "m01", "judge": "j", "prompt": "plain", "threshold": bad, "threshold_kappa": 0.9}
+    (tmp_path / "calibration.json").write_text(json.dumps([entry]).replace("Infinity", "1e400"))
+    with pytest.warns(EvalbenchWarning, match=r"calibration.json: entry 'm01', field 'threshold': .* not a number in \[0, 1\]"):
+        assert calibrated_thresholds(tmp_path, "j", "plain") == {}
+
+
+@pytest.mark.parametrize("bad", ["high", 7, None, {"x": 1}])
+def test_a_kappa_that_is_not_a_kappa_makes_the_judge_unreliable(tmp_path: Path, bad: Any) -> None:
+    """A kappa outside [-1, 1] or not a number never clears min_kappa and never crashes the run."""
+    entry = {"metric_id": "m01", "judge": "j", "prompt": "examples", "judge_n": "\x1b[2J", "judge_kappa": bad,
+             "confusion": {"present": [1], "absent": {"absent": -3}}}
+    (tmp_path / "calibration.json").write_text(json.dumps([entry]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EvalbenchWarning)
+        why = unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j")
+        accuracy = judge_accuracy(tmp_path, "j")
+    assert why == {"m01": "judge-only kappa undefined < min_kappa 0.40 (n=?, calibration.json)"}
+    assert (accuracy["m01"].true_pos, accuracy["m01"].true_neg) == (0, 0)
