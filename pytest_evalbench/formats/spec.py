@@ -11,7 +11,6 @@ field.
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections.abc import Iterable
@@ -116,11 +115,12 @@ class JudgeConfig(Input):
     shown as such in the summary, and its failures cannot fail the build."""
     require_calibration: bool = False
     """With min_kappa: a metric never calibrated counts as unreliable too."""
-    prompt: Literal["examples", "plain", "contrast"] = "examples"
-    """How the judge is prompted. examples: the definition and the metric's `examples` of presence.
-    plain: the definition only. contrast: the definition, with one labelled present and one labelled
-    absent example of calibration.jsonl shown as earlier answered questions. `--evalbench-calibrate`
-    reports every style's kappa and names the best."""
+    prompt: JudgeStyle = "examples"
+    """How the judge is prompted (a metric's `judge_prompt` overrides it for that metric). examples:
+    the definition and the metric's `examples` of presence. plain: the definition only. contrast: the
+    definition, with one labelled present and one labelled absent example of calibration.jsonl shown
+    as earlier answered questions. `--evalbench-calibrate` reports every style's kappa per metric and
+    names the best."""
     probability: bool = False
     """Ask the judge for log-probabilities (OpenAI `logprobs`; llama.cpp's server gives them) and record
     P(present) per verdict; with a threshold in calibration.json the verdict is P(present) >= threshold.
@@ -132,6 +132,7 @@ class JudgeConfig(Input):
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 MetricType = Literal["positive", "negative"]
+JudgeStyle = Literal["examples", "plain", "contrast"]
 DEFAULT_MAX_TOKENS = {"conversation": 2048, "judge": 1024}
 """Per-role `max_tokens` when a model's `params` set none (the original pipeline's values): the
 simulated user and the targets hold conversations, the judge writes a short verdict."""
@@ -335,6 +336,9 @@ class Metric(Input):
 
     checks: Optional[MetricChecks] = None
     """Deterministic checks tried before the judge (see `kinds/scenarios/judge.py`)."""
+    judge_prompt: Optional[JudgeStyle] = None
+    """This metric's judge prompt style, when it is not `judge.prompt` (calibration names the best
+    style per metric)."""
 
     @property
     def behaviour(self) -> str:
@@ -344,18 +348,12 @@ class Metric(Input):
         return " ".join(self.definition.split())
 
 
-JUDGE_PROMPT_STYLE = "examples"
-"""The judge's prompt style when benchmark.yaml names none (`judge.prompt`)."""
-
-
 def judge_prompt_style(spec: BenchmarkSpec) -> str:
-    """The judge's prompt style (`judge.prompt`, read wherever the spec keeps it), for the baseline's identities."""
-    value = getattr(spec.judge, "prompt", None)
-    if value is None:
-        return JUDGE_PROMPT_STYLE
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    """The judge's prompt style for the baseline's identities: `judge.prompt`, then each metric's own
+    style where it differs (`examples; m01: contrast`)."""
+    default = spec.judge.prompt
+    own = [f"{m.id}: {m.judge_prompt}" for m in spec.metrics if m.judge_prompt not in (None, default)]
+    return "; ".join([default, *own])
 
 
 class Generation(Input):
@@ -415,6 +413,10 @@ class BenchmarkSpec(Input):
 
     def metric(self, metric_id: str) -> Metric | None:
         return next((m for m in self.metrics if m.id == metric_id), None)
+
+    def judge_styles(self) -> dict[str, JudgeStyle]:
+        """Metric id -> the judge prompt style its rows are judged with (`judge_prompt`, else `judge.prompt`)."""
+        return {m.id: m.judge_prompt or self.judge.prompt for m in self.metrics}
 
 
 # --------------------------------------------------------------------------- shared pieces

@@ -19,7 +19,7 @@ import asyncio
 import statistics
 import warnings
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -153,19 +153,24 @@ def calibrated_number(entry: dict[str, Any], field: str, low: float, high: float
     return None
 
 
-def calibrated_thresholds(bench_dir: Path, judge: str, prompt: str) -> dict[str, float]:
-    """Metric id -> calibration.json's P(present) threshold, for entries calibrated on this judge and prompt."""
+def calibrated_thresholds(bench_dir: Path, judge: str, styles: Mapping[str, str]) -> dict[str, float]:
+    """Metric id -> calibration.json's P(present) threshold, for entries calibrated on this judge and
+    the metric's prompt style (`styles`: metric id -> style)."""
     out: dict[str, float] = {}
     for entry in read_rows(bench_dir / RESULT_FILE):
-        if entry.get("metric_id") and entry.get("judge") == judge and entry.get("prompt", "examples") == prompt:
+        metric_id = entry.get("metric_id")
+        if (isinstance(metric_id, str) and entry.get("judge") == judge
+                and entry.get("prompt", "examples") == styles.get(metric_id)):
             threshold = calibrated_number(entry, "threshold", 0.0, 1.0)
             if threshold is not None:
-                out[str(entry["metric_id"])] = threshold
+                out[metric_id] = threshold
     return out
 
 
-def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str) -> dict[str, str]:
-    """Metric id / eval name -> why its judge is unreliable (empty without `min_kappa`)."""
+def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge: str,
+                      styles: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Metric id / eval name -> why its judge is unreliable (empty without `min_kappa`); `styles`:
+    metric id -> its prompt style, when not `judge.prompt`."""
     minimum = judge_config.min_kappa
     if minimum is None:
         return {}
@@ -181,7 +186,7 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
             if judge_config.require_calibration:
                 out[key] = f"calibrated for another judge ({entry.get('judge')}, not {judge})"
             continue
-        prompt = getattr(judge_config, "prompt", "examples")
+        prompt = (styles or {}).get(key) or getattr(judge_config, "prompt", "examples")
         if entry.get("prompt", "examples") != prompt:
             if judge_config.require_calibration:
                 out[key] = f"calibrated for another prompt style ({entry.get('prompt', 'examples')}, not {prompt})"

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from helpers import JUDGE, read_json, scenario, script, write_benchmark
+from helpers import JUDGE, METRICS, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, Reply
@@ -80,3 +80,28 @@ def test_an_endpoint_without_logprobs_keeps_the_sampled_verdict(pytester: pytest
     result.assert_outcomes(passed=1)
     [row] = [r for path in bench.glob("runs/*/scores.json") for r in read_json(path)]
     assert row["present"] is True and "probability" not in row
+
+
+def test_a_metric_with_its_own_prompt_style_is_calibrated_and_judged_with_it(pytester: pytest.Pytester,
+                                                                             bench_env: FakeLLMServer) -> None:
+    """`judge_prompt: contrast` on m01 while `judge.prompt` is plain: calibration.json's m01 entry is
+    the contrast style's (its verdicts, threshold and settings), the run asks m01's judge with the
+    contrast prompt and applies that threshold; calibration still scores every style."""
+    metrics = [dict(m, judge_prompt="contrast") if m["id"] == "m01" else m for m in METRICS]
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")], metrics=metrics,
+                            judge={"prompt": "plain", "probability": True, "min_kappa": 0.5})
+    labels(bench)
+    bench_env.set_responder(script(always_present_with_probability))
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    [entry] = read_json(bench / "calibration.json")
+    assert entry["prompt"] == "contrast" and entry["settings"]["prompt"] == "contrast"
+    assert set(entry["styles"]) == {"plain", "contrast", "examples"} and entry["threshold"] == pytest.approx(0.55)
+    result.stdout.fnmatch_lines(["*judge alone (contrast prompt): n=6*"])
+
+    bench_env.requests.clear()
+    bench_env.set_responder(script(always_present_with_probability, target="Go ahead. P=0.25"))
+    result = pytester.runpytest("--benchmark=demo")
+    result.assert_outcomes(failed=1)  # P(present) 0.25 < the contrast style's threshold: absent
+    [judged] = [r for r in bench_env.requests if r["model"] == JUDGE]
+    assert len(judged["messages"]) == 6  # system, two answered examples, the question: the contrast prompt
+    assert "judge unreliable" not in result.stdout.str()

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import METRICS, write_benchmark
 
 from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts, kappa
 from pytest_evalbench.formats.results import Message
-from pytest_evalbench.formats.spec import JudgeConfig, Metric
+from pytest_evalbench.formats.spec import JudgeConfig, Metric, judge_prompt_style, load_spec
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
 from pytest_evalbench.kinds.calibration.models import CalibrationRecord
 from pytest_evalbench.kinds.judges import calibrated_thresholds, judge_accuracy, unreliable_judges
@@ -144,8 +145,9 @@ def test_threshold_is_stored_and_read_back_for_the_same_judge_and_prompt(tmp_pat
     assert entry.threshold == pytest.approx(0.45) and entry.threshold_kappa == 1.0 and entry.judge_kappa == 0.0
     assert entry.recommended_prompt == "plain"
     (tmp_path / "calibration.json").write_text(json.dumps([entry.model_dump()]))
-    assert calibrated_thresholds(tmp_path, "j", "plain") == {"m01": pytest.approx(0.45)}
-    assert calibrated_thresholds(tmp_path, "j", "contrast") == {} == calibrated_thresholds(tmp_path, "k", "plain")
+    assert calibrated_thresholds(tmp_path, "j", {"m01": "plain"}) == {"m01": pytest.approx(0.45)}
+    assert calibrated_thresholds(tmp_path, "j", {"m01": "contrast"}) == {}
+    assert calibrated_thresholds(tmp_path, "k", {"m01": "plain"}) == {}
     config: Any = JudgeConfig(min_kappa=0.4, probability=True)
     assert unreliable_judges(tmp_path, config, ["m01"], "j") == {}  # the threshold verdicts' kappa counts
     assert unreliable_judges(tmp_path, JudgeConfig(min_kappa=0.4), ["m01"], "j") == {}  # calibrated on plain only
@@ -182,7 +184,7 @@ def test_a_threshold_outside_0_to_1_in_calibration_json_is_not_applied(tmp_path:
     entry = {"metric_id": "m01", "judge": "j", "prompt": "plain", "threshold": bad, "threshold_kappa": 0.9}
     (tmp_path / "calibration.json").write_text(json.dumps([entry]).replace("Infinity", "1e400"))
     with pytest.warns(EvalbenchWarning, match=r"calibration.json: entry 'm01', field 'threshold': .* not a number in \[0, 1\]"):
-        assert calibrated_thresholds(tmp_path, "j", "plain") == {}
+        assert calibrated_thresholds(tmp_path, "j", {"m01": "plain"}) == {}
 
 
 @pytest.mark.parametrize("bad", ["high", 7, None, {"x": 1}])
@@ -197,3 +199,13 @@ def test_a_kappa_that_is_not_a_kappa_makes_the_judge_unreliable(tmp_path: Path, 
         accuracy = judge_accuracy(tmp_path, "j")
     assert why == {"m01": "judge-only kappa undefined < min_kappa 0.40 (n=?, calibration.json)"}
     assert (accuracy["m01"].true_pos, accuracy["m01"].true_neg) == (0, 0)
+
+
+def test_a_metrics_own_prompt_style_is_part_of_the_baselines_identity(tmp_path: Path) -> None:
+    """A baseline judged with another style for one metric is not comparable, so the identity names it."""
+    metrics = [dict(m, judge_prompt="contrast") if m["id"] == "m01" else dict(m, judge_prompt="plain")
+               for m in METRICS]
+    spec = load_spec(write_benchmark(tmp_path, metrics=metrics, judge={"prompt": "plain"}))
+    assert spec.judge_styles() == {"m01": "contrast", "m02": "plain"}
+    assert judge_prompt_style(spec) == "plain; m01: contrast"
+    assert judge_prompt_style(load_spec(write_benchmark(tmp_path / "b"))) == "examples"

@@ -4,7 +4,7 @@ registry there only when a run is of this kind; the package `__init__` imports n
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +104,7 @@ class CalibrationKind:
                 panel = majority(await poll(judges, config.samples, 0, ask_one))
                 verdicts[style] = panel.value
                 probabilities[style] = round(sum(seen) / len(seen), 4) if seen else None
-                if style == config.prompt:
+                if style == run.spec.judge_styles()[metric.id]:
                     verdict, text = panel.value, panel.justification
             return CalibrationRecord(run.spec.name, case.line, case.key, label.present, verdict, text, usage_by_phase,
                                      decided_by="judge", verdicts=verdicts,
@@ -145,7 +145,7 @@ class CalibrationKind:
         settings = {"prompt": self.run.spec.judge.prompt, "probability": self.run.spec.judge.probability,
                     "samples": self.run.spec.judge.samples, "params": {j.model: dict(j.params) for j in judges}}
         entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(judges),
-                                      settings=settings)
+                                      settings=settings, styles=self.run.spec.judge_styles())
         dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
@@ -179,7 +179,8 @@ def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
 
 
 def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dict[str, Any]:
-    """The judge-only fields of a metric's entry: its own kappa, each style's, and which to use."""
+    """The judge-only fields of a metric's entry: its own kappa (with the style in `settings`), each
+    style's, and which to use."""
     judged = [r for r in rows if r.decided_by == "judge"]
     own = agreement_entry([r.label for r in judged], [r.verdict for r in judged], [True, False], weighted=False)
     styles: dict[str, dict[str, Any]] = {style: _style_stats(judged, style) for style in STYLES} if judged else {}
@@ -197,7 +198,10 @@ def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dic
 
 
 def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str,
-                        settings: dict[str, Any] | None = None) -> list[CalibrationEntry]:
+                        settings: dict[str, Any] | None = None,
+                        styles: Mapping[str, str] | None = None) -> list[CalibrationEntry]:
+    """One entry per metric or eval; a metric's `settings` name its own prompt style (`styles`:
+    metric id -> style, when not `settings["prompt"]`)."""
     groups: dict[str, list[CalibrationRecord]] = defaultdict(list)
     for record in sorted(records, key=lambda r: r.line):
         groups[record.key].append(record)
@@ -209,7 +213,8 @@ def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, ju
         rows = groups[key]
         stats = agreement_entry([r.label for r in rows], [r.verdict for r in rows], categories,
                                 weighted=weighted)
-        split = _judge_split(rows, settings) if not weighted and settings is not None else {}
+        own = {**settings, "prompt": (styles or {}).get(key, settings["prompt"])} if settings is not None else None
+        split = _judge_split(rows, own) if not weighted and own is not None else {}
         entries.append(CalibrationEntry.model_validate({("eval" if weighted else "metric_id"): key, "judge": judge,
                                                         **stats, **split}))
     return entries
@@ -237,7 +242,8 @@ def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
                             f"; threshold {stats['threshold']:.2f}, cross-validated kappa "
                             f"{_kappa(stats['threshold_kappa'], stats['threshold_kappa_ci'])}"))
         if e.recommended_prompt is not None:
-            lines.append(f"    use judge: {{prompt: {e.recommended_prompt}}} (highest judge-only kappa)")
+            lines.append(f"    use judge_prompt: {e.recommended_prompt} on {key} (highest judge-only kappa; "
+                         "`metrics[].judge_prompt`, or `judge.prompt` for every metric)")
     return lines
 
 

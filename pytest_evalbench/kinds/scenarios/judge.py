@@ -31,19 +31,19 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
 from pytest_evalbench.formats import StrictAnswer
 from pytest_evalbench.formats.checks import CheckRule, check_regex
 from pytest_evalbench.formats.results import Message, ToolCall
-from pytest_evalbench.formats.spec import Metric
+from pytest_evalbench.formats.spec import JudgeStyle, Metric
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Completion, Endpoint, Usage
 
-Style = Literal["plain", "contrast", "examples"]
+Style = JudgeStyle
 STYLES: tuple[Style, ...] = ("plain", "contrast", "examples")
 TOP_LOGPROBS = 5
 """Alternatives asked per token when scoring by probability: enough to hold both `true` and `false`."""

@@ -74,7 +74,8 @@ class ScenarioKind:
         """Metric id -> why its judge may not convict the build (calibration.json vs `judge: min_kappa`)."""
         run = self.run
         judge = judge_name(run.evaluators)
-        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge)
+        return unreliable_judges(run.bench_dir, run.spec.judge, [m.id for m in run.spec.metrics], judge,
+                                 run.spec.judge_styles())
 
     @functools.cached_property
     def accuracy(self) -> dict[str, JudgeAccuracy]:
