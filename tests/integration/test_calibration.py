@@ -61,9 +61,12 @@ def test_bad_label_line_names_file_line_and_field(pytester: pytest.Pytester, ben
     with (bench / "calibration.jsonl").open("a") as handle:
         handle.write(json.dumps({"metric_id": "m09", "transcript": [{"role": "assistant", "content": "x"}],
                                  "present": True}) + "\n")
+        handle.write(json.dumps({"metric_id": "m01", "transcript": [], "present": "yes"}) + "\n")
     result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
     assert result.ret == 2
-    result.stdout.fnmatch_lines(["*calibration.jsonl:2, field 'metric_id': unknown metric_id 'm09'*"])
+    # every bad line at once, each with its line and field
+    result.stdout.fnmatch_lines(["*2 problems:*", "*calibration.jsonl:2, field 'metric_id': unknown metric_id 'm09'*",
+                                 "*calibration.jsonl:3, field '*'*"])
 
 
 def test_unreliable_judge_cannot_convict(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 
 from pydantic import Field, ValidationError, model_validator
 
-from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import Judged, Message, Status
@@ -160,28 +160,44 @@ class CalibrationRecord:
                    dict(data.get("probabilities") or {}))
 
 
+def _label(path: Path, spec: BenchmarkSpec, model: type[MetricLabel] | type[EvalLabel], raw: str,
+           line: int) -> MetricLabel | EvalLabel:
+    """One line of calibration.jsonl, checked; InputError naming file, line and field."""
+    data = parse_json(raw, path, row=line)
+    try:
+        label = model.model_validate(data)
+    except ValidationError as exc:
+        where, message = first_error(exc, data)
+        raise InputError(path, message, row=line, field=where) from None
+    if isinstance(label, MetricLabel) and spec.metric(label.metric_id) is None:
+        raise InputError(path, f"unknown metric_id {label.metric_id!r}; benchmark.yaml defines "
+                         f"{', '.join(m.id for m in spec.metrics)}", row=line, field="metric_id")
+    return label
+
+
 def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:
     """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
-    kind judges); InputError naming file, line and field."""
+    kind judges); one InputError naming file, line and field of every bad line (the first
+    MAX_SHOWN_ERRORS shown)."""
     model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
     if not path.exists() and not path.is_symlink():
         raise InputError(path, "file not found; write human-labelled examples there (see "
                          "docs/guides/judges.md, 'Judge calibration')")
     text = read_text(path)
     cases: list[CalibrationCase] = []
+    problems: list[InputError] = []  # the first MAX_SHOWN_ERRORS lines' problems, shown at once
+    count = 0
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        data = parse_json(raw, path, row=line)
         try:
-            label = model.model_validate(data)
-        except ValidationError as exc:
-            where, message = first_error(exc, data)
-            raise InputError(path, message, row=line, field=where) from None
-        if isinstance(label, MetricLabel) and spec.metric(label.metric_id) is None:
-            raise InputError(path, f"unknown metric_id {label.metric_id!r}; benchmark.yaml defines "
-                             f"{', '.join(m.id for m in spec.metrics)}", row=line, field="metric_id")
-        cases.append(CalibrationCase(label, line, len(cases)))
+            cases.append(CalibrationCase(_label(path, spec, model, raw, line), line, len(cases)))
+        except InputError as exc:
+            count += 1
+            if len(problems) < MAX_SHOWN_ERRORS:
+                problems.append(exc)
+    if problems:
+        raise InputError.gather(problems, count)
     if not cases:
         raise InputError(path, "no labelled examples")
     return cases
