@@ -128,10 +128,11 @@ class Expectations:
                 self.ratio[model] = (recorded + given, approx + message_tokens(messages))
 
     def call(self, role: str, endpoint: Endpoint, messages: list[dict[str, Any]], *, sample: int,
-             schema: tuple[str, dict[str, Any]] | None = None, possible: bool = False) -> PlannedCall:
+             schema: tuple[str, dict[str, Any]] | None = None, possible: bool = False,
+             top_logprobs: int = 0) -> PlannedCall:
         """The call as planned: replayed from the cache when this exact request is recorded there,
         else estimated from the messages and the expected answer."""
-        recorded = self.recorded(endpoint, messages, sample, schema)
+        recorded = self.recorded(endpoint, messages, sample, schema, top_logprobs)
         if recorded is not None:
             tokens, out, text = recorded
             return PlannedCall(role, endpoint, tokens, Expected(out, text, "cached"), possible, cached=True)
@@ -139,13 +140,13 @@ class Expectations:
         return PlannedCall(role, endpoint, tokens, self.output(endpoint, messages, schema is not None), possible, scaled)
 
     def recorded(self, endpoint: Endpoint, messages: list[dict[str, Any]], sample: int,
-                 schema: tuple[str, dict[str, Any]] | None) -> tuple[int, int, str] | None:
+                 schema: tuple[str, dict[str, Any]] | None, top_logprobs: int = 0) -> tuple[int, int, str] | None:
         """(input tokens, output tokens, text) the cache recorded for exactly this first attempt, if
         the run would replay it."""
         engine = self.engine
         if engine is None or not engine.cache.reads:
             return None
-        body = engine.request_body(endpoint, messages, schema, None)
+        body = engine.request_body(endpoint, messages, schema, None, top_logprobs)
         try:
             found = engine.cache.get(request_key(endpoint.identity, canonical_json(body), sample, 0))
         except CorruptEntry:

@@ -146,3 +146,17 @@ def test_dataset_calibration_uses_weighted_kappa(pytester: pytest.Pytester, benc
     assert entries["TaskAdherenceExplain"]["kappa"] == 1.0 and entries["TaskAdherenceExplain"]["weighting"] == "quadratic"
     assert entries["RelevanceExplain"]["kappa"] == pytest.approx(0.0) and entries["RelevanceExplain"]["n"] == 4
     assert entries["CoherenceExplain"]["confusion"]["5"]["3"] == 1
+
+
+def test_the_demos_calibration_replays_to_its_calibration_json(pytester: pytest.Pytester) -> None:
+    """The committed calibration.json is what calibrating the demo's labelled set gives: every judge
+    call of every prompt style replays from the committed cache (no endpoint), and the file written
+    is the committed one, number for number."""
+    from test_one_summary import copy_example
+
+    bench = copy_example(pytester.path, "demo")
+    committed = json.loads((bench / "calibration.json").read_text())
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate", "--evalbench-cache=replay", "-q")
+    assert result.ret in (0, 1), result.stdout.str()[-2000:]  # an item fails where the judge disagrees
+    assert "0 requests" in result.stdout.str()
+    assert json.loads((bench / "calibration.json").read_text()) == committed

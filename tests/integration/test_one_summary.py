@@ -210,9 +210,9 @@ def run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.Pytester, workers: str) -> None:
-    """The quick start's demo: m02's judge is unreliable, so the gate's numbers differ from the
-    observed ones (its corrected rate shown beside them); with a baseline. The excerpts of README.md
-    and of the getting-started guide are what the demo prints."""
+    """The quick start's demo: its calibrated judge decides by P(present) against calibration.json's
+    threshold (the corrected rates shown beside the observed ones); with a baseline. The excerpts of
+    README.md and of the getting-started guide are what the demo prints."""
     bench = copy_example(pytester.path, "demo")
     quick = pytester.runpytest("--benchmark=demo")
     assert quick.ret == 0
@@ -223,18 +223,20 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
 
     verbose = run(pytester, "demo", "--evalbench-save-baseline", "-v")
     assert verbose.ret == 0
-    verbose.stdout.fnmatch_lines(["*scenarios.json::m02_s001_v01?qwen-1.5b-s0? XFAIL (judge unreliable)*"])
+    verbose.stdout.fnmatch_lines(["*scenarios.json::m02_s001_v02?qwen-1.5b-s0? PASSED*"])
     result = run(pytester, "demo", "--evalbench-compare", "--evalbench-markdown=summary.md", "--junitxml=out.xml",
                  "-n", workers)
     assert result.ret == 0
     texts = check_surfaces(pytester.path, bench, result, pytester.path / "summary.md", pytester.path / "out.xml")
-    assert texts["qwen-1.5b m02"] == ("observed 1/2 (0.50); gate 0/0 (–): m02's judge is unreliable; "
-                                      "corrected 0.00 [0.00, 1.00]")
+    assert texts["qwen-1.5b m02"] == "2/2 (1.00); corrected 1.00 [0.00, 1.00]"
     assert texts["qwen-1.5b (negative)"] == texts["qwen-1.5b m02"]
     html = (bench / "report.html").read_text()
-    assert 'data-status="judge unreliable"' in html and 'data-status="failed"' in html
-    # the demo row pytest reported as xfailed is "judge unreliable" everywhere, never "failed"
-    assert "judge unreliable: benchmarks/demo/scenarios.json::m02_s001_v01[qwen-1.5b-s0]" in result.stdout.str()
+    assert 'data-status="failed"' in html and 'data-status="judge unreliable"' not in html
+    # the judge said "present" with P(present) 0.92, under the calibrated threshold: absent, so m02 passes
+    [row] = [r for r in read_json(bench / "runs" / "qwen-1.5b" / "scores.json") if r["id"] == "m02_s001_v02"]
+    assert row["present"] is False and row["probability"] == 0.9213
+    assert "[P(present) 0.92 < threshold 0.97: absent]" in row["justification"]
+    assert "judge unreliable" not in result.stdout.str()
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

@@ -18,10 +18,11 @@ from typing import Any
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan, filler
 from pytest_evalbench.kinds.judges import vote_sample
-from pytest_evalbench.kinds.scenarios.judge import answer_schema, decide, judge_messages
+from pytest_evalbench.kinds.scenarios.judge import TOP_LOGPROBS, answer_schema, decide, judge_messages
 from pytest_evalbench.kinds.scenarios.runner import (
     TERMINATE,
     ScenarioCase,
+    judge_setup,
     parse_user_message,
     perfunctory,
     row_target,
@@ -91,12 +92,16 @@ def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Pla
     checks = metric.checks
     if checks is not None and (checks.otherwise != "judge" or (known and decide(metric, transcript) is not None)):
         return plan  # the checks decide (on the recorded conversation, or every row whatever it says)
-    messages = judge_messages(metric, transcript)
+    # the run's own judge request: the metric's prompt style, its contrast examples, log-probabilities
+    messages = judge_messages(metric, transcript, run.spec.judge_styles()[metric.id],
+                              judge_setup(run).contrast.get(metric.id, ()))
+    top_logprobs = TOP_LOGPROBS if run.spec.judge.probability else 0
     panel = run.judges()
     for judge in panel:
         role = "judge" if len(panel) == 1 else f"judge {judge.model}"
         for index in range(run.spec.judge.samples):
             plan.calls.append(expect.call(role, judge, messages, sample=vote_sample(case.sample, index),
-                                          schema=answer_schema(transcript), possible=checks is not None and not known))
+                                          schema=answer_schema(transcript), possible=checks is not None and not known,
+                                          top_logprobs=top_logprobs))
     plan.chain += 1
     return plan
