@@ -160,8 +160,11 @@ def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
         write(_indented(orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2), level))
         return
     except orjson.JSONEncodeError as exc:
-        if not isinstance(exc.__cause__, _HasStreamed):  # what orjson does not write (an integer beyond 64 bits)
-            write(_indented(json.dumps(value, indent=2, ensure_ascii=False).encode("utf-8"), level))
+        # a streamed container inside, or something orjson does not write (an integer beyond 64 bits,
+        # a key that is not a string): containers are written part by part, so every other value is
+        # written by orjson as it would be anyway, and such a leaf by `json`
+        if not isinstance(exc.__cause__, _HasStreamed) and not isinstance(value, (dict, list)):
+            write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
             return
     pairs: Iterable[tuple[Any, Any]]
     if isinstance(value, (StreamedDict, dict)):
@@ -174,7 +177,7 @@ def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
         write(brackets[:1] + pad if first else b"," + pad)
         first = False
         if brackets == b"{}":
-            write(orjson.dumps(key) + b": ")
+            write(orjson.dumps(key if isinstance(key, str) else json.dumps(key)) + b": ")
         _write_value(write, item, level + 1)
     write(brackets if first else b"\n" + b"  " * level + brackets[1:])
 

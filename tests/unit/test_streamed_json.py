@@ -66,9 +66,14 @@ def test_the_layout_is_json_dumps_indent_2(value: Any, deep: bool) -> None:
 
 
 def test_what_orjson_cannot_write_is_written_by_json() -> None:
-    """An integer beyond 64 bits (a hostile usage number) is written, not an error."""
-    value = {"rows": StreamedList([{"tokens": 10**30}, {"tokens": 1}])}
-    assert written(value) == expected({"rows": [{"tokens": 10**30}, {"tokens": 1}]})
+    """An integer beyond 64 bits (a hostile usage number) and keys that are not strings are written
+    as `json` writes them, not an error; the other values beside them as orjson writes them, streamed
+    or not."""
+    value = {"rows": StreamedList([{"tokens": 10**30}, {"tokens": 1}]), 1: True, None: 2}
+    assert written(value) == expected({"rows": [{"tokens": 10**30}, {"tokens": 1}], 1: True, None: 2})
+    beside = {"": [-(2**63) - 1], "0": 1e-05}  # a float orjson writes as 0.00001, json as 1e-05
+    assert written(beside) == written(streamed(beside, deep=False)) == written(streamed(beside, deep=True))
+    assert json.loads(written(beside)) == beside
 
 
 def test_empty_streams_and_empty_nested_streams() -> None:
