@@ -414,9 +414,13 @@ class BenchmarkSpec(Input):
     def metric(self, metric_id: str) -> Metric | None:
         return next((m for m in self.metrics if m.id == metric_id), None)
 
+    def judge_style(self, metric: Metric) -> JudgeStyle:
+        """The judge prompt style the metric's rows are judged with (`judge_prompt`, else `judge.prompt`)."""
+        return metric.judge_prompt or self.judge.prompt
+
     def judge_styles(self) -> dict[str, JudgeStyle]:
-        """Metric id -> the judge prompt style its rows are judged with (`judge_prompt`, else `judge.prompt`)."""
-        return {m.id: m.judge_prompt or self.judge.prompt for m in self.metrics}
+        """Metric id -> `judge_style` of each metric."""
+        return {m.id: self.judge_style(m) for m in self.metrics}
 
 
 # --------------------------------------------------------------------------- shared pieces

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
-from pytest_evalbench.formats.spec import BenchmarkSpec
+from pytest_evalbench.formats.spec import BenchmarkSpec, JudgeStyle
 from pytest_evalbench.kinds.calibration.models import (
     CALIBRATION_FILE,
     CalibrationCase,
@@ -35,7 +35,7 @@ from pytest_evalbench.kinds.protocol import (
     spec_kind,
 )
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, Style, decide, judge, pick_contrast
+from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, decide, judge, pick_contrast
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 __all__ = ["CalibrationKind"]
@@ -86,12 +86,13 @@ class CalibrationKind:
             verdicts: dict[str, bool | None] = {}
             probabilities: dict[str, float | None] = {}
             verdict, text = None, ""
+            own_style = run.spec.judge_style(metric)  # the record's verdict is this style's
             for style in STYLES:  # every style, so calibration can say which to use
                 # the example being scored is never one the prompt shows
                 contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
                 seen: list[float] = []
 
-                async def ask_one(endpoint: Endpoint, sample: int, style: Style = style,
+                async def ask_one(endpoint: Endpoint, sample: int, style: JudgeStyle = style,
                                   contrast: list[Example] = contrast, seen: list[float] = seen
                                   ) -> tuple[bool | None, str]:
                     answer = await judge(metric, label.transcript, evaluator=endpoint, engine=run.engine,
@@ -104,7 +105,7 @@ class CalibrationKind:
                 panel = majority(await poll(judges, config.samples, 0, ask_one))
                 verdicts[style] = panel.value
                 probabilities[style] = round(sum(seen) / len(seen), 4) if seen else None
-                if style == run.spec.judge_styles()[metric.id]:
+                if style == own_style:
                     verdict, text = panel.value, panel.justification
             return CalibrationRecord(run.spec.name, case.line, case.key, label.present, verdict, text, usage_by_phase,
                                      decided_by="judge", verdicts=verdicts,

@@ -93,7 +93,7 @@ def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Pla
     if checks is not None and (checks.otherwise != "judge" or (known and decide(metric, transcript) is not None)):
         return plan  # the checks decide (on the recorded conversation, or every row whatever it says)
     # the run's own judge request: the metric's prompt style, its contrast examples, log-probabilities
-    messages = judge_messages(metric, transcript, run.spec.judge_styles()[metric.id],
+    messages = judge_messages(metric, transcript, run.spec.judge_style(metric),
                               judge_setup(run).contrast.get(metric.id, ()))
     top_logprobs = TOP_LOGPROBS if run.spec.judge.probability else 0
     panel = run.judges()

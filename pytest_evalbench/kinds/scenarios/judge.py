@@ -43,8 +43,7 @@ from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
 from pytest_evalbench.llm.types import Completion, Endpoint, Usage
 
-Style = JudgeStyle
-STYLES: tuple[Style, ...] = ("plain", "contrast", "examples")
+STYLES: tuple[JudgeStyle, ...] = ("plain", "contrast", "examples")
 TOP_LOGPROBS = 5
 """Alternatives asked per token when scoring by probability: enough to hold both `true` and `false`."""
 
@@ -149,7 +148,7 @@ def _question(metric: Metric, transcript: list[Message], *, shown: Sequence[str]
     )
 
 
-def judge_messages(metric: Metric, transcript: list[Message], style: Style = "examples",
+def judge_messages(metric: Metric, transcript: list[Message], style: JudgeStyle = "examples",
                    contrast: Sequence[Example] = ()) -> list[dict[str, Any]]:
     """The judge's request in the given style: `examples` shows the metric's examples of presence,
     `plain` the definition only, `contrast` the labelled `contrast` examples as answered questions first."""
@@ -203,7 +202,7 @@ def answer_schema(transcript: list[Message]) -> tuple[str, dict[str, Any]]:
 
 
 async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoint, engine: Engine,
-                sample: int, usage_by_phase: dict[str, Usage], style: Style = "examples",
+                sample: int, usage_by_phase: dict[str, Usage], style: JudgeStyle = "examples",
                 contrast: Sequence[Example] = (), probability: bool = False,
                 threshold: float | None = None) -> Judgment:
     """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that. With

@@ -128,7 +128,7 @@ async def _rejudge_target(run_dir: Path, spec: BenchmarkSpec, known: Known, judg
         assert metric is not None
         asks = [judge(metric, conversation.transcript, evaluator=j, engine=engine,
                       sample=vote_sample(row.sample, FIRST_VOTE + i), usage_by_phase=usage_by_phase,
-                      style=spec.judge_styles()[metric.id], contrast=contrast.get(metric.id, ()))
+                      style=spec.judge_style(metric), contrast=contrast.get(metric.id, ()))
                 for j in judges for i in range(k)]
         return [v.present for v in await asyncio.gather(*asks)]
 

@@ -141,13 +141,13 @@ _SETUPS: weakref.WeakKeyDictionary[BenchmarkRun, JudgeSetup] = weakref.WeakKeyDi
 def contrast_examples(bench_dir: Path, spec: BenchmarkSpec) -> dict[str, list[Example]]:
     """Metric id -> the examples a `contrast` prompt shows (none for the other styles): the first labelled
     present and absent example of calibration.jsonl that the metric's checks leave to the judge."""
-    if "contrast" not in spec.judge_styles().values():
+    styles = spec.judge_styles()
+    if "contrast" not in styles.values():
         return {}
     from pytest_evalbench.kinds.calibration.kind import judge_examples
     from pytest_evalbench.kinds.calibration.models import CALIBRATION_FILE, load_labels
 
     pools = judge_examples(load_labels(bench_dir / CALIBRATION_FILE, spec, "metrics"), spec)
-    styles = spec.judge_styles()
     return {key: pick_contrast(pool) for key, pool in pools.items() if styles.get(key) == "contrast"}
 
 
@@ -191,7 +191,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
 
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
-                                  sample=sample, usage_by_phase=usage_by_phase, style=run.spec.judge_styles()[metric.id],
+                                  sample=sample, usage_by_phase=usage_by_phase, style=run.spec.judge_style(metric),
                                   contrast=setup.contrast.get(metric.id, ()), probability=run.spec.judge.probability,
                                   threshold=setup.thresholds.get(metric.id))
             turns.extend([verdict.turn] if verdict.turn is not None else [])
