@@ -81,15 +81,15 @@ class CalibrationKind:
                 return CalibrationRecord(run.spec.name, case.line, case.key, label.present, decision.present,
                                          decision.justification, usage_by_phase, decided_by="check")
             if not self._examples:
-                self._examples = judge_examples(self.load_cases()[self.data_files()[0]], run.spec)
+                self.load_cases()  # sets the examples a contrast prompt may show
             config = run.spec.judge
             verdicts: dict[str, bool | None] = {}
             probabilities: dict[str, float | None] = {}
             verdict, text = None, ""
             own_style = run.spec.judge_style(metric)  # the record's verdict is this style's
+            # the example being scored is never one the contrast prompt shows
+            contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
             for style in STYLES:  # every style, so calibration can say which to use
-                # the example being scored is never one the prompt shows
-                contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
                 seen: list[float] = []
 
                 async def ask_one(endpoint: Endpoint, sample: int, style: JudgeStyle = style,
