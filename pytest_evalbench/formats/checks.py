@@ -35,15 +35,11 @@ class Trajectory(Input):
         return {self.arguments, *self.per_tool.values()}
 
 
+@functools.lru_cache(maxsize=256)
 def check_regex(pattern: str) -> Any:
     """A user's pattern compiled by RE2, which matches in time linear in the text (Python's `re`
     backtracks: `(a|aa)+$` against 60 "a" and "!" would never end). ValueError for a pattern RE2
     cannot run (backreferences such as \\1, lookaround such as (?=...)), naming what it refused."""
-    return _compiled(pattern)
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> Any:
     import re2  # its C++ library loads only for benchmarks with a regex
 
     options = re2.Options()

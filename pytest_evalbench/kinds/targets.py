@@ -189,10 +189,10 @@ class AppTarget:
         model calls and the spans; their tokens count as this item's `simulate` usage, priced."""
         for model, usage in traced.usage().items():
             if self.engine is not None:
-                usage.cost = self.engine.prices.cost(model or "", usage.input_tokens, usage.output_tokens)
-                self.engine.stats.usage["simulate:app"].add(usage)
-                self.engine.stats.unpriced.update(self.engine.prices.unpriced)
-            usage_by_phase.setdefault("simulate", Usage()).add(usage)
+                self.engine.count_usage(model or "", usage.input_tokens, usage.output_tokens, phase="simulate",
+                                        role="app", usage_by_phase=usage_by_phase)
+            else:
+                usage_by_phase.setdefault("simulate", Usage()).add(usage)
         return dataclasses.replace(reply, tool_calls=reply.tool_calls or traced.tool_calls,
                                    model_calls=traced.model_calls, spans=traced.spans, spans_dropped=traced.dropped)
 

@@ -318,14 +318,15 @@ class ToolBox:
             text, error = "the arguments are not a JSON object", True
         else:
             connection = self.connections[server]
-            material = {"mcp_server": server, "tool": name, "arguments": arguments, "after": after, "index": index}
+            material = safe_json({"mcp_server": server, "tool": name, "arguments": arguments, "after": after,
+                                  "index": index})
             limit = self.config.max_result_chars
 
             async def produce() -> dict[str, Any]:
                 result, failed = await connection.call(name, arguments, limit)
                 return {"tool_result": result, "is_error": failed}
 
-            answer = await self.cached.recorded(cache_key(safe_json(material)), safe_json(material), produce,
+            answer = await self.cached.recorded(cache_key(material), material, produce,
                                                 f"MCP server '{server}' tool '{cut(name, 100)}'")
             text, error = str(answer["tool_result"]), bool(answer.get("is_error"))
         text = redact(safe_text(text))

@@ -113,6 +113,17 @@ class Engine:
         if self._transport is not None:
             await self._transport.aclose()
 
+    def count_usage(self, model: str, input_tokens: int, output_tokens: int, *, phase: str, role: str,
+                    usage_by_phase: dict[str, Usage] | None, local: bool = False) -> Usage:
+        """Tokens of one model call, priced, added to the session's usage of `phase:role` and to the
+        item's `usage_by_phase`; a model without a price is named in the stats."""
+        usage = Usage(input_tokens, output_tokens, self.prices.cost(model, input_tokens, output_tokens, local=local))
+        self.stats.usage[f"{phase}:{role}"].add(usage)
+        self.stats.unpriced.update(self.prices.unpriced)
+        if usage_by_phase is not None:
+            usage_by_phase.setdefault(phase, Usage()).add(usage)
+        return usage
+
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
                      schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None,
@@ -146,15 +157,10 @@ class Engine:
         completion = await self.cached.answer(key, material, role, endpoint.model,
                                             lambda: self.retrier.fetch(endpoint, body, role, encoded.encode()),
                                             material_text)
-        cost = self.prices.cost(endpoint.model, completion.input_tokens, completion.output_tokens,
-                                local=endpoint.provider == "local")
-        usage = Usage(completion.input_tokens, completion.output_tokens, cost)
-        self.stats.usage[f"{phase}:{role}"].add(usage)
-        self.stats.unpriced.update(self.prices.unpriced)
-        if usage_by_phase is not None:
-            usage_by_phase.setdefault(phase, Usage()).add(usage)
+        usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
+                                 role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local")
         if not completion.cached:
-            self.stats.spent += cost
+            self.stats.spent += usage.cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
         return completion
 
