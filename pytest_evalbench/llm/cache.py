@@ -203,20 +203,6 @@ def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: st
     return response_json if hashlib.sha256(_utf8(text)).hexdigest() == digest else None
 
 
-class _TooLarge(Exception):
-    """A cache file past `MAX_ENTRY_BYTES`: not read further."""
-
-
-def _read_bytes(path: str) -> bytes:
-    """A cache file's bytes, at most `MAX_ENTRY_BYTES` (`_TooLarge` past it): a huge file in the cache
-    directory (a leftover, or planted) is never loaded into memory, and a FIFO or device planted there
-    is refused, never read (`read_bounded`)."""
-    try:
-        return read_bounded(path, MAX_ENTRY_BYTES)
-    except TooLarge:
-        raise _TooLarge from None
-
-
 MAX_ENTRY_BYTES = 256 << 20
 """Largest cache entry read: a request holds a whole conversation (each answer at most
 `MAX_RESPONSE_BYTES`, 4 MiB, escaped), so a real entry stays far below it."""
@@ -254,10 +240,12 @@ class ResponseCache:
         if not self.reads:
             return None
         try:
-            text = _read_bytes(self.entry_file(key)).decode("utf-8")
+            # at most MAX_ENTRY_BYTES: a huge file in the cache directory (a leftover, or planted) is
+            # never loaded into memory, and a FIFO or device planted there is refused, never read
+            text = read_bounded(self.entry_file(key), MAX_ENTRY_BYTES).decode("utf-8")
         except FileNotFoundError:
             return None
-        except _TooLarge:
+        except TooLarge:
             raise CorruptEntry(self.path_for(key), f"larger than {MAX_ENTRY_BYTES:,} bytes: not read") from None
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
