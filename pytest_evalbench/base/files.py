@@ -220,7 +220,7 @@ class TooLarge(OSError):
 
 _O_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
 _O_BINARY: int = getattr(os, "O_BINARY", 0)
-_READ_CHUNK = 1 << 20
+READ_CHUNK = 1 << 20
 
 
 def read_bounded(path: Path | str, limit: int | None = None) -> bytes:
@@ -237,7 +237,7 @@ def read_bounded(path: Path | str, limit: int | None = None) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
-            chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - size))
+            chunk = os.read(fd, min(READ_CHUNK, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -285,7 +285,6 @@ def read_json(path: Path, default: Any) -> Any:
     return default
 
 
-READ_CHUNK = 1 << 20
 _BLANK = re.compile(r"[ \t\r\n]*")
 
 
@@ -295,7 +294,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
     decoder = json.JSONDecoder()
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     except OSError:
         return
     if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device would block or never end

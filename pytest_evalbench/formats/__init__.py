@@ -101,9 +101,9 @@ separators, direction overrides, the byte-order mark, lone surrogates. Newlines 
 checked separately (allowed in multi-line texts only)."""
 
 
-def _bounded(value: str, limit: int, one_line: bool) -> str:
-    if len(value) > limit:
-        raise ValueError(f"is {len(value)} characters long; at most {limit} are allowed")
+def _printable(value: str, one_line: bool) -> str:
+    """`value` when it holds no control character (and, `one_line`, no line break or tab); the length
+    bound is the field's `max_length`, which pydantic checks first."""
     bad = _CONTROL.search(value) or (re.search("[\n\t]", value) if one_line else None)
     if bad is not None:
         what = "a line break or tab" if bad.group() in "\n\t" else f"the control character {bad.group()!r}"
@@ -113,13 +113,13 @@ def _bounded(value: str, limit: int, one_line: bool) -> str:
 
 
 def one_line(value: str) -> str:
-    """A name shown in titles, tables and terminals: one line of printable text, bounded."""
-    return _bounded(value, MAX_NAME_LENGTH, one_line=True)
+    """A name shown in titles, tables and terminals: one line of printable text (`OneLine` bounds its length)."""
+    return _printable(value, one_line=True)
 
 
 def plain_text(value: str) -> str:
-    """A text shown in reports and prompts: printable (newlines and tabs allowed), bounded."""
-    return _bounded(value, MAX_TEXT_LENGTH, one_line=False)
+    """A text shown in reports and prompts: printable, newlines and tabs allowed (`PlainText` bounds its length)."""
+    return _printable(value, one_line=False)
 
 
 OneLine = Annotated[str, Field(max_length=MAX_NAME_LENGTH), AfterValidator(one_line)]

@@ -45,8 +45,7 @@ from typing import Any, Literal, Protocol
 from filelock import FileLock
 
 from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, LLMError
-from pytest_evalbench.base.files import atomic_write_text
-from pytest_evalbench.base.inputs import read_bounded
+from pytest_evalbench.base.files import atomic_write_text, read_bounded
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
@@ -351,11 +350,6 @@ class TokenRate:
         due = max(self._due, now)
         self._due = due + tokens / self.per_second
         return due - now - self.BURST_SECONDS
-
-    async def wait(self, tokens: int) -> None:
-        delay = self.delay(tokens)
-        if delay > 0:
-            await asyncio.sleep(delay)
 
     def correct(self, estimated: int, actual: int) -> None:
         self._due += (actual - estimated) / self.per_second

@@ -41,8 +41,7 @@ from urllib.parse import urlsplit
 from filelock import AcquireReturnProxy, FileLock
 
 from pytest_evalbench.base.errors import EvalbenchWarning
-from pytest_evalbench.base.files import atomic_write_text
-from pytest_evalbench.base.inputs import read_bounded
+from pytest_evalbench.base.files import atomic_write_text, read_bounded
 from pytest_evalbench.base.safe_text import strip_credentials
 
 STALE_SECONDS = 600.0
@@ -213,10 +212,11 @@ class SharedLimits:
             data = {}
         now = time.time()
         states = {str(k)[:200]: EndpointState.of(v) for k, v in data.items()} if isinstance(data, dict) else {}
-        if any(not s.plausible(now) for s in states.values()):
+        believed = {k: s for k, s in states.items() if s.plausible(now)}
+        if len(believed) < len(states):
             self._ignored(f"an entry claims times more than {CLOCK_SKEW:g}s ahead of this clock, or holds "
                           f"beyond {MAX_WAIT:g}s")
-        self._view = {k: s for k, s in states.items() if s.plausible(now) and now - s.updated < STALE_SECONDS}
+        self._view = {k: s for k, s in believed.items() if now - s.updated < STALE_SECONDS}
         return self._view
 
     def _ignored(self, why: str) -> None:

@@ -123,8 +123,8 @@ class Outcomes:
         outcome, record = item.stash.get(CASE_OUTCOME, None), item.stash.get(CASE_RECORD, None)
         if outcome is not None:
             attach(report, STATUS_ATTR, outcome.status)
-            if outcome.decided_by is not None:
-                attach(report, DECIDED_ATTR, outcome.decided_by)
+            if call.when == "call" and outcome.status == "failed" and outcome.decided_by is not None:
+                attach(report, DECIDED_ATTR, outcome.decided_by)  # read only for a failed case's call
         if call.when == "call" and report.failed and record is not None and self.config.getoption("verbose") > 0:
             full = transcript_text(record)
             if full:

@@ -62,8 +62,10 @@ def test_token_rate_spaces_requests_by_their_tokens() -> None:
     async def run() -> float:
         rate = TokenRate(60_000)  # 1000 tokens a second, one second of burst
         started = time.monotonic()
-        for _ in range(10):
-            await rate.wait(200)
+        for _ in range(10):  # as admission does: reserve the tokens, sleep the delay returned
+            delay = rate.delay(200)
+            if delay > 0:
+                await asyncio.sleep(delay)
         return time.monotonic() - started
 
     elapsed = asyncio.run(run())
