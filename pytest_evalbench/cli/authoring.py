@@ -32,6 +32,7 @@ from pytest_evalbench.base.files import atomic_write_text, dump_json, versioned
 from pytest_evalbench.base.inputs import read_text, read_yaml
 from pytest_evalbench.base.safe_text import strip_credentials, terminal
 from pytest_evalbench.cli import schemas
+from pytest_evalbench.cli.init import cd_prefix
 from pytest_evalbench.cli.prompts import (
     MAX_EXAMPLES,
     MAX_LANDMARKS,
@@ -321,7 +322,7 @@ def carried(options: AuthoringOptions) -> tuple[str, str, str]:
     """What the next command needs of this one's options, as printed: a `cd ROOT && ` prefix (when
     the root is not the working directory), the CLI's options and the same as pytest options. An
     endpoint's credentials are never printed (export them instead)."""
-    cd = "" if options.root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(options.root))} && "
+    cd = cd_prefix(options.root)
     cli, plugin = [], []
     if options.base_url:
         url = shlex.quote(strip_credentials(options.base_url))

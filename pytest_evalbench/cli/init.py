@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import atomic_write_text, dump_json, versioned
+from pytest_evalbench.formats import MAX_ID_LENGTH
 from pytest_evalbench.formats.spec import SPEC_FILE, load_spec
 from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, load_scenarios
 
@@ -112,9 +113,9 @@ SCENARIOS = [
 
 def check_name(name: str) -> str:
     """A benchmark name is one directory under benchmarks/: lower-case letters, digits, `-` and `_`."""
-    if not name or not set(name) <= NAME_CHARS or name[0] in "-_":
-        raise ConfigError(f"benchmark name {name!r}: use lower-case letters, digits, '-' and '_' "
-                          "(it names the directory benchmarks/NAME/ and `--benchmark=NAME`)")
+    if not name or not set(name) <= NAME_CHARS or name[0] in "-_" or len(name) > MAX_ID_LENGTH:
+        raise ConfigError(f"benchmark name {name[:200]!r}: use lower-case letters, digits, '-' and '_', at most "
+                          f"{MAX_ID_LENGTH} of them (it names the directory benchmarks/NAME/ and `--benchmark=NAME`)")
     return name
 
 
@@ -134,8 +135,13 @@ def init_benchmark(root: Path, name: str, *, model: str = DEFAULT_MODEL, force: 
     return bench_dir
 
 
+def cd_prefix(root: Path) -> str:
+    """`cd ROOT && ` before a printed command, or nothing when `root` is the working directory."""
+    return "" if root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(root))} && "
+
+
 def next_commands(root: Path, name: str) -> list[str]:
     """The commands to run next, as printed (from the current directory)."""
-    cd = "" if root.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(str(root))} && "
+    cd = cd_prefix(root)
     return [f"{cd}pytest --benchmark={name} --evalbench-provider=local",
             f"{cd}pytest --benchmark={name} --evalbench-base-url=http://localhost:8000/v1"]

@@ -138,7 +138,7 @@ class Results:
             return None
         tally = self.outcomes.tally
         if not tally.selected and not self.outcomes.records and not self.outcomes.errors:
-            self._final_status(None)  # collection error or nothing selected
+            self._final_status()  # collection error or nothing selected
             return None
         try:
             self.outcome = self._finish(status)
@@ -148,7 +148,7 @@ class Results:
             code = pytest.ExitCode.USAGE_ERROR if isinstance(exc, EvalbenchError) else EXIT_INCOMPLETE
             self.finish_error = (str(exc) if isinstance(exc, EvalbenchError)
                                  else f"result files could not be written: {_os_problem(exc)}")
-            self._final_status(None)
+            self._final_status()
             set_exit_status(session, code)
             return int(code)
         code = self.outcome.exit_code(status)
@@ -158,15 +158,17 @@ class Results:
     def reports_failed(self, session: pytest.Session, exc: OSError) -> None:
         """A report or the history line could not be written: exit 7, last_run.json says why."""
         self.finish_error = f"reports could not be written: {_os_problem(exc)}"
-        self._final_status(None)
+        self._final_status()
         set_exit_status(session, EXIT_INCOMPLETE)
 
-    def _final_status(self, outcome: GateDecision | None, path: Path | None = None) -> None:
-        """last_run.json's final state; when even that cannot be written, the terminal says why."""
+    def _final_status(self) -> None:
+        """last_run.json's final state without the gate's decision (nothing ran, or the finish or the
+        reports failed); when even that cannot be written, the terminal says why."""
+        path = self.bench_dir / LAST_RUN
         try:
-            write_run_status(path or self.bench_dir / LAST_RUN, self.run_end(), outcome)
+            write_run_status(path, self.run_end(), None)
         except OSError as exc:
-            problem = f"{path or self.bench_dir / LAST_RUN} could not be written ({_os_problem(exc)})"
+            problem = f"{path} could not be written ({_os_problem(exc)})"
             self.finish_error = f"{self.finish_error}; {problem}" if self.finish_error else problem
 
     def _finish(self, exitstatus: int) -> GateDecision:

@@ -60,6 +60,9 @@ def test_init_refuses_a_name_that_is_not_a_directory_name(tmp_path: Path, capsys
     assert main(["init", "../x", "--root", str(tmp_path)]) == 2
     assert "use lower-case letters, digits" in capsys.readouterr().err
     assert not (tmp_path / "benchmarks").exists()
+    assert main(["init", "x" * 300, "--root", str(tmp_path)]) == 2  # longer than a file name may be
+    assert "at most 100 of them" in capsys.readouterr().err
+    assert not (tmp_path / "benchmarks").exists()
 
 
 def test_a_benchmark_run_does_not_import_the_test_suites_conftest(tmp_path: Path) -> None:
