@@ -327,6 +327,15 @@ def redact_data(data: Any) -> Any:
     return SECRETS.redact_data(data)
 
 
+def truncated(text: str, limit: int | None, what: str, see: str = "") -> str:
+    """`text` cut to `limit` characters (None or 0: kept whole) with a note the reader sees, saying what
+    was cut, from how long, and (`see`) which setting bounds it."""
+    if not limit or len(text) <= limit:
+        return text
+    return (f"{text[:limit]}\n[evalbench: {what} truncated from {len(text)} to {limit} characters"
+            + (f"; see {see}]" if see else "]"))
+
+
 def cut(text: str, limit: int, marker: str = "…") -> str:
     """`text` redacted, then cut to `limit` characters (the marker included): no secret prefix survives."""
     text = redact(text)

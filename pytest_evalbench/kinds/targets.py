@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from pytest_evalbench.base.errors import TargetError, UnusableAnswer
-from pytest_evalbench.base.safe_text import cut, redact, redact_data
+from pytest_evalbench.base.safe_text import cut, redact, redact_data, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
 from pytest_evalbench.kinds.tools import ToolBox, ToolServerError, Traced, collecting, install_span_processor, read_spans
 from pytest_evalbench.llm.engine import Engine, EngineSettings
@@ -58,22 +58,13 @@ def bounded(reply: TargetReply, limit: int | None) -> TargetReply:
     so the cut cannot leave a key's prefix."""
     content = redact(safe_text(reply.content))
     calls = [ToolCall(tool=redact(safe_text(c.tool)), arguments=redact_data(safe_json(c.arguments)),
-                      outcome=None if c.outcome is None else _bounded_outcome(redact(safe_text(c.outcome)), limit))
+                      outcome=None if c.outcome is None else truncated(redact(safe_text(c.outcome)), limit, "tool outcome"))
              for c in reply.tool_calls]
     if content != reply.content or calls != reply.tool_calls:
         reply = dataclasses.replace(reply, content=content, tool_calls=calls)
     if not limit or len(reply.content) <= limit:
         return reply
-    note = (f"\n[evalbench: reply truncated from {len(reply.content)} to {limit} characters; "
-            "see --evalbench-max-reply-chars]")
-    return dataclasses.replace(reply, content=reply.content[:limit] + note)
-
-
-def _bounded_outcome(text: str, limit: int | None) -> str:
-    """A tool call's outcome, cut like a reply (an app may report a huge one)."""
-    if not limit or len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[evalbench: tool outcome truncated from {len(text)} to {limit} characters]"
+    return dataclasses.replace(reply, content=truncated(reply.content, limit, "reply", "--evalbench-max-reply-chars"))
 
 
 class Target(Protocol):

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError
-from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal
+from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
 from pytest_evalbench.formats.spec import EnvRef, McpServer, ToolsConfig
 from pytest_evalbench.llm.cache import CachedCalls, cache_key
@@ -253,10 +253,7 @@ def result_text(result: Any) -> str:
 
 def bounded_result(text: str, limit: int) -> str:
     """A tool result cut to `limit` characters, saying so (the model, the transcript and the cache see the note)."""
-    if len(text) <= limit:
-        return text
-    return (f"{text[:limit]}\n[evalbench: tool result truncated from {len(text)} to {limit} characters; "
-            "see tools.max_result_chars]")
+    return truncated(text, limit, "tool result", "tools.max_result_chars")
 
 
 @dataclass

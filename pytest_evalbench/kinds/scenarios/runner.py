@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
+from pytest_evalbench.base.safe_text import truncated
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Metric
 from pytest_evalbench.kinds.judges import PanelJudgment, calibrated_thresholds, judge_name, majority, poll
@@ -354,10 +355,8 @@ async def simulate(scenario: Scenario, metric: Metric, generation: Generation, *
         if message.lower().startswith(TERMINATE):
             transcript.ended_by_user = True
             break
-        limit = engine.settings.max_reply_chars
-        if limit and len(message) > limit:  # the simulated user is bounded like the target
-            message = (f"{message[:limit]}\n[evalbench: user message truncated from {len(message)} to {limit} "
-                       "characters; see --evalbench-max-reply-chars]")
+        # the simulated user is bounded like the target
+        message = truncated(message, engine.settings.max_reply_chars, "user message", "--evalbench-max-reply-chars")
         if generation.perfunctory:
             message = perfunctory(message, f"{scenario.id}|{sample}|{turn}")
         history.append({"role": "user", "content": message})
