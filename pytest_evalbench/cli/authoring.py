@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
 from pytest_evalbench.base.files import atomic_write_text, dump_json, versioned
-from pytest_evalbench.base.inputs import read_text, read_yaml
+from pytest_evalbench.base.inputs import parse_yaml, read_text
 from pytest_evalbench.base.safe_text import strip_credentials, terminal
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.cli.init import cd_prefix
@@ -373,8 +373,8 @@ def add_run_roles(bench_dir: Path) -> list[str]:
     """Append `targets` and `evaluator_model` (the user model's) to benchmark.yaml when missing, with a
     comment, keeping every other line; returns the keys added."""
     path = bench_dir / SPEC_FILE
-    text = path.read_text(encoding="utf-8")
-    data = read_yaml(path)
+    text = read_text(path)
+    data = parse_yaml(text, path)
     if not isinstance(data, dict) or not isinstance(data.get("user_model"), dict):
         return []
     user = {k: v for k, v in data["user_model"].items() if k != "headers"}  # headers stay where the author put them
@@ -442,7 +442,7 @@ def write_metrics(bench_dir: Path, metrics: list[dict[str, Any]]) -> BenchmarkSp
     then write it atomically; returns the spec as written."""
     path = bench_dir / SPEC_FILE
     text = read_text(path)
-    before = read_yaml(path)
+    before = parse_yaml(text, path)
     new_text = replace_metrics_block(text, metrics)
     try:
         after = yaml.safe_load(new_text)
