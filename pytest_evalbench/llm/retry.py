@@ -86,11 +86,7 @@ class Retrier:
             except (asyncio.CancelledError, EvalbenchError):
                 raise
             except Exception as exc:
-                failure = classify(exc)
-                if failure.connection:  # which endpoint could not be reached: scheme, host and port
-                    message = failure.message.replace("the endpoint", endpoint.address, 1)
-                    failure = replace(failure, message=message if message != failure.message
-                                      else f"{message} ({endpoint.address})")
+                failure = classify(exc, endpoint.address)  # a connection failure names scheme, host and port
                 admitted.refused(failure)
                 return failure
 

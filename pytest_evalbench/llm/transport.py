@@ -511,8 +511,9 @@ def _errors(module: str, *names: str) -> tuple[type[BaseException], ...]:
     return tuple(getattr(loaded, name) for name in names) if loaded is not None else ()
 
 
-def classify(exc: BaseException) -> Failure:
-    """Map an exception from either transport to a Failure (never leaks the request headers)."""
+def classify(exc: BaseException, where: str | None = None) -> Failure:
+    """Map an exception from either transport to a Failure (never leaks the request headers). A
+    connection failure names `where` (the endpoint's scheme, host and port) when given."""
     chain = _cause_chain(exc)
     too_large = next((e for e in chain if isinstance(e, ResponseTooLarge)), None)
     if too_large is not None:  # the same endpoint would send the same again: not retried
@@ -522,9 +523,10 @@ def classify(exc: BaseException) -> Failure:
     tls = next((e for e in reversed(chain) if isinstance(e, ssl.SSLError)), None)  # the innermost: aiohttp's wraps it
     if tls is not None:  # an untrusted certificate or a TLS mismatch is configuration: no retry
         detail = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or type(tls).__name__
-        return Failure("connection error", f"TLS handshake failed ({_short(str(detail))})", False, connection=True)
+        return Failure("connection error", f"TLS handshake failed ({_short(str(detail))})"
+                       + (f" ({where})" if where else ""), False, connection=True)
     transport = "connection" if _refused(chain) else _transport_kind(exc)
-    unreachable = Failure("connection error", f"cannot reach the endpoint ({type(chain[-1]).__name__})",
+    unreachable = Failure("connection error", f"cannot reach {where or 'the endpoint'} ({type(chain[-1]).__name__})",
                           True, connection=True)
     if transport == "connection":
         return unreachable
