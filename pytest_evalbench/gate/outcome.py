@@ -9,9 +9,8 @@ significant drop against the baseline); 7 incomplete (endpoint errors, unscored 
 replay misses, app errors). Incomplete wins over regression: numbers from an incomplete run cannot
 clear or convict a build.
 
-Completeness is the run's one promise to CI: every selected item ends either as a scored row
-(passed/failed) or as an incompleteness with a reason (an error of any kind, a skip, or never having
-reported at all); exit 0/1/6 is allowed only when `Completeness.reasons()` is empty.
+Completeness (`completeness.py`) is the run's one promise to CI: exit 0/1/6 is allowed only when
+`Completeness.reasons()` is empty.
 
 The gate words its decision once, here: a `GateVerdict` holds the `GateDecision` as it is, with the
 verdict word and the reason; render/ reads its typed fields and never parses a string back. The flip
@@ -22,7 +21,7 @@ keys the comparison pairs on are read back into typed `Flip`s here only, where t
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -447,54 +446,3 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
     if doubtful:
         return "passed", f"no case failed the build; {doubtful} (gate: cases){rules}"
     return "passed", f"every case passed (gate: cases){rules}"
-
-
-SCORED = ("passed", "failed")
-NOT_RUN = "not run"
-WORKER_DIED = "worker died"
-
-
-def crash_reason(exc: BaseException) -> str:
-    """The reason recorded for an item that raised something that is not one of the plugin's errors."""
-    return f"crashed ({type(exc).__name__})"
-
-
-@dataclass
-class Completeness:
-    """Selected items, their scored statuses and their errors, merged over every process."""
-
-    selected: set[str] = field(default_factory=set)
-    scored: dict[str, str] = field(default_factory=dict)
-    """nodeid -> the kind's status ("passed", "failed", "unscored")."""
-    errors: dict[str, str] = field(default_factory=dict)
-    """nodeid -> why it is not a scored row (first reason wins)."""
-
-    def select(self, ids: list[str] | set[str]) -> None:
-        self.selected.update(ids)
-
-    def error(self, nodeid: str, reason: str) -> None:
-        self.errors.setdefault(nodeid, reason)
-
-    def status(self, nodeid: str, status: str) -> None:
-        self.scored[nodeid] = status
-
-    def missing(self) -> list[str]:
-        """Selected items that never reported a status nor an error."""
-        return sorted(i for i in self.selected if i not in self.scored and i not in self.errors)
-
-    def unaccounted(self) -> dict[str, str]:
-        """Every item that is not a scored row, with its reason."""
-        out = dict(self.errors)
-        for nodeid, status in self.scored.items():
-            if status not in SCORED:
-                out.setdefault(nodeid, status)
-        out.update(dict.fromkeys(self.missing(), NOT_RUN))
-        return dict(sorted(out.items()))
-
-    def reasons(self, interrupted: bool) -> list[str]:
-        """Why the numbers are incomplete, counted per reason; [] means every selected item is scored."""
-        counts = Counter(self.unaccounted().values())
-        reasons = [f"{n} item{'s' if n > 1 else ''} {kind}" for kind, n in sorted(counts.items())]
-        if interrupted:
-            reasons.append("session interrupted")
-        return reasons

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_evalbench.base.files import read_bounded
-from pytest_evalbench.llm.cache import CorruptEntry, canonical_json, request_key
+from pytest_evalbench.llm.cache import CorruptEntry, cache_key, completion_material
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings
@@ -148,7 +148,7 @@ class Expectations:
             return None
         body = engine.request_body(endpoint, messages, schema, None, top_logprobs)
         try:
-            found = engine.cache.get(request_key(endpoint.identity, canonical_json(body), sample, 0))
+            found = engine.cache.get(cache_key(completion_material(endpoint.identity, body, sample, 0)))
         except CorruptEntry:
             return None  # the run refetches it
         if found is None:

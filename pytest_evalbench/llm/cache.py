@@ -115,11 +115,12 @@ def entry_problem(key: str, entry: Any) -> str | None:
     if not isinstance(request, dict):
         return "its stored request does not hash to its key (edited, or copied from another entry)"
     request_json = canonical_json(request)  # encoded once for the key and the digest (the replay hot path)
-    if _material_key(request, request_json) != key:
+    if cache_key(request, request_json) != key:
         return "its stored request does not hash to its key (edited, or copied from another entry)"
-    problem = response_problem(entry.get("response"))
+    response = entry.get("response")
+    problem = response_problem(response)
     digest = entry.get("digest")
-    if problem is None and digest is not None and digest != _digest(key, request_json, entry.get("response")):
+    if problem is None and digest is not None and digest != _digest(key, request_json, canonical_json(response)):
         problem = "its digest does not match its content (edited after it was recorded)"
     return problem
 
@@ -127,22 +128,14 @@ def entry_problem(key: str, entry: Any) -> str | None:
 def entry_digest(key: str, request: Any, response: Any) -> str:
     """sha256 of the canonical JSON of key, request and response: the digest binds the answer to
     the key it is stored under."""
-    return hashlib.sha256(_utf8(canonical_json({"key": key, "request": request, "response": response})))\
-        .hexdigest()
+    return _digest(key, canonical_json(request), canonical_json(response))
 
 
-def _digest(key: str, request_json: str, response: Any) -> str:
-    """`entry_digest` from the request's canonical JSON: the same text ("key" < "request" < "response")."""
-    text = f'{{"key":{canonical_json(key)},"request":{request_json},"response":{canonical_json(response)}}}'
+def _digest(key: str, request_json: str, response_json: str) -> str:
+    """`entry_digest` from the canonical JSON of the request and of the response, which its callers
+    have already: the canonical JSON of {"key", "request", "response"} ("key" < "request" < "response")."""
+    text = f'{{"key":{canonical_json(key)},"request":{request_json},"response":{response_json}}}'
     return hashlib.sha256(_utf8(text)).hexdigest()
-
-
-def _material_key(request: dict[str, Any], request_json: str) -> str:
-    """`cache_key(request)` from the request's canonical JSON: when every key sorts before "v", the
-    canonical JSON of {"v": ..., **request} is that text with "v" appended; otherwise computed anew."""
-    if request and all(isinstance(name, str) and name < "v" for name in request):
-        return hashlib.sha256(_utf8(f'{request_json[:-1]},"v":{CACHE_VERSION}}}')).hexdigest()
-    return cache_key(request)
 
 
 def _utf8(text: str) -> bytes:
@@ -158,33 +151,25 @@ def canonical_json(data: Any) -> str:
     return _CANONICAL.encode(data)
 
 
-def cache_key(material: dict[str, Any]) -> str:
-    return hashlib.sha256(_utf8(canonical_json({"v": CACHE_VERSION, **material}))).hexdigest()
+def completion_material(identity: str, body: dict[str, Any], sample: int, attempt: int) -> dict[str, Any]:
+    """What a chat completion's cache entry records of its request, and what its key is made from:
+    the endpoint's identity (never its key), the request body, the sample index and the re-ask attempt."""
+    return {"endpoint": identity, "body": body, "sample": sample, "attempt": attempt}
 
 
-def request_key(identity: str, body_json: str, sample: int, attempt: int) -> str:
-    """`cache_key` of a call's material ({"endpoint", "body", "sample", "attempt"}) from the body's
-    canonical JSON, which the engine also sends: one encoding of the body per request, not two.
-    The text hashed is byte for byte the canonical JSON of the material (keys in sorted order)."""
-    return text_key(material_json(identity, body_json, sample, attempt))
+def cache_key(material: dict[str, Any], material_json: str | None = None) -> str:
+    """The cache key of every entry (chat completions, MCP tool lists and tool results): the sha256 of
+    the canonical JSON of `{"v": CACHE_VERSION, **material}`, the one place a key is made.
 
-
-def material_json(identity: str, body_json: str, sample: int, attempt: int) -> str:
-    """The canonical JSON of a call's material, from its body's canonical JSON (no re-encoding)."""
-    return (f'{{"attempt":{_small_json(attempt)},"body":{body_json},"endpoint":{_small_json(identity)},'
-            f'"sample":{_small_json(sample)}}}')
-
-
-@functools.lru_cache(maxsize=256, typed=True)  # typed: True and 1 encode differently
-def _small_json(value: str | int) -> str:
-    """`canonical_json` of a call's endpoint identity, sample or attempt: a handful of distinct
-    values per run, each encoded once, not once per call."""
-    return canonical_json(value)
-
-
-def text_key(request_json: str) -> str:
-    """`cache_key` of a material whose keys all sort before "v" (as `material_json`'s), from its canonical JSON."""
-    return hashlib.sha256(_utf8(f'{request_json[:-1]},"v":{CACHE_VERSION}}}')).hexdigest()
+    `material_json` is the material's canonical JSON when the caller has it (the entry's digest is made
+    from the same text): when every key of the material sorts before "v" (every material the package
+    makes), the canonical JSON with "v" is that text with `"v"` appended before its closing brace, so the
+    material is not encoded twice on the replay path; otherwise it is encoded anew."""
+    if material_json is not None and material and all(isinstance(name, str) and name < "v" for name in material):
+        text = f'{material_json[:-1]},"v":{CACHE_VERSION}}}'
+    else:
+        text = canonical_json({"v": CACHE_VERSION, **material})
+    return hashlib.sha256(_utf8(text)).hexdigest()
 
 
 def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: str) -> str | None:
@@ -199,8 +184,7 @@ def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: st
     if not isinstance(digest, str) or response_problem(response) is not None:
         return None
     response_json = canonical_json(response)
-    text = f'{{"key":{canonical_json(key)},"request":{request_json},"response":{response_json}}}'
-    return response_json if hashlib.sha256(_utf8(text)).hexdigest() == digest else None
+    return response_json if _digest(key, request_json, response_json) == digest else None
 
 
 MAX_ENTRY_BYTES = 256 << 20

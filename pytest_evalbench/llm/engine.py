@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_evalbench.base.errors import field_path
-from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, canonical_json, material_json, text_key
+from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.limits import Limits
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
@@ -150,13 +150,12 @@ class Engine:
                        top_logprobs: int = 0) -> Completion:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
         body = self.request_body(endpoint, messages, schema, tools, top_logprobs)
-        encoded = canonical_json(body)  # hashed into the key and sent as is: the body is encoded once
-        material_text = material_json(endpoint.identity, encoded, sample, attempt)
-        key = text_key(material_text)
-        material = {"endpoint": endpoint.identity, "body": body, "sample": sample, "attempt": attempt}
-        completion = await self.cached.answer(key, material, role, endpoint.model,
-                                            lambda: self.retrier.fetch(endpoint, body, role, encoded.encode()),
-                                            material_text)
+        material = completion_material(endpoint.identity, body, sample, attempt)
+        material_text = canonical_json(material)  # encoded once for the key and the cache's check
+        completion = await self.cached.answer(cache_key(material, material_text), material, role, endpoint.model,
+                                              lambda: self.retrier.fetch(endpoint, body, role,
+                                                                         canonical_json(body).encode()),
+                                              material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
                                  role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local")
         if not completion.cached:

@@ -4,8 +4,7 @@ Controller and single process only: workers hand their records over on the repor
 - `Results`: the records this session received become result files, the gate's decision, the exit
   status and last_run.json;
 - `Reporting`: the run's summary, built once, and every surface people read from it: the HTML report,
-  the history line, the Markdown summary, JUnit suite properties and the terminal section;
-- `Progress`: the live progress line and the test status letters of our items.
+  the history line, the Markdown summary, JUnit suite properties and the terminal section.
 """
 
 from __future__ import annotations
@@ -22,27 +21,20 @@ from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, Completeness
+from pytest_evalbench.gate.completeness import Completeness
+from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord, KindResults
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.plugin._compat import (
-    collect_only,
     continues_on_collection_errors,
-    is_xdist_controller,
     junit_xml,
-    read,
     set_exit_status,
-    terminal_writer,
-    xfail_reason,
 )
-from pytest_evalbench.plugin.nodes import CaseItem
 from pytest_evalbench.plugin.options import compare_path, gate_settings
-from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
+from pytest_evalbench.plugin.outcomes import Outcomes
 from pytest_evalbench.plugin.selection import Selection
-from pytest_evalbench.render.progress import Counts, ProgressReporter
 from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, write_run_running, write_run_status
-from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
     from pytest_evalbench.gate.outcome import GateDecision
@@ -326,62 +318,6 @@ class Reporting:
             pass
         for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
-
-
-class Progress:
-    """Counts finished items and redraws the progress line (rate-limited)."""
-
-    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes) -> None:
-        self.config = config
-        self.selection = selection
-        self.outcomes = outcomes
-        self.done = 0  # teardown reports of cases: one per finished item
-        self.total = 0
-        self.progress: ProgressReporter | None = None
-
-    def collection_finish(self, session: pytest.Session) -> None:
-        """Start the progress line once the number of items is known."""
-        self.total = sum(1 for item in session.items if isinstance(item, CaseItem)) or len(session.items)
-        found = terminal_writer(self.config)
-        every = self.config.getoption("evalbench_progress_every")
-        if found is None or collect_only(self.config) or every < 0:
-            return
-        writer, isatty = found
-        live = isatty and self.config.getoption("verbose") <= 0 and every > 0
-        self.progress = ProgressReporter(writer, live=live, every=every)
-
-    def teststatus(self, report: pytest.TestReport) -> Any:
-        """With the live progress line, our items print no letters (the line counts them instead);
-        with -v a failure of an unreliable judge reads `XFAIL (judge unreliable)`, its documented status."""
-        if report.when != "call" or not self.selection.is_case(report.nodeid):
-            return None
-        if self.progress is not None and self.progress.live:
-            return report.outcome, "", ""
-        if xfail_reason(report) is not None and read(report, STATUS_ATTR) == "failed":
-            return "xfailed", "x", f"XFAIL ({JUDGE_UNRELIABLE})"
-        return None
-
-    def track(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown" or self.progress is None or not self.selection.is_case(report.nodeid):
-            return
-        self.done += 1
-        if not self.progress.due(self.done, max(self.total, self.done)):
-            return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
-        counts = Counts(done=self.done, total=max(self.total, self.done),
-                        failed=len(self.outcomes.failed), errored=len(self.outcomes.errors))
-        run = self.selection.loaded_run()
-        if run is not None and not is_xdist_controller(self.config):
-            engine = run.engine
-            counts.in_flight, counts.requests, counts.cache_hits = (engine.in_flight, engine.stats.requests,
-                                                                    engine.stats.cache_hits)
-            counts.tokens = sum(u.input_tokens + u.output_tokens for u in engine.stats.usage.values())
-            counts.cost = engine.stats.spent
-        self.progress.update(counts)
-
-    def finish(self) -> None:
-        """Leave the live line on screen and move below it."""
-        if self.progress is not None:
-            self.progress.finish()
 
 
 def _os_problem(exc: OSError) -> str:

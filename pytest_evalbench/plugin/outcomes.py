@@ -1,36 +1,31 @@
-"""Each item's LLM work and outcome (roles of the session; `session.py` keeps the hooks).
+"""Each item's outcome (a role of the session; `session.py` keeps the hooks).
 
-- `Scheduler`: the one place the plugin starts LLM work. Every item's pipeline (`kind.run_case`) reaches
-  the engine through it: `start` prefetches a run of items (a single process before the loop, an xdist
-  worker's share or data file when its first item runs), `wait` is what an item's `evalbench_record`
-  fixture blocks on (submitting the item if nothing prefetched it), `release` forgets a finished item,
-  `close` stops the engine.
-- `Outcomes`: each item's record, status and error, from the fixture that waits for its pipeline to the
-  report the controller consumes. Every selected item ends scored or counted (`Completeness`); a
-  configuration problem that hits every item is shown in full once.
+`Outcomes`: each item's record, status and error, from the fixture that waits for its pipeline
+(`scheduler.py`) to the report the controller consumes. Every selected item ends scored or counted
+(`gate/completeness.py`); a configuration problem that hits every item is shown in full once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
-from pytest_evalbench.gate.outcome import WORKER_DIED, Completeness, Failures, crash_reason
-from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord
+from pytest_evalbench.gate.completeness import WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.gate.outcome import Failures
+from pytest_evalbench.kinds.protocol import JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
 from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
+from pytest_evalbench.plugin.scheduler import Scheduler
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.terminal import transcript_text
 from pytest_evalbench.render.views import ERROR, NOT_RUN, UNSCORED, case_status, error_group, error_line
 
 if TYPE_CHECKING:
-    from pytest_evalbench.kinds.run import BenchmarkRun
     from pytest_evalbench.render.summary import CaseStatus
 
 RECORD_ATTR, ERROR_ATTR, STATUS_ATTR, DECIDED_ATTR = ("evalbench", "evalbench_error", "evalbench_status",
@@ -205,52 +200,3 @@ class Outcomes:
                 status, reason = NOT_RUN, "never reported"
             out.append(CaseStatus(nodeid, status, reason))
         return out
-
-
-class RunSource(Protocol):
-    """What the scheduler needs of the session: the run (its engine) and the benchmark's kind."""
-
-    @property
-    def run(self) -> BenchmarkRun: ...
-
-    @property
-    def kind(self) -> AnyKind: ...
-
-    def loaded_run(self) -> BenchmarkRun | None:
-        """The run if it was loaded (an engine may be running), else None (nothing to stop)."""
-
-
-class Scheduler:
-    """Starts, awaits, releases and stops the LLM work of this process's items."""
-
-    def __init__(self, source: RunSource) -> None:
-        self.source = source
-
-    def start(self, items: Sequence[pytest.Item], first: int = 0) -> None:
-        """Start the LLM work of these items, earlier positions first."""
-        for position, item in enumerate(items, start=first):
-            if isinstance(item, CaseItem):
-                self.source.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
-
-    def wait(self, item: CaseItem) -> Any:
-        """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
-        return self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0).result()
-
-    def release(self, nodeid: str) -> None:
-        """The item is done: nothing of it stays in the engine."""
-        run = self.source.loaded_run()
-        if run is not None:
-            run.engine.release(nodeid)
-
-    def close(self) -> dict[str, Any] | None:
-        """Stop this process's engine; its counters, or None if it never started."""
-        run = self.source.loaded_run()
-        if run is None:
-            return None
-        run.engine.close()
-        return run.engine.stats.to_json()
-
-    def _pipeline(self, item: CaseItem) -> Callable[[], Any]:
-        case = item.case
-        kind = self.source.kind
-        return lambda: kind.run_case(case)

@@ -2,11 +2,11 @@
 and wrappers are pytest's) and delegates each to a role:
 
 - `selection.Selection`: which benchmark, its run and kind, which cases, collection;
-- `outcomes.Scheduler`: the one place LLM work starts;
+- `scheduler.Scheduler`: the one place LLM work starts;
 - `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
 - `finish.Results`: result files, gate, exit status, last_run.json;
 - `finish.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
-- `finish.Progress`: the live progress line and status letters.
+- `progress.Progress`: the live progress line and status letters.
 
 Registered as a plugin only with `--benchmark`. Data flow: the benchmark's kind loads the cases; items
 are scheduled on the engine ahead of the test loop; each test's `evalbench_record` fixture waits for its
@@ -48,11 +48,13 @@ from pytest_evalbench.plugin._compat import (
     is_worker,
     is_xdist_controller,
 )
-from pytest_evalbench.plugin.finish import Progress, Reporting, Results
+from pytest_evalbench.plugin.finish import Reporting, Results
 from pytest_evalbench.plugin.memory_bound import QuietReports
 from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
 from pytest_evalbench.plugin.options import compare_path
-from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes, Scheduler
+from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes
+from pytest_evalbench.plugin.progress import Progress
+from pytest_evalbench.plugin.scheduler import Scheduler
 from pytest_evalbench.plugin.selection import Selection
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -124,13 +125,15 @@ def test_unreadable_entry_is_corrupt_not_a_crash(tmp_path: Path, damage: bytes) 
 def test_fast_key_and_digest_match_the_canonical_definitions(request_: dict) -> None:
     """The replay path hashes the request's canonical JSON once for both checks; it must give what
     `cache_key` and `entry_digest` define, for any request a file may hold."""
-    from pytest_evalbench.llm.cache import _digest, _material_key, cache_key, canonical_json, entry_digest
+    from pytest_evalbench.llm.cache import _digest, cache_key, canonical_json, entry_digest
 
     response = {"content": "ok", "finish_reason": "stop", "input_tokens": 1, "output_tokens": 2}
     encoded = canonical_json(request_)
-    assert _material_key(request_, encoded) == cache_key(request_)
+    assert cache_key(request_, encoded) == cache_key(request_)
+    assert cache_key(request_) == hashlib.sha256(canonical_json({"v": 1, **request_}).encode("utf-8", "surrogatepass")
+                                                 ).hexdigest()
     key = cache_key(request_)
-    assert _digest(key, encoded, response) == entry_digest(key, request_, response)
+    assert _digest(key, encoded, canonical_json(response)) == entry_digest(key, request_, response)
 
 
 def damaged_entries(tmp_path: Path) -> list[tuple[str, Any]]:
@@ -206,16 +209,6 @@ def test_a_sound_entry_is_not_re_encoded_when_the_caller_gives_its_request(
         cache.get(key)  # without the caller's request, the full check is the only one
 
 
-def test_the_engine_key_is_the_canonical_key_of_its_material() -> None:
-    from pytest_evalbench.llm.cache import canonical_json, material_json, request_key, text_key
-
-    body = {"model": "m", "messages": [{"role": "user", "content": "hé \ud800"}], "temperature": 0.5}
-    text = material_json("http://x/v1", canonical_json(body), 2, 1)
-    material = {"endpoint": "http://x/v1", "body": body, "sample": 2, "attempt": 1}
-    assert text == canonical_json(material)
-    assert text_key(text) == cache_key(material) == request_key("http://x/v1", canonical_json(body), 2, 1)
-
-
 def test_entry_read_as_bytes_keeps_what_text_reading_gave(tmp_path: Path) -> None:
     """Entries are read through bare file descriptors: CRLF line ends (an editor on Windows) still
     replay, a large entry is read whole, a directory in an entry's place is unreadable, not a crash."""
@@ -231,13 +224,16 @@ def test_entry_read_as_bytes_keeps_what_text_reading_gave(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("sample", "attempt"), [(1, True), (True, 1), (0, 0), (1, 1)])
-def test_material_json_encodes_each_value_as_itself(sample: int, attempt: int) -> None:
-    """The per-value encoding memo must not confuse values that compare equal (True == 1)."""
-    from pytest_evalbench.llm.cache import canonical_json, material_json
+def test_the_key_tells_values_that_compare_equal_apart(sample: int, attempt: int) -> None:
+    """True == 1, but they encode differently: so do their keys."""
+    from pytest_evalbench.llm.cache import canonical_json, completion_material
 
-    for s, a in ((1, 1), (sample, attempt)):  # the memo already holds 1 when the pair is encoded
-        material = {"endpoint": "e", "body": {}, "sample": s, "attempt": a}
-        assert material_json("e", "{}", s, a) == canonical_json(material)
+    keys = set()
+    for s, a in ((1, 1), (sample, attempt)):
+        material = completion_material("e", {}, s, a)
+        keys.add(cache_key(material, canonical_json(material)))
+        assert cache_key(material, canonical_json(material)) == cache_key(material)
+    assert len(keys) == (1 if (type(sample), type(attempt), sample, attempt) == (int, int, 1, 1) else 2)
 
 
 def test_an_entry_past_the_size_cap_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_evalbench.gate.outcome import NOT_RUN, WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.gate.completeness import NOT_RUN, WORKER_DIED, Completeness, crash_reason
 
 
 def test_every_selected_item_scored_is_complete() -> None:

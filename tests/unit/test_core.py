@@ -17,7 +17,7 @@ from pytest_evalbench.formats.spec import Generation, Metric
 from pytest_evalbench.kinds.scenarios.judge import SCHEMA, parse_answer
 from pytest_evalbench.kinds.scenarios.models import Scenario
 from pytest_evalbench.kinds.scenarios.runner import parse_user_message, perfunctory, turn_prompt, user_system_prompt
-from pytest_evalbench.llm.cache import cache_key, canonical_json, request_key
+from pytest_evalbench.llm.cache import cache_key, canonical_json, completion_material
 from pytest_evalbench.llm.engine import bounded_strings
 from pytest_evalbench.llm.limits import PrioritySemaphore
 from pytest_evalbench.llm.transport import OpenAITransport, classify, parse_completion
@@ -95,10 +95,21 @@ def test_cache_key_is_canonical() -> None:
 ])
 @pytest.mark.parametrize(("sample", "attempt"), [(0, 0), (3, 2)])
 def test_request_key_is_the_cache_key_of_the_call(body: dict[str, Any], sample: int, attempt: int) -> None:
-    """The engine hashes the body's wire encoding into the key: same keys as before (recorded caches
-    stay valid) and the same key that the cache verifies a stored request against."""
-    material = {"endpoint": "openai:https://x/v1", "body": body, "sample": sample, "attempt": attempt}
-    assert request_key("openai:https://x/v1", canonical_json(body), sample, attempt) == cache_key(material)
+    """The engine hashes the material's canonical JSON into the key: the same key as the material
+    encoded anew, the key the cache verifies a stored request against."""
+    material = completion_material("openai:https://x/v1", body, sample, attempt)
+    assert material == {"endpoint": "openai:https://x/v1", "body": body, "sample": sample, "attempt": attempt}
+    assert cache_key(material, canonical_json(material)) == cache_key(material)
+
+
+def test_cache_keys_stay_what_recorded_caches_hold() -> None:
+    """Keys are byte-identical to those every recorded cache (the demo's committed one) is filed under:
+    a changed key is a cache that no longer replays."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "h\u00e9 \u2603 \"q\""}], "temperature": 0.5}
+    for sample, key in ((2, "3dc6b09d5379b5313e05de7b868957d105d123284d119abd72a6a77eb1e94fb4"),
+                        (True, "eb7b143686db356bc550c442c1d41c3d6069f3f934436447cbbbf5795b1cc4dd")):
+        material = completion_material("openai:https://x/v1", body, sample, 1)
+        assert cache_key(material) == cache_key(material, canonical_json(material)) == key
 
 
 def test_priority_semaphore_serves_lowest_priority_first() -> None:

@@ -1,4 +1,4 @@
-"""One place starts LLM work: outside the engine itself, only the `Scheduler` class (plugin/outcomes.py) calls
+"""One place starts LLM work: outside the engine itself, only the `Scheduler` class (plugin/scheduler.py) calls
 an engine's `prefetch` or `submit`, and the xdist prefetchers go through the session's scheduler."""
 
 from __future__ import annotations
@@ -30,4 +30,4 @@ def test_only_the_scheduler_starts_llm_work() -> None:
     found = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
              if path not in engine and (lines := starts_in(path.read_text(encoding="utf-8"), outside="Scheduler"))}
     assert found == {}
-    assert starts_in((PACKAGE / "plugin" / "outcomes.py").read_text(encoding="utf-8"))
+    assert starts_in((PACKAGE / "plugin" / "scheduler.py").read_text(encoding="utf-8"))
