@@ -15,13 +15,14 @@ from pydantic import TypeAdapter
 
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY
 from pytest_evalbench.cli.mutate import MutationReport
+from pytest_evalbench.formats.results import ModelResult
+from pytest_evalbench.formats.scenario_rows import ConversationRow, Scenario, ScoreRow
 from pytest_evalbench.formats.spec import BenchmarkSpec, PhaseCost
 from pytest_evalbench.kinds.calibration.models import CalibrationEntry
 from pytest_evalbench.kinds.dataset.kind import DatasetSettings
 from pytest_evalbench.kinds.dataset.models import DatasetCase, StoredAnswer
 from pytest_evalbench.kinds.dataset.summary import DATASET_TYPES
 from pytest_evalbench.kinds.scenarios.aggregate import RejudgeReport
-from pytest_evalbench.kinds.scenarios.models import ConversationRow, ModelResult, Scenario, ScoreRow
 
 SCHEMA_DIR = Path(__file__).parents[1] / "schemas"
 """The generated JSON Schemas ship as package data at the package's top."""

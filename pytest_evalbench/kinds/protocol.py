@@ -20,12 +20,12 @@ from pytest_evalbench.formats.results import EvalScore, Judged, ModelResult, Pas
 
 if TYPE_CHECKING:  # the run pulls the engine in
     from pytest_evalbench.formats.agreement import JudgeAccuracy
+    from pytest_evalbench.formats.dataset_rows import AgentSummary, CaseResult
     from pytest_evalbench.formats.provenance import SessionStamp
+    from pytest_evalbench.formats.scenario_rows import ConversationRow, ScoreRow
     from pytest_evalbench.formats.spec import BenchmarkSpec
-    from pytest_evalbench.kinds.dataset.summary import AgentSummary, CaseResult
     from pytest_evalbench.kinds.estimate import Expectations, Plan
     from pytest_evalbench.kinds.run import BenchmarkRun
-    from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
 JSONValue: TypeAlias = Union[dict[str, "JSONValue"], list["JSONValue"], str, int, float, bool, None]
 """Any JSON value: what crosses the kind boundary as data (records, rows, hook payloads)."""

@@ -18,8 +18,8 @@ from pytest_evalbench.formats.stats import Z95, RateEstimate, newcombe_diff_inte
 from pytest_evalbench.kinds.protocol import KindResults
 
 if TYPE_CHECKING:
+    from pytest_evalbench.formats.scenario_rows import ConversationRow, ScoreRow
     from pytest_evalbench.gate.paired import Comparison
-    from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
 
 PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""

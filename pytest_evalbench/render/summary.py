@@ -49,7 +49,7 @@ from pytest_evalbench.render.views import (
 )
 
 if TYPE_CHECKING:
-    from pytest_evalbench.kinds.scenarios.models import ScoreRow
+    from pytest_evalbench.formats.scenario_rows import ScoreRow
 
 
 @dataclass

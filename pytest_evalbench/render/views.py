@@ -73,8 +73,8 @@ def error_line(message: str) -> str:
 
 
 if TYPE_CHECKING:
-    from pytest_evalbench.kinds.dataset.summary import AgentComparison, AgentSummary, CaseResult
-    from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
+    from pytest_evalbench.formats.dataset_rows import AgentComparison, AgentSummary, CaseResult
+    from pytest_evalbench.formats.scenario_rows import ConversationRow, ScoreRow
 
 T = TypeVar("T")
 

@@ -18,11 +18,12 @@ from urllib.parse import quote
 import pytest
 from helpers import read_json
 
+from pytest_evalbench.formats.dataset_rows import CaseResult
 from pytest_evalbench.formats.results import ModelResult
 from pytest_evalbench.gate.outcome import FlipKey, GateDecision, gate_verdict
 from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.rules import RuleResult
-from pytest_evalbench.kinds.dataset.summary import CaseResult, summarize_agents
+from pytest_evalbench.kinds.dataset.summary import summarize_agents
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow

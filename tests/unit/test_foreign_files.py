@@ -17,9 +17,10 @@ from pytest_evalbench.base.files import read_valid_rows
 from pytest_evalbench.base.inputs import parse_json
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.formats import unknown_keys
+from pytest_evalbench.formats.dataset_rows import CaseResult, MetricResult
 from pytest_evalbench.formats.spec import load_spec
 from pytest_evalbench.kinds.dataset.models import DatasetCase, payload_for
-from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, compare_agents, paired_stat, t975
+from pytest_evalbench.kinds.dataset.summary import compare_agents, paired_stat, t975
 from pytest_evalbench.kinds.scenarios.models import ScoreRow, iter_json_list, load_scenarios
 from pytest_evalbench.kinds.scenarios.store import Known, normalise_score
 

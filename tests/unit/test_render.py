@@ -6,9 +6,9 @@ import html
 import json
 from pathlib import Path
 
+from pytest_evalbench.formats.dataset_rows import AgentSummary
 from pytest_evalbench.gate.outcome import Failures, FlipKey, GateDecision, gate_verdict, node_ids_of
 from pytest_evalbench.gate.rules import RuleResult
-from pytest_evalbench.kinds.dataset.summary import AgentSummary
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.llm.types import Usage

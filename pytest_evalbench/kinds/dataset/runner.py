@@ -30,12 +30,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from pytest_evalbench.formats.dataset_rows import CaseResult, MetricResult, ToolCheckResult, TrajectoryCheck
 from pytest_evalbench.formats.results import ToolCall
 from pytest_evalbench.kinds.dataset.answers import answer_line
 from pytest_evalbench.kinds.dataset.explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from pytest_evalbench.kinds.dataset.models import DatasetCase, DatasetItem, payload_for
 from pytest_evalbench.kinds.dataset.policy import ScoringPolicy, failure_message, judge_case
-from pytest_evalbench.kinds.dataset.summary import CaseResult, MetricResult, ToolCheckResult, TrajectoryCheck
 from pytest_evalbench.kinds.judges import median_vote, poll
 from pytest_evalbench.kinds.targets import Target
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, TrajectoryResult, match_trajectory, max_matching
