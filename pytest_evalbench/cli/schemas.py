@@ -18,10 +18,10 @@ from pytest_evalbench.cli.mutate import MutationReport
 from pytest_evalbench.formats.results import ModelResult
 from pytest_evalbench.formats.scenario_rows import ConversationRow, Scenario, ScoreRow
 from pytest_evalbench.formats.spec import BenchmarkSpec, PhaseCost
-from pytest_evalbench.kinds.calibration.models import CalibrationEntry
 from pytest_evalbench.kinds.dataset.kind import DatasetSettings
 from pytest_evalbench.kinds.dataset.models import DatasetCase, StoredAnswer
 from pytest_evalbench.kinds.dataset.summary import DATASET_TYPES
+from pytest_evalbench.kinds.labels import CalibrationEntry
 from pytest_evalbench.kinds.scenarios.aggregate import RejudgeReport
 
 SCHEMA_DIR = Path(__file__).parents[1] / "schemas"

@@ -335,7 +335,7 @@ class Metric(Input):
         return check_id(value, "metric id")
 
     checks: Optional[MetricChecks] = None
-    """Deterministic checks tried before the judge (see `kinds/scenarios/judge.py`)."""
+    """Deterministic checks tried before the judge (see `kinds/metric_judge.py`)."""
     judge_prompt: Optional[JudgeStyle] = None
     """This metric's judge prompt style, when it is not `judge.prompt` (calibration names the best
     style per metric)."""

@@ -99,7 +99,7 @@ def test_require_calibration_marks_uncalibrated_metrics(pytester: pytest.Pyteste
 
 def test_shipped_label_sets_load() -> None:
     from pytest_evalbench.formats.spec import load_spec
-    from pytest_evalbench.kinds.calibration.models import load_labels
+    from pytest_evalbench.kinds.labels import load_labels
 
     for name, judged, n in (("demo", "metrics", 80), ("agents", "evals", 12)):
         bench = ROOT / "benchmarks" / name
@@ -109,7 +109,7 @@ def test_shipped_label_sets_load() -> None:
 def test_the_demo_label_set_looks_like_the_runs() -> None:
     """At least 80 examples, at least 40% multi-turn, balanced present/absent per metric, a note on each."""
     from pytest_evalbench.formats.spec import load_spec
-    from pytest_evalbench.kinds.calibration.models import MetricLabel, load_labels
+    from pytest_evalbench.kinds.labels import MetricLabel, load_labels
 
     bench = ROOT / "benchmarks" / "demo"
     labels = [c.label for c in load_labels(bench / "calibration.jsonl", load_spec(bench), "metrics")]

@@ -207,7 +207,7 @@ def test_example_benchmark_replays_offline(pytester: pytest.Pytester, monkeypatc
 
 
 def test_every_eval_kind_runs_through_the_evaluator(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
-    from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES
+    from pytest_evalbench.kinds.explain import EVAL_NAMES
 
     case = example_case(0, required_evals=list(EVAL_NAMES), explain_inputs={})
     bench = write_dataset(pytester.path, cases=[case])

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.kinds.dataset.answers import answer_line
-from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, DatasetCase, StoredAnswer, payload_for
+from pytest_evalbench.kinds.dataset.models import DatasetCase, StoredAnswer, payload_for
+from pytest_evalbench.kinds.explain import PAYLOAD_KEYS
 
 EVALS = sorted(PAYLOAD_KEYS)
 INVOKED = [{"tool": "Search", "arguments": {"q": "x"}}]

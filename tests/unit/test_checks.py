@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from pytest_evalbench.formats.checks import CheckRule
 from pytest_evalbench.formats.results import Message, ToolCall
 from pytest_evalbench.formats.spec import Metric
-from pytest_evalbench.kinds.scenarios.judge import check, decide
+from pytest_evalbench.kinds.metric_judge import check, decide
 
 TRANSCRIPT = [Message(role="user", content='{"user": "json is not judged"} MAYBE'),
               Message(role="assistant", content='{"plan": [1, 2]}',

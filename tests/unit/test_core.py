@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from pytest_evalbench.formats.spec import Generation, Metric
-from pytest_evalbench.kinds.scenarios.judge import SCHEMA, parse_answer
+from pytest_evalbench.kinds.metric_judge import SCHEMA, parse_answer
 from pytest_evalbench.kinds.scenarios.models import Scenario
 from pytest_evalbench.kinds.scenarios.runner import parse_user_message, perfunctory, turn_prompt, user_system_prompt
 from pytest_evalbench.llm.cache import cache_key, canonical_json, completion_material

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, UnparseableAnswer, build_messages, parse_verdict
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases, payload_for
 from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, PolicyError, judge_case
 from pytest_evalbench.kinds.dataset.runner import check_tool_calls
+from pytest_evalbench.kinds.explain import EVAL_NAMES, UnparseableAnswer, build_messages, parse_verdict
 
 EXAMPLE = Path(__file__).parents[2] / "benchmarks" / "agents" / "cases.jsonl"
 

@@ -269,7 +269,8 @@ def test_every_file_the_docs_name_exists(page: str) -> None:
 
 
 def test_the_dataset_guide_says_which_fields_each_eval_needs() -> None:
-    from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, ROW_FIELD
+    from pytest_evalbench.kinds.dataset.models import ROW_FIELD
+    from pytest_evalbench.kinds.explain import PAYLOAD_KEYS
 
     text = (Path(__file__).parents[2] / "docs/guides/dataset-benchmarks.md").read_text()
     for name, keys in PAYLOAD_KEYS.items():

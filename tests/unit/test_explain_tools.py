@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, build_messages
 from pytest_evalbench.kinds.dataset.runner import check_tool_calls, values_equal
+from pytest_evalbench.kinds.explain import EVAL_NAMES, build_messages
 
 PAYLOAD = {"input": "ANSWER-X", "question": "QUESTION-Y", "context": "CTX-Z", "relevantContext": "REL-W",
            "goal": "GOAL-V", "availableTools": ["TOOL-U"], "invokedTools": [{"tool": "TOOL-U"}]}

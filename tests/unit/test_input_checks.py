@@ -132,7 +132,7 @@ def test_scenario_rows_name_the_row_of_a_bad_value() -> None:
 
 
 def test_calibration_file_gets_the_same_checks(tmp_path: Path) -> None:
-    from pytest_evalbench.kinds.calibration.models import load_labels
+    from pytest_evalbench.kinds.labels import load_labels
 
     spec = BenchmarkSpec(name="b", metrics=[Metric(id="m01", name="n", type="positive", definition="d")])
     path = tmp_path / "calibration.jsonl"

@@ -8,8 +8,8 @@ import pytest
 
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Metric
+from pytest_evalbench.kinds.metric_judge import judge_messages
 from pytest_evalbench.kinds.run import BenchmarkRun, RunSettings
-from pytest_evalbench.kinds.scenarios.judge import judge_messages
 from pytest_evalbench.kinds.scenarios.models import Scenario
 from pytest_evalbench.kinds.scenarios.runner import parse_user_message, user_system_prompt
 

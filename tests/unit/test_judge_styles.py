@@ -16,9 +16,9 @@ from pytest_evalbench.formats.agreement import best_threshold, cross_validated_v
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import JudgeConfig, Metric, judge_prompt_style, load_spec
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
-from pytest_evalbench.kinds.calibration.models import CalibrationRecord
 from pytest_evalbench.kinds.judges import calibrated_thresholds, judge_accuracy, unreliable_judges
-from pytest_evalbench.kinds.scenarios.judge import (
+from pytest_evalbench.kinds.labels import CalibrationRecord
+from pytest_evalbench.kinds.metric_judge import (
     Example,
     judge_messages,
     pick_contrast,

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import Metric
-from pytest_evalbench.kinds.scenarios.judge import judge_messages, parse_answer, parse_turn_answer, valid_turn
+from pytest_evalbench.kinds.metric_judge import judge_messages, parse_answer, parse_turn_answer, valid_turn
 
 METRIC = Metric(id="m01", name="Asks", type="positive", definition="The assistant asks a clarifying question.")
 TWO = [Message(role="user", content="hi"), Message(role="assistant", content="Hello."),

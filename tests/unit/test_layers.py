@@ -247,3 +247,42 @@ def test_the_glossary_names_what_the_code_has() -> None:
                 elif word not in defined:
                     missing.append(word)
     assert missing == []
+
+
+KIND_PACKAGES = frozenset(p.parent.name for p in (PACKAGE / "kinds").glob("*/__init__.py"))
+"""The shipped kinds: the subpackages of kinds/ (`scenarios`, `dataset`, `calibration`)."""
+REGISTRY = "kinds"
+"""kinds/__init__.py names the shipped kinds to the registry (each inside its loader): the one module
+that imports a kind without being it."""
+
+
+def kind_package(module: str) -> str | None:
+    """The shipped kind a module belongs to (`kinds.scenarios.runner` -> `scenarios`), None for the
+    kinds' shared modules (`kinds.protocol`, `kinds.judges`, ...) and every other layer."""
+    parts = module.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] == "kinds" and parts[1] in KIND_PACKAGES else None
+
+
+def sideways(found: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Imports of a kind from outside it, inside the kinds layer: a kind depends on the protocol and the
+    shared modules, never on another kind, and the shared modules depend on no kind."""
+    return [f"{place}: {a} imports {b}" for (a, b), places in sorted(found.items()) for place in places
+            if a.startswith("kinds") and a != REGISTRY and kind_package(b) is not None
+            and kind_package(a) != kind_package(b)]
+
+
+def test_kinds_do_not_reach_sideways() -> None:
+    assert KIND_PACKAGES >= {"scenarios", "dataset", "calibration"}
+    assert sideways(edges()) == []
+
+
+def test_the_sideways_check_sees_a_reach() -> None:
+    """The counter-check: a kind importing another (even lazily), a shared module importing a kind."""
+    found = {("kinds.scenarios.runner", "kinds.calibration.kind"): ["r.py:1 (function)"],
+             ("kinds.protocol", "kinds.dataset.summary"): ["p.py:2 (type-checking)"],
+             ("kinds.scenarios.kind", "kinds.scenarios.runner"): ["k.py:3 (top)"],
+             ("kinds.scenarios.kind", "kinds.labels"): ["k.py:4 (top)"],
+             ("kinds", "kinds.dataset.kind"): ["i.py:5 (function)"],
+             ("plugin.session", "kinds.scenarios.kind"): ["s.py:6 (top)"]}
+    assert sideways(found) == ["p.py:2 (type-checking): kinds.protocol imports kinds.dataset.summary",
+                               "r.py:1 (function): kinds.scenarios.runner imports kinds.calibration.kind"]

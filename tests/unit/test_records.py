@@ -13,9 +13,9 @@ from helpers import scenario
 from pytest_evalbench.base.files import versioned
 from pytest_evalbench.formats.dataset_rows import CaseResult
 from pytest_evalbench.formats.results import PassFailUnit
-from pytest_evalbench.kinds.calibration.models import CalibrationRecord
 from pytest_evalbench.kinds.dataset.kind import write_dataset_results
 from pytest_evalbench.kinds.dataset.runner import DatasetRecord
+from pytest_evalbench.kinds.labels import CalibrationRecord
 from pytest_evalbench.kinds.scenarios.models import UNSET_OPTIONAL, ConversationRow, JudgeVote, Scenario, ScenarioRecord, ScoreRow
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.types import Usage

@@ -11,7 +11,7 @@ from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.formats.checks import CheckRule, Trajectory
 from pytest_evalbench.formats.results import Message, ToolCall
 from pytest_evalbench.formats.spec import Metric
-from pytest_evalbench.kinds.scenarios.judge import decide
+from pytest_evalbench.kinds.metric_judge import decide
 from pytest_evalbench.kinds.trajectory import match_trajectory, matcher_problem
 
 

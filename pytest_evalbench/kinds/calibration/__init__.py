@@ -8,8 +8,9 @@ agreement, Cohen's kappa (quadratic-weighted for 1-5 scores) with a 95% interval
 matrix. `judge: {min_kappa: ...}` then marks metrics whose judge falls short as "judge unreliable" in
 later runs (`kinds/judges.py`, which the other kinds import instead of this package).
 
-Inside: `kind` (`CalibrationKind`, the protocol of `kinds/protocol.py`) and `models` (calibration.jsonl
-and calibration.json rows); agreement statistics are in `formats/agreement.py`. It uses the judges of the
-kinds it calibrates (`scenarios.judge`, `dataset.runner.run_eval`). This `__init__` imports nothing: the
-registry imports `kind` when a run calibrates.
+Inside: `kind` (`CalibrationKind`, the protocol of `kinds/protocol.py`). The calibration.jsonl and
+calibration.json rows are the shared `kinds/labels.py`, agreement statistics `formats/agreement.py`. It
+judges with the shared judges the other kinds use (`kinds/metric_judge.py`, `kinds/explain.py`'s
+`run_eval`), never with another kind's code. This `__init__` imports nothing: the registry imports `kind`
+when a run calibrates.
 """

@@ -11,19 +11,20 @@ from typing import Any
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
-from pytest_evalbench.formats.spec import BenchmarkSpec, JudgeStyle
-from pytest_evalbench.kinds.calibration.models import (
+from pytest_evalbench.formats.spec import JudgeStyle
+from pytest_evalbench.kinds.estimate import Expectations, Plan
+from pytest_evalbench.kinds.explain import EVAL_NAMES, run_eval
+from pytest_evalbench.kinds.judges import RESULT_FILE, judge_name, majority, poll
+from pytest_evalbench.kinds.labels import (
     CALIBRATION_FILE,
     CalibrationCase,
     CalibrationEntry,
     CalibrationRecord,
     MetricLabel,
+    judge_examples,
     load_labels,
 )
-from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES
-from pytest_evalbench.kinds.dataset.runner import run_eval
-from pytest_evalbench.kinds.estimate import Expectations, Plan
-from pytest_evalbench.kinds.judges import RESULT_FILE, judge_name, majority, poll
+from pytest_evalbench.kinds.metric_judge import STYLES, Example, decide, judge, pick_contrast
 from pytest_evalbench.kinds.protocol import (
     BenchmarkKind,
     JSONRecord,
@@ -35,7 +36,6 @@ from pytest_evalbench.kinds.protocol import (
     spec_kind,
 )
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import STYLES, Example, decide, judge, pick_contrast
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 __all__ = ["CalibrationKind"]
@@ -151,17 +151,6 @@ class CalibrationKind:
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
                            table=calibration_table(entries))
-
-
-def judge_examples(cases: Iterable[CalibrationCase], spec: BenchmarkSpec) -> dict[str, list[Example]]:
-    """Metric id -> its labelled examples the metric's checks leave to the judge (contrast prompts show these)."""
-    out: dict[str, list[Example]] = defaultdict(list)
-    for case in cases:
-        label = case.label
-        metric = spec.metric(label.metric_id) if isinstance(label, MetricLabel) else None
-        if isinstance(label, MetricLabel) and metric is not None and decide(metric, label.transcript) is None:
-            out[metric.id].append(Example(case.line, label.transcript, label.present, label.note))
-    return dict(out)
 
 
 def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from pytest_evalbench.base.files import atomic_write_text, read_bounded, results
 from pytest_evalbench.formats import check_id
 from pytest_evalbench.kinds.dataset.models import (
     LIVE_FALLBACK,
-    PAYLOAD_KEYS,
     ROW_FIELD,
     Answer,
     DatasetCase,
@@ -35,6 +34,7 @@ from pytest_evalbench.kinds.dataset.models import (
     load_cases,
     payload_for,
 )
+from pytest_evalbench.kinds.explain import PAYLOAD_KEYS
 
 ANSWERS_DIR = "answers"
 

@@ -33,12 +33,12 @@ from pytest_evalbench.formats.dataset_rows import AgentSummary, CaseResult
 from pytest_evalbench.formats.provenance import SessionStamp, StampedRows, unit_key, update_sessions
 from pytest_evalbench.formats.spec import NAME_RE, SPEC_FILE, BenchmarkSpec, validate_as
 from pytest_evalbench.kinds.dataset.answers import stored_answer, write_answers
-from pytest_evalbench.kinds.dataset.explain import EVAL_NAMES, VERDICT_SCHEMA, build_messages
 from pytest_evalbench.kinds.dataset.models import DatasetError, DatasetItem, StoredAnswer, load_cases, payload_for
 from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, ScoringPolicy
 from pytest_evalbench.kinds.dataset.runner import TOOL_EVAL, DatasetRecord, decide, run_case, tool_eval_not_applicable
 from pytest_evalbench.kinds.dataset.summary import agent_table, as_target_results, summarize_agents
 from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan, filler
+from pytest_evalbench.kinds.explain import EVAL_NAMES, VERDICT_SCHEMA, build_messages
 from pytest_evalbench.kinds.judges import agreement_lines, judge_name, reliability_lines, unreliable_judges, vote_sample
 from pytest_evalbench.kinds.protocol import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from pytest_evalbench.kinds.run import BenchmarkRun

@@ -22,23 +22,8 @@ from pytest_evalbench.formats import Input, check_id
 from pytest_evalbench.formats.checks import Trajectory
 from pytest_evalbench.formats.results import ToolCall
 from pytest_evalbench.formats.spec import all_errors
+from pytest_evalbench.kinds.explain import PAYLOAD_KEYS, EvalName
 
-EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
-                   "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
-                   "TaskAdherenceExplain"]
-
-# payload keys each eval needs, and the row field each falls back to
-PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
-    "RelevanceExplain": ("input", "question", "context"),
-    "CoherenceExplain": ("input", "question"),
-    "PerceivedIntelligenceExplain": ("input", "question", "context"),
-    "FluencyExplain": ("input", "question"),
-    "EmpathyExplain": ("input", "question"),
-    "HelpfulnessExplain": ("input", "question"),
-    "IntentResolutionExplain": ("input", "question", "relevantContext"),
-    "ToolCallAccuracyExplain": ("input", "question", "availableTools", "invokedTools"),
-    "TaskAdherenceExplain": ("input", "question", "goal"),
-}
 ROW_FIELD = {"input": "model_answer", "question": "question", "context": "context",
              "relevantContext": "relevant_context", "goal": "task_goal", "availableTools": "available_tools",
              "invokedTools": "invoked_tool_calls"}

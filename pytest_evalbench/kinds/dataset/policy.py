@@ -14,7 +14,7 @@ from typing import Literal, Optional
 from pydantic import Field, model_validator
 
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.kinds.dataset.models import EvalName
+from pytest_evalbench.kinds.explain import EvalName
 
 EPS = 1e-9
 

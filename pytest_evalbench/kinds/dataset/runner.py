@@ -33,13 +33,12 @@ from pydantic import BaseModel
 from pytest_evalbench.formats.dataset_rows import CaseResult, MetricResult, ToolCheckResult, TrajectoryCheck
 from pytest_evalbench.formats.results import ToolCall
 from pytest_evalbench.kinds.dataset.answers import answer_line
-from pytest_evalbench.kinds.dataset.explain import VERDICT_SCHEMA, build_messages, parse_verdict
 from pytest_evalbench.kinds.dataset.models import DatasetCase, DatasetItem, payload_for
 from pytest_evalbench.kinds.dataset.policy import ScoringPolicy, failure_message, judge_case
-from pytest_evalbench.kinds.judges import median_vote, poll
+from pytest_evalbench.kinds.explain import EvalJudgment, run_eval
 from pytest_evalbench.kinds.targets import Target
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, TrajectoryResult, match_trajectory, max_matching
-from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask
+from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 TOOL_EVAL = "ToolCallAccuracyExplain"
@@ -51,14 +50,6 @@ def tool_eval_not_applicable(case: DatasetCase, payload: dict[str, Any]) -> bool
     """ToolCallAccuracy has nothing to judge when no tool is expected and none was invoked: a case that
     rightly needs no tool must not score 1 on it (a hard fail)."""
     return not case.expected_tool_calls and not payload.get("invokedTools")
-
-
-@dataclass
-class EvalJudgment:
-    score: int | None
-    explanation: str
-    agreement: float | None = None
-    votes: list[int | None] | None = None
 
 
 @dataclass
@@ -105,26 +96,6 @@ class DatasetRecord:
     def from_json(cls, data: dict[str, Any]) -> DatasetRecord:
         return cls(data["benchmark"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
                    decided=CaseResult.model_validate(data["case"]), message=data["message"], answer=data.get("answer"))
-
-
-async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
-                   usage_by_phase: dict[str, Usage], samples: int = 1) -> EvalJudgment:
-    """One Explain eval by every judge (× samples) with bounded re-asks; the median decides; an
-    unusable answer is that judge's unusable vote (all unusable: unscored, score None)."""
-    messages = build_messages(eval_name, payload)
-
-    async def ask_one(endpoint: Endpoint, sample: int) -> tuple[int | None, str]:
-        verdict, reason = await ask(engine, endpoint, messages, parse_verdict,
-                                    schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge",
-                                    phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
-                                    shape='{"explanation": "...", "score": <integer 1-5>}')
-        if verdict is None:
-            return None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}"
-        return verdict.score, verdict.explanation
-
-    panel = median_vote(await poll(judges, samples, 0, ask_one))
-    votes = [v.value for v in panel.votes] if len(panel.votes) > 1 else None
-    return EvalJudgment(panel.value, panel.justification, panel.agreement, votes)
 
 
 async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,

@@ -18,11 +18,11 @@ from typing import Any
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan, filler
 from pytest_evalbench.kinds.judges import vote_sample
-from pytest_evalbench.kinds.scenarios.judge import TOP_LOGPROBS, answer_schema, decide, judge_messages
+from pytest_evalbench.kinds.labels import JudgeSetup
+from pytest_evalbench.kinds.metric_judge import TOP_LOGPROBS, answer_schema, decide, judge_messages
 from pytest_evalbench.kinds.scenarios.runner import (
     TERMINATE,
     ScenarioCase,
-    judge_setup,
     parse_user_message,
     perfunctory,
     row_target,
@@ -45,8 +45,9 @@ def message_share(expect: Expectations, user: Endpoint, prompt: list[dict[str, A
     return sum(len(parse_user_message(t)) for t in texts) / sum(len(t) for t in texts)
 
 
-def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Plan:
-    """The calls one scenario item would make (see `BenchmarkKind.plan_calls`)."""
+def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations, setup: JudgeSetup) -> Plan:
+    """The calls one scenario item would make (see `BenchmarkKind.plan_calls`); `setup` is what the
+    run's judge is handed (its contrast examples)."""
     run = kind.run
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)
@@ -94,7 +95,7 @@ def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations) -> Pla
         return plan  # the checks decide (on the recorded conversation, or every row whatever it says)
     # the run's own judge request: the metric's prompt style, its contrast examples, log-probabilities
     messages = judge_messages(metric, transcript, run.spec.judge_style(metric),
-                              judge_setup(run).contrast.get(metric.id, ()))
+                              setup.contrast.get(metric.id, ()))
     top_logprobs = TOP_LOGPROBS if run.spec.judge.probability else 0
     panel = run.judges()
     for judge in panel:

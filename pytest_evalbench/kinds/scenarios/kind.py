@@ -25,6 +25,7 @@ from pytest_evalbench.kinds.judges import (
     reliability_lines,
     unreliable_judges,
 )
+from pytest_evalbench.kinds.labels import JudgeSetup, load_judge_setup
 from pytest_evalbench.kinds.protocol import (
     BenchmarkKind,
     JSONObject,
@@ -68,6 +69,7 @@ class ScenarioKind:
         self.run = run
         self._order: dict[str, int] = {}
         self._known = Known()
+        self._judge_setup: JudgeSetup | None = None
 
     @functools.cached_property
     def unreliable(self) -> dict[str, str]:
@@ -103,7 +105,19 @@ class ScenarioKind:
             for cfg in run.target_configs:
                 for sample in range(run.spec.generation.num_samples):
                     cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
+        self._judge_setup = self._load_judge_setup()
         return {self.data_files()[0]: cases}
+
+    @property
+    def judge_setup(self) -> JudgeSetup:
+        """What the judge is handed from the calibration files: loaded with the cases (at preflight in a
+        controller or single process, at collection in an xdist worker), before any case is judged."""
+        if self._judge_setup is None:  # a case planned or run by a caller that loaded no cases
+            self._judge_setup = self._load_judge_setup()
+        return self._judge_setup
+
+    def _load_judge_setup(self) -> JudgeSetup:
+        return load_judge_setup(self.run.bench_dir, self.run.spec, self.run.evaluators)
 
     def order(self) -> dict[str, int]:
         if not self._order:
@@ -111,7 +125,7 @@ class ScenarioKind:
         return self._order
 
     async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
-        return await run_scenario(self.run, case)
+        return await run_scenario(self.run, case, self.judge_setup)
 
     def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
         return record.to_json()
@@ -145,7 +159,7 @@ class ScenarioKind:
     def plan_calls(self, case: ScenarioCase, expect: Expectations) -> Plan:
         from pytest_evalbench.kinds.scenarios.estimate import plan_scenario  # only an estimate needs it
 
-        return plan_scenario(self, case, expect)
+        return plan_scenario(self, case, expect, self.judge_setup)
 
     def write_results(self, records: Iterable[JSONRecord]) -> KindResults:
         """One pass over the records as JSON (they may stream from disk; this session's own spooled

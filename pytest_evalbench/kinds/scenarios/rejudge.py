@@ -21,6 +21,8 @@ from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import results_lock, versioned, write_json
 from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.judges import vote_sample
+from pytest_evalbench.kinds.labels import contrast_examples
+from pytest_evalbench.kinds.metric_judge import Example, judge
 from pytest_evalbench.kinds.protocol import spec_kind
 from pytest_evalbench.kinds.run import DEFAULT_MAX_TOKENS, RunSettings, open_engine, resolve_endpoint, role_endpoint
 from pytest_evalbench.kinds.scenarios.aggregate import (
@@ -30,9 +32,7 @@ from pytest_evalbench.kinds.scenarios.aggregate import (
     rejudge_by_metric,
     rejudged,
 )
-from pytest_evalbench.kinds.scenarios.judge import Example, judge
 from pytest_evalbench.kinds.scenarios.models import ConversationRow, ScoreRow
-from pytest_evalbench.kinds.scenarios.runner import contrast_examples
 from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, read_file_rows
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings, Usage

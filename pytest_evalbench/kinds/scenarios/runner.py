@@ -25,19 +25,18 @@ import hashlib
 import random
 import re
 import sys
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.errors import UnusableAnswer
 from pytest_evalbench.base.safe_text import truncated
 from pytest_evalbench.formats.results import Message
-from pytest_evalbench.formats.spec import BenchmarkSpec, Generation, Metric
-from pytest_evalbench.kinds.judges import PanelJudgment, calibrated_thresholds, judge_name, majority, poll
+from pytest_evalbench.formats.spec import Generation, Metric
+from pytest_evalbench.kinds.judges import PanelJudgment, majority, poll
+from pytest_evalbench.kinds.labels import JudgeSetup
+from pytest_evalbench.kinds.metric_judge import decide, judge
 from pytest_evalbench.kinds.run import BenchmarkRun
-from pytest_evalbench.kinds.scenarios.judge import Example, decide, judge, pick_contrast
 from pytest_evalbench.kinds.scenarios.models import (
     UNSET_OPTIONAL,
     ConversationRow,
@@ -128,47 +127,10 @@ def row_target(target: Target, scenario: Scenario) -> Target:
     return target
 
 
-@dataclass(frozen=True)
-class JudgeSetup:
-    """What a run's judge prompts need beyond the metric: contrast examples and calibrated thresholds."""
-
-    contrast: dict[str, list[Example]]
-    thresholds: dict[str, float]
-
-
-_SETUPS: weakref.WeakKeyDictionary[BenchmarkRun, JudgeSetup] = weakref.WeakKeyDictionary()
-
-
-def contrast_examples(bench_dir: Path, spec: BenchmarkSpec) -> dict[str, list[Example]]:
-    """Metric id -> the examples a `contrast` prompt shows (none for the other styles): the first labelled
-    present and absent example of calibration.jsonl that the metric's checks leave to the judge."""
-    styles = spec.judge_styles()
-    if "contrast" not in styles.values():
-        return {}
-    from pytest_evalbench.kinds.calibration.kind import judge_examples
-    from pytest_evalbench.kinds.calibration.models import CALIBRATION_FILE, load_labels
-
-    pools = judge_examples(load_labels(bench_dir / CALIBRATION_FILE, spec, "metrics"), spec)
-    return {key: pick_contrast(pool) for key, pool in pools.items() if styles.get(key) == "contrast"}
-
-
-def judge_setup(run: BenchmarkRun) -> JudgeSetup:
-    """Read once per run: `contrast` prompts show calibration.jsonl's first labelled present and absent
-    example the metric's checks leave to the judge; `probability` scoring reads calibration.json's
-    thresholds, calibrated for this judge and prompt style."""
-    setup = _SETUPS.get(run)
-    if setup is None:
-        config = run.spec.judge
-        contrast = contrast_examples(run.bench_dir, run.spec)
-        thresholds = (calibrated_thresholds(run.bench_dir, judge_name(run.judges()), run.spec.judge_styles())
-                      if config.probability else {})
-        setup = _SETUPS[run] = JudgeSetup(contrast, thresholds)
-    return setup
-
-
-async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
-    """Simulate the conversation and judge it; LLM failures propagate (item ERROR). Pass/fail is
-    left to `ScenarioKind.outcome`, after the judged-row hook."""
+async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup) -> ScenarioRecord:
+    """Simulate the conversation and judge it (`setup`: the calibration the judge is handed, loaded
+    once with the cases); LLM failures propagate (item ERROR). Pass/fail is left to
+    `ScenarioKind.outcome`, after the judged-row hook."""
     scenario = case.scenario
     metric = run.spec.metric(scenario.metric_id)
     assert metric is not None  # loading checked it
@@ -188,7 +150,6 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase) -> ScenarioRecord:
     else:
         turns: list[int] = []  # the turns named by votes saying "present"
         probabilities: list[float] = []
-        setup = judge_setup(run)
 
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
             verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,

@@ -1,4 +1,6 @@
-"""The nine Explain evaluators: our own judge prompts, each with a 1-5 rubric, all on one scale.
+"""The nine Explain evaluators: our own judge prompts, each with a 1-5 rubric, all on one scale, and
+`run_eval`, one eval by the judge panel. Shared: the dataset kind scores its cases with them and judge
+calibration scores its labelled examples with them.
 
 (The original put PerceivedIntelligence on 1-10 and so produced composites above 5.) Each
 returns `{"explanation": ..., "score": <integer 1-5>}` through structured output; a score outside
@@ -12,12 +14,32 @@ scale with three short examples per evaluator, written for this project, at scor
 from __future__ import annotations
 
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 
 from pytest_evalbench.formats import StrictAnswer
-from pytest_evalbench.llm.engine import parse_as, strict_schema
+from pytest_evalbench.kinds.judges import median_vote, poll
+from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
+from pytest_evalbench.llm.types import Endpoint, Usage
+
+EvalName = Literal["RelevanceExplain", "CoherenceExplain", "PerceivedIntelligenceExplain", "FluencyExplain",
+                   "EmpathyExplain", "HelpfulnessExplain", "IntentResolutionExplain", "ToolCallAccuracyExplain",
+                   "TaskAdherenceExplain"]
+
+# payload keys each eval needs (the dataset kind's `ROW_FIELD` names the row field each falls back to)
+PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
+    "RelevanceExplain": ("input", "question", "context"),
+    "CoherenceExplain": ("input", "question"),
+    "PerceivedIntelligenceExplain": ("input", "question", "context"),
+    "FluencyExplain": ("input", "question"),
+    "EmpathyExplain": ("input", "question"),
+    "HelpfulnessExplain": ("input", "question"),
+    "IntentResolutionExplain": ("input", "question", "relevantContext"),
+    "ToolCallAccuracyExplain": ("input", "question", "availableTools", "invokedTools"),
+    "TaskAdherenceExplain": ("input", "question", "goal"),
+}
 
 TRAITS: dict[str, tuple[str, list[str]]] = {
     "RelevanceExplain": (
@@ -162,3 +184,31 @@ def parse_verdict(text: str | None) -> ExplainAnswer:
         return parse_as(text, ExplainAnswer)
     except ValueError as exc:
         raise UnparseableAnswer(str(exc)) from None
+
+
+@dataclass
+class EvalJudgment:
+    score: int | None
+    explanation: str
+    agreement: float | None = None
+    votes: list[int | None] | None = None
+
+
+async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endpoint], engine: Engine,
+                   usage_by_phase: dict[str, Usage], samples: int = 1) -> EvalJudgment:
+    """One Explain eval by every judge (× samples) with bounded re-asks; the median decides; an
+    unusable answer is that judge's unusable vote (all unusable: unscored, score None)."""
+    messages = build_messages(eval_name, payload)
+
+    async def ask_one(endpoint: Endpoint, sample: int) -> tuple[int | None, str]:
+        verdict, reason = await ask(engine, endpoint, messages, parse_verdict,
+                                    schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge",
+                                    phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
+                                    shape='{"explanation": "...", "score": <integer 1-5>}')
+        if verdict is None:
+            return None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}"
+        return verdict.score, verdict.explanation
+
+    panel = median_vote(await poll(judges, samples, 0, ask_one))
+    votes = [v.value for v in panel.votes] if len(panel.votes) > 1 else None
+    return EvalJudgment(panel.value, panel.justification, panel.agreement, votes)

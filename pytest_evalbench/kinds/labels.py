@@ -1,4 +1,8 @@
-"""calibration.jsonl: human-labelled examples, one a line, and the calibration.json entries.
+"""calibration.jsonl: human-labelled examples, one a line, the calibration.json entries, and what a
+judge is handed from them (`JudgeSetup`, loaded once before the first case is judged).
+
+Shared by the kinds: judge calibration judges these examples; a scenario run's `contrast` prompts
+show some of them and its `probability` verdicts use calibration.json's thresholds.
 
 Scenario benchmarks label a transcript for one metric; dataset benchmarks label an Explain
 eval's inputs with a 1-5 score:
@@ -9,6 +13,8 @@ eval's inputs with a 1-5 score:
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -20,7 +26,9 @@ from pytest_evalbench.base.inputs import parse_json, read_text
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import Judged, Message, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, first_error
-from pytest_evalbench.kinds.dataset.models import PAYLOAD_KEYS, EvalName
+from pytest_evalbench.kinds.explain import PAYLOAD_KEYS, EvalName
+from pytest_evalbench.kinds.judges import calibrated_thresholds, judge_name
+from pytest_evalbench.kinds.metric_judge import Example, decide, pick_contrast
 from pytest_evalbench.llm.types import Usage
 
 CALIBRATION_FILE = "calibration.jsonl"
@@ -201,3 +209,44 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[Calibra
     if not cases:
         raise InputError(path, "no labelled examples")
     return cases
+
+
+def judge_examples(cases: Iterable[CalibrationCase], spec: BenchmarkSpec) -> dict[str, list[Example]]:
+    """Metric id -> its labelled examples the metric's checks leave to the judge (contrast prompts show these)."""
+    out: dict[str, list[Example]] = defaultdict(list)
+    for case in cases:
+        label = case.label
+        metric = spec.metric(label.metric_id) if isinstance(label, MetricLabel) else None
+        if isinstance(label, MetricLabel) and metric is not None and decide(metric, label.transcript) is None:
+            out[metric.id].append(Example(case.line, label.transcript, label.present, label.note))
+    return dict(out)
+
+
+@dataclass(frozen=True)
+class JudgeSetup:
+    """What a run's judge prompts need beyond the metric, read from the calibration files once, before
+    the first case is judged, and handed to every judged case: the examples `contrast` prompts show and
+    calibration.json's thresholds for `probability` verdicts."""
+
+    contrast: dict[str, list[Example]] = field(default_factory=dict)
+    """Metric id -> the first labelled present and absent example the metric's checks leave to the judge."""
+    thresholds: dict[str, float] = field(default_factory=dict)
+    """Metric id -> the P(present) threshold calibrated for this judge and the metric's prompt style."""
+
+
+def contrast_examples(bench_dir: Path, spec: BenchmarkSpec) -> dict[str, list[Example]]:
+    """Metric id -> the examples a `contrast` prompt shows (none for the other styles): the first labelled
+    present and absent example of calibration.jsonl that the metric's checks leave to the judge."""
+    styles = spec.judge_styles()
+    if "contrast" not in styles.values():
+        return {}
+    pools = judge_examples(load_labels(bench_dir / CALIBRATION_FILE, spec, "metrics"), spec)
+    return {key: pick_contrast(pool) for key, pool in pools.items() if styles.get(key) == "contrast"}
+
+
+def load_judge_setup(bench_dir: Path, spec: BenchmarkSpec, judges: list[Any]) -> JudgeSetup:
+    """The judge setup of a run whose judge (or panel) is `judges` (`BenchmarkRun.evaluators`: empty
+    when the benchmark names no judge, which preflight reports before any case runs)."""
+    thresholds = (calibrated_thresholds(bench_dir, judge_name(judges), spec.judge_styles())
+                  if spec.judge.probability and judges else {})
+    return JudgeSetup(contrast_examples(bench_dir, spec), thresholds)
