@@ -291,7 +291,10 @@ _BLANK = re.compile(r"[ \t\r\n]*")
 def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
     conversations is never one parsed list in memory). A missing file yields nothing; a file that
-    is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
+    is not a JSON list yields nothing, one that breaks off yields the rows before the break.
+    Our own loop over the stdlib decoder's `raw_decode` rather than ijson: each row is exactly what
+    `json.loads` makes of it (as every other reader of these files gets), with no new compiled
+    dependency, at the same speed."""
     decoder = json.JSONDecoder()
     try:
         fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)

@@ -11,7 +11,9 @@ process.
 Rate limits the user sets: requests per minute shared by every process on the machine (xdist workers
 included), each request reserving the next free slot in a small state file under an exclusive
 `filelock`, then sleeping until its slot (a crashed worker leaves nothing locked); tokens per minute per
-process.
+process. Our own code, not a rate-limit library's: aiolimiter and the `limits` package count per process,
+pyrate-limiter shares a bucket across processes only through SQLite, Redis or a manager process, and none
+has the adaptive concurrency cut by 429s or a token schedule corrected by the answers' real usage.
 
 The budget (`--evalbench-max-cost`): every call reserves its worst-case price before it is sent and
 settles with its priced usage after, so the calls on the network can never together spend more than is

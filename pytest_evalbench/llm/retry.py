@@ -8,7 +8,9 @@ call is asked again until its retry budget (`--evalbench-retry-budget`, seconds 
 spent; only then is it an error, "still rate limited". `max_attempts` counts the other failures only.
 
 The circuit breaker makes an endpoint that keeps failing fail the rest of the run at once, so failing
-items cost no more than answered ones:
+items cost no more than answered ones. It is our own code: pybreaker, aiobreaker and purgatory count one
+function's failures and half-open after a timeout, where this one counts refused connections per URL and
+retried server errors per model, stays open for the run and wakes the backoffs sleeping on it:
 
 - a failed attempt counts when it is a connection failure, or a server error (HTTP 5xx, 408, 409)
   answered to a retry: the endpoint still failed after a backoff (a call's first attempt answered 5xx
@@ -181,7 +183,8 @@ class _Streak:
 
 
 class Breaker:
-    """Consecutive server/connection failures per endpoint identity, and the circuits they opened."""
+    """Consecutive server/connection failures per endpoint identity, and the circuits they opened (our
+    own: a breaker library counts one function's failures; the module docstring says why that does not fit)."""
 
     def __init__(self, threshold: int) -> None:
         self.threshold = max(1, threshold)

@@ -3,7 +3,9 @@
 Two transports share one interface (`complete(endpoint, body) -> Completion`, `aclose()`):
 
 - `AiohttpTransport` (the default, `aiohttp`): raw JSON over one shared aiohttp session, the request
-  body serialised once (the engine's encoding), the response parsed once into a `Completion`.
+  body serialised once (the engine's encoding), the response parsed once into a `Completion`. Kept
+  beside the SDK because it costs markedly less CPU per request, which is what bounds one pytest
+  process at high concurrency (docs/performance.md has the measurement, `tests/perf/transports.py`).
 - `OpenAITransport` (`openai`): the official SDK, for endpoints that need its specifics.
 
 Neither retries (the SDK's retries are switched off): the engine owns retry policy so that it is bounded

@@ -185,7 +185,9 @@ _SPACE = re.compile(r"[ \t\n\r]*")
 def iter_json_list(text: str, path: Path) -> Iterator[Any]:
     """The values of a JSON list text, decoded one at a time (each checked for depth as an element
     of the list). Anything else, or broken JSON, raises the `InputError` that parsing the whole
-    text raises (`input_json.parse_json`), so messages do not depend on where the break is."""
+    text raises (`input_json.parse_json`), so messages do not depend on where the break is.
+    Our own loop over the stdlib decoder (as `base.files.iter_json_rows`): each row gets the same checks
+    and messages as a whole-file parse, which a streaming library's events would have to rebuild."""
     decoder = DECODER
     strings = may_hold_surrogates(text)  # one scan of the text, so a file without escapes skips the string checks
 
