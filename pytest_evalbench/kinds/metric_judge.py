@@ -232,6 +232,9 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
 class CheckDecision:
     present: bool
     justification: str
+    differed: str | None = None
+    """When no rule held: what the trajectory rules that did not hold found (the end of the
+    justification, from the first of them), which the failure's first line repeats."""
 
 
 def _is_json(text: str) -> bool:
@@ -278,16 +281,18 @@ def decide(metric: Metric, transcript: list[Message], matchers: Mapping[str, Arg
     checks = metric.checks
     if checks is None:
         return None
-    found: list[str] = []  # what the trajectory rules that did not hold found
+    found: list[tuple[int, str]] = []  # what the trajectory rules that did not hold found
     for index, rule in enumerate(checks.rules, start=1):
         held, detail = check(rule, transcript, matchers)
         if held:
             return CheckDecision(rule.then == "present", f"check {index} ({rule.condition}) holds: behaviour "
                                  f"{rule.then}" + (f"; {detail}" if detail else ""))
         if detail:
-            found.append(f"check {index} does not hold: {detail}")
+            found.append((index, detail))
     if checks.otherwise == "judge":
         return None
+    lines = [f"check {index} does not hold: {detail}" for index, detail in found]
     return CheckDecision(checks.otherwise == "present",
                          f"no check rule holds: behaviour {checks.otherwise} (otherwise: {checks.otherwise})"
-                         + "".join(f"; {line}" for line in found))
+                         + "".join(f"; {line}" for line in lines),
+                         "; ".join([found[0][1], *lines[1:]]) if found else None)

@@ -159,3 +159,39 @@ def test_a_scenario_check_rule_decides_and_explains() -> None:
 def test_a_trajectory_rule_needs_calls() -> None:
     with pytest.raises(ValueError, match="needs `calls`"):
         CheckRule.model_validate({"trajectory": {"mode": "strict"}, "then": "present"})
+
+
+def test_what_a_trajectory_check_found_is_carried_typed_not_read_back_from_text() -> None:
+    """The decision carries what the trajectory rules that did not hold found; the failure's first line
+    repeats that field, never a phrase of the justification that only looks like it (a contains rule
+    quoting trajectory words)."""
+    from dataclasses import replace
+
+    from pytest_evalbench.kinds.scenarios.kind import failure_message
+    from tests.unit.test_records import scenario_record
+
+    lookup = {"trajectory": {"mode": "strict", "calls": [{"tool": "lookup_order", "arguments": {"order_id": "A1001"}}]},
+              "then": "present"}
+    faq = {"trajectory": {"mode": "subset", "calls": [{"tool": "refund"}]}, "then": "present"}
+    metric = Metric(id="m01", name="Looks up", type="positive", definition="Looks up the order first.",
+                    checks={"rules": [lookup, faq], "otherwise": "absent"})
+    bad = [Message(role="user", content="where is A1001?"),
+           Message(role="assistant", content="see the FAQ", tool_calls=[FAQ])]
+    decision = decide(metric, bad)
+    assert decision is not None and decision.present is False
+    assert decision.differed == ("trajectory strict: call 1: expected lookup_order(order_id='A1001'), got "
+                                 "search_faq(q='returns'); made: search_faq(q='returns'); check 2 does not hold: "
+                                 "trajectory subset: made but not expected: search_faq(q='returns'); made: "
+                                 "search_faq(q='returns')")
+    assert decision.justification.endswith(decision.differed)
+    held = decide(metric, [bad[0], Message(role="assistant", content="ok", tool_calls=[LOOKUP])])
+    assert held is not None and held.differed is None
+
+    record = scenario_record("m01_s001_v01")
+    record.score.present, record.score.decided_by = False, "check"
+    record.score.justification = "check 1 (contains 'trajectory strict: call 9') holds: behaviour absent"
+    assert failure_message(record).splitlines()[0] == "m01 'Asks' (positive): behaviour absent, expected present"
+    found = replace(record, trajectory_detail="trajectory strict: call 1: expected a(), got b()")
+    assert failure_message(found).splitlines()[0].endswith("; trajectory strict: call 1: expected a(), got b()")
+    assert type(found).from_json(found.to_json()) == found
+    assert "trajectory_detail" not in record.to_json()

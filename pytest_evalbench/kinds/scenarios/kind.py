@@ -6,7 +6,6 @@ store (read from their JSON: this session's spooled records were valid when spoo
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -229,21 +228,18 @@ class ResultsFile(Sequence[JSONObject]):
         return len(self._read())
 
 
-TRAJECTORY_DETAIL = re.compile(r"trajectory (?:strict|unordered|subset|superset): (?!holds).*")
-"""What a trajectory check found, in a check's justification: the failure's first line repeats it, so
-every surface that shows only that line (the Markdown summary, the case list) says what differed."""
-
-
 def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
-    `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail."""
+    `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail. The first
+    line repeats what a trajectory check found differed (`ScenarioRecord.trajectory_detail`), so every
+    surface that shows only that line (the Markdown summary, the case list) says it."""
     score = record.score
     seen = "present" if score.present else "absent"
     seen += f" (first at assistant turn {score.turn})" if score.turn else ""
     want = "present" if score.metric_type == "positive" else "absent"
-    differed = TRAJECTORY_DETAIL.search(score.justification or "") if score.decided_by == "check" else None
+    differed = record.trajectory_detail
     lines = [f"{score.metric_id} {score.metric_name!r} ({score.metric_type}): behaviour {seen}, "
-             f"expected {want}" + (f"; {differed.group(0)}" if differed else ""),
+             f"expected {want}" + (f"; {differed}" if differed else ""),
              *([f"why it matters: {why}"] if why else []),
              f"{score.decided_by or 'judge'}: {score.justification}", "last exchange:"]
     for message in record.conversation.transcript[-TAIL_MESSAGES:]:

@@ -54,18 +54,27 @@ class ScenarioRecord:
     score: ScoreRow
     usage: dict[str, Usage]
     status: Optional[Status] = None
+    trajectory_detail: Optional[str] = None
+    """When the checks decided and no rule held: what the trajectory rules found differed
+    (`CheckDecision.differed`), repeated on the failure's first line."""
 
     def to_json(self) -> dict[str, Any]:
-        """The record as it crosses the worker -> controller boundary and the hooks see it."""
-        return {"benchmark": self.benchmark, "target_id": self.target_id, "conversation": self.conversation.to_json(),
+        """The record as it crosses the worker -> controller boundary and the hooks see it
+        (`trajectory_detail` only when there is one)."""
+        data = {"benchmark": self.benchmark, "target_id": self.target_id, "conversation": self.conversation.to_json(),
                 "score": self.score.to_json(), "usage": {k: v.to_json() for k, v in self.usage.items()},
                 "status": self.status}
+        if self.trajectory_detail is not None:
+            data["trajectory_detail"] = self.trajectory_detail
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScenarioRecord:
+        detail = data.get("trajectory_detail")
         return cls(data["benchmark"], data["target_id"], ConversationRow.model_validate(data["conversation"]),
                    ScoreRow.model_validate(data["score"]),
-                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"))
+                   {k: Usage.from_json(v) for k, v in data["usage"].items()}, data.get("status"),
+                   detail if isinstance(detail, str) else None)
 
 
 SCENARIOS_FILE = "scenarios.json"

@@ -140,6 +140,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup)
                                 user=run.require(run.user, "user_model"), target=target,
                                 engine=run.engine, sample=case.sample, usage_by_phase=usage_by_phase)
     decided_by: Literal["check", "judge"] | None = None
+    differed: str | None = None
     turn: int | None = None
     panel: PanelJudgment[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
@@ -147,6 +148,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup)
                                                 "before the target replied")
     elif (decision := decide(metric, transcript.messages, run.matchers)) is not None:
         verdict_present, justification, decided_by = decision.present, decision.justification, "check"
+        differed = decision.differed
     else:
         turns: list[int] = []  # the turns named by votes saying "present"
         probabilities: list[float] = []
@@ -184,7 +186,8 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup)
     if panel is not None and len(panel.votes) > 1:
         score_row.agreement = panel.agreement
         score_row.judges = [JudgeVote(judge=v.judge, sample=v.sample, value=v.value, text=v.text) for v in panel.votes]
-    return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, usage_by_phase)
+    return ScenarioRecord(run.spec.name, case.target_id, conversation, score_row, usage_by_phase,
+                          trajectory_detail=differed)
 
 
 TERMINATE = "terminate conversation"
