@@ -271,7 +271,7 @@ def dump_json_object(path: Path, items: Iterable[tuple[str, Any]], root: Path | 
     write_json(path, StreamedDict(items), root or path.parent)
 
 
-def read_json(path: Path, default: Any) -> Any:
+def read_json_or_default(path: Path, default: Any) -> Any:
     """A result file written by an earlier run, or `default` when it is missing or unreadable (one
     warning naming it when it is not a regular file, too large or nested too deep to parse)."""
     try:
@@ -356,7 +356,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The object rows of a JSON list file written by an earlier run ([] when missing or unreadable),
     without their `version` (InputError for a row of a newer format)."""
-    data = read_json(path, [])
+    data = read_json_or_default(path, [])
     if not isinstance(data, list):
         return []
     return [unversioned(path, r, n) for n, r in enumerate(data, start=1) if isinstance(r, dict)]

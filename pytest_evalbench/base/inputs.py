@@ -225,7 +225,9 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
     return check_depth(data, path, row, strings=may_hold_surrogates(text))
 
 
-def read_json(path: Path) -> Any:
+def read_input_json(path: Path) -> Any:
+    """An input file's JSON, checked as every input is (size, depth, numbers, duplicate keys): one
+    InputError naming the file and where, never a default (compare `files.read_json_or_default`)."""
     return parse_json(read_text(path), path)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, unversioned, versioned
-from pytest_evalbench.base.inputs import read_json
+from pytest_evalbench.base.inputs import read_input_json
 from pytest_evalbench.formats import check_id
 from pytest_evalbench.formats.spec import load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.protocol import SpecKind, kind_of, spec_kind
@@ -48,7 +48,7 @@ def read_shard(directory: Path) -> dict[str, Any]:
     path = directory / RECORDS_FILE
     if not path.is_file():
         raise InputError(path, "no shard records here; run pytest with --evalbench-shard=K/N first")
-    records = read_json(path)
+    records = read_input_json(path)
     if not isinstance(records, dict):
         raise InputError(path, "expected a JSON object of records by node id")
     return unversioned(path, records)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_evalbench.base.errors import InputError, LLMError
-from pytest_evalbench.base.files import NotRegularFile, TooLarge, read_bounded, read_json, read_result
+from pytest_evalbench.base.files import NotRegularFile, TooLarge, read_bounded, read_json_or_default, read_result
 from pytest_evalbench.base.inputs import parse_yaml, read_text
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.limits import FileLedger, Limits, SharedRateLimit
@@ -42,7 +42,7 @@ def test_read_bounded_counts_bytes_read_not_the_size_stat_reports(tmp_path: Path
     with pytest.raises(InputError, match="not a regular file"):
         read_result(fifo, {}, dict)
     with pytest.warns(UserWarning, match="not a regular file"):
-        assert read_json(zero, "default") == "default"
+        assert read_json_or_default(zero, "default") == "default"
 
 
 def test_deep_json_in_a_result_file_is_one_error(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_deep_json_in_a_result_file_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"cost\.json"):
         read_result(deep, {}, dict)
     with pytest.warns(UserWarning, match="nested too deep"):
-        assert read_json(deep, []) == []
+        assert read_json_or_default(deep, []) == []
 
 
 def test_control_character_in_yaml_names_the_line(tmp_path: Path) -> None:
