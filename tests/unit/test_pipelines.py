@@ -12,6 +12,7 @@ import pytest
 
 import pytest_evalbench.llm.pipelines as pipelines_module
 from pytest_evalbench.llm.pipelines import CALLS, PRIORITY, Pipelines
+from pytest_evalbench.llm.types import Endpoint
 
 
 def test_each_pipeline_is_one_task_whose_result_reaches_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,3 +108,82 @@ def test_released_slots_are_refilled_in_batches_within_the_window() -> None:
         assert len(pipes._active) <= 256
     assert handovers == [PUMP_BATCH] * 20 and started == list(range(count))
     pipes.close(lambda: asyncio.sleep(0))
+
+
+def test_calls_rank_by_deadline_not_by_item() -> None:
+    """A pipeline's later calls rank behind the first calls of the next few items (concurrency / stride)."""
+    import contextvars
+
+    from pytest_evalbench.llm.pipelines import CALLS, ITEM_STRIDE, PRIORITY, call_priority
+
+    def ranks(position: int, calls: int) -> list[int]:
+        def run() -> list[int]:
+            PRIORITY.set(position)
+            CALLS.set([0])
+            return [call_priority(64) for _ in range(calls)]
+
+        return contextvars.copy_context().run(run)
+
+    assert ranks(0, 3) == [0, 64, 128]
+    assert ranks(10, 2) == [10 * ITEM_STRIDE, 10 * ITEM_STRIDE + 64]
+    assert ranks(0, 2)[1] < ranks(64 // ITEM_STRIDE + 1, 1)[0]  # item 0's 2nd call beats item 65's 1st
+    assert contextvars.copy_context().run(lambda: (PRIORITY.set(5), call_priority(64))[1]) == 5 * ITEM_STRIDE
+
+
+class _SleepTransport:
+    """Answers every call after `latency` seconds; records call starts and the peak in flight."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+        self.starts: list[str] = []
+        self.in_flight = self.peak = 0
+
+    async def complete(self, endpoint: Endpoint, body: dict[str, object], headers_out: object = None, *,
+                       data: bytes | None = None) -> object:
+        from pytest_evalbench.llm.types import Completion
+
+        self.starts.append(str(body["messages"][0]["content"]))  # type: ignore[index]
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.latency)
+        finally:
+            self.in_flight -= 1
+        return Completion(content="ok", input_tokens=1, output_tokens=1)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_item_chains_pipeline_and_finish_in_order(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each call (not each item) takes a slot: a later item's first call starts before an earlier
+    item's last call, items still finish in order and in flight never exceeds the concurrency."""
+    from pytest_evalbench.llm.cache import ResponseCache
+    from pytest_evalbench.llm.costs import PriceTable
+    from pytest_evalbench.llm.engine import Engine, EngineSettings
+
+    transport = _SleepTransport(0.01)
+    engine = Engine(EngineSettings(concurrency=8), ResponseCache(tmp_path, "off"), PriceTable(),
+                    transport=transport)  # type: ignore[arg-type]
+    endpoint = Endpoint(model="m", base_url=None, api_key="k")
+    finished: list[int] = []
+
+    def chain(item: int) -> object:
+        async def run() -> int:
+            for call in range(7):
+                messages = [{"role": "user", "content": f"{item}.{call}"}]
+                await engine.complete(endpoint, messages, role="target", phase="simulate", sample=0)
+            finished.append(item)
+            return item
+
+        return run
+
+    try:
+        futures = [engine.submit(i, chain(i), i) for i in range(20)]
+        assert [f.result(timeout=30) for f in futures] == list(range(20))
+    finally:
+        engine.close()
+    assert transport.peak == 8 and len(transport.starts) == 140
+    # the last item starts long before the first item's last call (strict item order: 127th vs 54th start)
+    assert transport.starts.index("19.0") < transport.starts.index("0.6")
+    assert finished[:4] == [0, 1, 2, 3] and finished[-1] >= 16  # early items first, roughly in order

@@ -3,17 +3,22 @@ call bounded by the timeout, TLS verified, and the environment's proxies used as
 
 from __future__ import annotations
 
+import asyncio
+import json
+import socket
 import ssl
+import threading
 import time
 
+import openai
 import pytest
 import trustme
 from helpers import CALL_BODY, CALL_HEADER, CALL_KEY, dead_base_url, transport_call
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_evalbench.llm.transport import AiohttpTransport, Failure, OpenAITransport, make_transport
-from pytest_evalbench.llm.types import Completion
+from pytest_evalbench.llm.transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport, parse_completion
+from pytest_evalbench.llm.types import Completion, Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 
@@ -251,3 +256,97 @@ def test_a_proxys_credentials_stay_out_of_the_message(transport_name: str, no_pr
     failure = transport_call(transport_name, ELSEWHERE)
     assert isinstance(failure, Failure) and failure.kind == "connection error"
     assert "proxy-pw-4242" not in failure.message and "proxy-user" not in failure.message
+
+
+def test_parse_completion_and_bad_bodies() -> None:
+    body = {"choices": [{"message": {"content": "hi", "tool_calls": [
+        {"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    completion = parse_completion(body)
+    assert (completion.content, completion.input_tokens, completion.output_tokens) == ("hi", 3, 2)
+    assert completion.tool_calls == [{"id": "c1", "name": "f", "arguments": "{}"}]
+    for bad in ("<html>", {"foo": 1}, {"choices": None}, {"choices": [{"message": {"content": 5}}]}):
+        with pytest.raises((TypeError, KeyError, IndexError, AttributeError)):
+            parse_completion(bad)
+        assert classify(TypeError("x")).kind == "bad response"
+    assert classify(json.JSONDecodeError("x", "d", 0)).retryable
+
+
+def test_classify_transport_failures() -> None:
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+    def status(code: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
+        response = httpx2.Response(code, headers=headers or {}, request=request)
+        cls = {429: openai.RateLimitError, 500: openai.InternalServerError,
+               401: openai.AuthenticationError}.get(code, openai.APIStatusError)
+        return cls(f"error {code}", response=response, body=None)
+
+    limited = classify(status(429, {"retry-after": "2"}))
+    assert (limited.kind, limited.retryable, limited.retry_after) == ("rate limited", True, 2.0)
+    assert classify(status(500)).retryable and not classify(status(401)).retryable
+    assert classify(openai.APITimeoutError(request=request)).kind == "timeout"
+    assert classify(openai.APIConnectionError(request=request)).connection
+    assert classify(httpx2.ConnectError("refused")).kind == "connection error"
+    assert classify(httpx2.ReadTimeout("slow")).kind == "timeout"
+    assert classify(TimeoutError()).kind == "timeout"  # the whole-call bound
+
+
+def test_refused_connection_is_not_a_timeout() -> None:
+    # The aiohttp backend wraps a refused connection as ConnectTimeout -> APITimeoutError; the
+    # circuit breaker only trips on connection failures, so the real cause must win.
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    try:
+        try:
+            try:
+                raise ConnectionRefusedError(111, "Connect call failed")
+            except ConnectionRefusedError as refused:
+                raise httpx2.ConnectTimeout("Cannot connect to host") from refused
+        except httpx2.ConnectTimeout as wrapped:
+            raise openai.APITimeoutError(request=request) from wrapped
+    except openai.APITimeoutError as exc:
+        failure = classify(exc)
+    assert (failure.kind, failure.connection, failure.retryable) == ("connection error", True, True)
+    assert "ConnectionRefusedError" in failure.message
+
+
+def test_trickling_server_is_cut_off_by_the_whole_call_timeout() -> None:
+    # Every byte arrives well within the read timeout, but the body never ends.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n")
+            deadline = time.monotonic() + 8  # a regression fails the time check below, never hangs
+            while not stop.wait(0.1) and time.monotonic() < deadline:
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    endpoint = Endpoint("m", f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key="k")
+
+    async def call() -> None:
+        transport = OpenAITransport(timeout=0.5)
+        try:
+            await transport.complete(endpoint, {"model": "m", "messages": []})
+        finally:
+            await transport.aclose()
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(Exception) as info:
+            asyncio.run(call())
+    finally:
+        stop.set()
+        listener.close()
+    assert classify(info.value).kind == "timeout"
+    assert time.monotonic() - started < 5

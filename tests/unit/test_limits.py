@@ -1,10 +1,16 @@
-"""Adaptive concurrency per endpoint, rate headers and the tokens-per-minute limit."""
+"""The limits on requests (llm/limits.py): adaptive concurrency per endpoint, the tokens-per-minute
+limit, the priority semaphore, rate-limit slots spaced across processes, and the budget ledger
+(reservations, waiting for calls in flight, the stop, one ledger for processes)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import multiprocessing
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import dead_base_url
@@ -13,7 +19,16 @@ from pytest_evalbench.base.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
-from pytest_evalbench.llm.limits import AdaptiveConcurrency, TokenRate
+from pytest_evalbench.llm.limits import (
+    DEFAULT_OUTPUT_CAP,
+    AdaptiveConcurrency,
+    Budget,
+    FileLedger,
+    LocalLedger,
+    PrioritySemaphore,
+    TokenRate,
+    worst_case_tokens,
+)
 from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
@@ -205,3 +220,152 @@ def test_the_embedded_server_gets_one_request_at_a_time(tmp_path: Path) -> None:
 
     assert asyncio.run(peak(Endpoint(model="qwen2.5-coder-1.5b", base_url=None, provider="local"))) == 1
     assert asyncio.run(peak(Endpoint(model="m", base_url="http://127.0.0.1:9/v1"))) == 6
+
+
+def test_priority_semaphore_serves_lowest_priority_first() -> None:
+    order: list[int] = []
+
+    async def main() -> None:
+        sem = PrioritySemaphore(1)
+        await sem.acquire(0)
+
+        async def worker(priority: int) -> None:
+            await sem.acquire(priority)
+            order.append(priority)
+            sem.release()
+
+        tasks = [asyncio.create_task(worker(p)) for p in (5, 3, 9, 1)]
+        await asyncio.sleep(0.01)
+        sem.release()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert order == [1, 3, 5, 9]
+
+
+def _reserve_slots(path: str, count: int) -> list[float]:
+    from pathlib import Path
+
+    from pytest_evalbench.llm.limits import SharedRateLimit
+
+    limit = SharedRateLimit(Path(path), per_minute=600)
+    return [limit.reserve() for _ in range(count)]
+
+
+def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.starmap(_reserve_slots, [(str(tmp_path / "rl"), 5), (str(tmp_path / "rl"), 5)])
+    slots = sorted(s for r in results for s in r)
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
+    assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
+
+
+def _race_for_slots(path: str, ready: Any, out: Any) -> None:
+    """Once every racer is ready: two threads reserving 40 slots each, as fast as they can."""
+    from pathlib import Path
+
+    from pytest_evalbench.llm.limits import SharedRateLimit
+
+    limit = SharedRateLimit(Path(path), per_minute=60)
+    slots: list[float] = []
+    ready.wait()
+
+    def loop() -> None:
+        for _ in range(40):
+            slots.append(limit.reserve())
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    out.put(slots)
+
+
+def test_racing_reservations_never_share_a_slot(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Processes and threads reserving at the same moment: each read-change-write of the state file is
+    exclusive, so no two reservations read the same next slot (without the lock, they do). The limit
+    of one per second keeps every slot in the future: a lost update is a repeated slot."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    ready, out = context.Barrier(3), context.Queue()
+    racers = [context.Process(target=_race_for_slots, args=(str(tmp_path / "rl"), ready, out)) for _ in range(3)]
+    for racer in racers:
+        racer.start()
+    results = [out.get(timeout=120) for _ in racers]
+    for racer in racers:
+        racer.join()
+    slots = sorted(s for r in results for s in r)
+    assert len(slots) == 3 * 2 * 40
+    assert [b - a for a, b in itertools.pairwise(slots)] == pytest.approx([1.0] * (len(slots) - 1))
+
+
+def test_worst_case_tokens_from_the_request() -> None:
+    data = b'{"messages":[{"content":"hello","role":"user"}]}'
+    assert worst_case_tokens({"max_tokens": 100}, data) == (len(data), 100)
+    assert worst_case_tokens({"max_completion_tokens": 50, "max_tokens": 100, "n": 3}, data) == (len(data), 150)
+    assert worst_case_tokens({}, data) == (len(data), DEFAULT_OUTPUT_CAP)
+    assert worst_case_tokens({"max_tokens": "many"}, data) == (len(data), DEFAULT_OUTPUT_CAP)
+
+
+def test_a_reservation_waits_for_calls_in_flight_then_the_budget_stops() -> None:
+    async def scenario() -> list[str]:
+        budget = Budget(1.0, LocalLedger())
+        events: list[str] = []
+        assert await budget.reserve(0.6)  # in flight, worst case 0.6
+
+        async def second() -> None:
+            events.append(f"second {await budget.reserve(0.6)}")
+
+        task = asyncio.create_task(second())
+        await asyncio.sleep(0.1)
+        events.append("first settles")
+        budget.settle(0.6, 0.1)  # it really cost 0.1: 0.6 more fits
+        await task
+        budget.settle(0.6, 0.6)
+        events.append(f"third {await budget.reserve(0.6)}")  # 0.7 spent: 0.6 more cannot fit
+        events.append(f"fourth {await budget.reserve(0.01)}")  # the budget was reached: nothing starts
+        assert budget.spent() == 0.7
+        return events
+
+    assert asyncio.run(scenario()) == ["first settles", "second True", "third False", "fourth False"]
+
+
+def reserve_many(path: str, count: int) -> None:
+    async def run() -> None:
+        budget = Budget(1.0, FileLedger(Path(path)))
+        for _ in range(count):
+            if not await budget.reserve(0.1):
+                return
+            budget.settle(0.1, 0.1)
+
+    asyncio.run(run())
+
+
+def test_processes_share_one_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.json"
+    processes = [multiprocessing.get_context("spawn").Process(target=reserve_many, args=(str(path), 20))
+                 for _ in range(3)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+    state = FileLedger(path).state()
+    # 60 calls of $0.10 wanted, $1.00 allowed in total: exactly ten ran (float sums may fit 9)
+    assert 0.9 - 1e-9 <= state.spent <= 1.0 and state.reserved < 1e-9 and state.stopped
+
+
+def test_over_reported_usage_overshoots_by_its_excess_only_and_stops_the_budget() -> None:
+    async def scenario() -> tuple[float, bool]:
+        budget = Budget(1.0, LocalLedger())
+        for _ in range(3):
+            assert await budget.reserve(0.3)  # three calls in flight, $0.90 reserved
+        for _ in range(3):
+            budget.settle(0.3, 0.5)  # each server reports more than its request allows
+        return budget.spent(), await budget.reserve(0.0001)
+
+    spent, more = asyncio.run(scenario())
+    assert spent <= 1.0 + 3 * (0.5 - 0.3) + 1e-9 and not more

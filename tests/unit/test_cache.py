@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key, entry_digest
+from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key, canonical_json, completion_material, entry_digest
+from pytest_evalbench.llm.types import Endpoint
 
 REQUEST = {"endpoint": "http://x/v1", "body": {"model": "m", "messages": []}, "sample": 0, "attempt": 0}
 RESPONSE = {"content": "hi", "tool_calls": None, "finish_reason": "stop", "input_tokens": 3, "output_tokens": 1}
@@ -259,3 +261,56 @@ def test_an_entry_past_the_size_cap_is_refused_unread(tmp_path: Path, monkeypatc
         cache.get(key)
     assert "larger than 200,000 bytes: not read" in str(raised.value) and str(path) in str(raised.value)
     assert sum(reads) <= 200_000 + (1 << 16) * 2  # stopped at the cap, not after 10 MB
+
+
+def test_cache_key_is_canonical() -> None:
+    assert cache_key({"a": 1, "b": [1, 2]}) == cache_key({"b": [1, 2], "a": 1})
+    assert cache_key({"a": 1}) != cache_key({"a": 2})
+
+
+@pytest.mark.parametrize("body", [
+    {"model": "m", "messages": [{"role": "user", "content": "héllo \u2603 \"quoted\"\n"}], "temperature": 0.5},
+    {"model": "m", "messages": [], "response_format": {"type": "json_schema", "json_schema": {"b": 1, "a": [2.0]}}},
+])
+@pytest.mark.parametrize(("sample", "attempt"), [(0, 0), (3, 2)])
+def test_request_key_is_the_cache_key_of_the_call(body: dict[str, Any], sample: int, attempt: int) -> None:
+    """The engine hashes the material's canonical JSON into the key: the same key as the material
+    encoded anew, the key the cache verifies a stored request against."""
+    material = completion_material("openai:https://x/v1", body, sample, attempt)
+    assert material == {"endpoint": "openai:https://x/v1", "body": body, "sample": sample, "attempt": attempt}
+    assert cache_key(material, canonical_json(material)) == cache_key(material)
+
+
+def test_cache_keys_stay_what_recorded_caches_hold() -> None:
+    """Keys are byte-identical to those every recorded cache (the demo's committed one) is filed under:
+    a changed key is a cache that no longer replays."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "h\u00e9 \u2603 \"q\""}], "temperature": 0.5}
+    for sample, key in ((2, "3dc6b09d5379b5313e05de7b868957d105d123284d119abd72a6a77eb1e94fb4"),
+                        (True, "eb7b143686db356bc550c442c1d41c3d6069f3f934436447cbbbf5795b1cc4dd")):
+        material = completion_material("openai:https://x/v1", body, sample, 1)
+        assert cache_key(material) == cache_key(material, canonical_json(material)) == key
+
+
+def test_identical_concurrent_calls_are_made_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pytest_evalbench.llm.cache import ResponseCache
+    from pytest_evalbench.llm.costs import PriceTable
+    from pytest_evalbench.llm.engine import Engine, EngineSettings
+    from pytest_evalbench.testing import FakeLLMServer
+
+    with FakeLLMServer(lambda r: "same", latency=0.2) as server:
+        engine = Engine(EngineSettings(), ResponseCache(tmp_path, "off"), PriceTable())
+        endpoint = Endpoint(model="m", base_url=server.base_url, api_key="k")
+        messages = [{"role": "user", "content": "hi"}]
+
+        async def many() -> list[str | None]:
+            calls = [engine.complete(endpoint, messages, role="target", phase="simulate", sample=0)
+                     for _ in range(5)]
+            other = engine.complete(endpoint, messages, role="target", phase="simulate", sample=1)
+            return [c.content for c in await asyncio.gather(*calls, other)]
+
+        try:
+            assert engine.run(many()) == ["same"] * 6
+        finally:
+            engine.close()
+        assert len(server.requests) == 2  # sample 0 once, sample 1 once
+        assert engine.stats.cache_hits == 4
