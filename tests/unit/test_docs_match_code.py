@@ -275,3 +275,17 @@ def test_the_dataset_guide_says_which_fields_each_eval_needs() -> None:
     text = (Path(__file__).parents[2] / "docs/guides/dataset-benchmarks.md").read_text()
     for name, keys in PAYLOAD_KEYS.items():
         assert f"| `{name}` | " + ", ".join(f"`{ROW_FIELD[k]}`" for k in keys) + " |" in text, name
+
+
+def test_the_map_of_tests_names_every_unit_test_file_and_module() -> None:
+    """development.md's map from modules to tests: every test file it names exists, every unit test file
+    is in it, and every module or folder it names is in the package."""
+    text = (DOCS / "development.md").read_text(encoding="utf-8")
+    section = text.split("## Where the tests are", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(?:integration/)?(test_[a-z_]+)`", section))
+    files = {p.stem for p in (ROOT / "tests").rglob("test_*.py")}
+    assert sorted(named - files) == []
+    assert sorted({p.stem for p in (ROOT / "tests" / "unit").glob("test_*.py")} - named) == []
+    modules = re.findall(r"`((?:base|formats|llm|kinds|gate|render|plugin|cli|testing)/[a-z_/]*(?:\.py)?)`", section)
+    assert len(modules) > 30
+    assert [m for m in modules if not (ROOT / "pytest_evalbench" / m).exists()] == []
