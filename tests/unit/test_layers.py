@@ -233,6 +233,8 @@ def test_the_glossary_names_what_the_code_has() -> None:
         defined.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef))
         defined.update(t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
                        if isinstance(t, ast.Name))
+        defined.update(n.target.id for n in ast.walk(tree) if isinstance(n, ast.AnnAssign)
+                       and isinstance(n.target, ast.Name))  # fields of models and dataclasses
         defined.update(a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
                        for a in [*n.args.args, *n.args.kwonlyargs])
     missing = []
