@@ -582,3 +582,18 @@ def test_hostile_values_and_demographic_selection_under_xdist(pytester: pytest.P
     result = pytester.runpytest("--benchmark=demo", "-n", "2", "-k", "Adult", "-v")
     result.assert_outcomes(passed=1, failed=1)  # m01 (positive) passes, m02 (negative) fails: present in both
     result.stdout.no_fnmatch_line("*m01_s001_v02*")
+
+
+def test_bad_labels_for_contrast_prompts_stop_the_run_before_any_call(pytester: pytest.Pytester,
+                                                                       bench_env: FakeLLMServer) -> None:
+    """The labelled examples `contrast` prompts show are read with the cases, before the first call:
+    every bad line of calibration.jsonl is named at once and nothing is asked (not one error per
+    judged item after its conversation was paid for)."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")],
+                            judge={"prompt": "contrast"})
+    (bench / "calibration.jsonl").write_text('{"metric_id": "m01", "present": "x"}\nnot json\n')
+    result = pytester.runpytest("--benchmark=demo")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error: nothing ran
+    result.stdout.fnmatch_lines(["*2 problems:*", "*calibration.jsonl:1, field 'transcript'*",
+                                 "*calibration.jsonl:2: invalid JSON*"])
+    assert bench_env.requests == []
