@@ -2,7 +2,8 @@
 layer in front of the network that uses it.
 
 The key is the sha256 of the canonical JSON of everything that changes the output (endpoint identity,
-model, messages, parameters, response format, sample index, re-ask attempt) and never the API key.
+model, messages, parameters, response format, sample index, re-ask attempt) and never the API key;
+`cache_key` is the one function that makes it, for chat completions and recorded tool traffic alike.
 Files are written atomically (temp file + os.replace), so concurrent xdist workers never see half an
 entry. A replayed entry is verified first: it must be stored under its own key, its request must hash
 to that key (an entry copied over another one is caught) and its response must be a usable completion,

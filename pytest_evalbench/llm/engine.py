@@ -2,7 +2,8 @@
 concurrency): `complete` asks the cache layer (`cache.CachedCalls`), which on a miss fetches with bounded
 retries (retry.py), each attempt admitted by the limits (limits.py) and sent by the transport
 (transport.py); every pipeline runs on the engine's private event loop (pipelines.py). The engine builds
-them, encodes the request body once and counts usage and cost per phase and role.
+them, makes each call's cache material and key (`cache.completion_material`, `cache.cache_key`) and
+counts usage and cost per phase and role.
 
 Structured output with a bounded re-ask (`ask`) is the one loop every JSON-answering role goes through:
 the judge, the Explain evaluators and the authoring commands ask for a JSON object through
