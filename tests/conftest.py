@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import pkgutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +60,35 @@ def _import_lazy_http_modules() -> None:
 
 
 _import_lazy_http_modules()
+
+
+LAZY_DEPENDENCIES = ("genai_prices", "re2")
+"""What the package imports inside a run rather than at import time (genai-prices' data module
+alone is a 1.6 MB source file)."""
+
+
+def _import_the_package() -> None:
+    """Import every module of the package once, here, before any pytester run.
+
+    An in-process pytester run drops the modules first imported inside it (see above), so without
+    this every in-process run imports the plugin's session, kinds and renderers anew: each module is
+    read, assertion-rewritten and compiled again (an entry-point plugin's package is rewritten, and
+    nothing is cached when bytecode is not written), and its pydantic models are built again. That
+    was most of the CPU an in-process run costs; the same holds for `LAZY_DEPENDENCIES`. Subprocess
+    runs and xdist workers still import the package fresh, and tests/unit/test_import_cost.py checks
+    what a fresh process imports.
+    """
+    import pytest_evalbench
+
+    for module in pkgutil.walk_packages(pytest_evalbench.__path__, "pytest_evalbench."):
+        if module.name != "pytest_evalbench.__main__":
+            importlib.import_module(module.name)
+    for name in LAZY_DEPENDENCIES:
+        with contextlib.suppress(ImportError):  # genai-prices needs Python 3.11
+            importlib.import_module(name)
+
+
+_import_the_package()
 
 
 @pytest.fixture(params=TRANSPORTS)

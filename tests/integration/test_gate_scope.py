@@ -1,7 +1,7 @@
 """What a session gates and reports is what it measured (issue 24): outages, node ids, one target.
 
-Every test runs in a pytest subprocess against the fake server, at `-n 0` and `-n 2`, on both
-benchmark kinds where the situation applies.
+Every test runs pytest (in-process: each run is a session of its own, with its own exit status)
+against the fake server, at `-n 0` and `-n 2`, on both benchmark kinds where the situation applies.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def judge_fails(*failing: str) -> Any:
 
 
 def run(pytester: pytest.Pytester, name: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(f"--benchmark={name}", *FAST, *args, timeout=240)
+    return pytester.runpytest(f"--benchmark={name}", *FAST, *args)
 
 
 def history(bench: Path) -> list[dict[str, Any]]:

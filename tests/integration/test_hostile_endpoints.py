@@ -4,6 +4,7 @@ text are stored safely and replay; an edited cache entry is corrupt, never a rep
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -23,21 +24,41 @@ def entries(bench: Path, model: str) -> list[Path]:
     return [p for p in paths if json.loads(p.read_text())["request"]["body"]["model"] == model]
 
 
-@pytest.mark.parametrize(("workers", "transport"), [("0", "aiohttp"), ("2", "aiohttp"), ("0", "openai")])
-@pytest.mark.parametrize("role", [USER, JUDGE])
-@pytest.mark.parametrize("attack", ["endless", "bomb", "redirect"])
+@functools.cache
+def gzip_bomb() -> bytes:
+    """32 KB that inflate to 32 MB (compressed once per process)."""
+    return gzip.compress(b"[" * (32 << 20))
+
+
+def hostile_cases() -> list[Any]:
+    """Each attack on each role, without xdist on both transports and under xdist. Under xdist only
+    one attack runs here: what xdist adds (a worker's errors reaching the controller's counts and
+    exit status) is the same for all three; the others are the slow stage's (`-m slow`)."""
+    cases = []
+    for attack in ("endless", "bomb", "redirect"):
+        for role in (USER, JUDGE):
+            for workers, transport in (("0", "aiohttp"), ("2", "aiohttp"), ("0", "openai")):
+                twin = workers == "2" and (attack, role) != ("bomb", JUDGE)
+                cases.append(pytest.param(attack, role, workers, transport, marks=[pytest.mark.slow] if twin else [],
+                                          id=f"{attack}-{role}-{workers}-{transport}"))
+    return cases
+
+
+@pytest.mark.parametrize(("attack", "role", "workers", "transport"), hostile_cases())
 def test_hostile_answer_ends_its_rows_with_a_clear_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                          attack: str, role: str, workers: str, transport: str) -> None:
-    hostile = {"endless": Reply(endless=True),
-               "bomb": Reply(raw_body=gzip.compress(b"[" * (32 << 20)), headers={"Content-Encoding": "gzip"}),
-               "redirect": Reply(status=307, headers={"Location": "http://127.0.0.1:9/steal?key=k"}, raw_body=b"")}
+    hostile = {"endless": lambda: Reply(endless=True),
+               "bomb": lambda: Reply(raw_body=gzip_bomb(), headers={"Content-Encoding": "gzip"}),
+               "redirect": lambda: Reply(status=307, headers={"Location": "http://127.0.0.1:9/steal?key=k"},
+                                         raw_body=b"")}[attack]()
     routes: dict[str, Any] = {USER: lambda r: "Thought: ok\nMessage: I need some help",
                               TARGET: lambda r: "Sure, where to?", JUDGE: judge_says(True)}
-    routes[role] = lambda r: hostile[attack]
+    routes[role] = lambda r: hostile
     bench_env.set_responder(by_model(routes))
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "--evalbench-timeout=30",
-                                           f"--evalbench-transport={transport}", timeout=300)
+    # in-process: --evalbench-timeout bounds each whole call, so a cap that failed ends the run too
+    result = pytester.runpytest("--benchmark=demo", "-n", workers, "--evalbench-timeout=30",
+                                f"--evalbench-transport={transport}")
     assert result.ret == EXIT_INCOMPLETE
     result.assert_outcomes(errors=2)
     expected = {"endless": "*response too large*answer over the size cap*",

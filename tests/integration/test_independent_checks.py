@@ -112,7 +112,7 @@ def test_outage_in_the_middle_of_a_run_is_incomplete(pytester: pytest.Pytester, 
         return script(True, user=persona_says_id)(request)
 
     bench_env.set_responder(respond)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST)
+    result = pytester.runpytest("--benchmark=demo", "-n", workers, *FAST)
     result.assert_outcomes(passed=2, errors=2)
     assert result.ret == EXIT_INCOMPLETE
     last = json.loads((bench / "history.jsonl").read_text().splitlines()[-1])
@@ -126,10 +126,10 @@ def test_k_selection_on_a_dataset_is_gated_on_its_rows(pytester: pytest.Pytester
                                                         workers: str) -> None:
     write_dataset(pytester.path, thresholds={"min_positive_pass_rate": 0.9}, gate={"mode": "thresholds"})
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
-    first = pytester.runpytest_subprocess("--benchmark=agents", "-n", workers, *FAST)
+    first = pytester.runpytest("--benchmark=agents", "-n", workers, *FAST)
     assert first.ret == 6, first.stdout.str()
     # the passing rows, selected with -k: gated on them alone
-    again = pytester.runpytest_subprocess("--benchmark=agents", "-n", workers, *FAST, "-k", "001 or 002")
+    again = pytester.runpytest("--benchmark=agents", "-n", workers, *FAST, "-k", "001 or 002")
     again.assert_outcomes(passed=2)
     again.stdout.no_fnmatch_line("*THRESHOLD BREACH*")
     assert again.ret == 0, again.stdout.str()
@@ -141,10 +141,10 @@ def test_last_failed_after_a_failure_is_gated_on_the_rerun(pytester: pytest.Pyte
     write_benchmark(pytester.path, scenarios=ROWS, thresholds={"min_positive_pass_rate": 0.9, "decision": "point"},
                     gate={"mode": "thresholds"})
     bench_env.set_responder(script(lambda r: "I am m01_s001_v01" not in json.dumps(r), user=persona_says_id))
-    first = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST)
+    first = pytester.runpytest("--benchmark=demo", "-n", workers, *FAST)
     assert first.ret == 6
     bench_env.set_responder(script(True, user=persona_says_id))
-    again = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST, "--lf")
+    again = pytester.runpytest("--benchmark=demo", "-n", workers, *FAST, "--lf")
     again.assert_outcomes(passed=1)
     assert again.ret == 0, again.stdout.str()
 
@@ -163,7 +163,7 @@ def test_symlinked_answers_directory_out_of_the_benchmark_is_refused(
     (bench / "answers").symlink_to(outside, target_is_directory=True)
     bench_env.set_responder(by_model({"model-multi": multi,
                                       JUDGE: lambda r: {"explanation": "ok", "score": 5}}))
-    result = pytester.runpytest_subprocess("--benchmark=agentsleague", "-n", workers, *LIVE, "--evalbench-cache=off")
+    result = pytester.runpytest("--benchmark=agentsleague", "-n", workers, *LIVE, "--evalbench-cache=off")
     assert (outside / f"{MULTI}.jsonl").read_text() == "precious\n"
     assert sorted(p.name for p in outside.iterdir()) == [f"{MULTI}.jsonl"]
     assert result.ret == 4, result.stdout.str()
@@ -177,7 +177,7 @@ def test_judge_gzip_bomb_on_a_dataset_ends_its_rows_with_an_error(pytester: pyte
     bomb = Reply(raw_body=gzip.compress(b" " * (64 << 20)), headers={"Content-Encoding": "gzip"})
     bench = write_dataset(pytester.path)
     bench_env.set_responder(lambda r: bomb)
-    result = pytester.runpytest_subprocess("--benchmark=agents", "-n", workers, *FAST, timeout=300)
+    result = pytester.runpytest("--benchmark=agents", "-n", workers, *FAST)  # every call has a deadline
     assert result.ret == EXIT_INCOMPLETE, result.stdout.str()
     result.stdout.fnmatch_lines(["*inflates past the cap*"])
     assert read_json(bench / "last_run.json")["status"] == "incomplete"
@@ -190,13 +190,13 @@ def test_surrogate_in_a_cached_entry_replays_under_xdist(pytester: pytest.Pytest
     bench_env.set_responder(by_model({USER: lambda r: "Thought: ok\nMessage: help \udfff me",
                                       TARGET: lambda r: "broken \ud800 text",
                                       JUDGE: lambda r: {"justification": "cites \ud800 it", "present": True}}))
-    pytester.runpytest_subprocess("--benchmark=demo", "-n", workers).assert_outcomes(passed=4)
+    pytester.runpytest("--benchmark=demo", "-n", workers).assert_outcomes(passed=4)
     # a cache entry whose stored text carries a lone surrogate escape, as an older version wrote it
     for path in (bench / ".evalbench-cache").glob("*/*.json"):
         text = path.read_text()
         path.write_text(text.replace("\\ufffd", "\\ud800"))
     bench_env.set_responder(lambda r: pytest.fail("no call in replay"))
-    replay = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, "--evalbench-cache=replay")
+    replay = pytester.runpytest("--benchmark=demo", "-n", workers, "--evalbench-cache=replay")
     output = replay.stdout.str() + replay.stderr.str()
     assert "INTERNALERROR" not in output and "Traceback" not in output
     assert replay.ret in (0, EXIT_INCOMPLETE), output
@@ -210,7 +210,7 @@ def test_surrogate_in_a_cached_entry_replays_under_xdist(pytester: pytest.Pytest
 def test_rerun_command_pasted_in_another_directory(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=ROWS, gate={"mode": "thresholds"})
     bench_env.set_responder(script(lambda r: "I am m01_s002_v01" not in json.dumps(r), user=persona_says_id))
-    first = pytester.runpytest_subprocess("--benchmark=demo", *FAST)
+    first = pytester.runpytest("--benchmark=demo", *FAST)
     command = terminal_command(first.stdout.str(), "rerun the failed and errored cases with:")
     sub = pytester.path / "sub"
     sub.mkdir()
@@ -289,10 +289,10 @@ def test_merge_of_a_shard_that_hit_an_outage_says_so(pytester: pytest.Pytester, 
     import sys
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
     bench_env.set_responder(script(True, user=persona_says_id))
-    assert pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-shard=1/2", *FAST).ret == 0
+    assert pytester.runpytest("--benchmark=demo", "--evalbench-shard=1/2", *FAST).ret == 0
     from helpers import dead_base_url
     monkeypatch.setenv("OPENAI_BASE_URL", dead_base_url())
-    down = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-shard=2/2", *FAST)
+    down = pytester.runpytest("--benchmark=demo", "--evalbench-shard=2/2", *FAST)
     assert down.ret == EXIT_INCOMPLETE
     merged = subprocess.run([sys.executable, "-m", "pytest_evalbench", "merge", "demo",
                              *(str(bench / "shards" / f"{k}-of-2") for k in (1, 2))],
@@ -333,8 +333,8 @@ def test_budget_stop_history_line_is_incomplete(pytester: pytest.Pytester, bench
     rows = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 9)]
     bench = write_benchmark(pytester.path, scenarios=rows, spec=PRICED, thresholds={"min_positive_pass_rate": 0.5})
     bench_env.set_responder(expensive)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-max-cost=6", "-n", workers,
-                                           "--evalbench-cache=off")
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-max-cost=6", "-n", workers,
+                                "--evalbench-cache=off")
     assert result.ret == EXIT_INCOMPLETE
     last = json.loads((bench / "history.jsonl").read_text().splitlines()[-1])
     assert last["complete"] is False and last["rates"] == {}
@@ -372,8 +372,8 @@ def test_k_selects_a_demographic_value_and_is_gated_on_it(pytester: pytest.Pytes
             "thresholds": {"min_positive_pass_rate": 0.9, "decision": "point"}}
     write_benchmark(pytester.path, scenarios=rows, spec=spec)
     bench_env.set_responder(script(lambda r: "I am m01_s002_v01" not in json.dumps(r), user=persona_says_id))
-    assert pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST).ret == 6
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", workers, *FAST, "-k", "Adult")
+    assert pytester.runpytest("--benchmark=demo", "-n", workers, *FAST).ret == 6
+    result = pytester.runpytest("--benchmark=demo", "-n", workers, *FAST, "-k", "Adult")
     result.assert_outcomes(passed=1)
     assert result.ret == 0, result.stdout.str()
 
@@ -388,7 +388,7 @@ def test_symlinked_answers_file_out_of_the_benchmark_is_refused(pytester: pytest
     (bench / "answers" / f"{MULTI}.jsonl").symlink_to(victim)
     bench_env.set_responder(by_model({"model-multi": multi,
                                       JUDGE: lambda r: {"explanation": "ok", "score": 5}}))
-    result = pytester.runpytest_subprocess("--benchmark=agentsleague", *LIVE, "--evalbench-cache=off")
+    result = pytester.runpytest("--benchmark=agentsleague", *LIVE, "--evalbench-cache=off")
     assert victim.read_text() == "precious\n"
     assert result.ret == 4, result.stdout.str()
     assert "Traceback" not in result.stdout.str() + result.stderr.str()

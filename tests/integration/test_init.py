@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import LEAN_ADDOPTS
 from pytest_evalbench.__main__ import main
 from pytest_evalbench.testing import FakeLLMServer, schema_answer
 
 
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """A printed command as a user pastes it (the venv's `pytest` first on PATH)."""
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    env.pop("PYTEST_ADDOPTS", None)
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTEST_ADDOPTS": LEAN_ADDOPTS}  # only the dev tools' pytest plugins out, which the command does not use
     return subprocess.run(["bash", "-c", command], check=False, cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=240)
 

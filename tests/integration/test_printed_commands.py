@@ -15,6 +15,7 @@ import pytest
 from helpers import read_json, scenario, script, write_benchmark
 from test_dataset import scores, write_dataset
 
+from conftest import LEAN_ADDOPTS
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
 
@@ -47,9 +48,10 @@ def markdown_command(markdown: str, label: str) -> str:
 
 
 def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run a printed command as a user pastes it into a POSIX shell (the venv's `pytest` first on PATH)."""
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
-    env.pop("PYTEST_ADDOPTS", None)
+    """Run a printed command as a user pastes it into a POSIX shell (the venv's `pytest` first on PATH;
+    PYTEST_ADDOPTS only keeps the dev tools' pytest plugins out, which the command does not use)."""
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTEST_ADDOPTS": LEAN_ADDOPTS}
     return subprocess.run(["bash", "-c", command], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
 
 
@@ -63,13 +65,12 @@ def test_scenario_flipped_and_failed_commands_run_as_printed(pytester: pytest.Py
                                                              xdist: list[str]) -> None:
     bench = write_benchmark(pytester.path, scenarios=ROWS, spec={"gate": {"mode": "thresholds"}})
     bench_env.set_responder(judge_fails())
-    base = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off", "--evalbench-save-baseline",
-                                         *QUIET, *xdist)
+    base = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-save-baseline", *QUIET, *xdist)
     assert base.ret == 0
     bench_env.set_responder(judge_fails(*FAILING))
     md = pytester.path / "summary.md"
-    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off", "--evalbench-compare",
-                                           f"--evalbench-markdown={md}", *QUIET, *xdist)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "--evalbench-compare",
+                                f"--evalbench-markdown={md}", *QUIET, *xdist)
     result.assert_outcomes(passed=2, failed=2)
     out = result.stdout.str()
     flipped = terminal_command(out, "flipped pass->fail since the baseline (2)")
@@ -92,13 +93,12 @@ def test_dataset_flipped_and_failed_commands_run_as_printed(pytester: pytest.Pyt
                                                             xdist: list[str]) -> None:
     bench = write_dataset(pytester.path, gate={"mode": "thresholds"})
     bench_env.set_responder(scores({}))
-    base = pytester.runpytest_subprocess("--benchmark=agents", "--evalbench-cache=off", "--evalbench-save-baseline",
-                                         *QUIET, *xdist)
+    base = pytester.runpytest("--benchmark=agents", "--evalbench-cache=off", "--evalbench-save-baseline", *QUIET, *xdist)
     assert base.ret == 0
     bench_env.set_responder(scores({"CoherenceExplain": 2}))
     md = pytester.path / "summary.md"
-    result = pytester.runpytest_subprocess("--benchmark=agents", "--evalbench-cache=off", "--evalbench-compare",
-                                           f"--evalbench-markdown={md}", *QUIET, *xdist)
+    result = pytester.runpytest("--benchmark=agents", "--evalbench-cache=off", "--evalbench-compare",
+                                f"--evalbench-markdown={md}", *QUIET, *xdist)
     result.assert_outcomes(passed=2, failed=2)
     out = result.stdout.str()
     flipped = terminal_command(out, "flipped pass->fail since the baseline (2)")
@@ -118,12 +118,11 @@ def test_flipped_command_of_a_shard_keeps_its_shard_and_cwd(pytester: pytest.Pyt
     write_benchmark(pytester.path, scenarios=rows)
     bench_env.set_responder(judge_fails())
     shard = ["--evalbench-shard=2/2", "--evalbench-cache=off"]
-    assert pytester.runpytest_subprocess("--benchmark=demo", *shard, "--evalbench-save-baseline", *QUIET).ret == 0
+    assert pytester.runpytest("--benchmark=demo", *shard, "--evalbench-save-baseline", *QUIET).ret == 0
     shard_dir = pytester.path / "benchmarks" / "demo" / "shards" / "2-of-2"
     ids = [r["id"] for r in read_json(shard_dir / "runs" / "tgt" / "scores.json")]
     bench_env.set_responder(judge_fails(*ids))
-    result = pytester.runpytest_subprocess("--benchmark=demo", *shard, "--evalbench-compare",
-                                           *QUIET)
+    result = pytester.runpytest("--benchmark=demo", *shard, "--evalbench-compare", *QUIET)
     flipped = terminal_command(result.stdout.str(), "flipped pass->fail since the baseline")
     assert "--evalbench-shard=2/2" in flipped
     # pasted in another directory: node ids are printed relative to where pytest was started,
@@ -146,14 +145,14 @@ def test_record_command_after_replay_misses_runs_as_printed(pytester: pytest.Pyt
                                                              xdist: list[str]) -> None:
     bench = write_benchmark(pytester.path, scenarios=ROWS)
     bench_env.set_responder(judge_fails())
-    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=replay", *QUIET, *xdist)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay", *QUIET, *xdist)
     assert result.ret == EXIT_INCOMPLETE
     record = terminal_command(result.stdout.str(), "record the missing or corrupt cache entries with:")
     assert "--evalbench-cache" not in record  # the default mode, on, records them
     rerun = shell(record, pytester.path)
     assert rerun.returncode == 0 and "4 passed" in rerun.stdout, rerun.stdout + rerun.stderr
     bench_env.reset()
-    replay = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=replay", *QUIET, *xdist)
+    replay = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay", *QUIET, *xdist)
     assert replay.ret == 0 and bench_env.requests == []
     assert selected(bench) == (4, 4)
 
@@ -163,8 +162,7 @@ def test_install_hint_of_the_local_extra_runs_as_printed(pytester: pytest.Pytest
     if __import__("importlib").util.find_spec("llama_cpp") is not None:
         pytest.skip("the [local] extra is installed: no hint is printed")
     write_benchmark(pytester.path, scenarios=ROWS[:1])
-    result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-provider=local", "--evalbench-cache=off",
-                                           *QUIET)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-provider=local", "--evalbench-cache=off", *QUIET)
     assert result.ret == EXIT_INCOMPLETE
     hint = re.search(r"needs the \[local\] extra: (.+?) \(llama-cpp-python", result.stdout.str()).group(1)
     # executed for real it compiles llama.cpp for minutes: pip resolves the same target without installing
@@ -175,7 +173,7 @@ def test_install_hint_of_the_local_extra_runs_as_printed(pytester: pytest.Pytest
 def test_benchmark_hint_runs_as_printed(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, scenarios=ROWS[:1])
     bench_env.set_responder(judge_fails())
-    result = pytester.runpytest_subprocess("benchmarks/demo")
+    result = pytester.runpytest("benchmarks/demo")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     hint = re.search(r"its cases run only with `(.+?)`", result.stdout.str()).group(1)
     rerun = shell(hint, pytester.path)

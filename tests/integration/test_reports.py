@@ -203,7 +203,7 @@ def test_unpriced_models_named_under_xdist_and_cost_json_says_replays_count(
         pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path, spec=THRESHOLD_GATE)
     bench_env.set_responder(script(True))
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2")
+    result = pytester.runpytest("--benchmark=demo", "-n", "2")
     result.stdout.fnmatch_lines(["llm: * requests, *; $0.0000 spent this run; $0.0000 priced usage of the results, "
                                  "cached replays included (as in cost.json); no price for sim-judge, sim-target, "
                                  "sim-user (counted as $0, so --evalbench-max-cost cannot limit them; add `pricing:` to "

@@ -46,7 +46,8 @@ def table_after(text: str, heading: str) -> list[list[str]]:
 @pytest.fixture(scope="module")
 def help_text() -> str:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": ""}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_evalbench.plugin", "--help"], cwd=ROOT,
+    # --noconftest: the options are the plugin's; the suite's conftest would only add its start-up cost
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_evalbench.plugin", "--noconftest", "--help"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=120, check=True)
     return done.stdout
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,15 @@ from pathlib import Path
 import pytest
 from helpers import script, write_benchmark
 
+from conftest import LEAN_ADDOPTS
 from pytest_evalbench.testing import FakeLLMServer
+
+
+def lean() -> dict[str, str]:
+    """This environment, with the probes' pytest runs keeping the dev tools' pytest plugins out
+    (conftest.LEAN_ADDOPTS): fewer plugins that could import a heavy module themselves, and a cheaper start."""
+    return {**os.environ, "PYTEST_ADDOPTS": LEAN_ADDOPTS}
+
 
 HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest_evalbench.plugin.session",
          "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport")
@@ -18,7 +27,7 @@ HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest
 
 def _loaded_after(code: str, cwd: Path) -> list[str]:
     probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=lean(), cwd=cwd, check=True)
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -52,7 +61,7 @@ def _kind_imports(kind: str, cwd: Path) -> list[str]:
     probe = ("import json, sys\nfrom pytest_evalbench.kinds.protocol import spec_kind\nfrom pytest_evalbench.formats.spec import "
              f"BenchmarkSpec\nspec_kind(BenchmarkSpec.model_validate({{'name': 'b', 'kind': {kind!r}}}))\n"
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=lean(), cwd=cwd, check=True)
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -73,7 +82,7 @@ def test_collecting_a_scenario_benchmark_imports_no_other_kind(tmp_path: Path) -
     write_benchmark(tmp_path)
     run = "import pytest\nassert pytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=demo', '--collect-only']) == 0"
     probe = f"{run}\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('pytest_evalbench.'))))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=lean(), cwd=tmp_path, check=True)
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "pytest_evalbench.kinds.scenarios.kind" in loaded
     unwanted = ("pytest_evalbench.kinds.dataset", "pytest_evalbench.kinds.calibration")
@@ -88,7 +97,7 @@ def _run_imports(cwd: Path, *args: str, modules: tuple[str, ...] = NOT_FOR_A_PLA
     argv = ['-q', '-p', 'no:cacheprovider', '--benchmark=demo', *args]
     run = f"import pytest\nassert pytest.main({argv!r}) in (0, 1)"  # exit 1: m02 fails, a scored run
     probe = f"{run}\nimport json, sys\nprint(json.dumps([m for m in {modules!r} if m in sys.modules]))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=cwd, check=False)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=lean(), cwd=cwd, check=False)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
