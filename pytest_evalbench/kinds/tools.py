@@ -31,7 +31,7 @@ import contextlib
 import contextvars
 import importlib
 import json
-import tempfile
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -47,7 +47,10 @@ from pytest_evalbench.llm.types import Usage, safe_json, safe_text
 
 AGENTS_EXTRA = "pip install 'pytest-evalbench[agents]'"
 STDERR_CHARS = 600
-"""How much of a server's stderr an error quotes (its tail)."""
+"""How much of a server's stderr an error quotes (its tail, masked before it is cut)."""
+STDERR_KEEP = 64 * 1024
+"""How many bytes of a server's stderr are kept while it runs (the last ones): far more than is quoted,
+so the cut to `STDERR_CHARS` goes through text that is already masked."""
 DESCRIPTION_CHARS = 2_000
 
 
@@ -95,7 +98,7 @@ class McpConnection:
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._errlog: Any = None
+        self._errlog: StderrTail | None = None
 
     @property
     def label(self) -> str:
@@ -127,7 +130,7 @@ class McpConnection:
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Any] = loop.create_future()
         self._stop = asyncio.Event()
-        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in close())
+        self._errlog = errlog = StderrTail() if self.server.command else None
         self._task = asyncio.create_task(self._own(mcp, ready, env, headers))
         try:
             return await asyncio.wait_for(asyncio.shield(ready), self.server.timeout)
@@ -136,9 +139,9 @@ class McpConnection:
         except Exception as exc:
             leaf = first_leaf(exc)
             problem = f"failed to start: {type(leaf).__name__}: {cut(' '.join(str(leaf).split()), 300)}"
-        tail = self._stderr_tail()
-        await self.close()
-        raise ToolServerError(f"{self.label} {problem}{tail}")
+        await self.close()  # the server stopped and its stderr read to the end before it is quoted
+        tail = errlog.ending() if errlog is not None else ""
+        raise ToolServerError(f"{self.label} {problem}{f'; its stderr ends: {tail}' if tail else ''}")
 
     async def _own(self, mcp: Any, ready: asyncio.Future[Any], env: dict[str, str], headers: dict[str, str]) -> None:
         """Owns the client for its whole life (the SDK's contexts are left in the task they were entered in)."""
@@ -150,7 +153,8 @@ class McpConnection:
 
                     params = mcp.StdioServerParameters(command=self.server.command[0], args=self.server.command[1:],
                                                        env=env, cwd=str(self.bench_dir))
-                    transport = stdio_client(params, errlog=self._errlog)
+                    assert self._errlog is not None
+                    transport = stdio_client(params, errlog=self._errlog.writer)
                 else:
                     httpx2 = load_extra("httpx2", self.label)
                     from mcp.client.streamable_http import streamable_http_client
@@ -172,18 +176,6 @@ class McpConnection:
                 ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             else:
                 self._failure = f"{self.label} lost its connection: {type(exc).__name__}"
-
-    def _stderr_tail(self) -> str:
-        if self._errlog is None:
-            return ""
-        try:
-            self._errlog.flush()
-            self._errlog.seek(0)
-            text = self._errlog.read()[-STDERR_CHARS:]
-        except (OSError, ValueError):
-            return ""
-        text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-        return f"; its stderr ends: {terminal(redact(text))}" if text else ""
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The server's tools as `{name, description, input_schema}`."""
@@ -221,8 +213,55 @@ class McpConnection:
             self._task = None
         self._client = None
         if self._errlog is not None:
-            self._errlog.close()
-            self._errlog = None
+            await asyncio.to_thread(self._errlog.close)
+
+
+class StderrTail:
+    """A server's stderr: a pipe drained by a thread that keeps only its last `keep` bytes, so a server
+    that writes gigabytes costs neither memory nor disk."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        """The server's stderr (our copy of the pipe's write end is closed in `close`)."""
+        self._keep = keep
+        self._kept = bytearray()
+        self._cut = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, args=(read_fd,), name="evalbench-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self, read_fd: int) -> None:
+        try:
+            while chunk := os.read(read_fd, 65_536):
+                with self._lock:
+                    self._kept += chunk
+                    if len(self._kept) > self._keep:
+                        del self._kept[:len(self._kept) - self._keep]
+                        self._cut = True
+        except OSError:
+            pass
+        finally:
+            os.close(read_fd)
+
+    def close(self, wait: float = 2.0) -> None:
+        """Close our write end and wait (bounded: a grandchild may hold the pipe) for the rest."""
+        if not self.writer.closed:
+            self.writer.close()
+        self._thread.join(wait)
+
+    def ending(self) -> str:
+        """The kept stderr as one line: masked whole first, then cut to its last `STDERR_CHARS`
+        characters, so the cut never hides a secret from the masker; "" when there was none."""
+        with self._lock:
+            data, cut_before = bytes(self._kept), self._cut
+        if cut_before:  # the kept bytes start mid-stream: no half character, and the masker sees a cut
+            data = data.lstrip(bytes(range(0x80, 0xC0)))
+        text = redact(("…" if cut_before else "") + safe_text(data.decode("utf-8", "replace")))
+        text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+        if len(text) > STDERR_CHARS:
+            text = "…" + text[-STDERR_CHARS:]
+        return terminal(text)
 
 
 def first_leaf(exc: BaseException) -> BaseException:
