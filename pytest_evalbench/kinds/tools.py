@@ -52,6 +52,13 @@ STDERR_KEEP = 64 * 1024
 """How many bytes of a server's stderr are kept while it runs (the last ones): far more than is quoted,
 so the cut to `STDERR_CHARS` goes through text that is already masked."""
 DESCRIPTION_CHARS = 2_000
+MAX_TOOLS = 128
+"""Most tools one server may offer: what OpenAI's chat completions accept in one request."""
+MAX_TOOL_NAME = 256
+MAX_SCHEMA_CHARS = 64_000
+"""Longest `inputSchema` (as JSON) a tool may have: it goes into every request of its target and the cache."""
+NAMES_LISTED = 20
+"""How many tool names an answer to an unknown tool lists."""
 
 
 class ToolServerError(EvalbenchError):
@@ -178,14 +185,30 @@ class McpConnection:
                 self._failure = f"{self.label} lost its connection: {type(exc).__name__}"
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's tools as `{name, description, input_schema}`."""
+        """The server's tools as `{name, description, input_schema}`; ToolServerError when it lists more
+        tools than a request carries, or a name or an input schema too long to send with every request."""
         client = await self.client()
         try:
             listed = await asyncio.wait_for(client.list_tools(), self.server.timeout)
         except asyncio.TimeoutError:
             raise ToolServerError(f"{self.label} did not list its tools within {self.server.timeout:g}s") from None
-        return [{"name": safe_text(t.name), "description": cut(safe_text(t.description or ""), DESCRIPTION_CHARS),
-                 "input_schema": safe_json(t.input_schema or {"type": "object", "properties": {}})} for t in listed.tools]
+        if len(listed.tools) > MAX_TOOLS:
+            raise ToolServerError(f"{self.label} lists {len(listed.tools):,} tools; a request carries at most {MAX_TOOLS}")
+        tools = []
+        for tool in listed.tools:
+            name = safe_text(str(tool.name))
+            if len(name) > MAX_TOOL_NAME:
+                raise ToolServerError(f"{self.label} lists a tool named {cut(name, 100)!r} of {len(name):,} "
+                                      f"characters; at most {MAX_TOOL_NAME} are sent")
+            schema = safe_json(tool.input_schema or {"type": "object", "properties": {}})
+            size = len(json.dumps(schema, ensure_ascii=False))
+            if size > MAX_SCHEMA_CHARS:
+                raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema of {size:,} characters "
+                                      f"of JSON; at most {MAX_SCHEMA_CHARS:,} go into every request of its target "
+                                      "and the cache, so the tool cannot be offered")
+            tools.append({"name": name, "description": cut(safe_text(tool.description or ""), DESCRIPTION_CHARS),
+                          "input_schema": schema})
+        return tools
 
     async def call(self, tool: str, arguments: dict[str, Any], limit: int) -> tuple[str, bool]:
         """One tool call: (its result as text, bounded to `limit` characters with a note; whether the
@@ -199,7 +222,7 @@ class McpConnection:
         except Exception as exc:
             raise ToolServerError(f"{self.label}: tool '{cut(tool, 100)}' failed: {type(exc).__name__}: "
                                   f"{cut(' '.join(str(exc).split()), 300)}") from None
-        return bounded_result(result_text(result), limit), bool(getattr(result, "is_error", False))
+        return bounded_result(redact(result_text(result)), limit), bool(getattr(result, "is_error", False))
 
     async def close(self) -> None:
         """Stop the server (bounded: the SDK's own shutdown waits a few seconds at most)."""
@@ -290,6 +313,15 @@ def result_text(result: Any) -> str:
     return safe_text("\n".join(parts))
 
 
+def tool_names(names: list[str]) -> str:
+    """The tools there are, for a model that called one that is not: the first `NAMES_LISTED`."""
+    if not names:
+        return "the tools are: none"
+    more = len(names) - NAMES_LISTED
+    return "the tools are: " + ", ".join(cut(n, 64) for n in names[:NAMES_LISTED]) + (
+        f" and {more:,} more" if more > 0 else "")
+
+
 def bounded_result(text: str, limit: int) -> str:
     """A tool result cut to `limit` characters, saying so (the model, the transcript and the cache see the note)."""
     return truncated(text, limit, "tool result", "tools.max_result_chars")
@@ -349,7 +381,7 @@ class ToolBox:
         shown_args = arguments if isinstance(arguments, dict) else {"_raw": cut(str(raw), 2_000)}
         server = self._owner.get(name)
         if server is None:
-            text, error = f"no tool named {cut(name, 100)!r}; the tools are: {', '.join(self._owner) or 'none'}", True
+            text, error = f"no tool named {cut(name, 100)!r}; {tool_names(list(self._owner))}", True
         elif not isinstance(arguments, dict):
             text, error = "the arguments are not a JSON object", True
         else:

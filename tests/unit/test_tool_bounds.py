@@ -7,12 +7,17 @@ import asyncio
 import sys
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.formats.spec import McpServer
-from pytest_evalbench.kinds.tools import STDERR_CHARS, McpConnection, ToolServerError
+from pytest_evalbench.formats.spec import McpServer, ToolsConfig
+from pytest_evalbench.kinds.tools import MAX_TOOLS, NAMES_LISTED, STDERR_CHARS, McpConnection, ToolBox, ToolServerError
+from pytest_evalbench.llm.cache import ResponseCache
+from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.engine import Engine, EngineSettings
 
 pytest.importorskip("mcp", reason="the [agents] extra is not installed")
 
@@ -59,3 +64,59 @@ def test_a_key_across_the_stderr_cut_is_masked_before_the_cut(tmp_path: Path, be
     assert "its stderr ends:" in message
     leaked = [KEY[i:i + 4] for i in range(len(KEY) - 3) if KEY[i:i + 4] in message]
     assert leaked == []
+
+
+class FakeTool:
+    def __init__(self, name: str, schema: dict[str, Any] | None = None) -> None:
+        self.name, self.description, self.input_schema = name, "a tool", schema
+
+
+class FakeClient:
+    def __init__(self, tools: list[FakeTool], result_text: str = "") -> None:
+        self.tools, self.result_text = tools, result_text
+
+    async def list_tools(self) -> Any:
+        return SimpleNamespace(tools=self.tools)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        return SimpleNamespace(content=[SimpleNamespace(type="text", text=self.result_text)], is_error=False)
+
+
+def connected(tmp_path: Path, client: FakeClient) -> McpConnection:
+    connection = McpConnection(McpServer(name="many", command=["unused"]), tmp_path, {})
+    connection._client = client
+    return connection
+
+
+def test_a_huge_input_schema_is_refused_with_its_size_and_bound(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "d" * 100} for i in range(1000)}}
+    connection = connected(tmp_path, FakeClient([FakeTool("ok"), FakeTool("big", schema)]))
+    with pytest.raises(ToolServerError, match=r"tool 'big' has an inputSchema of [\d,]+ characters of JSON; at most "
+                                              r"64,000 go into every request"):
+        asyncio.run(connection.list_tools())
+    many = connected(tmp_path, FakeClient([FakeTool(f"t{i}") for i in range(MAX_TOOLS + 1)]))
+    with pytest.raises(ToolServerError, match=f"lists {MAX_TOOLS + 1} tools; a request carries at most {MAX_TOOLS}"):
+        asyncio.run(many.list_tools())
+
+
+def test_an_unknown_tool_answer_lists_a_bounded_number_of_names(tmp_path: Path) -> None:
+    names = [f"tool_{i:03d}_" + "n" * 50 for i in range(MAX_TOOLS)]
+    connection = connected(tmp_path, FakeClient([FakeTool(n) for n in names]))
+    engine = Engine(EngineSettings(), ResponseCache(tmp_path / "cache", "on"), PriceTable())
+    config = ToolsConfig(mcp=[{"name": "many", "command": ["unused"]}])
+    box = ToolBox("tgt", config, {"many": connection}, engine.cached)
+    try:
+        _, message = engine.run(box.run({"name": "nope", "arguments": "{}"}, "c1", None, 0))
+    finally:
+        engine.close()
+    assert message["content"].startswith("no tool named 'nope'; the tools are: tool_000_")
+    assert message["content"].endswith(f" and {MAX_TOOLS - NAMES_LISTED} more") and len(message["content"]) < 2_000
+
+
+def test_a_tool_result_is_masked_before_it_is_cut(tmp_path: Path) -> None:
+    SECRETS.add(KEY)
+    for at in range(1, len(KEY)):  # the limit falls inside the key, at every place
+        text = "r" * (200 - at) + KEY + " done"
+        connection = connected(tmp_path, FakeClient([FakeTool("t")], text))
+        result, _ = asyncio.run(connection.call("t", {}, 200))
+        assert [KEY[i:i + 4] for i in range(len(KEY) - 3) if KEY[i:i + 4] in result] == [], at
