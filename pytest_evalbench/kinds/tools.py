@@ -408,6 +408,8 @@ class ToolBox:
 MAX_SPANS = 200
 MAX_ATTRIBUTES = 64
 MAX_ATTRIBUTE_CHARS = 4_000
+MAX_MODEL_CHARS = 200
+"""Longest model name read from a span (it keys usage and prices)."""
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _STATUS: dict[str, Literal["unset", "ok", "error"]] = {"OK": "ok", "ERROR": "error"}
 
@@ -529,7 +531,7 @@ def read_spans(collector: SpanCollector) -> Traced:
             traced.tool_calls.append(_tool_call(span.name, attributes))
         elif operation in MODEL_OPERATIONS or "gen_ai.usage.input_tokens" in attributes:
             model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
-            traced.model_calls.append(ModelCall(model=str(model) if model is not None else None,
+            traced.model_calls.append(ModelCall(model=cut(str(model), MAX_MODEL_CHARS) if model is not None else None,
                                                 input_tokens=_tokens(attributes.get("gen_ai.usage.input_tokens")),
                                                 output_tokens=_tokens(attributes.get("gen_ai.usage.output_tokens"))))
         status = getattr(getattr(span, "status", None), "status_code", None)
