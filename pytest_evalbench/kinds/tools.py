@@ -41,7 +41,7 @@ from typing import Any, Literal
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
-from pytest_evalbench.formats.spec import EnvRef, McpServer, ToolsConfig
+from pytest_evalbench.formats.spec import McpServer, ToolsConfig, resolve_env
 from pytest_evalbench.llm.cache import CachedCalls, cache_key
 from pytest_evalbench.llm.types import Usage, safe_json, safe_text
 
@@ -77,35 +77,31 @@ def load_extra(module: str, who: str) -> Any:
 # --------------------------------------------------------------------------- MCP servers
 
 
-def server_values(values: Mapping[str, str | EnvRef], env: Mapping[str, str], where: str) -> dict[str, str]:
-    """A server's `env` or `headers` with `{env: NAME}` read from the environment (each such value, and
-    every literal, registered as a secret); ConfigError naming an unset variable."""
-    out: dict[str, str] = {}
-    for name, value in values.items():
-        if isinstance(value, EnvRef):
-            if not env.get(value.env):
-                raise ConfigError(f"environment variable {value.env} not set (needed by {where}.{name})")
-            out[name] = env[value.env]
-        else:
-            out[name] = value
-        SECRETS.add(out[name])
-    return out
-
-
 class McpConnection:
     """One MCP server of this process: started at its first use on the engine's loop, stopped with it."""
 
     def __init__(self, server: McpServer, bench_dir: Path, env: Mapping[str, str]) -> None:
         self.server = server
         self.bench_dir = bench_dir
-        self.environ = env
-        """Where `{env: NAME}` values are read from, at the start (a replay needs none of them)."""
+        self.env = resolve_env(server.env, env, headers=False)
+        self.headers = resolve_env(server.headers, env, headers=True)
+        """`{env: NAME}` values read once; unset ones are listed at the preflight (a replay needs none)."""
+        for value in [*self.env.values.values(), *self.headers.values.values()]:
+            SECRETS.add(value)
         self._client: Any = None
         self._failure: str | None = None
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._errlog: StderrTail | None = None
+
+    @property
+    def missing_env(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.env.missing + self.headers.missing))
+
+    @property
+    def env_problems(self) -> tuple[str, ...]:
+        return self.headers.problems
 
     @property
     def label(self) -> str:
@@ -128,12 +124,14 @@ class McpConnection:
         return self._client
 
     async def _start(self) -> Any:
+        if self.missing_env or self.env_problems:
+            raise ToolServerError("; ".join([*(f"environment variable {name} not set" for name in self.missing_env),
+                                             *self.env_problems]) + f" (needed by MCP server '{self.server.name}')")
         try:
             mcp = load_extra("mcp", self.label)
-            env = server_values(self.server.env, self.environ, f"MCP server '{self.server.name}' env")
-            headers = server_values(self.server.headers, self.environ, f"MCP server '{self.server.name}' headers")
         except ConfigError as exc:
             raise ToolServerError(str(exc)) from None
+        env, headers = self.env.values, self.headers.values
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Any] = loop.create_future()
         self._stop = asyncio.Event()
