@@ -35,7 +35,7 @@ from pytest_evalbench.formats.spec import (
     resolve_env,
 )
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target
-from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError
+from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError, message_bound
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, matcher_problem
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
@@ -206,8 +206,10 @@ class BenchmarkRun:
         for server in cfg.tools.mcp:
             known = self.connections.get(server.name)
             if known is None:
-                self.connections[server.name] = McpConnection(server, self.bench_dir, env)
-            elif known.server != server:
+                self.connections[server.name] = McpConnection(server, self.bench_dir, env, cfg.tools.max_result_chars)
+            elif known.server == server:
+                known.max_message = max(known.max_message, message_bound(cfg.tools.max_result_chars))
+            else:
                 raise ConfigError(f"{self.bench_dir / SPEC_FILE}: MCP server '{server.name}' is configured differently "
                                   f"by two targets; give them different names")
         if not self.engine.closers:

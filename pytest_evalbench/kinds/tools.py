@@ -32,6 +32,7 @@ import contextvars
 import importlib
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -77,11 +78,28 @@ def load_extra(module: str, who: str) -> Any:
 # --------------------------------------------------------------------------- MCP servers
 
 
+RELAY = Path(__file__).with_name("mcp_relay.py")
+MIN_MESSAGE_BYTES = 32 * 2**20
+"""The bound on one message of a server whatever its targets' results: room for a tool list of
+`MAX_TOOLS` tools with schemas of `MAX_SCHEMA_CHARS`, and for a result of 10 MB (sent twice: as text
+and as structured content) that `tools.max_result_chars` then cuts with a note."""
+
+
+def message_bound(max_result_chars: int) -> int:
+    """Bytes one message of a server may have: a tool result of `max_result_chars` characters escaped in
+    JSON (6 bytes a character at most) with room for its other blocks, and never less than
+    `MIN_MESSAGE_BYTES`."""
+    return max(MIN_MESSAGE_BYTES, 6 * max_result_chars + 2**20)
+
+
 class McpConnection:
     """One MCP server of this process: started at its first use on the engine's loop, stopped with it."""
 
-    def __init__(self, server: McpServer, bench_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, server: McpServer, bench_dir: Path, env: Mapping[str, str],
+                 max_result_chars: int = 0) -> None:
         self.server = server
+        self.max_message = message_bound(max_result_chars)
+        """Longest message the server may send (a stdio server's longer ones are refused as they arrive)."""
         self.bench_dir = bench_dir
         self.env = resolve_env(server.env, env, headers=False)
         self.headers = resolve_env(server.headers, env, headers=True)
@@ -156,8 +174,9 @@ class McpConnection:
                 if self.server.command:
                     from mcp.client.stdio import stdio_client
 
-                    params = mcp.StdioServerParameters(command=self.server.command[0], args=self.server.command[1:],
-                                                       env=env, cwd=str(self.bench_dir))
+                    params = mcp.StdioServerParameters(  # through the relay, which bounds each message
+                        command=sys.executable, args=["-I", "-S", str(RELAY), str(self.max_message), *self.server.command],
+                        env=env, cwd=str(self.bench_dir))
                     assert self._errlog is not None
                     transport = stdio_client(params, errlog=self._errlog.writer)
                 else:

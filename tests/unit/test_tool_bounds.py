@@ -14,7 +14,15 @@ import pytest
 
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.formats.spec import McpServer, ToolsConfig
-from pytest_evalbench.kinds.tools import MAX_TOOLS, NAMES_LISTED, STDERR_CHARS, McpConnection, ToolBox, ToolServerError
+from pytest_evalbench.kinds.tools import (
+    MAX_TOOLS,
+    MIN_MESSAGE_BYTES,
+    NAMES_LISTED,
+    STDERR_CHARS,
+    McpConnection,
+    ToolBox,
+    ToolServerError,
+)
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
@@ -120,3 +128,55 @@ def test_a_tool_result_is_masked_before_it_is_cut(tmp_path: Path) -> None:
         connection = connected(tmp_path, FakeClient([FakeTool("t")], text))
         result, _ = asyncio.run(connection.call("t", {}, 200))
         assert [KEY[i:i + 4] for i in range(len(KEY) - 3) if KEY[i:i + 4] in result] == [], at
+
+
+RESULT_SERVER = '''
+import sys
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("big")
+
+@server.tool()
+def flood() -> str:
+    """A result of 40 MB."""
+    return "x" * 40_000_000
+
+@server.tool()
+def small() -> str:
+    """A result of 5 MB: within the bound, cut by max_result_chars."""
+    return "y" * 5_000_000
+
+if __name__ == "__main__":
+    server.run("stdio")
+'''
+
+
+def test_a_tool_result_over_the_message_bound_is_refused_as_it_arrives(tmp_path: Path) -> None:
+    """The SDK would hold the whole 40 MB line (and copy it while joining); through the relay the
+    run never holds more than a chunk of it, and the call gets one error naming the bound."""
+    (tmp_path / "big_server.py").write_text(RESULT_SERVER)
+    connection = McpConnection(McpServer(name="big", command=[sys.executable, "big_server.py"], timeout=60),
+                               tmp_path, {}, max_result_chars=1000)
+    assert connection.max_message == MIN_MESSAGE_BYTES
+
+    async def calls() -> tuple[str, str]:
+        try:
+            small, _ = await connection.call("small", {}, 1000)
+            tracemalloc.start()
+            try:
+                await connection.call("flood", {}, 1000)
+            except ToolServerError as exc:
+                return small, str(exc)
+            finally:
+                peak = tracemalloc.get_traced_memory()[1]
+                tracemalloc.stop()
+                assert peak < 8_000_000, peak
+            raise AssertionError("the 40 MB result was taken")
+        finally:
+            await connection.close()
+
+    small, refused = asyncio.run(calls())
+    assert small.startswith("y" * 1000) and small.endswith("truncated from 5000000 to 1000 characters; "
+                                                           "see tools.max_result_chars]")
+    assert f"the server's answer was more than {MIN_MESSAGE_BYTES:,} bytes" in refused
+    assert "it was refused as it arrived" in refused
