@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import BinaryIO
+from typing import IO
 
 REFUSED = -32001
 """The JSON-RPC error code of a refused message (a server-defined code)."""
@@ -41,7 +41,7 @@ def refusal(head: bytes, tail: bytes, size: int, limit: int) -> bytes:
     return (json.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": REFUSED, "message": message}}) + "\n").encode()
 
 
-def relay(source: BinaryIO, sink: BinaryIO, limit: int) -> None:
+def relay(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
     """Copy `source` to `sink` line by line, each line at most `limit` bytes (see the module docstring)."""
     line = bytearray()
     size = 0
