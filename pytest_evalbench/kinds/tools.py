@@ -10,8 +10,12 @@ model makes runs on its server under the server's `timeout`, and the call and it
 transcript and the trajectory. The tool list and every tool result are recorded in the response cache
 (`CachedCalls.recorded`): a server's list under its `name`, a result under the server, tool, arguments and
 the cache key of the completion that asked for it, so a replay needs no server process at all. A result is
-hostile like any model output: lone surrogates replaced, cut to `tools.max_result_chars` with a note,
-secrets masked before the model, the transcript or the cache sees it. A server that cannot start, a call
+hostile like any model output: lone surrogates replaced, secrets masked, then cut to
+`tools.max_result_chars` with a note, before the model, the transcript or the cache sees it. What a
+server sends is bounded as it arrives: a stdio server's stdout goes through `mcp_relay.py`, which
+refuses a message over `max_message` bytes without holding it; its stderr keeps its last
+`STDERR_KEEP` bytes (`StderrTail`); its tool list is refused beyond `MAX_TOOLS` tools or a name or
+schema too long to go into every request. A server that cannot start, a call
 that gets no result in time or a connection that breaks is the item's error (`ToolServerError`), never a
 result given to the model; the tool's own errors (`isError`) are results, as the model would see them.
 
