@@ -1,7 +1,10 @@
-"""The pipe between an MCP server's stdout and the MCP SDK, bounding each message as it arrives.
+"""The pipes between a stdio MCP server and the MCP SDK, bounded as they are read (standard library
+only).
 
-Run as a script (standard library only, so it starts in milliseconds and imports nothing of the
-package): `python -I -S mcp_relay.py MAX_BYTES COMMAND [ARGS...]`. It starts the server with this
+`StderrTail` drains a server's stderr, keeping only its last bytes.
+
+The relay is this module run as a script, so it starts in milliseconds and imports nothing of the
+package: `python -I -S mcp_relay.py MAX_BYTES COMMAND [ARGS...]`. It starts the server with this
 process's stdin and stderr and relays its stdout line by line (one line is one JSON-RPC message). A line
 longer than MAX_BYTES is never held: from its first byte over the bound it is discarded as it arrives,
 and the request it answered (its `id`, read from the line's first or last bytes) gets a JSON-RPC error
@@ -14,17 +17,66 @@ group on POSIX, one job on Windows); the server's exit status is this process's.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 from typing import IO
 
+STDERR_KEEP = 64 * 1024
+"""How many bytes of a server's stderr are kept while it runs (the last ones): far more than an error
+quotes, so that cut goes through text that is already masked."""
 REFUSED = -32001
 """The JSON-RPC error code of a refused message (a server-defined code)."""
 EDGE = 4096
 """Bytes kept of each end of a refused line: where its `id` is."""
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+class StderrTail:
+    """A server's stderr: a pipe drained by a thread that keeps only its last `keep` bytes, so a server
+    that writes gigabytes costs neither memory nor disk."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        """The server's stderr (our copy of the pipe's write end is closed in `close`)."""
+        self._keep = keep
+        self._kept = bytearray()
+        self._cut = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, args=(read_fd,), name="evalbench-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self, read_fd: int) -> None:
+        try:
+            while chunk := os.read(read_fd, 65_536):
+                with self._lock:
+                    self._kept += chunk
+                    if len(self._kept) > self._keep:
+                        del self._kept[:len(self._kept) - self._keep]
+                        self._cut = True
+        except OSError:
+            pass
+        finally:
+            os.close(read_fd)
+
+    def close(self, wait: float = 2.0) -> None:
+        """Close our write end and wait (bounded: a grandchild may hold the pipe) for the rest."""
+        if not self.writer.closed:
+            self.writer.close()
+        self._thread.join(wait)
+
+    def kept(self) -> tuple[str, bool]:
+        """The kept stderr as text, and whether earlier bytes were dropped (it then starts mid-stream,
+        never inside a character)."""
+        with self._lock:
+            data, cut_before = bytes(self._kept), self._cut
+        if cut_before:
+            data = data.lstrip(bytes(range(0x80, 0xC0)))
+        return data.decode("utf-8", "replace"), cut_before
 
 
 def refusal(head: bytes, tail: bytes, size: int, limit: int) -> bytes:

@@ -35,7 +35,6 @@ import contextlib
 import contextvars
 import importlib
 import json
-import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -47,15 +46,13 @@ from pytest_evalbench.base.errors import ConfigError, EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
 from pytest_evalbench.formats.spec import McpServer, ToolsConfig, resolve_env
+from pytest_evalbench.kinds.mcp_relay import StderrTail
 from pytest_evalbench.llm.cache import CachedCalls, cache_key
 from pytest_evalbench.llm.types import Usage, safe_json, safe_text
 
 AGENTS_EXTRA = "pip install 'pytest-evalbench[agents]'"
 STDERR_CHARS = 600
 """How much of a server's stderr an error quotes (its tail, masked before it is cut)."""
-STDERR_KEEP = 64 * 1024
-"""How many bytes of a server's stderr are kept while it runs (the last ones): far more than is quoted,
-so the cut to `STDERR_CHARS` goes through text that is already masked."""
 DESCRIPTION_CHARS = 2_000
 MAX_TOOLS = 128
 """Most tools one server may offer: what OpenAI's chat completions accept in one request."""
@@ -167,7 +164,7 @@ class McpConnection:
             leaf = first_leaf(exc)
             problem = f"failed to start: {type(leaf).__name__}: {cut(' '.join(str(leaf).split()), 300)}"
         await self.close()  # the server stopped and its stderr read to the end before it is quoted
-        tail = errlog.ending() if errlog is not None else ""
+        tail = stderr_ending(errlog) if errlog is not None else ""
         raise ToolServerError(f"{self.label} {problem}{f'; its stderr ends: {tail}' if tail else ''}")
 
     async def _own(self, mcp: Any, ready: asyncio.Future[Any], env: dict[str, str], headers: dict[str, str]) -> None:
@@ -260,52 +257,15 @@ class McpConnection:
             await asyncio.to_thread(self._errlog.close)
 
 
-class StderrTail:
-    """A server's stderr: a pipe drained by a thread that keeps only its last `keep` bytes, so a server
-    that writes gigabytes costs neither memory nor disk."""
-
-    def __init__(self, keep: int = STDERR_KEEP) -> None:
-        read_fd, write_fd = os.pipe()
-        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
-        """The server's stderr (our copy of the pipe's write end is closed in `close`)."""
-        self._keep = keep
-        self._kept = bytearray()
-        self._cut = False
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._drain, args=(read_fd,), name="evalbench-mcp-stderr", daemon=True)
-        self._thread.start()
-
-    def _drain(self, read_fd: int) -> None:
-        try:
-            while chunk := os.read(read_fd, 65_536):
-                with self._lock:
-                    self._kept += chunk
-                    if len(self._kept) > self._keep:
-                        del self._kept[:len(self._kept) - self._keep]
-                        self._cut = True
-        except OSError:
-            pass
-        finally:
-            os.close(read_fd)
-
-    def close(self, wait: float = 2.0) -> None:
-        """Close our write end and wait (bounded: a grandchild may hold the pipe) for the rest."""
-        if not self.writer.closed:
-            self.writer.close()
-        self._thread.join(wait)
-
-    def ending(self) -> str:
-        """The kept stderr as one line: masked whole first, then cut to its last `STDERR_CHARS`
-        characters, so the cut never hides a secret from the masker; "" when there was none."""
-        with self._lock:
-            data, cut_before = bytes(self._kept), self._cut
-        if cut_before:  # the kept bytes start mid-stream: no half character, and the masker sees a cut
-            data = data.lstrip(bytes(range(0x80, 0xC0)))
-        text = redact(("…" if cut_before else "") + safe_text(data.decode("utf-8", "replace")))
-        text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-        if len(text) > STDERR_CHARS:
-            text = "…" + text[-STDERR_CHARS:]
-        return terminal(text)
+def stderr_ending(errlog: StderrTail) -> str:
+    """A server's kept stderr as one line: masked whole first, then cut to its last `STDERR_CHARS`
+    characters, so the cut never hides a secret from the masker; "" when there was none."""
+    kept, cut_before = errlog.kept()
+    text = redact(("…" if cut_before else "") + safe_text(kept))  # "…": the masker sees a cut
+    text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    if len(text) > STDERR_CHARS:
+        text = "…" + text[-STDERR_CHARS:]
+    return terminal(text)
 
 
 def first_leaf(exc: BaseException) -> BaseException:
