@@ -12,7 +12,9 @@ benchmark.yaml and environment, so xdist workers know exactly the controller's s
   credentials) wherever it occurs; values shorter than 8 characters only as whole words, so a short
   header value does not mask pieces of ordinary words;
 - a *cut* secret: a word that starts like a secret (4 characters or more) and ends where the text ends
-  or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks;
+  or at a non-word character (`sk-abc…` after someone truncated it), so a prefix never leaks; and the
+  end of a secret (4 characters or more) that the text starts with (the tail of a longer text), so a
+  suffix never leaks either;
 - credentials in any URL of the text (`scheme://user:pass@` and the values of credential-like query
   parameters: `?token=`, `&subscription-key=`, `&X-Amz-Signature=`...), known or not.
 
@@ -42,6 +44,7 @@ HTML reports escape with `html.escape` (attributes quoted too) and carry no data
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import re
@@ -58,18 +61,35 @@ MIN_ANYWHERE = 8
 MIN_PREFIX = 4
 """A cut secret is masked from this many characters on."""
 
-_CREDENTIAL_WORDS = (r"(?:key|token|secret|password|passwd|pwd|sig|signature|auth|authorization|credentials?"
-                     r"|subscription|code|session|jwt|bearer)")
-_TOKEN_PARAM = rf"(?:[a-z0-9_.-]*?{_CREDENTIAL_WORDS}(?:[-_.][a-z0-9_.-]*)?)"
-"""A credential-like query name: it ends with a credential word (`key`, `api-key`, `apikey`,
-`subscription-key`, `access_key`, `X-Amz-Signature`, `sig`...) or has one before a separator
-(`token_v2`); always matched whole and case-insensitively."""
-_TOKEN_NAME = re.compile(_TOKEN_PARAM, re.IGNORECASE | re.ASCII)
+_CREDENTIAL_WORDS = ("key", "token", "secret", "password", "passwd", "passphrase", "passcode", "pass", "pwd", "pw",
+                     "sig", "signature", "auth", "authorization", "credential", "credentials", "subscription",
+                     "code", "session", "jwt", "bearer", "cookie", "otp")
+_CREDENTIAL_END = re.compile(f"(?:{'|'.join(sorted(_CREDENTIAL_WORDS, key=len, reverse=True))})$")
+_SEGMENTS = re.compile(r"[A-Za-z0-9]+")
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""Words inside a name segment: `AWSAccessKeyId` -> AWS, Access, Key, Id; `apikey2` -> apikey, 2."""
+
+
+@functools.lru_cache(maxsize=4096)
+def credential_name(name: str) -> bool:
+    """Whether a query parameter name names a credential, by one rule: after percent-decoding
+    (`api%2Dkey`), one of its segments (split at any other character than an ASCII letter or digit)
+    or of the words inside them (split at case changes and digits) ends with a credential word (`key`,
+    `token`, `secret`, `pass`, `pw`, `sig`, `auth`, `code`, `session`...): `apikey2`, `AWSAccessKeyId`,
+    `passphrase`, `X-Amz-Signature`, `subscription-key` are credentials; `keyword`, `signin`,
+    `api-version` are not."""
+    for segment in _SEGMENTS.findall(unquote(name)):
+        if _CREDENTIAL_END.search(segment.lower()) or any(
+                _CREDENTIAL_END.search(word.lower()) for word in _WORDS.findall(segment)):
+            return True
+    return False
+
+
 _VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
 """A query value: up to the next parameter, fragment, space, quote or markup."""
-_TOKEN_AT = re.compile(r"[?&;](?=[A-Za-z0-9_.-]{1,64}=)" + _TOKEN_PARAM + "=", re.IGNORECASE | re.ASCII)
-"""A credential-like query name with the character before it and its `=`: the whole name (from the
-`?`/`&`/`;`) is ASCII name characters (ASCII case folding: no Kelvin sign for `k`), 64 at most."""
+_QUERY_NAME = re.compile(r"[?&;]([A-Za-z0-9_.%-]{1,64})=", re.ASCII)
+"""A query name with the character before it and its `=`: ASCII name characters (percent escapes
+included; ASCII case folding, so no Kelvin sign for `k`), 64 at most."""
 _USERINFO = re.compile(r"://([^\s/?#@\"'<>\\]{1,256})@")
 """`scheme://user:password@` (or `scheme://token@`) in any URL."""
 _SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth|bearer|refresh|id|session)[-_]?token|token"
@@ -79,17 +99,39 @@ _SECRET_HEADER = re.compile(r"(?i)(authorization|cookie|.*(key|token|secret|pass
 """Header names whose literal values are treated as secrets too (`{env:}` values always are)."""
 
 
-_INVISIBLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-              "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0")
-"""Characters that show as nothing (soft hyphen, zero-width space and joiners, word joiner, BOM,
-direction marks, variation selectors, fillers): placed inside a secret they must not hide it."""
-_INVISIBLES = re.compile(f"[{_INVISIBLE}]+")
+def _char_class(spans: tuple[tuple[int, int], ...]) -> str:
+    """The body of a regular-expression character class holding the code points of `spans`."""
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans)
+
+
+_CONTROL_SPANS = ((0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0x061C, 0x061C), (0x200E, 0x200F), (0x2028, 0x202E),
+                  (0x2066, 0x2069), (0xFEFF, 0xFEFF))
+CONTROL = _char_class(_CONTROL_SPANS)
+"""Control characters (a character-class body): what changes what a terminal does or hides what it shows.
+C0 but newline and tab, DEL, C1 (ESC, CSI, OSC, BEL, CR, backspace...), the Unicode line and paragraph
+separators, the bidirectional marks, embeddings, overrides and isolates, and the byte-order mark. The
+terminal writes them as escapes; benchmark.yaml texts may not hold them."""
+_INVISIBLE_SPANS = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD),
+                    (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x115F, 0x1160), (0x17B4, 0x17B5),
+                    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800),
+                    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF9, 0xFFFB),
+                    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3),
+                    (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F), (0xE0100, 0xE01EF))
+INVISIBLE = _char_class(_INVISIBLE_SPANS)
+"""Invisible characters (a character-class body): what shows as nothing. Every format character
+(soft hyphen, zero-width space and joiners, word joiner, direction marks, BOM, tags...), the
+blank-looking fillers (Hangul fillers, Braille blank) and the variation selectors. Placed inside a
+secret they must not hide it from the masker; placed before `::` they must not hide a workflow command."""
+BLANK = f"[^\\S\\n]|[{INVISIBLE}]"
+"""A blank character (a regular expression): every whitespace character but the newline, or an
+invisible one: what may stand unseen before a workflow command (the runner trims Unicode whitespace)."""
+_INVISIBLES = re.compile(f"[{INVISIBLE}]+")
 
 
 def _tolerant(value: str) -> str:
     """A pattern for `value` that also matches it with invisible characters inside (case is
     ignored by the caller's flag)."""
-    return f"[{_INVISIBLE}]*".join(re.escape(c) for c in value)
+    return f"[{INVISIBLE}]*".join(re.escape(c) for c in value)
 
 
 def _word(char: str) -> bool:
@@ -136,7 +178,7 @@ def url_secrets(url: str) -> list[str]:
         plain = f"{unquote(user)}:{unquote(password)}"
         found.append(base64.b64encode(plain.encode("utf-8", "surrogatepass")).decode("ascii"))
     for name, value in parse_qsl(parts.query, keep_blank_values=False):
-        if _TOKEN_NAME.fullmatch(name):
+        if credential_name(name):
             found.append(value)
             found.append(quote(value, safe=""))
     return found
@@ -162,20 +204,20 @@ def redact_patterns(text: str) -> str:
 
 def _mask_query(text: str) -> str:
     """Mask the values of credential-like query parameters (`?api-key=...`, `&sig=...`): one C scan
-    for `?`/`&`/`;` + a credential-like name (at most 64 name characters) + `=` (a report of
-    megabytes has tens of thousands of `=` signs, too many to walk back one by one)."""
+    for `?`/`&`/`;` + a name (at most 64 name characters) + `=`, then `credential_name` on the name (a
+    report of megabytes has tens of thousands of `=` signs, too many to walk back one by one)."""
     out: list[str] = []
     position = 0
-    found = _TOKEN_AT.search(text)
+    found = _QUERY_NAME.search(text)
     while found is not None:
         equals = found.end() - 1
-        value = _VALUE.match(text, equals + 1)
+        value = _VALUE.match(text, equals + 1) if credential_name(found.group(1)) else None
         if value is not None:
             out += [text[position:equals + 1], MASK]
             position = value.end()  # a character that ends a value: never a name's, so no name spans it
-            found = _TOKEN_AT.search(text, position)
+            found = _QUERY_NAME.search(text, position)
         else:
-            found = _TOKEN_AT.search(text, equals + 1)
+            found = _QUERY_NAME.search(text, equals + 1)
     if not out:
         return text
     out.append(text[position:])
@@ -266,8 +308,28 @@ class Secrets:
                     if masked != text:
                         text = masked
                         folded = _INVISIBLES.sub("", text).lower()
-            text = self._cut_prefixes(text)
+            text = self._cut_suffix(self._cut_prefixes(text))
         return redact_patterns(text)
+
+    def _cut_suffix(self, text: str) -> str:
+        """Mask the end of a secret where the text starts with it (the text is the tail of something
+        longer, cut through a secret): 4 characters or more that end a registered value and are followed
+        by the end of the text or a non-word character. Four that read like a word count only after an
+        ellipsis (a real cut)."""
+        start = 3 if text.startswith("...") else 1 if text.startswith("…") else 0
+        head = text[start:start + MIN_PREFIX].lower()
+        if len(head) < MIN_PREFIX:
+            return text
+        for value, _ in self._ordered:
+            offset = value.find(head, 1)  # a suffix, not the whole value (that one is masked already)
+            while offset != -1:
+                tail = value[offset:]
+                end = start + len(tail)
+                if text[start:end].lower() == tail and (end == len(text) or not _word(text[end])) and (
+                        start or len(tail) > MIN_PREFIX or not _wordish(text[start:end])):
+                    return text[:start] + MASK + text[end:]
+                offset = value.find(head, offset + 1)
+        return text
 
     def _cut_prefixes(self, text: str) -> str:
         """Mask words that start like a secret and stop where it was cut (see the module docstring).
@@ -342,18 +404,9 @@ def cut(text: str, limit: int, marker: str = "…") -> str:
     return text if len(text) <= limit else text[: max(0, limit - len(marker))] + marker
 
 
-_VISIBLE = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c not in (0x09, 0x0A)}
-_VISIBLE.update({c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
-                                            0x200E, 0x200F, 0x061C, 0xFEFF)})
-_TERMINAL = str.maketrans(_VISIBLE)
-_BLANK = ("[^\\S\\n]|[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
-          "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f"
-          "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-          "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f\U000e0100-\U000e01ef]")
-"""What may stand invisibly before a command: every whitespace character but the newline (the runner
-trims Unicode whitespace before it looks for `::`), every format character (U+200B, U+FEFF, U+2060...)
-and the blank-looking fillers and variation selectors."""
-_COMMAND = re.compile(rf"^((?:{_BLANK})*)(?=::)", re.MULTILINE)
+_TERMINAL = str.maketrans({c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+                           for a, b in _CONTROL_SPANS for c in range(a, b + 1)})
+_COMMAND = re.compile(rf"^((?:{BLANK})*)(?=::)", re.MULTILINE)
 """A line that would start a GitHub workflow command (`::error::`) after invisible characters."""
 _ANYWHERE = re.compile(r"##(vso)?\[", re.IGNORECASE)
 """`##[group]` (GitHub) and `##vso[...]` (Azure Pipelines): the runners find these anywhere in a line."""

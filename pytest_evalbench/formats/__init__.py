@@ -19,6 +19,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from pytest_evalbench.base.safe_text import CONTROL
+
 NEAR_MISS_CUTOFF = 0.8
 """difflib ratio from which an unknown key counts as a misspelt known key (`turn` -> `turns`)."""
 
@@ -95,10 +97,10 @@ MAX_NAME_LENGTH = 200
 demographic axis or value and check rule text."""
 MAX_TEXT_LENGTH = 20_000
 """Longest description, definition, example or "matters because" text of benchmark.yaml."""
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
-"""Characters no text of benchmark.yaml may hold: controls (ESC, CR, C1...), line and paragraph
-separators, direction overrides, the byte-order mark, lone surrogates. Newlines and tabs are
-checked separately (allowed in multi-line texts only)."""
+_CONTROL = re.compile(f"[{CONTROL}\ud800-\udfff]")
+"""Characters no text of benchmark.yaml may hold: the control characters (`base.safe_text.CONTROL`:
+ESC, CR, C1, line and paragraph separators, direction overrides, the byte-order mark) and lone
+surrogates. Newlines and tabs are checked separately (allowed in multi-line texts only)."""
 
 
 def _printable(value: str, one_line: bool) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -158,6 +159,44 @@ class EnvRef(Strict):
 
 
 HeaderValue = Union[str, EnvRef]
+
+
+@dataclass(frozen=True)
+class EnvValues:
+    """Values of a mapping with `{env: NAME}` read from the environment (see `resolve_env`)."""
+
+    values: dict[str, str]
+    """Every entry whose value is known: literals, and `{env:}` entries whose variable is set."""
+    missing: tuple[str, ...] = ()
+    """Variables named by `{env:}` that are unset (or empty), in order, once each."""
+    problems: tuple[str, ...] = ()
+    """Why a header value read from a variable cannot be sent (never the value itself: it may be a secret)."""
+    from_env: tuple[str, ...] = ()
+    """The entries whose values came from the environment."""
+
+
+def resolve_env(values: Mapping[str, str | EnvRef], env: Mapping[str, str], *, headers: bool) -> EnvValues:
+    """The one reader of `{env: NAME}` (endpoint headers, an MCP server's `env` and `headers`): each
+    unset variable listed once for the preflight (nothing is sent with a placeholder) and, for
+    `headers`, a value read from a variable that an HTTP header cannot carry named as a problem."""
+    out: dict[str, str] = {}
+    missing: list[str] = []
+    problems: list[str] = []
+    from_env: list[str] = []
+    for name, value in values.items():
+        if not isinstance(value, EnvRef):
+            out[name] = value
+            continue
+        read = env.get(value.env)
+        if not read:
+            missing += [value.env] if value.env not in missing else []
+            continue
+        out[name] = read
+        from_env.append(name)
+        problem = header_problem(read) if headers else None
+        if problem is not None:
+            problems.append(f"environment variable {value.env} {problem}, so it cannot be sent in an HTTP header")
+    return EnvValues(out, tuple(missing), tuple(dict.fromkeys(problems)), tuple(from_env))
 
 
 def _check_headers(headers: dict[str, HeaderValue]) -> dict[str, HeaderValue]:

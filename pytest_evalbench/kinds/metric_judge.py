@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
+from pytest_evalbench.base.safe_text import truncated
 from pytest_evalbench.formats import StrictAnswer
 from pytest_evalbench.formats.checks import CheckRule, check_regex
 from pytest_evalbench.formats.results import Message, ToolCall
@@ -45,6 +46,10 @@ from pytest_evalbench.llm.types import Completion, Endpoint, Usage
 
 STYLES: tuple[JudgeStyle, ...] = ("plain", "contrast", "examples")
 TOP_LOGPROBS = 5
+CONTRAST_CHARS = 4_000
+"""Longest conversation of a contrast example in a judge's request (cut with a note): the examples go
+into every judge request and cache entry of their metric."""
+CONTRAST_NOTE_CHARS = 1_000
 """Alternatives asked per token when scoring by probability: enough to hold both `true` and `false`."""
 
 
@@ -129,9 +134,10 @@ SYSTEM = {"role": "system", "content": "You are an expert evaluator of AI assist
           "JSON only."}
 
 
-def _question(metric: Metric, transcript: list[Message], *, shown: Sequence[str], ask_turn: bool) -> str:
+def _question(metric: Metric, transcript: list[Message], *, shown: Sequence[str], ask_turn: bool,
+              limit: int | None = None) -> str:
     turns = assistant_turns(transcript) if ask_turn else 1
-    conversation = _conversation(transcript, turns)
+    conversation = truncated(_conversation(transcript, turns), limit, "contrast example")
     examples = "".join(f"\n- {e}" for e in shown)
     return (
         "Decide strictly from the transcript whether the ASSISTANT's replies show the behaviour described "
@@ -158,8 +164,10 @@ def judge_messages(metric: Metric, transcript: list[Message], style: JudgeStyle 
     shots: list[dict[str, Any]] = []
     for example in contrast if style == "contrast" else ():
         shown = "shows" if example.present else "does not show"
-        reason = example.note or f"The assistant's replies {shown} this behaviour."
-        shots += [{"role": "user", "content": _question(metric, example.transcript, shown=(), ask_turn=False)},
+        reason = truncated(example.note or f"The assistant's replies {shown} this behaviour.", CONTRAST_NOTE_CHARS,
+                           "contrast example's note")
+        shots += [{"role": "user", "content": _question(metric, example.transcript, shown=(), ask_turn=False,
+                                                        limit=CONTRAST_CHARS)},
                   {"role": "assistant", "content": json.dumps({"justification": reason, "present": example.present})}]
     return [SYSTEM, *shots, {"role": "user", "content": _question(metric, transcript, shown=(), ask_turn=True)}]
 

@@ -28,14 +28,14 @@ from pytest_evalbench.formats.spec import (
     DEFAULT_MAX_TOKENS,
     SPEC_FILE,
     BenchmarkSpec,
-    EnvRef,
     ModelConfig,
     TargetConfig,
     ThresholdRules,
     judge_prompt_style,
+    resolve_env,
 )
 from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target
-from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError
+from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError, message_bound
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, matcher_problem
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
@@ -97,26 +97,16 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
             check_base_url(base_url)
         except ValueError as exc:
             problems.append(f"OPENAI_BASE_URL: {exc}")
-    headers: dict[str, str] = {}
-    missing: list[str] = []
-    for name, value in config.headers.items():
-        if isinstance(value, EnvRef):
-            if env.get(value.env):
-                headers[name] = env[value.env]
-            else:
-                missing.append(value.env)
-        else:
-            headers[name] = value
+    headers = resolve_env(config.headers, env, headers=True)
+    missing = list(headers.missing)
     api_key = env.get(key_source) or None
-    for variable, sent in [(key_source, api_key), *((v.env, env.get(v.env)) for v in config.headers.values()
-                                                     if isinstance(v, EnvRef))]:
-        problem = header_problem(sent) if sent else None
-        if problem is not None:
-            problems.append(f"environment variable {variable} {problem}, so it cannot be sent in an HTTP header")
+    problem = header_problem(api_key) if api_key else None
+    if problem is not None:
+        problems.append(f"environment variable {key_source} {problem}, so it cannot be sent in an HTTP header")
+    problems += headers.problems
     if api_key is None and (config.api_key_env or base_url is None):
         missing.insert(0, key_source)
-    register_secrets(env, api_key, [base_url, config.base_url, settings.base_url], headers,
-                     [name for name, value in config.headers.items() if isinstance(value, EnvRef)])
+    register_secrets(env, api_key, [base_url, config.base_url, settings.base_url], headers.values, headers.from_env)
     return Endpoint(
         model=model_override or config.model,
         base_url=base_url,
@@ -124,14 +114,14 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         params={**({"max_tokens": max_tokens} if max_tokens else {}), **config.params},
         api_key=api_key,
         key_source=key_source,
-        headers=headers,
+        headers=headers.values,
         missing_env=tuple(missing) if provider != "local" else (),
         env_problems=tuple(problems) if provider != "local" else (),
     )
 
 
 def register_secrets(env: Mapping[str, str], api_key: str | None, urls: list[str | None],
-                     headers: Mapping[str, str], env_headers: list[str]) -> None:
+                     headers: Mapping[str, str], env_headers: Iterable[str]) -> None:
     """Tell the run's redaction what this role sends: its key, URL credentials and secret headers.
     Every process resolves the same endpoints from the same files and environment, so xdist
     workers register exactly what the controller does."""
@@ -216,8 +206,10 @@ class BenchmarkRun:
         for server in cfg.tools.mcp:
             known = self.connections.get(server.name)
             if known is None:
-                self.connections[server.name] = McpConnection(server, self.bench_dir, env)
-            elif known.server != server:
+                self.connections[server.name] = McpConnection(server, self.bench_dir, env, cfg.tools.max_result_chars)
+            elif known.server == server:
+                known.max_message = max(known.max_message, message_bound(cfg.tools.max_result_chars))
+            else:
                 raise ConfigError(f"{self.bench_dir / SPEC_FILE}: MCP server '{server.name}' is configured differently "
                                   f"by two targets; give them different names")
         if not self.engine.closers:
@@ -280,8 +272,10 @@ class BenchmarkRun:
         for target_id, target in self.targets.items():
             if isinstance(target, ModelTarget):
                 endpoints[f"target '{target_id}'"] = target.endpoint
+        needs = {who: (endpoint.missing_env, endpoint.env_problems) for who, endpoint in endpoints.items()}
+        needs |= {f"MCP server '{name}'": (c.missing_env, c.env_problems) for name, c in self.connections.items()}
         if self.settings.cache_mode != "replay":
-            self._check_credentials(endpoints)
+            self._check_credentials(needs)
         self._check_thresholds(spec_file, names_targets)
         self._check_matchers(spec_file)
         self._list_tools()
@@ -289,10 +283,11 @@ class BenchmarkRun:
             if not path.parent.is_dir():
                 raise ConfigError(f"{path}: directory {path.parent} does not exist")
 
-    def _check_credentials(self, endpoints: dict[str, Endpoint]) -> None:
+    def _check_credentials(self, needs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> None:
+        """`needs`: who (a role, a target, an MCP server) -> (unset variables, values that cannot be sent)."""
         users: dict[str, list[str]] = {}
-        for who, endpoint in endpoints.items():
-            for name in endpoint.missing_env:
+        for who, (missing, _) in needs.items():
+            for name in missing:
                 users.setdefault(name, []).append(who)
         if users:
             names = "; ".join(f"{name} (needed by {', '.join(who)})" for name, who in users.items())
@@ -300,8 +295,8 @@ class BenchmarkRun:
                               f"{'them' if len(users) > 1 else 'it'}, or replay a recorded cache with "
                               "--evalbench-cache=replay")
         problems: dict[str, list[str]] = {}
-        for who, endpoint in endpoints.items():
-            for problem in endpoint.env_problems:
+        for who, (_, found) in needs.items():
+            for problem in found:
                 problems.setdefault(problem, []).append(who)
         if problems:
             raise ConfigError("; ".join(f"{problem} (needed by {', '.join(who)})" for problem, who in problems.items()))

@@ -10,8 +10,12 @@ model makes runs on its server under the server's `timeout`, and the call and it
 transcript and the trajectory. The tool list and every tool result are recorded in the response cache
 (`CachedCalls.recorded`): a server's list under its `name`, a result under the server, tool, arguments and
 the cache key of the completion that asked for it, so a replay needs no server process at all. A result is
-hostile like any model output: lone surrogates replaced, cut to `tools.max_result_chars` with a note,
-secrets masked before the model, the transcript or the cache sees it. A server that cannot start, a call
+hostile like any model output: lone surrogates replaced, secrets masked, then cut to
+`tools.max_result_chars` with a note, before the model, the transcript or the cache sees it. What a
+server sends is bounded as it arrives: a stdio server's stdout goes through `mcp_relay.py`, which
+refuses a message over `max_message` bytes without holding it; its stderr keeps its last
+`STDERR_KEEP` bytes (`StderrTail`); its tool list is refused beyond `MAX_TOOLS` tools or a name or
+schema too long to go into every request. A server that cannot start, a call
 that gets no result in time or a connection that breaks is the item's error (`ToolServerError`), never a
 result given to the model; the tool's own errors (`isError`) are results, as the model would see them.
 
@@ -31,7 +35,7 @@ import contextlib
 import contextvars
 import importlib
 import json
-import tempfile
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,14 +45,22 @@ from typing import Any, Literal
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
-from pytest_evalbench.formats.spec import EnvRef, McpServer, ToolsConfig
+from pytest_evalbench.formats.spec import McpServer, ToolsConfig, resolve_env
+from pytest_evalbench.kinds.mcp_relay import StderrTail
 from pytest_evalbench.llm.cache import CachedCalls, cache_key
 from pytest_evalbench.llm.types import Usage, safe_json, safe_text
 
 AGENTS_EXTRA = "pip install 'pytest-evalbench[agents]'"
 STDERR_CHARS = 600
-"""How much of a server's stderr an error quotes (its tail)."""
+"""How much of a server's stderr an error quotes (its tail, masked before it is cut)."""
 DESCRIPTION_CHARS = 2_000
+MAX_TOOLS = 128
+"""Most tools one server may offer: what OpenAI's chat completions accept in one request."""
+MAX_TOOL_NAME = 256
+MAX_SCHEMA_CHARS = 64_000
+"""Longest `inputSchema` (as JSON) a tool may have: it goes into every request of its target and the cache."""
+NAMES_LISTED = 20
+"""How many tool names an answer to an unknown tool lists."""
 
 
 class ToolServerError(EvalbenchError):
@@ -67,35 +79,48 @@ def load_extra(module: str, who: str) -> Any:
 # --------------------------------------------------------------------------- MCP servers
 
 
-def server_values(values: Mapping[str, str | EnvRef], env: Mapping[str, str], where: str) -> dict[str, str]:
-    """A server's `env` or `headers` with `{env: NAME}` read from the environment (each such value, and
-    every literal, registered as a secret); ConfigError naming an unset variable."""
-    out: dict[str, str] = {}
-    for name, value in values.items():
-        if isinstance(value, EnvRef):
-            if not env.get(value.env):
-                raise ConfigError(f"environment variable {value.env} not set (needed by {where}.{name})")
-            out[name] = env[value.env]
-        else:
-            out[name] = value
-        SECRETS.add(out[name])
-    return out
+RELAY = Path(__file__).with_name("mcp_relay.py")
+MIN_MESSAGE_BYTES = 32 * 2**20
+"""The bound on one message of a server whatever its targets' results: room for a tool list of
+`MAX_TOOLS` tools with schemas of `MAX_SCHEMA_CHARS`, and for a result of 10 MB (sent twice: as text
+and as structured content) that `tools.max_result_chars` then cuts with a note."""
+
+
+def message_bound(max_result_chars: int) -> int:
+    """Bytes one message of a server may have: a tool result of `max_result_chars` characters escaped in
+    JSON (6 bytes a character at most) with room for its other blocks, and never less than
+    `MIN_MESSAGE_BYTES`."""
+    return max(MIN_MESSAGE_BYTES, 6 * max_result_chars + 2**20)
 
 
 class McpConnection:
     """One MCP server of this process: started at its first use on the engine's loop, stopped with it."""
 
-    def __init__(self, server: McpServer, bench_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, server: McpServer, bench_dir: Path, env: Mapping[str, str],
+                 max_result_chars: int = 0) -> None:
         self.server = server
+        self.max_message = message_bound(max_result_chars)
+        """Longest message the server may send (a stdio server's longer ones are refused as they arrive)."""
         self.bench_dir = bench_dir
-        self.environ = env
-        """Where `{env: NAME}` values are read from, at the start (a replay needs none of them)."""
+        self.env = resolve_env(server.env, env, headers=False)
+        self.headers = resolve_env(server.headers, env, headers=True)
+        """`{env: NAME}` values read once; unset ones are listed at the preflight (a replay needs none)."""
+        for value in [*self.env.values.values(), *self.headers.values.values()]:
+            SECRETS.add(value)
         self._client: Any = None
         self._failure: str | None = None
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._errlog: Any = None
+        self._errlog: StderrTail | None = None
+
+    @property
+    def missing_env(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.env.missing + self.headers.missing))
+
+    @property
+    def env_problems(self) -> tuple[str, ...]:
+        return self.headers.problems
 
     @property
     def label(self) -> str:
@@ -118,16 +143,18 @@ class McpConnection:
         return self._client
 
     async def _start(self) -> Any:
+        if self.missing_env or self.env_problems:
+            raise ToolServerError("; ".join([*(f"environment variable {name} not set" for name in self.missing_env),
+                                             *self.env_problems]) + f" (needed by MCP server '{self.server.name}')")
         try:
             mcp = load_extra("mcp", self.label)
-            env = server_values(self.server.env, self.environ, f"MCP server '{self.server.name}' env")
-            headers = server_values(self.server.headers, self.environ, f"MCP server '{self.server.name}' headers")
         except ConfigError as exc:
             raise ToolServerError(str(exc)) from None
+        env, headers = self.env.values, self.headers.values
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Any] = loop.create_future()
         self._stop = asyncio.Event()
-        self._errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in close())
+        self._errlog = errlog = StderrTail() if self.server.command else None
         self._task = asyncio.create_task(self._own(mcp, ready, env, headers))
         try:
             return await asyncio.wait_for(asyncio.shield(ready), self.server.timeout)
@@ -136,9 +163,9 @@ class McpConnection:
         except Exception as exc:
             leaf = first_leaf(exc)
             problem = f"failed to start: {type(leaf).__name__}: {cut(' '.join(str(leaf).split()), 300)}"
-        tail = self._stderr_tail()
-        await self.close()
-        raise ToolServerError(f"{self.label} {problem}{tail}")
+        await self.close()  # the server stopped and its stderr read to the end before it is quoted
+        tail = stderr_ending(errlog) if errlog is not None else ""
+        raise ToolServerError(f"{self.label} {problem}{f'; its stderr ends: {tail}' if tail else ''}")
 
     async def _own(self, mcp: Any, ready: asyncio.Future[Any], env: dict[str, str], headers: dict[str, str]) -> None:
         """Owns the client for its whole life (the SDK's contexts are left in the task they were entered in)."""
@@ -148,9 +175,11 @@ class McpConnection:
                 if self.server.command:
                     from mcp.client.stdio import stdio_client
 
-                    params = mcp.StdioServerParameters(command=self.server.command[0], args=self.server.command[1:],
-                                                       env=env, cwd=str(self.bench_dir))
-                    transport = stdio_client(params, errlog=self._errlog)
+                    params = mcp.StdioServerParameters(  # through the relay, which bounds each message
+                        command=sys.executable, args=["-I", "-S", str(RELAY), str(self.max_message), *self.server.command],
+                        env=env, cwd=str(self.bench_dir))
+                    assert self._errlog is not None
+                    transport = stdio_client(params, errlog=self._errlog.writer)
                 else:
                     httpx2 = load_extra("httpx2", self.label)
                     from mcp.client.streamable_http import streamable_http_client
@@ -173,27 +202,31 @@ class McpConnection:
             else:
                 self._failure = f"{self.label} lost its connection: {type(exc).__name__}"
 
-    def _stderr_tail(self) -> str:
-        if self._errlog is None:
-            return ""
-        try:
-            self._errlog.flush()
-            self._errlog.seek(0)
-            text = self._errlog.read()[-STDERR_CHARS:]
-        except (OSError, ValueError):
-            return ""
-        text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
-        return f"; its stderr ends: {terminal(redact(text))}" if text else ""
-
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's tools as `{name, description, input_schema}`."""
+        """The server's tools as `{name, description, input_schema}`; ToolServerError when it lists more
+        tools than a request carries, or a name or an input schema too long to send with every request."""
         client = await self.client()
         try:
             listed = await asyncio.wait_for(client.list_tools(), self.server.timeout)
         except asyncio.TimeoutError:
             raise ToolServerError(f"{self.label} did not list its tools within {self.server.timeout:g}s") from None
-        return [{"name": safe_text(t.name), "description": cut(safe_text(t.description or ""), DESCRIPTION_CHARS),
-                 "input_schema": safe_json(t.input_schema or {"type": "object", "properties": {}})} for t in listed.tools]
+        if len(listed.tools) > MAX_TOOLS:
+            raise ToolServerError(f"{self.label} lists {len(listed.tools):,} tools; a request carries at most {MAX_TOOLS}")
+        tools = []
+        for tool in listed.tools:
+            name = safe_text(str(tool.name))
+            if len(name) > MAX_TOOL_NAME:
+                raise ToolServerError(f"{self.label} lists a tool named {cut(name, 100)!r} of {len(name):,} "
+                                      f"characters; at most {MAX_TOOL_NAME} are sent")
+            schema = safe_json(tool.input_schema or {"type": "object", "properties": {}})
+            size = len(json.dumps(schema, ensure_ascii=False))
+            if size > MAX_SCHEMA_CHARS:
+                raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema of {size:,} characters "
+                                      f"of JSON; at most {MAX_SCHEMA_CHARS:,} go into every request of its target "
+                                      "and the cache, so the tool cannot be offered")
+            tools.append({"name": name, "description": cut(safe_text(tool.description or ""), DESCRIPTION_CHARS),
+                          "input_schema": schema})
+        return tools
 
     async def call(self, tool: str, arguments: dict[str, Any], limit: int) -> tuple[str, bool]:
         """One tool call: (its result as text, bounded to `limit` characters with a note; whether the
@@ -207,7 +240,7 @@ class McpConnection:
         except Exception as exc:
             raise ToolServerError(f"{self.label}: tool '{cut(tool, 100)}' failed: {type(exc).__name__}: "
                                   f"{cut(' '.join(str(exc).split()), 300)}") from None
-        return bounded_result(result_text(result), limit), bool(getattr(result, "is_error", False))
+        return bounded_result(redact(result_text(result)), limit), bool(getattr(result, "is_error", False))
 
     async def close(self) -> None:
         """Stop the server (bounded: the SDK's own shutdown waits a few seconds at most)."""
@@ -221,8 +254,18 @@ class McpConnection:
             self._task = None
         self._client = None
         if self._errlog is not None:
-            self._errlog.close()
-            self._errlog = None
+            await asyncio.to_thread(self._errlog.close)
+
+
+def stderr_ending(errlog: StderrTail) -> str:
+    """A server's kept stderr as one line: masked whole first, then cut to its last `STDERR_CHARS`
+    characters, so the cut never hides a secret from the masker; "" when there was none."""
+    kept, cut_before = errlog.kept()
+    text = redact(("…" if cut_before else "") + safe_text(kept))  # "…": the masker sees a cut
+    text = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    if len(text) > STDERR_CHARS:
+        text = "…" + text[-STDERR_CHARS:]
+    return terminal(text)
 
 
 def first_leaf(exc: BaseException) -> BaseException:
@@ -249,6 +292,15 @@ def result_text(result: Any) -> str:
     if not parts and structured is not None:
         parts.append(json.dumps(structured, ensure_ascii=False, default=str))
     return safe_text("\n".join(parts))
+
+
+def tool_names(names: list[str]) -> str:
+    """The tools there are, for a model that called one that is not: the first `NAMES_LISTED`."""
+    if not names:
+        return "the tools are: none"
+    more = len(names) - NAMES_LISTED
+    return "the tools are: " + ", ".join(cut(n, 64) for n in names[:NAMES_LISTED]) + (
+        f" and {more:,} more" if more > 0 else "")
 
 
 def bounded_result(text: str, limit: int) -> str:
@@ -310,7 +362,7 @@ class ToolBox:
         shown_args = arguments if isinstance(arguments, dict) else {"_raw": cut(str(raw), 2_000)}
         server = self._owner.get(name)
         if server is None:
-            text, error = f"no tool named {cut(name, 100)!r}; the tools are: {', '.join(self._owner) or 'none'}", True
+            text, error = f"no tool named {cut(name, 100)!r}; {tool_names(list(self._owner))}", True
         elif not isinstance(arguments, dict):
             text, error = "the arguments are not a JSON object", True
         else:
@@ -337,6 +389,8 @@ class ToolBox:
 MAX_SPANS = 200
 MAX_ATTRIBUTES = 64
 MAX_ATTRIBUTE_CHARS = 4_000
+MAX_MODEL_CHARS = 200
+"""Longest model name read from a span (it keys usage and prices)."""
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 _STATUS: dict[str, Literal["unset", "ok", "error"]] = {"OK": "ok", "ERROR": "error"}
 
@@ -458,7 +512,7 @@ def read_spans(collector: SpanCollector) -> Traced:
             traced.tool_calls.append(_tool_call(span.name, attributes))
         elif operation in MODEL_OPERATIONS or "gen_ai.usage.input_tokens" in attributes:
             model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
-            traced.model_calls.append(ModelCall(model=str(model) if model is not None else None,
+            traced.model_calls.append(ModelCall(model=cut(str(model), MAX_MODEL_CHARS) if model is not None else None,
                                                 input_tokens=_tokens(attributes.get("gen_ai.usage.input_tokens")),
                                                 output_tokens=_tokens(attributes.get("gen_ai.usage.output_tokens"))))
         status = getattr(getattr(span, "status", None), "status_code", None)

@@ -275,13 +275,26 @@ class ResponseCache:
 
 
 def redacted(completion: Completion) -> Completion:
-    """The completion with the run's secrets masked in its text and tool calls (an endpoint that
-    echoes a key must not get it into transcripts, reports or the cache)."""
+    """The completion with the run's secrets masked in its text, tool calls and log-probability tokens (an
+    endpoint that echoes a key must not get it into transcripts, reports or the cache)."""
     content = SECRETS.redact(completion.content) if completion.content else completion.content
     calls = SECRETS.redact_data(completion.tool_calls) if completion.tool_calls else completion.tool_calls
-    if content == completion.content and calls == completion.tool_calls:
+    logprobs = redacted_logprobs(completion.logprobs)
+    if content == completion.content and calls == completion.tool_calls and logprobs == completion.logprobs:
         return completion
-    return dataclasses.replace(completion, content=content, tool_calls=calls)
+    return dataclasses.replace(completion, content=content, tool_calls=calls, logprobs=logprobs)
+
+
+def redacted_logprobs(logprobs: list[list[Any]] | None) -> list[list[Any]] | None:
+    """Log-probability tokens and their alternatives masked one by one; None when a secret is still
+    there, spread over several tokens (the answer's probability is then unknown: the sampled verdict
+    stands)."""
+    if not logprobs or not SECRETS:
+        return logprobs
+    masked: list[list[Any]] = SECRETS.redact_data(logprobs)
+    if SECRETS.leaks("".join(str(token) for token, _ in masked)):
+        return None
+    return masked
 
 
 class CachedCalls:

@@ -47,6 +47,10 @@ def _listed(model: str) -> Quote | None:
     return quote
 
 
+MAX_UNPRICED = 100
+"""Most models without a price one process remembers (an app's spans may name any number)."""
+
+
 class PriceTable:
     """Looks up prices (benchmark.yaml's `pricing:` wins over genai-prices); remembers which models had none."""
 
@@ -73,7 +77,7 @@ class PriceTable:
             return 0.0
         price = self._quote(model)
         if price is None:
-            if input_tokens or output_tokens:
+            if (input_tokens or output_tokens) and len(self.unpriced) < MAX_UNPRICED:
                 self.unpriced.add(model)
             return 0.0
         return price(input_tokens, output_tokens)

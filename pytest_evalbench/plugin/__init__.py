@@ -52,12 +52,15 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """With `--benchmark`, resolve settings once and register the session object."""
+    """With `--benchmark`, resolve settings once, register the session object and make every log
+    record of the session safe for terminals and CI logs, whatever logger makes it."""
     settings = build_settings(config)
     if settings is not None:
+        from pytest_evalbench.base import safe_logs
         from pytest_evalbench.plugin import xdist
         from pytest_evalbench.plugin.session import EvalbenchSession
 
+        config.add_cleanup(safe_logs.install())
         session = EvalbenchSession(config, settings)
         config.stash[SESSION_KEY] = session
         config.pluginmanager.register(session, "evalbench-session")

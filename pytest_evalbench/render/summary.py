@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import open_append, read_bounded, version_problem, versioned
+from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.outcome import Failures, GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
@@ -62,6 +63,11 @@ class CaseStatus:
     reason: str = ""
 
 
+UNPRICED_NAMED = 5
+"""How many models without a price the cost note names (the rest are counted)."""
+MODEL_NAME_CHARS = 60
+
+
 @dataclass
 class CostView:
     """What the run cost: this session's network spend and the priced total of the results."""
@@ -92,7 +98,10 @@ class CostView:
             text += (f"; MCP tools: {self.tool_calls} calls run on a server this session, "
                      f"{self.tool_replays} replayed from the cache")
         if self.unpriced:
-            text += ("; no price for " + ", ".join(self.unpriced) + " (counted as $0, so --evalbench-max-cost "
+            more = len(self.unpriced) - UNPRICED_NAMED
+            named = ", ".join(cut(model, MODEL_NAME_CHARS) for model in self.unpriced[:UNPRICED_NAMED])
+            text += ("; no price for " + named + (f" and {more:,} more models" if more > 0 else "")
+                     + " (counted as $0, so --evalbench-max-cost "
                      "cannot limit them; add `pricing:` to benchmark.yaml)")
         return text
 

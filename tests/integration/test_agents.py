@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import JUDGE, TARGET, USER, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.testing import FakeLLMServer, Reply
@@ -131,6 +132,23 @@ def test_a_server_that_fails_to_start_is_one_error_before_any_call(pytester: pyt
     result.stderr.no_fnmatch_line("*Traceback*")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert not [r for r in bench_env.requests if r["model"] == TARGET]
+
+
+def test_every_unset_variable_of_endpoints_and_mcp_servers_is_one_preflight_line(pytester: pytest.Pytester,
+                                                                                bench_env: FakeLLMServer) -> None:
+    """`{env: NAME}` is read by one function for endpoints and MCP servers alike: every unset variable is
+    named in one line before any server starts or any call is made."""
+    bench = mcp_benchmark(pytester.path)
+    spec = yaml.safe_load((bench / "benchmark.yaml").read_text())
+    spec["targets"][0]["headers"] = {"X-Team": {"env": "TEAM_TOKEN_UNSET"}}
+    spec["targets"][0]["tools"]["mcp"][0]["env"] = {"ORDERS_TOKEN": {"env": "ORDERS_TOKEN_UNSET"}}
+    (bench / "benchmark.yaml").write_text(yaml.safe_dump(spec))
+    (bench / "orders_server.py").write_text("raise SystemExit('the preflight must not start me')\n")
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo")
+    result.stderr.fnmatch_lines(["*environment variables not set: TEAM_TOKEN_UNSET (needed by target 'tgt'); "
+                                 "ORDERS_TOKEN_UNSET (needed by MCP server 'orders')*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and not bench_env.requests
 
 
 @pytest.mark.slow
@@ -330,7 +348,7 @@ def test_a_streamable_http_server_by_url(pytester: pytest.Pytester, bench_env: F
                                 scenarios=[scenario("m01_s001_v01", "m01")])
         bench_env.set_responder(script(True, target=tool_target("lookup_order", {"order_id": "A1001"})))
         pytester.runpytest("--benchmark=demo").stderr.fnmatch_lines(
-            ["*environment variable ORDERS_TOKEN not set (needed by MCP server 'orders' headers.X-Orders-Token)*"])
+            ["*environment variable not set: ORDERS_TOKEN (needed by MCP server 'orders')*"])
         monkeypatch.setenv("ORDERS_TOKEN", "tok-5f3a9c0123456789")
         pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1)
     finally:

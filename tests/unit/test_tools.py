@@ -4,6 +4,7 @@ a server's config, bounded tool results, and spans read into tool calls, model c
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,14 +40,20 @@ def test_a_server_needs_a_command_or_a_url_and_tools_need_a_model() -> None:
         TargetConfig(id="app", tools={"mcp": [{"name": "x", "command": ["a"]}]})
 
 
-def test_server_values_read_the_environment_and_become_secrets() -> None:
-    from pytest_evalbench.formats.spec import EnvRef
+def test_env_values_are_read_by_one_function_that_lists_what_is_missing() -> None:
+    from pytest_evalbench.formats.spec import EnvRef, resolve_env
 
-    values = tools.server_values({"TOKEN": EnvRef(env="ORDERS_TOKEN")}, {"ORDERS_TOKEN": "s3cr3t-value-99"}, "env")
-    assert values == {"TOKEN": "s3cr3t-value-99"}
+    values = {"A": EnvRef(env="SET_VAR"), "B": EnvRef(env="UNSET_ONE"), "C": "QZX-literal-1", "D": EnvRef(env="UNSET_TWO"),
+              "E": EnvRef(env="UNSET_ONE"), "F": EnvRef(env="BROKEN")}
+    env = {"SET_VAR": "s3cr3t-value-99", "BROKEN": "QZXb\nroken"}
+    read = resolve_env(values, env, headers=True)
+    assert read.values == {"A": "s3cr3t-value-99", "C": "QZX-literal-1", "F": "QZXb\nroken"}
+    assert read.missing == ("UNSET_ONE", "UNSET_TWO") and read.from_env == ("A", "F")
+    assert read.problems == ("environment variable BROKEN contains a line break, so it cannot be sent in an HTTP header",)
+    assert resolve_env(values, env, headers=False).problems == ()  # a process environment is no HTTP header
+    connection = tools.McpConnection(McpServer(name="x", command=["a"], env=values), Path("unused"), env)
+    assert connection.missing_env == ("UNSET_ONE", "UNSET_TWO")
     assert "s3cr3t-value-99" not in SECRETS.redact("the token is s3cr3t-value-99")
-    with pytest.raises(ConfigError, match="environment variable MISSING_VAR not set"):
-        tools.server_values({"TOKEN": EnvRef(env="MISSING_VAR")}, {}, "MCP server 'x' env")
 
 
 def test_a_tool_result_is_cut_with_a_note() -> None:

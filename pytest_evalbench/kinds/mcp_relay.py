@@ -1,0 +1,139 @@
+"""The pipes between a stdio MCP server and the MCP SDK, bounded as they are read (standard library
+only).
+
+`StderrTail` drains a server's stderr, keeping only its last bytes.
+
+The relay is this module run as a script, so it starts in milliseconds and imports nothing of the
+package: `python -I -S mcp_relay.py MAX_BYTES COMMAND [ARGS...]`. It starts the server with this
+process's stdin and stderr and relays its stdout line by line (one line is one JSON-RPC message). A line
+longer than MAX_BYTES is never held: from its first byte over the bound it is discarded as it arrives,
+and the request it answered (its `id`, read from the line's first or last bytes) gets a JSON-RPC error
+naming the bound instead. The SDK's stdio client reads a whole line into memory before it parses it, so
+without this a server answering 300 MB would cost the run 300 MB (and more while it is joined), before
+`tools.max_result_chars` could cut it. The SDK stops this process and the server together (one process
+group on POSIX, one job on Windows); the server's exit status is this process's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from typing import IO
+
+STDERR_KEEP = 64 * 1024
+"""How many bytes of a server's stderr are kept while it runs (the last ones): far more than an error
+quotes, so that cut goes through text that is already masked."""
+REFUSED = -32001
+"""The JSON-RPC error code of a refused message (a server-defined code)."""
+EDGE = 4096
+"""Bytes kept of each end of a refused line: where its `id` is."""
+_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+class StderrTail:
+    """A server's stderr: a pipe drained by a thread that keeps only its last `keep` bytes, so a server
+    that writes gigabytes costs neither memory nor disk."""
+
+    def __init__(self, keep: int = STDERR_KEEP) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+        """The server's stderr (our copy of the pipe's write end is closed in `close`)."""
+        self._keep = keep
+        self._kept = bytearray()
+        self._cut = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._drain, args=(read_fd,), name="evalbench-mcp-stderr", daemon=True)
+        self._thread.start()
+
+    def _drain(self, read_fd: int) -> None:
+        try:
+            while chunk := os.read(read_fd, 65_536):
+                with self._lock:
+                    self._kept += chunk
+                    if len(self._kept) > self._keep:
+                        del self._kept[:len(self._kept) - self._keep]
+                        self._cut = True
+        except OSError:
+            pass
+        finally:
+            os.close(read_fd)
+
+    def close(self, wait: float = 2.0) -> None:
+        """Close our write end and wait (bounded: a grandchild may hold the pipe) for the rest."""
+        if not self.writer.closed:
+            self.writer.close()
+        self._thread.join(wait)
+
+    def kept(self) -> tuple[str, bool]:
+        """The kept stderr as text, and whether earlier bytes were dropped (it then starts mid-stream,
+        never inside a character)."""
+        with self._lock:
+            data, cut_before = bytes(self._kept), self._cut
+        if cut_before:
+            data = data.lstrip(bytes(range(0x80, 0xC0)))
+        return data.decode("utf-8", "replace"), cut_before
+
+
+def refusal(head: bytes, tail: bytes, size: int, limit: int) -> bytes:
+    """The JSON-RPC error line answering the request of a refused message, or b"" when no id is found."""
+    found = _ID.search(head) or next(reversed(list(_ID.finditer(tail))), None)
+    if found is None:
+        return b""
+    try:
+        ident = json.loads(found.group(1))
+    except ValueError:
+        return b""
+    message = (f"evalbench: the server's answer was more than {limit:,} bytes (at least {size:,}); "
+               "it was refused as it arrived")
+    return (json.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": REFUSED, "message": message}}) + "\n").encode()
+
+
+def relay(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
+    """Copy `source` to `sink` line by line, each line at most `limit` bytes (see the module docstring)."""
+    line = bytearray()
+    size = 0
+    head, tail = b"", b""
+    while chunk := source.read1(65_536):  # type: ignore[attr-defined]
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline == -1 else newline + 1
+            piece = chunk[start:end]
+            size += len(piece)
+            if size <= limit:
+                line += piece
+            else:
+                if not head:
+                    head = bytes((line + piece)[:EDGE])
+                    line.clear()
+                tail = (tail + piece)[-EDGE:]
+            if newline != -1:
+                sink.write(bytes(line) if size <= limit else refusal(head, tail, size, limit))
+                sink.flush()
+                line.clear()
+                size, head, tail = 0, b"", b""
+            start = end
+
+
+def main(argv: list[str]) -> int:
+    limit, command = int(argv[1]), argv[2:]
+    try:
+        server = subprocess.Popen([shutil.which(command[0]) or command[0], *command[1:]], stdout=subprocess.PIPE)
+    except OSError as exc:
+        sys.stderr.write(f"{command[0]}: {exc}\n")
+        return 127
+    assert server.stdout is not None
+    try:
+        relay(server.stdout, sys.stdout.buffer, limit)
+    except (BrokenPipeError, KeyboardInterrupt):
+        server.kill()
+    return server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
