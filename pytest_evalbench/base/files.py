@@ -12,6 +12,7 @@ Where a write may go is checked by `safe_files`; this module does the writing.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -40,6 +41,42 @@ LOCK_TIMEOUT = 600.0
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
+DISK_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS")
+                        if hasattr(errno, name))
+"""The errors of a disk that takes no more bytes: full, over quota, a file too large, failing, read-only."""
+
+
+class WriteFailed(OSError):
+    """A file the run writes that the disk did not take (full, over quota, failing, read-only). Raised
+    by every writer of this module (and by the record spool) in place of the OSError, so whoever
+    ends the run states it in one line naming the file; the file's earlier content is unchanged (a
+    replaced file is replaced whole or not at all, an appended one is cut back to where it was)."""
+
+    def __init__(self, path: Path | str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or type(cause).__name__, str(path))
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return f"{self.path}: could not be written ({self.strerror}); its earlier content is unchanged"
+
+
+def disk_error(exc: BaseException) -> bool:
+    """Whether `exc` is a disk that took no more bytes (`DISK_ERRNOS`), not a missing file or a refusal."""
+    return isinstance(exc, WriteFailed) or (isinstance(exc, OSError) and exc.errno in DISK_ERRNOS)
+
+
+@contextmanager
+def writing(path: Path | str) -> Iterator[None]:
+    """The one place a write's disk error becomes `WriteFailed` naming `path`."""
+    try:
+        yield
+    except WriteFailed:
+        raise
+    except OSError as exc:
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        raise WriteFailed(path, exc) from None
+
 
 def _temp_file(path: Path) -> tuple[int, Path]:
     """A new temp file next to `path`, created with mode 0o666 so the kernel applies the process's
@@ -57,7 +94,8 @@ def _temp_file(path: Path) -> tuple[int, Path]:
 def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
     """A text handle whose content replaces `path` (temp file in the same directory + os.replace)
     when the block ends without an exception: readers see the old file or the new one, never half;
-    on an exception the old file stays and the temp file goes.
+    on an exception the old file stays and the temp file goes. A disk that takes no more bytes is
+    `WriteFailed` naming `path`.
 
     `root` is the directory the write must stay in (`safe_files.check_write`: no link out of it, no
     link or non-regular file at `path`). None only for files whose place was checked otherwise: a
@@ -65,18 +103,19 @@ def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
     (`safe_files.check_tree`), the session's budget ledger (a file of its own temporary directory)."""
     if root is not None:
         check_write(path, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temp_file(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(tmp, path)
-    except BaseException:
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _temp_file(path)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                yield handle
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
@@ -85,23 +124,79 @@ def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
         handle.write(text)
 
 
+RESERVED_BYTES = 4096
+"""What a state file that must always get its last word (last_run.json) holds from the start: its
+final text overwrites these bytes when the disk refuses a new file (`overwrite_reserved`)."""
+
+
+def reserved(text: str) -> str:
+    """`text` followed by spaces up to `RESERVED_BYTES` (JSON allows whitespace after the value)."""
+    return text + " " * max(0, RESERVED_BYTES - len(text.encode("utf-8")))
+
+
+def overwrite_reserved(path: Path, text: str, root: Path) -> None:
+    """`text` written over the bytes `path` already holds (padded with spaces to its size), for when
+    the disk refuses a new file: blocks a file has are rewritten without asking the disk for more.
+    Not atomic (a crash in the write leaves a torn file), so only the fallback of `atomic_write_text`;
+    `WriteFailed` when `text` does not fit in the file or the write fails."""
+    check_write(path, root)
+    data = text.encode("utf-8")
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | _NOFOLLOW)
+        try:
+            size = os.fstat(fd).st_size
+            if len(data) > size:
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}; its reserved {size:,} bytes hold "
+                                            f"less than the {len(data):,} to write")
+            data += b" " * (size - len(data))
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+
+
 def publish(finished: Path, path: Path) -> None:
     """Move a file written elsewhere in full (e.g. a large binary streamed and checked first) to
     `path` in one rename: readers see nothing or all of it."""
     os.replace(finished, path)
 
 
-def open_append(path: Path, root: Path) -> BinaryIO:
+def _open_append_fd(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
+
+
+@contextmanager
+def open_append(path: Path, root: Path) -> Iterator[BinaryIO]:
     """`path` (checked against `root`) opened for reading and appending in binary; created if new.
     The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not
-    followed either."""
+    followed either. When the block ends with an exception (a full disk: `WriteFailed`), the file is
+    cut back to its size before the block, so a torn line is never left behind."""
     check_write(path, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
-    except OSError as exc:
-        raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
-    return os.fdopen(fd, "a+b")
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = _open_append_fd(path)
+        except OSError as exc:
+            if exc.errno in DISK_ERRNOS:
+                raise
+            raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
+        size = os.fstat(fd).st_size
+        handle = os.fdopen(fd, "a+b")
+        try:
+            yield handle
+            handle.flush()
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)
+                os.close(fd)  # the handle's buffer is not flushed after the cut
+            except OSError:
+                pass
+            try:
+                handle.close()
+            except OSError:
+                pass
+            raise
+        handle.close()
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
     TooLarge,
+    WriteFailed,
     atomic_write_text,
     read_bounded,
     version_problem,
@@ -397,7 +398,10 @@ class CachedCalls:
         if SECRETS and SECRETS.leaks(canonical_json(material)):
             self.stats.failures["not cached: the request holds a secret"] += 1
             return
-        self.cache.put(key, material, response)
+        try:
+            self.cache.put(key, material, response)
+        except WriteFailed as exc:  # a full disk: counted, and the run ends incomplete saying so
+            self.stats.unwritten[f"{self.cache.directory} ({exc.strerror})"] += 1
 
     def submit(self, write: Callable[[], None]) -> concurrent.futures.Future[None]:
         """Run `write` on the writer thread, after the writes queued so far (FIFO)."""
