@@ -85,7 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if passed and args.command != "mutate":
         parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
+    from pytest_evalbench.base.files import WriteFailed
 
+    try:
+        return _run(args, passed)
+    except WriteFailed as exc:  # a full disk, whichever command met it: one line naming the file, exit 7
+        from pytest_evalbench.base.safe_text import terminal
+
+        print(terminal(f"evalbench {args.command}: {exc}"), file=sys.stderr)
+        return 7
+
+
+def _run(args: argparse.Namespace, passed: list[str]) -> int:
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "init":

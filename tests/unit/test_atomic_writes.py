@@ -226,3 +226,16 @@ def test_a_cache_entry_the_disk_refuses_is_counted_not_lost(tmp_path: Path, monk
     merged = EngineStats()
     merged.merge(stats.to_json())  # from an xdist worker to the controller
     assert merged.unwritten == stats.unwritten
+
+
+@needs_dev_full
+def test_a_command_on_a_full_disk_is_one_line_and_exit_7(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_evalbench.__main__ import main
+
+    full_disk(monkeypatch)
+    assert main(["init", "demo", "--root", str(tmp_path)]) == 7
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"evalbench init: {tmp_path / 'benchmarks' / 'demo'}/")
+    assert "could not be written (No space left on device)" in err
