@@ -124,6 +124,15 @@ def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
         handle.write(text)
 
 
+def copy_into(source: Path, path: Path, root: Path) -> None:
+    """`source`'s bytes (a regular file, read within `MAX_INPUT_BYTES`) replacing `path` atomically,
+    never through a link out of `root` (`shutil.copyfile` follows a link at the destination)."""
+    data = read_bounded(source)
+    with atomic_open(path, root) as handle:
+        handle.flush()
+        handle.buffer.write(data)
+
+
 RESERVED_BYTES = 4096
 """What a state file that must always get its last word (last_run.json) holds from the start: its
 final text overwrites these bytes when the disk refuses a new file (`overwrite_reserved`)."""

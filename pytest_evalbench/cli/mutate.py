@@ -17,7 +17,6 @@ canned-reply app of the `.m-canned` targets.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -28,8 +27,9 @@ import yaml
 from pydantic import Field
 
 from pytest_evalbench.base.errors import ConfigError, InputError
-from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text
+from pytest_evalbench.base.files import FORMAT_VERSION, GITIGNORE, VERSION_KEY, atomic_write_text, copy_into
 from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_input_file, check_write
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
@@ -43,6 +43,12 @@ CANNED_REPLY = "Thank you for your message."
 """What the canned-reply mutant says to every turn."""
 COPIED = ("scenarios.json", "calibration.json", "calibration.jsonl")
 """The files of the benchmark the mutants' run reads besides benchmark.yaml."""
+MARKER = ".evalbench-mutants"
+"""The file `evalbench mutate` writes first into benchmarks/NAME.mutants/: a directory without it is
+never written into."""
+IGNORE_ALL = "# evalbench mutate: everything here is rebuilt by the next run, so git ignores it all\n*\n"
+MARKER_TEXT = ("Written by `evalbench mutate {name}`: the mutants' run of benchmarks/{name}/. Every file here "
+               "is rewritten by the next `evalbench mutate {name}`; delete the directory to start over.\n")
 
 
 @dataclass(frozen=True)
@@ -145,18 +151,39 @@ def mutant_spec(data: dict[str, Any], spec: BenchmarkSpec, mutants: list[Mutant]
     return out
 
 
+def mutants_dir(bench_dir: Path) -> Path:
+    """benchmarks/NAME.mutants/, if `evalbench mutate` may write there: new, or a real directory (no
+    link) inside benchmarks/ that holds the `MARKER` an earlier `mutate` wrote. Anything else is the
+    user's (a benchmark of that name, a link a pull request planted): ConfigError, nothing written."""
+    out = bench_dir.parent / f"{bench_dir.name}{SUFFIX}"
+    if out.is_symlink():
+        raise UnsafeWrite(f"{out}: is a symbolic link; evalbench mutate never writes through a link (remove it)")
+    check_dir(out, bench_dir.parent)
+    marker = out / MARKER
+    if out.exists() and (marker.is_symlink() or not marker.is_file()):
+        raise ConfigError(f"{out}: exists and was not written by evalbench mutate (no {MARKER} in it); nothing "
+                          f"was written: rename or remove that directory (or rename benchmark {bench_dir.name!r})")
+    return out
+
+
 def prepare(bench_dir: Path, spec: BenchmarkSpec, mutants: list[Mutant]) -> Path:
-    """Write benchmarks/NAME.mutants/ (benchmark.yaml and the data files); its results of earlier runs stay."""
+    """Write benchmarks/NAME.mutants/ (its marker, benchmark.yaml and the data files; copies of data
+    files the benchmark no longer has are removed); its results of earlier runs stay. Every write
+    stays inside that directory and follows no link (`files.atomic_open`)."""
     data = read_yaml(bench_dir / SPEC_FILE)
     if not isinstance(data, dict):
         raise InputError(bench_dir / SPEC_FILE, "expected a mapping at the top level")
-    out = bench_dir.parent / f"{bench_dir.name}{SUFFIX}"
+    out = mutants_dir(bench_dir)
     out.mkdir(exist_ok=True)
+    atomic_write_text(out / MARKER, MARKER_TEXT.format(name=bench_dir.name), out)
     atomic_write_text(out / SPEC_FILE, yaml.safe_dump(mutant_spec(data, spec, mutants), sort_keys=False,
-                                                      allow_unicode=True), None)
+                                                      allow_unicode=True), out)
     for name in COPIED:
         if (bench_dir / name).is_file():
-            shutil.copyfile(bench_dir / name, out / name)
+            copy_into(check_input_file(bench_dir / name, "a data file to copy"), out / name, out)
+        elif (out / name).is_file() and not (out / name).is_symlink():
+            (out / name).unlink()  # a copy of ours, of a file the benchmark no longer has
+    atomic_write_text(out / GITIGNORE, IGNORE_ALL, out)  # all of it is rebuilt by the next mutate: never committed
     return out
 
 
@@ -209,13 +236,14 @@ def mutate(root: Path, name: str, pytest_args: list[str]) -> tuple[MutationRepor
     mutants = mutants_of(spec)
     if not mutants:
         raise ConfigError(f"{bench_dir / SPEC_FILE}: no target with a `model` to mutate")
+    check_write(bench_dir / MUTANTS_FILE, bench_dir)  # before any call: the verdicts will have somewhere to go
     run_dir = prepare(bench_dir, spec, mutants)
     command = [sys.executable, "-m", "pytest", f"--benchmark={run_dir.name}", "-p", "pytest_evalbench.cli.mutate",
                f"--evalbench-cache-dir={bench_dir / '.evalbench-cache'}", "-q", "-p", "no:cacheprovider",
                *pytest_args]
     status = subprocess.run(command, cwd=root, check=False, stdout=subprocess.DEVNULL).returncode
     report = detect(spec, run_dir, mutants)
-    atomic_write_text(bench_dir / MUTANTS_FILE, json.dumps(report.to_json(), indent=1) + "\n", None)
+    atomic_write_text(bench_dir / MUTANTS_FILE, json.dumps(report.to_json(), indent=1) + "\n", bench_dir)
     return report, status
 
 

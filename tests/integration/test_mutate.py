@@ -59,3 +59,66 @@ def test_mutate_refuses_a_benchmark_without_a_model_target(pytester: pytest.Pyte
     write_benchmark(pytester.path, scenarios=ROWS, targets=[{"id": "app"}])
     assert main(["mutate", "demo", "--root", str(pytester.path)]) == 4
     assert "no target with a `model` to mutate" in capsys.readouterr().err
+
+
+def test_mutate_never_writes_into_a_users_own_benchmark_of_that_name(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
+    write_benchmark(pytester.path, scenarios=ROWS)
+    own = write_benchmark(pytester.path, "demo.mutants", scenarios=ROWS[:2])  # a benchmark of the user's own
+    before = {p.name: p.read_bytes() for p in own.iterdir()}
+    assert main(["mutate", "demo", "--root", str(pytester.path)]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{own}: exists and was not written by evalbench mutate (no .evalbench-mutants in it)" in err
+    assert {p.name: p.read_bytes() for p in own.iterdir()} == before
+    assert bench_env.requests == []
+
+
+@pytest.mark.parametrize("planted", ["directory", "file", "mutants.json"])
+def test_mutate_follows_no_link_out_of_the_benchmarks(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                      capsys: pytest.CaptureFixture[str], planted: str) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    outside = pytester.path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.json"
+    victim.write_text("canary")
+    out = pytester.path / "benchmarks" / "demo.mutants"
+    if planted == "directory":  # a pull request commits benchmarks/demo.mutants -> somewhere else
+        out.symlink_to(outside, target_is_directory=True)
+        expected = f"{out}: is a symbolic link"
+    elif planted == "file":  # ... or a link inside the directory an earlier mutate wrote
+        out.mkdir()
+        (out / ".evalbench-mutants").write_text("ours")
+        (out / "scenarios.json").symlink_to(victim)
+        expected = f"{out / 'scenarios.json'}: is a symbolic link"
+    else:
+        (bench / "mutants.json").symlink_to(victim)
+        expected = f"{bench / 'mutants.json'}: is a symbolic link"
+    code = main(["mutate", "demo", "--root", str(pytester.path), "--", "-p", "no:randomly"])
+    assert code in (4, 7)
+    assert expected in capsys.readouterr().err
+    assert victim.read_text() == "canary" and sorted(p.name for p in outside.iterdir()) == ["victim.json"]
+
+
+def test_the_mutants_directory_is_marked_and_ignored_by_git(pytester: pytest.Pytester) -> None:
+    import shutil
+    import subprocess
+
+    from pytest_evalbench.cli.mutate import mutants_of, prepare
+    from pytest_evalbench.formats.spec import load_spec
+
+    bench = write_benchmark(pytester.path, scenarios=ROWS)
+    (bench / "calibration.json").write_text("[]")
+    spec = load_spec(bench)
+    out = prepare(bench, spec, mutants_of(spec))
+    assert sorted(p.name for p in out.iterdir()) == [".evalbench-mutants", ".gitignore", "benchmark.yaml",
+                                                     "calibration.json", "scenarios.json"]
+    (bench / "calibration.json").unlink()
+    prepare(bench, spec, mutants_of(spec))  # a second mutate rewrites its own directory
+    assert not (out / "calibration.json").exists()  # our copy of a file the benchmark no longer has
+    if shutil.which("git") is None:
+        return
+    subprocess.run(["git", "init", "-q", str(pytester.path)], check=True)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=pytester.path,
+                            check=True, capture_output=True, text=True).stdout
+    assert "demo.mutants" not in status and "benchmarks/demo/benchmark.yaml" in status

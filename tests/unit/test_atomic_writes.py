@@ -239,3 +239,39 @@ def test_a_command_on_a_full_disk_is_one_line_and_exit_7(tmp_path: Path, monkeyp
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"evalbench init: {tmp_path / 'benchmarks' / 'demo'}/")
     assert "could not be written (No space left on device)" in err
+
+
+WRITES_ELSEWHERE = {
+    "base/files.py": "the one writer",
+    "base/safe_files.py": "its probe of a directory: a temporary file made and removed",
+    "base/spool.py": "an unnamed temporary file (tempfile), nowhere in the repository",
+    "cli/schemas.py": "the package's own schemas/, a maintainer's command",
+    "llm/local_model.py": "the embedded model's weights in the user's cache directory, outside any benchmark",
+    "llm/limits.py": "the rate-limit slot file, opened O_NOFOLLOW in the cache directory the run checked",
+    "render/markdown.py": "appends to $GITHUB_STEP_SUMMARY, the file the CI runner names (through files.writing)",
+}
+"""Modules that write a file other than through base/files.py, and why it may."""
+
+
+def test_everything_the_package_writes_goes_through_the_one_writer() -> None:
+    """`init`, `merge`, `mutate`, authoring and a run write through base/files.py (no link followed,
+    nothing outside the benchmark, a full disk named): no module but those in WRITES_ELSEWHERE opens
+    a file for writing, copies one or writes one by pathlib."""
+    writing = {"write_text", "write_bytes", "copyfile", "copy", "copy2", "copytree", "move", "touch"}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name in WRITES_ELSEWHERE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None) or next(
+                (k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)), "")
+            opens_to_write = called == "open" and isinstance(mode, str) and set(mode) & set("wax+")
+            os_open = called == "open" and isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "os"
+            if called in writing or opens_to_write or os_open:
+                offenders.append(f"{name}:{node.lineno} {called}")
+    assert offenders == []
