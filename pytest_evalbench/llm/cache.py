@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import CacheMiss, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
     TooLarge,
-    WriteFailed,
     atomic_write_text,
     read_bounded,
     version_problem,

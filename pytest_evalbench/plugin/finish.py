@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
-from pytest_evalbench.base.files import WriteFailed, atomic_write_text, keep_gitignore
+from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, Completeness

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
-from pytest_evalbench.base.files import WriteFailed
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.outcome import WORKER_DIED, Completeness, Failures, crash_reason

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_evalbench.base.files import atomic_write_text, writing
+from pytest_evalbench.base.disk import writing
+from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import control_visible, markdown, redact
 from pytest_evalbench.render.summary import RunSummary
 

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pytest_evalbench.base.disk import WriteFailed, overwrite_reserved, reserved
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
-    WriteFailed,
     atomic_write_text,
-    overwrite_reserved,
-    reserved,
     versioned,
 )
 from pytest_evalbench.base.safe_text import redact
