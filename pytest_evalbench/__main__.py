@@ -82,10 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     mutate.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
     mutate.add_argument("--root", type=Path, default=None, metavar="DIR",
                         help="project root that holds benchmarks/ (default: the current directory)")
+    mutate.add_argument("--base-url", metavar="URL", type=base_url,
+                        help="OpenAI-compatible endpoint for every role of the mutants' run (implies "
+                             "--provider openai unless --provider is given)")
+    mutate.add_argument("--provider", choices=("openai", "local"),
+                        help="'local' runs the embedded llama.cpp model (needs the [local] extra)")
     args = parser.parse_args(argv)
     if passed and args.command != "mutate":
         parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
+    from pytest_evalbench.base.disk import WriteFailed
 
+    try:
+        return _run(args, passed)
+    except WriteFailed as exc:  # a full disk, whichever command met it: one line naming the file, exit 7
+        from pytest_evalbench.base.safe_text import terminal
+
+        print(terminal(f"evalbench {args.command}: {exc}"), file=sys.stderr)
+        return 7
+
+
+def _run(args: argparse.Namespace, passed: list[str]) -> int:
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "init":
@@ -93,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rejudge":
         return _rejudge(args)
     if args.command == "mutate":
-        return _mutate(args.root or Path.cwd(), args.name, passed)
+        endpoint = [f"--evalbench-base-url={args.base_url}"] if args.base_url else []
+        provider = args.provider or ("openai" if args.base_url else None)
+        endpoint += [f"--evalbench-provider={provider}"] if provider else []
+        return _mutate(args.root or Path.cwd(), args.name, [*endpoint, *passed])
     if args.command == "schemas":
         from pytest_evalbench.cli.schemas import write
 
@@ -151,7 +170,7 @@ def _mutate(root: Path, name: str, pytest_args: list[str]) -> int:
     verdicts are printed but rest on fewer rows); 4 on a usage error."""
     from pytest_evalbench.base.errors import EvalbenchError
     from pytest_evalbench.base.safe_text import terminal
-    from pytest_evalbench.cli.mutate import MUTANTS_FILE, mutate
+    from pytest_evalbench.cli.mutate import MUTANTS_FILE, SUFFIX, mutate, run_problems
 
     try:
         report, status = mutate(root, name, pytest_args)
@@ -162,7 +181,18 @@ def _mutate(root: Path, name: str, pytest_args: list[str]) -> int:
         print(terminal(line))
     print(f"results: benchmarks/{name}/{MUTANTS_FILE}; the mutants' run: benchmarks/{name}.mutants/")
     if status not in (0, 1, 6):
-        print(f"evalbench mutate: incomplete: the mutants' pytest run ended with exit status {status}", file=sys.stderr)
+        problems = run_problems(root / "benchmarks" / f"{name}{SUFFIX}")
+        errored = sum(n for n, _ in problems)
+        why = f": {errored} item{'s' if errored != 1 else ''} errored" if problems else ""
+        print(f"evalbench mutate: incomplete: the mutants' pytest run ended with exit status {status}{why} "
+              f"(its report: benchmarks/{name}{SUFFIX}/report.html)", file=sys.stderr)
+        for n, message in problems[:3]:  # each reason once, with what to do as the error says it
+            print(terminal(f"  {n} item{'s' if n != 1 else ''}: {message}"), file=sys.stderr)
+        if len(problems) > 3:
+            print(f"  and {len(problems) - 3} other errors (the report lists them)", file=sys.stderr)
+        if problems:
+            print(f"  (to run the mutants on another OpenAI-compatible endpoint: evalbench mutate {name} "
+                  "--base-url URL)", file=sys.stderr)
         return 7 if status == 7 else status
     return 0
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 import orjson
 from filelock import FileLock, Timeout
 
+from pytest_evalbench.base.disk import DISK_ERRNOS, writing
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
@@ -39,7 +40,6 @@ LOCK_TIMEOUT = 600.0
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
 
 def _temp_file(path: Path) -> tuple[int, Path]:
     """A new temp file next to `path`, created with mode 0o666 so the kernel applies the process's
@@ -57,7 +57,8 @@ def _temp_file(path: Path) -> tuple[int, Path]:
 def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
     """A text handle whose content replaces `path` (temp file in the same directory + os.replace)
     when the block ends without an exception: readers see the old file or the new one, never half;
-    on an exception the old file stays and the temp file goes.
+    on an exception the old file stays and the temp file goes. A disk that takes no more bytes is
+    `WriteFailed` naming `path`.
 
     `root` is the directory the write must stay in (`safe_files.check_write`: no link out of it, no
     link or non-regular file at `path`). None only for files whose place was checked otherwise: a
@@ -65,18 +66,19 @@ def atomic_open(path: Path, root: Path | None) -> Iterator[TextIO]:
     (`safe_files.check_tree`), the session's budget ledger (a file of its own temporary directory)."""
     if root is not None:
         check_write(path, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temp_file(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(tmp, path)
-    except BaseException:
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _temp_file(path)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                yield handle
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
@@ -85,23 +87,57 @@ def atomic_write_text(path: Path, text: str, root: Path | None) -> None:
         handle.write(text)
 
 
+def copy_into(source: Path, path: Path, root: Path) -> None:
+    """`source`'s bytes (a regular file, read within `MAX_INPUT_BYTES`) replacing `path` atomically,
+    never through a link out of `root` (`shutil.copyfile` follows a link at the destination)."""
+    data = read_bounded(source)
+    with atomic_open(path, root) as handle:
+        handle.flush()
+        handle.buffer.write(data)
+
+
 def publish(finished: Path, path: Path) -> None:
     """Move a file written elsewhere in full (e.g. a large binary streamed and checked first) to
     `path` in one rename: readers see nothing or all of it."""
     os.replace(finished, path)
 
 
-def open_append(path: Path, root: Path) -> BinaryIO:
+def _open_append_fd(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
+
+
+@contextmanager
+def open_append(path: Path, root: Path) -> Iterator[BinaryIO]:
     """`path` (checked against `root`) opened for reading and appending in binary; created if new.
     The open itself refuses a symbolic link (O_NOFOLLOW), so a link made after the check is not
-    followed either."""
+    followed either. When the block ends with an exception (a full disk: `WriteFailed`), the file is
+    cut back to its size before the block, so a torn line is never left behind."""
     check_write(path, root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o666)
-    except OSError as exc:
-        raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
-    return os.fdopen(fd, "a+b")
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = _open_append_fd(path)
+        except OSError as exc:
+            if exc.errno in DISK_ERRNOS:
+                raise
+            raise UnsafeWrite(f"{path}: cannot be opened for appending ({exc.strerror})") from None
+        size = os.fstat(fd).st_size
+        handle = os.fdopen(fd, "a+b")
+        try:
+            yield handle
+            handle.flush()
+        except BaseException:
+            try:
+                os.ftruncate(fd, size)
+                os.close(fd)  # the handle's buffer is not flushed after the cut
+            except OSError:
+                pass
+            try:
+                handle.close()
+            except OSError:
+                pass
+            raise
+        handle.close()
 
 
 @contextmanager

@@ -5,7 +5,8 @@ files: each row is appended to a temporary file as one JSON line and only its ke
 stay in memory. Reading back is by key, in key order, one row at a time. The file has no name
 on POSIX (unlinked at creation) and is removed when closed or when the process dies, so an
 interrupted run leaves nothing behind; everything spooled so far can still be read back by the
-process that wrote it (the session's interrupted-run accounting relies on that).
+process that wrote it (the session's interrupted-run accounting relies on that). A disk that takes
+no more bytes is `files.WriteFailed` naming the spool, from the write that met it or any later use.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import tempfile
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
+
+from pytest_evalbench.base.disk import writing
 
 K = TypeVar("K", bound=Hashable)
 BUFFER = 1 << 16
@@ -52,13 +55,19 @@ class Spool(Mapping[K, Any], Generic[K]):
         """The file's position is the end of the data: appends need no seek (a seek flushes the
         write buffer, so seeking before every append made one write syscall per row)."""
 
+    @property
+    def where(self) -> str:
+        """The spool as a failed write names it (its file has no name)."""
+        return f"{self._directory or tempfile.gettempdir()}/.evalbench-spool-* (the run's record spool)"
+
     def _open(self) -> IO[bytes]:
         if self._file is None:
             try:
                 self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".evalbench-spool-",  # noqa: SIM115 (closed by close())
                                                     buffering=BUFFER)
             except OSError:  # e.g. a read-only benchmark directory: the system's temporary directory
-                self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-", buffering=BUFFER)  # noqa: SIM115 (closed by close())
+                with writing(self.where):
+                    self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-", buffering=BUFFER)  # noqa: SIM115 (closed by close())
             self._at_end = True
         return self._file
 
@@ -70,10 +79,11 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""
         handle = self._open()
-        if not self._at_end:
-            handle.seek(self._end)
-            self._at_end = True
-        handle.write(line)
+        with writing(self.where):
+            if not self._at_end:
+                handle.seek(self._end)
+                self._at_end = True
+            handle.write(line)
         if key not in self._index:
             self._order = None
         self._index[key] = self._end << SPAN_BITS | len(line)
@@ -88,8 +98,9 @@ class Spool(Mapping[K, Any], Generic[K]):
         offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
-        self._file.seek(offset)
-        return self._file.read(size)
+        with writing(self.where):  # the seek writes out what is buffered
+            self._file.seek(offset)
+            return self._file.read(size)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -103,9 +114,12 @@ class Spool(Mapping[K, Any], Generic[K]):
         return iter(self._order)
 
     def close(self) -> None:
-        """Remove the file (the spool is empty afterwards)."""
+        """Remove the file (the spool is empty afterwards; what it could not write is dropped with it)."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:  # buffered rows the disk refused: the file is gone either way
+                pass
         self._file, self._end, self._index, self._order, self._at_end = None, 0, {}, None, False
 
     def __repr__(self) -> str:

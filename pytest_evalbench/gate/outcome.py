@@ -384,7 +384,7 @@ def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: Failures 
     if isinstance(failed, int):
         failed = Failures(judge=failed)
     if outcome is None:
-        reason = f"results could not be written: {finish_error}" if finish_error else "no case was run"
+        reason = "results could not be written (the ERROR line says why)" if finish_error else "no case was run"
         return GateVerdict(verdict=EXIT_WORDS.get(exit_code, f"exit {exit_code}"), exit_code=exit_code, reason=reason)
     comparison = outcome.comparison
     flips = flips_of(comparison, node_ids) if comparison is not None else []

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import CacheMiss, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
@@ -395,7 +396,10 @@ class CachedCalls:
         if SECRETS and SECRETS.leaks(canonical_json(material)):
             self.stats.failures["not cached: the request holds a secret"] += 1
             return
-        self.cache.put(key, material, response)
+        try:
+            self.cache.put(key, material, response)
+        except WriteFailed as exc:  # a full disk: counted, and the run ends incomplete saying so
+            self.stats.unwritten[f"{self.cache.directory} ({exc.strerror})"] += 1
 
     def submit(self, write: Callable[[], None]) -> concurrent.futures.Future[None]:
         """Run `write` on the writer thread, after the writes queued so far (FIFO)."""

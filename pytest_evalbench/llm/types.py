@@ -208,13 +208,24 @@ class EngineStats:
     """MCP tool calls run on a server in this session (`kinds/tools.py`; tool lists are not counted)."""
     tool_replays: int = 0
     """MCP tool results replayed from the cache (no server involved)."""
+    unwritten: Counter[str] = field(default_factory=Counter)
+    """Files the disk refused during the run (cache entries), by the one line that says so: the run is
+    incomplete (`gate.outcome`), whatever its rows say."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
-                "tool_calls": self.tool_calls, "tool_replays": self.tool_replays,
-                "rate_limited": self.rate_limited, "failures": dict(self.failures), "spent": self.spent,
-                "peak_in_flight": self.peak_in_flight,
-                "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
+        out = {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,
+               "tool_calls": self.tool_calls, "tool_replays": self.tool_replays,
+               "rate_limited": self.rate_limited, "failures": dict(self.failures), "spent": self.spent,
+               "peak_in_flight": self.peak_in_flight,
+               "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
+        if self.unwritten:
+            out["unwritten"] = dict(self.unwritten)
+        return out
+
+    def unwritten_lines(self) -> list[str]:
+        """What the disk refused, one line per cause (`N cache entries ...`)."""
+        return [f"{n} cache entr{'y' if n == 1 else 'ies'} not written: {line}" for line, n in
+                sorted(self.unwritten.items())]
 
     def merge(self, data: dict[str, Any]) -> None:
         self.requests += int(data.get("requests", 0))
@@ -229,3 +240,4 @@ class EngineStats:
         for key, value in data.get("usage", {}).items():
             self.usage[key].add(Usage.from_json(value))
         self.unpriced.update(data.get("unpriced", []))
+        self.unwritten.update(data.get("unwritten", {}))

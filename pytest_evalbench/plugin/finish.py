@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
@@ -100,8 +101,9 @@ class Results:
             keep_gitignore(self.bench_dir)  # before the first output file: `git status` never lists one
             write_run_running(self.bench_dir / LAST_RUN, self.settings.benchmark, self.bench_dir)
         except OSError as exc:  # a full disk or read-only checkout: nothing is spent before it is fixed
-            raise pytest.UsageError(terminal(f"{self.bench_dir / LAST_RUN}: cannot be written "
-                                             f"({_os_problem(exc)}); nothing was run")) from None
+            problem = (str(exc) if isinstance(exc, WriteFailed)
+                       else f"{self.bench_dir / LAST_RUN}: cannot be written ({_os_problem(exc)})")
+            raise pytest.UsageError(terminal(f"{problem}; nothing was run")) from None
         self.status_started = True
 
     def run_end(self) -> RunEnd:
@@ -133,12 +135,14 @@ class Results:
             self._final_status()  # collection error or nothing selected
             return None
         try:
+            if self.outcomes.write_failure is not None:  # the records are incomplete: no result file is replaced
+                raise self.outcomes.write_failure
             self.outcome = self._finish(status)
         except (EvalbenchError, OSError) as exc:
             # a file problem is a usage error (4); a write that failed (a full disk) leaves the run's
             # results unwritten: incomplete (7). Either way last_run.json says "error" and why.
             code = pytest.ExitCode.USAGE_ERROR if isinstance(exc, EvalbenchError) else EXIT_INCOMPLETE
-            self.finish_error = (str(exc) if isinstance(exc, EvalbenchError)
+            self.finish_error = (str(exc) if isinstance(exc, (EvalbenchError, WriteFailed))
                                  else f"result files could not be written: {_os_problem(exc)}")
             self._final_status()
             set_exit_status(session, code)
@@ -148,8 +152,10 @@ class Results:
         return int(code)
 
     def reports_failed(self, session: pytest.Session, exc: OSError) -> None:
-        """A report or the history line could not be written: exit 7, last_run.json says why."""
-        self.finish_error = f"reports could not be written: {_os_problem(exc)}"
+        """A report or the history line could not be written: exit 7, last_run.json says why (the
+        first file refused, when the finish met a full disk before)."""
+        self.finish_error = self.finish_error or (str(exc) if isinstance(exc, WriteFailed)
+                                                  else f"reports could not be written: {_os_problem(exc)}")
         self._final_status()
         set_exit_status(session, EXIT_INCOMPLETE)
 
@@ -176,7 +182,8 @@ class Results:
             baseline=self.baseline, corrected=run.spec.judge.correct_rates, identities=run.identities(),
             meta=run.meta(), unreliable=dict(written.unreliable),
             metric_types={m.id: m.type for m in run.spec.metrics},
-            incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED))
+            incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            + self.stats.unwritten_lines())
         outcome = evaluate_gate(inputs, settings)
         write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines
@@ -284,6 +291,8 @@ class Reporting:
                 write_markdown(markdown_path, markdown, append=False)
             if step_summary:
                 write_markdown(Path(step_summary), markdown, append=True)
+        except WriteFailed:  # a full disk: the run ends incomplete, naming the file (`Results.reports_failed`)
+            raise
         except (OSError, EvalbenchError) as exc:  # a report that cannot be written must not hide the run's outcome
             summary.errors.append(f"could not write a report: {exc}")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
@@ -48,6 +49,8 @@ class Outcomes:
         self.scheduler = scheduler
         self.records: Spool[str] = Spool(bench_dir)
         """Node id -> record (JSON), spooled to disk as reports arrive (controller and single process)."""
+        self.write_failure: WriteFailed | None = None
+        """The spool's first write the disk refused: the run's records are incomplete from there on."""
         self.tally = Completeness()
         self.errors = self.tally.errors
         self.messages: dict[str, str] = {}
@@ -162,8 +165,11 @@ class Outcomes:
             text = str(xfailed or report.longrepr or "")
             self.reasons[nodeid] = text.removeprefix("reason: ").splitlines()[0] if text.strip() else ""
         record = read(report, RECORD_ATTR)
-        if record is not None:  # the one place a record arriving on the controller is stored
-            self.records.add(nodeid, record)
+        if record is not None and self.write_failure is None:  # the one place a record arriving on the controller is stored
+            try:
+                self.records.add(nodeid, record)
+            except WriteFailed as exc:  # a full disk: the finish says so and writes no result file
+                self.write_failure = exc
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pytest_evalbench.base.disk import writing
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.base.safe_text import control_visible, markdown, redact
 from pytest_evalbench.render.summary import RunSummary
@@ -143,6 +144,7 @@ def write_markdown(path: Path, text: str, append: bool) -> None:
     if not append:
         atomic_write_text(path, text, None)
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(text)
+    with writing(path):  # a full disk names the file (`files.WriteFailed`)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(text)

@@ -145,39 +145,3 @@ def test_deeply_nested_state_files_never_crash_the_run(pytester: pytest.Pytester
     result = pytester.runpytest_subprocess("--benchmark=demo", f"--evalbench-compare={baseline}", timeout=120)
     assert result.ret == USAGE_ERROR
     result.stderr.fnmatch_lines(["*baseline-deep.json: baseline file unreadable: JSON nested too deep*"])
-
-
-FULL_DISK = '''
-import errno, os
-import pytest_evalbench.base.files as files
-real = files._temp_file
-def full(path):
-    if path.name in {names!r}:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-    return real(path)
-files._temp_file = full
-'''
-
-
-@pytest.mark.parametrize(("full", "code", "status"), [
-    ({"results.json"}, EXIT_INCOMPLETE, "error"),             # the disk fills while results are written
-    ({"scores.json"}, EXIT_INCOMPLETE, "error"),              # ... while a target's rows are written
-    ({"results.json", "last_run.json"}, USAGE_ERROR, "running"),  # full before the run: nothing runs
-])
-def test_a_full_disk_is_never_exit_1_nor_left_running(pytester: pytest.Pytester, bench_env: FakeLLMServer,
-                                                      full: set[str], code: int, status: str) -> None:
-    bench = write_benchmark(pytester.path, scenarios=ROWS[:1], generation={"turns": 1})
-    (bench / "last_run.json").write_text(json.dumps({"benchmark": "demo", "status": "running", "version": 1}))
-    pytester.makeconftest(FULL_DISK.format(names=sorted(full)))
-    bench_env.set_responder(script(True))
-    result = pytester.runpytest_subprocess("--benchmark=demo", timeout=120)
-    out = result.stdout.str() + result.stderr.str()
-    assert result.ret == code, out[-3000:]
-    assert "INTERNALERROR" not in out and "Traceback" not in out
-    assert "No space left on device" in out
-    last = read_json(bench / "last_run.json")
-    if code == USAGE_ERROR:
-        assert bench_env.requests == []  # refused before any call: the terminal says why
-        result.stderr.fnmatch_lines(["*last_run.json: cannot be written (No space left on device*nothing was run*"])
-    else:
-        assert last["status"] == status and "No space left on device" in last["error"]

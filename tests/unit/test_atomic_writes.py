@@ -5,6 +5,7 @@ failed write leaves the old file and no temp file, and every writer goes through
 from __future__ import annotations
 
 import ast
+import json
 import os
 import secrets
 import stat
@@ -110,3 +111,171 @@ def test_the_benchmark_gitignore_is_written_once_and_keeps_the_users_lines(tmp_p
     ignore.write_text(text.replace("/report.html\n", ""))  # the user's edit of our block stays
     keep_gitignore(tmp_path)
     assert "/report.html" not in ignore.read_text()
+
+
+FULL = Path("/dev/full")
+needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="needs Linux's /dev/full")
+
+
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every new file of the writers is Linux's /dev/full: its writes fail with ENOSPC, as a full disk's."""
+    import pytest_evalbench.base.files as files
+
+    monkeypatch.setattr(files, "_temp_file", lambda path: (os.open(FULL, os.O_WRONLY), path.parent / ".gone.tmp"))
+    monkeypatch.setattr(files, "_open_append_fd", lambda path: os.open(FULL, os.O_RDWR))
+
+
+@needs_dev_full
+def test_a_full_disk_is_one_write_failed_naming_the_file_and_keeping_the_old_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.files import dump_json_rows
+
+    target = tmp_path / "results.json"
+    target.write_text("[]\n")
+    full_disk(monkeypatch)
+    for write in (lambda: atomic_write_text(target, "x" * 100_000, tmp_path),
+                  lambda: dump_json_rows(target, ({"row": i} for i in range(10_000)), tmp_path)):
+        with pytest.raises(WriteFailed) as caught:
+            write()
+        assert str(caught.value) == (f"{target}: could not be written (No space left on device); its earlier "
+                                     "content is unchanged")
+        assert target.read_text() == "[]\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_an_append_the_disk_refuses_is_cut_back(tmp_path: Path) -> None:
+    import errno
+
+    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.files import open_append
+
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b'{"run": 1}\n')
+    def half_a_line() -> None:
+        with open_append(history, tmp_path) as fh:
+            fh.write(b'{"run": 2, "torn": ')
+            fh.flush()  # on disk: half a line
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # the rest does not fit
+
+    with pytest.raises(WriteFailed, match=r"history\.jsonl: could not be written"):
+        half_a_line()
+    assert history.read_bytes() == b'{"run": 1}\n'
+
+
+@needs_dev_full
+def test_an_append_to_a_full_disk_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.files import open_append
+
+    history = tmp_path / "history.jsonl"
+    history.write_bytes(b'{"run": 1}\n')
+    full_disk(monkeypatch)
+    with pytest.raises(WriteFailed), open_append(history, tmp_path) as fh:
+        fh.write(b"x" * 10)
+    assert history.read_bytes() == b'{"run": 1}\n'
+
+
+def test_the_reserved_bytes_take_the_final_word_when_the_disk_is_full(tmp_path: Path) -> None:
+    from pytest_evalbench.base.disk import RESERVED_BYTES, WriteFailed, overwrite_reserved, reserved
+
+    status = tmp_path / "last_run.json"
+    atomic_write_text(status, reserved('{"status": "running"}\n'), tmp_path)
+    assert status.stat().st_size == RESERVED_BYTES
+    overwrite_reserved(status, '{"status": "error"}\n', tmp_path)
+    assert status.stat().st_size == RESERVED_BYTES  # no byte more asked of the disk
+    assert json.loads(status.read_text()) == {"status": "error"}
+    with pytest.raises(WriteFailed, match="reserved 4,096 bytes hold less"):
+        overwrite_reserved(status, "x" * (RESERVED_BYTES + 1), tmp_path)
+    assert json.loads(status.read_text()) == {"status": "error"}
+
+
+@needs_dev_full
+def test_the_record_spool_on_a_full_disk_is_one_write_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_evalbench.base.spool as spool_module
+    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.spool import Spool
+
+    class Full:
+        gettempdir = staticmethod(lambda: "/tmp")
+
+        @staticmethod
+        def TemporaryFile(**kwargs: object) -> object:
+            return open(FULL, "w+b", buffering=64)
+
+    monkeypatch.setattr(spool_module, "tempfile", Full)
+    rows: Spool[str] = Spool()
+    def fill() -> None:
+        for n in range(100):
+            rows.add(str(n), {"row": "x" * 50})
+
+    with pytest.raises(WriteFailed, match=r"\.evalbench-spool-\* \(the run's record spool\): could not be written"):
+        fill()
+    rows.close()  # never raises: what it could not write goes with it
+
+
+@needs_dev_full
+def test_a_cache_entry_the_disk_refuses_is_counted_not_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_evalbench.llm.cache import CachedCalls
+    from pytest_evalbench.llm.types import EngineStats
+
+    stats = EngineStats()
+    calls = CachedCalls(ResponseCache(tmp_path / "cache", "refresh"), stats)
+    full_disk(monkeypatch)
+    response = {"content": "hi", "finish_reason": "stop"}
+    calls.submit(lambda: calls._put("ab" * 32, {"model": "m"}, response)).result()
+    calls.close()
+    assert stats.unwritten_lines() == [f"1 cache entry not written: {tmp_path / 'cache'} (No space left on device)"]
+    merged = EngineStats()
+    merged.merge(stats.to_json())  # from an xdist worker to the controller
+    assert merged.unwritten == stats.unwritten
+
+
+@needs_dev_full
+def test_a_command_on_a_full_disk_is_one_line_and_exit_7(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_evalbench.__main__ import main
+
+    full_disk(monkeypatch)
+    assert main(["init", "demo", "--root", str(tmp_path)]) == 7
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"evalbench init: {tmp_path / 'benchmarks' / 'demo'}/")
+    assert "could not be written (No space left on device)" in err
+
+
+WRITES_ELSEWHERE = {
+    "base/files.py": "the one writer",
+    "base/disk.py": "the one writer's fallback: a state file's reserved bytes rewritten in place",
+    "base/safe_files.py": "its probe of a directory: a temporary file made and removed",
+    "base/spool.py": "an unnamed temporary file (tempfile), nowhere in the repository",
+    "cli/schemas.py": "the package's own schemas/, a maintainer's command",
+    "llm/local_model.py": "the embedded model's weights in the user's cache directory, outside any benchmark",
+    "llm/limits.py": "the rate-limit slot file, opened O_NOFOLLOW in the cache directory the run checked",
+    "render/markdown.py": "appends to $GITHUB_STEP_SUMMARY, the file the CI runner names (through files.writing)",
+}
+"""Modules that write a file other than through base/files.py, and why it may."""
+
+
+def test_everything_the_package_writes_goes_through_the_one_writer() -> None:
+    """`init`, `merge`, `mutate`, authoring and a run write through base/files.py (no link followed,
+    nothing outside the benchmark, a full disk named): no module but those in WRITES_ELSEWHERE opens
+    a file for writing, copies one or writes one by pathlib."""
+    writing = {"write_text", "write_bytes", "copyfile", "copy", "copy2", "copytree", "move", "touch"}
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name in WRITES_ELSEWHERE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            mode = next((a.value for a in node.args[1:2] if isinstance(a, ast.Constant)), None) or next(
+                (k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)), "")
+            opens_to_write = called == "open" and isinstance(mode, str) and set(mode) & set("wax+")
+            os_open = called == "open" and isinstance(func, ast.Attribute) and getattr(func.value, "id", "") == "os"
+            if called in writing or opens_to_write or os_open:
+                offenders.append(f"{name}:{node.lineno} {called}")
+    assert offenders == []

@@ -81,7 +81,7 @@ def test_verdicts_say_why() -> None:
     assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
     regression = gate_verdict(GateDecision(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
     assert (regression.verdict, regression.reason) == ("regression", "1 threshold breach")
-    assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written: bad baseline"
+    assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written (the ERROR line says why)"
 
 
 def test_flip_keys_map_to_node_ids() -> None:

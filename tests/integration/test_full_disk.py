@@ -1,0 +1,146 @@
+"""A full disk while a refreshed run writes its cache and result files: whatever file the disk
+refuses (a cache entry, the record spool, a run file, results.json, .sessions.json, history.jsonl,
+report.html, last_run.json itself), the run ends with exit 7 (4 when it cannot even start), one line
+names the file, the earlier result files are intact and last_run.json is final, never "running".
+
+The disk is Linux's /dev/full (every write fails with ENOSPC, as a full disk's does): the tested
+process's writers are handed a descriptor of it in place of the files named by EVALBENCH_FULL, so the
+error comes from the kernel at the write, the flush or the close, wherever a full disk raises it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from helpers import scenario, script, write_benchmark
+
+from pytest_evalbench.testing import FakeLLMServer
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+
+FULL_DISK = '''
+import collections, fnmatch, os, tempfile
+import pytest_evalbench.base.files as files
+import pytest_evalbench.base.spool as spool
+
+WANTED = {}  # pattern -> the first write of a matching file that fails (and every later one)
+for item in filter(None, os.environ.get("EVALBENCH_FULL", "").split(",")):
+    pattern, _, nth = item.partition("@")
+    WANTED[pattern] = int(nth or 1)
+SEEN = collections.Counter()
+
+
+def refused(path):
+    for pattern, nth in WANTED.items():
+        if fnmatch.fnmatch(str(path), "*" + pattern):
+            SEEN[pattern] += 1
+            return SEEN[pattern] >= nth
+    return False
+
+
+real_temp, real_append, real_spool = files._temp_file, getattr(files, "_open_append_fd", None), tempfile.TemporaryFile
+
+
+def temp_file(path):
+    if refused(path):
+        return os.open("/dev/full", os.O_WRONLY), path.parent / f".{path.name}.full.tmp"
+    return real_temp(path)
+
+
+def append_fd(path):
+    return os.open("/dev/full", os.O_RDWR) if refused(path) else real_append(path)
+
+
+class SpoolFiles:
+    gettempdir = staticmethod(tempfile.gettempdir)
+
+    @staticmethod
+    def TemporaryFile(**kwargs):
+        if refused("spool"):
+            return open("/dev/full", "w+b", buffering=kwargs.get("buffering", -1))
+        return real_spool(**kwargs)
+
+
+if WANTED:  # never in the complete run before (in-process: this module's patches would outlive it)
+    files._temp_file, files._open_append_fd, spool.tempfile = temp_file, append_fd, SpoolFiles
+'''
+
+ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")]
+NO_SPACE = "No space left on device"
+RESULT_FILES = ("results.json", "runs/tgt/scores.json", "runs/tgt/conversations.json", "runs/tgt/cost.json",
+                "runs/tgt/.usage.json", ".sessions.json", "history.jsonl", "report.html")
+
+
+def refreshed_run(pytester: pytest.Pytester, server: FakeLLMServer, full: str) -> tuple[pytest.RunResult, Path,
+                                                                                        dict[str, bytes]]:
+    """A complete run, then a refreshed one whose writes of the files `full` names meet a full disk:
+    its result, the benchmark directory and the result files of the complete run."""
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    pytester.makeconftest(FULL_DISK)
+    server.set_responder(script(True))
+    first = pytester.runpytest_inprocess("--benchmark=demo")
+    assert first.ret == 0, first.stdout.str()[-2000:]
+    before = {name: (bench / name).read_bytes() for name in RESULT_FILES}
+    os.environ["EVALBENCH_FULL"] = full
+    try:
+        result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=refresh", timeout=120)
+    finally:
+        del os.environ["EVALBENCH_FULL"]
+    return result, bench, before
+
+
+@pytest.mark.parametrize(("full", "names"), [
+    ("spool", ".evalbench-spool-* (the run's record spool)"),  # the controller's records, as they arrive
+    ("scores.json", "runs/tgt/scores.json"),
+    pytest.param("results.json", "results.json", marks=pytest.mark.slow),  # the same writers as scores.json's
+    pytest.param("conversations.json", "runs/tgt/conversations.json", marks=pytest.mark.slow),
+    pytest.param("cost.json", "runs/tgt/cost.json", marks=pytest.mark.slow),
+    pytest.param(".usage.json", "runs/tgt/.usage.json", marks=pytest.mark.slow),
+    (".sessions.json", ".sessions.json"),
+    ("history.jsonl", "history.jsonl"),
+    ("report.html", "report.html"),
+    ("last_run.json@2", "last_run.json"),  # its final state: written over the bytes "running" reserved
+    ("results.json,report.html,history.jsonl,last_run.json@2", "results.json"),  # nothing more fits
+])
+def test_a_full_disk_ends_the_run_incomplete_naming_the_file(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                             full: str, names: str) -> None:
+    result, bench, before = refreshed_run(pytester, bench_env, full)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 7, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    named = [line for line in out.splitlines() if line.startswith("ERROR: ") and NO_SPACE in line]
+    assert len(named) == 1, out[-3000:]  # one line, naming the file the disk refused
+    assert f"{bench / names}: could not be written ({NO_SPACE})" in named[0]
+    last = json.loads((bench / "last_run.json").read_text())
+    assert last["status"] == "error" and f"{names}: could not be written ({NO_SPACE})" in last["error"]
+    refused = {name for name in RESULT_FILES if any(part.split("@")[0] in name for part in full.split(","))}
+    for name in refused:
+        assert (bench / name).read_bytes() == before[name], name  # the earlier file, whole
+    if full == "spool":  # the records are incomplete: no result file is replaced
+        assert all((bench / name).read_bytes() == before[name] for name in RESULT_FILES if name != "report.html")
+    for path in bench.rglob("*.json"):
+        json.loads(path.read_text())  # every file is whole JSON: nothing torn, no temp file left
+    assert not list(bench.rglob("*.tmp"))
+
+
+def test_cache_entries_the_disk_refuses_make_the_run_incomplete(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    # the answers were scored, but the cache a team commits for replay does not hold them
+    result, bench, _ = refreshed_run(pytester, bench_env, ".evalbench-cache/*/*.json")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 7, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    result.stdout.fnmatch_lines([f"*cache entries not written: {bench / '.evalbench-cache'} ({NO_SPACE})*"])
+    last = json.loads((bench / "last_run.json").read_text())
+    assert last["status"] == "incomplete"
+    assert any("cache entries not written" in reason for reason in last["incomplete"])
+
+
+def test_a_disk_full_before_the_run_runs_nothing(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    result, bench, before = refreshed_run(pytester, bench_env, "last_run.json")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"*last_run.json: could not be written ({NO_SPACE})*nothing was run*"])
+    assert json.loads((bench / "last_run.json").read_text())["status"] == "complete"  # the earlier run's, whole
+    assert all((bench / name).read_bytes() == before[name] for name in RESULT_FILES)
