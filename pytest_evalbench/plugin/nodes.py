@@ -15,7 +15,7 @@ import pytest
 
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import terminal
-from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid
+from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid, message_repr
 from pytest_evalbench.plugin.memory_bound import file_fixture_info
 
 
@@ -68,6 +68,16 @@ class CaseItem(pytest.Function):
             if not outcome.convicts:
                 pytest.xfail(message)
             pytest.fail(message, pytrace=False)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]  # as Function's
+        """A failed case reports its message alone, as pytest prints any `pytrace=False` failure, but
+        without pytest walking the traceback through its runner's frames to print none of them."""
+        outcome = self.stash.get(CASE_OUTCOME, None)
+        if outcome is not None and outcome.status == "failed" and isinstance(excinfo.value, pytest.fail.Exception):
+            report = message_repr(self.config, excinfo)
+            if report is not None:
+                return report
+        return super().repr_failure(excinfo)
 
 
 class CaseFile(pytest.File):
