@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
-from pytest_evalbench.render.progress import LineWriter
-
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, Traceback
+
+    from pytest_evalbench.render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)
