@@ -1,8 +1,8 @@
 """pytest-evalbench: LLM evaluations as pytest tests (`pytest --benchmark=<name>`).
 
 The public names are resolved on first use (PEP 562): pytest imports this package for its
-plugin entry point in every run, and the models behind these names pull in pydantic, which an
-unrelated test run should not pay for.
+plugin entry point in every run, and the models behind these names pull in pydantic (the errors,
+the text-safety tables they mask their messages with), which an unrelated test run should not pay for.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench.base import __version__
-from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
 
 if TYPE_CHECKING:
+    from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, LLMError, TargetError
     from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, TargetConfig
     from pytest_evalbench.kinds.scenarios.models import Scenario
     from pytest_evalbench.kinds.targets import TargetReply
 
 _LAZY = {"Scenario": ".kinds.scenarios.models", "BenchmarkSpec": ".formats.spec", "Metric": ".formats.spec",
-         "TargetConfig": ".formats.spec", "TargetReply": ".kinds.targets"}
+         "TargetConfig": ".formats.spec", "TargetReply": ".kinds.targets",
+         **dict.fromkeys(("ConfigError", "EvalbenchError", "InputError", "LLMError", "TargetError"), ".base.errors")}
 
 
 def __getattr__(name: str) -> Any:

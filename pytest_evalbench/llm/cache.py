@@ -49,7 +49,6 @@ from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_logprob, is_token_count, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
-CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")
 CACHE_VERSION = 1
 
 

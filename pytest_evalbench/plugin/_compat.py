@@ -10,11 +10,14 @@ pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 
-from pytest_evalbench.render.progress import LineWriter
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, Traceback
+
+    from pytest_evalbench.render.progress import LineWriter
 
 
 # ---------------------------------------------------------------------- items (collection)
@@ -45,6 +48,24 @@ def fix_structured_nodeid(item: pytest.Item) -> None:
     node_id = getattr(item, "_id", None)
     if node_id is not None and hasattr(type(node_id), "parse"):
         item._id = type(node_id).parse(str(node_id))
+
+
+def message_repr(config: pytest.Config, excinfo: pytest.ExceptionInfo[BaseException]) -> TerminalRepr | None:
+    """What pytest reports for a `pytest.fail(message, pytrace=False)` raised in a test's call (its
+    `value` style: the message's lines, the crash line from the raising frame), built without the
+    traceback filter pytest runs first: `Function._traceback_filter` cuts the whole traceback through
+    pytest's runner and pluggy frames, a path lookup (`stat`) per frame, to print none of them
+    (`Node._repr_failure_py`, pytest 8.0 - 9.2). The public `ExceptionInfo.getrepr` takes a callable
+    filter (pytest >= 7.4); the value style prints the message whatever frame it is given, so the
+    raising frame alone is enough. None under `--full-trace` (option dest `fulltrace`), which shows
+    every frame."""
+    if config.getoption("fulltrace", False):
+        return None
+    return excinfo.getrepr(style="value", tbfilter=_raising_frame)
+
+
+def _raising_frame(excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
+    return excinfo.traceback[-1:]
 
 
 # ---------------------------------------------------------------------- config and session

@@ -1,5 +1,8 @@
 """Collection nodes: a benchmark data file becomes one test item per case.
 
+pytest loads this module in every run of a project that has the plugin installed: what only a
+benchmark run needs is imported inside the functions that run with `--benchmark`.
+
 Items are `pytest.Function`s whose test body only reports the outcome the core decided, so the
 LLM work happens in fixtures (ERROR on infrastructure problems, FAILED on quality misses) and
 users can override `evalbench_*` fixtures like any other.
@@ -13,9 +16,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from pytest_evalbench.base.errors import EvalbenchError
-from pytest_evalbench.base.safe_text import terminal
-from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid
+from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid, message_repr
 from pytest_evalbench.plugin.memory_bound import file_fixture_info
 
 
@@ -64,16 +65,31 @@ class CaseItem(pytest.Function):
         super().runtest()
         outcome = self.stash[CASE_OUTCOME]
         if outcome.status == "failed":
+            from pytest_evalbench.base.safe_text import terminal
+
             message = terminal(outcome.message)  # the judge's justification and the last exchange
             if not outcome.convicts:
                 pytest.xfail(message)
             pytest.fail(message, pytrace=False)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]  # as Function's
+        """A failed case reports its message alone, as pytest prints any `pytrace=False` failure, but
+        without pytest walking the traceback through its runner's frames to print none of them."""
+        outcome = self.stash.get(CASE_OUTCOME, None)
+        if outcome is not None and outcome.status == "failed" and isinstance(excinfo.value, pytest.fail.Exception):
+            report = message_repr(self.config, excinfo)
+            if report is not None:
+                return report
+        return super().repr_failure(excinfo)
 
 
 class CaseFile(pytest.File):
     """A data file of the selected benchmark (scenarios.json or a dataset JSONL)."""
 
     def collect(self) -> Iterator[CaseItem]:
+        from pytest_evalbench.base.errors import EvalbenchError
+        from pytest_evalbench.base.safe_text import terminal
+
         session = self.config.stash[SOURCE_KEY]
         try:
             cases = session.cases_for(self.path)
@@ -93,4 +109,6 @@ class BrokenBenchmark(pytest.File):
         self.message = message
 
     def collect(self) -> Iterator[pytest.Item]:
+        from pytest_evalbench.base.safe_text import terminal
+
         raise self.CollectError(terminal(self.message))  # it may quote names from benchmark.yaml

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_evalbench.llm.cache import CACHE_MODES
+from pytest_evalbench.llm import CACHE_MODES
 from pytest_evalbench.plugin._compat import worker_count, worker_number
 
 if TYPE_CHECKING:

@@ -37,6 +37,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -61,7 +62,8 @@ def serve() -> None:
 
     from pytest_evalbench.testing.rate_window import RateWindow
 
-    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None, "status": 200}
+    state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None, "status": 200,
+                             "fail_odd": False}
 
     def answer(request: dict[str, Any]) -> str:
         model = request.get("model")
@@ -69,7 +71,9 @@ def serve() -> None:
             persona = request["messages"][0]["content"].split("WHO YOU ARE: ")[1].split("\n")[0]
             return f"Thought: t\nMessage: hello {len(request['messages'])} from {persona}"
         if model == "sim-judge":
-            return json.dumps({"justification": "asked", "present": True})
+            found = re.search(r"from person (\d+)", json.dumps(request["messages"]))
+            present = not (state["fail_odd"] and found is not None and int(found.group(1)) % 2)
+            return json.dumps({"justification": "asked" if present else "never asked", "present": present})
         return "Sure, tell me more?"
 
     async def chat(http: web.Request) -> web.Response:
@@ -112,6 +116,8 @@ def serve() -> None:
             state["latency"] = float(body["latency"])
         if "status" in body:
             state["status"] = int(body["status"])
+        if "fail_odd" in body:  # the judge finds the behaviour absent in the odd-numbered personas' rows
+            state["fail_odd"] = bool(body["fail_odd"])
         if "rate_limit" in body:  # requests per minute; None: no limit
             state["window"] = RateWindow(float(body["rate_limit"])) if body["rate_limit"] else None
         return web.json_response({})

@@ -22,7 +22,10 @@ def lean() -> dict[str, str]:
 
 
 HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest_evalbench.plugin.session",
-         "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport")
+         "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport",
+         # what only a benchmark run needs: files (filelock, orjson), the cache, the text-safety tables
+         "filelock", "orjson", "pytest_evalbench.base.files", "pytest_evalbench.llm.cache",
+         "pytest_evalbench.base.safe_text", "pytest_evalbench.base.errors", "pytest_evalbench.render.progress")
 
 
 def _loaded_after(code: str, cwd: Path) -> list[str]:
