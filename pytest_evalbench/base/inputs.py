@@ -19,6 +19,7 @@ import yaml
 
 from pytest_evalbench.base.errors import InputError, field_path
 from pytest_evalbench.base.files import MAX_INPUT_BYTES, TooLarge, bounded_problem, read_bounded, size_text
+from pytest_evalbench.base.numbers import MAX_INT, is_json_number, shown_number
 
 MAX_DEPTH = 64
 """Deepest nesting of lists and mappings accepted in an input file."""
@@ -50,9 +51,6 @@ def read_text(path: Path) -> str:
                          row=line) from None
 
 
-MAX_INT = 2**63 - 1
-"""Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
-other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
 SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
@@ -143,15 +141,23 @@ def surrogate_problem(text: str) -> str:
             "stored or sent as UTF-8; remove it or write the whole pair")
 
 
-def _value_problem(value: Any, strings: bool) -> str | None:
+def _value_problem(value: Any, strings: bool, numbers: bool = False) -> str | None:
     if isinstance(value, BadValue):
         return value.problem()
     if strings and isinstance(value, str) and SURROGATE.search(value):
         return surrogate_problem(value)
+    if numbers and _bad_number(value):
+        return (f"{shown_number(value)} is not a number a file may hold (numbers must be finite, integers "
+                f"within ±{MAX_INT})")
     return None
 
 
-def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
+def _bad_number(value: Any) -> bool:
+    """A Python number no file may hold (data handed over as objects, not parsed: an app's reply)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_json_number(value)
+
+
+def _locate(data: Any, strings: bool, numbers: bool = False) -> tuple[str, str] | None:
     """(field path counted from 1, problem) of the first bad value or key, in document order."""
     stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
     while stack:
@@ -165,18 +171,19 @@ def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
         elif isinstance(value, list):
             stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
         else:
-            problem = _value_problem(value, strings)
+            problem = _value_problem(value, strings, numbers)
             if problem is not None:
                 return field_path(where, data), problem
     return None
 
 
 def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
-                base_depth: int = 0) -> Any:
+                base_depth: int = 0, numbers: bool = False) -> Any:
     """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
     held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
     Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
-    deep `data` itself sits (1 for an element of a row list)."""
+    deep `data` itself sits (1 for an element of a row list). `numbers`: `data` was not parsed here
+    (Python objects: an app's reply), so its numbers are checked too."""
     stack: list[tuple[Any, int]] = [(data, base_depth)]
     bad = False
     while stack:
@@ -192,11 +199,12 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
             else:
                 children = value
             stack.extend((child, depth + 1) for child in children)
-        elif isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value)):
+        elif (isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value))
+              or (numbers and _bad_number(value))):
             bad = True
             break
     if bad:
-        found = _locate(data, strings)
+        found = _locate(data, strings, numbers)
         assert found is not None
         raise InputError(path, found[1], row=row, field=found[0] or None)
     return data

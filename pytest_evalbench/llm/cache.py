@@ -43,8 +43,9 @@ from pytest_evalbench.base.files import (
     read_bounded,
     version_problem,
 )
+from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_logprob, is_token_count, safe_json
+from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_MODES: tuple[str, ...] = ("on", "off", "refresh", "replay")

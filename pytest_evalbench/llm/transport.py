@@ -34,16 +34,14 @@ from dataclasses import dataclass
 from typing import Any, Union
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
 from pytest_evalbench.llm.types import (
     MAX_RESPONSE_BYTES,
-    MAX_TOKENS,
     Completion,
     Endpoint,
-    is_logprob,
-    is_token_count,
     safe_json,
     safe_text,
 )

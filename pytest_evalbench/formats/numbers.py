@@ -1,0 +1,75 @@
+"""The numbers that come from outside, as declared types: finite and inside a stated range.
+
+Every model that reads a number from a file, an endpoint, a span or a cache entry uses one of these
+types, so a 400-digit integer, 1e308, NaN or a log-probability of 800 is refused where it is read
+(one line naming file, entry and field) and code past the reader computes with numbers that cannot
+overflow. The bounds are far past any real value: they exist so that sums, products, `exp` and
+`log` of what was read stay finite.
+
+The bounds are defined in `base/numbers.py`, with the same checks as plain functions for the hot
+paths that read one number without a model (an answer's usage, a cached answer's log-probabilities).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
+
+from pytest_evalbench.base.numbers import MAX_COST, MAX_COUNT, MAX_PRICE, MAX_TOKENS, MIN_LOGPROB, shown_number
+
+
+def _no_bool(value: Any) -> Any:
+    """`true` is not the number 1 (pydantic's lax mode would take it); NaN and the infinities are no
+    numbers to compare with a bound."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, not true/false")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    return value
+
+
+Probability = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+"""A share or probability: a pass rate, P(present), an agreement."""
+
+Threshold = Annotated[float, BeforeValidator(_no_bool), Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+"""A calibrated cut on P(present), strictly inside (0, 1): a cut of 1 would call nothing present
+(and 0 everything), turning verdicts without a judge's say."""
+
+Kappa = Annotated[float, BeforeValidator(_no_bool), Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
+"""Cohen's kappa (and its interval's ends)."""
+
+Count = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_COUNT)]
+"""Something counted: examples, rows, passes."""
+
+TokenCount = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_TOKENS)]
+"""Tokens one answer or one traced model call reports."""
+
+DollarsPerMillion = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False)]
+"""Dollars per million tokens."""
+
+Cost = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=MAX_COST, allow_inf_nan=False)]
+"""Dollars spent on one row (or one run's total of rows)."""
+
+LogProb = Annotated[float, BeforeValidator(_no_bool), Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False)]
+"""A token's natural log-probability: finite and at most 0 (e^800 is no probability, and overflows)."""
+
+Score = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=5.0, allow_inf_nan=False)]
+"""A dataset eval's score (1..5; 0 where a writer records no score as zero)."""
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def number_problem(kind: Any, value: Any) -> str | None:
+    """Why `value` is not a `kind` (one of this module's types), in one line; None when it is one."""
+    adapter = _ADAPTERS.get(kind)
+    if adapter is None:
+        adapter = _ADAPTERS[kind] = TypeAdapter(kind)
+    try:
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        shown = shown_number(value)
+        return f"{shown}: {exc.errors()[0]['msg'].lower()}"
+    return None
