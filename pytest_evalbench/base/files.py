@@ -13,6 +13,7 @@ Where a write may go is checked by `safe_files`; this module does the writing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 import orjson
 from filelock import FileLock, Timeout
 
-from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -154,17 +155,61 @@ def _indented(text: bytes, level: int) -> bytes:
     return text.replace(b"\n", b"\n" + b"  " * level) if level else text
 
 
-def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
-    """Write `value` as indented JSON; streamed containers anywhere in it are written item by item."""
+class NonFiniteNumber(EvalbenchError):
+    """A writer was handed NaN or an infinity: nothing is written (JSON has no such number, and orjson
+    would write it as null, the standard library as a bare `Infinity` no other parser reads)."""
+
+
+def non_finite_field(value: Any) -> str | None:
+    """The dotted field path (list positions from 1) of the first NaN or infinity in `value`, or None;
+    walked without recursion."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return field_path(where, value) or "(the value itself)"
+        elif isinstance(item, dict):
+            stack.extend((v, (*where, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, (*where, i)) for i, v in enumerate(item))
+    return None
+
+
+def refuse_non_finite(value: Any, what: str | Path) -> None:
+    """NonFiniteNumber naming `what` (a file) and the field when `value` holds NaN or an infinity."""
+    found = non_finite_field(value)
+    if found is not None:
+        raise NonFiniteNumber(f"{what}: not written: field '{found}' is not a finite number (result files "
+                              "hold finite numbers only; this is a bug, please report it)")
+
+
+def finite_json(value: Any, what: str | Path, **options: Any) -> str:
+    """`json.dumps(value, **options)` for a file we write, refusing NaN and infinities (NonFiniteNumber
+    naming `what` and the field) instead of writing `NaN` or `Infinity`, which are not JSON."""
     try:
-        write(_indented(orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2), level))
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        refuse_non_finite(value, what)
+        raise
+
+
+def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
+    """Write `value` as indented JSON; streamed containers anywhere in it are written item by item.
+    NaN or an infinity is refused (NonFiniteNumber): orjson writes them as null, so a text holding
+    null is checked."""
+    try:
+        text = orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2)
+        if b"null" in text:
+            refuse_non_finite(value, "a result file")
+        write(_indented(text, level))
         return
     except orjson.JSONEncodeError as exc:
         # a streamed container inside, or something orjson does not write (an integer beyond 64 bits,
         # a key that is not a string): containers are written part by part, so every other value is
         # written by orjson as it would be anyway, and such a leaf by `json`
         if not isinstance(exc.__cause__, _HasStreamed) and not isinstance(value, (dict, list)):
-            write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+            write(finite_json(value, "a result file", ensure_ascii=False).encode("utf-8"))
             return
     pairs: Iterable[tuple[Any, Any]]
     if isinstance(value, (StreamedDict, dict)):
@@ -189,7 +234,10 @@ def write_json(path: Path, data: Any, root: Path | None) -> None:
     100,000 rows is never one string or list."""
     with atomic_open(path, root) as handle:
         out = handle.buffer
-        _write_value(out.write, data, 0)
+        try:
+            _write_value(out.write, data, 0)
+        except NonFiniteNumber as exc:
+            raise NonFiniteNumber(str(exc).replace("a result file", str(path), 1)) from None
         out.write(b"\n")
 
 

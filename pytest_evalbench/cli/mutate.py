@@ -28,7 +28,7 @@ import yaml
 from pydantic import Field
 
 from pytest_evalbench.base.errors import ConfigError, InputError
-from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text
+from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json
 from pytest_evalbench.base.inputs import read_yaml
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import PassFailUnit
@@ -215,7 +215,8 @@ def mutate(root: Path, name: str, pytest_args: list[str]) -> tuple[MutationRepor
                *pytest_args]
     status = subprocess.run(command, cwd=root, check=False, stdout=subprocess.DEVNULL).returncode
     report = detect(spec, run_dir, mutants)
-    atomic_write_text(bench_dir / MUTANTS_FILE, json.dumps(report.to_json(), indent=1) + "\n", None)
+    atomic_write_text(bench_dir / MUTANTS_FILE, finite_json(report.to_json(), bench_dir / MUTANTS_FILE, indent=1) + "\n",
+                      None)
     return report, status
 
 

@@ -40,6 +40,7 @@ from pytest_evalbench.base.files import (
     VERSION_KEY,
     TooLarge,
     atomic_write_text,
+    finite_json,
     read_bounded,
     version_problem,
 )
@@ -287,7 +288,8 @@ class ResponseCache:
             return
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
-        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)
+        path = self.path_for(key)
+        atomic_write_text(path, finite_json(entry, path, ensure_ascii=True, indent=1, sort_keys=True), None)
 
 
 def redacted(completion: Completion) -> Completion:

@@ -45,7 +45,7 @@ from typing import Any, Literal, Protocol
 from filelock import FileLock
 
 from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, LLMError
-from pytest_evalbench.base.files import atomic_write_text, read_bounded
+from pytest_evalbench.base.files import atomic_write_text, finite_json, read_bounded
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
@@ -443,8 +443,8 @@ class FileLedger:
         return LedgerState(spent, reserved, data.get("stopped") is True)
 
     def _write(self, state: LedgerState) -> None:
-        atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,
-                                                 "stopped": state.stopped}), None)
+        atomic_write_text(self.path, finite_json({"spent": state.spent, "reserved": state.reserved,
+                                                   "stopped": state.stopped}, self.path), None)
 
     def try_reserve(self, amount: float, limit: float) -> Reservation:
         with self._lock:

@@ -10,7 +10,6 @@ command then names the endpoint without them).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, versioned
+from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json, versioned
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
@@ -157,7 +156,7 @@ def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> N
     """Written at session start: a run that dies before its end leaves "running" (never through a
     link out of `root`, the benchmark directory)."""
     status = {"benchmark": benchmark, "started_at": _now(), "status": "running", VERSION_KEY: FORMAT_VERSION}
-    atomic_write_text(path, json.dumps(status, indent=2) + "\n", root or path.parent)
+    atomic_write_text(path, finite_json(status, path, indent=2) + "\n", root or path.parent)
 
 
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:
@@ -185,7 +184,7 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     }
     if session.finish_error:
         status["error"] = session.finish_error
-    atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)
+    atomic_write_text(path, redact(finite_json(versioned(status), path, indent=2)) + "\n", session.bench_dir)
 
 
 def align(rows: list[list[str]]) -> list[str]:
