@@ -28,6 +28,7 @@ import orjson
 from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.base.json_input import DECODER, check_depth, parse_json
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -323,11 +324,12 @@ def read_json(path: Path, default: Any) -> Any:
     """A result file written by an earlier run, or `default` when it is missing or unreadable (one
     warning naming it when it is not a regular file, too large or nested too deep to parse)."""
     try:
-        return json.loads(read_bounded(path).decode("utf-8"))
+        return parse_json(read_bounded(path).decode("utf-8"), path)
     except (NotRegularFile, TooLarge) as exc:
         warnings.warn(EvalbenchWarning(f"{path}: {bounded_problem(exc)}; ignored"), stacklevel=2)
-    except RecursionError:
-        warnings.warn(EvalbenchWarning(f"{path}: JSON nested too deep; ignored"), stacklevel=2)
+    except InputError as exc:  # nested too deep, a number no file holds, a key given twice (a torn file: silent)
+        if not exc.message.startswith("invalid JSON"):
+            warnings.warn(EvalbenchWarning(f"{exc}; ignored"), stacklevel=2)
     except (OSError, ValueError):
         pass
     return default
@@ -340,7 +342,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
     conversations is never one parsed list in memory). A missing file yields nothing; a file that
     is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
-    decoder = json.JSONDecoder()
+    decoder = DECODER
     try:
         fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     except OSError:
@@ -387,7 +389,10 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                             raise
                     fill()
                 if isinstance(row, dict):
-                    yield row
+                    try:
+                        yield check_depth(row, path, base_depth=1, strings=False)
+                    except InputError:  # too deep, a number no file holds: as hostile as a torn file
+                        raise ValueError("unusable row") from None
                 skip()
                 if buffer[position:position + 1] == ",":
                     position += 1
@@ -422,12 +427,12 @@ def read_result(path: Path, default: Any, expected: type) -> Any:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise InputError(path, f"result file unreadable ({problem}); {_KEEP_HINT}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"result file is not valid JSON ({exc.msg}, line {exc.lineno}: truncated or "
-                         f"edited?); {_KEEP_HINT}") from None
-    except (ValueError, RecursionError):
-        raise InputError(path, f"result file is not valid JSON; {_KEEP_HINT}") from None
+        data = parse_json(text, path)
+    except InputError as exc:
+        if exc.message.startswith("invalid JSON"):
+            raise InputError(path, f"result file is not valid JSON ({exc.message.removeprefix('invalid JSON: ')}, "
+                             f"line {exc.row}: truncated or edited?); {_KEEP_HINT}") from None
+        raise InputError(path, f"result file unusable: {exc.message}; {_KEEP_HINT}", field=exc.field) from None
     if not isinstance(data, expected):
         raise InputError(path, f"result file holds a JSON {type(data).__name__}, not a {expected.__name__}; "
                          f"{_KEEP_HINT}")

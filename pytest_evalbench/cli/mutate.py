@@ -16,7 +16,6 @@ canned-reply app of the `.m-canned` targets.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pydantic import Field
 
 from pytest_evalbench.base.errors import ConfigError, InputError
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json
-from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.base.inputs import read_json, read_yaml
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.formats.spec import SPEC_FILE, BenchmarkSpec, load_spec, resolve_benchmark_dir
@@ -165,11 +164,11 @@ def units(run_dir: Path, target: str) -> list[PassFailUnit]:
     path = run_dir / "runs" / target / "scores.json"
     if not path.is_file():
         return []
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"unreadable: {exc}") from None
-    return [PassFailUnit(target, str(r["id"]), str(r["metric_id"]), int(r.get("sample") or 0), r.get("passed"))
+    rows = read_json(path)  # nesting, numbers and duplicate keys bounded: one InputError naming the file
+    if not isinstance(rows, list):
+        raise InputError(path, f"a JSON {type(rows).__name__}, not a list of rows")
+    return [PassFailUnit(target, str(r["id"]), str(r["metric_id"]), r["sample"] if isinstance(r.get("sample"), int) else 0,
+                         r.get("passed"))
             for r in rows if isinstance(r, dict) and "id" in r and "metric_id" in r]
 
 

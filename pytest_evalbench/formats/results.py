@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from pytest_evalbench.base.errors import InputError
-from pytest_evalbench.base.inputs import check_depth, parse_json
+from pytest_evalbench.base.json_input import check_depth, parse_json
 from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats import Strict
 

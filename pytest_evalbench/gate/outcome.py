@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import atomic_write_text, bounded_problem, finite_json, read_bounded
-from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict

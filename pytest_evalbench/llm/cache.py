@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.errors import CacheMiss, LLMError, ToolCacheMiss
+from pytest_evalbench.base.errors import CacheMiss, InputError, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
@@ -44,6 +44,7 @@ from pytest_evalbench.base.files import (
     read_bounded,
     version_problem,
 )
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
@@ -252,9 +253,11 @@ class ResponseCache:
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
         try:
-            entry = json.loads(text)
-        except (ValueError, RecursionError):
-            raise CorruptEntry(self.path_for(key), "not valid JSON") from None
+            entry = parse_json(text, self.path_for(key))
+        except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
+            where = f"field '{exc.field}': " if exc.field else ""
+            problem = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
+            raise CorruptEntry(self.path_for(key), problem) from None
         try:
             problem = version_problem(entry)
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)

@@ -31,9 +31,12 @@ import urllib.request
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
@@ -108,10 +111,19 @@ ACCEPT_ENCODING = "gzip, deflate"
 """The encodings asked for: the ones every answer is decompressed from within its cap."""
 
 
+def body_json(raw: bytes) -> Any:
+    """An answer's body by the one JSON reader of outside data (nesting, numbers, duplicate keys
+    bounded); ValueError saying why, which the retry policy classifies as a bad response."""
+    try:
+        return parse_json(raw.decode("utf-8"), Path("the answer's body"))
+    except InputError as exc:
+        raise ValueError(exc.message) from None
+
+
 def _error_message(raw: bytes, reason: str | None) -> str:
     """The `error.message` of an OpenAI-style error body, else the status line's reason."""
     try:
-        error = json.loads(raw).get("error")
+        error = body_json(raw).get("error")
         message = error.get("message") if isinstance(error, dict) else error
         if isinstance(message, str) and message:
             return message
@@ -216,7 +228,7 @@ class AiohttpTransport:
             raise HTTPStatusError(status, _error_message(raw, response.reason), lowered)
         if headers_out is not None:  # what the answer says about the endpoint's limits (shared_limits.py)
             headers_out.update((k, v) for k, v in lowered.items() if k.startswith("x-ratelimit-"))
-        return parse_completion(json.loads(raw))
+        return parse_completion(body_json(raw))
 
     async def aclose(self) -> None:
         if self._session is not None:

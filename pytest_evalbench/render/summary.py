@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import finite_json, open_append, read_bounded, version_problem, versioned
-from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats.numbers import Probability, number_problem
 from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.outcome import Failures, GateVerdict

@@ -16,7 +16,8 @@ from typing import Any, Optional, Union
 from pydantic import Field, ValidationError, model_validator
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
-from pytest_evalbench.base.inputs import parse_json, read_text
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats import Strict
 from pytest_evalbench.formats.results import Judged, Message, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, first_error

@@ -15,7 +15,8 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.files import unversioned
-from pytest_evalbench.base.inputs import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json, read_text
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json
 from pytest_evalbench.formats import MAX_ID_LENGTH, Input, Strict, check_id, unknown_keys
 from pytest_evalbench.formats.results import Message, ModelResult, PassFailUnit, RateSummary, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, Int, Metric, MetricType, validate_as, warn_unknown
