@@ -204,7 +204,7 @@ _LONG_NUMBER = "0" * 19
 """19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits, of which orjson makes a float."""
 
 
-def parse_json(text: str, path: Path, row: int | None = None) -> Any:
+def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: bool = False) -> Any:
     """JSON text -> data: the one reader of JSON from outside. Syntax, nesting deeper than MAX_DEPTH,
     out-of-range or non-finite numbers, duplicate keys and lone surrogates are one-line InputErrors
     (`row` = the text's line).
@@ -214,7 +214,8 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
     the key count of the text and of the result agree; an integer past 64 bits, a surrogate escape:
     none in the text; deeper than MAX_DEPTH: at most MAX_DEPTH brackets, or a walk). Anything else
     is decoded again by the standard library with hooks that mark each bad value, so the error names
-    its field."""
+    its field. `surrogates`: lone surrogates are let through (a recorded answer that held one; the
+    caller makes them U+FFFD)."""
     if not _ESCAPES.search(text) and _LONG_NUMBER not in text.translate(_DIGITS):
         try:
             data = orjson.loads(text)
@@ -233,4 +234,4 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
                          row=row if row is not None else exc.lineno) from None
     except RecursionError:
         raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
-    return check_depth(data, path, row, strings=may_hold_surrogates(text))
+    return check_depth(data, path, row, strings=not surrogates and may_hold_surrogates(text))

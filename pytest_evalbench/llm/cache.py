@@ -253,7 +253,7 @@ class ResponseCache:
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
         try:
-            entry = parse_json(text, self.path_for(key))
+            entry = parse_json(text, self.path_for(key), surrogates=True)
         except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
             where = f"field '{exc.field}': " if exc.field else ""
             problem = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"

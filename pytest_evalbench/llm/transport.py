@@ -115,7 +115,7 @@ def body_json(raw: bytes) -> Any:
     """An answer's body by the one JSON reader of outside data (nesting, numbers, duplicate keys
     bounded); ValueError saying why, which the retry policy classifies as a bad response."""
     try:
-        return parse_json(raw.decode("utf-8"), Path("the answer's body"))
+        return parse_json(raw.decode("utf-8"), Path("the answer's body"), surrogates=True)
     except InputError as exc:
         raise ValueError(exc.message) from None
 
