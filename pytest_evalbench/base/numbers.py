@@ -32,7 +32,10 @@ MIN_LOGPROB = -1e6
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite float, or an integer (not a boolean) a float can hold."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_INT <= value <= MAX_INT
 
 
 def is_token_count(value: object) -> bool:

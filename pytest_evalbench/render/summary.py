@@ -300,7 +300,9 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
     for number, line in enumerate(lines, start=1):
         try:
             entry = parse_json(line, path, row=number)
-        except InputError:
+        except InputError as exc:  # a torn line silently; a 400-digit rate or deep nesting named
+            if not exc.message.startswith("invalid JSON"):
+                warnings.warn(EvalbenchWarning(f"{exc}; line ignored"), stacklevel=2)
             continue
         if version_problem(entry) is not None:  # a newer format's line: not read, like a torn one
             continue
