@@ -222,11 +222,11 @@ def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: boo
         except orjson.JSONDecodeError:
             pass
         else:
+            if text.count("[") + text.count("{") > MAX_DEPTH:
+                check_depth(data, path, row, strings=False)  # orjson goes to 1,024 levels, its encoder to 254
             keys = len(_KEY_END.findall(text)) if ":" in text else 0
             if not keys or keys == len(_KEY_END.findall(orjson.dumps(data).decode("utf-8"))):
-                if text.count("[") + text.count("{") <= MAX_DEPTH:
-                    return data
-                return check_depth(data, path, row, strings=False)
+                return data
     try:
         data = DECODER.decode(text)
     except json.JSONDecodeError as exc:

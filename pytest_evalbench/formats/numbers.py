@@ -20,42 +20,42 @@ from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 from pytest_evalbench.base.numbers import MAX_COST, MAX_COUNT, MAX_PRICE, MAX_TOKENS, MIN_LOGPROB, shown_number
 
 
-def _no_bool(value: Any) -> Any:
-    """`true` is not the number 1 (pydantic's lax mode would take it); NaN and the infinities are no
-    numbers to compare with a bound."""
-    if isinstance(value, bool):
-        raise ValueError("expected a number, not true/false")
+def _number(value: Any) -> Any:
+    """Only a number is a number: `true` is not 1 and `"0.5"` is text (pydantic's lax mode would take
+    both); NaN and the infinities are no numbers to compare with a bound."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, not {'true/false' if isinstance(value, bool) else type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("numbers must be finite")
     return value
 
 
-Probability = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Probability = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 """A share or probability: a pass rate, P(present), an agreement."""
 
-Threshold = Annotated[float, BeforeValidator(_no_bool), Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+Threshold = Annotated[float, BeforeValidator(_number), Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
 """A calibrated cut on P(present), strictly inside (0, 1): a cut of 1 would call nothing present
 (and 0 everything), turning verdicts without a judge's say."""
 
-Kappa = Annotated[float, BeforeValidator(_no_bool), Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
+Kappa = Annotated[float, BeforeValidator(_number), Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
 """Cohen's kappa (and its interval's ends)."""
 
-Count = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_COUNT)]
+Count = Annotated[int, BeforeValidator(_number), Field(ge=0, le=MAX_COUNT)]
 """Something counted: examples, rows, passes."""
 
-TokenCount = Annotated[int, BeforeValidator(_no_bool), Field(ge=0, le=MAX_TOKENS)]
+TokenCount = Annotated[int, BeforeValidator(_number), Field(ge=0, le=MAX_TOKENS)]
 """Tokens one answer or one traced model call reports."""
 
-DollarsPerMillion = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False)]
+DollarsPerMillion = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False)]
 """Dollars per million tokens."""
 
-Cost = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=MAX_COST, allow_inf_nan=False)]
+Cost = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=MAX_COST, allow_inf_nan=False)]
 """Dollars spent on one row (or one run's total of rows)."""
 
-LogProb = Annotated[float, BeforeValidator(_no_bool), Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False)]
+LogProb = Annotated[float, BeforeValidator(_number), Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False)]
 """A token's natural log-probability: finite and at most 0 (e^800 is no probability, and overflows)."""
 
-Score = Annotated[float, BeforeValidator(_no_bool), Field(ge=0.0, le=5.0, allow_inf_nan=False)]
+Score = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=5.0, allow_inf_nan=False)]
 """A dataset eval's score (1..5; 0 where a writer records no score as zero)."""
 
 
