@@ -226,7 +226,10 @@ def read_baseline(path: Path) -> Baseline:
         raise InputError(path, f"baseline file unreadable: {bounded_problem(exc)}") from None
     except ValueError as exc:
         raise InputError(path, f"baseline file unreadable: {exc}") from None
-    data = parse_json(text, path)
+    try:
+        data = parse_json(text, path)
+    except InputError as exc:
+        raise InputError(path, f"baseline file unreadable: {exc.message}", row=exc.row, field=exc.field) from None
     try:
         return load_baseline(data)
     except InputError as exc:

@@ -117,7 +117,12 @@ def body_json(raw: bytes) -> Any:
     try:
         return parse_json(raw.decode("utf-8"), Path("the answer's body"), surrogates=True)
     except InputError as exc:
-        raise ValueError(exc.message) from None
+        raise BadBody(str(exc)) from None
+
+
+class BadBody(ValueError):
+    """An answer's body the JSON reader refused (nesting, a number no file holds, a key given twice): a
+    bad response, named in one line."""
 
 
 def _error_message(raw: bytes, reason: str | None) -> str:
@@ -558,7 +563,7 @@ def classify(exc: BaseException, where: str | None = None) -> Failure:
             refused = RedirectRefused(exc.status_code, str(exc.request.url), exc.response.headers.get("location"))
             return Failure("request rejected", str(refused), False)
         return _status_failure(exc.status_code, exc.message, exc.response.headers)
-    if isinstance(exc, BadUsage):
+    if isinstance(exc, (BadUsage, BadBody)):
         return Failure("bad response", _short(str(exc)), True)
     if isinstance(exc, (*_errors("openai", "APIResponseValidationError"),
                         json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):
