@@ -30,32 +30,32 @@ def _number(value: Any) -> Any:
     return value
 
 
-Probability = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A share or probability: a pass rate, P(present), an agreement."""
 
-Threshold = Annotated[float, BeforeValidator(_number), Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+Threshold = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A calibrated cut on P(present), strictly inside (0, 1): a cut of 1 would call nothing present
 (and 0 everything), turning verdicts without a judge's say."""
 
-Kappa = Annotated[float, BeforeValidator(_number), Field(ge=-1.0, le=1.0, allow_inf_nan=False)]
+Kappa = Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False), BeforeValidator(_number)]
 """Cohen's kappa (and its interval's ends)."""
 
-Count = Annotated[int, BeforeValidator(_number), Field(ge=0, le=MAX_COUNT)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(_number)]
 """Something counted: examples, rows, passes."""
 
-TokenCount = Annotated[int, BeforeValidator(_number), Field(ge=0, le=MAX_TOKENS)]
+TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS), BeforeValidator(_number)]
 """Tokens one answer or one traced model call reports."""
 
-DollarsPerMillion = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False)]
+DollarsPerMillion = Annotated[float, Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False), BeforeValidator(_number)]
 """Dollars per million tokens."""
 
-Cost = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=MAX_COST, allow_inf_nan=False)]
+Cost = Annotated[float, Field(ge=0.0, le=MAX_COST, allow_inf_nan=False), BeforeValidator(_number)]
 """Dollars spent on one row (or one run's total of rows)."""
 
-LogProb = Annotated[float, BeforeValidator(_number), Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False)]
+LogProb = Annotated[float, Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A token's natural log-probability: finite and at most 0 (e^800 is no probability, and overflows)."""
 
-Score = Annotated[float, BeforeValidator(_number), Field(ge=0.0, le=5.0, allow_inf_nan=False)]
+Score = Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A dataset eval's score (1..5; 0 where a writer records no score as zero)."""
 
 
@@ -71,5 +71,5 @@ def number_problem(kind: Any, value: Any) -> str | None:
         adapter.validate_python(value)
     except ValidationError as exc:
         shown = shown_number(value)
-        return f"{shown}: {exc.errors()[0]['msg'].lower()}"
+        return f"{shown}: {exc.errors()[0]['msg'].removeprefix('Value error, ').lower()}"
     return None
