@@ -7,7 +7,8 @@ overflow. The bounds are far past any real value: they exist so that sums, produ
 `log` of what was read stay finite.
 
 The bounds are defined in `base/numbers.py`, with the same checks as plain functions for the hot
-paths that read one number without a model (an answer's usage, a cached answer's log-probabilities).
+paths that read one number without a model: an answer's usage and cost (`is_token_count`,
+`is_cost`), a log-probability from an endpoint or a cached answer (`is_logprob`: finite, at most 0).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 
-from pytest_evalbench.base.numbers import MAX_COST, MAX_COUNT, MAX_PRICE, MAX_TOKENS, MIN_LOGPROB, shown_number
+from pytest_evalbench.base.numbers import MAX_COUNT, MAX_PRICE, MAX_TOKENS, shown_number
 
 
 def _number(value: Any) -> Any:
@@ -49,11 +50,7 @@ TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS), BeforeValidator(_number)
 DollarsPerMillion = Annotated[float, Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False), BeforeValidator(_number)]
 """Dollars per million tokens."""
 
-Cost = Annotated[float, Field(ge=0.0, le=MAX_COST, allow_inf_nan=False), BeforeValidator(_number)]
-"""Dollars spent on one row (or one run's total of rows)."""
 
-LogProb = Annotated[float, Field(ge=MIN_LOGPROB, le=0.0, allow_inf_nan=False), BeforeValidator(_number)]
-"""A token's natural log-probability: finite and at most 0 (e^800 is no probability, and overflows)."""
 
 Score = Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A dataset eval's score (1..5; 0 where a writer records no score as zero)."""

@@ -19,6 +19,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.json_input import check_depth, parse_json
 from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.numbers import TokenCount
 
 Status = Literal["passed", "failed", "unscored"]
 """An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
@@ -84,8 +85,8 @@ class ModelCall(Strict):
     """A model call an app target made while replying, as its OpenTelemetry span reported it."""
 
     model: Optional[str] = None
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: TokenCount = 0
+    output_tokens: TokenCount = 0
 
 
 class Span(Strict):

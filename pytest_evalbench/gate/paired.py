@@ -492,8 +492,8 @@ def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta
                     identities={t: dict(v) for t, v in sorted(identities.items())} if identities is not None else None)
 
 
-_TARGET_NUMBERS = {"positive_pass_rate": Probability, "negative_pass_rate": Probability}
-_METRIC_NUMBERS = {"pass_rate": Probability, "n_passed": Count, "n_total": Count}
+_TARGET_NUMBERS: dict[str, Any] = {"positive_pass_rate": Probability, "negative_pass_rate": Probability}
+_METRIC_NUMBERS: dict[str, Any] = {"pass_rate": Probability, "n_passed": Count, "n_total": Count}
 
 
 def _targets_problem(targets: dict[str, Any]) -> str | None:

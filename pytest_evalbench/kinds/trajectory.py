@@ -180,7 +180,7 @@ def _augment(start: int, edges: list[list[int]], layer: dict[int, int], tried: d
     """One augmenting path from a free row along the layers, by an explicit stack (no recursion,
     however many calls); `tried` keeps each row's next edge for the phase, and a row that leads
     nowhere leaves the layers, so a phase tries every edge at most once."""
-    stack, via = [start], []  # the path's rows, and the column that left each row but the last
+    stack, via = [start], list[int]()  # the path's rows, and the column that left each row but the last
     while stack:
         row = stack[-1]
         index = tried.get(row, 0)
@@ -227,7 +227,8 @@ def fit_matrix(wants: list[ToolCall], made: list[ToolCall], fit: Callable[[ToolC
 def _distinct(calls: list[ToolCall]) -> tuple[list[int], list[ToolCall]]:
     """Each call's index among the distinct calls, and the distinct calls in first-seen order."""
     index: dict[str, int] = {}
-    ids, distinct = [], []
+    ids: list[int] = []
+    distinct: list[ToolCall] = []
     for call in calls:
         key = json.dumps([call.tool, call.arguments], sort_keys=True, default=str)
         if key not in index:

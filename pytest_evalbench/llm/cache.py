@@ -256,8 +256,8 @@ class ResponseCache:
             entry = parse_json(text, self.path_for(key), surrogates=True)
         except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
             where = f"field '{exc.field}': " if exc.field else ""
-            problem = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
-            raise CorruptEntry(self.path_for(key), problem) from None
+            refused = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
+            raise CorruptEntry(self.path_for(key), refused) from None
         try:
             problem = version_problem(entry)
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)

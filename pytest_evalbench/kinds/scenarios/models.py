@@ -18,6 +18,7 @@ from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.base.inputs import read_text
 from pytest_evalbench.base.json_input import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json
 from pytest_evalbench.formats import MAX_ID_LENGTH, Input, Strict, check_id, unknown_keys
+from pytest_evalbench.formats.numbers import Probability
 from pytest_evalbench.formats.results import Message, ModelResult, PassFailUnit, RateSummary, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, Int, Metric, MetricType, validate_as, warn_unknown
 from pytest_evalbench.llm.types import Usage
@@ -162,14 +163,14 @@ class ScoreRow(Strict):
     decided_by: Optional[Literal["check", "judge"]] = None
     """What decided `present`: a deterministic check of the metric, or the LLM judge (null when unscored
     before any verdict, and in rows written before this field existed)."""
-    agreement: Optional[float] = None
+    agreement: Optional[Probability] = None
     """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
     turn: Optional[int] = Field(default=None, ge=1)
     """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
     the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
-    probability: Optional[float] = Field(default=None, ge=0, le=1)
+    probability: Optional[Probability] = None
     """With `judge: {probability: true}` and an endpoint that gives log-probabilities: the judge's P(present)
     (the mean over its votes); with a calibrated threshold, `present` is P(present) >= threshold."""
     flaky: Optional[Literal["judge", "agent", "both"]] = None
