@@ -210,6 +210,20 @@ def test_deep_span_tool_call_arguments_are_kept_as_text_not_a_recursion_error() 
     assert set(call.arguments) == {"_raw"}
 
 
+def test_a_models_deep_tool_call_arguments_are_answered_not_run() -> None:
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the [agents] extra is not installed")
+    import asyncio
+
+    from pytest_evalbench.formats.spec import ToolsConfig
+    from pytest_evalbench.kinds.tools import ToolBox
+
+    config = ToolsConfig(mcp=[{"name": "orders", "command": ["python", "server.py"]}])
+    box = ToolBox("tgt", config, {}, None, _offered=[], _owner={"lookup": "orders"})  # type: ignore[arg-type]
+    made, message = asyncio.run(box.run({"name": "lookup", "arguments": DEEP_ARGUMENTS}, "c1", None, 0))
+    assert set(made.arguments) == {"_raw"} and made.outcome is not None and made.outcome.startswith("[error]")
+    assert message["content"] == "the arguments are not a JSON object (nested deeper than 64 levels)"
+
+
 def test_tool_call_arguments_follow_one_rule_whoever_reports_them() -> None:
     pytest.importorskip("opentelemetry.sdk.trace", reason="the [agents] extra is not installed")
     from pytest_evalbench.kinds import tools
