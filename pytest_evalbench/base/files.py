@@ -13,6 +13,7 @@ Where a write may go is checked by `safe_files`; this module does the writing.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -27,7 +28,8 @@ import orjson
 from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.disk import DISK_ERRNOS, writing
-from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.base.json_input import DECODER, check_depth, parse_json
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -190,17 +192,61 @@ def _indented(text: bytes, level: int) -> bytes:
     return text.replace(b"\n", b"\n" + b"  " * level) if level else text
 
 
-def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
-    """Write `value` as indented JSON; streamed containers anywhere in it are written item by item."""
+class NonFiniteNumber(EvalbenchError):
+    """A writer was handed NaN or an infinity: nothing is written (JSON has no such number, and orjson
+    would write it as null, the standard library as a bare `Infinity` no other parser reads)."""
+
+
+def non_finite_field(value: Any) -> str | None:
+    """The dotted field path (list positions from 1) of the first NaN or infinity in `value`, or None;
+    walked without recursion."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return field_path(where, value) or "(the value itself)"
+        elif isinstance(item, dict):
+            stack.extend((v, (*where, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, (*where, i)) for i, v in enumerate(item))
+    return None
+
+
+def refuse_non_finite(value: Any, what: str | Path) -> None:
+    """NonFiniteNumber naming `what` (a file) and the field when `value` holds NaN or an infinity."""
+    found = non_finite_field(value)
+    if found is not None:
+        raise NonFiniteNumber(f"{what}: not written: field '{found}' is not a finite number (result files "
+                              "hold finite numbers only; this is a bug, please report it)")
+
+
+def finite_json(value: Any, what: str | Path, **options: Any) -> str:
+    """`json.dumps(value, **options)` for a file we write, refusing NaN and infinities (NonFiniteNumber
+    naming `what` and the field) instead of writing `NaN` or `Infinity`, which are not JSON."""
     try:
-        write(_indented(orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2), level))
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        refuse_non_finite(value, what)
+        raise
+
+
+def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:
+    """Write `value` as indented JSON; streamed containers anywhere in it are written item by item.
+    NaN or an infinity is refused (NonFiniteNumber): orjson writes them as null, so a text holding
+    null is checked."""
+    try:
+        text = orjson.dumps(value, default=_streamed_default, option=orjson.OPT_INDENT_2)
+        if b"null" in text:
+            refuse_non_finite(value, "a result file")
+        write(_indented(text, level))
         return
     except orjson.JSONEncodeError as exc:
         # a streamed container inside, or something orjson does not write (an integer beyond 64 bits,
         # a key that is not a string): containers are written part by part, so every other value is
         # written by orjson as it would be anyway, and such a leaf by `json`
         if not isinstance(exc.__cause__, _HasStreamed) and not isinstance(value, (dict, list)):
-            write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+            write(finite_json(value, "a result file", ensure_ascii=False).encode("utf-8"))
             return
     pairs: Iterable[tuple[Any, Any]]
     if isinstance(value, (StreamedDict, dict)):
@@ -225,7 +271,10 @@ def write_json(path: Path, data: Any, root: Path | None) -> None:
     100,000 rows is never one string or list."""
     with atomic_open(path, root) as handle:
         out = handle.buffer
-        _write_value(out.write, data, 0)
+        try:
+            _write_value(out.write, data, 0)
+        except NonFiniteNumber as exc:
+            raise NonFiniteNumber(str(exc).replace("a result file", str(path), 1)) from None
         out.write(b"\n")
 
 
@@ -311,11 +360,12 @@ def read_json_or_default(path: Path, default: Any) -> Any:
     """A result file written by an earlier run, or `default` when it is missing or unreadable (one
     warning naming it when it is not a regular file, too large or nested too deep to parse)."""
     try:
-        return json.loads(read_bounded(path).decode("utf-8"))
+        return parse_json(read_bounded(path).decode("utf-8"), path)
     except (NotRegularFile, TooLarge) as exc:
         warnings.warn(EvalbenchWarning(f"{path}: {bounded_problem(exc)}; ignored"), stacklevel=2)
-    except RecursionError:
-        warnings.warn(EvalbenchWarning(f"{path}: JSON nested too deep; ignored"), stacklevel=2)
+    except InputError as exc:  # nested too deep, a number no file holds, a key given twice (a torn file: silent)
+        if not exc.message.startswith("invalid JSON"):
+            warnings.warn(EvalbenchWarning(f"{exc}; ignored"), stacklevel=2)
     except (OSError, ValueError):
         pass
     return default
@@ -328,10 +378,10 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
     conversations is never one parsed list in memory). A missing file yields nothing; a file that
     is not a JSON list yields nothing, one that breaks off yields the rows before the break.
-    Our own loop over the stdlib decoder's `raw_decode` rather than ijson: each row is exactly what
-    `json.loads` makes of it (as every other reader of these files gets), with no new compiled
-    dependency, at the same speed."""
-    decoder = json.JSONDecoder()
+    Our own loop over the JSON reader's decoder's `raw_decode` rather than ijson: each row is exactly
+    what `json_input.parse_json` makes of it (as every other reader of these files gets: numbers that
+    fit, no duplicate keys, bounded depth), with no new compiled dependency, at the same speed."""
+    decoder = DECODER
     try:
         fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     except OSError:
@@ -378,7 +428,10 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                             raise
                     fill()
                 if isinstance(row, dict):
-                    yield row
+                    try:
+                        yield check_depth(row, path, base_depth=1, strings=False)
+                    except InputError:  # too deep, a number no file holds: as hostile as a torn file
+                        raise ValueError("unusable row") from None
                 skip()
                 if buffer[position:position + 1] == ",":
                     position += 1
@@ -413,12 +466,12 @@ def read_result(path: Path, default: Any, expected: type) -> Any:
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise InputError(path, f"result file unreadable ({problem}); {_KEEP_HINT}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"result file is not valid JSON ({exc.msg}, line {exc.lineno}: truncated or "
-                         f"edited?); {_KEEP_HINT}") from None
-    except (ValueError, RecursionError):
-        raise InputError(path, f"result file is not valid JSON; {_KEEP_HINT}") from None
+        data = parse_json(text, path)
+    except InputError as exc:
+        if exc.message.startswith("invalid JSON"):
+            raise InputError(path, f"result file is not valid JSON ({exc.message.removeprefix('invalid JSON: ')}, "
+                             f"line {exc.row}: truncated or edited?); {_KEEP_HINT}") from None
+        raise InputError(path, f"result file unusable: {exc.message}; {_KEEP_HINT}", field=exc.field) from None
     if not isinstance(data, expected):
         raise InputError(path, f"result file holds a JSON {type(data).__name__}, not a {expected.__name__}; "
                          f"{_KEEP_HINT}")

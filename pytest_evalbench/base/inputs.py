@@ -1,27 +1,24 @@
 """Input files read as hostile: bounded in size and depth, UTF-8 only, every value checked before
 anything uses it.
 
-JSON: numbers that fit, no lone surrogates, no duplicate keys. YAML (benchmark.yaml): checked as a node
+JSON is read by `json_input` (numbers that fit, no lone surrogates, no duplicate keys). YAML (benchmark.yaml): checked as a node
 graph (duplicate keys, depth, alias bombs, values JSON cannot hold) before PyYAML builds any Python
 object. Every problem becomes one `InputError` naming file, row (or line) and field.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pytest_evalbench.base.errors import InputError, field_path
+from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import MAX_INPUT_BYTES, TooLarge, bounded_problem, read_bounded, size_text
+from pytest_evalbench.base.json_input import MAX_DEPTH, SURROGATE, BadValue, parse_json, surrogate_problem
+from pytest_evalbench.base.numbers import MAX_INT
 
-MAX_DEPTH = 64
-"""Deepest nesting of lists and mappings accepted in an input file."""
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
          (b"\xfe\xff", "UTF-16"))
 
@@ -48,181 +45,6 @@ def read_text(path: Path) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise InputError(path, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8",
                          row=line) from None
-
-
-MAX_INT = 2**63 - 1
-"""Largest integer (in magnitude) an input file may hold: a signed 64-bit integer, what endpoints and
-other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
-SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-"""A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
-
-
-class BadValue:
-    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
-    second value of a duplicate key), so the walk that checks the data can name its row and field."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def label(self) -> str:
-        """How the value reads where a row is named by it (`row 3 (id ...)`): the text as written."""
-        return self.text
-
-    def __str__(self) -> str:
-        return self.label()
-
-    def __repr__(self) -> str:
-        return repr(self.label())
-
-    def problem(self) -> str:
-        text = self.text
-        if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
-            return f"{text} is not a number an input file may hold (numbers must be finite)"
-        digits = sum(c.isdigit() for c in text)
-        shown = text if len(text) <= 24 else f"{text[:20]}… ({digits} digits)"
-        if any(c in text for c in ".eE") and not text.lower().startswith(("0x", "-0x", "+0x")):
-            return f"number {shown} is too large (numbers must be finite)"
-        return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
-
-
-class _DuplicateKey(BadValue):
-    """The value of a key given twice; it keeps the first value, which names a row whose `id` is the key."""
-
-    __slots__ = ("first",)
-
-    def __init__(self, key: str, first: Any) -> None:
-        super().__init__(key)
-        self.first = first
-
-    def problem(self) -> str:
-        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
-
-    def label(self) -> str:
-        return self.first.label() if isinstance(self.first, BadValue) else str(self.first)
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object; a key given twice is marked, not silently overwritten."""
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        seen: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in seen:
-                data[key] = _DuplicateKey(key, seen[key])
-                break
-            seen[key] = value
-    return data
-
-
-def _parse_int(text: str) -> int | BadValue:
-    if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
-        return BadValue(text)
-    value = int(text)
-    return value if -MAX_INT <= value <= MAX_INT else BadValue(text)
-
-
-def _parse_float(text: str) -> float | BadValue:
-    value = float(text)
-    return value if math.isfinite(value) else BadValue(text)
-
-
-DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=BadValue,
-                           object_pairs_hook=_object)
-"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
-markers that `check_depth` reports with their row and field."""
-
-
-def surrogate_problem(text: str) -> str:
-    """The message for a text holding a lone surrogate, naming the first one."""
-    found = SURROGATE.search(text)
-    code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
-    return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
-            "stored or sent as UTF-8; remove it or write the whole pair")
-
-
-def _value_problem(value: Any, strings: bool) -> str | None:
-    if isinstance(value, BadValue):
-        return value.problem()
-    if strings and isinstance(value, str) and SURROGATE.search(value):
-        return surrogate_problem(value)
-    return None
-
-
-def _locate(data: Any, strings: bool) -> tuple[str, str] | None:
-    """(field path counted from 1, problem) of the first bad value or key, in document order."""
-    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
-    while stack:
-        value, where = stack.pop()
-        if isinstance(value, dict):
-            for key in value:
-                if strings and isinstance(key, str) and SURROGATE.search(key):
-                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
-                    return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
-            stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
-        elif isinstance(value, list):
-            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
-        else:
-            problem = _value_problem(value, strings)
-            if problem is not None:
-                return field_path(where, data), problem
-    return None
-
-
-def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
-                base_depth: int = 0) -> Any:
-    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
-    held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
-    Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
-    deep `data` itself sits (1 for an element of a row list)."""
-    stack: list[tuple[Any, int]] = [(data, base_depth)]
-    bad = False
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
-            if isinstance(value, dict):
-                if strings and any(isinstance(k, str) and SURROGATE.search(k) for k in value):
-                    bad = True
-                    break
-                children: Iterable[Any] = value.values()
-            else:
-                children = value
-            stack.extend((child, depth + 1) for child in children)
-        elif isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value)):
-            bad = True
-            break
-    if bad:
-        found = _locate(data, strings)
-        assert found is not None
-        raise InputError(path, found[1], row=row, field=found[0] or None)
-    return data
-
-
-def has_surrogate(text: str) -> bool:
-    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
-    return SURROGATE.search(text) is not None
-
-
-def may_hold_surrogates(text: str) -> bool:
-    """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
-    return _SURROGATE_ESCAPE.search(text) is not None
-
-
-def parse_json(text: str, path: Path, row: int | None = None) -> Any:
-    """JSON text -> data; syntax, nesting, out-of-range numbers and lone surrogates are one-line
-    InputErrors (`row` = the text's line)."""
-    try:
-        data = DECODER.decode(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
-                         row=row if row is not None else exc.lineno) from None
-    except RecursionError:
-        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
-    return check_depth(data, path, row, strings=may_hold_surrogates(text))
 
 
 def read_input_json(path: Path) -> Any:

@@ -16,7 +16,6 @@ canned-reply app of the `.m-canned` targets.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections import Counter
@@ -28,8 +27,16 @@ import yaml
 from pydantic import Field
 
 from pytest_evalbench.base.errors import ConfigError, InputError
-from pytest_evalbench.base.files import FORMAT_VERSION, GITIGNORE, VERSION_KEY, atomic_write_text, copy_into, read_json
-from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.base.files import (
+    FORMAT_VERSION,
+    GITIGNORE,
+    VERSION_KEY,
+    atomic_write_text,
+    copy_into,
+    finite_json,
+    read_json_or_default,
+)
+from pytest_evalbench.base.inputs import read_input_json, read_yaml
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_input_file, check_write
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.formats import Strict
@@ -224,11 +231,11 @@ def units(run_dir: Path, target: str) -> list[PassFailUnit]:
     path = run_dir / "runs" / target / "scores.json"
     if not path.is_file():
         return []
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"unreadable: {exc}") from None
-    return [PassFailUnit(target, str(r["id"]), str(r["metric_id"]), int(r.get("sample") or 0), r.get("passed"))
+    rows = read_input_json(path)  # nesting, numbers and duplicate keys bounded: one InputError naming the file
+    if not isinstance(rows, list):
+        raise InputError(path, f"a JSON {type(rows).__name__}, not a list of rows")
+    return [PassFailUnit(target, str(r["id"]), str(r["metric_id"]), r["sample"] if isinstance(r.get("sample"), int) else 0,
+                         r.get("passed"))
             for r in rows if isinstance(r, dict) and "id" in r and "metric_id" in r]
 
 
@@ -287,13 +294,14 @@ def mutate(root: Path, name: str, pytest_args: list[str]) -> tuple[MutationRepor
                *pytest_args]
     status = subprocess.run(command, cwd=root, check=False, stdout=subprocess.DEVNULL).returncode
     report = detect(spec, run_dir, mutants)
-    atomic_write_text(bench_dir / MUTANTS_FILE, json.dumps(report.to_json(), indent=1) + "\n", bench_dir)
+    atomic_write_text(bench_dir / MUTANTS_FILE, finite_json(report.to_json(), bench_dir / MUTANTS_FILE, indent=1) + "\n",
+                      bench_dir)
     return report, status
 
 
 def run_problems(run_dir: Path) -> list[tuple[int, str]]:
     """The mutants' run's item errors as (items, message), most frequent first (`RUN_ERRORS`)."""
-    found = read_json(run_dir / RUN_ERRORS, [])
+    found = read_json_or_default(run_dir / RUN_ERRORS, [])
     rows = [(e["items"], e["error"]) for e in found if isinstance(e, dict)
             and isinstance(e.get("items"), int) and isinstance(e.get("error"), str)] if isinstance(found, list) else []
     return sorted(rows, key=lambda row: -row[0])
@@ -309,9 +317,9 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
         return
     evalbench = session_of(session.config)
     counts = Counter(redact(message) for message in evalbench.outcomes.messages.values())
+    errors = [{"error": message, "items": n} for message, n in counts.most_common()]
     atomic_write_text(evalbench.bench_dir / RUN_ERRORS,
-                      json.dumps([{"error": message, "items": n} for message, n in counts.most_common()], indent=1)
-                      + "\n", evalbench.bench_dir)
+                      finite_json(errors, evalbench.bench_dir / RUN_ERRORS, indent=1) + "\n", evalbench.bench_dir)
 
 
 def pytest_evalbench_make_target(config: Any, target: Any) -> Any:

@@ -124,26 +124,56 @@ def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: 
 def best_threshold(probabilities: Sequence[float], labels: Sequence[bool]) -> float | None:
     """The cut on P(present) whose verdicts (P >= cut) agree best with the labels by Cohen's kappa: a
     midpoint between neighbouring observed probabilities (ties: the one nearest 0.5); None when the
-    labels hold one category only or kappa is undefined for every cut."""
-    if len(set(labels)) < 2:
+    labels hold one category only or kappa is undefined for every cut. A cut is strictly inside
+    (0, 1) (a cut of 0 or 1 would decide without the judge). One sort, then one sweep: each cut's
+    confusion counts follow from the previous cut's."""
+    order = sorted(range(len(probabilities)), key=probabilities.__getitem__)
+    return _best_cut([probabilities[i] for i in order], [labels[i] for i in order])
+
+
+def _best_cut(values: list[float], labels: list[bool]) -> float | None:
+    """`best_threshold` over probabilities sorted ascending (labels in the same order): O(n)."""
+    n = len(values)
+    positives = sum(labels)
+    if n == 0 or positives in (0, n):
         return None
-    values = sorted(set(probabilities))
-    cuts = [(a + b) / 2 for a, b in pairwise(values)] or values
+    distinct = sorted(set(values))
+    cuts = [(a + b) / 2 for a, b in pairwise(distinct)] or distinct
+    # the verdicts of a cut: present for every value >= cut; walk the cuts upwards
+    below = below_present = 0  # examples under the cut (verdict absent), and those labelled present
     best: tuple[float, float, float] | None = None  # (kappa, -distance from 0.5, cut)
     for cut in cuts:
-        value = kappa(labels, [p >= cut for p in probabilities], [True, False])
-        if value is not None and (best is None or (value, -abs(cut - 0.5)) > best[:2]):
+        while below < n and values[below] < cut:
+            below_present += labels[below]
+            below += 1
+        value = _kappa_of(n, positives, n - below, positives - below_present)
+        rounded = _round(cut)
+        if value is not None and 0.0 < rounded < 1.0 and (best is None or (value, -abs(cut - 0.5)) > best[:2]):
             best = (value, -abs(cut - 0.5), cut)
     return None if best is None else _round(best[2])
 
 
+def _kappa_of(n: int, positives: int, called: int, hits: int) -> float | None:
+    """`kappa(labels, verdicts, [True, False])` from counts: n examples, `positives` labelled present,
+    `called` judged present, `hits` both; the same arithmetic, so the same float."""
+    observed = ((called - hits) + (positives - hits)) / n
+    expected = positives / n * ((n - called) / n) + (n - positives) / n * (called / n)
+    if expected == 0:
+        return None
+    return 1.0 - observed / expected
+
+
 def cross_validated_verdicts(probabilities: Sequence[float], labels: Sequence[bool]) -> list[bool | None]:
     """Leave-one-out: each example's verdict comes from the threshold chosen on all the others, so no
-    example helps set the cut that scores it; None where no threshold could be chosen."""
-    out: list[bool | None] = []
-    for i, p in enumerate(probabilities):
-        cut = best_threshold([*probabilities[:i], *probabilities[i + 1:]], [*labels[:i], *labels[i + 1:]])
-        out.append(None if cut is None else p >= cut)
+    example helps set the cut that scores it; None where no threshold could be chosen. Sorted once:
+    each leave-one-out search is one O(n) sweep."""
+    order = sorted(range(len(probabilities)), key=probabilities.__getitem__)
+    values, sorted_labels = [probabilities[i] for i in order], [labels[i] for i in order]
+    out: list[bool | None] = [None] * len(probabilities)
+    for position, i in enumerate(order):
+        cut = _best_cut(values[:position] + values[position + 1:],
+                        sorted_labels[:position] + sorted_labels[position + 1:])
+        out[i] = None if cut is None else probabilities[i] >= cut
     return out
 
 

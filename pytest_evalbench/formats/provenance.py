@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_evalbench.base.errors import EvalbenchWarning
+from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
@@ -32,6 +32,7 @@ from pytest_evalbench.base.files import (
     check_version,
     read_bounded,
 )
+from pytest_evalbench.base.json_input import parse_json
 
 SESSIONS_FILE = ".sessions.json"
 EARLIER = "an earlier session"
@@ -86,9 +87,11 @@ def read_sessions(directory: Path) -> dict[str, SessionStamp]:
     malformed entry is left out, so its row reads as carried over from an earlier session)."""
     path = directory / SESSIONS_FILE
     try:
-        data = json.loads(read_bounded(path))
-    except (NotRegularFile, TooLarge, RecursionError) as exc:
-        problem = bounded_problem(exc) if isinstance(exc, OSError) else "JSON nested too deep"
+        data = parse_json(read_bounded(path).decode("utf-8"), path)
+    except (NotRegularFile, TooLarge, InputError) as exc:
+        if isinstance(exc, InputError) and exc.message.startswith("invalid JSON"):
+            return {}  # torn: as before, silently
+        problem = bounded_problem(exc) if isinstance(exc, OSError) else exc.message
         warnings.warn(EvalbenchWarning(f"{path}: {problem}; ignored (its rows read as carried over from an "
                                        "earlier session)"), stacklevel=2)
         return {}

@@ -8,12 +8,18 @@ The two row types (`PassFailUnit`, `EvalScore`) are frozen dataclasses.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
+from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.json_input import check_depth, parse_json
+from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.numbers import TokenCount
 
 Status = Literal["passed", "failed", "unscored"]
 """An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""
@@ -32,12 +38,55 @@ class ToolCall(Strict):
     outcome: Optional[str] = None
 
 
+MAX_RAW_ARGUMENTS = 2_000
+"""Characters of a tool call's arguments kept as text (`_raw`) when they are not a JSON object."""
+
+
+def tool_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments, whoever reported the call (a model through the chat API, an app's reply,
+    an OpenTelemetry span): (arguments, problem), by one rule. Nothing, null or blank text is `{}`;
+    JSON text of an object, or a mapping, is that object; anything else (text that is not JSON, JSON
+    that is not an object, nesting deeper than the input limit, a number no file can hold) is
+    `{"_raw": the text, cut}` with the problem in words. Text is parsed by the one JSON reader of
+    input (`base.inputs.parse_json`), so arguments never nest deeper than any reader accepts."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = (parse_json(raw, ARGUMENTS) if isinstance(raw, str)
+                 else check_depth(raw, ARGUMENTS, numbers=True) if isinstance(raw, dict) else raw)
+    except InputError as exc:
+        problem = f"{exc.field}: {exc.message}" if exc.field else exc.message
+    else:
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return value, None
+        problem = f"a JSON {_json_type(value)}, not an object"
+    text = raw if isinstance(raw, str) else _text(raw)
+    return {"_raw": cut(text, MAX_RAW_ARGUMENTS)}, problem
+
+
+ARGUMENTS = Path("arguments")
+"""How the one JSON reader names a tool call's arguments in a problem (they come from no file)."""
+
+
+def _json_type(value: Any) -> str:
+    return {list: "list", str: "text", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _text(value: Any) -> str:
+    """Arguments given as objects that are not a JSON object, as text (bounded: never a deep repr)."""
+    try:
+        return json.dumps(check_depth(value, ARGUMENTS, numbers=True), ensure_ascii=False, default=str)
+    except (InputError, ValueError, TypeError):
+        return f"<{type(value).__name__}>"
+
+
 class ModelCall(Strict):
     """A model call an app target made while replying, as its OpenTelemetry span reported it."""
 
     model: Optional[str] = None
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: TokenCount = 0
+    output_tokens: TokenCount = 0
 
 
 class Span(Strict):

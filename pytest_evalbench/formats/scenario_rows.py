@@ -11,6 +11,7 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from pytest_evalbench.formats import Input, Strict, check_id
+from pytest_evalbench.formats.numbers import Probability
 from pytest_evalbench.formats.results import Message, PassFailUnit
 from pytest_evalbench.formats.spec import Int, MetricType
 
@@ -154,14 +155,14 @@ class ScoreRow(Strict):
     decided_by: Optional[Literal["check", "judge"]] = None
     """What decided `present`: a deterministic check of the metric, or the LLM judge (null when unscored
     before any verdict, and in rows written before this field existed)."""
-    agreement: Optional[float] = None
+    agreement: Optional[Probability] = None
     """With a judge panel or judge samples: the share of usable votes equal to the verdict."""
     judges: Optional[list[JudgeVote]] = None
     """With a judge panel or judge samples: every vote (value null when that answer was unusable)."""
     turn: Optional[int] = Field(default=None, ge=1)
     """Multi-turn conversations judged present: the first assistant turn (1-based) where the judge saw
     the behaviour (null when absent, unscored, decided by a check, or the judge named no valid turn)."""
-    probability: Optional[float] = Field(default=None, ge=0, le=1)
+    probability: Optional[Probability] = None
     """With `judge: {probability: true}` and an endpoint that gives log-probabilities: the judge's P(present)
     (the mean over its votes); with a calibrated threshold, `present` is P(present) >= threshold."""
     flaky: Optional[Literal["judge", "agent", "both"]] = None

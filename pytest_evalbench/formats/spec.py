@@ -36,6 +36,7 @@ from pytest_evalbench.formats import (
     unknown_keys,
 )
 from pytest_evalbench.formats.checks import MetricChecks
+from pytest_evalbench.formats.numbers import DollarsPerMillion
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -413,8 +414,8 @@ class ScenarioSettings(Input):
 
 
 class Price(Input):
-    input_per_million: Num = Field(ge=0)
-    output_per_million: Num = Field(ge=0)
+    input_per_million: DollarsPerMillion
+    output_per_million: DollarsPerMillion
 
 
 class BenchmarkSpec(Input):

@@ -20,7 +20,6 @@ keys the comparison pairs on are read back into typed `Flip`s here only, where t
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -28,7 +27,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pytest_evalbench.base.errors import InputError
-from pytest_evalbench.base.files import atomic_write_text, bounded_problem, read_bounded
+from pytest_evalbench.base.files import atomic_write_text, bounded_problem, finite_json, read_bounded
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
@@ -218,17 +218,21 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
 def read_baseline(path: Path) -> Baseline:
     """A baseline file, validated; InputError names the file."""
     try:
-        data = json.loads(read_bounded(path))
+        text = read_bounded(path).decode("utf-8")
     except FileNotFoundError:
         raise InputError(path, "baseline file not found; create it with --evalbench-save-baseline") from None
     except OSError as exc:
         raise InputError(path, f"baseline file unreadable: {bounded_problem(exc)}") from None
-    except RecursionError:
-        raise InputError(path, "baseline file unreadable: JSON nested too deep") from None
     except ValueError as exc:
         raise InputError(path, f"baseline file unreadable: {exc}") from None
     try:
+        data = parse_json(text, path)
+    except InputError as exc:
+        raise InputError(path, f"baseline file unreadable: {exc.message}", row=exc.row, field=exc.field) from None
+    try:
         return load_baseline(data)
+    except InputError as exc:
+        raise InputError(path, exc.message, field=exc.field) from None
     except ValueError as exc:
         raise InputError(path, str(exc)) from None
 
@@ -239,7 +243,8 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDe
     conversations), when asked for."""
     if settings.save_baseline is not None:
         baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores, inputs.identities)
-        atomic_write_text(settings.save_baseline, json.dumps(baseline.to_json(), indent=1) + "\n", None)
+        atomic_write_text(settings.save_baseline, finite_json(baseline.to_json(), settings.save_baseline, indent=1) + "\n",
+                          None)
         outcome.baseline_files.append(settings.save_baseline)
 
 

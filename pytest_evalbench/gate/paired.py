@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from pytest_evalbench.formats.numbers import Count, Probability, Score, number_problem
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import (
     POWER,
@@ -491,6 +492,28 @@ def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta
                     identities={t: dict(v) for t, v in sorted(identities.items())} if identities is not None else None)
 
 
+_TARGET_NUMBERS: dict[str, Any] = {"positive_pass_rate": Probability, "negative_pass_rate": Probability}
+_METRIC_NUMBERS: dict[str, Any] = {"pass_rate": Probability, "n_passed": Count, "n_total": Count}
+
+
+def _targets_problem(targets: dict[str, Any]) -> str | None:
+    """`field '...': why` for the first number of a baseline's `targets` that is not of its type (the
+    plan reads `pass_rate`; a rate of 1e308 or a count of 400 digits would overflow it)."""
+    for target, entry in targets.items():
+        if not isinstance(entry, dict):
+            continue
+        for name, kind in _TARGET_NUMBERS.items():
+            if entry.get(name) is not None and (problem := number_problem(kind, entry[name])):
+                return f"field 'targets.{target}.{name}': {problem}"
+        metrics = entry.get("metrics")
+        for metric, counts in (metrics.items() if isinstance(metrics, dict) else ()):
+            for name, kind in _METRIC_NUMBERS.items():
+                value = counts.get(name) if isinstance(counts, dict) else None
+                if value is not None and (problem := number_problem(kind, value)):
+                    return f"field 'targets.{target}.metrics.{metric}.{name}': {problem}"
+    return None
+
+
 def load_baseline(data: Any) -> Baseline:
     """Validate a parsed baseline file (versions 1 and 2; version 1 has no `scores`); ValueError
     says what is wrong (the caller adds the file name)."""
@@ -513,6 +536,10 @@ def load_baseline(data: Any) -> Baseline:
            if len(k.split("|")) != 3 or isinstance(v, bool) or not isinstance(v, (int, float))]
     if bad:
         raise ValueError(f"baseline file: score {bad[0]!r} is not '<target>|<id>|<eval>': <number>")
+    problem = next((f"field 'scores.{k}': {p}" for k, v in scores.items() if (p := number_problem(Score, v))),
+                   None) or _targets_problem(data["targets"])
+    if problem is not None:
+        raise ValueError(f"baseline file: {problem}")
     identities = data.get("identities")
     if identities is not None and not (isinstance(identities, dict) and all(
             isinstance(v, dict) and all(isinstance(x, str) for x in v.values()) for v in identities.values())):

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import read_bounded
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.llm.cache import CorruptEntry, cache_key, completion_material
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine
@@ -108,12 +110,12 @@ class Expectations:
             try:
                 if path.is_symlink():
                     continue
-                entry = json.loads(read_bounded(path, MAX_ENTRY_BYTES))
+                entry = parse_json(read_bounded(path, MAX_ENTRY_BYTES).decode("utf-8"), path)
                 body, response = entry["request"]["body"], entry["response"]
                 model, messages = body["model"], body["messages"]
                 out, given = int(response.get("output_tokens") or 0), int(response.get("input_tokens") or 0)
                 text = response.get("content") or ""
-            except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, InputError):
                 continue  # a corrupt entry teaches nothing (the run itself names it)
             if not isinstance(model, str) or not isinstance(messages, list) or not isinstance(text, str) or out <= 0:
                 continue

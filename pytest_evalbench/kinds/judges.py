@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import read_rows
 from pytest_evalbench.formats.agreement import JudgeAccuracy
+from pytest_evalbench.formats.numbers import Count, Kappa, Threshold, number_problem
 from pytest_evalbench.llm.types import Endpoint
 
 SAMPLE_STRIDE = 1_000_000
@@ -137,19 +138,20 @@ def judge_name(judges: list[Any]) -> str:
     return "+".join(j.model for j in judges)
 
 
-def calibrated_number(entry: dict[str, Any], field: str, low: float, high: float) -> float | None:
-    """calibration.json's `field` of `entry` when it is a number in [low, high]; None when it is
-    absent, and None with one warning naming the file, entry and field when it is anything else (a
-    committed file is input: a threshold of 2 would silently turn every verdict to absent)."""
+def calibrated_number(entry: dict[str, Any], field: str, kind: Any) -> float | None:
+    """calibration.json's `field` of `entry` when it is a `kind` (`formats.numbers`: a threshold
+    strictly inside (0, 1), a kappa in [-1, 1]); None when it is absent, and None with one warning
+    naming the file, entry and field when it is anything else (a committed file is input: a threshold
+    of 1 would silently turn every verdict to absent, and NaN or 1e308 would break the arithmetic)."""
     value = entry.get(field)
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high:
+    problem = number_problem(kind, value)
+    if problem is None:
         return float(value)
     key = entry.get("metric_id") or entry.get("eval")
-    shown = repr(value) if isinstance(value, (int, float, bool)) else type(value).__name__
-    warnings.warn(EvalbenchWarning(f"{RESULT_FILE}: entry {str(key)[:100]!r}, field {field!r}: {shown} is not a "
-                                   f"number in [{low:g}, {high:g}]; not used"), stacklevel=2)
+    warnings.warn(EvalbenchWarning(f"{RESULT_FILE}: entry {str(key)[:100]!r}, field {field!r}: {problem}; "
+                                   "not used"), stacklevel=2)
     return None
 
 
@@ -161,7 +163,7 @@ def calibrated_thresholds(bench_dir: Path, judge: str, styles: Mapping[str, str]
         metric_id = entry.get("metric_id")
         if (isinstance(metric_id, str) and entry.get("judge") == judge
                 and entry.get("prompt", "examples") == styles.get(metric_id)):
-            threshold = calibrated_number(entry, "threshold", 0.0, 1.0)
+            threshold = calibrated_number(entry, "threshold", Threshold)
             if threshold is not None:
                 out[metric_id] = threshold
     return out
@@ -195,7 +197,7 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
         # scoring and a threshold, the cross-validated kappa of the threshold verdicts
         field = ("threshold_kappa" if getattr(judge_config, "probability", False) and entry.get("threshold") is not None
                  else "judge_kappa" if entry.get("judge_n") is not None else "kappa")
-        value = calibrated_number(entry, field, -1.0, 1.0)
+        value = calibrated_number(entry, field, Kappa)
         if value is None or value < minimum:
             shown = "undefined" if value is None else f"{value:.2f}"
             n = entry.get("judge_n") if field != "kappa" else entry.get("n")
@@ -235,5 +237,20 @@ def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
     out: dict[str, JudgeAccuracy] = {}
     for entry in read_rows(bench_dir / RESULT_FILE):
         if entry.get("metric_id") and entry.get("judge") == judge and isinstance(entry.get("confusion"), dict):
+            problem = _confusion_problem(entry["confusion"])
+            if problem is not None:
+                warnings.warn(EvalbenchWarning(f"{RESULT_FILE}: entry {str(entry['metric_id'])[:100]!r}, field "
+                                               f"'confusion.{problem}'; not used"), stacklevel=2)
+                continue
             out[str(entry["metric_id"])] = JudgeAccuracy.from_confusion(entry["confusion"])
     return out
+
+
+def _confusion_problem(confusion: dict[str, Any]) -> str | None:
+    """`label.verdict': why` for the first count of a confusion matrix that is not a `Count`."""
+    for label, row in confusion.items():
+        for verdict, value in (row.items() if isinstance(row, dict) else ()):
+            problem = number_problem(Count, value)
+            if problem is not None:
+                return f"{label}.{verdict}': {problem}"
+    return None

@@ -22,8 +22,10 @@ from typing import Any, Optional, Union
 from pydantic import Field, ValidationError, model_validator
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
-from pytest_evalbench.base.inputs import parse_json, read_text
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats import Strict
+from pytest_evalbench.formats.numbers import Count, Kappa, Probability, Threshold
 from pytest_evalbench.formats.results import Judged, Message, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, first_error
 from pytest_evalbench.kinds.explain import PAYLOAD_KEYS, EvalName
@@ -75,23 +77,23 @@ class CalibrationEntry(Strict):
     eval: Optional[str] = None
     judge: str
     """The judge model (or the panel, models joined by '+') that was calibrated."""
-    n: int
-    unscored: int
-    agreement: Optional[float]
+    n: Count
+    unscored: Count
+    agreement: Optional[Probability]
     """Share of scored examples where the judge's verdict equals the label exactly."""
-    kappa: Optional[float]
+    kappa: Optional[Kappa]
     """Cohen's kappa (quadratic-weighted for 1-5 scores); null when undefined (one category only)."""
-    kappa_ci: Optional[list[float]]
+    kappa_ci: Optional[list[Kappa]]
     """95% percentile-bootstrap interval of kappa."""
     weighting: str
-    confusion: dict[str, dict[str, int]]
+    confusion: dict[str, dict[str, Count]]
     """Human label -> judge verdict -> count."""
-    judge_n: Optional[int] = None
+    judge_n: Optional[Count] = None
     """Metrics: the examples the metric's checks leave to the judge (the rest are the rules' verdicts)."""
-    judge_agreement: Optional[float] = None
-    judge_kappa: Optional[float] = None
+    judge_agreement: Optional[Probability] = None
+    judge_kappa: Optional[Kappa] = None
     """Metrics: kappa of the judge alone, on the examples its checks leave to it; `min_kappa` reads this."""
-    judge_kappa_ci: Optional[list[float]] = None
+    judge_kappa_ci: Optional[list[Kappa]] = None
     prompt: Optional[str] = None
     """The prompt style calibrated (`judge: {prompt}`): the one whose verdicts `kappa` and `judge_kappa` measure."""
     styles: Optional[dict[str, dict[str, Any]]] = None
@@ -99,10 +101,10 @@ class CalibrationEntry(Strict):
     scoring also threshold and threshold_kappa (leave-one-out cross-validated) with its interval."""
     recommended_prompt: Optional[str] = None
     """The style with the highest judge-only kappa (cross-validated threshold kappa where it is higher)."""
-    threshold: Optional[float] = None
+    threshold: Optional[Threshold] = None
     """With probability scoring: the cut on P(present) chosen on all the judge's examples for the calibrated
     style; runs with `judge: {probability: true}` and this style decide P(present) >= threshold."""
-    threshold_kappa: Optional[float] = None
+    threshold_kappa: Optional[Kappa] = None
     """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it);
     with probability scoring `min_kappa` reads this."""
     settings: Optional[dict[str, Any]] = None

@@ -248,7 +248,7 @@ class CheckDecision:
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the interpreter's limit: no JSON any reader takes
         return False
     return True
 

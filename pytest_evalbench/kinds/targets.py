@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from pytest_evalbench.base.errors import TargetError, UnusableAnswer
 from pytest_evalbench.base.safe_text import cut, redact, redact_data, truncated
-from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
+from pytest_evalbench.formats.results import ModelCall, Span, ToolCall, tool_arguments
 from pytest_evalbench.kinds.tools import ToolBox, ToolServerError, Traced, collecting, install_span_processor, read_spans
 from pytest_evalbench.llm.engine import Engine, EngineSettings
 from pytest_evalbench.llm.types import Endpoint, Usage, safe_json, safe_text
@@ -254,13 +254,8 @@ def coerce_reply(target_id: str, raw: Any) -> TargetReply:
 def tool_call(call: dict[str, Any]) -> ToolCall:
     """One app-reported tool call in any of the documented shapes."""
     name = call.get("tool") or call.get("name") or (call.get("function") or {}).get("name")
-    args = call.get("arguments", (call.get("function") or {}).get("arguments", {}))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except ValueError:
-            args = {"_raw": args}
-    return ToolCall(tool=str(name), arguments=args or {}, outcome=call.get("outcome"))
+    args, _ = tool_arguments(call.get("arguments", (call.get("function") or {}).get("arguments")))
+    return ToolCall(tool=str(name), arguments=args, outcome=call.get("outcome"))
 
 
 def _arguments_text(arguments: Any) -> str:

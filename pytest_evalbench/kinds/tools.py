@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.errors import ConfigError, EvalbenchError
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, UnusableAnswer
+from pytest_evalbench.base.numbers import MAX_TOKENS, is_json_number, is_token_count, shown_number
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
-from pytest_evalbench.formats.results import ModelCall, Span, ToolCall
+from pytest_evalbench.formats.results import ModelCall, Span, ToolCall, tool_arguments
 from pytest_evalbench.formats.spec import McpServer, ToolsConfig, resolve_env
 from pytest_evalbench.kinds.mcp_relay import StderrTail
 from pytest_evalbench.llm.cache import CachedCalls, cache_key
@@ -353,18 +354,13 @@ class ToolBox:
         error message (the model's mistake, part of its trajectory), never run."""
         await self.offered()
         name = safe_text(str(call.get("name") or ""))
-        raw = call.get("arguments")
-        arguments: Any
-        try:
-            arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
-        except ValueError:
-            arguments = None
-        shown_args = arguments if isinstance(arguments, dict) else {"_raw": cut(str(raw), 2_000)}
+        arguments, problem = tool_arguments(call.get("arguments"))
+        shown_args = arguments
         server = self._owner.get(name)
         if server is None:
             text, error = f"no tool named {cut(name, 100)!r}; {tool_names(list(self._owner))}", True
-        elif not isinstance(arguments, dict):
-            text, error = "the arguments are not a JSON object", True
+        elif problem is not None:
+            text, error = f"the arguments are not a JSON object ({problem})", True
         else:
             connection = self.connections[server]
             material = safe_json({"mcp_server": server, "tool": name, "arguments": arguments, "after": after,
@@ -488,15 +484,29 @@ class Traced:
 
 
 def _attribute(value: Any) -> Any:
+    """A span attribute as a result file can hold it: a number that is not finite or does not fit
+    64 bits is kept as its text (no file may hold NaN, an infinity or a 400-digit integer)."""
     if isinstance(value, str):
         return cut(safe_text(value), MAX_ATTRIBUTE_CHARS)
     if isinstance(value, (list, tuple)):
         return [_attribute(v) for v in list(value)[:MAX_ATTRIBUTES]]
-    return value if isinstance(value, (bool, int, float)) or value is None else cut(str(value), MAX_ATTRIBUTE_CHARS)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return value if is_json_number(value) else shown_number(value)
+    return cut(str(value), MAX_ATTRIBUTE_CHARS)
 
 
-def _tokens(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+def _tokens(span: str, name: str, attributes: dict[str, Any]) -> int:
+    """A model span's token count: absent is 0; anything but an integer from 0 to MAX_TOKENS is an
+    unusable reply, said in one line (a count of 10^400 would overflow the price)."""
+    value = attributes.get(name)
+    if value is None:
+        return 0
+    if not is_token_count(value):
+        raise UnusableAnswer(f"OpenTelemetry span {cut(span, 100)!r}: {name} is {cut(str(value), 40)}, not a "
+                             f"token count (an integer from 0 to {MAX_TOKENS:,})")
+    return int(value)
 
 
 def read_spans(collector: SpanCollector) -> Traced:
@@ -513,8 +523,9 @@ def read_spans(collector: SpanCollector) -> Traced:
         elif operation in MODEL_OPERATIONS or "gen_ai.usage.input_tokens" in attributes:
             model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
             traced.model_calls.append(ModelCall(model=cut(str(model), MAX_MODEL_CHARS) if model is not None else None,
-                                                input_tokens=_tokens(attributes.get("gen_ai.usage.input_tokens")),
-                                                output_tokens=_tokens(attributes.get("gen_ai.usage.output_tokens"))))
+                                                input_tokens=_tokens(span.name, "gen_ai.usage.input_tokens", attributes),
+                                                output_tokens=_tokens(span.name, "gen_ai.usage.output_tokens",
+                                                                      attributes)))
         status = getattr(getattr(span, "status", None), "status_code", None)
         parent = span.parent.span_id if span.parent is not None else None
         traced.spans.append(Span(
@@ -529,15 +540,7 @@ def read_spans(collector: SpanCollector) -> Traced:
 def _tool_call(name: str, attributes: dict[str, Any]) -> ToolCall:
     """An `execute_tool` span as the tool call it records."""
     tool = attributes.get("gen_ai.tool.name") or (name or "").removeprefix("execute_tool").strip() or "?"
-    raw = attributes.get("gen_ai.tool.call.arguments")
-    arguments: Any = {}
-    if isinstance(raw, str) and raw.strip():
-        try:
-            arguments = json.loads(raw)
-        except ValueError:
-            arguments = {"_raw": raw}
-    if not isinstance(arguments, dict):
-        arguments = {"_raw": raw}
+    arguments, _ = tool_arguments(attributes.get("gen_ai.tool.call.arguments"))
     result = attributes.get("gen_ai.tool.call.result")
     return ToolCall(tool=cut(str(tool), 200), arguments=safe_json(arguments),
                     outcome=None if result is None else str(result))

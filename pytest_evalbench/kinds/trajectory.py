@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_evalbench.base.errors import ConfigError
+from pytest_evalbench.base.errors import ConfigError, UnusableAnswer
 from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats.checks import ARGUMENT_MATCHERS, Trajectory
 from pytest_evalbench.formats.results import ToolCall
@@ -139,20 +139,103 @@ def listed(calls: Sequence[ToolCall]) -> str:
 
 
 def max_matching(fits: list[list[bool]]) -> tuple[int, dict[int, int]]:
-    """Maximum bipartite matching (augmenting paths): rows -> columns where fits[row][col]."""
-    owner: dict[int, int] = {}  # column -> row
+    """Maximum bipartite matching, rows -> columns where fits[row][col] (Hopcroft-Karp, without
+    recursion: O(E sqrt(V)), and a greedy first pass pairs identical calls at once)."""
+    edges = [[col for col, ok in enumerate(row) if ok] for row in fits]
+    match_row: dict[int, int] = {}  # row -> col
+    match_col: dict[int, int] = {}  # col -> row
+    for row, cols in enumerate(edges):
+        col = next((c for c in cols if c not in match_col), None)
+        if col is not None:
+            match_row[row], match_col[col] = col, row
+    while True:
+        layer = _layers(edges, match_row, match_col)
+        if layer is None:
+            break
+        tried: dict[int, int] = {}
+        for row in range(len(edges)):
+            if row not in match_row:
+                _augment(row, edges, layer, tried, match_row, match_col)
+    return len(match_row), dict(match_row)
 
-    def augment(row: int, seen: set[int]) -> bool:
-        for col, ok in enumerate(fits[row]):
-            if ok and col not in seen:
-                seen.add(col)
-                if col not in owner or augment(owner[col], seen):
-                    owner[col] = row
-                    return True
-        return False
 
-    size = sum(1 for row in range(len(fits)) if augment(row, set()))
-    return size, {row: col for col, row in owner.items()}
+def _layers(edges: list[list[int]], match_row: dict[int, int], match_col: dict[int, int]) -> dict[int, int] | None:
+    """Breadth-first layers of rows from the free rows along alternating paths; None when no free
+    column is reachable (the matching is maximum)."""
+    layer = {row: 0 for row in range(len(edges)) if row not in match_row}
+    queue, found = list(layer), False
+    for row in queue:
+        for col in edges[row]:
+            owner = match_col.get(col)
+            if owner is None:
+                found = True
+            elif owner not in layer:
+                layer[owner] = layer[row] + 1
+                queue.append(owner)
+    return layer if found else None
+
+
+def _augment(start: int, edges: list[list[int]], layer: dict[int, int], tried: dict[int, int],
+             match_row: dict[int, int], match_col: dict[int, int]) -> None:
+    """One augmenting path from a free row along the layers, by an explicit stack (no recursion,
+    however many calls); `tried` keeps each row's next edge for the phase, and a row that leads
+    nowhere leaves the layers, so a phase tries every edge at most once."""
+    stack, via = [start], list[int]()  # the path's rows, and the column that left each row but the last
+    while stack:
+        row = stack[-1]
+        index = tried.get(row, 0)
+        if index == len(edges[row]):
+            layer[row] = -1  # a dead end for this phase
+            stack.pop()
+            if via:
+                via.pop()
+            continue
+        col = edges[row][index]
+        tried[row] = index + 1
+        owner = match_col.get(col)
+        if owner is None:
+            for r, c in zip(stack, [*via, col]):
+                match_row[r], match_col[c] = c, r
+            return
+        if layer.get(owner, -1) == layer[row] + 1:
+            via.append(col)
+            stack.append(owner)
+
+
+MAX_PAIRS = 4_000_000
+"""Most (expected, made) pairs an unordered trajectory check compares: 2,000 calls on each side."""
+MAX_DISTINCT_PAIRS = 250_000
+"""Most pairs of different calls whose arguments an unordered check compares (identical calls are
+compared once): the argument matchers' work stays bounded."""
+
+
+def fit_matrix(wants: list[ToolCall], made: list[ToolCall], fit: Callable[[ToolCall, ToolCall], bool]
+               ) -> list[list[bool]]:
+    """fits[i][j]: expected call i fits made call j. Identical calls (tool and arguments) are
+    compared once; past MAX_PAIRS or MAX_DISTINCT_PAIRS the check is refused in one line
+    (UnusableAnswer: the row is not scored) rather than run for minutes."""
+    want_ids, want_calls = _distinct(wants)
+    made_ids, made_calls = _distinct(made)
+    if len(wants) * len(made) > MAX_PAIRS or len(want_calls) * len(made_calls) > MAX_DISTINCT_PAIRS:
+        raise UnusableAnswer(f"trajectory check not run: {len(made)} calls made and {len(wants)} expected are "
+                             f"too many to pair (at most {MAX_PAIRS:,} pairs, {MAX_DISTINCT_PAIRS:,} of different "
+                             "calls)")
+    fits = [[fit(w, g) for g in made_calls] for w in want_calls]
+    return [[fits[i][j] for j in made_ids] for i in want_ids]
+
+
+def _distinct(calls: list[ToolCall]) -> tuple[list[int], list[ToolCall]]:
+    """Each call's index among the distinct calls, and the distinct calls in first-seen order."""
+    index: dict[str, int] = {}
+    ids: list[int] = []
+    distinct: list[ToolCall] = []
+    for call in calls:
+        key = json.dumps([call.tool, call.arguments], sort_keys=True, default=str)
+        if key not in index:
+            index[key] = len(distinct)
+            distinct.append(call)
+        ids.append(index[key])
+    return ids, distinct
 
 
 def match_trajectory(trajectory: Trajectory, made: Sequence[ToolCall], named: Mapping[str, ArgumentMatcher],
@@ -166,7 +249,7 @@ def match_trajectory(trajectory: Trajectory, made: Sequence[ToolCall], named: Ma
     if mode == "strict":
         problem = _strict_problem(wants, list(made), fit)
     else:
-        pairs = max_matching([[fit(w, g) for g in made] for w in wants])[1]
+        pairs = max_matching(fit_matrix(wants, list(made), fit))[1]
         missing = [w for i, w in enumerate(wants) if i not in pairs]
         extra = [g for j, g in enumerate(made) if j not in pairs.values()]
         parts = []

@@ -36,17 +36,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_evalbench.base.disk import WriteFailed
-from pytest_evalbench.base.errors import CacheMiss, LLMError, ToolCacheMiss
+from pytest_evalbench.base.errors import CacheMiss, InputError, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
     VERSION_KEY,
     TooLarge,
     atomic_write_text,
+    finite_json,
     read_bounded,
     version_problem,
 )
+from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import MAX_TOKENS, SURROGATE, Completion, EngineStats, is_logprob, is_token_count, safe_json
+from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_VERSION = 1
@@ -235,9 +238,11 @@ class ResponseCache:
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
         try:
-            entry = json.loads(text)
-        except (ValueError, RecursionError):
-            raise CorruptEntry(self.path_for(key), "not valid JSON") from None
+            entry = parse_json(text, self.path_for(key), surrogates=True)
+        except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
+            where = f"field '{exc.field}': " if exc.field else ""
+            refused = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
+            raise CorruptEntry(self.path_for(key), refused) from None
         try:
             problem = version_problem(entry)
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
@@ -271,7 +276,8 @@ class ResponseCache:
             return
         entry = {"key": key, "request": request, "response": response,
                  "digest": entry_digest(key, request, response), VERSION_KEY: FORMAT_VERSION}
-        atomic_write_text(self.path_for(key), json.dumps(entry, ensure_ascii=True, indent=1, sort_keys=True), None)
+        path = self.path_for(key)
+        atomic_write_text(path, finite_json(entry, path, ensure_ascii=True, indent=1, sort_keys=True), None)
 
 
 def redacted(completion: Completion) -> Completion:

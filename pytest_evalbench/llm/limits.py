@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import json
 import math
 import os
 import stat
@@ -46,8 +45,9 @@ from typing import Any, Literal, Protocol
 
 from filelock import FileLock
 
-from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, LLMError
-from pytest_evalbench.base.files import atomic_write_text, read_bounded
+from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, InputError, LLMError
+from pytest_evalbench.base.files import atomic_write_text, finite_json, read_bounded
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
@@ -436,17 +436,17 @@ class FileLedger:
 
     def _read(self) -> LedgerState:
         try:
-            data = json.loads(read_bounded(self.path, 4096))
+            data = parse_json(read_bounded(self.path, 4096).decode("utf-8"), self.path)
             spent, reserved = float(data["spent"]), float(data["reserved"])
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        except (OSError, ValueError, KeyError, TypeError, InputError):
             return LedgerState()
         if not (math.isfinite(spent) and math.isfinite(reserved) and spent >= 0 and reserved >= 0):
             return LedgerState(stopped=True)  # never a credit: a ledger that cannot be believed spends nothing more
         return LedgerState(spent, reserved, data.get("stopped") is True)
 
     def _write(self, state: LedgerState) -> None:
-        atomic_write_text(self.path, json.dumps({"spent": state.spent, "reserved": state.reserved,
-                                                 "stopped": state.stopped}), None)
+        atomic_write_text(self.path, finite_json({"spent": state.spent, "reserved": state.reserved,
+                                                   "stopped": state.stopped}, self.path), None)
 
     def try_reserve(self, amount: float, limit: float) -> Reservation:
         with self._lock:

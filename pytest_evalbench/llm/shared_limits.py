@@ -40,8 +40,9 @@ from urllib.parse import urlsplit
 
 from filelock import AcquireReturnProxy, FileLock
 
-from pytest_evalbench.base.errors import EvalbenchWarning
+from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import atomic_write_text, read_bounded
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.safe_text import strip_credentials
 
 STALE_SECONDS = 600.0
@@ -205,10 +206,11 @@ class SharedLimits:
             return self._view
         self._seen = self._mtime()
         try:
-            data = json.loads(read_bounded(self.path, MAX_FILE_BYTES)) if self._seen is not None else {}
-        except (OSError, ValueError, RecursionError) as exc:
+            data = (parse_json(read_bounded(self.path, MAX_FILE_BYTES).decode("utf-8"), self.path)
+                    if self._seen is not None else {})
+        except (OSError, ValueError, InputError) as exc:
             if self._seen is not None and not isinstance(exc, FileNotFoundError):
-                self._ignored(f"unreadable ({type(exc).__name__})")
+                self._ignored(f"unreadable ({exc.message if isinstance(exc, InputError) else type(exc).__name__})")
             data = {}
         now = time.time()
         states = {str(k)[:200]: EndpointState.of(v) for k, v in data.items()} if isinstance(data, dict) else {}

@@ -33,19 +33,20 @@ import urllib.request
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from pytest_evalbench.base.errors import InputError
+from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
 from pytest_evalbench.llm.types import (
     MAX_RESPONSE_BYTES,
-    MAX_TOKENS,
     Completion,
     Endpoint,
-    is_logprob,
-    is_token_count,
     safe_json,
     safe_text,
 )
@@ -112,10 +113,24 @@ ACCEPT_ENCODING = "gzip, deflate"
 """The encodings asked for: the ones every answer is decompressed from within its cap."""
 
 
+def body_json(raw: bytes) -> Any:
+    """An answer's body by the one JSON reader of outside data (nesting, numbers, duplicate keys
+    bounded); ValueError saying why, which the retry policy classifies as a bad response."""
+    try:
+        return parse_json(raw.decode("utf-8"), Path("the answer's body"), surrogates=True)
+    except InputError as exc:
+        raise BadBody(str(exc)) from None
+
+
+class BadBody(ValueError):
+    """An answer's body the JSON reader refused (nesting, a number no file holds, a key given twice): a
+    bad response, named in one line."""
+
+
 def _error_message(raw: bytes, reason: str | None) -> str:
     """The `error.message` of an OpenAI-style error body, else the status line's reason."""
     try:
-        error = json.loads(raw).get("error")
+        error = body_json(raw).get("error")
         message = error.get("message") if isinstance(error, dict) else error
         if isinstance(message, str) and message:
             return message
@@ -220,7 +235,7 @@ class AiohttpTransport:
             raise HTTPStatusError(status, _error_message(raw, response.reason), lowered)
         if headers_out is not None:  # what the answer says about the endpoint's limits (shared_limits.py)
             headers_out.update((k, v) for k, v in lowered.items() if k.startswith("x-ratelimit-"))
-        return parse_completion(json.loads(raw))
+        return parse_completion(body_json(raw))
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -550,7 +565,7 @@ def classify(exc: BaseException, where: str | None = None) -> Failure:
             refused = RedirectRefused(exc.status_code, str(exc.request.url), exc.response.headers.get("location"))
             return Failure("request rejected", str(refused), False)
         return _status_failure(exc.status_code, exc.message, exc.response.headers)
-    if isinstance(exc, BadUsage):
+    if isinstance(exc, (BadUsage, BadBody)):
         return Failure("bad response", _short(str(exc)), True)
     if isinstance(exc, (*_errors("openai", "APIResponseValidationError"),
                         json.JSONDecodeError, ValueError, KeyError, IndexError, AttributeError, TypeError)):

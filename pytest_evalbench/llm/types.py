@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_evalbench.base.numbers import is_cost, is_token_count
 from pytest_evalbench.base.safe_text import strip_credentials
 
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -134,30 +134,7 @@ class Usage:
             return cls()
         tokens = [value if is_token_count(value := data.get(name, 0)) else 0 for name in ("input_tokens", "output_tokens")]
         cost = data.get("cost", 0.0)
-        believable = (isinstance(cost, (int, float)) and not isinstance(cost, bool) and math.isfinite(cost)
-                      and 0 <= cost <= MAX_COST)
-        return cls(tokens[0], tokens[1], float(cost) if believable else 0.0)
-
-
-MAX_TOKENS = 10**9
-"""Most tokens one answer may report for its prompt or its completion: a billion is far past any
-model's context, so a larger count is a broken or hostile endpoint, not usage to bill."""
-
-
-def is_token_count(value: object) -> bool:
-    """Whether a usage number from an endpoint or a cache entry can be believed: an integer (not a
-    boolean) from 0 to `MAX_TOKENS`."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
-
-
-def is_logprob(value: object) -> bool:
-    """Whether a log-probability from an endpoint or a cache entry can be used: a finite number, not a
-    boolean (an integer too large for a float, NaN or an infinity would break the probability)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and -1e300 <= value <= 1e300
-
-
-MAX_COST = 1e9
-"""Most dollars one row's usage may record."""
+        return cls(tokens[0], tokens[1], float(cost) if is_cost(cost) else 0.0)
 
 
 MAX_RESPONSE_BYTES = 4 << 20

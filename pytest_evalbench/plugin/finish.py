@@ -19,7 +19,7 @@ import pytest
 
 from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
-from pytest_evalbench.base.files import atomic_write_text, keep_gitignore
+from pytest_evalbench.base.files import NonFiniteNumber, atomic_write_text, keep_gitignore
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.completeness import Completeness
@@ -165,6 +165,8 @@ class Results:
         path = self.bench_dir / LAST_RUN
         try:
             write_run_status(path, self.run_end(), None)
+        except NonFiniteNumber as exc:
+            self.finish_error = f"{self.finish_error}; {exc}" if self.finish_error else str(exc)
         except OSError as exc:
             problem = f"{path} could not be written ({_os_problem(exc)})"
             self.finish_error = f"{self.finish_error}; {problem}" if self.finish_error else problem

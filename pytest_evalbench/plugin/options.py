@@ -210,7 +210,7 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, select
 def check_text_options(config: pytest.Config) -> None:
     """Every evalbench option is text UTF-8 can carry: a command-line byte that is not UTF-8 arrives as a
     lone surrogate (Python's surrogateescape), which no request, result file or report could encode."""
-    from pytest_evalbench.base.inputs import has_surrogate
+    from pytest_evalbench.base.json_input import has_surrogate
 
     for dest, value in sorted(vars(config.option).items()):
         if not dest.startswith("evalbench_"):

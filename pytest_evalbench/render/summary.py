@@ -11,8 +11,8 @@ documented status (`views.CASE_STATUSES`); none of them recomputes a number, so 
 
 from __future__ import annotations
 
-import json
 import time
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -20,8 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench.base import __version__
-from pytest_evalbench.base.files import open_append, read_bounded, version_problem, versioned
+from pytest_evalbench.base.errors import EvalbenchWarning, InputError
+from pytest_evalbench.base.files import finite_json, open_append, read_bounded, version_problem, versioned
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.safe_text import cut
+from pytest_evalbench.formats.numbers import Probability, number_problem
 from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.outcome import Failures, GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
@@ -303,22 +306,41 @@ def read_history(path: Path, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
     except OSError:
         return []
     entries = []
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         try:
-            entry = json.loads(line)
-        except (ValueError, RecursionError):
+            entry = parse_json(line, path, row=number)
+        except InputError as exc:  # a torn line silently; a 400-digit rate or deep nesting named
+            if not exc.message.startswith("invalid JSON"):
+                warnings.warn(EvalbenchWarning(f"{exc}; line ignored"), stacklevel=2)
             continue
         if version_problem(entry) is not None:  # a newer format's line: not read, like a torn one
             continue
         if isinstance(entry, dict) and isinstance(entry.get("rates"), dict) and entry.get("scope", "full") == "full":
-            entries.append(entry)
+            problem = _rates_problem(entry["rates"])
+            if problem is None:
+                entries.append(entry)
+            else:  # a planted 1e308 or 400-digit rate: one line naming it, the line is no trend point
+                warnings.warn(EvalbenchWarning(f"{path}:{number}, field 'rates.{problem[0]}': {problem[1]}; "
+                                               "line ignored"), stacklevel=2)
     return entries[-limit:]
+
+
+def _rates_problem(rates: dict[str, Any]) -> tuple[str, str] | None:
+    """(`target.metric`, why) for the first rate of a history line that is not a probability or null."""
+    for target, metrics in rates.items():
+        if not isinstance(metrics, dict):
+            return target, f"{type(metrics).__name__}, not an object of rates"
+        for metric, rate in metrics.items():
+            problem = None if rate is None else number_problem(Probability, rate)
+            if problem is not None:
+                return f"{target}.{metric}", problem
+    return None
 
 
 def append_history(path: Path, summary: RunSummary) -> None:
     """Append this run's line in one write; after a torn last line (a killed writer) start a new line,
     so only the torn entry is lost. The file lives in the benchmark directory and is never a link."""
-    line = json.dumps(versioned(history_entry(summary)), sort_keys=True, ensure_ascii=False) + "\n"
+    line = finite_json(versioned(history_entry(summary)), path, sort_keys=True, ensure_ascii=False) + "\n"
     with open_append(path, path.parent) as fh:
         if fh.tell() > 0:
             fh.seek(-1, 2)

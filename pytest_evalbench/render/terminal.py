@@ -10,7 +10,6 @@ command then names the endpoint without them).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import time
@@ -20,12 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pytest_evalbench.base.disk import WriteFailed, overwrite_reserved, reserved
-from pytest_evalbench.base.files import (
-    FORMAT_VERSION,
-    VERSION_KEY,
-    atomic_write_text,
-    versioned,
-)
+from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json, versioned
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
@@ -164,7 +158,7 @@ def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> N
     link out of `root`, the benchmark directory)."""
     status = {"benchmark": benchmark, "started_at": _now(), "status": "running", VERSION_KEY: FORMAT_VERSION}
     # padded: the final state can overwrite these bytes when a full disk refuses a new file
-    atomic_write_text(path, reserved(json.dumps(status, indent=2) + "\n"), root or path.parent)
+    atomic_write_text(path, reserved(finite_json(status, path, indent=2) + "\n"), root or path.parent)
 
 
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:
@@ -193,11 +187,11 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     if session.finish_error:
         status["error"] = session.finish_error
     try:
-        atomic_write_text(path, redact(json.dumps(versioned(status), indent=2)) + "\n", session.bench_dir)
+        atomic_write_text(path, redact(finite_json(versioned(status), path, indent=2)) + "\n", session.bench_dir)
     except WriteFailed as exc:  # a full disk: the final word goes over the bytes "running" reserved
         error = session.finish_error or str(exc)
         final = {"benchmark": session.settings.benchmark, "finished_at": _now(), "status": "error", "error": error}
-        overwrite_reserved(path, redact(json.dumps(versioned(final), indent=2)) + "\n", session.bench_dir)
+        overwrite_reserved(path, redact(finite_json(versioned(final), path, indent=2)) + "\n", session.bench_dir)
         if not session.finish_error:
             raise  # it was to say more: the caller ends the run incomplete, naming the file
 

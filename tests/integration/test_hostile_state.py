@@ -72,7 +72,8 @@ def test_unbelievable_usage_is_a_bad_answer_never_a_credit(pytester: pytest.Pyte
     result = pytester.runpytest("--benchmark=demo", "--evalbench-max-attempts=2", "--evalbench-max-cost=1")
     assert result.ret == EXIT_INCOMPLETE
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*bad response*usage.prompt_tokens is *, not a token count*"])
+    result.stdout.fnmatch_lines(["*bad response*usage.prompt_tokens*"  # 10**400: refused by the JSON reader
+                                 + ("*out of range*" if usage == 10**400 else " is *, not a token count*")])
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "$-" not in out
     assert len([r for r in bench_env.requests if r["model"] == TARGET]) == 2  # retried, then an error
@@ -139,9 +140,9 @@ def test_deeply_nested_state_files_never_crash_the_run(pytester: pytest.Pytester
     assert "INTERNALERROR" not in out and "Traceback" not in out
     assert result.ret in (0, USAGE_ERROR), out[-2000:]
     if result.ret == 0:
-        result.stdout.fnmatch_lines(["*calibration.json: JSON nested too deep; ignored*"])
+        result.stdout.fnmatch_lines(["*calibration.json: nested deeper than 64 levels; ignored*"])
     baseline = bench / "baseline-deep.json"
     baseline.write_text(deep)
     result = pytester.runpytest_subprocess("--benchmark=demo", f"--evalbench-compare={baseline}", timeout=120)
     assert result.ret == USAGE_ERROR
-    result.stderr.fnmatch_lines(["*baseline-deep.json: baseline file unreadable: JSON nested too deep*"])
+    result.stderr.fnmatch_lines(["*baseline-deep.json: baseline file unreadable: nested deeper than 64 levels*"])

@@ -50,7 +50,7 @@ def test_deep_json_in_a_result_file_is_one_error(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000)
     with pytest.raises(InputError, match=r"cost\.json"):
         read_result(deep, {}, dict)
-    with pytest.warns(UserWarning, match="nested too deep"):
+    with pytest.warns(UserWarning, match="nested deeper than 64 levels"):
         assert read_json_or_default(deep, []) == []
 
 

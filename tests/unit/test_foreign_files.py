@@ -14,7 +14,7 @@ import yaml
 
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import read_valid_rows
-from pytest_evalbench.base.inputs import parse_json
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.formats import unknown_keys
 from pytest_evalbench.formats.dataset_rows import CaseResult, MetricResult

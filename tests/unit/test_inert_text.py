@@ -203,7 +203,7 @@ def test_invisible_characters_inside_a_secret_do_not_hide_it(invisible: str) -> 
 
 
 def test_a_duplicate_key_reads_as_its_first_value() -> None:
-    from pytest_evalbench.base.inputs import DECODER
+    from pytest_evalbench.base.json_input import DECODER
 
     row = DECODER.decode('{"id": "m01_s001_v01", "id": "m01_s002_v01"}')
     assert str(row["id"]) == "m01_s001_v01" and repr(row["id"]) == "'m01_s001_v01'"

@@ -14,7 +14,9 @@ import yaml
 from pydantic import ValidationError
 
 from pytest_evalbench.base.errors import ConfigError, InputError, field_path
-from pytest_evalbench.base.inputs import MAX_INT, parse_json, parse_yaml
+from pytest_evalbench.base.inputs import parse_yaml
+from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import MAX_INT
 from pytest_evalbench.formats import check_id
 from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, first_error, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases

@@ -117,7 +117,7 @@ def test_hostile_state_file_is_ignored(tmp_path: Path) -> None:
     path.write_text('{"http://127.0.0.1:8000/v1": {"hold": "NaN", "next": 1e400, "backoff": [1]}, "x": 3}')
     assert SharedLimits(path).reserve(KEY) <= time.time()
     path.write_text("not json")
-    with pytest.warns(UserWarning, match=r"\.endpoint-limits: unreadable \(JSONDecodeError\); ignored"):
+    with pytest.warns(UserWarning, match=r"\.endpoint-limits: unreadable \(invalid JSON: Expecting value.*\); ignored"):
         assert SharedLimits(path).reserve(KEY) <= time.time()
 
 

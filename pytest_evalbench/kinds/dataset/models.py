@@ -17,7 +17,8 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
-from pytest_evalbench.base.inputs import parse_json, read_text
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats import Input, check_id
 from pytest_evalbench.formats.checks import Trajectory
 from pytest_evalbench.formats.results import ToolCall

@@ -13,7 +13,8 @@ from typing import Any, Literal, Optional
 
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.files import unversioned
-from pytest_evalbench.base.inputs import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json, read_text
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import DECODER, BadValue, check_depth, may_hold_surrogates, parse_json
 from pytest_evalbench.formats import MAX_ID_LENGTH, unknown_keys
 from pytest_evalbench.formats.results import ModelResult, RateSummary, Status
 from pytest_evalbench.formats.scenario_rows import (

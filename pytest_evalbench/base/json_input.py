@@ -1,0 +1,244 @@
+"""The one JSON reader of everything from outside: input files, result files of earlier runs, cache
+entries, history and calibration lines, HTTP bodies, tool-call arguments.
+
+Nesting is bounded (MAX_DEPTH, checked without recursion: deep JSON is one error, never a
+RecursionError), numbers fit (integers within 64 bits, floats finite: NaN, Infinity and 1e999 are
+refused), no key is given twice, and no string holds a lone surrogate. Every problem is one
+`InputError` naming file, row (or line) and field. Stdlib `json` parses, through its hooks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from pytest_evalbench.base.errors import InputError, field_path
+from pytest_evalbench.base.numbers import MAX_INT, is_json_number, shown_number
+
+MAX_DEPTH = 64
+"""Deepest nesting of lists and mappings accepted in an input file."""
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON escape of a UTF-16 surrogate: only text holding one can decode to a lone surrogate."""
+
+
+class BadValue:
+    """Stands in the decoded data for a value no input may hold (a number too long or not finite, the
+    second value of a duplicate key), so the walk that checks the data can name its row and field."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def label(self) -> str:
+        """How the value reads where a row is named by it (`row 3 (id ...)`): the text as written."""
+        return self.text
+
+    def __str__(self) -> str:
+        return self.label()
+
+    def __repr__(self) -> str:
+        return repr(self.label())
+
+    def problem(self) -> str:
+        text = self.text
+        if text.lstrip("+-").lower() in {"nan", "infinity", "inf", ".nan", ".inf"}:
+            return f"{text} is not a number an input file may hold (numbers must be finite)"
+        digits = sum(c.isdigit() for c in text)
+        shown = text if len(text) <= 24 else f"{text[:20]}… ({digits} digits)"
+        if any(c in text for c in ".eE") and not text.lower().startswith(("0x", "-0x", "+0x")):
+            return f"number {shown} is too large (numbers must be finite)"
+        return f"number {shown} is out of range: integers must lie within ±{MAX_INT} (64 bits)"
+
+
+class _DuplicateKey(BadValue):
+    """The value of a key given twice; it keeps the first value, which names a row whose `id` is the key."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, key: str, first: Any) -> None:
+        super().__init__(key)
+        self.first = first
+
+    def problem(self) -> str:
+        return f"duplicate key {self.text!r} (JSON would keep only the last value silently)"
+
+    def label(self) -> str:
+        return self.first.label() if isinstance(self.first, BadValue) else str(self.first)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object; a key given twice is marked, not silently overwritten."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                data[key] = _DuplicateKey(key, seen[key])
+                break
+            seen[key] = value
+    return data
+
+
+def _parse_int(text: str) -> int | BadValue:
+    if len(text) > 20:  # checked before int(): no 4,300-digit conversion, no ValueError from Python's limit
+        return BadValue(text)
+    value = int(text)
+    return value if -MAX_INT <= value <= MAX_INT else BadValue(text)
+
+
+def _parse_float(text: str) -> float | BadValue:
+    value = float(text)
+    return value if math.isfinite(value) else BadValue(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=BadValue,
+                           object_pairs_hook=_object)
+"""The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
+markers that `check_depth` reports with their row and field."""
+
+
+def surrogate_problem(text: str) -> str:
+    """The message for a text holding a lone surrogate, naming the first one."""
+    found = SURROGATE.search(text)
+    code = f"\\u{ord(found.group()):04x}" if found else "\\ud800"
+    return (f"contains a lone surrogate ({code}): half of a UTF-16 pair, not a character, so it cannot be "
+            "stored or sent as UTF-8; remove it or write the whole pair")
+
+
+def _value_problem(value: Any, strings: bool, numbers: bool = False) -> str | None:
+    if isinstance(value, BadValue):
+        return value.problem()
+    if strings and isinstance(value, str) and SURROGATE.search(value):
+        return surrogate_problem(value)
+    if numbers and _bad_number(value):
+        return (f"{shown_number(value)} is not a number a file may hold (numbers must be finite, integers "
+                f"within ±{MAX_INT})")
+    return None
+
+
+def _bad_number(value: Any) -> bool:
+    """A Python number no file may hold (data handed over as objects, not parsed: an app's reply)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not is_json_number(value)
+
+
+def _locate(data: Any, strings: bool, numbers: bool = False) -> tuple[str, str] | None:
+    """(field path counted from 1, problem) of the first bad value or key, in document order."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(data, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, dict):
+            for key in value:
+                if strings and isinstance(key, str) and SURROGATE.search(key):
+                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                    return field_path((*where, shown), data), f"key {surrogate_problem(key)}"
+            stack.extend((v, (*where, k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, (*where, i)) for i, v in reversed(list(enumerate(value))))
+        else:
+            problem = _value_problem(value, strings, numbers)
+            if problem is not None:
+                return field_path(where, data), problem
+    return None
+
+
+def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bool = True,
+                base_depth: int = 0, numbers: bool = False) -> Any:
+    """`data` unchanged if its lists and mappings nest at most MAX_DEPTH deep and every value can be
+    held: numbers in range and finite, and (with `strings`) no lone surrogate in any string or key.
+    Checked without recursion; a problem names the field (list positions from 1). `base_depth`: how
+    deep `data` itself sits (1 for an element of a row list). `numbers`: `data` was not parsed here
+    (Python objects: an app's reply), so its numbers are checked too."""
+    stack: list[tuple[Any, int]] = [(data, base_depth)]
+    bad = False
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
+            if isinstance(value, dict):
+                if strings and any(isinstance(k, str) and SURROGATE.search(k) for k in value):
+                    bad = True
+                    break
+                children: Iterable[Any] = value.values()
+            else:
+                children = value
+            stack.extend((child, depth + 1) for child in children)
+        elif (isinstance(value, BadValue) or (strings and isinstance(value, str) and SURROGATE.search(value))
+              or (numbers and _bad_number(value))):
+            bad = True
+            break
+    if bad:
+        found = _locate(data, strings, numbers)
+        assert found is not None
+        raise InputError(path, found[1], row=row, field=found[0] or None)
+    return data
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
+    return SURROGATE.search(text) is not None
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether decoding this JSON text can give a lone surrogate (it has a surrogate escape)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+_KEY_END = re.compile(rb'"\s*:')
+"""The end of a key (and a quote and colon inside a string): counted in the text and in orjson's
+encoding of the decoded data, equal counts mean no key was given twice."""
+_SPACED_KEY_END = re.compile(rb'"\s+:')
+"""Whitespace between a key and its colon: without any, `":` is counted as it is (faster than the pattern)."""
+_ESCAPES = re.compile(rb"\\u(?:0022|[dD][89a-fA-F])")
+"""An escaped quote (which the key count would miss) or a surrogate escape: decoded by the standard library."""
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
+"""19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits, of which orjson makes a float."""
+
+
+def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: bool = False) -> Any:
+    """JSON text -> data: the one reader of JSON from outside. Syntax, nesting deeper than MAX_DEPTH,
+    out-of-range or non-finite numbers, duplicate keys and lone surrogates are one-line InputErrors
+    (`row` = the text's line).
+
+    orjson decodes first, behind one guard: it refuses NaN, infinities and nesting past 1,024 itself,
+    and its result is taken only when the text cannot hide what it does not check (a duplicate key:
+    the key count of the text and of the result agree; an integer past 64 bits, a surrogate escape:
+    none in the text; deeper than MAX_DEPTH: at most MAX_DEPTH brackets, or a walk). Anything else
+    is decoded again by the standard library with hooks that mark each bad value, so the error names
+    its field. `surrogates`: lone surrogates are let through (a recorded answer that held one; the
+    caller makes them U+FFFD)."""
+    encoded = text.encode("utf-8", "surrogatepass")  # a lone surrogate: orjson refuses, the library names it
+    if not (b"\\u" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in encoded.translate(_DIGITS):
+        try:
+            data = orjson.loads(encoded)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH:
+                check_depth(data, path, row, strings=False)  # orjson goes to 1,024 levels, its encoder to 254
+            if b":" not in encoded:
+                return data
+            if _SPACED_KEY_END.search(encoded):
+                if len(_KEY_END.findall(encoded)) == len(_KEY_END.findall(orjson.dumps(data))):
+                    return data
+            elif encoded.count(b'":') == orjson.dumps(data).count(b'":'):
+                return data
+    try:
+        data = DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
+                         row=row if row is not None else exc.lineno) from None
+    except RecursionError:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row) from None
+    return check_depth(data, path, row, strings=not surrogates and may_hold_surrogates(text))

@@ -1,0 +1,71 @@
+"""The bounds of numbers read from outside, and plain checks against them (no pydantic: the engine,
+the cache and the transports use them on their hot paths). The pydantic types built on these bounds
+are in `formats/numbers.py`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_INT = 2**63 - 1
+"""Largest integer (in magnitude) an input may hold: a signed 64-bit integer, what endpoints and
+other JSON readers can hold. Longer ones (Python refuses past 4,300 digits) are one-line errors."""
+
+MAX_COUNT = 10**12
+"""Most of anything counted (examples, rows, passes): far past any benchmark, small enough that sums
+and products of counts stay exact in a float."""
+
+MAX_TOKENS = 10**9
+"""Most tokens one answer may report for its prompt or its completion: a billion is far past any
+model's context, so a larger count is a broken or hostile endpoint, not usage to bill."""
+
+MAX_PRICE = 1e6
+"""Most dollars per million tokens a price may say: with at most MAX_TOKENS per answer, one answer
+costs at most MAX_COST."""
+
+MAX_COST = 1e9
+"""Most dollars one row's usage may record."""
+
+MIN_LOGPROB = -1e6
+"""Lowest log-probability kept as a number (e^-1e6 is 0 in a float; endpoints write -9999 or so for
+'impossible')."""
+
+
+def _finite(value: Any) -> bool:
+    """A finite float, or an integer (not a boolean) a float can hold."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_INT <= value <= MAX_INT
+
+
+def is_token_count(value: object) -> bool:
+    """Whether a usage number from an endpoint or a cache entry can be believed: an integer (not a
+    boolean) from 0 to `MAX_TOKENS`."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
+def is_logprob(value: object) -> bool:
+    """Whether a log-probability from an endpoint or a cache entry is a `LogProb` (finite, in
+    [MIN_LOGPROB, 0]; an integer too large for a float is none)."""
+    return _finite(value) and MIN_LOGPROB <= value <= 0.0  # type: ignore[operator]
+
+
+def is_cost(value: object) -> bool:
+    """Whether a recorded cost is a `Cost`."""
+    return _finite(value) and 0.0 <= value <= MAX_COST  # type: ignore[operator]
+
+
+def is_json_number(value: object) -> bool:
+    """Whether a number can be written to a result file and read back by any JSON reader: finite, and
+    an integer within 64 bits."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and -MAX_INT <= value <= MAX_INT
+
+
+def shown_number(value: Any) -> str:
+    """A number as a message quotes it: an integer of more than 20 digits by its length (Python
+    refuses to print one past 4,300 digits), anything else not a number by its type."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return repr(value) if isinstance(value, (int, float, bool)) else type(value).__name__
