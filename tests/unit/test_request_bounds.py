@@ -10,7 +10,7 @@ import pytest
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import Metric
 from pytest_evalbench.kinds import tools
-from pytest_evalbench.kinds.scenarios.judge import CONTRAST_CHARS, Example, judge_messages, pick_contrast
+from pytest_evalbench.kinds.metric_judge import CONTRAST_CHARS, Example, judge_messages, pick_contrast
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.types import EngineStats
 from pytest_evalbench.render.summary import cost_view
