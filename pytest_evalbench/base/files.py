@@ -28,7 +28,7 @@ import orjson
 from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
-from pytest_evalbench.base.json_input import DECODER, check_depth, parse_json
+from pytest_evalbench.base.json_input import decode_row, parse_json
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -342,7 +342,6 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
     conversations is never one parsed list in memory). A missing file yields nothing; a file that
     is not a JSON list yields nothing, one that breaks off yields the rows before the break."""
-    decoder = DECODER
     try:
         fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     except OSError:
@@ -380,7 +379,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                     return
                 while True:
                     try:
-                        row, end = decoder.raw_decode(buffer, position)
+                        row, end = decode_row(buffer, position)
                         if end < len(buffer) or eof:  # a value ending with the buffer may go on
                             position = end
                             break
@@ -389,10 +388,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                             raise
                     fill()
                 if isinstance(row, dict):
-                    try:
-                        yield check_depth(row, path, base_depth=1, strings=False)
-                    except InputError:  # too deep, a number no file holds: as hostile as a torn file
-                        raise ValueError("unusable row") from None
+                    yield row
                 skip()
                 if buffer[position:position + 1] == ",":
                     position += 1

@@ -271,3 +271,14 @@ def test_the_threshold_search_never_chooses_0_or_1() -> None:
     assert best_threshold([1.0, 1.0, 1.0], [True, False, True]) is None
     assert best_threshold([0.0, 0.0], [True, False]) is None
     assert best_threshold([0.2, 0.8], [False, True]) == 0.5
+
+
+@pytest.mark.parametrize("row", ['{"a": ' + "[" * 100 + "]" * 100 + "}", '{"a": NaN}', '{"a": 1e999}',
+                                 '{"a": 123456789012345678901234}', '{"a": 1, "a": 2}', "[" * 5_000],
+                         ids=["deep", "NaN", "1e999", "24 digits", "duplicate key", "5,000 deep"])
+def test_a_result_file_read_row_by_row_ends_at_a_row_no_file_may_hold(tmp_path: Path, row: str) -> None:
+    from pytest_evalbench.base.files import iter_json_rows
+
+    path = tmp_path / "conversations.json"
+    path.write_text(f'[{{"id": "r1"}}, {row}, {{"id": "r3"}}]')
+    assert list(iter_json_rows(path)) == [{"id": "r1"}]  # as a torn file: the rows before it
