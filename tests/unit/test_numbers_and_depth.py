@@ -104,12 +104,22 @@ def test_a_calibrated_threshold_inside_0_1_is_used(tmp_path: Path) -> None:
 def test_a_confusion_count_out_of_range_is_not_used(tmp_path: Path, count: str) -> None:
     bench = calibration(tmp_path, confusion=f'{{"present": {{"present": {count}, "absent": 1}}, '
                                             f'"absent": {{"present": 1, "absent": 4}}}}')
+    if len(count) > 20:  # no number a file may hold: the file is refused, naming the field, never read as absent
+        with pytest.raises(InputError, match=r"calibration\.json, field '1\.confusion\.present\.present'"):
+            judges.judge_accuracy(bench, "j")
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         accuracy = judges.judge_accuracy(bench, "j")
     assert accuracy == {}
-    if count != "1e308":  # 1e308 is no integer: refused as a count too
-        assert any("confusion.present.present" in str(w.message) for w in caught)
+    assert any("field 'confusion.present.present'" in str(w.message) for w in caught)
+
+
+def test_a_calibration_file_no_reader_takes_is_one_error_not_never_calibrated(tmp_path: Path) -> None:
+    bench = calibration(tmp_path, judge_kappa="NaN", judge_n=10)
+    config = BenchmarkSpec.model_validate({"name": "b", "judge": {"min_kappa": 0.5}}).judge
+    with pytest.raises(InputError, match=r"calibration\.json, field '1\.judge_kappa': NaN"):
+        judges.unreliable_judges(bench, config, ["m1"], "j")  # main: NaN read as a float, or the file ignored
 
 
 def test_a_kappa_that_is_not_finite_or_in_range_is_not_used(tmp_path: Path) -> None:
