@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.disk import DISK_ERRNOS, writing
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
-from pytest_evalbench.base.json_input import DECODER, check_depth, parse_json
+from pytest_evalbench.base.json_input import decode_row, parse_json
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -378,10 +378,10 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
     """The object rows of a JSON list file, parsed one at a time (a result file of 100,000
     conversations is never one parsed list in memory). A missing file yields nothing; a file that
     is not a JSON list yields nothing, one that breaks off yields the rows before the break.
-    Our own loop over the JSON reader's decoder's `raw_decode` rather than ijson: each row is exactly
-    what `json_input.parse_json` makes of it (as every other reader of these files gets: numbers that
-    fit, no duplicate keys, bounded depth), with no new compiled dependency, at the same speed."""
-    decoder = DECODER
+    Our own loop over the JSON reader's row decoder (`json_input.decode_row`, the stdlib's `raw_decode`)
+    rather than ijson: each row is read by `json_input.parse_json`'s rule (as every other reader of
+    these files reads: numbers that fit, no duplicate keys, bounded depth), with no new compiled
+    dependency, at the same speed."""
     try:
         fd = os.open(path, os.O_RDONLY | _O_NONBLOCK)
     except OSError:
@@ -419,7 +419,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                     return
                 while True:
                     try:
-                        row, end = decoder.raw_decode(buffer, position)
+                        row, end = decode_row(buffer, position)
                         if end < len(buffer) or eof:  # a value ending with the buffer may go on
                             position = end
                             break
@@ -428,10 +428,7 @@ def iter_json_rows(path: Path) -> Iterator[dict[str, Any]]:
                             raise
                     fill()
                 if isinstance(row, dict):
-                    try:
-                        yield check_depth(row, path, base_depth=1, strings=False)
-                    except InputError:  # too deep, a number no file holds: as hostile as a torn file
-                        raise ValueError("unusable row") from None
+                    yield row
                 skip()
                 if buffer[position:position + 1] == ",":
                     position += 1

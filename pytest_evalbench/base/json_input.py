@@ -194,6 +194,57 @@ def may_hold_surrogates(text: str) -> bool:
     return _SURROGATE_ESCAPE.search(text) is not None
 
 
+class _Refused(Exception):
+    """Raised by `_STRICT`'s hooks at a value DECODER would mark."""
+
+
+def _refuse(_: str) -> Any:
+    raise _Refused
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise _Refused
+    return data
+
+
+def _strict_int(text: str) -> int:
+    value = _parse_int(text)
+    if isinstance(value, BadValue):
+        raise _Refused
+    return value
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused
+    return value
+
+
+_STRICT = json.JSONDecoder(parse_int=_strict_int, parse_float=_strict_float, parse_constant=_refuse,
+                           object_pairs_hook=_strict_object)
+"""DECODER's checks, raising at the first bad value instead of marking it: sound text needs no walk."""
+
+
+def decode_row(buffer: str, position: int) -> tuple[Any, int]:
+    """The JSON value at `position` of a row list being read in parts (`json.JSONDecoder.raw_decode`:
+    the value and where it ends), by parse_json's rule: ValueError when it holds a value no file may
+    hold or nests deeper than MAX_DEPTH in the list (JSONDecodeError, a ValueError, when it is not
+    complete in `buffer`). A row with at most MAX_DEPTH brackets is not walked."""
+    try:
+        value, end = _STRICT.raw_decode(buffer, position)
+    except (_Refused, RecursionError):
+        raise ValueError("a row holds a value no file may hold, or nests too deep") from None
+    if buffer.count("[", position, end) + buffer.count("{", position, end) >= MAX_DEPTH:
+        try:
+            check_depth(value, Path("row"), base_depth=1, strings=False)
+        except InputError:
+            raise ValueError("a row nests too deep") from None
+    return value, end
+
+
 _KEY_END = re.compile(rb'"\s*:')
 """The end of a key (and a quote and colon inside a string): counted in the text and in orjson's
 encoding of the decoded data, equal counts mean no key was given twice."""

@@ -13,13 +13,12 @@ leaves the benchmark directory (`safe_files`), whatever a record says.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
-from pytest_evalbench.base.files import atomic_write_text, unversioned, versioned
+from pytest_evalbench.base.files import atomic_write_text, finite_json, unversioned, versioned
 from pytest_evalbench.base.inputs import read_input_json
 from pytest_evalbench.formats import check_id
 from pytest_evalbench.formats.spec import load_spec, resolve_benchmark_dir
@@ -33,8 +32,9 @@ RECORDS_FILE = "records.json"
 def write_records(directory: Path, records: Mapping[str, Any], root: Path) -> None:
     """A shard's records, written by the plugin at the end of a `--evalbench-shard` session (inside
     `root`, the benchmark directory)."""
-    atomic_write_text(directory / RECORDS_FILE,
-                      json.dumps(versioned(dict(sorted(records.items()))), ensure_ascii=False) + "\n", root)
+    path = directory / RECORDS_FILE
+    atomic_write_text(path, finite_json(versioned(dict(sorted(records.items()))), path, ensure_ascii=False) + "\n",
+                      root)
 
 
 class _NotCalled:

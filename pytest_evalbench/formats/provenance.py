@@ -12,7 +12,6 @@ does not know (files written before it existed, or by another tool) are carried 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import warnings
@@ -30,6 +29,7 @@ from pytest_evalbench.base.files import (
     atomic_write_text,
     bounded_problem,
     check_version,
+    finite_json,
     read_bounded,
 )
 from pytest_evalbench.base.json_input import parse_json
@@ -147,7 +147,8 @@ def update_sessions(directory: Path, measured: Iterable[str], live: Collection[s
     sessions: dict[SessionStamp, int] = {}
     indexed = {key: sessions.setdefault(s, len(sessions)) for key, s in sorted(rows.items())}
     stamps = {"sessions": [s.to_json() for s in sessions], "rows": indexed, VERSION_KEY: FORMAT_VERSION}
-    atomic_write_text(directory / SESSIONS_FILE, json.dumps(stamps, ensure_ascii=False) + "\n", root or directory)
+    path = directory / SESSIONS_FILE
+    atomic_write_text(path, finite_json(stamps, path, ensure_ascii=False) + "\n", root or directory)
 
 
 def carried_label(keys: Iterable[str], sessions: Mapping[str, SessionStamp]) -> str:

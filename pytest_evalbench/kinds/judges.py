@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pytest_evalbench.base.errors import EvalbenchWarning
-from pytest_evalbench.base.files import read_rows
+from pytest_evalbench.base.files import unversioned
+from pytest_evalbench.base.inputs import read_text
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.numbers import Count, Kappa, Threshold, number_problem
 from pytest_evalbench.llm.types import Endpoint
@@ -138,6 +140,18 @@ def judge_name(judges: list[Any]) -> str:
     return "+".join(j.model for j in judges)
 
 
+def calibration_entries(bench_dir: Path) -> list[dict[str, Any]]:
+    """calibration.json's entries ([] when it does not exist). A file the JSON reader refuses (NaN,
+    1e400, a key given twice, nesting past its limit) is one InputError naming file and field, never
+    read as "never calibrated": that would clear a judge `min_kappa` has to check."""
+    path = bench_dir / RESULT_FILE
+    if not path.exists() and not path.is_symlink():
+        return []
+    data = parse_json(read_text(path), path)
+    rows = data if isinstance(data, list) else []
+    return [unversioned(path, row, number) for number, row in enumerate(rows, start=1) if isinstance(row, dict)]
+
+
 def calibrated_number(entry: dict[str, Any], field: str, kind: Any) -> float | None:
     """calibration.json's `field` of `entry` when it is a `kind` (`formats.numbers`: a threshold
     strictly inside (0, 1), a kappa in [-1, 1]); None when it is absent, and None with one warning
@@ -159,7 +173,7 @@ def calibrated_thresholds(bench_dir: Path, judge: str, styles: Mapping[str, str]
     """Metric id -> calibration.json's P(present) threshold, for entries calibrated on this judge and
     the metric's prompt style (`styles`: metric id -> style)."""
     out: dict[str, float] = {}
-    for entry in read_rows(bench_dir / RESULT_FILE):
+    for entry in calibration_entries(bench_dir):
         metric_id = entry.get("metric_id")
         if (isinstance(metric_id, str) and entry.get("judge") == judge
                 and entry.get("prompt", "examples") == styles.get(metric_id)):
@@ -176,7 +190,7 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
     minimum = judge_config.min_kappa
     if minimum is None:
         return {}
-    entries = {str(e.get("metric_id") or e.get("eval")): e for e in read_rows(bench_dir / RESULT_FILE)}
+    entries = {str(e.get("metric_id") or e.get("eval")): e for e in calibration_entries(bench_dir)}
     out: dict[str, str] = {}
     for key in keys:
         entry = entries.get(key)
@@ -235,7 +249,7 @@ def judge_accuracy(bench_dir: Path, judge: str) -> dict[str, JudgeAccuracy]:
     """Metric id -> the judge's sensitivity and specificity counts from calibration.json, for entries
     calibrated for this judge (an entry for another judge says nothing about this one)."""
     out: dict[str, JudgeAccuracy] = {}
-    for entry in read_rows(bench_dir / RESULT_FILE):
+    for entry in calibration_entries(bench_dir):
         if entry.get("metric_id") and entry.get("judge") == judge and isinstance(entry.get("confusion"), dict):
             problem = _confusion_problem(entry["confusion"])
             if problem is not None:

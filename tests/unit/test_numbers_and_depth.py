@@ -104,12 +104,22 @@ def test_a_calibrated_threshold_inside_0_1_is_used(tmp_path: Path) -> None:
 def test_a_confusion_count_out_of_range_is_not_used(tmp_path: Path, count: str) -> None:
     bench = calibration(tmp_path, confusion=f'{{"present": {{"present": {count}, "absent": 1}}, '
                                             f'"absent": {{"present": 1, "absent": 4}}}}')
+    if len(count) > 20:  # no number a file may hold: the file is refused, naming the field, never read as absent
+        with pytest.raises(InputError, match=r"calibration\.json, field '1\.confusion\.present\.present'"):
+            judges.judge_accuracy(bench, "j")
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         accuracy = judges.judge_accuracy(bench, "j")
     assert accuracy == {}
-    if count != "1e308":  # 1e308 is no integer: refused as a count too
-        assert any("confusion.present.present" in str(w.message) for w in caught)
+    assert any("field 'confusion.present.present'" in str(w.message) for w in caught)
+
+
+def test_a_calibration_file_no_reader_takes_is_one_error_not_never_calibrated(tmp_path: Path) -> None:
+    bench = calibration(tmp_path, judge_kappa="NaN", judge_n=10)
+    config = BenchmarkSpec.model_validate({"name": "b", "judge": {"min_kappa": 0.5}}).judge
+    with pytest.raises(InputError, match=r"calibration\.json, field '1\.judge_kappa': NaN"):
+        judges.unreliable_judges(bench, config, ["m1"], "j")  # main: NaN read as a float, or the file ignored
 
 
 def test_a_kappa_that_is_not_finite_or_in_range_is_not_used(tmp_path: Path) -> None:
@@ -271,3 +281,14 @@ def test_the_threshold_search_never_chooses_0_or_1() -> None:
     assert best_threshold([1.0, 1.0, 1.0], [True, False, True]) is None
     assert best_threshold([0.0, 0.0], [True, False]) is None
     assert best_threshold([0.2, 0.8], [False, True]) == 0.5
+
+
+@pytest.mark.parametrize("row", ['{"a": ' + "[" * 100 + "]" * 100 + "}", '{"a": NaN}', '{"a": 1e999}',
+                                 '{"a": 123456789012345678901234}', '{"a": 1, "a": 2}', "[" * 5_000],
+                         ids=["deep", "NaN", "1e999", "24 digits", "duplicate key", "5,000 deep"])
+def test_a_result_file_read_row_by_row_ends_at_a_row_no_file_may_hold(tmp_path: Path, row: str) -> None:
+    from pytest_evalbench.base.files import iter_json_rows
+
+    path = tmp_path / "conversations.json"
+    path.write_text(f'[{{"id": "r1"}}, {row}, {{"id": "r3"}}]')
+    assert list(iter_json_rows(path)) == [{"id": "r1"}]  # as a torn file: the rows before it
