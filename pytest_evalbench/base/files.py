@@ -13,7 +13,6 @@ Where a write may go is checked by `safe_files`; this module does the writing.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
@@ -28,8 +27,9 @@ import orjson
 from filelock import FileLock, Timeout
 
 from pytest_evalbench.base.disk import DISK_ERRNOS, writing
-from pytest_evalbench.base.errors import ConfigError, EvalbenchError, EvalbenchWarning, InputError, field_path
+from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.json_input import decode_row, parse_json
+from pytest_evalbench.base.numbers import NonFiniteNumber, finite_json, refuse_non_finite
 from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
@@ -190,45 +190,6 @@ def _streamed_default(value: Any) -> Any:
 def _indented(text: bytes, level: int) -> bytes:
     """JSON text placed at nesting `level` (a newline inside JSON text is always layout)."""
     return text.replace(b"\n", b"\n" + b"  " * level) if level else text
-
-
-class NonFiniteNumber(EvalbenchError):
-    """A writer was handed NaN or an infinity: nothing is written (JSON has no such number, and orjson
-    would write it as null, the standard library as a bare `Infinity` no other parser reads)."""
-
-
-def non_finite_field(value: Any) -> str | None:
-    """The dotted field path (list positions from 1) of the first NaN or infinity in `value`, or None;
-    walked without recursion."""
-    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
-    while stack:
-        item, where = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                return field_path(where, value) or "(the value itself)"
-        elif isinstance(item, dict):
-            stack.extend((v, (*where, k)) for k, v in item.items())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((v, (*where, i)) for i, v in enumerate(item))
-    return None
-
-
-def refuse_non_finite(value: Any, what: str | Path) -> None:
-    """NonFiniteNumber naming `what` (a file) and the field when `value` holds NaN or an infinity."""
-    found = non_finite_field(value)
-    if found is not None:
-        raise NonFiniteNumber(f"{what}: not written: field '{found}' is not a finite number (result files "
-                              "hold finite numbers only; this is a bug, please report it)")
-
-
-def finite_json(value: Any, what: str | Path, **options: Any) -> str:
-    """`json.dumps(value, **options)` for a file we write, refusing NaN and infinities (NonFiniteNumber
-    naming `what` and the field) instead of writing `NaN` or `Infinity`, which are not JSON."""
-    try:
-        return json.dumps(value, allow_nan=False, **options)
-    except ValueError:
-        refuse_non_finite(value, what)
-        raise
 
 
 def _write_value(write: Callable[[bytes], Any], value: Any, level: int) -> None:

@@ -1,11 +1,16 @@
 """The bounds of numbers read from outside, and plain checks against them (no pydantic: the engine,
 the cache and the transports use them on their hot paths). The pydantic types built on these bounds
-are in `formats/numbers.py`."""
+are in `formats/numbers.py`. And the other side: what we write holds finite numbers only
+(`finite_json`, `NonFiniteNumber` naming file and field), since JSON has no NaN or infinity."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
+
+from pytest_evalbench.base.errors import EvalbenchError, field_path
 
 MAX_INT = 2**63 - 1
 """Largest integer (in magnitude) an input may hold: a signed 64-bit integer, what endpoints and
@@ -69,3 +74,42 @@ def shown_number(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return repr(value) if isinstance(value, (int, float, bool)) else type(value).__name__
+
+
+class NonFiniteNumber(EvalbenchError):
+    """A writer was handed NaN or an infinity: nothing is written (JSON has no such number, and orjson
+    would write it as null, the standard library as a bare `Infinity` no other parser reads)."""
+
+
+def non_finite_field(value: Any) -> str | None:
+    """The dotted field path (list positions from 1) of the first NaN or infinity in `value`, or None;
+    walked without recursion."""
+    stack: list[tuple[Any, tuple[int | str, ...]]] = [(value, ())]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return field_path(where, value) or "(the value itself)"
+        elif isinstance(item, dict):
+            stack.extend((v, (*where, k)) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, (*where, i)) for i, v in enumerate(item))
+    return None
+
+
+def refuse_non_finite(value: Any, what: str | Path) -> None:
+    """NonFiniteNumber naming `what` (a file) and the field when `value` holds NaN or an infinity."""
+    found = non_finite_field(value)
+    if found is not None:
+        raise NonFiniteNumber(f"{what}: not written: field '{found}' is not a finite number (result files "
+                              "hold finite numbers only; this is a bug, please report it)")
+
+
+def finite_json(value: Any, what: str | Path, **options: Any) -> str:
+    """`json.dumps(value, **options)` for a file we write, refusing NaN and infinities (NonFiniteNumber
+    naming `what` and the field) instead of writing `NaN` or `Infinity`, which are not JSON."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        refuse_non_finite(value, what)
+        raise
