@@ -93,8 +93,8 @@ def credential_name(name: str) -> bool:
 _VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
 """A query value: up to the next parameter, fragment, space, quote or markup."""
 _QUERY_NAME = re.compile(r"[?&;]([A-Za-z0-9_.%-]{1,64})=", re.ASCII)
-"""A query name with the character before it and its `=`: ASCII name characters (percent escapes
-included; ASCII case folding, so no Kelvin sign for `k`), 64 at most."""
+"""A query name with the character before it and its `=`: ASCII name characters and percent escapes
+only (no look-alike such as the Kelvin sign for `k`), 64 at most."""
 _USERINFO = re.compile(r"://([^\s/?#@\"'<>\\]{1,256})@")
 """`scheme://user:password@` (or `scheme://token@`) in any URL."""
 _SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth|bearer|refresh|id|session)[-_]?token|token"
