@@ -65,6 +65,7 @@ _CREDENTIAL_WORDS = ("key", "token", "secret", "password", "passwd", "passphrase
                      "sig", "signature", "auth", "authorization", "credential", "credentials", "subscription",
                      "code", "session", "jwt", "bearer", "cookie", "otp")
 _CREDENTIAL_END = re.compile(f"(?:{'|'.join(sorted(_CREDENTIAL_WORDS, key=len, reverse=True))})$")
+_CREDENTIAL_ANYWHERE = re.compile("|".join(_CREDENTIAL_WORDS), re.IGNORECASE | re.ASCII)
 _SEGMENTS = re.compile(r"[A-Za-z0-9]+")
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 """Words inside a name segment: `AWSAccessKeyId` -> AWS, Access, Key, Id; `apikey2` -> apikey, 2."""
@@ -78,7 +79,11 @@ def credential_name(name: str) -> bool:
     `token`, `secret`, `pass`, `pw`, `sig`, `auth`, `code`, `session`...): `apikey2`, `AWSAccessKeyId`,
     `passphrase`, `X-Amz-Signature`, `subscription-key` are credentials; `keyword`, `signin`,
     `api-version` are not."""
-    for segment in _SEGMENTS.findall(unquote(name)):
+    if "%" in name:
+        name = unquote(name)
+    if not _CREDENTIAL_ANYWHERE.search(name):  # most names: no credential word at all
+        return False
+    for segment in _SEGMENTS.findall(name):
         if _CREDENTIAL_END.search(segment.lower()) or any(
                 _CREDENTIAL_END.search(word.lower()) for word in _WORDS.findall(segment)):
             return True
@@ -88,8 +93,8 @@ def credential_name(name: str) -> bool:
 _VALUE = re.compile(r"[^&#;\s\"'<>\\]+")
 """A query value: up to the next parameter, fragment, space, quote or markup."""
 _QUERY_NAME = re.compile(r"[?&;]([A-Za-z0-9_.%-]{1,64})=", re.ASCII)
-"""A query name with the character before it and its `=`: ASCII name characters (percent escapes
-included; ASCII case folding, so no Kelvin sign for `k`), 64 at most."""
+"""A query name with the character before it and its `=`: ASCII name characters and percent escapes
+only (no look-alike such as the Kelvin sign for `k`), 64 at most."""
 _USERINFO = re.compile(r"://([^\s/?#@\"'<>\\]{1,256})@")
 """`scheme://user:password@` (or `scheme://token@`) in any URL."""
 _SECRET_PARAM = re.compile(r"(?i)(x[-_])?(api[-_]?key|api[-_]?token|(access|auth|bearer|refresh|id|session)[-_]?token|token"
