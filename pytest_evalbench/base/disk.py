@@ -26,17 +26,20 @@ class WriteFailed(OSError):
     ends the run states it in one line naming the file; the file's earlier content is unchanged (a
     replaced file is replaced whole or not at all, an appended one is cut back to where it was)."""
 
-    def __init__(self, path: Path | str, cause: OSError) -> None:
+    def __init__(self, path: Path | str, cause: OSError, outcome: str = "its earlier content is unchanged") -> None:
         super().__init__(cause.errno, cause.strerror or type(cause).__name__, str(path))
         self.path = str(path)
+        self.outcome = outcome
+        """What the failure left as it was, in words (the same line says it)."""
 
     def __str__(self) -> str:
-        return f"{self.path}: could not be written ({self.strerror}); its earlier content is unchanged"
+        return f"{self.path}: could not be written ({self.strerror}); {self.outcome}"
 
 
 @contextmanager
-def writing(path: Path | str) -> Iterator[None]:
-    """The one place a write's disk error becomes `WriteFailed` naming `path`."""
+def writing(path: Path | str, outcome: str | None = None) -> Iterator[None]:
+    """The one place a write's disk error becomes `WriteFailed` naming `path` (and, when it is not
+    "its earlier content is unchanged", what the failure leaves: `outcome`)."""
     try:
         yield
     except WriteFailed:
@@ -44,7 +47,7 @@ def writing(path: Path | str) -> Iterator[None]:
     except OSError as exc:
         if exc.errno not in DISK_ERRNOS:
             raise
-        raise WriteFailed(path, exc) from None
+        raise (WriteFailed(path, exc) if outcome is None else WriteFailed(path, exc, outcome)) from None
 
 
 RESERVED_BYTES = 4096

@@ -35,6 +35,9 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Built once (`json.dumps` with options builds an encoder per call)."""
 
 
+SPOOL_LOST = "the rows spooled are incomplete, so no result file is replaced"
+
+
 class Spool(Mapping[K, Any], Generic[K]):
     """Key -> JSON value, stored on disk; a key added again replaces its earlier value.
 
@@ -66,7 +69,7 @@ class Spool(Mapping[K, Any], Generic[K]):
                 self._file = tempfile.TemporaryFile(dir=self._directory, prefix=".evalbench-spool-",  # noqa: SIM115 (closed by close())
                                                     buffering=BUFFER)
             except OSError:  # e.g. a read-only benchmark directory: the system's temporary directory
-                with writing(self.where):
+                with writing(self.where, SPOOL_LOST):
                     self._file = tempfile.TemporaryFile(prefix=".evalbench-spool-", buffering=BUFFER)  # noqa: SIM115 (closed by close())
             self._at_end = True
         return self._file
@@ -79,7 +82,7 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""
         handle = self._open()
-        with writing(self.where):
+        with writing(self.where, SPOOL_LOST):
             if not self._at_end:
                 handle.seek(self._end)
                 self._at_end = True
@@ -98,7 +101,7 @@ class Spool(Mapping[K, Any], Generic[K]):
         offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
-        with writing(self.where):  # the seek writes out what is buffered
+        with writing(self.where, SPOOL_LOST):  # the seek writes out what is buffered
             self._file.seek(offset)
             return self._file.read(size)
 
