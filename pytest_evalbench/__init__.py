@@ -1,8 +1,8 @@
 """pytest-evalbench: LLM evaluations as pytest tests (`pytest --benchmark=<name>`).
 
 The public names are resolved on first use (PEP 562): pytest imports this package for its
-plugin entry point in every run, and the models behind these names pull in pydantic (the errors,
-the text-safety tables they mask their messages with), which an unrelated test run should not pay for.
+plugin entry point in every run, and these names pull in what an unrelated test run should not
+pay for (pydantic behind the models, the text-safety tables behind the errors).
 """
 
 from __future__ import annotations

@@ -57,9 +57,10 @@ def message_repr(config: pytest.Config, excinfo: pytest.ExceptionInfo[BaseExcept
     pytest's runner and pluggy frames, a path lookup (`stat`) per frame, to print none of them
     (`Node._repr_failure_py`, pytest 8.0 - 9.2). The public `ExceptionInfo.getrepr` takes a callable
     filter (pytest >= 7.4); the value style prints the message whatever frame it is given, so the
-    raising frame alone is enough. None under `--full-trace` (option dest `fulltrace`), which shows
-    every frame."""
-    if config.getoption("fulltrace", False):
+    raising frame alone is enough. None for a failure raised with a traceback (the exception's
+    undocumented `pytrace`, pytest 8.0 - 9.2) and under `--full-trace` (option dest `fulltrace`),
+    which shows every frame."""
+    if getattr(excinfo.value, "pytrace", True) or config.getoption("fulltrace", False):
         return None
     return excinfo.getrepr(style="value", tbfilter=_raising_frame)
 

@@ -29,7 +29,7 @@ targets'; `--scale` multiplies every row count, `--quick` is `--scale 0.02 --rep
    many of them failing as the replay's (`assert` of a false value): wall / plain <= 3.0 (medians of
    `--repeat` interleaved rounds).
 5. Startup: an unrelated one-test run with the plugin against without it (`-p no:evalbench` in the
-   user's venv; autoload off and no `-p` in the controlled one): difference <= +0.05 s (medians of 5
+   user's venv; autoload off and no `-p` in the controlled one): difference <= +0.05 s (medians of 10
    interleaved rounds).
 6. Peak RSS at 100,000 items (1 turn + judge, 2 ms, concurrency 64, cache off) against pytest's
    floor, 100,000 bare `pytest.Item`s with node ids of our shape, as many failing with a message of
@@ -328,7 +328,7 @@ def startup(plan: Plan, config: Config) -> list[Figure]:
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "test_plain.py").write_text("def test_ok():\n    assert True\n")
     times: dict[bool, list[Run]] = {True: [], False: []}
-    for _ in range(max(5, plan.repeat)):
+    for _ in range(max(10, plan.repeat)):
         for plugin in (True, False):
             r = run(config, project, "test_plain.py", plugin=plugin)
             figure.check(r, "the one-test run", project, failing=False)
