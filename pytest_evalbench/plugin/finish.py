@@ -41,7 +41,7 @@ from pytest_evalbench.plugin.options import compare_path, gate_settings
 from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.progress import Counts, ProgressReporter
-from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, write_run_running, write_run_status
+from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, verdict_line, write_run_running, write_run_status
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
@@ -223,6 +223,8 @@ class Reporting:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.summary: RunSummary | None = None
+        self.shown = False
+        """The evalbench section was shown: the verdict line follows it."""
 
     def _report_path(self, option: str, default: Path | None) -> Path | None:
         """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
@@ -326,6 +328,16 @@ class Reporting:
             pass
         for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
+        self.shown = True
+
+    def verdict_line(self, config: pytest.Config) -> None:
+        """The verdict in one short line, once the section above it was shown."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.summary is None or not self.shown or reporter is None:
+            return
+        gate = self.summary.gate
+        color = {"passed": "yellow" if gate.tolerated else "green", "failed": "red", "regression": "red"}
+        reporter.write_line(terminal(verdict_line(gate)), **{color.get(gate.verdict, "yellow"): True, "bold": True})
 
 
 class Progress:

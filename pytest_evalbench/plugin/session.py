@@ -213,6 +213,16 @@ class EvalbenchSession:
                 self.reporting.summary = None
                 self.results.reports_failed(session, exc)
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_verdict_last(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        """The verdict is the last line of the session, after pytest's own `2 failed, 6 passed`: the
+        outermost wrapper ends after the terminal reporter's, which prints those counts."""
+        try:
+            return (yield)
+        finally:
+            if not self.is_worker and self.estimate is None:
+                self.reporting.verdict_line(self.config)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One section rendered from the run's summary: rates, problems, cost, where results went and,
         last, the gate's verdict and why."""
