@@ -111,8 +111,9 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     icon = ICONS.get("tolerated" if gate.tolerated else gate.verdict)
     title = f"evalbench {_span(summary.benchmark)}: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
-    if gate.outcome.rules:
-        out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
+    unread = [n for n in gate.outcome.notes if n not in gate.rule_lines]  # rules no row of this session reached
+    if gate.outcome.rules or unread:
+        out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in [*gate.rule_lines, *unread]] + [""]
     if summary.rates:
         out += _rates(summary)
     reliability = summary.reliability_lines()
