@@ -402,7 +402,7 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
     cases = _count(failed.total, "case failed", "cases failed")
     unreliable = _count(failed.unreliable, "failure of an unreliable judge does", "failures of an unreliable judge do")
     if exit_code == 7 or view.incomplete:
-        return "incomplete", "not every item was scored, so the run can neither pass nor fail the build"
+        return "incomplete", "some items were not scored, so the run neither passes nor fails"
     if exit_code == 6 or view.breaches or view.regressions:
         what = [_count(len(view.breaches), "threshold rule breached", "threshold rules breached")] if view.breaches else []
         what += [_count(len(view.regressions), "significant drop against the baseline",

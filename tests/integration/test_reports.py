@@ -92,8 +92,8 @@ def test_configuration_problem_is_reported_once(pytester: pytest.Pytester, monke
     result.stdout.fnmatch_lines(["ERROR 6 items: evalbench connection error: *cannot reach http://127.0.0.1:*"])
     assert out.count("same error as benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]") >= 5
     result.stdout.fnmatch_lines(["  INCOMPLETE: 6 items connection error*",
-                                 "evalbench: INCOMPLETE (exit 7): not every item was scored, so the run can neither pass "
-                                 "nor fail the build"])
+                                 "evalbench: INCOMPLETE (exit 7): some items were not scored, so the run neither passes "
+                                 "nor fails"])
     result.stdout.no_fnmatch_line("*numbers above*")
     assert result.ret == 7
 
@@ -121,7 +121,7 @@ def test_markdown_summary_for_ci(pytester: pytest.Pytester, bench_env: FakeLLMSe
     assert "- min_positive_pass_rate 0.10 tgt: 0.75 held" in text
     assert "pytest --benchmark=demo --evalbench-cache=off 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
     assert f"HTML report: `{pytester.path / 'benchmarks' / 'demo' / 'report.html'}`" in text
-    assert "1 case failed (1 decided by the judge); gate mode thresholds: cases do not fail the build" in text
+    assert "\n1 case failed, the build gates on thresholds only\n" in text
 
 
 def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
