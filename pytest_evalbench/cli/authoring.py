@@ -467,6 +467,6 @@ def scenario_rows_schema_check(rows: list[dict[str, Any]], path: Path) -> None:
     try:
         jsonschema.validate(rows, schemas.load("scenarios"))
     except jsonschema.ValidationError as exc:
-        where = field_path(list(exc.absolute_path), rows).replace(".", "/")
+        where = field_path(list(exc.absolute_path), rows, by_id=False).replace(".", "/")
         raise InputError(path, f"generated rows violate scenarios.schema.json at {where or '/'}: "
                          f"{exc.message}") from None

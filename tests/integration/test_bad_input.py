@@ -67,7 +67,7 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
     (spec_text(targets=[{"id": "t" * 300, "model": TARGET}]),
      "*field 'targets.1.id'*must be 1-100 letters, digits*"),
     (spec_text(targets=[{"id": "a b", "model": TARGET}]), "*field 'targets.1.id'*'a b' must be*"),
-    (spec_text(targets=[{"id": "NUL", "model": TARGET}]), "*field 'targets.1.id'*reserved device name*"),
+    (spec_text(targets=[{"id": "NUL", "model": TARGET}]), "*field 'targets[[]NUL[]].id'*reserved device name*"),
     (spec_text(metrics=[{"id": "m01[x]", "name": "a", "type": "positive", "definition": "d"}]),
      "*field 'metrics.1.id'*metric id 'm01?x?' must be*"),
     (spec_text(pricing={"m": {"input_per_million": True, "output_per_million": 1}}),
@@ -77,7 +77,7 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
     (spec_text(user_model={"model": USER, "api_key_env": "not a name"}),
      "*field 'user_model.api_key_env'*not an environment variable name*"),
     (spec_text(targets=[{"id": "t", "model": TARGET, "base_url": "localhost:8000/v1"}]),
-     "*field 'targets.1.base_url'*'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
+     "*field 'targets[[]t[]].base_url'*'localhost:8000/v1' is not an http:// or https:// URL with a host*"),
     (spec_text(user_model={"model": USER, "headers": {"X-Team": "caf\u00e9 \u2615"}}),
      "*field 'user_model.headers'*header 'X-Team': the value contains characters an HTTP header cannot carry*"),
 ], ids=["duplicate-top-level-key", "duplicate-nested-key", "bool-as-int", "300-char-target-id", "unsafe-target-id",
@@ -134,7 +134,7 @@ def test_dataset_files_get_the_same_file_checks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("thresholds", "expected"), [
-    ({"min_positive_pass_rat": 0.5}, "*benchmark.yaml, field 'thresholds.min_positive_pass_rat': unknown key*"),
+    ({"min_positive_pass_rat": 0.5}, "*benchmark.yaml:*, field 'thresholds.min_positive_pass_rat': unknown key*"),
     ({"min_positive_pass_rate": True}, "*field 'thresholds.min_positive_pass_rate'*not true/false*"),
     ({"min_positive_pass_rate": 1.5}, "*field 'thresholds.min_positive_pass_rate': Input should be less than or equal to 1*"),
 ], ids=["typo", "bool", "out-of-range"])
@@ -443,20 +443,20 @@ def test_hostile_scenarios_values_are_one_line(pytester: pytest.Pytester, bench_
 
 @pytest.mark.parametrize(("text", "expected"), [
     (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"seed": "@n@"}}]).replace("'@n@'", BIG),
-     "*benchmark.yaml:*, field 'targets.1.params.seed': number 99999999999999999999… (5000 digits) is out of range*"),
+     "*benchmark.yaml:*, field 'targets[[]tgt[]].params.seed': number 99999999999999999999… (5000 digits) is out of range*"),
     (spec_text(user_model={"model": USER, "params": {"temperature": "@n@"}}).replace("'@n@'", ".inf"),
      "*benchmark.yaml:*, field 'user_model.params.temperature': .inf is not a number*finite*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": "@s@"}]).replace(
         "'@s@'", '"half \\ud800 a pair"'),
-     "*benchmark.yaml:*, field 'metrics.1.definition': contains a lone surrogate (\\ud800)*"),
+     "*benchmark.yaml:*, field 'metrics[[]m01[]].definition': contains a lone surrogate (\\ud800)*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": ""}]),
-     "*benchmark.yaml, field 'metrics.1.definition': is empty: the judge would have nothing to judge*"),
+     "*benchmark.yaml:*, field 'metrics[[]m01[]].definition': is empty: the judge would have nothing to judge*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": " \n\t"}]),
-     "*benchmark.yaml, field 'metrics.1.definition': is empty: the judge would have nothing to judge*"),
-    (spec_text(name="n" * 300), "*benchmark.yaml, field 'name': String should have at most 200 characters*"),
+     "*benchmark.yaml:*, field 'metrics[[]m01[]].definition': is empty: the judge would have nothing to judge*"),
+    (spec_text(name="n" * 300), "*benchmark.yaml:*, field 'name': String should have at most 200 characters*"),
     (spec_text(targets=[{"id": "tgt\n", "model": TARGET}]), "*field 'targets.1.id': target id 'tgt\\n' must be*"),
     (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"stop": "@b@"}}]).replace("'@b@'", "!!binary aGk="),
-     "*benchmark.yaml:*, field 'targets.1.params.stop': YAML tag !!binary is not accepted*"),
+     "*benchmark.yaml:*, field 'targets[[]tgt[]].params.stop': YAML tag !!binary is not accepted*"),
 ], ids=["5000-digit-seed", "inf-temperature", "lone-surrogate", "empty-definition", "blank-definition",
         "300-char-name", "id-trailing-newline", "binary-param"])
 def test_hostile_benchmark_yaml_values_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
