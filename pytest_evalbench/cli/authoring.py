@@ -358,7 +358,8 @@ def run_command(command: str, name: str, options: AuthoringOptions) -> int:
               f"{cd}evalbench {command} {name} --force --cache on{cli}")
         return 1
     if command == "gen-metrics":
-        print(f"next: review the metrics in {summary.path}, then run: {cd}evalbench gen-scenarios {name}{cli}")
+        force = " --force" if (summary.path.parent / SCENARIOS_FILE).exists() else ""  # gen-scenarios keeps it otherwise
+        print(f"next: review the metrics in {summary.path}, then run: {cd}evalbench gen-scenarios {name}{force}{cli}")
     else:
         print(f"next: review {summary.path}, then run: {cd}pytest --benchmark={name}{plugin}")
     return 0

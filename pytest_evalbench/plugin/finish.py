@@ -79,6 +79,8 @@ class Results:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.is_worker = is_worker
+        self.baseline_missing: Path | None = None
+        """`--evalbench-plan` with a baseline path that holds no file yet: planned without one."""
         self.baseline = self._read_baseline()
         self.stats = EngineStats()
         self.outcome: GateDecision | None = None
@@ -92,6 +94,9 @@ class Results:
         """The baseline to compare with, read and validated before any LLM call (controller only)."""
         path = compare_path(self.config, self.bench_dir)
         if path is None or self.is_worker:
+            return None
+        if self.config.getoption("evalbench_plan", None) is not None and not os.path.lexists(path):
+            self.baseline_missing = path  # a plan makes no call: it plans at an assumed rate and says so
             return None
         from pytest_evalbench.base.safe_files import check_input_file
         from pytest_evalbench.gate.outcome import read_baseline

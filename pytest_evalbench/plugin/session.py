@@ -111,7 +111,8 @@ class EvalbenchSession:
         self.results = Results(config, self.selection, self.outcomes, self.is_worker)
         self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
         self.progress = Progress(config, self.selection, self.outcomes)
-        self.estimate = EstimateMode(self.selection, self.results.baseline) if wanted(config) else None
+        self.estimate = (EstimateMode(self.selection, self.results.baseline, self.results.baseline_missing)
+                         if wanted(config) else None)
         """`--evalbench-estimate` or `--evalbench-plan`: plan and print, run nothing, write nothing."""
         self.quiet_reports = QuietReports(config)
         config.stash[SOURCE_KEY] = self.selection
@@ -251,9 +252,11 @@ def wanted(config: pytest.Config) -> bool:
 class EstimateMode:
     """Plans the selected items' calls and prints the estimate (controller or single process)."""
 
-    def __init__(self, selection: Selection, baseline: Baseline | None = None) -> None:
+    def __init__(self, selection: Selection, baseline: Baseline | None = None, missing: Path | None = None) -> None:
         self.selection = selection
         self.baseline = baseline
+        self.missing = missing
+        """The baseline path `--evalbench-compare` named, where no file is yet."""
         self.lines: list[str] = []
         self.plan_lines: list[str] = []
 
@@ -284,7 +287,10 @@ class EstimateMode:
                      self.baseline, name)
         note = ("samples of one case count as independent rows (they are not: more cases beat more samples); "
                 "no call was made")
-        return [line.text(drop, alpha) for line in lines] + [note]
+        absent = ([f"no baseline at {self.missing} yet: planned at an assumed pass rate of 0.5; save one with "
+                   f"`pytest --benchmark={self.selection.settings.benchmark} --evalbench-save-baseline`"]
+                  if self.missing is not None else [])
+        return [line.text(drop, alpha) for line in lines] + absent + [note]
 
     def _estimate(self, cases: list[Any]) -> None:
         from pytest_evalbench.kinds.estimate import Expectations, estimate, render  # only with --evalbench-estimate
