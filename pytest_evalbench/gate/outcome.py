@@ -412,8 +412,8 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
     if view.by_cases:
         if exit_code == 1:
-            return "failed", f"{cases}; too few rows for the threshold rules, so cases decide"
-        return "passed", "every case passed; too few rows for the threshold rules, so cases decide"
+            return "failed", f"{cases}; too few rows for the rules, so cases decide"
+        return "passed", "every case passed; too few rows for the rules, so cases decide"
     if view.mode == "thresholds":
         if failed.total:
             if not view.rules and not view.notes:

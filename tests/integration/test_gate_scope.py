@@ -66,7 +66,7 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
     assert "| 2/4 (0.50) \\[carried over from 20" in markdown and "threshold breach" not in markdown  # Markdown-escaped
     section = gate_section(down)
     assert "THRESHOLD BREACH" not in section and "2/4 (0.50)" not in section.split("not measured in this session")[0]
-    down.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",
+    down.stdout.fnmatch_lines(["*not measured in this session (1 rate, not gated):",
                                "  tgt m01: 2/4 (0.50), carried over from 20*Z *",
                                "evalbench: INCOMPLETE (exit 7)*"])
     first_line, last = history(bench)
@@ -182,7 +182,7 @@ def test_one_of_two_targets_is_gated_on_that_target_only(pytester: pytest.Pytest
     good.assert_outcomes(passed=4)
     assert good.ret == 0
     assert "THRESHOLD BREACH" not in good.stdout.str()
-    good.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",
+    good.stdout.fnmatch_lines(["*not measured in this session (1 rate, not gated):",
                                "  bad m01: 0/4 (0.00), carried over from 20*Z *", "evalbench: PASSED (exit 0)*"])
     assert (bench / "runs" / "bad" / "scores.json").is_file()  # the other target's rows stay on disk
     last = history(bench)[-1]

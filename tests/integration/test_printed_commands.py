@@ -219,8 +219,8 @@ NOT_RUN_HERE = {
 
 def doc_commands() -> list[tuple[str, str]]:
     """(page, command) for every `pytest ...` and `evalbench ...` line of a shell block of the docs and the
-    README, as a reader pastes it: continuation lines joined, a `$ ` prompt, a trailing comment and any
-    install step before the last `&&` left out (the test runs in the installed package)."""
+    README, as a reader pastes it: continuation lines joined, a `$ ` prompt, a trailing comment, a venv's
+    `bin/` and any install step before the last `&&` left out (the test runs in the installed package)."""
     out = []
     for page in [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]:
         blocks, lang, lines = [], None, []
@@ -236,6 +236,7 @@ def doc_commands() -> list[tuple[str, str]]:
         for block in blocks:
             for line in re.sub(r"\\\n\s*", " ", "\n".join(block)).splitlines():
                 command = re.sub(r"\s+# .*$", "", line.strip().removeprefix("$ ").split(" && ")[-1]).strip()
+                command = re.sub(r"^\.venv[\w-]*/bin/", "", command)  # a venv's own pytest is `pytest` there
                 if command.startswith(("pytest ", "evalbench ")):
                     out.append((str(page.relative_to(ROOT)), command))
     return out
