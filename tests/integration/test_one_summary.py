@@ -223,6 +223,10 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
         excerpt = text.split("(`pytest --benchmark=demo`, replayed from its committed cache) prints:\n\n```\n")[1]
         shown = [re.sub(r"=* (.*?)(?:, \d+ warnings?)? in \d+\.\d+s =*$", r"\1", line) for line in excerpt.split("```")[0].splitlines()]
         assert shown == section(quick), page
+    assert "qwen-1.5b (positive)" not in quick.stdout.str()  # one positive metric: its pool would repeat it
+    selection = pytester.runpytest("--benchmark=demo", "--lf")  # a selection's rates are said to be its own
+    selection.stdout.fnmatch_lines(["rates of this selection only (2 selected items), not of the whole benchmark",
+                                    "target * rate (k/n)"])
 
     verbose = run(pytester, "demo", "--evalbench-save-baseline", "-v")
     assert verbose.ret == 0
