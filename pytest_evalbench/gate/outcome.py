@@ -286,23 +286,10 @@ class Failures:
         """Failed cases (pytest's FAILED): the judge-unreliable ones are not among them."""
         return self.check + self.judge
 
-    def text(self) -> str:
-        """`2 cases failed (2 decided by a check)`, `3 cases failed (1 decided by a check, 2 by the judge)`."""
-        n = self.total
-        return f"{n} case{'s' if n != 1 else ''} failed" + (f" {self.deciders()}" if n else "")
-
     def deciders(self) -> str:
         """`(1 decided by a check, 2 by the judge)`; empty without failures."""
         by = [f"{count} by {who}" for count, who in ((self.check, "a check"), (self.judge, "the judge")) if count]
         return f"({', '.join(by)})".replace(" by", " decided by", 1) if by else ""
-
-    def unreliable_text(self) -> str:
-        """`1 failure decided by an unreliable judge is reported as xfailed` (empty without one)."""
-        n = self.unreliable
-        if not n:
-            return ""
-        return (f"{n} failure{'s' if n != 1 else ''} decided by an unreliable judge "
-                f"{'is' if n == 1 else 'are'} reported as xfailed and cannot fail the build")
 
 
 @dataclass

@@ -41,7 +41,14 @@ from pytest_evalbench.plugin.options import compare_path, gate_settings
 from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.progress import Counts, ProgressReporter
-from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, verdict_line, write_run_running, write_run_status
+from pytest_evalbench.render.terminal import (
+    LAST_RUN,
+    MAX_LISTED,
+    summary_lines,
+    verdict_line,
+    write_run_running,
+    write_run_status,
+)
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)

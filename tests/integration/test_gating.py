@@ -258,12 +258,14 @@ def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pyteste
     result.assert_outcomes(passed=19, failed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*per-case: m01_s001_v01[[]tgt[]] 9/10 passed -> pass*",
-                                 "evalbench: PASSED (exit 0): per-case verdicts over the samples: 2 pass, 0 inconclusive, 0 fail"])
+                                 "evalbench: PASSED (exit 0): per-case verdicts over the samples: "
+                                 "2 pass, 0 inconclusive, 0 fail"])
     set_verdicts(pytester, {f"m01_s001_v01#{s}": False for s in range(9)})  # 1/10: the case fails
     result = pytester.runpytest("--benchmark=demo")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*per-case: m01_s001_v01[[]tgt[]] 1/10 passed -> fail*",
-                                 "evalbench: FAILED (exit 1): per-case verdicts over the samples: 1 pass, 0 inconclusive, 1 fail"])
+                                 "evalbench: FAILED (exit 1): per-case verdicts over the samples: "
+                                 "1 pass, 0 inconclusive, 1 fail"])
 
 
 def test_inconclusive_cases_are_listed_and_fail_only_when_configured(pytester: pytest.Pytester,

@@ -221,7 +221,8 @@ def test_demo_every_surface_agrees_and_readme_shows_its_output(pytester: pytest.
     for page in ("README.md", "docs/guides/getting-started.md"):
         text = (ROOT / page).read_text()
         excerpt = text.split("(`pytest --benchmark=demo`, replayed from its committed cache) prints:\n\n```\n")[1]
-        shown = [re.sub(r"=* (.*?)(?:, \d+ warnings?)? in \d+\.\d+s =*$", r"\1", line) for line in excerpt.split("```")[0].splitlines()]
+        shown = [re.sub(r"=* (.*?)(?:, \d+ warnings?)? in \d+\.\d+s =*$", r"\1", line)
+                 for line in excerpt.split("```")[0].splitlines()]
         assert shown == section(quick), page
     assert "qwen-1.5b (positive)" not in quick.stdout.str()  # one positive metric: its pool would repeat it
     selection = pytester.runpytest("--benchmark=demo", "--lf")  # a selection's rates are said to be its own
