@@ -344,12 +344,12 @@ class Reporting:
 
     def verdict_line(self, config: pytest.Config) -> None:
         """The verdict in one short line, once the section above it was shown."""
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if self.summary is None or not self.shown or reporter is None:
+        writer = terminal_writer(config)
+        if self.summary is None or not self.shown or writer is None:
             return
         gate = self.summary.gate
         color = {"passed": "yellow" if gate.tolerated else "green", "failed": "red", "regression": "red"}
-        reporter.write_line(terminal(verdict_line(gate)), **{color.get(gate.verdict, "yellow"): True, "bold": True})
+        writer[0].write_line(terminal(verdict_line(gate)), **{color.get(gate.verdict, "yellow"): True, "bold": True})
 
 
 class Progress:

@@ -443,12 +443,12 @@ def test_hostile_scenarios_values_are_one_line(pytester: pytest.Pytester, bench_
 
 @pytest.mark.parametrize(("text", "expected"), [
     (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"seed": "@n@"}}]).replace("'@n@'", BIG),
-     "*benchmark.yaml:*, field 'targets[[]tgt[]].params.seed': number 99999999999999999999… (5000 digits) is out of range*"),
+     "*benchmark.yaml:*, field 'targets.1.params.seed': number 99999999999999999999… (5000 digits) is out of range*"),
     (spec_text(user_model={"model": USER, "params": {"temperature": "@n@"}}).replace("'@n@'", ".inf"),
      "*benchmark.yaml:*, field 'user_model.params.temperature': .inf is not a number*finite*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": "@s@"}]).replace(
         "'@s@'", '"half \\ud800 a pair"'),
-     "*benchmark.yaml:*, field 'metrics[[]m01[]].definition': contains a lone surrogate (\\ud800)*"),
+     "*benchmark.yaml:*, field 'metrics.1.definition': contains a lone surrogate (\\ud800)*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": ""}]),
      "*benchmark.yaml:*, field 'metrics[[]m01[]].definition': is empty: the judge would have nothing to judge*"),
     (spec_text(metrics=[{"id": "m01", "name": "a", "type": "positive", "definition": " \n\t"}]),
@@ -456,7 +456,7 @@ def test_hostile_scenarios_values_are_one_line(pytester: pytest.Pytester, bench_
     (spec_text(name="n" * 300), "*benchmark.yaml:*, field 'name': String should have at most 200 characters*"),
     (spec_text(targets=[{"id": "tgt\n", "model": TARGET}]), "*field 'targets.1.id': target id 'tgt\\n' must be*"),
     (spec_text(targets=[{"id": "tgt", "model": TARGET, "params": {"stop": "@b@"}}]).replace("'@b@'", "!!binary aGk="),
-     "*benchmark.yaml:*, field 'targets[[]tgt[]].params.stop': YAML tag !!binary is not accepted*"),
+     "*benchmark.yaml:*, field 'targets.1.params.stop': YAML tag !!binary is not accepted*"),
 ], ids=["5000-digit-seed", "inf-temperature", "lone-surrogate", "empty-definition", "blank-definition",
         "300-char-name", "id-trailing-newline", "binary-param"])
 def test_hostile_benchmark_yaml_values_are_one_line(pytester: pytest.Pytester, bench_env: FakeLLMServer, text: str,
