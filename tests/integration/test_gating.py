@@ -376,6 +376,12 @@ def test_plan_makes_no_call_and_reads_the_baselines_rates(pytester: pytest.Pytes
         "*no call was made"])
     without = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2")
     without.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*"])
+    # a baseline path with no file yet: the plan is made at 0.5 and says how to save one (not a usage error)
+    unsaved = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2", "--evalbench-compare=none-yet.json")
+    assert unsaved.ret == 0
+    unsaved.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*",
+                                  "no baseline at *none-yet.json yet: planned at an assumed pass rate of 0.5; save one "
+                                  "with `pytest --benchmark=demo --evalbench-save-baseline`"])
     assert len(bench_env.requests) == requests
     bad = pytester.runpytest("--benchmark=demo", "--evalbench-plan=1.5")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

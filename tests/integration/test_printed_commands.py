@@ -83,7 +83,8 @@ def test_scenario_flipped_and_failed_commands_run_as_printed(pytester: pytest.Py
     for command in (flipped, failed):
         rerun = shell(command, pytester.path)
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr  # gate: thresholds, no rule configured
-        assert "2 failed" in rerun.stdout and "passed" not in rerun.stdout.splitlines()[-1]
+        counts = rerun.stdout.splitlines()[-2]  # pytest's own, above the verdict line
+        assert "2 failed" in counts and "passed" not in counts, rerun.stdout
         assert selected(bench) == (2, 2)
         rows = {r["id"] for r in read_json(bench / "runs" / "tgt" / "scores.json") if r["passed"] is False}
         assert rows == set(FAILING)
