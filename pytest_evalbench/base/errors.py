@@ -7,6 +7,7 @@ without a traceback wall.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,16 +71,27 @@ class InputError(EvalbenchError):
         return f"{self.total} problems:\n" + "\n".join(shown)
 
 
-def field_path(loc: Sequence[int | str], data: Any = None) -> str:
-    """The dotted field path of an error location (pydantic's `loc`, jsonschema's path) with list
-    positions counted from 1, as every position in a message is. `data`, the validated input, tells
-    a list position from a mapping key that happens to be a number (YAML `{1: x}`); without it every
-    number is taken for a list position."""
+_NAMED_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""An entry's `id` that can name it in a field path (`metrics[m01].type`): one a reader can find."""
+
+
+def field_path(loc: Sequence[int | str], data: Any = None, *, by_id: bool = True) -> str:
+    """The dotted field path of an error location (pydantic's `loc`, jsonschema's path). A list entry
+    with an `id` is named by it (`metrics[m01].type`, as the file names it), others by their position
+    counted from 1, as every position in a message is (`by_id=False`: positions only). `data`, the
+    validated input, tells a list position from a mapping key that happens to be a number (YAML
+    `{1: x}`); without it every number is taken for a list position."""
     parts: list[str] = []
     node = data
     for part in loc:
         if isinstance(part, int) and not isinstance(part, bool) and (data is None or isinstance(node, list)):
-            parts.append(str(part + 1))
+            entry = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+            ident = entry.get("id") if isinstance(entry, dict) else None
+            if (by_id and parts and isinstance(ident, str) and _NAMED_ID.fullmatch(ident)
+                    and sum(isinstance(e, dict) and e.get("id") == ident for e in node) == 1):  # unique: it names one
+                parts[-1] += f"[{ident}]"
+            else:
+                parts.append(str(part + 1))
         else:
             parts.append(str(part))
         inside = ((isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node))

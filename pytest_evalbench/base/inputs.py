@@ -100,9 +100,10 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
     return None
 
 
-def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> None:
+def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader, lines: dict[str, int] | None = None) -> None:
     """Duplicate keys, depth, the size after alias expansion and every scalar's value, walked
-    without recursion."""
+    without recursion. `lines`, when given, gets the line of every key and list entry by its field
+    path (`metrics.1.type`), so a schema error found later can name its line."""
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, int, str, bool]] = [(root, 0, "", False)]
@@ -129,6 +130,8 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
                              row=node.start_mark.line + 1, field=where or None)
         open_nodes.add(id(node))
         stack.append((node, depth, where, True))
+        if lines is not None and where:
+            lines.setdefault(where, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in node.value:
@@ -139,6 +142,8 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
                         raise InputError(path, f"duplicate key {name!r} (first on line {seen[name]})",
                                          row=key.start_mark.line + 1, field=f"{where}.{name}".lstrip("."))
                     seen[name] = key.start_mark.line + 1
+                    if lines is not None:  # a key's line, not its value's (a block value starts below it)
+                        lines.setdefault(f"{where}.{name}".lstrip("."), key.start_mark.line + 1)
                 stack.append((key, depth + 1, where, False))
                 stack.append((value, depth + 1, f"{where}.{name}".lstrip(".") if name else where, False))
         else:  # list positions count from 1 in the field path, as in every message
@@ -149,8 +154,9 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> N
                          "(an alias bomb?)")
 
 
-def parse_yaml(text: str, path: Path) -> Any:
-    """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects."""
+def parse_yaml(text: str, path: Path, lines: dict[str, int] | None = None) -> Any:
+    """YAML text -> data, refusing duplicate keys, deep nesting and alias bombs before building objects;
+    `lines` gets the line of each field path (`_check_yaml_nodes`)."""
     try:  # the reader refuses control characters as it is made
         loader = _Composer(text)
     except yaml.reader.ReaderError as exc:
@@ -161,7 +167,7 @@ def parse_yaml(text: str, path: Path) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_yaml_nodes(node, path, loader)
+        _check_yaml_nodes(node, path, loader, lines)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -200,5 +206,5 @@ def yaml_words(problem: str, context: str | None = None) -> str:
     return f"a YAML syntax error (the parser says: {problem})"
 
 
-def read_yaml(path: Path) -> Any:
-    return parse_yaml(read_text(path), path)
+def read_yaml(path: Path, lines: dict[str, int] | None = None) -> Any:
+    return parse_yaml(read_text(path), path, lines)

@@ -358,7 +358,8 @@ def run_command(command: str, name: str, options: AuthoringOptions) -> int:
               f"{cd}evalbench {command} {name} --force --cache on{cli}")
         return 1
     if command == "gen-metrics":
-        print(f"next: review the metrics in {summary.path}, then run: {cd}evalbench gen-scenarios {name}{cli}")
+        force = " --force" if (summary.path.parent / SCENARIOS_FILE).exists() else ""  # gen-scenarios keeps it otherwise
+        print(f"next: review the metrics in {summary.path}, then run: {cd}evalbench gen-scenarios {name}{force}{cli}")
     else:
         print(f"next: review {summary.path}, then run: {cd}pytest --benchmark={name}{plugin}")
     return 0
@@ -467,6 +468,6 @@ def scenario_rows_schema_check(rows: list[dict[str, Any]], path: Path) -> None:
     try:
         jsonschema.validate(rows, schemas.load("scenarios"))
     except jsonschema.ValidationError as exc:
-        where = field_path(list(exc.absolute_path), rows).replace(".", "/")
+        where = field_path(list(exc.absolute_path), rows, by_id=False).replace(".", "/")
         raise InputError(path, f"generated rows violate scenarios.schema.json at {where or '/'}: "
                          f"{exc.message}") from None

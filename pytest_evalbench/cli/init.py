@@ -24,7 +24,8 @@ NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 SPEC_TEMPLATE = """\
 # A scenario benchmark written by `evalbench init`. Edit what it measures (metrics), who talks to
-# your assistant (scenarios.json) and which models play each role; the guide is docs/guides/scenarios.md.
+# your assistant (scenarios.json) and which models play each role. The guides are pytest-evalbench's
+# docs/guides/scenario-benchmarks.md (every key) and docs/guides/authoring.md (drafting with a model).
 name: {name}
 # What the benchmark measures, in a sentence or two (gen-metrics drafts metrics from it).
 description: >

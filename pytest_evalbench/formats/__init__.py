@@ -17,7 +17,17 @@ import difflib
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from pytest_evalbench.base.safe_text import CONTROL
 
@@ -54,21 +64,35 @@ class Input(BaseModel):
 
     model_config = ConfigDict(extra="allow", defer_build=True)
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _no_near_misses(cls, data: Any) -> Any:
+    def _no_near_misses(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """Every near miss of this mapping is an error at its key, reported with every other problem of
+        the mapping and the mappings inside it: one mistake never hides another."""
+        misses: list[InitErrorDetails] = []
         if isinstance(data, dict):
             fields = cls.model_fields  # a descriptor: read once (rows are validated by the thousand)
             known = list(fields)
-            misses = []
             for key in data:
                 if isinstance(key, str) and key not in fields:
                     close = difflib.get_close_matches(key, known, n=1, cutoff=NEAR_MISS_CUTOFF)
                     if close:
-                        misses.append(f"unknown key {key!r}: did you mean `{close[0]}`?")
-            if misses:  # every near miss of this mapping at once
-                raise ValueError("; ".join(misses))
-        return data
+                        said = f"unknown key {key!r}: did you mean `{close[0]}`?"
+                        misses.append(InitErrorDetails(type=PydanticCustomError("near_miss", _literal(said)),
+                                                       loc=(key,), input=data[key]))
+        if not misses:
+            return handler(data)
+        try:
+            handler(data)
+        except ValidationError as exc:  # the mapping's other problems, at their own fields
+            misses += [InitErrorDetails(type=PydanticCustomError(e["type"], _literal(e["msg"])),
+                                        loc=e["loc"], input=e.get("input")) for e in exc.errors()]
+        raise ValidationError.from_exception_data(cls.__name__, misses)
+
+
+def _literal(message: str) -> str:
+    """A message as a pydantic error template that says it as it is (its braces are not placeholders)."""
+    return message.replace("{", "{{").replace("}", "}}")
 
 
 def unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:

@@ -507,17 +507,31 @@ def resolve_benchmark_dir(root: Path, name: str, option: str = "--benchmark=") -
     return path
 
 
-def all_errors(exc: ValidationError, data: Any = None) -> list[tuple[str, str]]:
-    """(field path, message) of each problem of a pydantic error, one line each, one per field (a
-    union's alternatives would otherwise repeat a field); `data` is what was validated."""
-    out: dict[str, str] = {}
+def _located(exc: ValidationError, data: Any) -> dict[str, tuple[str, str]]:
+    """Field path (list entries by id) -> (the path by positions, message), one per field (a union's
+    alternatives would otherwise repeat a field); `data` is what was validated."""
+    out: dict[str, tuple[str, str]] = {}
     for err in exc.errors():
-        loc = field_path(err.get("loc", ()), data)
+        loc = err.get("loc", ())
         msg = err.get("msg", "invalid").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key (typo?)"
-        out.setdefault(loc, msg)
-    return list(out.items())
+        out.setdefault(field_path(loc, data), (field_path(loc, data, by_id=False), msg))
+    return out
+
+
+def all_errors(exc: ValidationError, data: Any = None) -> list[tuple[str, str]]:
+    """(field path, message) of each problem of a pydantic error, one line each, one per field;
+    `data` is what was validated."""
+    return [(loc, msg) for loc, (_, msg) in _located(exc, data).items()]
+
+
+def line_of(lines: dict[str, int], where: str) -> int | None:
+    """The line of a field path by positions (`metrics.1.type`), or of the nearest field holding it
+    that the file has (a missing key: the entry that lacks it)."""
+    while where and where not in lines:
+        where = where.rpartition(".")[0]
+    return lines.get(where)
 
 
 def first_error(exc: ValidationError, data: Any = None) -> tuple[str, str]:
@@ -528,12 +542,17 @@ def first_error(exc: ValidationError, data: Any = None) -> tuple[str, str]:
     return loc, msg + (f" (+{extra} more error{'s' if extra > 1 else ''})" if extra else "")
 
 
-def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | None = None) -> Any:
+def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | None = None,
+                lines: dict[str, int] | None = None) -> Any:
     """`model.model_validate(data)` with its errors turned into one InputError that shows them all
-    (each with its field)."""
+    (each with its field; with `lines`, the field paths' lines of a YAML file, each with its line)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        if lines is not None:
+            found = sorted((InputError(path, msg, row=line_of(lines, positions), field=loc or None)
+                            for loc, (positions, msg) in _located(exc, data).items()), key=lambda e: e.row or 0)
+            raise InputError.gather(found, len(found)) from None
         (loc, msg), *rest = all_errors(exc, data)
         raise InputError(path, msg, row=row, field=loc or None,
                          also=[(where or None, text) for where, text in rest]) from None
@@ -542,10 +561,11 @@ def validate_as(model: type[BaseModel], data: Any, path: Path, row: str | int | 
 def load_spec(bench_dir: Path) -> BenchmarkSpec:
     """Parse and validate benchmark.yaml."""
     path = bench_dir / SPEC_FILE
-    data = read_yaml(path)
+    lines: dict[str, int] = {}
+    data = read_yaml(path, lines)
     if not isinstance(data, dict):
         raise InputError(path, "expected a mapping at the top level")
-    spec: BenchmarkSpec = validate_as(BenchmarkSpec, data, path)
+    spec: BenchmarkSpec = validate_as(BenchmarkSpec, data, path, lines=lines)
     warn_unknown(path, unknown_keys(spec))
     return spec
 

@@ -20,7 +20,7 @@ keys the comparison pairs on are read back into typed `Flip`s here only, where t
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -251,10 +251,6 @@ def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDe
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
               5: "no tests collected", 6: "regression", 7: "incomplete"}
 
-MAX_RULES_IN_REASON = 3
-"""Up to this many rules are named in the verdict's sentence; every rule is listed beside it on every surface."""
-
-
 class FlipKey(NamedTuple):
     """What a flipped case and this session's record share: target, case id and sample."""
 
@@ -294,23 +290,10 @@ class Failures:
         """Failed cases (pytest's FAILED): the judge-unreliable ones are not among them."""
         return self.check + self.judge
 
-    def text(self) -> str:
-        """`2 cases failed (2 decided by a check)`, `3 cases failed (1 decided by a check, 2 by the judge)`."""
-        n = self.total
-        return f"{n} case{'s' if n != 1 else ''} failed" + (f" {self.deciders()}" if n else "")
-
     def deciders(self) -> str:
         """`(1 decided by a check, 2 by the judge)`; empty without failures."""
         by = [f"{count} by {who}" for count, who in ((self.check, "a check"), (self.judge, "the judge")) if count]
         return f"({', '.join(by)})".replace(" by", " decided by", 1) if by else ""
-
-    def unreliable_text(self) -> str:
-        """`1 failure decided by an unreliable judge is reported as xfailed` (empty without one)."""
-        n = self.unreliable
-        if not n:
-            return ""
-        return (f"{n} failure{'s' if n != 1 else ''} decided by an unreliable judge "
-                f"{'is' if n == 1 else 'are'} reported as xfailed and cannot fail the build")
 
 
 @dataclass
@@ -399,55 +382,44 @@ def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: Failures 
                        tolerated=tolerated)
 
 
-def _rules_said(view: GateDecision) -> str:
-    """`min_negative_pass_rate 0.50 t: 1.00 held` for a few rules, else counts by status."""
-    if not view.rules:  # configured rules that could not be evaluated say so in the notes
-        return "; ".join(view.notes) if view.notes else "no threshold rules are configured"
-    if len(view.rules) <= MAX_RULES_IN_REASON:
-        return "; ".join(r.text() for r in view.rules)
-    counts = {s: sum(1 for r in view.rules if r.status == s) for s in ("held", "breached", "inconclusive", "not evaluated")}
-    return ", ".join(f"{n} rule{'s' if n != 1 and s == 'held' else ''} {s}" if s == "held" else f"{n} {s}"
-                     for s, n in counts.items() if n) + " (each rule is listed)"
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str, str]:
-    """The verdict word and one plain sentence saying why the build passed or failed: when cases failed
-    and the build passes anyway, the sentence starts with them and says why they do not fail it."""
-    cases = failed.text()
-    doubtful = failed.unreliable_text()
+    """The verdict word and one short sentence saying why the build passed or failed, in words a
+    newcomer reads right: when cases failed and the build passes anyway, it starts with them and says
+    why they do not fail it. The rules' details are listed beside it on every surface, not in it."""
+    cases = _count(failed.total, "case failed", "cases failed")
+    unreliable = _count(failed.unreliable, "failure of an unreliable judge does", "failures of an unreliable judge do")
     if exit_code == 7 or view.incomplete:
-        return "incomplete", ("the run is incomplete (" + "; ".join(view.incomplete)
-                              + "): its numbers cannot pass or fail the build")
+        return "incomplete", "some items were not scored, so the run neither passes nor fails"
     if exit_code == 6 or view.breaches or view.regressions:
-        breached = [r.text() for r in view.rules
-                    if r.status == "breached" or (view.fail_inconclusive and r.status == "inconclusive")]
-        if breached and len(breached) <= MAX_RULES_IN_REASON:
-            return "regression", "; ".join(breached)
-        what = [f"{len(view.breaches)} threshold breach{'es' if len(view.breaches) != 1 else ''}"] if view.breaches else []
-        what += [f"{len(view.regressions)} regression{'s' if len(view.regressions) != 1 else ''} vs baseline"
-                 ] if view.regressions else []
-        return "regression", ", ".join(what) or "regression"
+        what = [_count(len(view.breaches), "threshold rule breached", "threshold rules breached")] if view.breaches else []
+        what += [_count(len(view.regressions), "significant drop against the baseline",
+                        "significant drops against the baseline")] if view.regressions else []
+        return "regression", ", ".join(what) or "a regression"
     if exit_code not in (0, 1):
         return EXIT_WORDS.get(exit_code, f"exit {exit_code}"), f"pytest ended with exit status {exit_code}"
     if view.by_cases:
-        said = f"a selection too small for its threshold rules is gated by its cases: {_rules_said(view)}"
-        return ("failed", f"{cases}; {said}") if exit_code == 1 else ("passed", f"every case passed; {said}")
-    if view.mode == "thresholds":
-        why = f"gate: thresholds in benchmark.yaml: {_rules_said(view)}"
-        if failed.total or failed.unreliable:
-            tolerated = [f"{cases}; gate mode thresholds: cases do not fail the build"] if failed.total else []
-            why = "; ".join([*tolerated, *([doubtful] if doubtful else []), why])
-        return "passed", why
-    rules = f"; {_rules_said(view)}" if view.rules else ""
-    if view.verdicts:  # num_samples > 1: the per-case verdicts decide, not single samples
-        tally = {v: sum(1 for line in view.verdicts if line.endswith(f"-> {v}")) for v in ("pass", "inconclusive", "fail")}
-        counts = ", ".join(f"{n} {v}" for v, n in tally.items())
         if exit_code == 1:
-            return "failed", f"per-case verdicts {counts} (gate: cases fails the build on a failed case){rules}"
-        return "passed", f"per-case verdicts {counts}; single failed samples do not fail the build{rules}"
+            return "failed", f"{cases}; too few rows for the rules, so cases decide"
+        return "passed", "every case passed; too few rows for the rules, so cases decide"
+    if view.mode == "thresholds":
+        if failed.total:
+            if not view.rules and not view.notes:
+                return "passed", f"{cases}, and no threshold rule is configured to fail the build"
+            return "passed", f"{cases}, the build gates on thresholds only"
+        if failed.unreliable:
+            return "passed", f"no case failed; {unreliable} not count"
+        return "passed", "every case passed" if view.rules or view.notes else "every case passed; no threshold rule is configured"
+    if view.cases:  # num_samples > 1: the per-case verdicts decide, not single samples
+        tally = Counter(c.verdict for c in view.cases)
+        counts = ", ".join(f"{tally[v]} {v}" for v in ("pass", "inconclusive", "fail"))
+        return ("failed" if exit_code == 1 else "passed"), f"per-case verdicts over the samples: {counts}"
     if exit_code == 1:
-        return "failed", f"{cases} (gate: cases fails the build on any failed case){rules}" + (
-            f"; {doubtful}" if doubtful else "")
-    if doubtful:
-        return "passed", f"no case failed the build; {doubtful} (gate: cases){rules}"
-    return "passed", f"every case passed (gate: cases){rules}"
+        return "failed", f"{cases}, and any failed case fails the build"
+    if failed.unreliable:
+        return "passed", f"no case failed; {unreliable} not count"
+    return "passed", "every case passed"
+

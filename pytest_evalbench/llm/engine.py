@@ -230,7 +230,7 @@ def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None
         answer = model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = field_path(err.get("loc", ()), data) or "answer"
+        where = field_path(err.get("loc", ()), data, by_id=False) or "answer"
         raise ValueError(f"{where}: {err.get('msg', 'invalid')}") from None
     if check is not None:
         check(answer)

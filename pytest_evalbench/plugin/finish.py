@@ -31,11 +31,19 @@ from pytest_evalbench.plugin._compat import (
     continues_on_collection_errors,
     junit_xml,
     set_exit_status,
+    terminal_writer,
 )
 from pytest_evalbench.plugin.options import compare_path, gate_settings
 from pytest_evalbench.plugin.outcomes import Outcomes
 from pytest_evalbench.plugin.selection import Selection
-from pytest_evalbench.render.terminal import LAST_RUN, MAX_LISTED, summary_lines, write_run_running, write_run_status
+from pytest_evalbench.render.terminal import (
+    LAST_RUN,
+    MAX_LISTED,
+    summary_lines,
+    verdict_line,
+    write_run_running,
+    write_run_status,
+)
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
     from pytest_evalbench.gate.outcome import GateDecision
@@ -72,6 +80,8 @@ class Results:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.is_worker = is_worker
+        self.baseline_missing: Path | None = None
+        """`--evalbench-plan` with a baseline path that holds no file yet: planned without one."""
         self.baseline = self._read_baseline()
         self.stats = EngineStats()
         self.outcome: GateDecision | None = None
@@ -85,6 +95,9 @@ class Results:
         """The baseline to compare with, read and validated before any LLM call (controller only)."""
         path = compare_path(self.config, self.bench_dir)
         if path is None or self.is_worker:
+            return None
+        if self.config.getoption("evalbench_plan", None) is not None and not os.path.lexists(path):
+            self.baseline_missing = path  # a plan makes no call: it plans at an assumed rate and says so
             return None
         from pytest_evalbench.base.safe_files import check_input_file
         from pytest_evalbench.gate.outcome import read_baseline
@@ -224,6 +237,8 @@ class Reporting:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.summary: RunSummary | None = None
+        self.shown = False
+        """The evalbench section was shown: the verdict line follows it."""
 
     def _report_path(self, option: str, default: Path | None) -> Path | None:
         """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
@@ -329,6 +344,16 @@ class Reporting:
             pass
         for line in summary_lines(self.summary, self.bench_dir, base):
             terminalreporter.write_line(terminal(line))  # errors and notes carry endpoint and model text
+        self.shown = True
+
+    def verdict_line(self, config: pytest.Config) -> None:
+        """The verdict in one short line, once the section above it was shown."""
+        writer = terminal_writer(config)
+        if self.summary is None or not self.shown or writer is None:
+            return
+        gate = self.summary.gate
+        color = {"passed": "yellow" if gate.tolerated else "green", "failed": "red", "regression": "red"}
+        writer[0].write_line(terminal(verdict_line(gate)), **{color.get(gate.verdict, "yellow"): True, "bold": True})
 
 
 def _os_problem(exc: OSError) -> str:

@@ -113,7 +113,8 @@ class EvalbenchSession:
         self.results = Results(config, self.selection, self.outcomes, self.is_worker)
         self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
         self.progress = Progress(config, self.selection, self.outcomes)
-        self.estimate = EstimateMode(self.selection, self.results.baseline) if wanted(config) else None
+        self.estimate = (EstimateMode(self.selection, self.results.baseline, self.results.baseline_missing)
+                         if wanted(config) else None)
         """`--evalbench-estimate` or `--evalbench-plan`: plan and print, run nothing, write nothing."""
         self.quiet_reports = QuietReports(config)
         config.stash[SOURCE_KEY] = self.selection
@@ -215,6 +216,16 @@ class EvalbenchSession:
                 self.reporting.summary = None
                 self.results.reports_failed(session, exc)
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_verdict_last(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        """The verdict is the last line of the session, after pytest's own `2 failed, 6 passed`: the
+        outermost wrapper ends after the terminal reporter's, which prints those counts."""
+        try:
+            return (yield)
+        finally:
+            if not self.is_worker and self.estimate is None:
+                self.reporting.verdict_line(self.config)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         """One section rendered from the run's summary: rates, problems, cost, where results went and,
         last, the gate's verdict and why."""
@@ -243,9 +254,11 @@ def wanted(config: pytest.Config) -> bool:
 class EstimateMode:
     """Plans the selected items' calls and prints the estimate (controller or single process)."""
 
-    def __init__(self, selection: Selection, baseline: Baseline | None = None) -> None:
+    def __init__(self, selection: Selection, baseline: Baseline | None = None, missing: Path | None = None) -> None:
         self.selection = selection
         self.baseline = baseline
+        self.missing = missing
+        """The baseline path `--evalbench-compare` named, where no file is yet."""
         self.lines: list[str] = []
         self.plan_lines: list[str] = []
 
@@ -276,7 +289,10 @@ class EstimateMode:
                      self.baseline, name)
         note = ("samples of one case count as independent rows (they are not: more cases beat more samples); "
                 "no call was made")
-        return [line.text(drop, alpha) for line in lines] + [note]
+        absent = ([f"no baseline at {self.missing} yet: planned at an assumed pass rate of 0.5; save one with "
+                   f"`pytest --benchmark={self.selection.settings.benchmark} --evalbench-save-baseline`"]
+                  if self.missing is not None else [])
+        return [line.text(drop, alpha) for line in lines] + absent + [note]
 
     def _estimate(self, cases: list[Any]) -> None:
         from pytest_evalbench.kinds.estimate import Expectations, estimate, render  # only with --evalbench-estimate

@@ -135,10 +135,12 @@ def _problems(s: RunSummary) -> str:
 def _rules(s: RunSummary) -> str:
     """Every rule the gate read: held, breached, inconclusive or not evaluated (and why), with its numbers."""
     rules = s.gate.outcome.rules
-    if not rules:
+    unread = [n for n in s.gate.outcome.notes if n not in s.gate.rule_lines]  # rules no row of this session reached
+    if not rules and not unread:
         return ""
     cls = {"held": "pass", "breached": "fail", "inconclusive": "unscored", "not evaluated": "unscored"}
     items = "".join(f'<li data-testid="rule-{i}" class="{cls[r.status]}">{E(r.text())}</li>' for i, r in enumerate(rules))
+    items += "".join(f'<li class="unscored">{E(n)}</li>' for n in unread)
     return f'<section><h2>Gate rules</h2><ul data-testid="rules">{items}</ul></section>'
 
 

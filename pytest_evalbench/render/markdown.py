@@ -59,7 +59,9 @@ def _rates(summary: RunSummary) -> list[str]:
     has_baseline = any(r.change is not None or r.baseline is not None for r in summary.rates)
     head = ["target", "metric", "rate (k/n)", "95% CI"]
     head += ["baseline", "change", "change 95% CI"] if has_baseline else []
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    above, below = summary.rate_notes()
+    out = [*(_cell(line) for line in above), *([""] if above else [])]
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary.rates:
         cells = [r.interval_text()]
         if has_baseline:
@@ -69,7 +71,7 @@ def _rates(summary: RunSummary) -> list[str]:
         # rate_text carries session stamps read from .sessions.json: escaped like every other text
         out.append(_row([r.target, r.metric + (f" {r.name}" if r.name and r.name != r.metric else ""),
                          r.rate_text()], cells))
-    return [*out, ""]
+    return [*out, "", *(_cell(line) for line in below), *([""] if below else [])]
 
 
 def _comparisons(summary: RunSummary) -> list[str]:
@@ -110,8 +112,9 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     icon = ICONS.get("tolerated" if gate.tolerated else gate.verdict)
     title = f"evalbench {_span(summary.benchmark)}: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
-    if gate.outcome.rules:
-        out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in gate.rule_lines] + [""]
+    unread = [n for n in gate.outcome.notes if n not in gate.rule_lines]  # rules no row of this session reached
+    if gate.outcome.rules or unread:
+        out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in [*gate.rule_lines, *unread]] + [""]
     if summary.rates:
         out += _rates(summary)
     reliability = summary.reliability_lines()

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 PASS_RATE = "pass rate"
 """The metric name of a dataset agent's case pass rate in rate rows (its evals are means, not rates)."""
 POSITIVE, NEGATIVE = "(positive)", "(negative)"
-"""The metric names of a scenario target's pass rate over all its positive / negative metrics' rows."""
+"""The metric names of a scenario target's pass rate over all its positive / negative metrics' rows
+(shown where two or more metrics of that polarity are pooled)."""
 
 
 @dataclass
@@ -193,7 +194,7 @@ class RateCounts:
         for target in sorted(metrics_of):
             for polarity, name in (("positive", POSITIVE), ("negative", NEGATIVE)):
                 members = [m for m in metrics_of[target] if labels[m][1] == polarity]
-                if members:
+                if len(members) > 1:  # one metric's pool would repeat that metric's row
                     rows.append(rate(target, name, f"all {polarity} metrics", polarity, (target, polarity),
                                      _note(members, written.unreliable)))
             for mid in sorted(metrics_of[target]):

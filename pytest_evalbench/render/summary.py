@@ -156,6 +156,18 @@ class RunSummary:
         """`cases: 1 passed, 2 failed, 1 judge unreliable` (this session's items)."""
         return "cases: " + (", ".join(f"{n} {s}" for s, n in self.status_counts().items()) or "none")
 
+    def rate_notes(self) -> tuple[list[str], list[str]]:
+        """Lines said above and below the rates table: that a selection's rates are of its rows only,
+        and what corrected a `corrected` rate."""
+        measured = [r for r in self.rates if r.measured]
+        if not measured:
+            return [], []
+        above = ([f"rates of this selection only ({len(self.cases)} selected item{'s' if len(self.cases) != 1 else ''}), "
+                  "not of the whole benchmark"] if self.scope == "selection" else [])
+        below = (["corrected: the judge-decided rows corrected for the judge's error rates measured on "
+                  "labelled examples (calibration.json)"] if any(r.corrected is not None for r in measured) else [])
+        return above, below
+
     def problem_cases(self) -> list[CaseStatus]:
         """This session's items that did not pass, with their statuses and reasons."""
         return [c for c in self.cases if c.status != PASSED]

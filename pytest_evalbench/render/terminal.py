@@ -25,6 +25,7 @@ from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
+    from pytest_evalbench.gate.outcome import GateDecision, GateVerdict
     from pytest_evalbench.gate.paired import Comparison
     from pytest_evalbench.render.summary import CaseStatus, RunSummary
 
@@ -54,8 +55,11 @@ def rate_lines(summary: RunSummary) -> list[str]:
     lines: list[str] = list(summary.kind_table)
     measured = [r for r in summary.rates if r.measured]
     if measured:
+        above, below = summary.rate_notes()
+        lines += above
         lines += align([["target", "metric", "95% CI", "rate (k/n)"]]
                        + [[r.target, r.metric, r.interval_text(), r.rate_text()] for r in measured])
+        lines += below
     data = summary.dataset
     if data is not None:
         from pytest_evalbench.kinds.dataset.summary import comparison_lines
@@ -99,7 +103,8 @@ def case_lines(summary: RunSummary, limit: int = MAX_CASES_LISTED) -> list[str]:
 
 
 def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]:
-    """The evalbench section of the terminal summary; its last line is the gate's verdict and why.
+    """The evalbench section of the terminal summary, the rules the gate read at its end; the verdict
+    itself is the session's last line (`verdict_line`), after pytest's own counts.
 
     `base` is `bench_dir` as the user should see it (relative to the working directory)."""
     gate = summary.gate
@@ -116,6 +121,7 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
         lines += [f"  {r.target} {r.metric}: {r.observed_text()}, {r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
+    lines.append(gate_mode_line(gate.outcome))
     lines += [f"  per-case: {v}" for v in gate.outcome.verdicts]
     lines += [f"  rule: {r.text()}" for r in gate.outcome.rules if r.status == "held"]  # the others follow, by kind
     lines += [f"  NOT EVALUATED: {n}" for n in gate.outcome.notes]
@@ -137,8 +143,34 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
         lines.append(f"  {key:<18} {usage['input_tokens']:>9} in {usage['output_tokens']:>8} out  ${usage['cost']:.4f}")
     if summary.files:
         lines.append(_where(summary.files, bench_dir, base))
-    lines.append(f"gate: {gate.verdict.upper()} (exit {gate.exit_code}): {gate.reason}")
+    if len(verdict_line(gate)) > len(gate_line(gate)):  # cut short there: said in full here
+        lines.append(f"why: {gate.reason}")
     return lines
+
+
+MAX_VERDICT = 99
+"""The verdict line's length at most: one line a newcomer reads at a glance."""
+
+
+def gate_line(gate: GateVerdict) -> str:
+    """`evalbench: PASSED (exit 0): 2 cases failed, the build gates on thresholds only` as it is."""
+    return f"evalbench: {gate.verdict.upper()} (exit {gate.exit_code}): {gate.reason}"
+
+
+def verdict_line(gate: GateVerdict) -> str:
+    """The last line a session prints (after pytest's own counts): the verdict, the exit status and
+    why in one short line; a longer reason is cut here and said in full in the section above."""
+    line = gate_line(gate)
+    return line if len(line) <= MAX_VERDICT else line[:MAX_VERDICT - 10].rstrip() + "… (above)"
+
+
+def gate_mode_line(outcome: GateDecision) -> str:
+    """What fails the build in this session, said once above the rules it lists."""
+    if outcome.by_cases:
+        return "gate: too few rows for the threshold rules (gate.min_rows), so this selection's cases decide"
+    if outcome.mode == "thresholds":
+        return "gate (mode thresholds): failed cases are reported; a breached rule or an incomplete run fails the build"
+    return "gate (mode cases): any failed case fails the build, as do a breached rule and an incomplete run"
 
 
 def transcript_text(record: dict[str, Any]) -> str:

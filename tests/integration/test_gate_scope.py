@@ -66,12 +66,11 @@ def test_scenario_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as
     assert "| 2/4 (0.50) \\[carried over from 20" in markdown and "threshold breach" not in markdown  # Markdown-escaped
     section = gate_section(down)
     assert "THRESHOLD BREACH" not in section and "2/4 (0.50)" not in section.split("not measured in this session")[0]
-    down.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",
-                               "  tgt (positive): 2/4 (0.50), carried over from 20*Z *",
+    down.stdout.fnmatch_lines(["*not measured in this session (1 rate, not gated):",
                                "  tgt m01: 2/4 (0.50), carried over from 20*Z *",
-                               "gate: INCOMPLETE (exit 7)*"])
+                               "evalbench: INCOMPLETE (exit 7)*"])
     first_line, last = history(bench)
-    assert first_line["complete"] is True and first_line["rates"] == {"tgt": {"(positive)": 0.5, "m01": 0.5}}
+    assert first_line["complete"] is True and first_line["rates"] == {"tgt": {"m01": 0.5}}
     assert last["complete"] is False and last["rates"] == {} and last["gate"]["exit_code"] == EXIT_INCOMPLETE
     assert (bench / "results.json").read_bytes() == results_before  # the files still describe the benchmark
     assert read_json(bench / "last_run.json")["status"] == "incomplete"
@@ -95,7 +94,7 @@ def test_dataset_outage_after_a_full_run_is_incomplete_and_shows_no_old_rate_as_
     section = gate_section(down)
     assert "THRESHOLD BREACH" not in section and "composite mean" not in section
     down.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",
-                               "  * pass rate: * carried over from 20*Z *", "gate: INCOMPLETE (exit 7)*"])
+                               "  * pass rate: * carried over from 20*Z *", "evalbench: INCOMPLETE (exit 7)*"])
     first_line, last = history(bench)
     assert first_line["complete"] is True and first_line["rates"]
     assert last["complete"] is False and last["rates"] == {}
@@ -116,11 +115,11 @@ def test_scenario_node_id_of_a_passing_row_is_gated_on_that_row(pytester: pytest
     one = run(pytester, "demo", *xdist, "benchmarks/demo/scenarios.json::m01_s003_v01[tgt-s0]")
     one.assert_outcomes(passed=1)
     assert one.ret == 0
-    one.stdout.fnmatch_lines(["*tgt *m01 *1/1 (1.00)*", "gate: PASSED (exit 0)*"])
+    one.stdout.fnmatch_lines(["*tgt *m01 *1/1 (1.00)*", "evalbench: PASSED (exit 0)*"])
     assert "THRESHOLD BREACH" not in one.stdout.str()
     assert len(read_json(bench / "runs" / "tgt" / "scores.json")) == 4  # the files keep every row
     last = history(bench)[-1]
-    assert last["scope"] == "selection" and last["rates"] == {"tgt": {"(positive)": 1.0, "m01": 1.0}}
+    assert last["scope"] == "selection" and last["rates"] == {"tgt": {"m01": 1.0}}
     assert read_json(bench / "last_run.json")["scope"] == "selection"
     # a selection's rates are no trend point of the full benchmark
     from pytest_evalbench.render.summary import read_history
@@ -139,7 +138,7 @@ def test_scenario_node_id_of_a_failing_row_exits_by_its_case_with_the_rule_not_e
     assert one.ret == 1
     assert "THRESHOLD BREACH" not in one.stdout.str() and "REGRESSION" not in one.stdout.str()
     one.stdout.fnmatch_lines(["*min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)*",
-                              "gate: FAILED (exit 1)*"])
+                              "evalbench: FAILED (exit 1)*"])
     gate = history(bench)[-1]["gate"]
     assert gate["exit_code"] == 1 and gate["rules"] == [
         "min_positive_pass_rate 0.50 tgt: not evaluated (too few rows: 1 < gate.min_rows 10)"]
@@ -157,7 +156,7 @@ def test_dataset_node_id_of_a_passing_case_is_gated_on_that_case(pytester: pytes
     one.assert_outcomes(passed=1)
     assert one.ret == 0
     assert "THRESHOLD BREACH" not in one.stdout.str()
-    one.stdout.fnmatch_lines(["*pass rate *1/1 (1.00)*", "gate: PASSED (exit 0)*"])
+    one.stdout.fnmatch_lines(["*pass rate *1/1 (1.00)*", "evalbench: PASSED (exit 0)*"])
     assert len(read_json(bench / "case_results.json")) == 4
 
 
@@ -183,12 +182,11 @@ def test_one_of_two_targets_is_gated_on_that_target_only(pytester: pytest.Pytest
     good.assert_outcomes(passed=4)
     assert good.ret == 0
     assert "THRESHOLD BREACH" not in good.stdout.str()
-    good.stdout.fnmatch_lines(["*not measured in this session (2 rates, not gated):",
-                               "  bad (positive): 0/4 (0.00), carried over from 20*Z *",
-                               "  bad m01: 0/4 (0.00), carried over from 20*Z *", "gate: PASSED (exit 0)*"])
+    good.stdout.fnmatch_lines(["*not measured in this session (1 rate, not gated):",
+                               "  bad m01: 0/4 (0.00), carried over from 20*Z *", "evalbench: PASSED (exit 0)*"])
     assert (bench / "runs" / "bad" / "scores.json").is_file()  # the other target's rows stay on disk
     last = history(bench)[-1]
-    assert last["scope"] == "selection" and last["rates"] == {"good": {"(positive)": 1.0, "m01": 1.0}}
+    assert last["scope"] == "selection" and last["rates"] == {"good": {"m01": 1.0}}
     # result files written before the session ledger existed: their rows come from "an earlier session"
     (bench / ".sessions.json").unlink()
     again = run(pytester, "demo", *xdist, "--evalbench-target=good")

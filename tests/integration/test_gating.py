@@ -81,8 +81,8 @@ def test_real_regression_fails_build(pytester: pytest.Pytester, bench_env: FakeL
                                  "*flipped pass->fail since the baseline (6); rerun them with:",
                                  "  pytest --benchmark=demo --evalbench-cache=off "
                                  "'benchmarks/demo/scenarios.json::m01_s001_v01[[]tgt-s0[]]' *",
-                                 "gate: REGRESSION (exit 6): compare significant tgt m01: -0.60, p_adj 0.0156 breached "
-                                 "(detects drops >= *)"])
+                                 "evalbench: REGRESSION (exit 6): 1 significant drop against the baseline"])
+    result.stdout.fnmatch_lines(["  REGRESSION vs baseline: tgt: m01 1.00 -> 0.40*"])
 
 
 def test_a_baseline_with_another_judge_model_is_not_comparable(pytester: pytest.Pytester,
@@ -123,8 +123,7 @@ def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: 
     result.stdout.fnmatch_lines(["*flipped pass->fail since the baseline (1); rerun them with:",
                                  "  pytest --benchmark=demo --evalbench-cache=off "
                                  "'benchmarks/demo/scenarios.json::m01_s007_v01[[]tgt-s0[]]'",
-                                 "gate: PASSED (exit 0): 1 case failed (1 decided by *); gate mode thresholds: cases do not "
-                                 "fail the build; *"])
+                                 "evalbench: PASSED (exit 0): 1 case failed, the build gates on thresholds only"])
 
 
 def test_bad_compare_rule_and_missing_baseline(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -246,9 +245,8 @@ def test_issue_row_3_one_flip_of_three_is_not_a_max_drop(pytester: pytest.Pytest
     result = baseline_then(pytester, {"m01_s002_v01": False})
     result.assert_outcomes(passed=2, failed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*gate: PASSED (exit 0): 1 case failed (1 decided by the judge); gate mode thresholds: "
-                                 "cases do not fail the build; gate: thresholds in benchmark.yaml: max_drop 0.10 tgt "
-                                 "m01: -0.33, p_adj 0.5 held (detects no drop)"])
+    result.stdout.fnmatch_lines(["  rule: max_drop 0.10 tgt m01: -0.33, p_adj 0.5 held (detects no drop)",
+                                 "evalbench: PASSED (exit 0): 1 case failed, the build gates on thresholds only"])
 
 
 def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
@@ -260,12 +258,14 @@ def test_issue_row_4_nine_of_ten_samples_pass_the_build(pytester: pytest.Pyteste
     result.assert_outcomes(passed=19, failed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*per-case: m01_s001_v01[[]tgt[]] 9/10 passed -> pass*",
-                                 "*gate: PASSED (exit 0): per-case verdicts 2 pass, 0 inconclusive, 0 fail*"])
+                                 "evalbench: PASSED (exit 0): per-case verdicts over the samples: "
+                                 "2 pass, 0 inconclusive, 0 fail"])
     set_verdicts(pytester, {f"m01_s001_v01#{s}": False for s in range(9)})  # 1/10: the case fails
     result = pytester.runpytest("--benchmark=demo")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*per-case: m01_s001_v01[[]tgt[]] 1/10 passed -> fail*",
-                                 "*gate: FAILED (exit 1): per-case verdicts 1 pass, 0 inconclusive, 1 fail*"])
+                                 "evalbench: FAILED (exit 1): per-case verdicts over the samples: "
+                                 "1 pass, 0 inconclusive, 1 fail"])
 
 
 def test_inconclusive_cases_are_listed_and_fail_only_when_configured(pytester: pytest.Pytester,
@@ -320,7 +320,7 @@ def test_issue_row_5_dataset_baseline_catches_all_cases_failing(pytester: pytest
         "0 fail->pass of 30), exact McNemar p=9.31e-10*",
         "*REGRESSION vs baseline: readiness-assessment-agent: TaskAdherenceExplain mean score 5.00 -> 2.00 (-3.00, "
         "bootstrap 95% CI [[]-3.00, -3.00[]]), Wilcoxon (exact) p=9.31e-10, adjusted p=2.79e-09*",
-        "*gate: REGRESSION (exit 6*"])
+        "evalbench: REGRESSION (exit 6*"])
     result.stdout.no_fnmatch_line("*rule held*")
     assert "readiness-assessment-agent" in (pytester.path / "report.html").read_text()
 
@@ -376,6 +376,12 @@ def test_plan_makes_no_call_and_reads_the_baselines_rates(pytester: pytest.Pytes
         "*no call was made"])
     without = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2")
     without.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*"])
+    # a baseline path with no file yet: the plan is made at 0.5 and says how to save one (not a usage error)
+    unsaved = pytester.runpytest("--benchmark=demo", "--evalbench-plan=0.2", "--evalbench-compare=none-yet.json")
+    assert unsaved.ret == 0
+    unsaved.stdout.fnmatch_lines(["tgt m01: rate 0.50 (assumed): a drop of 0.20 needs 83 paired rows*",
+                                  "no baseline at *none-yet.json yet: planned at an assumed pass rate of 0.5; save one "
+                                  "with `pytest --benchmark=demo --evalbench-save-baseline`"])
     assert len(bench_env.requests) == requests
     bad = pytester.runpytest("--benchmark=demo", "--evalbench-plan=1.5")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

@@ -110,7 +110,7 @@ def test_credentials_in_params_are_a_config_error(pytester: pytest.Pytester, ben
     result = pytester.runpytest("--benchmark=demo")
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*benchmark.yaml*targets.1.params*'api_key' looks like a credential*api_key_env*"])
+    result.stdout.fnmatch_lines(["*benchmark.yaml*targets[[]tgt[]].params*'api_key' looks like a credential*api_key_env*"])
     assert key[:4] not in output and bench_env.requests == []
 
 

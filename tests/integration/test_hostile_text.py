@@ -134,5 +134,5 @@ def test_a_bad_text_field_is_one_clear_error(pytester: pytest.Pytester, bench_en
     result = pytester.runpytest("--benchmark=demo")
     output = result.stdout.str() + result.stderr.str()
     assert result.ret not in (0, 1) and "Traceback" not in output and bench_env.requests == []
-    result.stdout.fnmatch_lines([f"*benchmarks/demo/benchmark.yaml, {said}*"])
+    result.stdout.fnmatch_lines([f"*benchmarks/demo/benchmark.yaml:*, {said}*"])
     assert _runnable(output) == []

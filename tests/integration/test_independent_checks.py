@@ -118,7 +118,7 @@ def test_outage_in_the_middle_of_a_run_is_incomplete(pytester: pytest.Pytester, 
     last = json.loads((bench / "history.jsonl").read_text().splitlines()[-1])
     assert last["complete"] is False and last["rates"] == {}
     assert read_json(bench / "last_run.json")["status"] == "incomplete"
-    result.stdout.fnmatch_lines(["gate: INCOMPLETE (exit 7)*"])
+    result.stdout.fnmatch_lines(["evalbench: INCOMPLETE (exit 7)*"])
 
 
 @XDIST

@@ -61,7 +61,7 @@ def pytest_evalbench_judged_row(config, row, record):
     result = pytester.runpytest("--benchmark=demo")
     result.assert_outcomes(passed=2, errors=1)
     assert result.ret == EXIT_INCOMPLETE
-    result.stdout.fnmatch_lines(["*INCOMPLETE: 1 item crashed (ValueError)*", "*gate: INCOMPLETE (exit 7)*"])
+    result.stdout.fnmatch_lines(["*INCOMPLETE: 1 item crashed (ValueError)*", "evalbench: INCOMPLETE (exit 7)*"])
     status = last_run(bench)
     assert status["status"] == "incomplete"
     assert status["not_scored"] == {NODE.format("m01_s002_v01", "tgt"): "crashed (ValueError)"}

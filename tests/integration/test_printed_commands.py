@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +84,8 @@ def test_scenario_flipped_and_failed_commands_run_as_printed(pytester: pytest.Py
     for command in (flipped, failed):
         rerun = shell(command, pytester.path)
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr  # gate: thresholds, no rule configured
-        assert "2 failed" in rerun.stdout and "passed" not in rerun.stdout.splitlines()[-1]
+        counts = rerun.stdout.splitlines()[-2]  # pytest's own, above the verdict line
+        assert "2 failed" in counts and "passed" not in counts, rerun.stdout
         assert selected(bench) == (2, 2)
         rows = {r["id"] for r in read_json(bench / "runs" / "tgt" / "scores.json") if r["passed"] is False}
         assert rows == set(FAILING)
@@ -195,3 +198,115 @@ def test_generate_scenarios_hint_runs_as_printed_from_another_directory(pytester
     done = shell(hint, sub)
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(json.loads((bench / "scenarios.json").read_text())) == 4
+
+
+# --------------------------------------------------------------------------- the docs' commands and the flows' lines
+
+ROOT = Path(__file__).resolve().parents[2]
+SHELL_LANGS = ("bash", "console", "sh", "shell", "")
+NOT_RUN_HERE = {
+    r"^pytest -n 2$": "the project's own test suite, of which this test is a part",
+    r" -n \d": "the same run in xdist worker processes (each starts in seconds); xdist runs are the xdist tests' job",
+    r"--evalbench-provider=local": "needs the [local] extra (the embedded model), which CI's local-model step installs",
+    r"--evalbench-cache=refresh": "re-records the demo's cache on the embedded model (the [local] extra)",
+    r"--benchmark=humanebench": "a benchmark of the reader's own (the project ships no `humanebench`)",
+    r"^evalbench mutate": "mutants ask new prompts no committed cache holds: it needs an endpoint (test_mutate.py runs "
+                          "it against the fake server)",
+}
+"""The visible rule: a command matching a pattern is not run by this test, for the reason given."""
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(page, command) for every `pytest ...` and `evalbench ...` line of a shell block of the docs and the
+    README, as a reader pastes it: continuation lines joined, a `$ ` prompt, a trailing comment, a venv's
+    `bin/` and any install step before the last `&&` left out (the test runs in the installed package)."""
+    out = []
+    for page in [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]:
+        blocks, lang, lines = [], None, []
+        for line in page.read_text().splitlines():
+            if line.strip().startswith("```"):
+                if lang is None:
+                    lang, lines = line.strip().removeprefix("```"), []
+                else:
+                    blocks += [lines] if lang in SHELL_LANGS else []
+                    lang = None
+            elif lang is not None:
+                lines.append(line)
+        for block in blocks:
+            for line in re.sub(r"\\\n\s*", " ", "\n".join(block)).splitlines():
+                command = re.sub(r"\s+# .*$", "", line.strip().removeprefix("$ ").split(" && ")[-1]).strip()
+                command = re.sub(r"^\.venv[\w-]*/bin/", "", command)  # a venv's own pytest is `pytest` there
+                if command.startswith(("pytest ", "evalbench ")):
+                    out.append((str(page.relative_to(ROOT)), command))
+    return out
+
+
+def any_role(request: dict[str, Any]) -> Any:
+    """Every role of every benchmark and command, whatever the model is called: the authoring
+    commands' drafts, the judge (present, with its log-probabilities), the simulated user, the target."""
+    from test_authoring import generator
+
+    from pytest_evalbench.testing import Reply
+    from pytest_evalbench.testing.scripts import verdict_logprobs
+
+    form = request.get("response_format")
+    if form and form.get("json_schema", {}).get("name") in ("metrics", "scenarios", "variant"):
+        return generator(request)
+    if form:
+        answer = {"justification": "because", "present": True}
+        return Reply(content=json.dumps(answer), logprobs=verdict_logprobs(answer, 0.99))
+    if "Thought" in str(request["messages"][0]["content"]):
+        return "Thought: ok\nMessage: I need some help"
+    return "Sure, where are you going?"
+
+
+def run_printed(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], command: str,
+                base_url: str) -> tuple[int, str]:
+    """Run a command as printed, in-process in the project's directory; an endpoint it names is the fake server."""
+    from pytest_evalbench.__main__ import main
+
+    argv = [re.sub(r"^(--evalbench-base-url=|--base-url=).*", rf"\g<1>{base_url}", arg)
+            for arg in shlex.split(re.sub(r"(--base-url) (\S+)", r"\1=\2", command), comments=True)]
+    if argv[0] == "pytest":
+        result = pytester.runpytest_inprocess(*argv[1:])
+        return int(result.ret), result.stdout.str()
+    capsys.readouterr()
+    code = main(argv[1:])
+    said = capsys.readouterr()
+    return code, said.out + said.err
+
+
+def test_every_command_the_docs_show_and_the_flows_print_runs_as_printed(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each distinct command of the docs' shell blocks runs in a copy of the project against the fake
+    server and ends with a verdict (exit 0 or 1), in the order the pages show them; so do the `next:`
+    lines of the authoring flow (init, gen-metrics, gen-scenarios) and the demo's rerun line. A command
+    matching `NOT_RUN_HERE` is left out for the reason it gives."""
+    shutil.copytree(ROOT / "benchmarks", pytester.path / "benchmarks",
+                    ignore=shutil.ignore_patterns("runs", "results.json", "report.html", "history.jsonl", "last_run.json",
+                                                  "baseline.json", "shards", "mutants.json"))
+    shutil.copy(ROOT / "conftest.py", pytester.path)  # the app of benchmarks/support-app (docs/guides/your-app.md)
+    bench_env.set_responder(any_role)
+    url = bench_env.base_url
+    commands = list(dict.fromkeys(command for _, command in doc_commands()))
+    skipped = {pattern: [c for c in commands if re.search(pattern, c)] for pattern in NOT_RUN_HERE}
+    assert all(skipped.values()), f"a rule of NOT_RUN_HERE matches no command any more: {skipped}"
+    failures, ran = [], []
+    queue = [c for c in commands if not any(re.search(p, c) for p in NOT_RUN_HERE)]
+    queue += ["evalbench gen-metrics travel --force --base-url http://localhost:8000/v1"]  # the authoring flow
+    while queue:
+        command = queue.pop(0)
+        if command in ran or any(re.search(p, command) for p in NOT_RUN_HERE):
+            continue
+        ran.append(command)
+        code, out = run_printed(pytester, capsys, command, url)
+        if code not in (0, 1):
+            failures.append(f"{command}: exit {code}\n{out[-1500:]}")
+            continue
+        printed = re.findall(r"^next: .*?run: (.+)$", out, re.M)  # the authoring commands' next step
+        printed += re.findall(r"^(?:\$ |  )?((?:pytest|evalbench) --benchmark=\S+.*|pytest --benchmark=\S+)$", out, re.M)
+        queue += [p.strip() for p in printed if p.strip() not in ran]  # after the pages' own sequences
+    assert not failures, "\n\n".join(failures)
+    for flow in ("evalbench init travel", "evalbench gen-scenarios travel --force --base-url",
+                 "pytest --benchmark=travel --evalbench-base-url=", "pytest --benchmark=demo --lf"):
+        assert any(c.startswith(flow) for c in ran), (flow, ran)

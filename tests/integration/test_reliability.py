@@ -188,7 +188,7 @@ def test_bad_input_is_one_clear_error(pytester: pytest.Pytester, bench_env: Fake
 
 @pytest.mark.parametrize(("spec", "expected"), [
     ({"turns": "six"}, "*field 'generation.turns'*"),
-    ({"generaton": {}}, "*benchmark.yaml: unknown key 'generaton': did you mean `generation`?*"),
+    ({"generaton": {}}, "*benchmark.yaml:*, field 'generaton': unknown key 'generaton': did you mean `generation`?*"),
     ({"metrics": [{"id": "m01", "name": "a", "type": "positive", "definition": "d"}] * 2},
      "*duplicate metrics id(s): m01*"),
 ])

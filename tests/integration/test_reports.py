@@ -42,10 +42,9 @@ def test_summary_says_where_results_went_and_why_exit_0(pytester: pytest.Pyteste
     result = pytester.runpytest("--benchmark=demo")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
+        "  rule: min_positive_pass_rate 0.10 tgt: 1.00 held (of 2 rows, detects drops >= 0.00)",
         "results: benchmarks/demo/{results.json, runs/, last_run.json, report.html, history.jsonl}",
-        "gate: PASSED (exit 0): 2 cases failed (2 decided by *); gate mode thresholds: cases do not fail the build; "
-        "gate: thresholds in benchmark.yaml: min_positive_pass_rate 0.10 tgt: 1.00 held "
-        "(of 2 rows, detects drops >= 0.00)"])
+        "evalbench: PASSED (exit 0): 2 cases failed, the build gates on thresholds only"])
     for name in ("results.json", "last_run.json", "report.html", "history.jsonl"):
         assert (bench / name).is_file(), name
     result.stdout.no_fnmatch_line("*cannot pass or fail*")
@@ -92,7 +91,9 @@ def test_configuration_problem_is_reported_once(pytester: pytest.Pytester, monke
     assert out.count("cannot reach http://127.0.0.1:") <= 3  # the first item, its short-summary line, the summary
     result.stdout.fnmatch_lines(["ERROR 6 items: evalbench connection error: *cannot reach http://127.0.0.1:*"])
     assert out.count("same error as benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]") >= 5
-    result.stdout.fnmatch_lines(["gate: INCOMPLETE (exit 7): the run is incomplete (6 items connection error)*"])
+    result.stdout.fnmatch_lines(["  INCOMPLETE: 6 items connection error*",
+                                 "evalbench: INCOMPLETE (exit 7): some items were not scored, so the run neither passes "
+                                 "nor fails"])
     result.stdout.no_fnmatch_line("*numbers above*")
     assert result.ret == 7
 
@@ -120,7 +121,7 @@ def test_markdown_summary_for_ci(pytester: pytest.Pytester, bench_env: FakeLLMSe
     assert "- min_positive_pass_rate 0.10 tgt: 0.75 held" in text
     assert "pytest --benchmark=demo --evalbench-cache=off 'benchmarks/demo/scenarios.json::m01_s002_v01[tgt-s0]'" in text
     assert f"HTML report: `{pytester.path / 'benchmarks' / 'demo' / 'report.html'}`" in text
-    assert "1 case failed (1 decided by the judge); gate mode thresholds: cases do not fail the build" in text
+    assert "\n1 case failed, the build gates on thresholds only\n" in text
 
 
 def test_history_appends_one_line_per_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -415,7 +415,7 @@ def test_a_check_rule_needs_exactly_one_condition(pytester: pytest.Pytester, ben
     result = pytester.runpytest("--benchmark=demo")
     assert result.ret == 2  # a bad benchmark.yaml is a collection error naming file and field
     result.stdout.no_fnmatch_line("*Traceback*")
-    result.stdout.fnmatch_lines(["*benchmark.yaml, field 'metrics.1.checks.rules.1'*exactly one of*(got regex, "
+    result.stdout.fnmatch_lines(["*benchmark.yaml:*, field 'metrics[[]m01[]].checks.rules.1'*exactly one of*(got regex, "
                                  "contains)*"])
 
 

@@ -290,3 +290,51 @@ def test_the_map_of_tests_names_every_unit_test_file_and_module() -> None:
     modules = re.findall(r"`((?:base|formats|llm|kinds|gate|render|plugin|cli|testing)/[a-z_/]*(?:\.py)?)`", section)
     assert len(modules) > 30
     assert [m for m in modules if not (ROOT / "pytest_evalbench" / m).exists()] == []
+
+
+def test_every_docs_page_the_package_names_exists() -> None:
+    """A page the package points its users to (a comment `evalbench init` writes, an error's hint) is a
+    page of the docs."""
+    named = {(path.relative_to(ROOT).as_posix(), page)
+             for path in (ROOT / "pytest_evalbench").rglob("*.py")
+             for page in re.findall(r"\bdocs/[\w/.-]+?\.md\b", path.read_text(encoding="utf-8"))}
+    assert named, "the package names no docs page: the pattern is stale"
+    missing = sorted((where, page) for where, page in named if not (ROOT / page).is_file())
+    assert not missing, missing
+
+
+PRINTS_INTO_EVERY_RUN = {"pytest-benchmark"}
+"""pytest plugins whose report header shows in every pytest run of the venv they are installed in."""
+
+
+def _extra_requirements(extras: set[str]) -> set[str]:
+    """The distribution names an install of `.[extras]` adds (the installed package's metadata, read
+    from pyproject.toml), the extras' own extras followed."""
+    from importlib.metadata import requires
+
+    names, todo, seen = set(), list(extras), set()
+    while todo:
+        extra = todo.pop()
+        seen.add(extra)
+        for requirement in requires("pytest-evalbench") or []:
+            if not re.search(rf"""extra == ["']{re.escape(extra)}["']""", requirement):
+                continue
+            name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+            inner = re.match(r"pytest-evalbench\[([\w,-]+)\]", requirement)
+            if inner:
+                todo += [e for e in inner.group(1).split(",") if e not in seen]
+            else:
+                names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/guides/getting-started.md"])
+def test_the_first_command_installs_nothing_that_prints_into_a_users_runs(page: str) -> None:
+    """The install a reader evaluates in (the quick start's first command) holds the plugin and what
+    the demo needs; development tools that print into every pytest run go elsewhere."""
+    first = next(line for line in (ROOT / page).read_text().splitlines() if "--benchmark=demo" in line)
+    install = re.search(r"pip install -e (\S+)", first)
+    assert install, first
+    extras = re.search(r"\[([\w,-]+)\]", install.group(1))
+    added = _extra_requirements(set(extras.group(1).split(",")) if extras else set())
+    assert not added & PRINTS_INTO_EVERY_RUN, (page, first)

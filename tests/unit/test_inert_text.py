@@ -98,8 +98,8 @@ def _spec_with(tmp_path: Path, change: dict[str, object]) -> Path:
     ("name", "n" * (MAX_NAME_LENGTH + 1), f"field 'name': String should have at most {MAX_NAME_LENGTH} characters"),
     ("description", "d" * (MAX_TEXT_LENGTH + 1), f"field 'description': String should have at most {MAX_TEXT_LENGTH} characters"),
     ("description", "fine\n\u202egnp.exe", "field 'description': holds the control character '\\u202e'"),
-    ("metrics.0.name", "Avoid\rharm", "field 'metrics.1.name': holds the control character '\\r'"),
-    ("metrics.0.definition", "x\x9b31m", "field 'metrics.1.definition': holds the control character '\\x9b'"),
+    ("metrics.0.name", "Avoid\rharm", "field 'metrics[m01].name': holds the control character '\\r'"),
+    ("metrics.0.definition", "x\x9b31m", "field 'metrics[m01].definition': holds the control character '\\x9b'"),
     ("demographics.age.1", "Adult\n(18+)", "field 'demographics.age.2': holds a line break"),
 ])
 def test_text_fields_are_one_clear_error(tmp_path: Path, field: str, value: str, said: str) -> None:

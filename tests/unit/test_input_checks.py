@@ -183,17 +183,20 @@ def test_blank_metric_definition_is_an_error(definition: str) -> None:
     with pytest.raises(ValidationError) as info:
         BenchmarkSpec.model_validate(data)
     assert first_error(info.value, data) == (
-        "metrics.2.definition", "is empty: the judge would have nothing to judge; write what the behaviour is")
+        "metrics[m02].definition", "is empty: the judge would have nothing to judge; write what the behaviour is")
 
 
 # --------------------------------------------------------------------------- positions from 1
 
 
 def test_field_paths_count_list_positions_from_1() -> None:
-    data = {"targets": [{"id": "a"}, {"id": "b"}], "pricing": {1: {"x": 1}}}
-    assert field_path(("targets", 1, "id"), data) == "targets.2.id"
+    data = {"targets": [{"id": "a"}, {"id": "b"}, {"id": "b"}, {"id": "not an id"}], "pricing": {1: {"x": 1}}}
+    assert field_path(("targets", 1, "id"), data, by_id=False) == "targets.2.id"
+    assert field_path(("targets", 0, "id"), data) == "targets[a].id"  # an entry with an id is named by it
+    assert field_path(("targets", 2, "id"), data) == "targets.3.id"  # ... when it names one entry
+    assert field_path(("targets", 3, "id"), data) == "targets.4.id"  # ... that a reader can find
     assert field_path(("pricing", 1, "x"), data) == "pricing.1.x"  # a mapping key that is a number stays
-    assert field_path(("targets", 0, "headers", "X", "str"), data) == "targets.1.headers.X.str"
+    assert field_path(("targets", 0, "headers", "X", "str"), data) == "targets[a].headers.X.str"
     assert field_path(("rows", 0, "a")) == "rows.1.a"
 
 
@@ -308,8 +311,27 @@ def test_a_two_mistake_benchmark_yaml_shows_both_with_fields_and_near_miss_hints
         load_spec(bench)
     lines = str(caught.value).splitlines()
     assert lines[0] == "2 problems:"
-    assert f"{bench / 'benchmark.yaml'}, field 'generation': unknown key 'turnz': did you mean `turns`?" in lines
-    assert any(line.startswith(f"{bench / 'benchmark.yaml'}, field 'metrics.1.type': Input should be") for line in lines)
+    assert f"{bench / 'benchmark.yaml'}:3, field 'generation.turnz': unknown key 'turnz': did you mean `turns`?" in lines
+    assert any(line.startswith(f"{bench / 'benchmark.yaml'}:5, field 'metrics[m01].type': Input should be") for line in lines)
+
+
+def test_one_mistake_never_hides_another(tmp_path: Path) -> None:
+    """A misspelt top-level key, a misspelt nested key and a bad list entry: all three at once, in the
+    order of the file, each with its line and field, list entries named by their id."""
+    bench = tmp_path / "b"
+    bench.mkdir()
+    (bench / "benchmark.yaml").write_text(
+        "name: b\ndescription: d\nevaluator_modle: {model: j}\ngeneration:\n  turn: 2\nmetrics:\n"
+        "  - id: m01\n    name: n\n    type: positive\n    definition: d\n"
+        "  - id: m02\n    name: n\n    type: negatve\n    definition: d\n")
+    with pytest.raises(InputError) as caught:
+        load_spec(bench)
+    path = bench / "benchmark.yaml"
+    assert str(caught.value).splitlines() == [
+        "3 problems:",
+        f"{path}:3, field 'evaluator_modle': unknown key 'evaluator_modle': did you mean `evaluator_model`?",
+        f"{path}:5, field 'generation.turn': unknown key 'turn': did you mean `turns`?",
+        f"{path}:13, field 'metrics[m02].type': Input should be 'positive' or 'negative'"]
 
 
 def test_every_near_miss_of_one_mapping_is_named() -> None:

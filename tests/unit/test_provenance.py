@@ -63,7 +63,7 @@ def test_rates_are_measured_or_carried_over_with_their_session() -> None:
     assert rates["t1", "m02"].provenance_label() == "carried over from 2026-11-24T10:00:00Z abc1234"
     assert rates["t2", "m01"].provenance_label() == f"carried over from {EARLIER}"  # no ledger entry: old files
     everything = scenario_rates(KindResults([], scores=rows), None)
-    assert all(r.measured for r in everything) and len(everything) == 5  # (positive) rows included
+    assert all(r.measured for r in everything) and len(everything) == 4  # t2 has one positive metric: no (positive) row
 
 
 def test_printed_commands_carry_the_run_options_and_no_credentials(tmp_path: Path) -> None:

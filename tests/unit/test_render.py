@@ -49,39 +49,56 @@ def test_progress_line_eta_and_end() -> None:
 
 
 def test_verdicts_say_why() -> None:
+    """One short sentence a newcomer reads right; the rules are listed beside it, not in it."""
     rules = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0),
              RuleResult("max_drop", 0.1, "t", "m01", "held", -0.25, 0.03)]
     thresholds = gate_verdict(GateDecision(mode="thresholds", rules=rules), 0, Failures(check=2, judge=1), {})
     assert (thresholds.verdict, thresholds.reason, thresholds.tolerated) == (
-        "passed", "3 cases failed (2 decided by a check, 1 by the judge); gate mode thresholds: cases do not "
-                  "fail the build; gate: thresholds in benchmark.yaml: min_negative_pass_rate 0.60 t: 1.00 held; "
-                  "max_drop 0.10 t m01: -0.25, p_adj 0.03 held", 3)
+        "passed", "3 cases failed, the build gates on thresholds only", 3)
     doubtful = gate_verdict(GateDecision(), 0, Failures(unreliable=2), {})
-    assert doubtful.reason == ("no case failed the build; 2 failures decided by an unreliable judge are reported "
-                               "as xfailed and cannot fail the build (gate: cases)") and doubtful.tolerated == 2
+    assert doubtful.reason == "no case failed; 2 failures of an unreliable judge do not count" and doubtful.tolerated == 2
     many = gate_verdict(GateDecision(mode="thresholds", rules=rules * 2), 0, 0, {})
-    assert many.reason == "gate: thresholds in benchmark.yaml: 4 rules held (each rule is listed)"
+    assert many.reason == "every case passed"
     cases_mode = gate_verdict(GateDecision(rules=rules[:1]), 0, 0, {})
-    assert cases_mode.reason == "every case passed (gate: cases); min_negative_pass_rate 0.60 t: 1.00 held"
-    none = gate_verdict(GateDecision(mode="thresholds"), 0, 0, {})
-    assert none.reason == "gate: thresholds in benchmark.yaml: no threshold rules are configured"
+    assert cases_mode.reason == "every case passed"
+    none = gate_verdict(GateDecision(mode="thresholds"), 0, Failures(check=1), {})
+    assert none.reason == "1 case failed, and no threshold rule is configured to fail the build"
     # rules configured but no row of the session reached the gate (e.g. every row's judge unreliable):
-    # the reason says so, never "no threshold rules are configured"
+    # never "no threshold rule is configured"
     from pytest_evalbench.formats.spec import ThresholdRules
     from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
     unreached = evaluate_gate(GateInputs(results=[], rules=ThresholdRules(min_negative_pass_rate=0.5)),
                               GateSettings(mode="thresholds"))
-    reason = gate_verdict(unreached, 0, 0, {}).reason
-    assert "no threshold rules are configured" not in reason and "rests on a judge found unreliable" in reason
+    assert "configured" not in gate_verdict(unreached, 0, Failures(check=1), {}).reason
+    assert any("rests on a judge found unreliable" in note for note in unreached.notes)
     cases = gate_verdict(GateDecision(), 1, Failures(check=1), {})
-    assert (cases.verdict, cases.reason) == ("failed", "1 case failed (1 decided by a check) (gate: cases fails the "
-                                                       "build on any failed case)")
+    assert (cases.verdict, cases.reason) == ("failed", "1 case failed, and any failed case fails the build")
     assert gate_verdict(GateDecision(), 0, 0, {}).tolerated == 0
     incomplete = gate_verdict(GateDecision(incomplete=["500 items no API key"]), 7, 0, {})
-    assert incomplete.verdict == "incomplete" and "500 items no API key" in incomplete.reason
+    assert (incomplete.verdict, incomplete.reason) == (
+        "incomplete", "some items were not scored, so the run neither passes nor fails")
     regression = gate_verdict(GateDecision(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
-    assert (regression.verdict, regression.reason) == ("regression", "1 threshold breach")
+    assert (regression.verdict, regression.reason) == ("regression", "1 threshold rule breached")
     assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written (the ERROR line says why)"
+
+
+def test_the_verdict_is_one_short_line_with_gate_said_once() -> None:
+    """Whatever the outcome, the last line says the verdict and the exit status in under 100 characters;
+    a longer reason is cut there and said in full in the section above."""
+    from pytest_evalbench.render.terminal import verdict_line
+
+    outcomes = [(GateDecision(mode="thresholds"), 0, Failures(check=2)), (GateDecision(), 1, Failures(judge=12)),
+                (GateDecision(incomplete=["6 items connection error"]), 7, Failures()),
+                (GateDecision(breaches=["a", "b"], regressions=["c"]), 6, Failures(check=3)),
+                (GateDecision(by_cases=True), 1, Failures(check=1)), (GateDecision(), 0, Failures(unreliable=3))]
+    for outcome, code, failed in outcomes:
+        line = verdict_line(gate_verdict(outcome, code, failed, {}))
+        assert len(line) < 100 and "…" not in line and f"(exit {code}): " in line and line.count("gate") <= 1, line
+    held = [RuleResult("min_negative_pass_rate", 0.6, "t", None, "held", 1.0)]
+    assert (verdict_line(gate_verdict(GateDecision(mode="thresholds", rules=held), 0, Failures(check=2), {}))
+            == "evalbench: PASSED (exit 0): 2 cases failed, the build gates on thresholds only")
+    long = verdict_line(gate_verdict(None, 4, 0, {}, "disk full: " + "x" * 200))
+    assert len(long) < 100 and "ERROR line" in long
 
 
 def test_flip_keys_map_to_node_ids() -> None:

@@ -43,7 +43,7 @@ from pytest_evalbench.kinds.scenarios.aggregate import aggregate
 from pytest_evalbench.kinds.scenarios.models import ScoreRow
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.summary import build_summary
-from pytest_evalbench.render.terminal import align, comparison_table, summary_lines
+from pytest_evalbench.render.terminal import align, comparison_table, summary_lines, verdict_line
 
 # --------------------------------------------------------------------------- stats
 
@@ -240,11 +240,12 @@ def gate(scores: list[PassFailUnit], baseline: dict | None, rules: dict | None =
 
 
 def rendered(outcome: GateDecision, code: int, failed: int) -> list[str]:
-    """The terminal summary a session prints for this outcome (the rendering production uses)."""
+    """The terminal summary a session prints for this outcome (the rendering production uses), and the
+    verdict line it prints last."""
     summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(outcome, code, failed, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
                             root=Path("/"), files=[])
-    return summary_lines(summary, Path("b"), Path("b"))
+    return [*summary_lines(summary, Path("b"), Path("b")), verdict_line(summary.gate)]
 
 
 THRESHOLDS = {"mode": "thresholds"}
@@ -262,9 +263,9 @@ def test_three_of_three_flips_are_not_significant() -> None:
     code, lines = gate(score_rows("t1", "m01", [False] * 3), base, **SIGNIFICANT)
     assert code == 0 and any("exact McNemar p=0.125, adjusted p=0.125" in line for line in
                              [t.describe() for t in comparison.tests])
-    assert lines[-1] == ("gate: PASSED (exit 0): 3 cases failed (3 decided by the judge); gate mode thresholds: "
-                         "cases do not fail the build; gate: thresholds in benchmark.yaml: compare significant t1 "
-                         "m01: -1.00, p_adj 0.125 held (largest drop of 1 paired test, detects no drop)")
+    assert lines[-1] == "evalbench: PASSED (exit 0): 3 cases failed, the build gates on thresholds only"
+    assert ("  rule: compare significant t1 m01: -1.00, p_adj 0.125 held (largest drop of 1 paired test, "
+            "detects no drop)") in lines
 
 
 def test_five_losses_among_ten_metrics_are_noise_after_holm() -> None:
@@ -301,8 +302,7 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "
                                    "exact McNemar p=9.31e-10, adjusted p=9.31e-10, detects drops >= 0.21"]
     lines = rendered(outcome, outcome.exit_code(1), 30)
-    assert lines[-1] == ("gate: REGRESSION (exit 6): compare significant agent pass_rate: -1.00, p_adj 9.31e-10 "
-                         "breached (detects drops >= 0.21)")
+    assert lines[-1] == "evalbench: REGRESSION (exit 6): 1 significant drop against the baseline"
     assert f"  REGRESSION vs baseline: {outcome.regressions[0]}" in lines
 
 
@@ -364,8 +364,8 @@ def test_rules_that_cannot_be_evaluated_are_reported_never_held() -> None:
         "select its cases (or run them all) and make sure they are scored)",
         "max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)"]
     code, lines = gate(now, None, rules.model_dump(exclude_none=True), **THRESHOLDS)
-    assert code == 0 and lines[-1] == ("gate: PASSED (exit 0): gate: thresholds in benchmark.yaml: "
-                                       + "; ".join(report.unevaluated))
+    assert code == 0 and lines[-1] == "evalbench: PASSED (exit 0): every case passed"
+    assert all(f"  NOT EVALUATED: {rule}" in lines for rule in report.unevaluated)
     assert "  NOT EVALUATED: max_drop 0.10 t1: not evaluated (no baseline comparison; use --evalbench-compare)" in lines
 
 
@@ -494,9 +494,8 @@ def test_samples_build_follows_the_per_case_verdict(passes: int, mode: str, fail
     if mode == "cases":
         tally = {"pass": "2 pass, 0 inconclusive, 0 fail", "fail": "1 pass, 0 inconclusive, 1 fail",
                  "inconclusive": "1 pass, 1 inconclusive, 0 fail"}[verdict]  # m02 passes
-        assert lines[-1] == (f"gate: FAILED (exit 1): per-case verdicts {tally} (gate: cases fails the build on a failed case)"
-                             if code else f"gate: PASSED (exit 0): per-case verdicts {tally}; single failed samples do "
-                                          "not fail the build")
+        word = "FAILED" if code else "PASSED"
+        assert lines[-1] == f"evalbench: {word} (exit {code}): per-case verdicts over the samples: {tally}"
 
 
 # --------------------------------------------------------------------------- compare rules and tables
