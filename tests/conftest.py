@@ -132,3 +132,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # terminal or a CI runner's COLUMNS is, so what a test reads from their output (lines cut at the
     # terminal width) does not depend on where the suite runs.
     os.environ["COLUMNS"] = "80"
+    # The suite starts a few hundred Python processes (subprocess runs, xdist workers). Where the
+    # environment sets PYTHONDONTWRITEBYTECODE, each would compile the package and pytest's rewritten
+    # test modules from source again; the suite writes the bytecode caches (git-ignored __pycache__/)
+    # so the processes after the first read them.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
