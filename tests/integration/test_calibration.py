@@ -55,6 +55,21 @@ def test_kappa_of_a_perfect_and_an_always_present_judge(pytester: pytest.Pyteste
     assert not (bench / "runs").exists()
 
 
+def test_calibration_is_its_own_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """Calibrating leaves the benchmark's report.html and history.jsonl as the last evaluation wrote
+    them, and its results line names calibration.json."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    labels(bench, ROWS)
+    bench_env.set_responder(script(perfect))
+    assert pytester.runpytest("--benchmark=demo").ret in (0, 1)
+    report, history = (bench / "report.html").read_bytes(), (bench / "history.jsonl").read_bytes()
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    assert result.ret == 0
+    assert (bench / "report.html").read_bytes() == report and (bench / "history.jsonl").read_bytes() == history
+    [line] = [line for line in result.stdout.lines if line.startswith("results: ")]
+    assert "calibration.json" in line and "report.html" not in line and "history.jsonl" not in line
+
+
 def test_bad_label_line_names_file_line_and_field(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path)
     labels(bench, ROWS[:1])

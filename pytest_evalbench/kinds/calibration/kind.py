@@ -150,7 +150,7 @@ class CalibrationKind:
         dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
-                           table=calibration_table(entries))
+                           table=calibration_table(entries), files=[self.run.bench_dir / RESULT_FILE])
 
 
 def judge_examples(cases: Iterable[CalibrationCase], spec: BenchmarkSpec) -> dict[str, list[Example]]:
