@@ -11,6 +11,7 @@ from typing import Any
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
+from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_verdicts
 from pytest_evalbench.formats.spec import BenchmarkSpec, JudgeStyle
 from pytest_evalbench.kinds.calibration.models import (
     CALIBRATION_FILE,
@@ -181,21 +182,28 @@ def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
 
 def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dict[str, Any]:
     """The judge-only fields of a metric's entry: its own kappa (with the style in `settings`), each
-    style's, and which to use."""
+    style's, which style to use (chosen by cross-validated kappa), and the nested cross-validated kappa
+    of that whole choice (style and threshold chosen without the examples that score them)."""
     judged = [r for r in rows if r.decided_by == "judge"]
     own = agreement_entry([r.label for r in judged], [r.verdict for r in judged], [True, False], weighted=False)
     styles: dict[str, dict[str, Any]] = {style: _style_stats(judged, style) for style in STYLES} if judged else {}
-
-    def merit(style: str) -> float:
-        values = [styles[style].get(k) for k in ("kappa", "threshold_kappa")]
-        return max((v for v in values if v is not None), default=-2.0)
-
     chosen = styles.get(settings["prompt"], {})
-    return {"judge_n": own["n"], "judge_agreement": own["agreement"], "judge_kappa": own["kappa"],
-            "judge_kappa_ci": own["kappa_ci"], "prompt": settings["prompt"], "styles": styles or None,
-            "recommended_prompt": max(styles, key=merit) if styles else None,
-            "threshold": chosen.get("threshold"), "threshold_kappa": chosen.get("threshold_kappa"),
-            "settings": settings}
+    out = {"judge_n": own["n"], "judge_agreement": own["agreement"], "judge_kappa": own["kappa"],
+           "judge_kappa_ci": own["kappa_ci"], "prompt": settings["prompt"], "styles": styles or None,
+           "recommended_prompt": None, "threshold": chosen.get("threshold"),
+           "threshold_kappa": chosen.get("threshold_kappa"), "settings": settings}
+    if judged:
+        labels = [bool(r.label) for r in judged]
+        answers = {style: StyleAnswers([r.verdicts.get(style) for r in judged],
+                                       [r.probabilities.get(style) for r in judged]) for style in STYLES}
+        probability = bool(settings.get("probability"))
+        out["recommended_prompt"] = choose(labels, answers, probability=probability,
+                                           preferred=settings["prompt"]).style
+        nested = nested_verdicts(labels, answers, probability=probability, preferred=settings["prompt"])
+        stats = agreement_entry(labels, nested.verdicts, [True, False], weighted=False)
+        out.update(nested_n=stats["n"], nested_kappa=stats["kappa"], nested_kappa_ci=stats["kappa_ci"],
+                   nested_folds=nested.folds, nested_choices=nested.choices)
+    return out
 
 
 def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str,
@@ -242,9 +250,14 @@ def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
                          + ("" if stats.get("threshold") is None else
                             f"; threshold {stats['threshold']:.2f}, cross-validated kappa "
                             f"{_kappa(stats['threshold_kappa'], stats['threshold_kappa_ci'])}"))
+        if e.nested_n is not None:
+            chosen = ", ".join(f"{style} {n}" for style, n in (e.nested_choices or {}).items())
+            lines.append(f"    whole procedure (style and threshold chosen without the examples they score; "
+                         f"{e.nested_folds}-fold nested cross-validation): n={e.nested_n} kappa "
+                         f"{_kappa(e.nested_kappa, e.nested_kappa_ci)}; styles chosen per fold: {chosen}")
         if e.recommended_prompt is not None:
-            lines.append(f"    use judge_prompt: {e.recommended_prompt} on {key} (highest judge-only kappa; "
-                         "`metrics[].judge_prompt`, or `judge.prompt` for every metric)")
+            lines.append(f"    use judge_prompt: {e.recommended_prompt} on {key} (highest cross-validated judge-only "
+                         "kappa; `metrics[].judge_prompt`, or `judge.prompt` for every metric)")
     return lines
 
 

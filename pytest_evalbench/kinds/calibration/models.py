@@ -90,13 +90,23 @@ class CalibrationEntry(Strict):
     """Metrics: per prompt style, on the judge's examples: n, agreement, kappa, kappa_ci; with probability
     scoring also threshold and threshold_kappa (leave-one-out cross-validated) with its interval."""
     recommended_prompt: Optional[str] = None
-    """The style with the highest judge-only kappa (cross-validated threshold kappa where it is higher)."""
+    """The style with the highest cross-validated judge-only kappa (of the threshold verdicts with
+    probability scoring, of the sampled verdicts without)."""
     threshold: Optional[float] = None
     """With probability scoring: the cut on P(present) chosen on all the judge's examples for the calibrated
     style; runs with `judge: {probability: true}` and this style decide P(present) >= threshold."""
     threshold_kappa: Optional[float] = None
-    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it);
-    with probability scoring `min_kappa` reads this."""
+    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it),
+    for the calibrated style; optimistic when that style was chosen on the same examples."""
+    nested_n: Optional[int] = None
+    """Metrics: the judge's examples the nested cross-validation scored."""
+    nested_kappa: Optional[float] = None
+    """The kappa of the whole procedure (style and threshold chosen inside each outer fold, on the other
+    folds only; verdicts on the held-out fold): the unbiased figure, and the one `min_kappa` reads."""
+    nested_kappa_ci: Optional[list[float]] = None
+    nested_folds: Optional[int] = None
+    nested_choices: Optional[dict[str, int]] = None
+    """Prompt style -> the outer folds that chose it: how stable the choice of style is."""
     settings: Optional[dict[str, Any]] = None
     """Every runtime setting that changes a verdict: prompt, probability, samples and the judge's params."""
 
