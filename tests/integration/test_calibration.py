@@ -175,3 +175,37 @@ def test_the_demos_calibration_replays_to_its_calibration_json(pytester: pytest.
     assert result.ret in (0, 1), result.stdout.str()[-2000:]  # an item fails where the judge disagrees
     assert "0 requests" in result.stdout.str()
     assert json.loads((bench / "calibration.json").read_text()) == committed
+
+
+def test_heldout_labels_are_judged_as_a_run_judges_and_choose_nothing(pytester: pytest.Pytester,
+                                                                     bench_env: FakeLLMServer) -> None:
+    """calibration-heldout.jsonl: one judge call per example (the metric's own style, not all three), never
+    shown in a contrast prompt, reported beside calibration with its kappa, and choosing nothing: the
+    threshold and style are the same as without it."""
+    bench = write_benchmark(pytester.path, judge={"prompt": "contrast"})
+    labels(bench, ROWS)
+    bench_env.set_responder(script(perfect))
+    pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    without = read_json(bench / "calibration.json")
+    held = [("m01", "Budget? YES HELD1", True), ("m01", "Buy the blue one. NO HELD2", False),
+            ("m01", "Sure, go now. YES HELD3", False), ("m02", "It is flu. YES HELD4", True)]
+    rows = [{"metric_id": m, "transcript": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": r}],
+             "present": p} for m, r, p in held]
+    (bench / "calibration-heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    served = len(bench_env.requests)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["benchmarks/demo/calibration-heldout.jsonl::1"])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    result.assert_outcomes(passed=len(ROWS) + 3, failed=1)  # the judge calls HELD3 present; its label says absent
+    asked = bench_env.requests[served:]
+    held_asks = [r for r in asked if "HELD" in r["messages"][-1]["content"]]
+    assert len(held_asks) == len(held)  # the metric's own style only
+    assert not any("HELD" in m["content"] for r in asked for m in r["messages"][:-1])  # never shown as an example
+    entries = read_json(bench / "calibration.json")
+    jsonschema.validate(entries, schemas.load("calibration"))
+    m01 = entries[0]
+    assert {k: v for k, v in m01.items() if k != "heldout"} == {k: v for k, v in without[0].items() if k != "heldout"}
+    assert m01["heldout"]["n"] == 3 and m01["heldout"]["agreement"] == pytest.approx(2 / 3, abs=1e-3)
+    assert m01["heldout"]["judge_n"] == 3 and m01["heldout"]["confusion"]["absent"]["present"] == 1
+    assert entries[1]["heldout"]["n"] == 1 and without[0].get("heldout") is None
+    result.stdout.fnmatch_lines(["*held out (calibration-heldout.jsonl, never used to choose*): n=3 kappa 0.40*"])
