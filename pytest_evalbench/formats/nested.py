@@ -85,8 +85,11 @@ def choose(labels: Sequence[bool], styles: Mapping[str, StyleAnswers], indices: 
     keeps `preferred`, then the order of `styles`), and with probability scoring its threshold set on them."""
     chosen = list(range(len(labels))) if indices is None else list(indices)
     merits = {style: _merit(answers, labels, chosen, probability) for style, answers in styles.items()}
-    order = sorted(styles, key=lambda s: (-(merits[s] if merits[s] is not None else -2.0), s != preferred,
-                                          list(styles).index(s)))
+    def rank(style: str) -> tuple[float, bool, int]:
+        merit = merits[style]
+        return (-(merit if merit is not None else -2.0), style != preferred, list(styles).index(style))
+
+    order = sorted(styles, key=rank)
     style = order[0]
     threshold = _threshold(styles[style], labels, chosen) if probability else None
     return Choice(style, threshold, merits)

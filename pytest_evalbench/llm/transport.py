@@ -400,7 +400,7 @@ def parse_logprobs(data: Any) -> list[list[Any]] | None:
         for t in tops[:MAX_ALTERNATIVES]:  # a malformed one is kept as None: the judge must not read around it
             token = safe_text(t["token"])[:50] if isinstance(t, dict) and isinstance(t.get("token"), str) else ""
             logprob = t.get("logprob") if isinstance(t, dict) else None
-            alternatives[token] = float(logprob) if is_logprob(logprob) else None
+            alternatives[token] = float(logprob) if logprob is not None and is_logprob(logprob) else None
         out.append([safe_text(item["token"])[:50], alternatives])
     return out or None
 

@@ -206,7 +206,7 @@ def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dic
            "threshold_kappa": chosen.get("threshold_kappa"), "settings": settings}
     if judged:
         labels = [bool(r.label) for r in judged]
-        answers = {style: StyleAnswers([r.verdicts.get(style) for r in judged],
+        answers: dict[str, StyleAnswers] = {style: StyleAnswers([r.verdicts.get(style) for r in judged],
                                        [r.probabilities.get(style) for r in judged]) for style in STYLES}
         probability = bool(settings.get("probability"))
         out["recommended_prompt"] = choose(labels, answers, probability=probability,
