@@ -52,6 +52,11 @@ class GateSettings:
     min_rows: int = 10
     compare_anyway: bool = False
     """`--evalbench-compare-anyway`: compare targets whose identities changed since the baseline."""
+    accept_incomparable: bool = False
+    """`--evalbench-accept-incomparable`: a gate that reads the baseline may pass although targets
+    could not be compared with it (they are named in the summary); without it such a run is incomplete."""
+    resave_command: str = "pytest --benchmark=NAME --evalbench-save-baseline"
+    """The command that saves a new baseline, named when the baseline is not comparable."""
     selection: bool = False
     """The session ran a selection (node ids, -k, --lf, a shard...): a min rule over fewer than
     `min_rows` rows is not evaluated, and the build is gated by its cases."""
@@ -191,7 +196,8 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
     if inputs.baseline is not None:
         comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
                                            correction=settings.correction, alpha=settings.alpha,
-                                           identities=inputs.identities, compare_anyway=settings.compare_anyway)
+                                           identities=inputs.identities, compare_anyway=settings.compare_anyway,
+                                           accept_incomparable=settings.accept_incomparable)
         outcome.comparison = comparison
         if settings.compare_fail is not None:
             outcome.regressions = comparison.fails(settings.compare_fail)
@@ -209,7 +215,20 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
         outcome.notes.append("threshold rules not evaluated (no row this session measured reached the gate: none "
                              "was measured, or each rests on a judge found unreliable)")
     outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
+    if comparison is not None and not settings.accept_incomparable:
+        outcome.incomplete += incomparable_reasons(comparison, outcome.rules, settings.resave_command)
     return outcome
+
+
+def incomparable_reasons(comparison: Comparison, rules: list[RuleResult], resave_command: str) -> list[str]:
+    """Why a run gated against the baseline (a compare rule or a max_drop rule read it) is incomplete:
+    the targets it could not compare, what changed, and the command that saves a comparable baseline."""
+    if not comparison.incomparable or not any(r.rule in ("compare", "max_drop") for r in rules):
+        return []
+    changed = "; ".join(f"{target}: {what}" for target, what in sorted(comparison.incomparable.items()))
+    return [f"the baseline is not comparable, so the gate cannot read it ({changed}); save a new baseline with "
+            f"`{resave_command}`, or pass --evalbench-accept-incomparable to gate without "
+            f"{'this target' if len(comparison.incomparable) == 1 else 'these targets'} on purpose"]
 
 
 # --------------------------------------------------------------------------- files

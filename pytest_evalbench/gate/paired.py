@@ -223,6 +223,9 @@ class Comparison:
     """Comparisons that could not be made (no shared cases, metric missing on one side)."""
     baseline_meta: dict[str, Any] = field(default_factory=dict)
     meta_warnings: list[str] = field(default_factory=list)
+    incomparable: dict[str, str] = field(default_factory=dict)
+    """Target -> what changed since the baseline, for targets with paired tests left out as not
+    comparable: a gate that reads the comparison cannot pass on them."""
 
     @property
     def unevaluated(self) -> list[str]:
@@ -298,12 +301,13 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
 def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
                           alpha: float = 0.05, identities: Mapping[str, Mapping[str, str]] | None = None,
-                          compare_anyway: bool = False) -> Comparison:
+                          compare_anyway: bool = False, accept_incomparable: bool = False) -> Comparison:
     """Current run vs a baseline: every paired test, with p-values adjusted over the whole family.
     `meta` (the current run's, same shape as the baseline's) yields warnings for keys whose values
     differ, e.g. the judge model. `identities` (this run's, per target): a target whose judge,
     simulated user, check rules or plugin version differ from the baseline's is not comparable (its
-    tests are left out, each named with what changed) unless `compare_anyway`."""
+    tests are left out, each named with what changed, and listed in `incomparable`) unless
+    `compare_anyway`; `accept_incomparable` (leaving them out on purpose) adds a warning naming them."""
     old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
     old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
@@ -340,10 +344,16 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
     if identities is not None and baseline.identities is None:
         warnings.append("the baseline records no identities (judge, simulated user, checks, plugin version): "
                         "compared as it is; save a new baseline to have them checked")
+    incomparable: dict[str, str] = {}
     for target, what in sorted(changed.items()):
         if compare_anyway:
             warnings.append(f"{target}: compared anyway (--evalbench-compare-anyway) although {what}")
             continue
+        if any(t.target == target for t in tests):
+            incomparable[target] = what
+            if accept_incomparable:
+                warnings.append(f"{target}: not compared, accepted on purpose (--evalbench-accept-incomparable): "
+                                f"{what}")
         unevaluated += [NotCompared(target, t.metric_id, f"not comparable: {what}; --evalbench-compare-anyway "
                                     "compares it") for t in tests if t.target == target]
         tests = [t for t in tests if t.target != target]
@@ -352,7 +362,7 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
         test.significant = test.change < 0 and p_adj < alpha
         if test.kind != "scores":
             test.detectable = mcnemar_detectable_drop(test.n_shared, flip_noise(test.b, test.c, test.n_shared), alpha)
-    return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings)
+    return Comparison(tests, correction, alpha, unevaluated, dict(baseline.meta), warnings, incomparable)
 
 
 def identity_changes(old: Mapping[str, Mapping[str, str]] | None,

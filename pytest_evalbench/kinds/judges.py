@@ -207,19 +207,34 @@ def unreliable_judges(bench_dir: Path, judge_config: Any, keys: list[str], judge
             if judge_config.require_calibration:
                 out[key] = f"calibrated for another prompt style ({entry.get('prompt', 'examples')}, not {prompt})"
             continue
-        # the judge's own kappa (on the rows its checks leave to it) when recorded; with probability
-        # scoring and a threshold, the cross-validated kappa of the threshold verdicts
-        field = ("threshold_kappa" if getattr(judge_config, "probability", False) and entry.get("threshold") is not None
-                 else "judge_kappa" if entry.get("judge_n") is not None else "kappa")
-        value = calibrated_number(entry, field, Kappa)
-        if value is None or value < minimum:
-            shown = "undefined" if value is None else f"{value:.2f}"
-            n = entry.get("judge_n") if field != "kappa" else entry.get("n")
-            n = n if isinstance(n, int) and not isinstance(n, bool) else "?"
-            name = {"kappa": "kappa", "judge_kappa": "judge-only kappa",
-                    "threshold_kappa": "judge-only threshold kappa"}[field]
-            out[key] = f"{name} {shown} < min_kappa {minimum:.2f} (n={n}, {RESULT_FILE})"
+        why = _short_kappa(entry, minimum, probability=bool(getattr(judge_config, "probability", False)))
+        if why is not None:
+            out[key] = why
     return out
+
+
+KAPPA_NAMES = {"kappa": "kappa", "judge_kappa": "judge-only kappa", "nested_kappa": "judge-only nested kappa",
+               "threshold_kappa": "judge-only threshold kappa"}
+
+
+def _short_kappa(entry: dict[str, Any], minimum: float, *, probability: bool) -> str | None:
+    """Why an entry's judge falls short of `minimum`, or None. The figure read is the calibrated style's
+    own (the judge's kappa on the rows its checks leave to it; with probability scoring and a threshold,
+    the cross-validated kappa of the threshold verdicts) and, when recorded, the nested kappa of the
+    whole procedure (style and threshold chosen without the examples they score): the lower one, as
+    each is optimistic where the other is not (the style's own figure when the style was chosen on
+    the same labels, the procedure's when the run's style is not the one it chooses)."""
+    own = ("threshold_kappa" if probability and entry.get("threshold") is not None
+           else "judge_kappa" if entry.get("judge_n") is not None else "kappa")
+    fields = [own] + (["nested_kappa"] if entry.get("nested_n") is not None else [])
+    values = [(calibrated_number(entry, field, Kappa), field) for field in fields]
+    value, field = min(values, key=lambda v: -2.0 if v[0] is None else v[0])
+    if value is not None and value >= minimum:
+        return None
+    shown = "undefined" if value is None else f"{value:.2f}"
+    n = entry.get({"kappa": "n", "nested_kappa": "nested_n"}.get(field, "judge_n"))
+    n = n if isinstance(n, int) and not isinstance(n, bool) else "?"
+    return f"{KAPPA_NAMES[field]} {shown} < min_kappa {minimum:.2f} (n={n}, {RESULT_FILE})"
 
 
 def reliability_lines(unreliable: dict[str, str], failures: dict[str, int],

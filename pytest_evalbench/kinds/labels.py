@@ -34,6 +34,9 @@ from pytest_evalbench.kinds.metric_judge import Example, decide, pick_contrast
 from pytest_evalbench.llm.types import Usage
 
 CALIBRATION_FILE = "calibration.jsonl"
+HELDOUT_FILE = "calibration-heldout.jsonl"
+"""Optional labels held out of calibration: judged as a run judges (the calibrated style and threshold)
+and reported beside it, never used to choose a style or a threshold."""
 
 
 class MetricLabel(Strict):
@@ -100,13 +103,27 @@ class CalibrationEntry(Strict):
     """Metrics: per prompt style, on the judge's examples: n, agreement, kappa, kappa_ci; with probability
     scoring also threshold and threshold_kappa (leave-one-out cross-validated) with its interval."""
     recommended_prompt: Optional[str] = None
-    """The style with the highest judge-only kappa (cross-validated threshold kappa where it is higher)."""
+    """The style with the highest cross-validated judge-only kappa (of the threshold verdicts with
+    probability scoring, of the sampled verdicts without)."""
     threshold: Optional[Threshold] = None
     """With probability scoring: the cut on P(present) chosen on all the judge's examples for the calibrated
     style; runs with `judge: {probability: true}` and this style decide P(present) >= threshold."""
     threshold_kappa: Optional[Kappa] = None
-    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it);
-    with probability scoring `min_kappa` reads this."""
+    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it),
+    for the calibrated style; optimistic when that style was chosen on the same examples."""
+    nested_n: Optional[Count] = None
+    """Metrics: the judge's examples the nested cross-validation scored."""
+    nested_kappa: Optional[Kappa] = None
+    """The kappa of the whole procedure (style and threshold chosen inside each outer fold, on the other
+    folds only; verdicts on the held-out fold): the unbiased figure, and the one `min_kappa` reads."""
+    nested_kappa_ci: Optional[list[Kappa]] = None
+    nested_folds: Optional[Count] = None
+    nested_choices: Optional[dict[str, Count]] = None
+    """Prompt style -> the outer folds that chose it: how stable the choice of style is."""
+    heldout: Optional[dict[str, Any]] = None
+    """The judge on calibration-heldout.jsonl, decided as a run decides (the calibrated style and
+    threshold): n, unscored, agreement, kappa, kappa_ci, confusion and, for metrics, the judge-only
+    judge_n, judge_agreement, judge_kappa, judge_kappa_ci; null without held-out labels."""
     settings: Optional[dict[str, Any]] = None
     """Every runtime setting that changes a verdict: prompt, probability, samples and the judge's params."""
 
@@ -118,6 +135,8 @@ class CalibrationCase:
     label: Label
     line: int
     index: int
+    heldout: bool = False
+    """A line of calibration-heldout.jsonl: judged only as a run judges, never used for choosing."""
 
     @property
     def name(self) -> str:
@@ -125,7 +144,7 @@ class CalibrationCase:
 
     @property
     def row_id(self) -> str:
-        return str(self.line)
+        return f"heldout:{self.line}" if self.heldout else str(self.line)
 
     @property
     def key(self) -> str:
@@ -155,19 +174,22 @@ class CalibrationRecord:
     """Judge examples: each prompt style's verdict."""
     probabilities: dict[str, Optional[float]] = field(default_factory=dict)
     """Judge examples with probability scoring: each prompt style's P(present)."""
+    heldout: bool = False
+    """An example of calibration-heldout.jsonl (judged with the metric's own style only)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark, "kind": "calibration", "line": self.line, "key": self.key,
                 "label": self.label, "verdict": self.verdict, "justification": self.justification,
                 "status": self.status, "usage": {k: v.to_json() for k, v in self.usage.items()},
-                "decided_by": self.decided_by, "verdicts": self.verdicts, "probabilities": self.probabilities}
+                "decided_by": self.decided_by, "verdicts": self.verdicts, "probabilities": self.probabilities,
+                "heldout": self.heldout}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CalibrationRecord:
         return cls(data["benchmark"], data["line"], data["key"], data["label"], data["verdict"],
                    data["justification"], {k: Usage.from_json(v) for k, v in data["usage"].items()},
                    data.get("status"), data.get("decided_by"), dict(data.get("verdicts") or {}),
-                   dict(data.get("probabilities") or {}))
+                   dict(data.get("probabilities") or {}), bool(data.get("heldout")))
 
 
 def _label(path: Path, spec: BenchmarkSpec, model: type[MetricLabel] | type[EvalLabel], raw: str,
@@ -185,10 +207,10 @@ def _label(path: Path, spec: BenchmarkSpec, model: type[MetricLabel] | type[Eval
     return label
 
 
-def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[CalibrationCase]:
-    """The labelled examples of calibration.jsonl (labels of metrics or of evals, as the benchmark's
-    kind judges); one InputError naming file, line and field of every bad line (the first
-    MAX_SHOWN_ERRORS shown)."""
+def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged, *, heldout: bool = False) -> list[CalibrationCase]:
+    """The labelled examples of calibration.jsonl (or, `heldout`, calibration-heldout.jsonl; labels of
+    metrics or of evals, as the benchmark's kind judges); one InputError naming file, line and field
+    of every bad line (the first MAX_SHOWN_ERRORS shown)."""
     model: type[MetricLabel] | type[EvalLabel] = MetricLabel if judged == "metrics" else EvalLabel
     if not path.exists() and not path.is_symlink():
         raise InputError(path, "file not found; write human-labelled examples there (see "
@@ -201,7 +223,7 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged) -> list[Calibra
         if not raw.strip():
             continue
         try:
-            cases.append(CalibrationCase(_label(path, spec, model, raw, line), line, len(cases)))
+            cases.append(CalibrationCase(_label(path, spec, model, raw, line), line, len(cases), heldout))
         except InputError as exc:
             count += 1
             if len(problems) < MAX_SHOWN_ERRORS:

@@ -21,7 +21,9 @@ their wording; contrast shows the boundary. An example is never shown in the pro
 
 With `judge: {probability: true}` the request asks for log-probabilities, and P(present) is read from the
 alternatives of the token that carries the `present` value: P(true) / (P(true) + P(false)). An endpoint
-that gives none leaves it null and the sampled verdict stands.
+that gives none leaves it null and the sampled verdict stands; log-probabilities that are given but
+unreadable (no token for the value, a malformed alternative, only one of `true` and `false` listed, a
+ratio that is not a number) leave the row unscored with the reason, never a verdict.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pytest_evalbench.formats.results import Message, ToolCall
 from pytest_evalbench.formats.spec import JudgeStyle, Metric
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
-from pytest_evalbench.llm.types import Completion, Endpoint, Usage
+from pytest_evalbench.llm.types import Completion, Endpoint, Usage, is_logprob
 
 STYLES: tuple[JudgeStyle, ...] = ("plain", "contrast", "examples")
 TOP_LOGPROBS = 5
@@ -173,25 +175,48 @@ def judge_messages(metric: Metric, transcript: list[Message], style: JudgeStyle 
 
 
 _VALUE_AT = re.compile(r'"present"\s*:\s*$')
+MAX_LOGPROB = 1e-6
+"""Largest log-probability read as one (a rounding error above 0); above it the number is not a
+log-probability, and its probability would exceed 1 or overflow."""
+
+
+class UnusableProbability(ValueError):
+    """Log-probabilities were given, but P(present) cannot be read from them: the row is unscored,
+    never decided by a probability that is not one."""
 
 
 def present_probability(logprobs: list[list[Any]] | None) -> float | None:
     """P(present) from the alternatives of the token carrying the answer's `present` value:
-    P(true) / (P(true) + P(false)); None when no such token or neither alternative is listed."""
+    P(true) / (P(true) + P(false)). None when the endpoint gave no log-probabilities (the sampled
+    verdict stands); UnusableProbability, with the reason, when they are given but hold no such token,
+    a malformed alternative for it, not both `true` and `false`, or a ratio that is not a number."""
+    if not logprobs:
+        return None
     text = ""
-    for token, alternatives in logprobs or ():
+    for token, alternatives in logprobs:
         before, text = text, text + token
         if not (_VALUE_AT.search(before) and token.strip()[:1] in ("t", "f")):
             continue
         mass = {True: 0.0, False: 0.0}
+        listed = {True: False, False: False}
         for alternative, logprob in alternatives.items():
+            if not is_logprob(logprob) or logprob > MAX_LOGPROB:
+                raise UnusableProbability(f"a log-probability alternative of the present value is malformed "
+                                          f"({alternative[:20]!r}: {str(logprob)[:20]})")
             word = alternative.strip().lower()
             for value, full in ((True, "true"), (False, "false")):
                 if word and (full.startswith(word) or word.startswith(full)):
-                    mass[value] += math.exp(logprob)
+                    mass[value] += math.exp(min(0.0, logprob))
+                    listed[value] = True
+        missing = [name for value, name in ((True, "true"), (False, "false")) if not listed[value]]
+        if missing:
+            raise UnusableProbability(f"the log-probabilities of the present value do not list {' or '.join(missing)}")
         total = mass[True] + mass[False]
-        return round(mass[True] / total, 4) if total > 0 else None
-    return None
+        p = mass[True] / total if total > 0 else math.nan
+        if not math.isfinite(p):
+            raise UnusableProbability("P(present) is not a number (both answers' probabilities are 0)")
+        return round(p, 4)
+    raise UnusableProbability("the log-probabilities hold no token for the present value")
 
 
 def parse_answer(text: str | None) -> JudgeAnswer:
@@ -226,7 +251,12 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
     if answer is None:
         detail = f"judge output unparseable after {MAX_ATTEMPTS} attempts: {reason}"
         return Judgment(None, detail)
-    p_present = present_probability(used[0].logprobs) if probability and used else None
+    try:
+        p_present = present_probability(used[0].logprobs) if probability and used else None
+    except UnusableProbability as exc:
+        sampled = "present" if answer.present else "absent"
+        return Judgment(None, f"unscored: P(present) unusable: {exc} (the sampled verdict, {sampled}, is not "
+                              f"used: it is not what the calibrated threshold decides)")
     present = answer.present if p_present is None or threshold is None else p_present >= threshold
     justification = answer.justification.strip()
     if present is not answer.present:

@@ -101,9 +101,9 @@ def response_problem(response: Any) -> str | None:
     logprobs = response.get("logprobs")
     if logprobs is not None and not (isinstance(logprobs, list) and all(
             isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and isinstance(t[1], dict)
-            and all(is_logprob(v) for v in t[1].values())
+            and all(v is None or is_logprob(v) for v in t[1].values())
             for t in logprobs)):
-        return "its response's logprobs is not a list of [token, {alternative: logprob}]"
+        return "its response's logprobs is not a list of [token, {alternative: logprob or null}]"
     if not usable_response(response):
         return "its response is empty (no text, no tool calls)"
     return None

@@ -400,8 +400,10 @@ MAX_ALTERNATIVES = 20
 
 def parse_logprobs(data: Any) -> list[list[Any]] | None:
     """OpenAI's `choices[0].logprobs.content` (llama.cpp's server gives the same shape) -> per token
-    [token, {alternative: logprob}], bounded in tokens and alternatives; None when absent or malformed
-    (an endpoint without log-probabilities keeps the sampled verdict)."""
+    [token, {alternative: logprob}], bounded in tokens and alternatives; None when absent or not that
+    shape (an endpoint without log-probabilities keeps the sampled verdict). An alternative without a
+    usable number (or token: then under "") is kept with None, so a judge reading that token knows
+    its probabilities are incomplete."""
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list):
         return None
@@ -411,8 +413,11 @@ def parse_logprobs(data: Any) -> list[list[Any]] | None:
             return None
         listed = item.get("top_logprobs")
         tops: list[Any] = listed if isinstance(listed, list) else []
-        alternatives = {safe_text(t["token"])[:50]: float(t["logprob"]) for t in tops[:MAX_ALTERNATIVES]
-                        if isinstance(t, dict) and isinstance(t.get("token"), str) and is_logprob(t.get("logprob"))}
+        alternatives: dict[str, float | None] = {}
+        for t in tops[:MAX_ALTERNATIVES]:  # a malformed one is kept as None: the judge must not read around it
+            token = safe_text(t["token"])[:50] if isinstance(t, dict) and isinstance(t.get("token"), str) else ""
+            logprob = t.get("logprob") if isinstance(t, dict) else None
+            alternatives[token] = float(logprob) if logprob is not None and is_logprob(logprob) else None
         out.append([safe_text(item["token"])[:50], alternatives])
     return out or None
 

@@ -266,12 +266,16 @@ class Reporting:
         failures = outcomes.failures()
         gate = gate_verdict(results.outcome, exit_code, failures, node_ids, results.finish_error)
         files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
-        html_path = self._report_path("evalbench_html", self.bench_dir / "report.html")
+        # a calibration run is its own run: the benchmark's report.html and history.jsonl stay the last
+        # evaluation's (an explicit --evalbench-html is still written)
+        evaluation = not self.settings.calibrate
+        html_path = self._report_path("evalbench_html", self.bench_dir / "report.html" if evaluation else None)
         markdown_path = self._report_path("evalbench_markdown", None)
         step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
         history_path = self.bench_dir / HISTORY
+        record_history = results.written is not None and evaluation
         files += [("report", str(html_path))] if html_path else []
-        files += [("history", str(history_path))] if results.written is not None else []
+        files += [("history", str(history_path))] if record_history else []
         files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
@@ -291,14 +295,13 @@ class Reporting:
         self.summary = summary
         self._junit_properties(summary)
         try:
-            if results.written is not None:
+            if record_history:
                 append_history(history_path, summary)
-            summary.history = read_history(history_path)
-            html = redact(render_html(summary))
+            summary.history = read_history(history_path) if evaluation else []
             if html_path == self.bench_dir / "report.html":  # never through a link out of the benchmark
-                atomic_write_text(html_path, html, self.bench_dir)
+                atomic_write_text(html_path, redact(render_html(summary)), self.bench_dir)
             elif html_path is not None:  # the user's own path: checked at start (a regular file or new)
-                atomic_write_text(html_path, html, None)
+                atomic_write_text(html_path, redact(render_html(summary)), None)
             if markdown_path is None and not step_summary:
                 return
             from pytest_evalbench.render.markdown import render_markdown, write_markdown  # only a run that writes Markdown

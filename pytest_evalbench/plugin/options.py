@@ -145,6 +145,11 @@ def add_gate_options(group: Any) -> None:
     group.addoption("--evalbench-compare-anyway", dest="evalbench_compare_anyway", action="store_true", default=False,
                     help="Compare targets whose judge, simulated user, check rules or plugin version changed since the "
                          "baseline (by default they are not comparable and not evaluated)")
+    group.addoption("--evalbench-accept-incomparable", dest="evalbench_accept_incomparable", action="store_true",
+                    default=False,
+                    help="Let a run gated against a baseline (--evalbench-compare-fail, max_drop) pass although "
+                         "targets are not comparable with it; the summary names them (by default such a run is "
+                         "incomplete, exit 7)")
     group.addoption("--evalbench-correction", dest="evalbench_correction", choices=("holm", "bh"), default=None,
                     help="Multiplicity correction over all baseline comparisons of the run: holm (family-wise "
                          "error rate) or bh (Benjamini-Hochberg false discovery rate). Default: benchmark.yaml "
@@ -204,7 +209,16 @@ def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, select
                         mode=spec_gate.mode, fail_inconclusive=spec_gate.fail_inconclusive,
                         correction=config.getoption("evalbench_correction") or spec_gate.correction,
                         alpha=spec_gate.alpha, min_rows=spec_gate.min_rows, selection=selection,
-                        compare_anyway=bool(config.getoption("evalbench_compare_anyway")))
+                        compare_anyway=bool(config.getoption("evalbench_compare_anyway")),
+                        accept_incomparable=bool(config.getoption("evalbench_accept_incomparable")),
+                        resave_command=_resave_command(config, bench_dir))
+
+
+def _resave_command(config: pytest.Config, bench_dir: Path) -> str:
+    """The command that saves a new baseline where this run compares with one."""
+    path = compare_path(config, bench_dir)
+    where = "" if path is None or path == bench_dir / "baseline.json" else f"={shlex.quote(str(path))}"
+    return f"pytest --benchmark={bench_dir.name} --evalbench-save-baseline{where}"
 
 
 def check_text_options(config: pytest.Config) -> None:

@@ -55,6 +55,21 @@ def test_kappa_of_a_perfect_and_an_always_present_judge(pytester: pytest.Pyteste
     assert not (bench / "runs").exists()
 
 
+def test_calibration_is_its_own_run(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """Calibrating leaves the benchmark's report.html and history.jsonl as the last evaluation wrote
+    them, and its results line names calibration.json."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    labels(bench, ROWS)
+    bench_env.set_responder(script(perfect))
+    assert pytester.runpytest("--benchmark=demo").ret in (0, 1)
+    report, history = (bench / "report.html").read_bytes(), (bench / "history.jsonl").read_bytes()
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    assert result.ret == 0
+    assert (bench / "report.html").read_bytes() == report and (bench / "history.jsonl").read_bytes() == history
+    [line] = [line for line in result.stdout.lines if line.startswith("results: ")]
+    assert "calibration.json" in line and "report.html" not in line and "history.jsonl" not in line
+
+
 def test_bad_label_line_names_file_line_and_field(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench = write_benchmark(pytester.path)
     labels(bench, ROWS[:1])
@@ -160,3 +175,59 @@ def test_the_demos_calibration_replays_to_its_calibration_json(pytester: pytest.
     assert result.ret in (0, 1), result.stdout.str()[-2000:]  # an item fails where the judge disagrees
     assert "0 requests" in result.stdout.str()
     assert json.loads((bench / "calibration.json").read_text()) == committed
+
+
+def test_heldout_labels_are_judged_as_a_run_judges_and_choose_nothing(pytester: pytest.Pytester,
+                                                                     bench_env: FakeLLMServer) -> None:
+    """calibration-heldout.jsonl: one judge call per example (the metric's own style, not all three), never
+    shown in a contrast prompt, reported beside calibration with its kappa, and choosing nothing: the
+    threshold and style are the same as without it."""
+    bench = write_benchmark(pytester.path, judge={"prompt": "contrast"})
+    labels(bench, ROWS)
+    bench_env.set_responder(script(perfect))
+    pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    without = read_json(bench / "calibration.json")
+    held = [("m01", "Budget? YES HELD1", True), ("m01", "Buy the blue one. NO HELD2", False),
+            ("m01", "Sure, go now. YES HELD3", False), ("m02", "It is flu. YES HELD4", True)]
+    rows = [{"metric_id": m, "transcript": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": r}],
+             "present": p} for m, r, p in held]
+    (bench / "calibration-heldout.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    served = len(bench_env.requests)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["benchmarks/demo/calibration-heldout.jsonl::1"])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    result.assert_outcomes(passed=len(ROWS) + 3, failed=1)  # the judge calls HELD3 present; its label says absent
+    asked = bench_env.requests[served:]
+    held_asks = [r for r in asked if "HELD" in r["messages"][-1]["content"]]
+    assert len(held_asks) == len(held)  # the metric's own style only
+    assert not any("HELD" in m["content"] for r in asked for m in r["messages"][:-1])  # never shown as an example
+    entries = read_json(bench / "calibration.json")
+    jsonschema.validate(entries, schemas.load("calibration"))
+    m01 = entries[0]
+    assert {k: v for k, v in m01.items() if k != "heldout"} == {k: v for k, v in without[0].items() if k != "heldout"}
+    assert m01["heldout"]["n"] == 3 and m01["heldout"]["agreement"] == pytest.approx(2 / 3, abs=1e-3)
+    assert m01["heldout"]["judge_n"] == 3 and m01["heldout"]["confusion"]["absent"]["present"] == 1
+    assert entries[1]["heldout"]["n"] == 1 and without[0].get("heldout") is None
+    result.stdout.fnmatch_lines(["*held out (calibration-heldout.jsonl, never used to choose*): n=3 kappa 0.40*"])
+
+
+def test_the_demos_heldout_kappa_is_at_least_what_the_docs_quote() -> None:
+    """docs/guides/judges.md prints the demo's calibration, held-out line included; the committed
+    calibration.json (which the replay test recomputes) must not fall below the judge-only held-out
+    kappa quoted there, and the held-out labels must be the ones shipped."""
+    import re
+
+    from pytest_evalbench.formats.spec import load_spec
+    from pytest_evalbench.kinds.calibration.models import load_labels
+
+    bench = ROOT / "benchmarks" / "demo"
+    held = load_labels(bench / "calibration-heldout.jsonl", load_spec(bench), "metrics", heldout=True)
+    assert len(held) >= 40
+    guide = (ROOT / "docs" / "guides" / "judges.md").read_text()
+    quoted = dict(re.findall(r"^  (m0\d): n=.*\n(?:    .*\n)*?    held out \(calibration-heldout\.jsonl.*judge alone: "
+                             r"n=\d+ kappa (-?\d\.\d\d)", guide, flags=re.MULTILINE))
+    entries = {e["metric_id"]: e for e in json.loads((bench / "calibration.json").read_text())}
+    assert set(quoted) == {"m01", "m02"}
+    for metric, value in quoted.items():
+        measured = entries[metric]["heldout"]["judge_kappa"]
+        assert measured is not None and round(measured, 2) >= float(value), (metric, measured, value)

@@ -101,7 +101,7 @@ def test_a_baseline_with_another_judge_model_is_not_comparable(pytester: pytest.
     args = ["--benchmark=demo", "--evalbench-cache=off", "--evalbench-compare", "--evalbench-compare-fail=significant",
             "--evalbench-judge-model=other-judge"]
     other = pytester.runpytest(*args)
-    assert other.ret == 0  # gate: thresholds; the comparison is not evaluated, so it cannot convict
+    assert other.ret == EXIT_INCOMPLETE  # gated against a baseline it cannot be compared with: not a pass
     other.stdout.fnmatch_lines(["*compare significant tgt m01: not evaluated (not comparable: changed since the "
                                 "baseline: judge_model sim-judge -> other-judge; --evalbench-compare-anyway compares it)*"])
     other.stdout.no_fnmatch_line("*REGRESSION*")
@@ -109,6 +109,31 @@ def test_a_baseline_with_another_judge_model_is_not_comparable(pytester: pytest.
     assert anyway.ret == EXIT_REGRESSION
     anyway.stdout.fnmatch_lines(["*compared anyway (--evalbench-compare-anyway) although changed since the baseline: "
                                  "judge_model sim-judge -> other-judge*"])
+
+
+@pytest.mark.parametrize("gate", [["--evalbench-compare-fail=significant"], ["--evalbench-compare"]])
+def test_a_baseline_made_incomparable_by_the_judge_prompt_cannot_pass_the_gate(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, gate: list[str]) -> None:
+    """A regressed target whose judge prompt changed since the baseline: the compare gate (or a max_drop
+    rule) cannot read it, so the run is incomplete (exit 7) naming what changed and how to save a new
+    baseline; `--evalbench-accept-incomparable` passes on purpose, and the summary says so."""
+    rules = {"max_drop": 0.1} if gate == ["--evalbench-compare"] else {}
+    bench = write_benchmark(pytester.path, scenarios=positives(10), spec=THRESHOLD_GATE, thresholds=rules)
+    assert run_against_baseline(pytester, bench_env, set(), "--evalbench-save-baseline").ret == 0
+    write_benchmark(pytester.path, scenarios=positives(10), spec=THRESHOLD_GATE, thresholds=rules,
+                    judge={"prompt": "plain"})
+    failing = {f"m01_s{i:03d}_v01" for i in range(1, 7)}
+    result = run_against_baseline(pytester, bench_env, failing, "--evalbench-compare", *gate)
+    assert result.ret == EXIT_INCOMPLETE
+    result.stdout.fnmatch_lines(["*gate: INCOMPLETE (exit 7)*"])
+    result.stdout.fnmatch_lines(["*baseline*not comparable*tgt*judge_prompt examples -> plain*"
+                                 "pytest --benchmark=demo --evalbench-save-baseline*"])
+    reasons = " ".join(read_json(bench / "last_run.json")["incomplete"])
+    assert "judge_prompt examples -> plain" in reasons and "--evalbench-save-baseline" in reasons
+    accepted = run_against_baseline(pytester, bench_env, failing, "--evalbench-compare", *gate,
+                                    "--evalbench-accept-incomparable")
+    assert accepted.ret == 0
+    accepted.stdout.fnmatch_lines(["*tgt*not compared*--evalbench-accept-incomparable*judge_prompt examples -> plain*"])
 
 
 def test_noise_level_change_does_not_fail(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:

@@ -105,3 +105,53 @@ def test_a_metric_with_its_own_prompt_style_is_calibrated_and_judged_with_it(pyt
     [judged] = [r for r in bench_env.requests if r["model"] == JUDGE]
     assert len(judged["messages"]) == 6  # system, two answered examples, the question: the contrast prompt
     assert "judge unreliable" not in result.stdout.str()
+
+
+def _one_sided(answer: dict[str, Any]) -> dict[str, Any]:
+    """Log-probabilities whose `present` value token lists only `false` (P 0.9 on `true` is not listed)."""
+    data = verdict_logprobs(answer, 0.9)
+    value = next(t for t in data["content"] if t["top_logprobs"])
+    value["top_logprobs"] = [a for a in value["top_logprobs"] if a["token"] == "false"]
+    return data
+
+
+def _malformed(answer: dict[str, Any]) -> dict[str, Any]:
+    """Log-probabilities whose `true` alternative of the `present` value has no number."""
+    data = verdict_logprobs(answer, 0.9)
+    value = next(t for t in data["content"] if t["top_logprobs"])
+    value["top_logprobs"] = [dict(a, logprob="high") if a["token"] == "true" else a for a in value["top_logprobs"]]
+    return data
+
+
+def _overflowing(answer: dict[str, Any]) -> dict[str, Any]:
+    """Log-probabilities of both answers so large that their probabilities overflow: P(present) is NaN."""
+    data = verdict_logprobs(answer, 0.9)
+    value = next(t for t in data["content"] if t["top_logprobs"])
+    value["top_logprobs"] = [dict(a, logprob=800.0) for a in value["top_logprobs"]]
+    return data
+
+
+@pytest.mark.parametrize(("broken", "reason"), [
+    (_one_sided, "do not list true"), (_malformed, "malformed"), (_overflowing, "malformed")])
+def test_log_probabilities_that_cannot_be_read_leave_the_row_unscored(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, broken: Any, reason: str) -> None:
+    """The sampled verdict is `present` and a threshold is calibrated: log-probabilities that are given
+    but cannot be read never turn it into `absent` (nor keep it silently): the row is unscored, with why."""
+    bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
+                            judge={"probability": True})
+    (bench / "calibration.json").write_text(json.dumps([{"metric_id": "m01", "judge": JUDGE, "prompt": "examples",
+                                                         "threshold": 0.5}]))
+
+    def judge(request: dict[str, Any]) -> Reply:
+        answer = {"justification": "scripted", "present": True}
+        return Reply(content=json.dumps(answer), logprobs=broken(answer))
+
+    bench_env.set_responder(script(judge))
+    result = pytester.runpytest("--benchmark=demo")
+    assert result.ret == 7
+    [row] = [r for path in bench.glob("runs/*/scores.json") for r in read_json(path)]
+    assert row["present"] is None and row["passed"] is None and "probability" not in row
+    assert "P(present)" in row["justification"] and reason in row["justification"]
+    served = len(bench_env.requests)
+    assert pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay").ret == 7  # the cache keeps it
+    assert len(bench_env.requests) == served

@@ -20,6 +20,7 @@ from pytest_evalbench.kinds.judges import calibrated_thresholds, judge_accuracy,
 from pytest_evalbench.kinds.labels import CalibrationRecord
 from pytest_evalbench.kinds.metric_judge import (
     Example,
+    UnusableProbability,
     judge_messages,
     pick_contrast,
     present_probability,
@@ -73,12 +74,24 @@ def test_probability_of_present_from_the_verdict_token(p: float) -> None:
     assert present_probability(parsed) == pytest.approx(p, abs=1e-4)
 
 
-def test_no_logprobs_or_no_verdict_token_gives_no_probability() -> None:
+def test_no_logprobs_gives_no_probability() -> None:
     assert parse_logprobs(None) is None and parse_logprobs({"content": "x"}) is None
-    assert present_probability(None) is None
-    assert present_probability([['{"present": ', {}], ["maybe", {"maybe": -0.1}]]) is None
-    # only one alternative listed: P(true) is all the listed mass
-    assert present_probability([['{"present":', {}], [" true", {" true": -0.01}]]) == 1.0
+    assert present_probability(None) is None and present_probability([]) is None
+
+
+@pytest.mark.parametrize(("logprobs", "reason"), [
+    ([['{"present": ', {}], ["maybe", {"maybe": -0.1}]], "no token for the present value"),
+    ([['{"present":', {}], [" true", {" true": -0.01}]], "do not list false"),
+    ([['{"present":', {}], [" false", {" false": -0.01, "x": -2.0}]], "do not list true"),
+    ([['{"present":', {}], [" true", {}]], "do not list true or false"),
+    ([['{"present":', {}], [" true", {" true": -0.01, " false": None}]], "malformed"),
+    ([['{"present":', {}], [" true", {" true": 800.0, " false": 800.0}]], "malformed"),
+    ([['{"present":', {}], [" true", {" true": -1e300, " false": -1e300}]], "not a number"),
+])
+def test_log_probabilities_that_cannot_be_read_are_not_a_probability(logprobs: Any, reason: str) -> None:
+    """Given but unreadable: never a P(present) of 0 or 1 by omission, always the reason."""
+    with pytest.raises(UnusableProbability, match=reason):
+        present_probability(logprobs)
 
 
 def test_parse_logprobs_bounds_hostile_alternatives() -> None:
@@ -87,8 +100,9 @@ def test_parse_logprobs_bounds_hostile_alternatives() -> None:
                          + [{"token": "bad", "logprob": True}, "junk"]}] * 2000}
     huge = {"content": [{"token": "true", "logprob": 0, "top_logprobs": [
         {"token": "true", "logprob": 0}, {"token": "big", "logprob": 10**400},
-        {"token": "inf", "logprob": float("inf")}, {"token": "nan", "logprob": float("nan")}]}]}
-    assert parse_logprobs(huge) == [["true", {"true": 0.0}]]  # numbers a float cannot hold are dropped
+        {"token": "inf", "logprob": float("inf")}, {"token": "nan", "logprob": float("nan")}, "junk"]}]}
+    # numbers a float cannot hold are kept as None, so a reader knows the alternatives are incomplete
+    assert parse_logprobs(huge) == [["true", {"true": 0.0, "big": None, "inf": None, "nan": None, "": None}]]
     parsed = parse_logprobs(data)
     assert parsed is not None and len(parsed) == 512
     assert len(parsed[0][0]) == 50 and len(parsed[0][1]) == 20

@@ -11,12 +11,14 @@ from typing import Any
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
 from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
+from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_verdicts
 from pytest_evalbench.formats.spec import JudgeStyle
 from pytest_evalbench.kinds.estimate import Expectations, Plan
 from pytest_evalbench.kinds.explain import EVAL_NAMES, run_eval
 from pytest_evalbench.kinds.judges import RESULT_FILE, judge_name, majority, poll
 from pytest_evalbench.kinds.labels import (
     CALIBRATION_FILE,
+    HELDOUT_FILE,
     CalibrationCase,
     CalibrationEntry,
     CalibrationRecord,
@@ -52,14 +54,18 @@ class CalibrationKind:
         self._examples: dict[str, list[Example]] = {}
 
     def data_files(self) -> list[Path]:
-        return [self.run.bench_dir / CALIBRATION_FILE]
+        """calibration.jsonl, and calibration-heldout.jsonl when the benchmark has held-out labels."""
+        heldout = self.run.bench_dir / HELDOUT_FILE
+        return [self.run.bench_dir / CALIBRATION_FILE] + ([heldout] if heldout.exists() or heldout.is_symlink() else [])
 
     def load_cases(self) -> dict[Path, list[CalibrationCase]]:
-        path = self.data_files()[0]
-        cases = load_labels(path, self.run.spec, spec_kind(self.run.spec).judged)
-        self._order = {c.row_id: c.index for c in cases}
-        self._examples = judge_examples(cases, self.run.spec)
-        return {path: cases}
+        files = self.data_files()
+        judged = spec_kind(self.run.spec).judged
+        cases = {path: load_labels(path, self.run.spec, judged, heldout=path.name == HELDOUT_FILE) for path in files}
+        self._order = {c.row_id: i for i, c in enumerate(c for found in cases.values() for c in found)}
+        # only calibration's own labels are ever shown in a contrast prompt: held-out ones choose nothing
+        self._examples = judge_examples(cases[files[0]], self.run.spec)
+        return cases
 
     def order(self) -> dict[str, int]:
         if not self._order:
@@ -79,7 +85,8 @@ class CalibrationKind:
             decision = decide(metric, label.transcript)
             if decision is not None:  # the rules' verdict, not the judge's
                 return CalibrationRecord(run.spec.name, case.line, case.key, label.present, decision.present,
-                                         decision.justification, usage_by_phase, decided_by="check")
+                                         decision.justification, usage_by_phase, decided_by="check",
+                                         heldout=case.heldout)
             if not self._examples:
                 self.load_cases()  # sets the examples a contrast prompt may show
             config = run.spec.judge
@@ -87,9 +94,10 @@ class CalibrationKind:
             probabilities: dict[str, float | None] = {}
             verdict, text = None, ""
             own_style = run.spec.judge_style(metric)  # the record's verdict is this style's
-            # the example being scored is never one the contrast prompt shows
-            contrast = pick_contrast(self._examples.get(metric.id, []), exclude=case.line)
-            for style in STYLES:  # every style, so calibration can say which to use
+            # the example being scored is never one the contrast prompt shows (a held-out one never is)
+            contrast = pick_contrast(self._examples.get(metric.id, []), exclude=None if case.heldout else case.line)
+            # every style, so calibration can say which to use; a held-out example only as a run asks
+            for style in ((own_style,) if case.heldout else STYLES):
                 seen: list[float] = []
 
                 async def ask_one(endpoint: Endpoint, sample: int, style: JudgeStyle = style,
@@ -109,12 +117,13 @@ class CalibrationKind:
                     verdict, text = panel.value, panel.justification
             return CalibrationRecord(run.spec.name, case.line, case.key, label.present, verdict, text, usage_by_phase,
                                      decided_by="judge", verdicts=verdicts,
-                                     probabilities=probabilities if config.probability else {})
+                                     probabilities=probabilities if config.probability else {}, heldout=case.heldout)
         else:
             outcome = await run_eval(label.eval, label.inputs, judges=judges, engine=run.engine, usage_by_phase=usage_by_phase,
                                      samples=run.spec.judge.samples)
             verdict, text, expected = outcome.score, outcome.explanation, label.score
-        return CalibrationRecord(run.spec.name, case.line, case.key, expected, verdict, text, usage_by_phase)
+        return CalibrationRecord(run.spec.name, case.line, case.key, expected, verdict, text, usage_by_phase,
+                                 heldout=case.heldout)
 
     def record_to_json(self, record: CalibrationRecord) -> JSONRecord:
         return record.to_json()
@@ -141,16 +150,20 @@ class CalibrationKind:
 
     def write_results(self, data: Iterable[JSONRecord]) -> KindResults:
         """calibration.json over this session's examples, one entry per metric or eval."""
-        records = (self.record_from_json(d) for d in data)
+        records = [self.record_from_json(d) for d in data]
         judges = self.run.judges()
         settings = {"prompt": self.run.spec.judge.prompt, "probability": self.run.spec.judge.probability,
                     "samples": self.run.spec.judge.samples, "params": {j.model: dict(j.params) for j in judges}}
-        entries = calibration_entries(records, spec_kind(self.run.spec).judged, judge_name(judges),
+        judged = spec_kind(self.run.spec).judged
+        entries = calibration_entries([r for r in records if not r.heldout], judged, judge_name(judges),
                                       settings=settings, styles=self.run.spec.judge_styles())
+        for entry in entries:
+            held = [r for r in records if r.heldout and r.key == (entry.metric_id or entry.eval)]
+            entry.heldout = heldout_stats(held, entry, judged, probability=self.run.spec.judge.probability)
         dump_json(self.run.bench_dir / RESULT_FILE, [versioned(e.model_dump(exclude_none=False)) for e in entries],
                   self.run.bench_dir)
         return KindResults(view="none", results=[e.model_dump(exclude_none=False) for e in entries],
-                           table=calibration_table(entries))
+                           table=calibration_table(entries), files=[self.run.bench_dir / RESULT_FILE])
 
 
 def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
@@ -170,21 +183,28 @@ def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
 
 def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dict[str, Any]:
     """The judge-only fields of a metric's entry: its own kappa (with the style in `settings`), each
-    style's, and which to use."""
+    style's, which style to use (chosen by cross-validated kappa), and the nested cross-validated kappa
+    of that whole choice (style and threshold chosen without the examples that score them)."""
     judged = [r for r in rows if r.decided_by == "judge"]
     own = agreement_entry([r.label for r in judged], [r.verdict for r in judged], [True, False], weighted=False)
     styles: dict[str, dict[str, Any]] = {style: _style_stats(judged, style) for style in STYLES} if judged else {}
-
-    def merit(style: str) -> float:
-        values = [styles[style].get(k) for k in ("kappa", "threshold_kappa")]
-        return max((v for v in values if v is not None), default=-2.0)
-
     chosen = styles.get(settings["prompt"], {})
-    return {"judge_n": own["n"], "judge_agreement": own["agreement"], "judge_kappa": own["kappa"],
-            "judge_kappa_ci": own["kappa_ci"], "prompt": settings["prompt"], "styles": styles or None,
-            "recommended_prompt": max(styles, key=merit) if styles else None,
-            "threshold": chosen.get("threshold"), "threshold_kappa": chosen.get("threshold_kappa"),
-            "settings": settings}
+    out = {"judge_n": own["n"], "judge_agreement": own["agreement"], "judge_kappa": own["kappa"],
+           "judge_kappa_ci": own["kappa_ci"], "prompt": settings["prompt"], "styles": styles or None,
+           "recommended_prompt": None, "threshold": chosen.get("threshold"),
+           "threshold_kappa": chosen.get("threshold_kappa"), "settings": settings}
+    if judged:
+        labels = [bool(r.label) for r in judged]
+        answers: dict[str, StyleAnswers] = {style: StyleAnswers([r.verdicts.get(style) for r in judged],
+                                       [r.probabilities.get(style) for r in judged]) for style in STYLES}
+        probability = bool(settings.get("probability"))
+        out["recommended_prompt"] = choose(labels, answers, probability=probability,
+                                           preferred=settings["prompt"]).style
+        nested = nested_verdicts(labels, answers, probability=probability, preferred=settings["prompt"])
+        stats = agreement_entry(labels, nested.verdicts, [True, False], weighted=False)
+        out.update(nested_n=stats["n"], nested_kappa=stats["kappa"], nested_kappa_ci=stats["kappa_ci"],
+                   nested_folds=nested.folds, nested_choices=nested.choices)
+    return out
 
 
 def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, judge: str,
@@ -210,6 +230,33 @@ def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, ju
     return entries
 
 
+def heldout_stats(rows: list[CalibrationRecord], entry: CalibrationEntry, judged: Judged, *,
+                  probability: bool) -> dict[str, Any] | None:
+    """The judge on the held-out labels of one metric or eval, decided as a run decides: a judge row by
+    P(present) against the entry's calibrated threshold (the sampled verdict without one); None without
+    held-out labels."""
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: r.line)
+    weighted = judged == "evals"
+    categories: list[Any] = [1, 2, 3, 4, 5] if weighted else [True, False]
+    threshold = entry.threshold if probability and not weighted else None
+
+    def decided(r: CalibrationRecord) -> bool | int | None:
+        p = r.probabilities.get(entry.prompt or "") if r.decided_by == "judge" else None
+        return p >= threshold if threshold is not None and p is not None else r.verdict
+
+    stats = agreement_entry([r.label for r in rows], [decided(r) for r in rows], categories, weighted=weighted)
+    out = {k: stats[k] for k in ("n", "unscored", "agreement", "kappa", "kappa_ci", "confusion")}
+    if not weighted:
+        judge_rows = [r for r in rows if r.decided_by == "judge"]
+        alone = agreement_entry([r.label for r in judge_rows], [decided(r) for r in judge_rows], categories,
+                                weighted=False)
+        out.update(judge_n=alone["n"], judge_agreement=alone["agreement"], judge_kappa=alone["kappa"],
+                   judge_kappa_ci=alone["kappa_ci"])
+    return out
+
+
 def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
     """Terminal lines: per metric or eval, agreement and kappa with its interval."""
     lines = [f"calibration ({RESULT_FILE}): judge {entries[0].judge}" if entries else "calibration: no examples"]
@@ -231,9 +278,20 @@ def calibration_table(entries: list[CalibrationEntry]) -> list[str]:
                          + ("" if stats.get("threshold") is None else
                             f"; threshold {stats['threshold']:.2f}, cross-validated kappa "
                             f"{_kappa(stats['threshold_kappa'], stats['threshold_kappa_ci'])}"))
+        if e.nested_n is not None:
+            chosen = ", ".join(f"{style} {n}" for style, n in (e.nested_choices or {}).items())
+            lines.append(f"    whole procedure (style and threshold chosen without the examples they score; "
+                         f"{e.nested_folds}-fold nested cross-validation): n={e.nested_n} kappa "
+                         f"{_kappa(e.nested_kappa, e.nested_kappa_ci)}; styles chosen per fold: {chosen}")
+        if e.heldout is not None:
+            held = e.heldout
+            lines.append(f"    held out ({HELDOUT_FILE}, never used to choose; decided as a run decides): "
+                         f"n={held['n']} kappa {_kappa(held['kappa'], held['kappa_ci'])}"
+                         + ("" if held.get("judge_n") is None else
+                            f"; judge alone: n={held['judge_n']} kappa {_kappa(held['judge_kappa'], held['judge_kappa_ci'])}"))
         if e.recommended_prompt is not None:
-            lines.append(f"    use judge_prompt: {e.recommended_prompt} on {key} (highest judge-only kappa; "
-                         "`metrics[].judge_prompt`, or `judge.prompt` for every metric)")
+            lines.append(f"    use judge_prompt: {e.recommended_prompt} on {key} (highest cross-validated judge-only "
+                         "kappa; `metrics[].judge_prompt`, or `judge.prompt` for every metric)")
     return lines
 
 
