@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
+from pytest_evalbench.base.numbers import is_logprob
 from pytest_evalbench.base.safe_text import truncated
 from pytest_evalbench.formats import StrictAnswer
 from pytest_evalbench.formats.checks import CheckRule, check_regex
@@ -44,7 +45,7 @@ from pytest_evalbench.formats.results import Message, ToolCall
 from pytest_evalbench.formats.spec import JudgeStyle, Metric
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, match_trajectory
 from pytest_evalbench.llm.engine import MAX_ATTEMPTS, Engine, ask, parse_as, strict_schema
-from pytest_evalbench.llm.types import Completion, Endpoint, Usage, is_logprob
+from pytest_evalbench.llm.types import Completion, Endpoint, Usage
 
 STYLES: tuple[JudgeStyle, ...] = ("plain", "contrast", "examples")
 TOP_LOGPROBS = 5
