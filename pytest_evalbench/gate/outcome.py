@@ -412,7 +412,7 @@ def _verdict(view: GateDecision, exit_code: int, failed: Failures) -> tuple[str,
     cases = _count(failed.total, "case failed", "cases failed")
     unreliable = _count(failed.unreliable, "failure of an unreliable judge does", "failures of an unreliable judge do")
     if exit_code == 7 or view.incomplete:
-        return "incomplete", "some items were not scored, so the run neither passes nor fails"
+        return "incomplete", "incomplete numbers (INCOMPLETE above) neither pass nor fail"
     if exit_code == 6 or view.breaches or view.regressions:
         what = [_count(len(view.breaches), "threshold rule breached", "threshold rules breached")] if view.breaches else []
         what += [_count(len(view.regressions), "significant drop against the baseline",

@@ -217,9 +217,8 @@ def test_the_demos_heldout_kappa_is_at_least_what_the_docs_quote() -> None:
     kappa quoted there, and the held-out labels must be the ones shipped."""
     import re
 
-    from pytest_evalbench.kinds.calibration.models import load_labels
-
     from pytest_evalbench.formats.spec import load_spec
+    from pytest_evalbench.kinds.labels import load_labels
 
     bench = ROOT / "benchmarks" / "demo"
     held = load_labels(bench / "calibration-heldout.jsonl", load_spec(bench), "metrics", heldout=True)

@@ -125,7 +125,7 @@ def test_a_baseline_made_incomparable_by_the_judge_prompt_cannot_pass_the_gate(
     failing = {f"m01_s{i:03d}_v01" for i in range(1, 7)}
     result = run_against_baseline(pytester, bench_env, failing, "--evalbench-compare", *gate)
     assert result.ret == EXIT_INCOMPLETE
-    result.stdout.fnmatch_lines(["*gate: INCOMPLETE (exit 7)*"])
+    result.stdout.fnmatch_lines(["*evalbench: INCOMPLETE (exit 7)*"])
     result.stdout.fnmatch_lines(["*baseline*not comparable*tgt*judge_prompt examples -> plain*"
                                  "pytest --benchmark=demo --evalbench-save-baseline*"])
     reasons = " ".join(read_json(bench / "last_run.json")["incomplete"])

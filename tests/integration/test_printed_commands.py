@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 from helpers import read_json, scenario, script, write_benchmark
+from test_authoring import (
+    generator,  # here, not in the responder: an in-process run makes the copied project's conftest the `conftest` module
+)
 from test_dataset import scores, write_dataset
 
 from conftest import LEAN_ADDOPTS
@@ -244,8 +247,6 @@ def doc_commands() -> list[tuple[str, str]]:
 def any_role(request: dict[str, Any]) -> Any:
     """Every role of every benchmark and command, whatever the model is called: the authoring
     commands' drafts, the judge (present, with its log-probabilities), the simulated user, the target."""
-    from test_authoring import generator
-
     from pytest_evalbench.testing import Reply
     from pytest_evalbench.testing.scripts import verdict_logprobs
 

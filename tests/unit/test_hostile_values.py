@@ -37,7 +37,7 @@ from pytest_evalbench.gate.paired import plan
 from pytest_evalbench.kinds import judges, targets
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
 from pytest_evalbench.kinds.labels import load_labels
-from pytest_evalbench.kinds.metric_judge import present_probability
+from pytest_evalbench.kinds.metric_judge import UnusableProbability, present_probability
 from pytest_evalbench.kinds.scenarios.models import load_scenarios
 from pytest_evalbench.kinds.trajectory import match_trajectory
 from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key
@@ -336,15 +336,21 @@ def test_an_answer_body_is_a_completion_or_a_bad_response(text: str) -> None:
         return
     json.dumps(completion.to_json() if hasattr(completion, "to_json") else {}, allow_nan=False)
     for _token, alternatives in completion.logprobs or []:
-        assert all(math.isfinite(v) and v <= 0 for v in alternatives.values())
-    probability = present_probability(completion.logprobs)
+        assert all(v is None or (math.isfinite(v) and v <= 0) for v in alternatives.values())
+    try:
+        probability = present_probability(completion.logprobs)
+    except UnusableProbability:
+        return  # the row is unscored with the reason
     assert probability is None or 0 <= probability <= 1
 
 
 @FEW
 @given(VALUES)
-def test_logprobs_in_any_shape_give_a_probability_or_none(data: Any) -> None:
-    probability = present_probability(parse_logprobs(unwrap(data)))
+def test_logprobs_in_any_shape_give_a_probability_none_or_unscored(data: Any) -> None:
+    try:
+        probability = present_probability(parse_logprobs(unwrap(data)))
+    except UnusableProbability:
+        return  # given but unreadable: the row is unscored with the reason
     assert probability is None or 0 <= probability <= 1
 
 

@@ -25,7 +25,7 @@ from pytest_evalbench.formats.spec import BenchmarkSpec
 from pytest_evalbench.gate.outcome import read_baseline
 from pytest_evalbench.gate.paired import plan
 from pytest_evalbench.kinds import judges, targets
-from pytest_evalbench.kinds.metric_judge import present_probability
+from pytest_evalbench.kinds.metric_judge import UnusableProbability, present_probability
 from pytest_evalbench.kinds.trajectory import match_trajectory
 from pytest_evalbench.llm.cache import response_problem
 from pytest_evalbench.llm.transport import parse_logprobs
@@ -138,16 +138,18 @@ def logprobs_of(logprob: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("logprob", [800, 1e308, HUGE, 0.5], ids=["800", "1e308", "400 digits", "0.5"])
 def test_a_judge_logprob_above_0_from_the_endpoint_is_dropped_not_an_overflow(logprob: Any) -> None:
-    probability = present_probability(parse_logprobs(logprobs_of(logprob)))
-    assert probability is None or 0.0 <= probability <= 1.0
-    assert probability != 1.0  # the "true" alternative was not believed
+    alternatives = parse_logprobs(logprobs_of(logprob))
+    assert alternatives is not None and all(v is None or -1e300 <= v <= 0.0 for _, a in alternatives for v in a.values())
+    with pytest.raises(UnusableProbability, match="malformed"):  # the row is unscored, never a probability of 1
+        present_probability(alternatives)
 
 
 @pytest.mark.parametrize("logprob", [800, 1e308, 0.5])
 def test_a_judge_logprob_above_0_in_a_committed_cache_entry_makes_it_unusable(logprob: Any) -> None:
     response = {"content": '{"present": true}', "finish_reason": "stop", "input_tokens": 1, "output_tokens": 1,
                 "logprobs": [[" true", {" true": logprob, " false": -1.0}]]}
-    assert response_problem(response) == "its response's logprobs is not a list of [token, {alternative: logprob}]"
+    assert response_problem(response) == ("its response's logprobs is not a list of "
+                                          "[token, {alternative: logprob or null}]")
 
 
 @pytest.mark.parametrize("price", [1.7e308, HUGE, 1e7], ids=["1.7e308", "400 digits", "1e7"])

@@ -76,7 +76,7 @@ def test_verdicts_say_why() -> None:
     assert gate_verdict(GateDecision(), 0, 0, {}).tolerated == 0
     incomplete = gate_verdict(GateDecision(incomplete=["500 items no API key"]), 7, 0, {})
     assert (incomplete.verdict, incomplete.reason) == (
-        "incomplete", "some items were not scored, so the run neither passes nor fails")
+        "incomplete", "incomplete numbers (INCOMPLETE above) neither pass nor fail")
     regression = gate_verdict(GateDecision(breaches=["tgt: positive_pass_rate 0.50 < 0.80"]), 6, 0, {})
     assert (regression.verdict, regression.reason) == ("regression", "1 threshold rule breached")
     assert gate_verdict(None, 4, 0, {}, "bad baseline").reason == "results could not be written (the ERROR line says why)"
