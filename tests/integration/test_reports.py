@@ -92,8 +92,7 @@ def test_configuration_problem_is_reported_once(pytester: pytest.Pytester, monke
     result.stdout.fnmatch_lines(["ERROR 6 items: evalbench connection error: *cannot reach http://127.0.0.1:*"])
     assert out.count("same error as benchmarks/demo/scenarios.json::m01_s001_v01[tgt-s0]") >= 5
     result.stdout.fnmatch_lines(["  INCOMPLETE: 6 items connection error*",
-                                 "evalbench: INCOMPLETE (exit 7): some items were not scored, so the run neither passes "
-                                 "nor fails"])
+                                 "evalbench: INCOMPLETE (exit 7): incomplete numbers (INCOMPLETE above) neither pass nor fail"])
     result.stdout.no_fnmatch_line("*numbers above*")
     assert result.ret == 7
 
