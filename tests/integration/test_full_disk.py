@@ -144,3 +144,24 @@ def test_a_disk_full_before_the_run_runs_nothing(pytester: pytest.Pytester, benc
     result.stderr.fnmatch_lines([f"*last_run.json: could not be written ({NO_SPACE})*nothing was run*"])
     assert json.loads((bench / "last_run.json").read_text())["status"] == "complete"  # the earlier run's, whole
     assert all((bench / name).read_bytes() == before[name] for name in RESULT_FILES)
+
+
+@pytest.mark.slow  # an xdist run in a subprocess: the ledger file exists only when workers share a budget
+def test_a_full_disk_under_the_shared_budget_ledger_ends_the_run_incomplete(pytester: pytest.Pytester,
+                                                                           bench_env: FakeLLMServer) -> None:
+    """`--evalbench-max-cost` with xdist workers keeps one ledger file; a disk that refuses it ends
+    every item it stops as an error naming the file, the run exit 7 with no traceback, last_run.json final."""
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    pytester.makeconftest(FULL_DISK)
+    bench_env.set_responder(script(True))
+    os.environ["EVALBENCH_FULL"] = "ledger.json"
+    try:
+        result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-max-cost=5", timeout=120)
+    finally:
+        del os.environ["EVALBENCH_FULL"]
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 7, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    result.stdout.fnmatch_lines([f"ERROR 2 items: *ledger.json: could not be written ({NO_SPACE})*"])
+    last = json.loads((bench / "last_run.json").read_text())
+    assert last["status"] == "incomplete" and last["incomplete"] == ["2 items error"]
