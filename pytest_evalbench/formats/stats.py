@@ -334,6 +334,18 @@ def threshold_decision(k: int, n: int, minimum: float, alpha: float, decision: s
     return "held" if decision == "point" or wilson_interval(k, n)[0] >= minimum - EPS else "inconclusive"
 
 
+def rows_to_detect_a_fall(minimum: float, alpha: float, decision: str = "interval", most: int = 1_000_000) -> int | None:
+    """The fewest rows whose rule can breach `minimum` at all (a fall to a rate of 0 is then detected
+    with 80% power at most): what a rule that `detects no drop` would need; None past `most`."""
+    if breaching_count(most, minimum, alpha, decision) < 0:
+        return None
+    low, high = 0, most  # breaching becomes possible once and stays possible with more rows
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if breaching_count(mid, minimum, alpha, decision) >= 0 else (mid, high)
+    return high
+
+
 def threshold_detectable_drop(n: int, minimum: float, alpha: float, decision: str = "interval") -> float | None:
     """How far below the minimum the true rate must be for n rows to breach it with 80% power (None: they cannot)."""
     most = breaching_count(n, minimum, alpha, decision)

@@ -11,7 +11,12 @@ from typing import Literal
 
 from pytest_evalbench.formats.results import CorrectedSummary, ModelResult
 from pytest_evalbench.formats.spec import MetricRule, TargetRule, ThresholdRules
-from pytest_evalbench.formats.stats import threshold_decision, threshold_detectable_drop, wilson_interval
+from pytest_evalbench.formats.stats import (
+    rows_to_detect_a_fall,
+    threshold_decision,
+    threshold_detectable_drop,
+    wilson_interval,
+)
 from pytest_evalbench.gate.paired import EPS, Comparison, detects_text
 
 __all__ = ["MetricRule", "TargetRule", "ThresholdRules"]
@@ -52,6 +57,8 @@ class RuleResult:
     minimum; max_drop/compare: the paired test's); None with `detects` set means none can be."""
     detects: bool = False
     """Whether the rule states a smallest detectable change (`detectable` None then means no drop)."""
+    rows_needed: int | None = None
+    """A min rule that detects no drop: the fewest rows that could breach its minimum at all."""
 
     def text(self) -> str:
         """`min_negative_pass_rate 0.60 t: 1.00 held (95% interval [0.72, 1.00] of 10 rows, detects drops >= 0.38)`,
@@ -73,7 +80,8 @@ class RuleResult:
             details.append(rows.strip())
         said = detects_text(self.detectable)
         if self.detects and not any(said in d for d in details):
-            details.append(said)
+            details.append(said + (f"; {self.rows_needed} rows would detect a fall to 0" if self.detectable is None
+                                   and self.rows_needed is not None else ""))
         return f"{head}: {', '.join(nums) + ' ' if nums else ''}{self.status}" + (
             f" ({', '.join(details)})" if details else "")
 
@@ -164,7 +172,8 @@ def check_thresholds(results: list[ModelResult], rules: ThresholdRules | None,
         low, high = wilson_interval(k, n) if decision == "interval" else (None, None)
         report.rules.append(RuleResult(name, threshold, target, metric, threshold_decision(k, n, threshold, alpha, decision),
                                        value, low=low, high=high, n=n, detects=True,
-                                       detectable=threshold_detectable_drop(n, threshold, alpha, decision)))
+                                       detectable=(drop := threshold_detectable_drop(n, threshold, alpha, decision)),
+                                       rows_needed=rows_to_detect_a_fall(threshold, alpha, decision) if drop is None else None))
 
     seen = {s.target_model for s in results}
     for name in sorted(set(rules.per_target) - seen):

@@ -49,7 +49,7 @@ def test_an_interval_that_straddles_the_minimum_is_inconclusive_not_breached() -
     assert status(20, 20, 0.8) == "held"  # [0.84, 1.00] lies above 0.80
     text = check_thresholds(summary(0, 1), ThresholdRules(min_positive_pass_rate=0.5)).rules[0].text()
     assert text == ("min_positive_pass_rate 0.50 t: 0.00 inconclusive "
-                    "(95% interval [0.00, 0.79] of 1 row, detects no drop)")
+                    "(95% interval [0.00, 0.79] of 1 row, detects no drop; 5 rows would detect a fall to 0)")
 
 
 def test_an_inconclusive_rule_fails_the_build_only_when_asked() -> None:
@@ -188,3 +188,17 @@ def test_a_baseline_without_identities_is_compared_with_a_note() -> None:
         "the baseline records no identities")
     with pytest.raises(ValueError, match="'identities' is not"):
         load_baseline({**data, "identities": {"t": {"judge_model": 3}}})
+
+
+def test_a_rule_that_detects_no_drop_says_how_many_rows_would() -> None:
+    """The number printed is the fewest rows that can breach the minimum at all: one row fewer cannot."""
+    from pytest_evalbench.formats.stats import breaching_count, rows_to_detect_a_fall
+
+    for minimum, alpha, decision in [(0.5, 0.05, "interval"), (0.8, 0.05, "interval"), (0.01, 0.05, "interval"),
+                                     (0.9, 0.01, "interval"), (0.5, 0.05, "point")]:
+        rows = rows_to_detect_a_fall(minimum, alpha, decision)
+        assert rows is not None and breaching_count(rows, minimum, alpha, decision) >= 0
+        assert breaching_count(rows - 1, minimum, alpha, decision) < 0, (minimum, alpha, decision)
+    assert rows_to_detect_a_fall(0.0, 0.05) is None  # a minimum of 0 can never be breached
+    text = check_thresholds(summary(1, 2), ThresholdRules(min_positive_pass_rate=0.5)).rules[0].text()
+    assert text.endswith("of 2 rows, detects no drop; 5 rows would detect a fall to 0)")
