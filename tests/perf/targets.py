@@ -495,6 +495,12 @@ def main() -> int:
                 figures.append(figure)
     finally:
         server.stop()
+    return report(figures, began)
+
+
+def report(figures: list[Any], began: float) -> int:
+    """The closing summary of a perf script's figures, and its exit status: 2 if any is invalid,
+    1 if any missed its target, else 0."""
     print(f"\nsummary ({load()}; script run time {time.perf_counter() - began:.0f} s):")
     for figure in figures:
         print(f"  {figure.line()}")

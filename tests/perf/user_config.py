@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from targets import TURNS, Server, bare_project, header, load, machine_cpu, plain_project, write_bench
+from targets import TURNS, Server, bare_project, header, load, machine_cpu, plain_project, report, write_bench
 
 REPO = Path(__file__).resolve().parents[2]
 CALLS = 2 * TURNS + 1
@@ -418,11 +418,7 @@ def main() -> int:
                         figures.append(figure)
     finally:
         server.stop()
-    print(f"\nsummary ({load()}; script run time {time.perf_counter() - began:.0f} s):")
-    for figure in figures:
-        print(f"  {figure.line()}")
-    verdicts = {figure.verdict for figure in figures}
-    return 2 if "INVALID" in verdicts else 1 if "MISS" in verdicts else 0
+    return report(figures, began)
 
 
 if __name__ == "__main__":
