@@ -50,13 +50,13 @@ def is_token_count(value: object) -> bool:
 
 
 def is_logprob(value: object) -> bool:
-    """Whether a log-probability from an endpoint or a cache entry is a `LogProb` (finite, in
-    [MIN_LOGPROB, 0]; an integer too large for a float is none)."""
+    """Whether a log-probability from an endpoint or a cache entry can be used: finite, in
+    [MIN_LOGPROB, 0] (an integer too large for a float is none)."""
     return _finite(value) and MIN_LOGPROB <= value <= 0.0  # type: ignore[operator]
 
 
 def is_cost(value: object) -> bool:
-    """Whether a recorded cost is a `Cost`."""
+    """Whether a recorded cost can be used: finite, in [0, MAX_COST] dollars."""
     return _finite(value) and 0.0 <= value <= MAX_COST  # type: ignore[operator]
 
 

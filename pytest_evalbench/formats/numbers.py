@@ -51,7 +51,6 @@ DollarsPerMillion = Annotated[float, Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=F
 """Dollars per million tokens."""
 
 
-
 Score = Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False), BeforeValidator(_number)]
 """A dataset eval's score (1..5; 0 where a writer records no score as zero)."""
 
