@@ -176,9 +176,6 @@ def judge_messages(metric: Metric, transcript: list[Message], style: JudgeStyle 
 
 
 _VALUE_AT = re.compile(r'"present"\s*:\s*$')
-MAX_LOGPROB = 1e-6
-"""Largest log-probability read as one (a rounding error above 0); above it the number is not a
-log-probability, and its probability would exceed 1 or overflow."""
 
 
 class UnusableProbability(ValueError):
@@ -201,13 +198,13 @@ def present_probability(logprobs: list[list[Any]] | None) -> float | None:
         mass = {True: 0.0, False: 0.0}
         listed = {True: False, False: False}
         for alternative, logprob in alternatives.items():
-            if not is_logprob(logprob) or logprob > MAX_LOGPROB:
+            if not is_logprob(logprob):  # finite and at most 0: a probability
                 raise UnusableProbability(f"a log-probability alternative of the present value is malformed "
                                           f"({alternative[:20]!r}: {str(logprob)[:20]})")
             word = alternative.strip().lower()
             for value, full in ((True, "true"), (False, "false")):
                 if word and (full.startswith(word) or word.startswith(full)):
-                    mass[value] += math.exp(min(0.0, logprob))
+                    mass[value] += math.exp(logprob)
                     listed[value] = True
         missing = [name for value, name in ((True, "true"), (False, "false")) if not listed[value]]
         if missing:
