@@ -217,8 +217,8 @@ def _strict_int(text: str) -> int:
 
 
 def _strict_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
+    value = _parse_float(text)
+    if isinstance(value, BadValue):
         raise _Refused
     return value
 
