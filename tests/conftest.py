@@ -132,6 +132,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # terminal or a CI runner's COLUMNS is, so what a test reads from their output (lines cut at the
     # terminal width) does not depend on where the suite runs.
     os.environ["COLUMNS"] = "80"
+    # pytest prints a failure's message uncut in the short summary where CI or BUILD_NUMBER is set;
+    # inner runs print as on a developer's terminal wherever the suite runs.
+    os.environ.pop("CI", None)
+    os.environ.pop("BUILD_NUMBER", None)
     # The suite starts a few hundred Python processes (subprocess runs, xdist workers). Where the
     # environment sets PYTHONDONTWRITEBYTECODE, each would compile the package and pytest's rewritten
     # test modules from source again; the suite writes the bytecode caches (git-ignored __pycache__/)

@@ -62,7 +62,12 @@ def message_repr(config: pytest.Config, excinfo: pytest.ExceptionInfo[BaseExcept
     which shows every frame."""
     if getattr(excinfo.value, "pytrace", True) or config.getoption("fulltrace", False):
         return None
-    return excinfo.getrepr(style="value", tbfilter=_raising_frame)
+    report = excinfo.getrepr(style="value", tbfilter=_raising_frame)
+    if report.reprcrash is not None:
+        # The short test summary and `--tb=line` quote the crash message; on a CI runner pytest prints
+        # it whole, which for a case would repeat its transcript. They quote the headline alone.
+        report.reprcrash.message = report.reprcrash.message.split("\n", 1)[0]
+    return report
 
 
 def _raising_frame(excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:

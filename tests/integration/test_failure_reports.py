@@ -46,3 +46,18 @@ def test_tb_line_and_full_trace_keep_pytest_s_forms(pytester: pytest.Pytester, b
     full = pytester.runpytest("--benchmark=demo", "--full-trace")
     full.assert_outcomes(failed=1)
     full.stdout.fnmatch_lines(["*judge: because*"])
+
+
+def test_on_a_ci_runner_the_short_summary_quotes_the_headline_alone(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where CI is set pytest does not cut the summary's message to the terminal: it shows the case's
+    first line whole, not its justification and transcript a second time."""
+    write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")])
+    bench_env.set_responder(script(False))
+    monkeypatch.setenv("CI", "true")
+    result = pytester.runpytest("--benchmark=demo", "-rf")
+    result.assert_outcomes(failed=1)
+    lines = result.stdout.lines
+    at = next(i for i, text in enumerate(lines) if text.startswith("FAILED benchmarks/demo/"))
+    assert lines[at].endswith("behaviour absent, expected present")
+    assert lines[at + 1].startswith("=")
