@@ -136,6 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # inner runs print as on a developer's terminal wherever the suite runs.
     os.environ.pop("CI", None)
     os.environ.pop("BUILD_NUMBER", None)
+    os.environ.pop("GITHUB_STEP_SUMMARY", None)  # the tests of the step summary set their own
     # The suite starts a few hundred Python processes (subprocess runs, xdist workers). Where the
     # environment sets PYTHONDONTWRITEBYTECODE, each would compile the package and pytest's rewritten
     # test modules from source again; the suite writes the bytecode caches (git-ignored __pycache__/)
