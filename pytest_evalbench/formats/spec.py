@@ -254,6 +254,9 @@ class ModelConfig(_Endpointish, Input):
     """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
+    batch: bool = False
+    """Send this role's calls through the provider's Batch API: half the price, answers within minutes to
+    hours (the same as naming the role in `--evalbench-batch`)."""
 
 
 class McpServer(_Endpointish, Input):
@@ -314,6 +317,8 @@ class TargetConfig(_Endpointish, Input):
     headers: Headers = Field(default_factory=dict)
     tools: Optional[ToolsConfig] = None
     """A model target's tools, from MCP servers (see kinds/tools.py)."""
+    batch: bool = False
+    """Send a model target's calls through the provider's Batch API (see `ModelConfig.batch`)."""
     traces: Optional[Literal["opentelemetry"]] = None
     """An app target's OpenTelemetry spans become its reply's tool calls, model calls and usage."""
 
@@ -332,7 +337,7 @@ class TargetConfig(_Endpointish, Input):
         """The endpoint part of a model target."""
         assert self.model is not None
         return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                           provider=self.provider, params=self.params, headers=self.headers)
+                           provider=self.provider, params=self.params, headers=self.headers, batch=self.batch)
 
 
 class MetricSource(Input):

@@ -116,6 +116,7 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         key_source=key_source,
         headers=headers.values,
         missing_env=tuple(missing) if provider != "local" else (),
+        batch=config.batch,
         env_problems=tuple(problems) if provider != "local" else (),
     )
 

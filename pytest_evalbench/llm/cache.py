@@ -395,6 +395,13 @@ class CachedCalls:
 
         written.add_done_callback(done)
 
+    async def store(self, key: str, material: dict[str, Any], completion: Completion) -> None:
+        """Write an answer that came by another way than `answer` (a batch's output) and wait until it
+        is on disk."""
+        if self.cache.writes:
+            await asyncio.wrap_future(self.submit(functools.partial(self._put, key, material,
+                                                                    redacted(completion).to_json())))
+
     def _put(self, key: str, material: dict[str, Any], response: dict[str, Any]) -> None:
         """Store an entry unless its request carries a secret of the run (a key pasted into a
         prompt): no credential is ever written to the cache (the response is redacted already)."""

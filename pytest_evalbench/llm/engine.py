@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_evalbench.base.errors import field_path
+from pytest_evalbench.llm.batch import BATCH_RATE, Batches
 from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.limits import Limits
@@ -65,6 +66,7 @@ class Engine:
         self.budget = self.limits.budget
         self.retrier = Retrier(settings, self.stats, self.limits, lambda: self.transport)
         self.cached = CachedCalls(cache, self.stats)
+        self.batches = Batches(settings, self.stats, cache.directory, self.cached.store)
         self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots)
         self.closers: list[Callable[[], Awaitable[None]]] = []
         """Closed on the engine's loop when it stops (the MCP servers a run started, `kinds/tools.py`)."""
@@ -111,14 +113,17 @@ class Engine:
 
     async def _shutdown(self) -> None:
         await asyncio.gather(*(close() for close in self.closers), return_exceptions=True)
+        await self.batches.aclose()
         if self._transport is not None:
             await self._transport.aclose()
 
     def count_usage(self, model: str, input_tokens: int, output_tokens: int, *, phase: str, role: str,
-                    usage_by_phase: dict[str, Usage] | None, local: bool = False) -> Usage:
-        """Tokens of one model call, priced, added to the session's usage of `phase:role` and to the
-        item's `usage_by_phase`; a model without a price is named in the stats."""
-        usage = Usage(input_tokens, output_tokens, self.prices.cost(model, input_tokens, output_tokens, local=local))
+                    usage_by_phase: dict[str, Usage] | None, local: bool = False, tier: str = "standard") -> Usage:
+        """Tokens of one model call, priced at its tier's rate (`batch`: `BATCH_RATE` of list), added to
+        the session's usage of `phase:role` and to the item's `usage_by_phase`; a model without a price
+        is named in the stats."""
+        cost = self.prices.cost(model, input_tokens, output_tokens, local=local)
+        usage = Usage(input_tokens, output_tokens, cost * BATCH_RATE if tier == "batch" else cost)
         self.stats.usage[f"{phase}:{role}"].add(usage)
         self.stats.unpriced.update(self.prices.unpriced)
         if usage_by_phase is not None:
@@ -153,16 +158,23 @@ class Engine:
         body = self.request_body(endpoint, messages, schema, tools, top_logprobs)
         material = completion_material(endpoint.identity, body, sample, attempt)
         material_text = canonical_json(material)  # encoded once for the key and the cache's check
-        completion = await self.cached.answer(cache_key(material, material_text), material, role, endpoint.model,
-                                              lambda: self.retrier.fetch(endpoint, body, role,
-                                                                         canonical_json(body).encode()),
-                                              material_text)
+        key = cache_key(material, material_text)
+        batched = self.batched(endpoint, role)
+        completion = await self.cached.answer(
+            key, material, role, endpoint.model,
+            (lambda: self.batches.fetch(endpoint, body, role, key, material)) if batched else
+            (lambda: self.retrier.fetch(endpoint, body, role, canonical_json(body).encode())), material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
-                                 role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local")
+                                 role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
+                                 tier="batch" if batched else "standard")
         if not completion.cached:
             self.stats.spent += usage.cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
         return completion
+
+    def batched(self, endpoint: Endpoint, role: str) -> bool:
+        """Whether the role's calls go through the provider's Batch API (never the embedded model's)."""
+        return endpoint.provider != "local" and (endpoint.batch or role in self.settings.batch_roles)
 
     async def forget(self, keys: list[str]) -> None:
         """Drop cache entries, after any of their writes still queued."""

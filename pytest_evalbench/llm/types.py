@@ -51,6 +51,8 @@ class Endpoint:
     key_source: str = "OPENAI_API_KEY"
     headers: dict[str, str] = field(default_factory=dict, repr=False, hash=False, compare=False)
     missing_env: tuple[str, ...] = ()
+    batch: bool = field(default=False, compare=False)
+    """`batch: true` on the role: its calls go through the provider's Batch API (llm/batch.py)."""
     env_problems: tuple[str, ...] = ()
     """Environment values the endpoint would send that cannot be sent (a key with a line break,
     an OPENAI_BASE_URL without a scheme), in words that never quote a key or header value."""
@@ -164,6 +166,10 @@ class EngineSettings:
     """Cap on every answer's body, as received and as decompressed, for every role."""
     transport: str = "aiohttp"
     """"aiohttp" (raw JSON on one aiohttp session) or "openai" (the official SDK)."""
+    batch_roles: frozenset[str] = frozenset()
+    """Roles whose calls go through the provider's Batch API (`--evalbench-batch`, llm/batch.py)."""
+    batch_poll: float = 30.0
+    """Longest wait between two polls of a submitted batch, in seconds (the first polls come sooner)."""
 
 
 @dataclass
@@ -185,6 +191,8 @@ class EngineStats:
     """MCP tool calls run on a server in this session (`kinds/tools.py`; tool lists are not counted)."""
     tool_replays: int = 0
     """MCP tool results replayed from the cache (no server involved)."""
+    batch_lines: int = 0
+    """Calls submitted in provider batches (never counted in `requests`, which are synchronous)."""
     unwritten: Counter[str] = field(default_factory=Counter)
     """Files the disk refused during the run (cache entries), by the one line that says so: the run is
     incomplete (`gate.outcome`), whatever its rows say."""
@@ -197,6 +205,8 @@ class EngineStats:
                "usage": {k: v.to_json() for k, v in self.usage.items()}, "unpriced": sorted(self.unpriced)}
         if self.unwritten:
             out["unwritten"] = dict(self.unwritten)
+        if self.batch_lines:
+            out["batch_lines"] = self.batch_lines
         return out
 
     def unwritten_lines(self) -> list[str]:
@@ -218,3 +228,4 @@ class EngineStats:
             self.usage[key].add(Usage.from_json(value))
         self.unpriced.update(data.get("unpriced", []))
         self.unwritten.update(data.get("unwritten", {}))
+        self.batch_lines += int(data.get("batch_lines", 0))

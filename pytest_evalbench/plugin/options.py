@@ -13,6 +13,7 @@ gate, pydantic models) is imported inside the functions that run only with `--be
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,7 +116,30 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--evalbench-estimate", dest="evalbench_estimate", action="store_true", default=False,
                     help="Make no LLM call and write nothing: print per role the calls, tokens, cost and time the "
                          "selected items would take (an estimate)")
+    group.addoption("--evalbench-batch", dest="evalbench_batch", type=batch_roles, default=frozenset(),
+                    metavar="ROLES", help="Send these roles' calls (a comma list of judge, target, user, or all) "
+                                          "through the provider's Batch API: half the price, answers within "
+                                          "minutes to hours; a rerun resumes the batches already submitted")
+    group.addoption("--evalbench-batch-poll", dest="evalbench_batch_poll", type=_positive_float, default=30.0,
+                    metavar="SECONDS", help="Longest wait between two polls of a submitted batch. "
+                                            "Default: %(default)s")
     add_gate_options(group)
+
+
+def batch_roles(text: str) -> frozenset[str]:
+    from pytest_evalbench.llm.batch import parse_roles
+
+    try:
+        return parse_roles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_float(text: str) -> float:
+    value = float(_number(text, float, 0.001, "a number of seconds", "must be at least 0.001"))
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    return value
 
 
 def _drop(text: str) -> float:
@@ -299,6 +323,8 @@ def build_settings(config: pytest.Config) -> RunSettings | None:
             max_reply_chars=config.getoption("evalbench_max_reply_chars"),
             token_limit=token_limit,
             transport=config.getoption("evalbench_transport"),
+            batch_roles=config.getoption("evalbench_batch"),
+            batch_poll=config.getoption("evalbench_batch_poll"),
         ),
     )
 

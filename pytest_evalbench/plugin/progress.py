@@ -63,6 +63,7 @@ class Progress:
                                                                     engine.stats.cache_hits)
             counts.tokens = sum(u.input_tokens + u.output_tokens for u in engine.stats.usage.values())
             counts.cost = engine.stats.spent
+            counts.batches = engine.batches.progress()
         self.progress.update(counts)
 
     def finish(self) -> None:

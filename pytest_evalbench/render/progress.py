@@ -34,10 +34,14 @@ class Counts:
     cache_hits: int | None = None
     tokens: int | None = None
     cost: float | None = None
+    batches: tuple[int, int, int, float] | None = None
+    """Provider batches (submitted or resumed, in progress, done, seconds since the first submission)."""
 
 
 def progress_line(c: Counts, elapsed: float) -> str:
-    """`evalbench: 120/500 done (3 failed, 0 errors), 16 in flight, 260 requests, 1.2M tokens, $0.41, ETA 3m10s`."""
+    """`evalbench: 120/500 done (3 failed, 0 errors), 16 in flight, 260 requests, 1.2M tokens, $0.41, ETA 3m10s`
+    (with `batches 2 submitted, 1 in progress, 1 done (4m02s since submission)` after the cost when the
+    run sends provider batches)."""
     parts = [f"evalbench: {c.done}/{c.total} done ({c.failed} failed, {c.errored} errors)"]
     if c.in_flight is not None:
         parts.append(f"{c.in_flight} in flight")
@@ -47,6 +51,10 @@ def progress_line(c: Counts, elapsed: float) -> str:
         parts.append(f"{c.tokens / 1e6:.1f}M tokens" if c.tokens >= 100_000 else f"{c.tokens} tokens")
     if c.cost is not None:
         parts.append(f"${c.cost:.4f}")
+    if c.batches is not None:
+        submitted, running, done, since = c.batches
+        parts.append(f"batches {submitted} submitted, {running} in progress, {done} done "
+                     f"({_duration(since)} since submission)")
     if 0 < c.done < c.total:
         parts.append(f"ETA {_duration(elapsed / c.done * (c.total - c.done))}")
     elif c.done >= c.total:

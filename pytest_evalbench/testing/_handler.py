@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_evalbench.testing._batches import BatchDesk
 from pytest_evalbench.testing.rate_window import RateWindow
 from pytest_evalbench.testing.scripts import Reply, Responder, coerce, echo_ok
 
@@ -71,6 +72,8 @@ class ServerState:
         """Enforced requests per minute (`RateWindow`): x-ratelimit-* headers on every chat answer,
         429 with Retry-After beyond it (counted in its `limited`, not recorded)."""
         self._responder: Responder = responder or echo_ok
+        self.batch = BatchDesk()
+        """The Batch API's files, batches and knobs (`_batches.py`): its lines are not in `requests`."""
         self._lock = threading.Lock()
         self._active = 0
         self._ids = itertools.count(1)
@@ -230,6 +233,11 @@ class Handler(BaseHTTPRequestHandler):
                     "rejected": owner.rejected,
                     "limited": owner.rate_window.limited if owner.rate_window else 0}
             self._send(200, json.dumps(body).encode())
+        elif path.startswith(("/v1/batches/", "/v1/files/")):
+            owner = self.server.owner
+            status, raw = owner.batch.get(path, lambda request: owner._responder(request), _render)
+            self._send(status, raw if status == 200 else _error_body(status, f"no such object: {path}"),
+                       {"Content-Type": "application/octet-stream"} if path.endswith("/content") else None)
         elif path in ("/v1/models", "/models"):
             body = {"object": "list",
                     "data": [{"id": "fake", "object": "model", "created": 0, "owned_by": "pytest-evalbench"}]}
@@ -261,6 +269,10 @@ class Handler(BaseHTTPRequestHandler):
                 rpm = control["rate_limit"]
                 self.server.owner.rate_window = RateWindow(float(rpm), float(control.get("burst", 1.0))) if rpm else None
             self._send(200, b"{}")
+            return
+        if path in ("/v1/files", "/v1/batches"):
+            status, answer = self.server.owner.batch.post(path, raw, self.headers.get("Content-Type") or "")
+            self._send(status, json.dumps(answer).encode())
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(404, f"no route for POST {path}"))
