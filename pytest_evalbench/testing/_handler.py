@@ -235,7 +235,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(body).encode())
         elif path.startswith(("/v1/batches/", "/v1/files/")):
             owner = self.server.owner
-            status, raw = owner.batch.get(path, lambda request: owner._responder(request), _render)
+            status, raw = owner.batch.get(path, owner._responder, _render)
             self._send(status, raw if status == 200 else _error_body(status, f"no such object: {path}"),
                        {"Content-Type": "application/octet-stream"} if path.endswith("/content") else None)
         elif path in ("/v1/models", "/models"):

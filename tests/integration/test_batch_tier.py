@@ -1,0 +1,101 @@
+"""The batch tier end to end: a scenario benchmark judged (or run whole) through the fake server's Batch
+API gives the standard run's verdicts, with no synchronous request of a batched role and the judge at
+half the price; a rerun replays the batched answers from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import JUDGE, TARGET, USER, read_json, script, write_benchmark
+
+from pytest_evalbench.testing import FakeLLMServer
+
+PRICES = {model: {"input_per_million": 1.0, "output_per_million": 2.0} for model in (USER, TARGET, JUDGE)}
+
+
+def judged_present(request: dict[str, Any]) -> bool:
+    """A verdict that depends on the conversation: the runs must agree row by row, not by chance."""
+    return "v01" in str(request["messages"])
+
+
+def user(request: dict[str, Any]) -> str:
+    """The simulated user names its scenario, so every conversation (and judge call) is its own."""
+    text = str(request["messages"])
+    return "Thought: ok\nMessage: help me with " + next(v for v in ("v01", "v02", "") if v in text)
+
+
+def outcome(bench: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    rows = read_json(bench / "runs" / "tgt" / "scores.json")
+    return {row["conv_id"]: (row["present"], row["passed"]) for row in rows}, read_json(
+        bench / "runs" / "tgt" / "cost.json")
+
+
+def models(requests: list[dict[str, Any]]) -> list[str]:
+    return [request["model"] for request in requests]
+
+
+def test_judge_batch_keeps_the_verdicts_at_half_the_judge_price(pytester: pytest.Pytester,
+                                                                 bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, pricing=PRICES)
+    bench_env.set_responder(script(judged_present, user=user))
+    pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=standard").assert_outcomes(passed=2, failed=2)
+    standard, standard_cost = outcome(bench)
+    assert JUDGE in models(bench_env.requests)
+    bench_env.reset()
+
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=batched", "--evalbench-batch=judge",
+                                "--evalbench-batch-poll=0.05")
+    result.assert_outcomes(passed=2, failed=2)
+    batched, batched_cost = outcome(bench)
+    assert batched == standard
+    assert JUDGE not in models(bench_env.requests)  # 0 synchronous judge requests
+    assert models(bench_env.batch.lines) == [JUDGE] * 4
+    assert len(bench_env.batch.batches) == 1  # the judge calls ready together: one batch
+    assert batched_cost["evaluate"]["cost"] == pytest.approx(standard_cost["evaluate"]["cost"] / 2)
+    assert batched_cost["simulate"]["cost"] == pytest.approx(standard_cost["simulate"]["cost"])
+    assert not list((pytester.path / "batched" / ".batches").iterdir())
+
+    bench_env.reset()
+    lines = len(bench_env.batch.lines)
+    pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=batched").assert_outcomes(passed=2, failed=2)
+    assert JUDGE not in models(bench_env.requests)  # the batched answers replay for a standard run too
+    assert len(bench_env.batch.lines) == lines
+
+
+def test_all_roles_batched_advance_one_batch_round_per_turn(pytester: pytest.Pytester,
+                                                            bench_env: FakeLLMServer) -> None:
+    bench = write_benchmark(pytester.path, pricing=PRICES)
+    bench_env.set_responder(script(judged_present, user=user))
+    pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=standard").assert_outcomes(passed=2, failed=2)
+    standard, standard_cost = outcome(bench)
+    bench_env.reset()
+
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=batched", "--evalbench-batch=all",
+                                "--evalbench-batch-poll=0.05")
+    result.assert_outcomes(passed=2, failed=2)
+    batched, batched_cost = outcome(bench)
+    assert batched == standard
+    assert bench_env.requests == []
+    # two turns of (user, target) and the judge: five rounds, each round's calls of all four cases together
+    # (the target sees the same conversation in two cases of each variant: those share one line)
+    sizes = [batch["request_counts"]["total"] for batch in bench_env.batch.batches.values()]
+    assert sizes == [4, 2, 4, 2, 4]
+    total = sum(phase["cost"] for name, phase in standard_cost.items() if name != "version")
+    assert sum(phase["cost"] for name, phase in batched_cost.items() if name != "version") == pytest.approx(total / 2)
+
+
+def test_batch_true_on_a_role_in_benchmark_yaml(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path, evaluator_model={"model": JUDGE, "batch": True})
+    bench_env.set_responder(script(judged_present, user=user))
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch-poll=0.05")
+    result.assert_outcomes(passed=2, failed=2)
+    assert JUDGE not in models(bench_env.requests) and models(bench_env.batch.lines) == [JUDGE] * 4
+
+
+def test_unknown_batch_role_is_a_usage_error(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path)
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch=jugde")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--evalbench-batch*unknown role(s) 'jugde'*"])
