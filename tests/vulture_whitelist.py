@@ -26,3 +26,5 @@ _.parent_id, _.start_ms, _.duration_ms
 _.on_start, _.on_end, _.parent_context
 # calibration.json fields written by the calibration kind and read by people and tools
 _.judge_agreement
+# What the batch tier did, read by tests/perf/batch.py and the tests (llm.batch.BatchCounts)
+_.resubmitted

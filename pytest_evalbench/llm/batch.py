@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -363,9 +362,10 @@ class Batches:
                 data = parse_json(raw, Path("the batch's output"), number, surrogates=True)
             except InputError:
                 continue  # its call has no answer: reported below as missing
-            key = data.get("custom_id") if isinstance(data, dict) else None
-            if not isinstance(key, str) or key not in lines or key in answers:
+            custom_id = data.get("custom_id") if isinstance(data, dict) else None
+            if not isinstance(custom_id, str) or custom_id not in lines or custom_id in answers:
                 continue
+            key = custom_id
             problem, retryable = _line_problem(data)
             if problem is None:
                 try:
@@ -421,8 +421,8 @@ def _line_problem(data: dict[str, Any]) -> tuple[str | None, bool]:
     response = data.get("response")
     status = response.get("status_code") if isinstance(response, dict) else None
     if isinstance(error, dict):
-        code = error.get("code") if isinstance(error.get("code"), str) else ""
-        message = error.get("message") if isinstance(error.get("message"), str) else ""
+        code = str(error.get("code") or "")[:100]
+        message = str(error.get("message") or "")
         return f"{code or 'error'}: {message[:300]}", code in RETRYABLE_CODES or (isinstance(status, int) and (
             status >= 500 or status == 429))
     if not isinstance(status, int) or isinstance(status, bool):
@@ -430,7 +430,7 @@ def _line_problem(data: dict[str, Any]) -> tuple[str | None, bool]:
     if status != 200:
         body = response.get("body") if isinstance(response, dict) else None
         err = body.get("error") if isinstance(body, dict) else None
-        message = err.get("message") if isinstance(err, dict) and isinstance(err.get("message"), str) else ""
+        message = str(err.get("message") or "") if isinstance(err, dict) else ""
         return f"HTTP {status}: {message[:300]}", status >= 500 or status in (408, 409, 429)
     return None, False
 
@@ -455,10 +455,3 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     data["lines"] = {key: material for key, material in lines.items()
                      if _KEY.match(key) and isinstance(material, dict) and cache_key(material) == key}
     return data
-
-
-def record_count(directory: Path) -> int:
-    """Batches recorded in a cache directory and not yet read back (what a killed run left)."""
-    with contextlib.suppress(OSError):
-        return sum(1 for name in os.listdir(directory / RECORDS) if name.endswith(".json"))
-    return 0

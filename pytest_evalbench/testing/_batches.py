@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_evalbench.testing.scripts import Reply, coerce
+from pytest_evalbench.testing.scripts import Reply, Responder, coerce
 
 Render = Callable[[Reply, dict[str, Any], int], tuple[int, bytes, dict[str, str]]]
 
@@ -54,7 +54,7 @@ class BatchDesk:
                 return self._upload(raw, content_type)
             return self._create(raw)
 
-    def get(self, path: str, answer: Callable[[dict[str, Any]], Reply], render: Render
+    def get(self, path: str, answer: Responder, render: Render
             ) -> tuple[int, bytes]:
         with self._lock:
             parts = path.split("/")  # "", "v1", "batches"|"files", id[, "content"]
@@ -104,13 +104,13 @@ class BatchDesk:
         self.batches[batch_id] = batch
         return 200, _public(batch)
 
-    def _retrieve(self, batch_id: str, answer: Callable[[dict[str, Any]], Reply], render: Render) -> dict[str, Any]:
+    def _retrieve(self, batch_id: str, answer: Responder, render: Render) -> dict[str, Any]:
         batch = self.batches[batch_id]
         if batch["status"] == "in_progress" and time.time() - batch["_created"] >= self.delay:
             self._finish(batch, answer, render)
         return _public(batch)
 
-    def _finish(self, batch: dict[str, Any], answer: Callable[[dict[str, Any]], Reply], render: Render) -> None:
+    def _finish(self, batch: dict[str, Any], answer: Responder, render: Render) -> None:
         """Answer every line (or none, when the batch expires) and write the output and error files."""
         expired = self.expire > 0
         self.expire -= expired

@@ -271,8 +271,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, b"{}")
             return
         if path in ("/v1/files", "/v1/batches"):
-            status, answer = self.server.owner.batch.post(path, raw, self.headers.get("Content-Type") or "")
-            self._send(status, json.dumps(answer).encode())
+            status, made = self.server.owner.batch.post(path, raw, self.headers.get("Content-Type") or "")
+            self._send(status, json.dumps(made).encode())
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(404, f"no route for POST {path}"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.base.errors import LLMError
-from pytest_evalbench.llm.batch import RECORDS, Batches, parse_roles, record_count
+from pytest_evalbench.llm.batch import RECORDS, Batches, parse_roles
 from pytest_evalbench.llm.cache import cache_key, completion_material
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
 from pytest_evalbench.render.progress import Counts, progress_line
@@ -48,6 +48,11 @@ class Run:
             return await asyncio.gather(*(self.call(i) for i in range(n)), return_exceptions=True)
         finally:
             await self.batches.aclose()
+
+
+def record_count(directory: Path) -> int:
+    """Batches recorded in the cache directory and not read back yet."""
+    return len(list((directory / RECORDS).glob("*.json"))) if (directory / RECORDS).exists() else 0
 
 
 def contents(results: list[Any]) -> list[Any]:
