@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -144,6 +146,15 @@ class Batches:
         self._resumed: dict[Path, asyncio.Task[None]] = {}
         self._waiting: dict[str, asyncio.Future[Completion]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._client_loaded: threading.Thread | None = None
+
+    def prepare(self) -> None:
+        """Import the openai client library in a thread now (it takes about as long as a second): the
+        first batch need not wait for it, nor the event loop stall on it."""
+        if self._client_loaded is None:
+            self._client_loaded = threading.Thread(target=importlib.import_module, args=("openai",),
+                                                   name="evalbench-batch-import", daemon=True)
+            self._client_loaded.start()
 
     def progress(self) -> tuple[int, int, int, float] | None:
         """(submitted or resumed, in progress, done, seconds since the first submission) for the
@@ -163,6 +174,10 @@ class Batches:
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._waiting[key] = future
         try:
+            self.prepare()
+            assert self._client_loaded is not None
+            if self._client_loaded.is_alive():
+                await asyncio.to_thread(self._client_loaded.join)
             record = self._record_of(key)
             if record is None or not self._resume(record, endpoint, role):
                 self._add(endpoint, role, _Line(key, material, body, future))
@@ -315,8 +330,7 @@ class Batches:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 await self._read_output(client, options, file_id, lines, answers, failed, retry)
-        for key, completion in answers.items():
-            await self._write(key, lines[key].material, completion)
+        await asyncio.gather(*(self._write(key, lines[key].material, completion) for key, completion in answers.items()))
         self.counts.done += 1
         for key, line in lines.items():
             waiting = self._waiting.get(key)
@@ -337,9 +351,9 @@ class Batches:
         self._forget_record(record)
 
     def _poll_wait(self, started: float) -> float:
-        """The wait before the next poll: a twentieth of the time the batch has taken so far (a batch is
-        seen done at most about 5% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`."""
-        return min(self.settings.batch_poll, max(MIN_POLL, (time.monotonic() - started) / 20))
+        """The wait before the next poll: a fiftieth of the time the batch has taken so far (a batch is
+        seen done at most about 2% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`."""
+        return min(self.settings.batch_poll, max(MIN_POLL, (time.monotonic() - started) / 50))
 
     async def _read_output(self, client: Any, options: dict[str, Any], file_id: str, lines: dict[str, _Line],
                            answers: dict[str, Completion], failed: dict[str, str], retry: set[str]) -> None:

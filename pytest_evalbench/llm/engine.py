@@ -67,6 +67,8 @@ class Engine:
         self.retrier = Retrier(settings, self.stats, self.limits, lambda: self.transport)
         self.cached = CachedCalls(cache, self.stats)
         self.batches = Batches(settings, self.stats, cache.directory, self.cached.store)
+        if settings.batch_roles and cache.mode != "replay":
+            self.batches.prepare()
         self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots)
         self.closers: list[Callable[[], Awaitable[None]]] = []
         """Closed on the engine's loop when it stops (the MCP servers a run started, `kinds/tools.py`)."""
