@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_evalbench.base.errors import field_path
+from pytest_evalbench.base.errors import BudgetExhausted, field_path
 from pytest_evalbench.llm.batch import BATCH_RATE, Batches
 from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
 from pytest_evalbench.llm.costs import PriceTable
-from pytest_evalbench.llm.limits import Limits
+from pytest_evalbench.llm.limits import Limits, worst_case_tokens
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
 from pytest_evalbench.llm.retry import Retrier
 from pytest_evalbench.llm.transport import Transport, make_transport
@@ -164,7 +164,7 @@ class Engine:
         batched = self.batched(endpoint, role)
         completion = await self.cached.answer(
             key, material, role, endpoint.model,
-            (lambda: self.batches.fetch(endpoint, body, role, key, material)) if batched else
+            (lambda: self.batch_fetch(endpoint, body, role, key, material)) if batched else
             (lambda: self.retrier.fetch(endpoint, body, role, canonical_json(body).encode())), material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
                                  role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
@@ -173,6 +173,24 @@ class Engine:
             self.stats.spent += usage.cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
         return completion
+
+    async def batch_fetch(self, endpoint: Endpoint, body: dict[str, Any], role: str, key: str,
+                          material: dict[str, Any]) -> Completion:
+        """One call through the provider's Batch API, its worst-case price at the batch rate reserved
+        against `--evalbench-max-cost` before it goes into a batch, settled at its real price."""
+        budget, reserved, actual = self.limits.budget, 0.0, 0.0
+        if budget is not None:
+            worst = BATCH_RATE * self.prices.quote(endpoint.model, *worst_case_tokens(body, canonical_json(body).encode()))
+            if not await budget.reserve(worst):
+                raise BudgetExhausted(budget.spent(), budget.limit, role, endpoint.model, worst)
+            reserved = worst
+        try:
+            completion = await self.batches.fetch(endpoint, body, role, key, material)
+            actual = BATCH_RATE * self.prices.quote(endpoint.model, completion.input_tokens, completion.output_tokens)
+            return completion
+        finally:
+            if budget is not None:
+                budget.settle(reserved, actual)
 
     def batched(self, endpoint: Endpoint, role: str) -> bool:
         """Whether the role's calls go through the provider's Batch API (never the embedded model's)."""

@@ -99,3 +99,18 @@ def test_unknown_batch_role_is_a_usage_error(pytester: pytest.Pytester, bench_en
     result = pytester.runpytest("--benchmark=demo", "--evalbench-batch=jugde")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--evalbench-batch*unknown role(s) 'jugde'*"])
+
+
+def test_batched_calls_keep_the_budget(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """`--evalbench-max-cost` holds for batched calls too: each reserves its worst case at the batch rate
+    before it goes into a batch; one that does not fit is never submitted and its row is an error."""
+    pricey = {USER: {"input_per_million": 0.0, "output_per_million": 1.0}, TARGET: {"input_per_million": 0.0,
+              "output_per_million": 1.0}, JUDGE: {"input_per_million": 0.0, "output_per_million": 1000.0}}
+    write_benchmark(pytester.path, pricing=pricey, generation={"turns": 1, "num_samples": 1, "perfunctory": False,
+                                                                "landmarks": True})
+    bench_env.set_responder(script(judged_present, user=user))
+    # the conversations (calls of at most $0.002) fit; no judge call's worst case (1,024 tokens: $0.512 batched) does
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch=judge", "--evalbench-batch-poll=0.05",
+                                "--evalbench-cache=off", "--evalbench-concurrency=1", "--evalbench-max-cost=0.4")
+    assert result.ret == 7
+    assert JUDGE not in models(bench_env.batch.lines) and JUDGE not in models(bench_env.requests)
