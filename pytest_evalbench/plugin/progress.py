@@ -52,7 +52,11 @@ class Progress:
         if report.when != "teardown" or self.progress is None or not self.selection.is_case(report.nodeid):
             return
         self.done += 1
-        if not self.progress.due(self.done, max(self.total, self.done)):
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Redraw the line if it is due (also while an item waits: `Scheduler.heartbeat`)."""
+        if self.progress is None or not self.progress.due(self.done, max(self.total, self.done)):
             return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
         counts = Counts(done=self.done, total=max(self.total, self.done),
                         failed=len(self.outcomes.failed), errored=len(self.outcomes.errors))

@@ -8,6 +8,7 @@ nothing prefetched it), `release` forgets a finished item, `close` stops the eng
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +19,10 @@ from pytest_evalbench.plugin.nodes import CaseItem
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.run import BenchmarkRun
+
+
+BEAT = 1.0
+"""Seconds between two redraws of the progress line while an item waits for its LLM work."""
 
 
 class RunSource(Protocol):
@@ -36,8 +41,11 @@ class RunSource(Protocol):
 class Scheduler:
     """Starts, awaits, releases and stops the LLM work of this process's items."""
 
-    def __init__(self, source: RunSource) -> None:
+    def __init__(self, source: RunSource, heartbeat: Callable[[], None] | None = None) -> None:
         self.source = source
+        self.heartbeat = heartbeat
+        """Called about every `BEAT` seconds while an item waits (the progress line stays current while
+        provider batches take minutes)."""
 
     def start(self, items: Sequence[pytest.Item], first: int = 0) -> None:
         """Start the LLM work of these items, earlier positions first."""
@@ -47,7 +55,13 @@ class Scheduler:
 
     def wait(self, item: CaseItem) -> Any:
         """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
-        return self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0).result()
+        future = self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0)
+        while True:
+            try:
+                return future.result(timeout=None if self.heartbeat is None else BEAT)
+            except concurrent.futures.TimeoutError:
+                if self.heartbeat is not None:
+                    self.heartbeat()
 
     def release(self, nodeid: str) -> None:
         """The item is done: nothing of it stays in the engine."""

@@ -113,6 +113,7 @@ class EvalbenchSession:
         self.results = Results(config, self.selection, self.outcomes, self.is_worker)
         self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
         self.progress = Progress(config, self.selection, self.outcomes)
+        self.scheduler.heartbeat = self.progress.redraw
         self.estimate = (EstimateMode(self.selection, self.results.baseline, self.results.baseline_missing)
                          if wanted(config) else None)
         """`--evalbench-estimate` or `--evalbench-plan`: plan and print, run nothing, write nothing."""

@@ -90,8 +90,11 @@ def test_all_roles_batched_advance_one_batch_round_per_turn(pytester: pytest.Pyt
 def test_batch_true_on_a_role_in_benchmark_yaml(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     write_benchmark(pytester.path, evaluator_model={"model": JUDGE, "batch": True})
     bench_env.set_responder(script(judged_present, user=user))
-    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch-poll=0.05")
+    bench_env.batch.delay = 1.5
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch-poll=0.05", "--evalbench-progress-every=0.3")
     result.assert_outcomes(passed=2, failed=2)
+    # while the batch is pending, the progress line is redrawn (no item has finished yet)
+    result.stdout.fnmatch_lines(["evalbench: 0/4 done*, batches 1 submitted, 1 in progress, 0 done (*s since submission)*"])
     assert JUDGE not in models(bench_env.requests) and models(bench_env.batch.lines) == [JUDGE] * 4
 
 
