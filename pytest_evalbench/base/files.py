@@ -548,7 +548,7 @@ GITIGNORE = ".gitignore"
 GITIGNORE_MARK = "# pytest-evalbench: files every run writes, not meant for commit"
 GITIGNORED = ("/runs/", "/results.json", "/case_results.json", "/agent_summary.json", "/last_run.json",
               "/report.html", "/history.jsonl", "/cost.json", "/.sessions.json", "/.usage.json", "/.results.lock", "/shards/",
-              "/.evalbench-cache/.rate-limit*", "/.evalbench-cache/.endpoint-limits*")
+              "/.evalbench-cache/.rate-limit*", "/.evalbench-cache/.endpoint-limits*", "/.evalbench-cache/.batches/")
 """Run outputs and run-time state. What a team commits stays out of it: benchmark.yaml and the data
 files, the response cache (offline replay), answers/, calibration files and baseline.json."""
 
