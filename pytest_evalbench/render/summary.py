@@ -91,6 +91,8 @@ class CostView:
     """MCP tool calls run on a server in this session."""
     tool_replays: int = 0
     """MCP tool results replayed from the cache (no server involved)."""
+    batched: int = 0
+    """Calls sent in provider batches in this session (not in `requests`, which are synchronous)."""
 
     @property
     def note(self) -> str:
@@ -238,7 +240,7 @@ def cost_view(stats: EngineStats) -> CostView:
                     input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
                     unpriced=sorted(stats.unpriced),
                     phases={k: v.to_json() for k, v in sorted(stats.usage.items())},
-                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays)
+                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays, batched=stats.batch_lines)
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],

@@ -138,7 +138,9 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
         if key in summary.commands:
             lines += [what, "  " + summary.commands[key]]
     cost = summary.cost
-    lines.append(f"llm: {cost.requests} requests, {cost.cache_hits} cache hits, {cost.retries} retries; {cost.note}")
+    batched = f", {cost.batched} calls in provider batches" if cost.batched else ""
+    lines.append(f"llm: {cost.requests} requests{batched}, {cost.cache_hits} cache hits, {cost.retries} retries; "
+                 f"{cost.note}")
     for key, usage in cost.phases.items():
         lines.append(f"  {key:<18} {usage['input_tokens']:>9} in {usage['output_tokens']:>8} out  ${usage['cost']:.4f}")
     if summary.files:

@@ -49,6 +49,7 @@ def test_judge_batch_keeps_the_verdicts_at_half_the_judge_price(pytester: pytest
                                 "--evalbench-batch-poll=0.05")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["evalbench: 4/4 done*, batches 1 submitted, 0 in progress, 1 done (*s since submission)*"])
+    result.stdout.fnmatch_lines(["llm: * requests, 4 calls in provider batches, * cache hits*"])
     batched, batched_cost = outcome(bench)
     assert batched == standard
     assert JUDGE not in models(bench_env.requests)  # 0 synchronous judge requests
