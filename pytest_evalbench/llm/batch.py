@@ -340,6 +340,10 @@ class Batches:
                 continue  # nobody in this run asked for it: a later run asks again
             elif key in failed and key not in retry:
                 _settle(waiting, LLMError("bad response", failed[key], role=role, model=endpoint.model))
+            elif key not in failed and batch.status == "completed":
+                # a completed batch answers every line: one that is missing was a line that could not be read
+                _settle(waiting, LLMError("bad response", f"its line of batch {batch_id}'s output could not be read",
+                                          role=role, model=endpoint.model))
             elif line.attempts < self.settings.max_attempts and line.body is not None:
                 self.counts.resubmitted += 1
                 line.future = waiting

@@ -119,3 +119,15 @@ def test_batched_calls_keep_the_budget(pytester: pytest.Pytester, bench_env: Fak
                                 "--evalbench-cache=off", "--evalbench-concurrency=1", "--evalbench-max-cost=0.4")
     assert result.ret == 7
     assert JUDGE not in models(bench_env.batch.lines) and JUDGE not in models(bench_env.requests)
+
+
+def test_an_unreadable_batch_line_is_an_error_never_a_verdict(pytester: pytest.Pytester,
+                                                              bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path)
+    bench_env.set_responder(script(judged_present, user=user))
+    bench_env.batch.garbage_lines = 1
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch=judge", "--evalbench-batch-poll=0.05")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("errors") == 1 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3
+    assert result.ret == 7
+    result.stdout.fnmatch_lines(["*bad response*could not be read*"])

@@ -142,11 +142,11 @@ def test_lines_failing_past_the_attempts_are_errors(server: FakeLLMServer, tmp_p
 
 def test_an_unreadable_output_line_fails_only_its_own_call(server: FakeLLMServer, tmp_path: Path) -> None:
     server.batch.garbage_lines = 1
-    run = Run(server, tmp_path, max_attempts=1)
+    run = Run(server, tmp_path)
     results = asyncio.run(run.answers(3))
     assert contents(results)[1:] == ["answer to question 1", "answer to question 2"]
-    assert isinstance(results[0], LLMError)
-    assert len(run.written) == 2
+    assert isinstance(results[0], LLMError) and "could not be read" in str(results[0])
+    assert len(run.written) == 2 and len(server.batch.batches) == 1  # an error, not submitted again
 
 
 def test_a_planted_record_line_is_never_stored(server: FakeLLMServer, tmp_path: Path) -> None:
