@@ -4,6 +4,9 @@ half the price; a rerun replays the batched answers from the cache."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +134,31 @@ def test_an_unreadable_batch_line_is_an_error_never_a_verdict(pytester: pytest.P
     assert outcomes.get("errors") == 1 and outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3
     assert result.ret == 7
     result.stdout.fnmatch_lines(["*bad response*could not be read*"])
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_its_batch_without_paying_again(pytester: pytest.Pytester,
+                                                             bench_env: FakeLLMServer) -> None:
+    """A run killed (SIGKILL) once its judge batch is submitted; the rerun polls that batch again and
+    submits nothing twice."""
+    bench = write_benchmark(pytester.path)
+    bench_env.set_responder(script(judged_present, user=user))
+    bench_env.batch.delay = 120.0
+    records = bench / ".evalbench-cache" / ".batches"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", "--benchmark=demo", "--evalbench-batch=judge",
+                                "--evalbench-batch-poll=0.05", "-p", "no:randomly"], cwd=pytester.path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(records.glob("*.json")) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait()
+    assert len(bench_env.batch.batches) == 1 and len(list(records.glob("*.json"))) == 1
+    bench_env.batch.delay = 0.0
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-batch=judge", "--evalbench-batch-poll=0.05")
+    result.assert_outcomes(passed=2, failed=2)
+    assert len(bench_env.batch.batches) == 1  # resumed, not submitted again
+    assert models(bench_env.batch.lines) == [JUDGE] * 4 and JUDGE not in models(bench_env.requests)
+    assert not list(records.glob("*.json"))
