@@ -56,12 +56,15 @@ class Scheduler:
     def wait(self, item: CaseItem) -> Any:
         """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
         future = self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0)
+        if self.heartbeat is None:
+            return future.result()
         while True:
             try:
-                return future.result(timeout=None if self.heartbeat is None else BEAT)
+                return future.result(timeout=BEAT)
             except concurrent.futures.TimeoutError:
-                if self.heartbeat is not None:
-                    self.heartbeat()
+                if future.done():
+                    raise  # the pipeline's own TimeoutError (the same class), not the wait's
+                self.heartbeat()
 
     def release(self, nodeid: str) -> None:
         """The item is done: nothing of it stays in the engine."""

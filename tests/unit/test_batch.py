@@ -170,3 +170,26 @@ def test_progress_line_shows_batches() -> None:
     line = progress_line(Counts(done=1, total=4, batches=(3, 1, 2, 185.0)), 10.0)
     assert "batches 3 submitted, 1 in progress, 2 done (3m05s since submission)" in line
     assert "batches" not in progress_line(Counts(done=1, total=4), 10.0)
+
+
+def test_an_item_waiting_redraws_the_progress_line_and_keeps_its_pipelines_own_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Scheduler.wait` calls the heartbeat while the item's work is pending; a pipeline that itself
+    raised TimeoutError (the wait's own exception class) is that error, not one more heartbeat."""
+    import concurrent.futures
+    import threading
+    from types import SimpleNamespace
+
+    from pytest_evalbench.plugin import scheduler
+
+    monkeypatch.setattr(scheduler, "BEAT", 0.02)
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    engine = SimpleNamespace(submit=lambda *args: future)
+    source = SimpleNamespace(run=SimpleNamespace(engine=engine), kind=None)
+    beats: list[int] = []
+    waiter = scheduler.Scheduler(source, heartbeat=lambda: beats.append(1))  # type: ignore[arg-type]
+    item = SimpleNamespace(nodeid="x", case=None)
+    threading.Timer(0.2, future.set_exception, [TimeoutError("the app did not reply")]).start()
+    with pytest.raises(TimeoutError, match="the app did not reply"):
+        waiter.wait(item)  # type: ignore[arg-type]
+    assert len(beats) >= 3
