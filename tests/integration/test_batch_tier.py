@@ -67,6 +67,9 @@ def test_judge_batch_keeps_the_verdicts_at_half_the_judge_price(pytester: pytest
     pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=batched").assert_outcomes(passed=2, failed=2)
     assert JUDGE not in models(bench_env.requests)  # the batched answers replay for a standard run too
     assert len(bench_env.batch.lines) == lines
+    pytester.runpytest("--benchmark=demo", "--evalbench-cache-dir=standard", "--evalbench-batch=judge",
+                       "--evalbench-batch-poll=0.05").assert_outcomes(passed=2, failed=2)
+    assert len(bench_env.batch.lines) == lines  # a cache hit never goes into a batch
 
 
 def test_all_roles_batched_advance_one_batch_round_per_turn(pytester: pytest.Pytester,
