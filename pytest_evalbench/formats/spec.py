@@ -36,7 +36,7 @@ from pytest_evalbench.formats import (
     unknown_keys,
 )
 from pytest_evalbench.formats.checks import MetricChecks
-from pytest_evalbench.formats.numbers import DollarsPerMillion
+from pytest_evalbench.formats.numbers import DollarsPerMillion, Probability
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -414,8 +414,19 @@ class ScenarioSettings(Input):
 
 
 class Price(Input):
+    """One model's prices in dollars per million tokens; cache reads and writes cost the input price
+    unless given; `batch` and `flex` are the share of every price those tiers cost."""
+
     input_per_million: DollarsPerMillion
     output_per_million: DollarsPerMillion
+    cached_input_per_million: Optional[DollarsPerMillion] = None
+    """Prompt tokens read from the provider's prompt cache."""
+    cache_write_per_million: Optional[DollarsPerMillion] = None
+    """Prompt tokens written to the provider's prompt cache (Anthropic charges extra for them)."""
+    batch: Probability = 0.5
+    """The Batch API's price as a share of the standard one."""
+    flex: Probability = 0.5
+    """The flex service tier's price as a share of the standard one."""
 
 
 class BenchmarkSpec(Input):
@@ -473,6 +484,10 @@ class PhaseCost(Strict):
     cost: float
     input_tokens: int
     output_tokens: int
+    cached_tokens: int = 0
+    """Of the input tokens, those read from the provider's prompt cache (at its cache-read price)."""
+    saved: float = 0.0
+    """Dollars the prompt-cache reads saved against the input price."""
     cached_replays_counted: bool = True
     """Always true: calls replayed from the cache are counted at their price, so cost.json is what the
     results cost to produce, not what this session spent (the terminal summary shows that)."""

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from pytest_evalbench.base.errors import field_path
 from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
-from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
 from pytest_evalbench.llm.limits import Limits
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
 from pytest_evalbench.llm.retry import Retrier
@@ -115,15 +115,24 @@ class Engine:
             await self._transport.aclose()
 
     def count_usage(self, model: str, input_tokens: int, output_tokens: int, *, phase: str, role: str,
-                    usage_by_phase: dict[str, Usage] | None, local: bool = False) -> Usage:
-        """Tokens of one model call, priced, added to the session's usage of `phase:role` and to the
-        item's `usage_by_phase`; a model without a price is named in the stats."""
-        usage = Usage(input_tokens, output_tokens, self.prices.cost(model, input_tokens, output_tokens, local=local))
+                    usage_by_phase: dict[str, Usage] | None, local: bool = False, tier: Tier = "standard",
+                    cached_tokens: int = 0, cache_write_tokens: int = 0) -> Usage:
+        """Tokens of one model call, priced at its tier (and its prompt-cache reads and writes at theirs),
+        added to the session's usage of `phase:role` and to the item's `usage_by_phase`; a model without
+        a price is named in the stats."""
+        cost = self.prices.cost(model, input_tokens, output_tokens, local=local, tier=tier,
+                                cached_tokens=cached_tokens, cache_write_tokens=cache_write_tokens)
+        usage = Usage(input_tokens, output_tokens, cost, min(cached_tokens, input_tokens),
+                      self.prices.saved(model, input_tokens, cached_tokens, local=local, tier=tier))
         self.stats.usage[f"{phase}:{role}"].add(usage)
         self.stats.unpriced.update(self.prices.unpriced)
         if usage_by_phase is not None:
             usage_by_phase.setdefault(phase, Usage()).add(usage)
         return usage
+
+    def tier_of(self, endpoint: Endpoint, role: str) -> Tier:
+        """The service tier a call of `role` to `endpoint` is priced at (`costs.call_tier`)."""
+        return call_tier(endpoint)
 
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
@@ -158,7 +167,9 @@ class Engine:
                                                                          canonical_json(body).encode()),
                                               material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
-                                 role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local")
+                                 role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
+                                 tier=self.tier_of(endpoint, role), cached_tokens=completion.cached_tokens,
+                                 cache_write_tokens=completion.cache_write_tokens)
         if not completion.cached:
             self.stats.spent += usage.cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
