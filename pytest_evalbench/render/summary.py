@@ -91,12 +91,20 @@ class CostView:
     """MCP tool calls run on a server in this session."""
     tool_replays: int = 0
     """MCP tool results replayed from the cache (no server involved)."""
+    cached_tokens: int = 0
+    """Input tokens the provider read from its prompt cache (priced at its cache-read rate)."""
+    saved: float = 0.0
+    """Dollars those cache reads saved against the input price."""
 
     @property
     def note(self) -> str:
-        """One sentence saying whether cached replays are counted, and what has no price."""
+        """One sentence saying whether cached replays are counted, what the provider's prompt cache
+        saved, and what has no price."""
         text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
                 f"cached replays included (as in cost.json)")
+        if self.cached_tokens:
+            text += (f"; {self.cached_tokens:,} input tokens read from the provider's prompt cache, "
+                     f"saving ${self.saved:.4f}")
         if self.tool_calls or self.tool_replays:
             text += (f"; MCP tools: {self.tool_calls} calls run on a server this session, "
                      f"{self.tool_replays} replayed from the cache")
@@ -238,7 +246,8 @@ def cost_view(stats: EngineStats) -> CostView:
                     input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
                     unpriced=sorted(stats.unpriced),
                     phases={k: v.to_json() for k, v in sorted(stats.usage.items())},
-                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays)
+                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays,
+                    cached_tokens=sum(u.cached_tokens for u in usage), saved=round(sum(u.saved for u in usage), 6))
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],
