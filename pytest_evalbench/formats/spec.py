@@ -251,9 +251,12 @@ class ModelConfig(_Endpointish, Input):
     provider: Literal["openai", "local"] = "openai"
     """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
     params: Params = Field(default_factory=dict)
-    """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
+    """Extra sampling parameters (temperature, max_tokens, seed, ...); `service_tier: flex` asks for
+    the flex tier (priced at its rate)."""
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
+    cache_prompt: bool = False
+    """Mark each request's stable prefix for the provider's prompt cache (Anthropic's `cache_control`)."""
 
 
 class McpServer(_Endpointish, Input):
@@ -312,6 +315,8 @@ class TargetConfig(_Endpointish, Input):
     system_prompt: Optional[str] = None
     params: Params = Field(default_factory=dict)
     headers: Headers = Field(default_factory=dict)
+    cache_prompt: bool = False
+    """Mark each request's stable prefix for the provider's prompt cache (Anthropic's `cache_control`)."""
     tools: Optional[ToolsConfig] = None
     """A model target's tools, from MCP servers (see kinds/tools.py)."""
     traces: Optional[Literal["opentelemetry"]] = None
@@ -332,7 +337,8 @@ class TargetConfig(_Endpointish, Input):
         """The endpoint part of a model target."""
         assert self.model is not None
         return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                           provider=self.provider, params=self.params, headers=self.headers)
+                           provider=self.provider, params=self.params, headers=self.headers,
+                           cache_prompt=self.cache_prompt)
 
 
 class MetricSource(Input):

@@ -117,6 +117,7 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         headers=headers.values,
         missing_env=tuple(missing) if provider != "local" else (),
         env_problems=tuple(problems) if provider != "local" else (),
+        cache_prompt=config.cache_prompt,
     )
 
 

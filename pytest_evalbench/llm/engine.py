@@ -30,6 +30,7 @@ from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, ca
 from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
 from pytest_evalbench.llm.limits import Limits
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
+from pytest_evalbench.llm.prompt_cache import with_cache_markers
 from pytest_evalbench.llm.retry import Retrier
 from pytest_evalbench.llm.transport import Transport, make_transport
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats, Usage, safe_json
@@ -138,6 +139,8 @@ class Engine:
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
                      schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None,
                      top_logprobs: int = 0) -> dict[str, Any]:
+        if endpoint.cache_prompt:
+            messages = with_cache_markers(messages)
         body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **endpoint.params}
         if top_logprobs:  # only when asked: the body is the cache key, so other calls keep theirs
             body.update(logprobs=True, top_logprobs=top_logprobs)

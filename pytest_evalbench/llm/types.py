@@ -54,6 +54,8 @@ class Endpoint:
     env_problems: tuple[str, ...] = ()
     """Environment values the endpoint would send that cannot be sent (a key with a line break,
     an OPENAI_BASE_URL without a scheme), in words that never quote a key or header value."""
+    cache_prompt: bool = False
+    """Mark each request's stable prefix for the provider's prompt cache (`llm/prompt_cache.py`)."""
 
     @cached_property
     def identity(self) -> str:
