@@ -316,7 +316,6 @@ class TargetConfig(_Endpointish, Input):
     params: Params = Field(default_factory=dict)
     headers: Headers = Field(default_factory=dict)
     cache_prompt: bool = False
-    """Mark each request's stable prefix for the provider's prompt cache (Anthropic's `cache_control`)."""
     tools: Optional[ToolsConfig] = None
     """A model target's tools, from MCP servers (see kinds/tools.py)."""
     traces: Optional[Literal["opentelemetry"]] = None
@@ -420,19 +419,16 @@ class ScenarioSettings(Input):
 
 
 class Price(Input):
-    """One model's prices in dollars per million tokens; cache reads and writes cost the input price
-    unless given; `batch` and `flex` are the share of every price those tiers cost."""
+    """One model's prices in dollars per million tokens: prompt tokens read from (`cached_input`) and
+    written to (`cache_write`) the provider's prompt cache cost the input price unless given; `batch`
+    and `flex` are the share of every price the Batch API and the flex service tier cost."""
 
     input_per_million: DollarsPerMillion
     output_per_million: DollarsPerMillion
     cached_input_per_million: Optional[DollarsPerMillion] = None
-    """Prompt tokens read from the provider's prompt cache."""
     cache_write_per_million: Optional[DollarsPerMillion] = None
-    """Prompt tokens written to the provider's prompt cache (Anthropic charges extra for them)."""
     batch: Probability = 0.5
-    """The Batch API's price as a share of the standard one."""
     flex: Probability = 0.5
-    """The flex service tier's price as a share of the standard one."""
 
 
 class BenchmarkSpec(Input):
