@@ -8,7 +8,7 @@ it matches is priced at its provider's list price, tiers included. Unknown model
 in the terminal summary, so a missing price is never silent; `--evalbench-max-cost` cannot limit them
 (see `limits.Budget`).
 
-Every call is priced at its service tier (`TIERS`): "standard", "batch" (the provider's Batch API) or
+Every call is priced at its service tier (`Tier`): "standard", "batch" (the provider's Batch API) or
 "flex" (`service_tier: flex` in a role's params, `call_tier`). genai-prices' own tier prices are used
 where it has them (its `processing: batch` and `service_tier: flex` variants); otherwise the tier is
 the standard price times the tier's multiplier (`pricing:`'s `batch` and `flex`, by default
@@ -31,7 +31,6 @@ from pytest_evalbench.formats.spec import PhaseCost
 from pytest_evalbench.llm.types import Endpoint, Usage
 
 Tier = Literal["standard", "batch", "flex"]
-TIERS: tuple[Tier, ...] = ("standard", "batch", "flex")
 TIER_DISCOUNT: dict[Tier, float] = {"standard": 1.0, "batch": 0.5, "flex": 0.5}
 """Share of the standard price a tier costs when neither genai-prices nor `pricing:` says: OpenAI's
 and Anthropic's Batch APIs and OpenAI's flex tier sell at half the list price."""
@@ -111,7 +110,7 @@ class _Listed:
     """A model's price from genai-prices: its own tier variant where it has one, else the standard
     price times `TIER_DISCOUNT`."""
 
-    def __init__(self, model: str, tiers: set[str]) -> None:
+    def __init__(self, model: str, tiers: set[Tier]) -> None:
         self.model = model
         self.tiers = tiers
 

@@ -366,18 +366,19 @@ def _render(reply: Reply, request: dict[str, Any], seq: int,
     completion = reply.completion_tokens
     if completion is None:
         completion = _estimate(reply.content or "")
-    body = {
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion, **(cache or {})}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    body: dict[str, Any] = {
         "id": f"chatcmpl-fake-{seq}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model") or "fake",
         "choices": [{"index": 0, "message": message, "logprobs": reply.logprobs,
                      "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                  **(cache or {})},
+        "usage": usage,
     }
-    if reply.cached_tokens is not None:
-        body["usage"]["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
     if isinstance(request.get("service_tier"), str):  # the tier that served it, as OpenAI names it
         body["service_tier"] = request["service_tier"]
     return reply.status, json.dumps(body).encode(), headers
