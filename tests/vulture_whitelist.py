@@ -9,6 +9,7 @@ _ = SimpleNamespace()
 _.n_positive, _.n_negative  # results.json
 _.contributor, _.seed_scenarios  # benchmark.yaml (impactbench's keys, kept)
 _.cached_replays_counted  # cost.json
+_.fit_prior  # sequential sampling's prior, fitted by its simulation (tests/perf/sequential_sampling.py)
 _.difficulty, _.quality_band, _.topic_family, _.learner_level  # a dataset case (eval-dataset-schema.md)
 _.reference_answer, _.available_tools, _.expected_contract  # a dataset case (eval-dataset-schema.md)
 _.argument_mismatches  # the tool check's result, shown through its summary

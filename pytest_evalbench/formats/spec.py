@@ -36,7 +36,7 @@ from pytest_evalbench.formats import (
     unknown_keys,
 )
 from pytest_evalbench.formats.checks import MetricChecks
-from pytest_evalbench.formats.numbers import DollarsPerMillion
+from pytest_evalbench.formats.numbers import DollarsPerMillion, Probability
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -251,12 +251,15 @@ class ModelConfig(_Endpointish, Input):
     provider: Literal["openai", "local"] = "openai"
     """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
     params: Params = Field(default_factory=dict)
-    """Extra sampling parameters (temperature, max_tokens, seed, ...)."""
+    """Extra sampling parameters (temperature, max_tokens, seed, ...); `service_tier: flex` asks for
+    the flex tier (priced at its rate)."""
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
     batch: bool = False
     """Send this role's calls through the provider's Batch API: half the price, answers within minutes to
     hours (the same as naming the role in `--evalbench-batch`)."""
+    cache_prompt: bool = False
+    """Mark each request's stable prefix for the provider's prompt cache (Anthropic's `cache_control`)."""
 
 
 class McpServer(_Endpointish, Input):
@@ -315,6 +318,7 @@ class TargetConfig(_Endpointish, Input):
     system_prompt: Optional[str] = None
     params: Params = Field(default_factory=dict)
     headers: Headers = Field(default_factory=dict)
+    cache_prompt: bool = False
     tools: Optional[ToolsConfig] = None
     """A model target's tools, from MCP servers (see kinds/tools.py)."""
     batch: bool = False
@@ -337,7 +341,8 @@ class TargetConfig(_Endpointish, Input):
         """The endpoint part of a model target."""
         assert self.model is not None
         return ModelConfig(model=self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                           provider=self.provider, params=self.params, headers=self.headers, batch=self.batch)
+                           provider=self.provider, params=self.params, headers=self.headers, batch=self.batch,
+                           cache_prompt=self.cache_prompt)
 
 
 class MetricSource(Input):
@@ -419,8 +424,16 @@ class ScenarioSettings(Input):
 
 
 class Price(Input):
+    """One model's prices in dollars per million tokens: prompt tokens read from (`cached_input`) and
+    written to (`cache_write`) the provider's prompt cache cost the input price unless given; `batch`
+    and `flex` are the share of every price the Batch API and the flex service tier cost."""
+
     input_per_million: DollarsPerMillion
     output_per_million: DollarsPerMillion
+    cached_input_per_million: Optional[DollarsPerMillion] = None
+    cache_write_per_million: Optional[DollarsPerMillion] = None
+    batch: Probability = 0.5
+    flex: Probability = 0.5
 
 
 class BenchmarkSpec(Input):
@@ -478,6 +491,10 @@ class PhaseCost(Strict):
     cost: float
     input_tokens: int
     output_tokens: int
+    cached_tokens: int = 0
+    """Of the input tokens, those read from the provider's prompt cache (at its cache-read price)."""
+    saved: float = 0.0
+    """Dollars the prompt-cache reads saved against the input price."""
     cached_replays_counted: bool = True
     """Always true: calls replayed from the cache are counted at their price, so cost.json is what the
     results cost to produce, not what this session spent (the terminal summary shows that)."""

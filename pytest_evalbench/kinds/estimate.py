@@ -23,7 +23,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import read_bounded
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.llm.cache import CorruptEntry, cache_key, completion_material
-from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings
 
@@ -220,11 +220,19 @@ class HasRun(Protocol):
     def run(self) -> BenchmarkRun: ...
 
 
+def role_class(role: str) -> str:
+    """The role a planned call's label belongs to, as `--evalbench-batch` names roles: "judge" (every
+    judge of a panel), "target" or "user" (the simulated user)."""
+    return "user" if role == "simulated user" else role.split(" ", 1)[0]
+
+
 @dataclass
 class RoleTotal:
     role: str
     model: str
     local: bool
+    flex: bool = False
+    """The role's calls ask for the flex service tier (priced at its rate)."""
     calls: int = 0
     possible: int = 0
     input_tokens: int = 0
@@ -251,7 +259,8 @@ class Estimate:
         chain = 0.0
         for call in plan.calls:
             total = self.roles.setdefault((call.role, call.endpoint.model), RoleTotal(
-                call.role, call.endpoint.model, call.endpoint.provider == "local"))
+                call.role, call.endpoint.model, call.endpoint.provider == "local",
+                call_tier(call.endpoint) == "flex"))
             total.calls += 1
             total.possible += call.possible
             total.input_tokens += call.input_tokens
@@ -305,8 +314,11 @@ def wall_time(est: Estimate, settings: EngineSettings) -> tuple[float, str]:
     return max(bounds)
 
 
-def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_entries: int) -> list[str]:
-    """The terminal lines: per role calls, tokens and cost, then totals, time and what is assumed."""
+def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_entries: int,
+           batched: frozenset[str] = frozenset()) -> list[str]:
+    """The terminal lines: per role calls, tokens and cost, then totals, time and what is assumed.
+    Each role is priced at its tier: the batch rate for the role classes in `batched` ("judge",
+    "target", "user": `--evalbench-batch`), the flex rate for a role asking for it, else standard."""
     possible = sum(t.possible for t in est.roles.values())
     cached = sum(t.cached for t in est.roles.values())
     lines = [f"estimate, not measured (no LLM call was made): {est.items} items, {est.calls} calls"
@@ -323,9 +335,10 @@ def render(est: Estimate, prices: PriceTable, settings: EngineSettings, cache_en
         elif total.cached == total.calls:
             cost = "$0 (all cached)"
         elif prices.known(total.model):
-            value = prices.quote(total.model, sent_in, sent_out)
+            tier: Tier = "batch" if role_class(total.role) in batched else "flex" if total.flex else "standard"
+            value = prices.quote(total.model, sent_in, sent_out, tier=tier)
             cost_total += value
-            cost = f"~${value:.4f}"
+            cost = f"~${value:.4f}" + (f" ({tier})" if tier != "standard" else "")
         else:
             cost = "no price"
             unpriced.append(total.model)

@@ -38,7 +38,7 @@ from pytest_evalbench.kinds.targets import AppTarget, ModelTarget, Target
 from pytest_evalbench.kinds.tools import McpConnection, ToolBox, ToolServerError, message_bound
 from pytest_evalbench.kinds.trajectory import ArgumentMatcher, matcher_problem
 from pytest_evalbench.llm.cache import ResponseCache
-from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.costs import PriceTable, Rates
 from pytest_evalbench.llm.engine import Engine
 from pytest_evalbench.llm.types import Endpoint, EngineSettings
 
@@ -118,6 +118,7 @@ def resolve_endpoint(config: ModelConfig, settings: RunSettings, env: Mapping[st
         missing_env=tuple(missing) if provider != "local" else (),
         batch=config.batch,
         env_problems=tuple(problems) if provider != "local" else (),
+        cache_prompt=config.cache_prompt,
     )
 
 
@@ -145,7 +146,8 @@ def role_endpoint(config: ModelConfig | None, override: str | None, settings: Ru
 def open_engine(bench_dir: Path, spec: BenchmarkSpec, engine: EngineSettings, cache_mode: str,
                 cache_dir: Path | None = None) -> Engine:
     """An engine with the benchmark's response cache and the spec's price overrides."""
-    prices = PriceTable({m: (p.input_per_million, p.output_per_million) for m, p in spec.pricing.items()})
+    prices = PriceTable({m: Rates(p.input_per_million, p.output_per_million, p.cached_input_per_million,
+                                     p.cache_write_per_million, p.batch, p.flex) for m, p in spec.pricing.items()})
     return Engine(engine, ResponseCache(cache_dir or bench_dir / CACHE_DIR, cache_mode), prices)  # type: ignore[arg-type]
 
 

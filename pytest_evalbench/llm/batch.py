@@ -48,8 +48,6 @@ from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, Eng
 
 BATCH_ROLES = ("judge", "target", "user")
 """The roles `--evalbench-batch` names (`all`: every one)."""
-BATCH_RATE = 0.5
-"""A batched call's price as a share of the list price (OpenAI and Anthropic both sell at half)."""
 MAX_LINES = 50_000
 MAX_BYTES = 200 * 1024 * 1024
 """The provider's per-batch limits: lines and bytes of one input file."""

@@ -94,7 +94,7 @@ def response_problem(response: Any) -> str | None:
     calls = response.get("tool_calls")
     if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
         return "its response's tool_calls is not a list of objects"
-    for name in ("input_tokens", "output_tokens"):
+    for name in ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens"):
         value = response.get(name, 0)
         if not is_token_count(value):
             return f"its response's {name} is {repr(value)[:30]}, not a token count (0 to {MAX_TOKENS:,})"

@@ -26,11 +26,12 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pytest_evalbench.base.errors import BudgetExhausted, field_path
-from pytest_evalbench.llm.batch import BATCH_RATE, Batches
+from pytest_evalbench.llm.batch import Batches
 from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
-from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
 from pytest_evalbench.llm.limits import Limits, worst_case_tokens
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
+from pytest_evalbench.llm.prompt_cache import with_cache_markers
 from pytest_evalbench.llm.retry import Retrier
 from pytest_evalbench.llm.transport import Transport, make_transport
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats, Usage, safe_json
@@ -120,22 +121,31 @@ class Engine:
             await self._transport.aclose()
 
     def count_usage(self, model: str, input_tokens: int, output_tokens: int, *, phase: str, role: str,
-                    usage_by_phase: dict[str, Usage] | None, local: bool = False, tier: str = "standard") -> Usage:
-        """Tokens of one model call, priced at its tier's rate (`batch`: `BATCH_RATE` of list), added to
-        the session's usage of `phase:role` and to the item's `usage_by_phase`; a model without a price
-        is named in the stats."""
-        cost = self.prices.cost(model, input_tokens, output_tokens, local=local)
-        usage = Usage(input_tokens, output_tokens, cost * BATCH_RATE if tier == "batch" else cost)
+                    usage_by_phase: dict[str, Usage] | None, local: bool = False, tier: Tier = "standard",
+                    cached_tokens: int = 0, cache_write_tokens: int = 0) -> Usage:
+        """Tokens of one model call, priced at its tier (and its prompt-cache reads and writes at theirs),
+        added to the session's usage of `phase:role` and to the item's `usage_by_phase`; a model without
+        a price is named in the stats."""
+        cost = self.prices.cost(model, input_tokens, output_tokens, local=local, tier=tier,
+                                cached_tokens=cached_tokens, cache_write_tokens=cache_write_tokens)
+        usage = Usage(input_tokens, output_tokens, cost, min(cached_tokens, input_tokens),
+                      self.prices.saved(model, input_tokens, cached_tokens, local=local, tier=tier))
         self.stats.usage[f"{phase}:{role}"].add(usage)
         self.stats.unpriced.update(self.prices.unpriced)
         if usage_by_phase is not None:
             usage_by_phase.setdefault(phase, Usage()).add(usage)
         return usage
 
+    def tier_of(self, endpoint: Endpoint, role: str) -> Tier:
+        """The service tier a call of `role` to `endpoint` is priced at (`costs.call_tier`)."""
+        return call_tier(endpoint, batched=self.batched(endpoint, role))
+
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
                      schema: tuple[str, dict[str, Any]] | None, tools: list[dict[str, Any]] | None,
                      top_logprobs: int = 0) -> dict[str, Any]:
+        if endpoint.cache_prompt:
+            messages = with_cache_markers(messages)
         body: dict[str, Any] = {"model": endpoint.model, "messages": messages, **endpoint.params}
         if top_logprobs:  # only when asked: the body is the cache key, so other calls keep theirs
             body.update(logprobs=True, top_logprobs=top_logprobs)
@@ -168,7 +178,8 @@ class Engine:
             (lambda: self.retrier.fetch(endpoint, body, role, canonical_json(body).encode())), material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
                                  role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
-                                 tier="batch" if batched else "standard")
+                                 tier=self.tier_of(endpoint, role), cached_tokens=completion.cached_tokens,
+                                 cache_write_tokens=completion.cache_write_tokens)
         if not completion.cached:
             self.stats.spent += usage.cost
             await hand_off()  # counted: the chain goes on once the waiting calls are sent
@@ -180,13 +191,16 @@ class Engine:
         against `--evalbench-max-cost` before it goes into a batch, settled at its real price."""
         budget, reserved, actual = self.limits.budget, 0.0, 0.0
         if budget is not None:
-            worst = BATCH_RATE * self.prices.quote(endpoint.model, *worst_case_tokens(body, canonical_json(body).encode()))
+            worst = self.prices.quote(endpoint.model, *worst_case_tokens(body, canonical_json(body).encode()),
+                                      tier="batch")
             if not await budget.reserve(worst):
                 raise BudgetExhausted(budget.spent(), budget.limit, role, endpoint.model, worst)
             reserved = worst
         try:
             completion = await self.batches.fetch(endpoint, body, role, key, material)
-            actual = BATCH_RATE * self.prices.quote(endpoint.model, completion.input_tokens, completion.output_tokens)
+            actual = self.prices.quote(endpoint.model, completion.input_tokens, completion.output_tokens, tier="batch",
+                                       cached_tokens=completion.cached_tokens,
+                                       cache_write_tokens=completion.cache_write_tokens)
             return completion
         finally:
             if budget is not None:

@@ -48,7 +48,7 @@ from filelock import FileLock
 from pytest_evalbench.base.errors import BudgetExhausted, EvalbenchWarning, InputError, LLMError
 from pytest_evalbench.base.files import atomic_write_text, finite_json, read_bounded
 from pytest_evalbench.base.json_input import parse_json
-from pytest_evalbench.llm.costs import PriceTable
+from pytest_evalbench.llm.costs import PriceTable, call_tier
 from pytest_evalbench.llm.pipelines import call_priority
 from pytest_evalbench.llm.shared_limits import SharedLimits, endpoint_key, parse
 from pytest_evalbench.llm.transport import Failure
@@ -193,7 +193,8 @@ class Admission:
                          "the endpoint's rate limits (its x-ratelimit-* and Retry-After headers)")
         if limits.budget is not None:
             # the call's worst-case price is reserved before it is sent (see `Budget`)
-            worst = limits.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=self.local)
+            worst = limits.prices.quote(endpoint.model, *worst_case_tokens(body, data), local=self.local,
+                                        tier=call_tier(endpoint))
             if not await limits.budget.reserve(worst):
                 raise BudgetExhausted(limits.budget.spent(), limits.budget.limit, role, endpoint.model, worst)
             self.reserved = worst
@@ -215,7 +216,9 @@ class Admission:
         """The real price (settled on exit), the real tokens, and the hold-off the rate headers ask for."""
         limits = self.limits
         self.actual = limits.prices.quote(self.endpoint.model, completion.input_tokens, completion.output_tokens,
-                                          local=self.local)
+                                          local=self.local, tier=call_tier(self.endpoint),
+                                          cached_tokens=completion.cached_tokens,
+                                          cache_write_tokens=completion.cache_write_tokens)
         if limits.tokens is not None:
             limits.tokens.correct(self.estimate, completion.input_tokens + completion.output_tokens)
         limits.shared.learn(limits.key(self.endpoint), parse(headers), limited=False,

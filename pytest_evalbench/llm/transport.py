@@ -41,6 +41,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_text import redact
+from pytest_evalbench.llm.costs import cache_tokens
 from pytest_evalbench.llm.local_model import LocalServer
 from pytest_evalbench.llm.shared_limits import retry_after
 from pytest_evalbench.llm.types import (
@@ -383,10 +384,12 @@ def parse_completion(data: Any) -> Completion:
             raise BadUsage(f"usage.{name} is {shown}, not a token count (an integer from 0 to {MAX_TOKENS:,})")
     finish = choice.get("finish_reason")
     finish = safe_text(finish) if isinstance(finish, str) else finish
+    cache_read, cache_write = cache_tokens(usage)
     return Completion(content=content, tool_calls=tool_calls, finish_reason=finish,
                       input_tokens=usage.get("prompt_tokens") or 0,
                       output_tokens=usage.get("completion_tokens") or 0,
-                      logprobs=parse_logprobs(choice.get("logprobs")))
+                      logprobs=parse_logprobs(choice.get("logprobs")), cached_tokens=cache_read,
+                      cache_write_tokens=cache_write)
 
 
 class BadUsage(ValueError):

@@ -56,6 +56,8 @@ class Endpoint:
     env_problems: tuple[str, ...] = ()
     """Environment values the endpoint would send that cannot be sent (a key with a line break,
     an OPENAI_BASE_URL without a scheme), in words that never quote a key or header value."""
+    cache_prompt: bool = False
+    """Mark each request's stable prefix for the provider's prompt cache (`llm/prompt_cache.py`)."""
 
     @cached_property
     def identity(self) -> str:
@@ -98,10 +100,19 @@ class Completion:
     """The cache key it was stored or found under."""
     logprobs: list[list[Any]] | None = None
     """When asked for (`logprobs: true`) and given: per answer token, [token, {alternative: logprob}]."""
+    cached_tokens: int = 0
+    """Of `input_tokens`, those read from the provider's prompt cache (priced at its cache-read rate)."""
+    cache_write_tokens: int = 0
+    """Of `input_tokens`, those written to the provider's prompt cache (priced at its cache-write rate)."""
 
     def to_json(self) -> dict[str, Any]:
-        data = {"content": self.content, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        data: dict[str, Any] = {"content": self.content, "tool_calls": self.tool_calls,
+                                "finish_reason": self.finish_reason, "input_tokens": self.input_tokens,
+                                "output_tokens": self.output_tokens}
+        if self.cached_tokens:  # only when there are: entries without them are written as before
+            data["cached_tokens"] = self.cached_tokens
+        if self.cache_write_tokens:
+            data["cache_write_tokens"] = self.cache_write_tokens
         return data if self.logprobs is None else {**data, "logprobs": self.logprobs}
 
     @classmethod
@@ -109,24 +120,39 @@ class Completion:
         return cls(content=data.get("content"), tool_calls=data.get("tool_calls"),
                    finish_reason=data.get("finish_reason"), input_tokens=int(data.get("input_tokens") or 0),
                    output_tokens=int(data.get("output_tokens") or 0), cached=cached, key=key,
-                   logprobs=data.get("logprobs"))
+                   logprobs=data.get("logprobs"), cached_tokens=_count(data.get("cached_tokens")),
+                   cache_write_tokens=_count(data.get("cache_write_tokens")))
+
+
+def _count(value: Any) -> int:
+    """A recorded token count, or 0 when it is none (absent, negative, not an integer, absurd)."""
+    return int(value) if value and is_token_count(value) else 0
 
 
 @dataclass
 class Usage:
-    """Tokens and dollars, summed per phase and role."""
+    """Tokens and dollars, summed per phase and role; `cached_tokens` of the input tokens were read from
+    the provider's prompt cache, which saved `saved` dollars against the input price."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
+    cached_tokens: int = 0
+    saved: float = 0.0
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cost += other.cost
+        self.cached_tokens += other.cached_tokens
+        self.saved += other.saved
 
     def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "cost": self.cost}
+        data: dict[str, Any] = {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                                "cost": self.cost}
+        if self.cached_tokens:  # only when the provider's cache was read: files without it are unchanged
+            data.update(cached_tokens=self.cached_tokens, saved=self.saved)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Usage:
@@ -134,9 +160,11 @@ class Usage:
         number, absurd: a hand-edited or planted file) counts as 0, so totals never go negative."""
         if not isinstance(data, dict):
             return cls()
-        tokens = [value if is_token_count(value := data.get(name, 0)) else 0 for name in ("input_tokens", "output_tokens")]
-        cost = data.get("cost", 0.0)
-        return cls(tokens[0], tokens[1], float(cost) if is_cost(cost) else 0.0)
+        tokens = [value if is_token_count(value := data.get(name, 0)) else 0
+                  for name in ("input_tokens", "output_tokens", "cached_tokens")]
+        cost, saved = data.get("cost", 0.0), data.get("saved", 0.0)
+        return cls(tokens[0], tokens[1], float(cost) if is_cost(cost) else 0.0, min(tokens[2], tokens[0]),
+                   float(saved) if is_cost(saved) else 0.0)
 
 
 MAX_RESPONSE_BYTES = 4 << 20

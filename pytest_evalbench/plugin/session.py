@@ -306,7 +306,12 @@ class EstimateMode:
             result: Estimate = estimate(kind.plan_calls(case, expect) for case in cases)
         except EvalbenchError as exc:
             raise pytest.UsageError(terminal(str(exc))) from None
-        self.lines = render(result, run.engine.prices, run.settings.engine, expect.entries)
+        spec = run.spec
+        batched = set(run.settings.engine.batch_roles)  # --evalbench-batch, and `batch: true` on a role
+        batched |= {"judge"} if any(m.batch for m in [spec.evaluator_model, *spec.evaluator_models] if m) else set()
+        batched |= {"user"} if spec.user_model is not None and spec.user_model.batch else set()
+        batched |= {"target"} if any(t.batch for t in spec.targets) else set()
+        self.lines = render(result, run.engine.prices, run.settings.engine, expect.entries, batched=frozenset(batched))
 
     def summary(self, terminalreporter: Any) -> None:
         """Collection failed, or --collect-only: nothing was planned, nothing is printed."""

@@ -93,12 +93,20 @@ class CostView:
     """MCP tool results replayed from the cache (no server involved)."""
     batched: int = 0
     """Calls sent in provider batches in this session (not in `requests`, which are synchronous)."""
+    cached_tokens: int = 0
+    """Input tokens the provider read from its prompt cache (priced at its cache-read rate)."""
+    saved: float = 0.0
+    """Dollars those cache reads saved against the input price."""
 
     @property
     def note(self) -> str:
-        """One sentence saying whether cached replays are counted, and what has no price."""
+        """One sentence saying whether cached replays are counted, what the provider's prompt cache
+        saved, and what has no price."""
         text = (f"${self.spent:.4f} spent this run; ${self.total:.4f} priced usage of the results, "
                 f"cached replays included (as in cost.json)")
+        if self.cached_tokens:
+            text += (f"; {self.cached_tokens:,} input tokens read from the provider's prompt cache, "
+                     f"saving ${self.saved:.4f}")
         if self.tool_calls or self.tool_replays:
             text += (f"; MCP tools: {self.tool_calls} calls run on a server this session, "
                      f"{self.tool_replays} replayed from the cache")
@@ -240,7 +248,8 @@ def cost_view(stats: EngineStats) -> CostView:
                     input_tokens=sum(u.input_tokens for u in usage), output_tokens=sum(u.output_tokens for u in usage),
                     unpriced=sorted(stats.unpriced),
                     phases={k: v.to_json() for k, v in sorted(stats.usage.items())},
-                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays, batched=stats.batch_lines)
+                    tool_calls=stats.tool_calls, tool_replays=stats.tool_replays, batched=stats.batch_lines,
+                    cached_tokens=sum(u.cached_tokens for u in usage), saved=round(sum(u.saved for u in usage), 6))
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],

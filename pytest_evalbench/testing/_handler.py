@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pytest_evalbench.testing._batches import BatchDesk
 from pytest_evalbench.testing.rate_window import RateWindow
 from pytest_evalbench.testing.scripts import Reply, Responder, coerce, echo_ok
+from pytest_evalbench.testing.tiers import FLEX_REFUSAL, FlexRefusals, PromptCache
 
 _ERROR_KINDS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "bad_request"),
@@ -31,9 +32,10 @@ _ERROR_KINDS: dict[int, tuple[str, str]] = {
 }
 
 
-def _error_body(status: int, message: str | None) -> bytes:
+def _error_body(status: int, message: str | None, code: str | None = None) -> bytes:
     """OpenAI-style error JSON, so the client builds its usual APIStatusError subclasses."""
-    kind, code = _ERROR_KINDS.get(status, ("server_error" if status >= 500 else "api_error", str(status)))
+    kind, usual = _ERROR_KINDS.get(status, ("server_error" if status >= 500 else "api_error", str(status)))
+    code = code or usual
     if not message:
         try:
             message = f"{status} {http.client.responses[status]}"
@@ -71,6 +73,11 @@ class ServerState:
         self.rate_window: RateWindow | None = None
         """Enforced requests per minute (`RateWindow`): x-ratelimit-* headers on every chat answer,
         429 with Retry-After beyond it (counted in its `limited`, not recorded)."""
+        self.flex = FlexRefusals()
+        """Flex requests to refuse with 429 "resource unavailable" (`flex.remaining`; not recorded,
+        counted in `flex.refused`)."""
+        self.prompt_cache: PromptCache | None = None
+        """When set, answers report the prompt tokens the provider's cache would have read."""
         self._responder: Responder = responder or echo_ok
         self.batch = BatchDesk()
         """The Batch API's files, batches and knobs (`_batches.py`): its lines are not in `requests`."""
@@ -284,6 +291,9 @@ class Handler(BaseHTTPRequestHandler):
             if not admitted:
                 self._send(429, _error_body(429, "Rate limit reached for requests"), limit_headers)
                 return
+        if owner.flex.refuse(raw):
+            self._send(429, _error_body(429, FLEX_REFUSAL, "resource_unavailable"))
+            return
         if not owner._enter():
             self._send(429, _error_body(429, "too many requests in flight"), owner.limit_headers)
             return
@@ -337,7 +347,8 @@ class Handler(BaseHTTPRequestHandler):
         owner._record(request)
         try:
             reply = coerce(owner._responder(request))
-            status, body, headers = _render(reply, request, owner._next_id())
+            cache = owner.prompt_cache.usage(request) if owner.prompt_cache is not None else {}
+            status, body, headers = _render(reply, request, owner._next_id(), cache)
         except Exception as exc:  # a broken responder must not take the server down
             reply = Reply()
             status, body, headers = 500, _error_body(500, f"{type(exc).__name__}: {exc}"), {}
@@ -348,8 +359,11 @@ class Handler(BaseHTTPRequestHandler):
         return reply, status, body, headers
 
 
-def _render(reply: Reply, request: dict[str, Any], seq: int) -> tuple[int, bytes, dict[str, str]]:
-    """Build status, body and headers for one Reply (error JSON, raw bytes or a chat.completion)."""
+def _render(reply: Reply, request: dict[str, Any], seq: int,
+            cache: dict[str, Any] | None = None) -> tuple[int, bytes, dict[str, str]]:
+    """Build status, body and headers for one Reply (error JSON, raw bytes or a chat.completion);
+    `cache`: usage fields of the provider's prompt cache (`PromptCache`), which `reply.cached_tokens`
+    overrides."""
     headers = dict(reply.headers)
     if reply.raw_body is not None:
         return reply.status, reply.raw_body, headers
@@ -364,13 +378,19 @@ def _render(reply: Reply, request: dict[str, Any], seq: int) -> tuple[int, bytes
     completion = reply.completion_tokens
     if completion is None:
         completion = _estimate(reply.content or "")
-    body = {
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion, **(cache or {})}
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    body: dict[str, Any] = {
         "id": f"chatcmpl-fake-{seq}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model") or "fake",
         "choices": [{"index": 0, "message": message, "logprobs": reply.logprobs,
                      "finish_reason": reply.finish_reason}],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        "usage": usage,
     }
+    if isinstance(request.get("service_tier"), str):  # the tier that served it, as OpenAI names it
+        body["service_tier"] = request["service_tier"]
     return reply.status, json.dumps(body).encode(), headers

@@ -44,6 +44,8 @@ class Reply:
     logprobs: dict[str, Any] | None = None
     """The choice's `logprobs` object as OpenAI gives it (`{"content": [{"token", "logprob",
     "top_logprobs": [...]}]}`), e.g. from `verdict_logprobs`; None: the endpoint gives none."""
+    cached_tokens: int | None = None
+    """`usage.prompt_tokens_details.cached_tokens`: prompt tokens read from the provider's cache."""
     wire: bytes | None = None
     """Bytes written instead of an HTTP answer, then the connection closes: an endpoint that is not
     HTTP, cuts its answer short or announces a body it never sends."""

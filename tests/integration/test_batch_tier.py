@@ -165,3 +165,16 @@ def test_a_killed_run_resumes_its_batch_without_paying_again(pytester: pytest.Py
     assert len(bench_env.batch.batches) == 1  # resumed, not submitted again
     assert models(bench_env.batch.lines) == [JUDGE] * 4 and JUDGE not in models(bench_env.requests)
     assert not list(records.glob("*.json"))
+
+
+def test_the_estimate_prices_a_batched_judge_at_the_batch_rate(pytester: pytest.Pytester,
+                                                               bench_env: FakeLLMServer) -> None:
+    write_benchmark(pytester.path, pricing=PRICES)
+
+    def judge_cost(*options: str) -> float:
+        result = pytester.runpytest("--benchmark=demo", "--evalbench-estimate", *options)
+        [line] = [line for line in result.outlines if line.strip().startswith("judge ")]
+        return float(line.split("~$")[1].split()[0])
+
+    assert judge_cost("--evalbench-batch=judge") == pytest.approx(judge_cost() / 2, abs=1e-4)
+    assert bench_env.requests == [] and bench_env.batch.batches == {}

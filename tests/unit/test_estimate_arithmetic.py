@@ -105,3 +105,22 @@ def test_prices_come_from_genai_prices_offline_and_pricing_wins(monkeypatch) -> 
     assert table.cost("o3-mini", 10, 10, local=True) == 0.0
     own = PriceTable({"o3-mini": (1.0, 2.0)})
     assert own.cost("o3-mini", 1_000_000, 1_000_000) == 3.0  # benchmark.yaml's `pricing:` wins
+
+
+def test_the_judge_is_priced_at_the_batch_rate_when_batched_and_a_flex_role_at_flex() -> None:
+    from pytest_evalbench.llm.costs import Rates
+
+    prices = PriceTable({"m": Rates(1.0, 4.0)})
+    judge = Endpoint(model="m", base_url=None)
+    target = Endpoint(model="m", base_url=None, params={"service_tier": "flex"})
+    output = Expectations(None).output(Endpoint(model="-", base_url=None, params={"max_tokens": 250_000}), [])
+    calls = [PlannedCall("judge", judge, 1_000_000, output), PlannedCall("target t1", target, 1_000_000, output),
+             PlannedCall("simulated user", judge, 1_000_000, output)]
+    lines = render(estimate([Plan(calls, chain=3)]), prices, EngineSettings(), 0, batched=frozenset({"judge"}))
+    rows = {line.split()[0]: line for line in lines[2:5]}
+    assert rows["judge"].endswith("~$1.0000 (batch)")  # (1M x $1 + 0.25M x $4) / 2
+    assert rows["target"].endswith("~$1.0000 (flex)")
+    assert rows["simulated"].endswith("~$2.0000")  # standard
+    assert "total: ~3750000 tokens, ~$4.0000" in "\n".join(lines)
+    unbatched = render(estimate([Plan(calls, chain=3)]), prices, EngineSettings(), 0)
+    assert "total: ~3750000 tokens, ~$5.0000" in "\n".join(unbatched)

@@ -113,6 +113,16 @@ def test_cost_view_counts_cached_replays_and_names_unpriced() -> None:
     cost = cost_view(stats)
     assert (cost.spent, cost.total, cost.input_tokens, cost.output_tokens) == (0.5, 1.25, 100, 10)
     assert "cached replays included" in cost.note and "no price for mystery" in cost.note
+    assert "prompt cache" not in cost.note
+
+
+def test_the_cost_note_names_prompt_cache_reads_and_the_money_they_saved() -> None:
+    stats = EngineStats()
+    stats.usage["simulate:user"] = Usage(1000, 10, 0.5, cached_tokens=600, saved=0.12)
+    stats.usage["evaluate:judge"] = Usage(2000, 10, 0.5, cached_tokens=1400, saved=0.2)
+    cost = cost_view(stats)
+    assert (cost.cached_tokens, cost.saved) == (2000, 0.32)
+    assert "2,000 input tokens read from the provider's prompt cache, saving $0.3200" in cost.note
 
 
 def test_mean_interval_is_clipped_to_the_scale() -> None:
