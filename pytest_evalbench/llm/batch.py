@@ -328,7 +328,10 @@ class Batches:
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 await self._read_output(client, options, file_id, lines, answers, failed, retry)
-        await asyncio.gather(*(self._write(key, lines[key].material, completion) for key, completion in answers.items()))
+        # stored on the writer thread while the answered calls go on (their next round is collected
+        # meanwhile); the record goes only once every answer is on disk
+        writes = asyncio.gather(*(self._write(key, lines[key].material, completion)
+                                  for key, completion in answers.items()))
         self.counts.done += 1
         for key, line in lines.items():
             waiting = self._waiting.get(key)
@@ -350,12 +353,13 @@ class Batches:
                 reason = failed.get(key) or f"no answer in batch {batch_id} ({batch.status})"
                 _settle(waiting, LLMError("batch failed", f"{reason} (after {line.attempts} submissions)",
                                           role=role, model=endpoint.model))
+        await writes
         self._forget_record(record)
 
     def _poll_wait(self, started: float) -> float:
-        """The wait before the next poll: a fiftieth of the time the batch has taken so far (a batch is
-        seen done at most about 2% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`."""
-        return min(self.settings.batch_poll, max(MIN_POLL, (time.monotonic() - started) / 50))
+        """The wait before the next poll: a hundredth of the time the batch has taken so far (a batch is
+        seen done at most about 1% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`."""
+        return min(self.settings.batch_poll, max(MIN_POLL, (time.monotonic() - started) / 100))
 
     async def _read_output(self, client: Any, options: dict[str, Any], file_id: str, lines: dict[str, _Line],
                            answers: dict[str, Completion], failed: dict[str, str], retry: set[str]) -> None:

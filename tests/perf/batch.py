@@ -2,7 +2,7 @@
 the project's fake server (in this process, its Batch API finishing each batch `--delay` seconds after
 it was created):
 
-    python tests/perf/batch.py [--rows 40] [--delay 2.0]
+    python tests/perf/batch.py [--rows 40] [--delay 10]
 
 1. A scenario benchmark (`--rows` rows, 2 turns, the judge) run standard, then with
    `--evalbench-batch=judge`: the batched run's synchronous judge requests (target 0), whether every
@@ -95,7 +95,7 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=40)
-    parser.add_argument("--delay", type=float, default=2.0)
+    parser.add_argument("--delay", type=float, default=10.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(responder()) as server:
         root = Path(tmp)
