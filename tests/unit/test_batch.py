@@ -193,3 +193,13 @@ def test_an_item_waiting_redraws_the_progress_line_and_keeps_its_pipelines_own_t
     with pytest.raises(TimeoutError, match="the app did not reply"):
         waiter.wait(item)  # type: ignore[arg-type]
     assert len(beats) >= 3
+
+
+def test_a_batch_holds_at_most_the_providers_lines(server: FakeLLMServer, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_evalbench.llm import batch
+
+    monkeypatch.setattr(batch, "MAX_LINES", 2)
+    run = Run(server, tmp_path)
+    assert contents(asyncio.run(run.answers(5))) == [f"answer to question {i}" for i in range(5)]
+    assert sorted(b["request_counts"]["total"] for b in server.batch.batches.values()) == [1, 2, 2]
