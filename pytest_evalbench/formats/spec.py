@@ -227,8 +227,7 @@ Params = Annotated[dict[str, Any], AfterValidator(_no_credentials)]
 
 
 class _Endpointish:
-    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header or
-    environment value."""
+    """A role's repr (tracebacks, debuggers) shows no URL credentials and no literal header or environment value."""
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():  # type: ignore[misc]
@@ -256,8 +255,7 @@ class ModelConfig(_Endpointish, Input):
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
     batch: bool = False
-    """Send this role's calls through the provider's Batch API: half the price, answers within minutes to
-    hours (the same as naming the role in `--evalbench-batch`)."""
+    """Send this role's calls through the provider's Batch API (`--evalbench-batch`): half the price, minutes to hours."""
     cache_prompt: bool = False
     """Mark each request's stable prefix for the provider's prompt cache (Anthropic's `cache_control`)."""
 
@@ -321,8 +319,7 @@ class TargetConfig(_Endpointish, Input):
     cache_prompt: bool = False
     tools: Optional[ToolsConfig] = None
     """A model target's tools, from MCP servers (see kinds/tools.py)."""
-    batch: bool = False
-    """Send a model target's calls through the provider's Batch API (see `ModelConfig.batch`)."""
+    batch: bool = False  # a model target's calls through the provider's Batch API (`ModelConfig.batch`)
     traces: Optional[Literal["opentelemetry"]] = None
     """An app target's OpenTelemetry spans become its reply's tool calls, model calls and usage."""
 
@@ -387,8 +384,7 @@ class Metric(Input):
     checks: Optional[MetricChecks] = None
     """Deterministic checks tried before the judge (see `kinds/metric_judge.py`)."""
     judge_prompt: Optional[JudgeStyle] = None
-    """This metric's judge prompt style, when it is not `judge.prompt` (calibration names the best
-    style per metric)."""
+    """This metric's judge prompt style, when it is not `judge.prompt` (calibration names the best style per metric)."""
 
     @property
     def behaviour(self) -> str:
@@ -543,8 +539,7 @@ def _located(exc: ValidationError, data: Any) -> dict[str, tuple[str, str]]:
 
 
 def all_errors(exc: ValidationError, data: Any = None) -> list[tuple[str, str]]:
-    """(field path, message) of each problem of a pydantic error, one line each, one per field;
-    `data` is what was validated."""
+    """(field path, message) of each problem of a pydantic error, one line each, one per field; `data` is what was validated."""
     return [(loc, msg) for loc, (_, msg) in _located(exc, data).items()]
 
 
