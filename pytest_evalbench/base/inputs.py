@@ -72,10 +72,10 @@ class _Composer(yaml.SafeLoader):
     in proportion to the open brackets at every token, so a line of ten thousand `[` would cost seconds
     before the node check could refuse it; refused here, the work stays linear in the text."""
 
-    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's name)
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
         if self.flow_level >= MAX_DEPTH:  # this collection would sit deeper than MAX_DEPTH: never accepted
             raise _TooDeep(self.get_mark().line + 1)
-        super().fetch_flow_collection_start(TokenClass)  # type: ignore[misc]
+        super().fetch_flow_collection_start(TokenClass)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -13,7 +13,8 @@ the cache key of the completion that asked for it, so a replay needs no server p
 hostile like any model output: lone surrogates replaced, secrets masked, then cut to
 `tools.max_result_chars` with a note, before the model, the transcript or the cache sees it. What a
 server sends is bounded as it arrives: a stdio server's stdout goes through `mcp_relay.py`, which
-refuses a message over `max_message` bytes without holding it; its stderr keeps its last
+refuses a message over `max_message` bytes without holding it (an HTTP server's answers, through
+`mcp_http.BoundedClient`, alike); its stderr keeps its last
 `STDERR_KEEP` bytes (`StderrTail`); its tool list is refused beyond `MAX_TOOLS` tools or a name or
 schema too long to go into every request. A server that cannot start, a call
 that gets no result in time or a connection that breaks is the item's error (`ToolServerError`), never a
@@ -182,12 +183,15 @@ class McpConnection:
                     assert self._errlog is not None
                     transport = stdio_client(params, errlog=self._errlog.writer)
                 else:
-                    httpx2 = load_extra("httpx2", self.label)
+                    load_extra("httpx2", self.label)
                     from mcp.client.streamable_http import streamable_http_client
 
-                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
-                                                                              timeout=self.server.timeout))
-                    transport = streamable_http_client(str(self.server.url), http_client=http)
+                    from pytest_evalbench.kinds.mcp_http import BoundedClient
+
+                    http = await stack.enter_async_context(BoundedClient(self.max_message, headers=headers,
+                                                                         timeout=self.server.timeout))
+                    transport = streamable_http_client(str(self.server.url), http_client=http,
+                                                       max_sse_event_size=self.max_message)
                 client = await stack.enter_async_context(
                     mcp.Client(transport, read_timeout_seconds=self.server.timeout, cache=None))
                 if not ready.done():

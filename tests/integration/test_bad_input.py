@@ -59,7 +59,8 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
 
 @pytest.mark.parametrize(("text", "expected"), [
     (spec_text() + "targets:\n  - id: other\n    model: other-model\n",
-     "*benchmark.yaml:17, field 'targets': duplicate key 'targets' (first on line 10; YAML would keep only the last value silently)*"),
+     "*benchmark.yaml:17, field 'targets': duplicate key 'targets' (first on line 10; YAML would keep only "
+     "the last value silently)*"),
     (spec_text().replace("  turns: 2\n", "  turns: 2\n  turns: 3\n"),
      "*benchmark.yaml:9, field 'generation.turns': duplicate key 'turns' (first on line 8; *"),
     (spec_text(generation={"turns": 2, "num_samples": True}),
