@@ -5,8 +5,9 @@ The MCP SDK reads a JSON body whole (`response.aread()`) before it parses it, so
 300 MB would cost the run 300 MB before `tools.max_result_chars` could cut it. `BoundedClient` reads
 such a body itself, chunk by chunk (decoded: a compressed body is bounded by what it expands to), and
 from the first byte over the bound drops it: the request it answered gets the JSON-RPC error the relay
-gives (`mcp_relay.refusal`, naming the bound). Server-sent events are bounded by the SDK's own
-`max_sse_event_size`, which the connection sets to the same bound. Needs the [agents] extra (`httpx2`):
+gives (`mcp_relay.refusal`, naming the bound); so does a body nested deeper than the relay's
+MAX_DEPTH. Server-sent events are bounded by the SDK's own `max_sse_event_size`, which the
+connection sets to the same bound. Needs the [agents] extra (`httpx2`):
 imported only when a benchmark has an MCP server with a `url`.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import httpx2
 
-from pytest_evalbench.kinds.mcp_relay import EDGE, refusal
+from pytest_evalbench.kinds.mcp_relay import DEEP, EDGE, refusal, too_deep
 
 
 class BoundedClient(httpx2.AsyncClient):
@@ -50,6 +51,9 @@ class BoundedClient(httpx2.AsyncClient):
         if size > limit:
             return httpx2.Response(200, headers={"content-type": "application/json"}, request=request,
                                    content=refusal(request.content[:EDGE], b"", size, limit))
+        if too_deep(body):
+            return httpx2.Response(200, headers={"content-type": "application/json"}, request=request,
+                                   content=refusal(request.content[:EDGE], b"", size, limit, DEEP))
         headers = [(name, value) for name, value in response.headers.multi_items()
                    if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx2.Response(response.status_code, headers=headers, content=bytes(body), request=request,

@@ -215,6 +215,9 @@ class McpConnection:
             listed = await asyncio.wait_for(client.list_tools(), self.server.timeout)
         except asyncio.TimeoutError:
             raise ToolServerError(f"{self.label} did not list its tools within {self.server.timeout:g}s") from None
+        except Exception as exc:  # a list the SDK refuses (not MCP's shape), or a refused message
+            raise ToolServerError(f"{self.label}: its tool list could not be read: {type(exc).__name__}: "
+                                  f"{terminal(cut(' '.join(str(exc).split()), 300))}") from None
         if len(listed.tools) > MAX_TOOLS:
             raise ToolServerError(f"{self.label} lists {len(listed.tools):,} tools; a request carries at most {MAX_TOOLS}")
         tools = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import io
 import json
 import sys
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.formats.spec import McpServer, ToolsConfig
+from pytest_evalbench.kinds.mcp_relay import REFUSED, relay
 from pytest_evalbench.kinds.tools import (
     MAX_TOOLS,
     MIN_MESSAGE_BYTES,
@@ -219,6 +221,8 @@ class JsonRpcHandler(http.server.BaseHTTPRequestHandler):
             result = {"content": [{"type": "text", "text": "a small result"}]}
         body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
         name = params.get("name")
+        if name == "deep":  # within the size bound, nested past what the SDK's parser takes
+            body = body.replace(b'"a small result"', b"[" * 5000 + b"]" * 5000)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         if name == "flood":  # no length: read until the connection closes
@@ -252,7 +256,7 @@ def test_an_http_servers_json_answer_over_the_message_bound_is_refused_as_it_arr
     async def calls() -> list[str]:
         answers = []
         try:
-            for tool in ("small", "flood", "declared"):
+            for tool in ("small", "flood", "declared", "deep"):
                 try:
                     answers.append((await connection.call(tool, {}, 1000))[0])
                 except ToolServerError as exc:
@@ -262,7 +266,7 @@ def test_an_http_servers_json_answer_over_the_message_bound_is_refused_as_it_arr
         return answers
 
     try:
-        small, flood, declared = asyncio.run(calls())
+        small, flood, declared, deep = asyncio.run(calls())
     finally:
         server.shutdown()
         server.server_close()
@@ -270,3 +274,16 @@ def test_an_http_servers_json_answer_over_the_message_bound_is_refused_as_it_arr
     assert "tool 'flood' failed" in flood and "the server's answer was more than 1,000,000 bytes" in flood
     assert "it was refused as it arrived" in flood
     assert "the server's answer was more than 1,000,000 bytes (at least 5,000,000,000)" in declared
+    assert "tool 'deep' failed" in deep and "the server's answer nests deeper than 64 levels; it was refused" in deep
+
+
+def test_a_stdio_message_nested_too_deep_is_refused_for_its_request() -> None:
+    """The SDK's parser fails on it without answering the request, which then waits for its timeout."""
+    deep = b'{"jsonrpc": "2.0", "id": 7, "result": {"tools": ' + b"[" * 5000 + b"]" * 5000 + b"}}\n"
+    fine = b'{"jsonrpc": "2.0", "id": 8, "result": {"text": "' + b"[" * 5000 + b'"}}\n'
+    sink = io.BytesIO()
+    relay(io.BufferedReader(io.BytesIO(deep + fine)), sink, 1_000_000)
+    first, second = sink.getvalue().splitlines()
+    assert json.loads(first) == {"jsonrpc": "2.0", "id": 7, "error": {
+        "code": REFUSED, "message": "evalbench: the server's answer nests deeper than 64 levels; it was refused"}}
+    assert second + b"\n" == fine  # brackets inside a string are text
