@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.errors import ConfigError, EvalbenchError, UnusableAnswer
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
+from pytest_evalbench.base.json_input import check_depth
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_json_number, is_token_count, shown_number
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall, tool_arguments
@@ -227,6 +228,12 @@ class McpConnection:
                 raise ToolServerError(f"{self.label} lists a tool named {cut(name, 100)!r} of {len(name):,} "
                                       f"characters; at most {MAX_TOOL_NAME} are sent")
             schema = safe_json(tool.input_schema or {"type": "object", "properties": {}})
+            try:  # numbers a file may hold, nesting within bounds: it goes into every request and the cache
+                check_depth(schema, Path("inputSchema"), numbers=True)
+            except InputError as exc:
+                where = f", field '{exc.field}'" if exc.field else ""
+                raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema that cannot be "
+                                      f"sent{where}: {exc.message}") from None
             size = len(json.dumps(schema, ensure_ascii=False))
             if size > MAX_SCHEMA_CHARS:
                 raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema of {size:,} characters "

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from helpers import JUDGE, TARGET, USER, scenario, write_benchmark
-from hostile_values import NUMBERS, TEXTS, VALUES, json_text
-from hypothesis import HealthCheck, Phase, given, settings
+from hostile_values import HUGE, NUMBERS, TEXTS, VALUES, Deep, json_text
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_evalbench.base.numbers import MAX_INT
@@ -90,6 +90,7 @@ ENDPOINT_FIELDS = [
 
 @RUNS
 @given(field=st.sampled_from(ENDPOINT_FIELDS), value=VALUES, whose=st.sampled_from([TARGET, JUDGE]))
+@example(field=("choices", 0, "logprobs"), value={"content": [{"token": "x", "logprob": 800.0}]}, whose=JUDGE)
 def test_a_hostile_endpoint_field_never_breaks_a_run(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                      field: tuple[Any, ...], value: Any, whose: str) -> None:
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1}, judge={"probability": True})
@@ -104,7 +105,7 @@ def test_a_hostile_endpoint_field_never_breaks_a_run(pytester: pytest.Pytester, 
 
     bench_env.set_responder(by_model({USER: lambda r: "Thought: ok\nMessage: I need some help",
                                       TARGET: answer(TARGET, "Sure, where to?"), JUDGE: answer(JUDGE, verdict)}))
-    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=off", "--evalbench-max-attempts=2")
+    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=refresh", "--evalbench-max-attempts=2")
     assert_sound_run(result, bench)
 
 
@@ -121,7 +122,7 @@ for line in sys.stdin:
                              "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}})
     elif method == "tools/list":
         result = ('{"tools": [{"name": "lookup_order", "description": "Look up an order.", "inputSchema": '
-                  '{"type": "object", "properties": {"order_id": %s}}}]}' % hostile)
+                  '{"type": "object", "properties": {"order_id": {"type": "string", "default": %s}}}}]}' % hostile)
     else:
         result = '{"content": [{"type": "text", "text": %s}]}' % json.dumps(hostile[:1000])
     sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": %s}\n' % (json.dumps(message["id"]), result))
@@ -138,6 +139,8 @@ def tool_calling_target(request: dict[str, Any]) -> Reply:
 
 @RUNS
 @given(value=VALUES)
+@example(value=HUGE)  # a default no file may hold: was written into the cache entry of the tool list
+@example(value=Deep(5_000, 1, as_dict=False))  # the SDK's parser fails without answering: was a wait for the timeout
 def test_a_hostile_mcp_tool_schema_never_breaks_a_run(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                       value: Any) -> None:
     pytest.importorskip("mcp", reason="the [agents] extra is not installed")
@@ -145,13 +148,13 @@ def test_a_hostile_mcp_tool_schema_never_breaks_a_run(pytester: pytest.Pytester,
     bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1},
                             targets=[{"id": "tgt", "model": TARGET, "tools": {"mcp": [
                                 {"name": "orders", "command": [sys.executable, "server.py", str(hostile)],
-                                 "timeout": 30}]}}])
+                                 "timeout": 10}]}}])
     (bench / "server.py").write_text(MCP_SERVER)
     hostile.write_bytes(json_text(value).encode("utf-8", "surrogatepass"))
     bench_env.set_responder(by_model({USER: lambda r: "Thought: ok\nMessage: where is my order?",
                                       TARGET: tool_calling_target,
                                       JUDGE: lambda r: {"justification": "because", "present": True}}))
-    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=off")
+    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=refresh")
     assert_sound_run(result, bench)
 
 
@@ -187,5 +190,5 @@ def test_a_hostile_span_attribute_never_breaks_a_run(pytester: pytest.Pytester, 
                             targets=[{"id": "app", "traces": "opentelemetry"}])
     bench_env.set_responder(by_model({USER: lambda r: "Thought: ok\nMessage: where is my order?",
                                       JUDGE: lambda r: {"justification": "because", "present": True}}))
-    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=off")
+    result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=refresh")
     assert_sound_run(result, bench)
