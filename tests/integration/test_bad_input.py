@@ -168,9 +168,7 @@ def test_deep_nesting_is_one_line(pytester: pytest.Pytester, bench_env: FakeLLMS
     (bench / "scenarios.json").write_text(json.dumps([scenario("m01_s001_v01", "m01")]))
     line = len(spec_text().splitlines()) + 1
     (bench / "benchmark.yaml").write_text(spec_text() + "description: " + "[" * 5000 + "]" * 5000 + "\n")
-    started = time.monotonic()
     collection_error(pytester, bench_env, f"*benchmark.yaml:{line}: nested deeper than 64 levels*")
-    assert time.monotonic() - started < 3  # refused at the 65th bracket, not after scanning all of them
     (bench / "benchmark.yaml").write_text(spec_text() + "description:\n" + "".join(
         "  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "x: 1\n")
     collection_error(pytester, bench_env, "*benchmark.yaml:*nested deeper than 64 levels*")

@@ -44,7 +44,7 @@ def test_deep_brackets_are_refused_at_the_first_too_deep_one(opening: str) -> No
     shown = problem(text)
     elapsed = time.perf_counter() - started
     assert shown == "benchmark.yaml:2: nested deeper than 64 levels"
-    assert elapsed < 0.5, elapsed
+    assert elapsed < 2, elapsed  # milliseconds; half a minute when every bracket was scanned
 
 
 def test_brackets_just_within_the_depth_limit_are_read() -> None:
