@@ -31,8 +31,12 @@ class BoundedClient(httpx2.AsyncClient):
         stream = kwargs.pop("stream", False)
         response = await super().send(request, *args, stream=True, **kwargs)
         if not response.headers.get("content-type", "").lower().startswith("application/json"):
-            if not stream:
-                await response.aread()
+            if not stream:  # what `send` without streaming does
+                try:
+                    await response.aread()
+                except BaseException:
+                    await response.aclose()
+                    raise
             return response
         limit = self.max_message
         body = bytearray()
