@@ -184,6 +184,7 @@ def rate_limited_run(pytester: pytest.Pytester, server: FakeLLMServer, full: str
     return result, bench
 
 
+@pytest.mark.slow  # the whole disk full from the slot file on: ends like every full disk (the test above)
 def test_a_full_disk_under_the_rate_limit_slot_file_ends_the_run_incomplete(pytester: pytest.Pytester,
                                                                             bench_env: FakeLLMServer) -> None:
     # the slot file is the first the disk refuses; everything written after it is refused too
