@@ -57,8 +57,25 @@ MAX_YAML_NODES = 200_000
 """Most YAML nodes a document may expand to once aliases are followed (bounds alias bombs)."""
 
 
+class _TooDeep(Exception):
+    """Raised by `_Composer`'s scanner at a bracket that opens a collection deeper than MAX_DEPTH."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 class _Composer(yaml.SafeLoader):
-    """PyYAML's safe loader; documents are checked as node graphs before any Python object is built."""
+    """PyYAML's safe loader; documents are checked as node graphs before any Python object is built.
+
+    Its scanner stops at the first `[` or `{` nested deeper than MAX_DEPTH: PyYAML's scanner does work
+    in proportion to the open brackets at every token, so a line of ten thousand `[` would cost seconds
+    before the node check could refuse it; refused here, the work stays linear in the text."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= MAX_DEPTH:  # this collection would sit deeper than MAX_DEPTH: never accepted
+            raise _TooDeep(self.get_mark().line + 1)
+        super().fetch_flow_collection_start(TokenClass)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -102,8 +119,22 @@ def _scalar_problem(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str | Non
 
 def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader, lines: dict[str, int] | None = None) -> None:
     """Duplicate keys, depth, the size after alias expansion and every scalar's value, walked
-    without recursion. `lines`, when given, gets the line of every key and list entry by its field
+    without recursion. Every duplicate key is reported, each with its line (PyYAML would keep the
+    last value silently: a second `threshold:` would change scores unseen); the walk stops at any
+    other problem. `lines`, when given, gets the line of every key and list entry by its field
     path (`metrics.1.type`), so a schema error found later can name its line."""
+    duplicates: list[InputError] = []
+    try:
+        _walk_yaml_nodes(root, path, loader, lines, duplicates)
+    except InputError as exc:
+        duplicates.append(exc)
+    if duplicates:  # in the order of the file
+        duplicates.sort(key=lambda error: error.row if isinstance(error.row, int) else 0)
+        raise InputError.gather(duplicates, len(duplicates))
+
+
+def _walk_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader, lines: dict[str, int] | None,
+                     duplicates: list[InputError]) -> None:
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
     stack: list[tuple[yaml.Node, int, str, bool]] = [(root, 0, "", False)]
@@ -139,9 +170,11 @@ def _check_yaml_nodes(root: yaml.Node, path: Path, loader: yaml.SafeLoader, line
                         if isinstance(key, yaml.ScalarNode) else None)
                 if name is not None and key.tag != "tag:yaml.org,2002:merge":
                     if name in seen:
-                        raise InputError(path, f"duplicate key {name!r} (first on line {seen[name]})",
-                                         row=key.start_mark.line + 1, field=f"{where}.{name}".lstrip("."))
-                    seen[name] = key.start_mark.line + 1
+                        duplicates.append(InputError(path, f"duplicate key {name!r} (first on line {seen[name]}; "
+                                                     "YAML would keep only the last value silently)",
+                                                     row=key.start_mark.line + 1, field=f"{where}.{name}".lstrip(".")))
+                    else:
+                        seen[name] = key.start_mark.line + 1
                     if lines is not None:  # a key's line, not its value's (a block value starts below it)
                         lines.setdefault(f"{where}.{name}".lstrip("."), key.start_mark.line + 1)
                 stack.append((key, depth + 1, where, False))
@@ -173,8 +206,14 @@ def parse_yaml(text: str, path: Path, lines: dict[str, int] | None = None) -> An
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InputError(path, f"invalid YAML{at}: {yaml_words(problem, getattr(exc, 'context', None))}",
+        opened = getattr(exc, "context_mark", None)  # where the list, mapping or text that is not closed began
+        unclosed = any(word in str(getattr(exc, "context", "")) for word in ("flow", "quoted"))
+        began = (f" (what is not closed begins at line {opened.line + 1})"
+                 if unclosed and mark and opened and opened.line != mark.line else "")
+        raise InputError(path, f"invalid YAML{at}: {yaml_words(problem, getattr(exc, 'context', None))}{began}",
                          row=(mark.line + 1) if mark else None) from None
+    except _TooDeep as exc:
+        raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=exc.line) from None
     except RecursionError:
         raise InputError(path, f"nested deeper than {MAX_DEPTH} levels") from None
     finally:

@@ -105,6 +105,9 @@ DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse
                            object_pairs_hook=_object)
 """The JSON decoder of input files: out-of-range numbers, NaN/Infinity and duplicate keys are kept as
 markers that `check_depth` reports with their row and field."""
+_LENIENT = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=BadValue,
+                            object_pairs_hook=_object, strict=False)
+"""DECODER letting control characters stand unescaped in strings (as models write newlines and tabs)."""
 
 
 def surrogate_problem(text: str) -> str:
@@ -257,7 +260,8 @@ _LONG_NUMBER = b"0" * 19
 """19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits, of which orjson makes a float."""
 
 
-def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: bool = False) -> Any:
+def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: bool = False,
+               control_characters: bool = False) -> Any:
     """JSON text -> data: the one reader of JSON from outside. Syntax, nesting deeper than MAX_DEPTH,
     out-of-range or non-finite numbers, duplicate keys and lone surrogates are one-line InputErrors
     (`row` = the text's line).
@@ -268,7 +272,8 @@ def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: boo
     none in the text; deeper than MAX_DEPTH: at most MAX_DEPTH brackets, or a walk). Anything else
     is decoded again by the standard library with hooks that mark each bad value, so the error names
     its field. `surrogates`: lone surrogates are let through (a recorded answer that held one; the
-    caller makes them U+FFFD)."""
+    caller makes them U+FFFD). `control_characters`: strings may hold control characters unescaped
+    (a model's answer: JSON asks for escapes, models write raw newlines and tabs)."""
     encoded = text.encode("utf-8", "surrogatepass")  # a lone surrogate: orjson refuses, the library names it
     if not (b"\\u" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in encoded.translate(_DIGITS):
         try:
@@ -286,7 +291,7 @@ def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: boo
             elif encoded.count(b'":') == orjson.dumps(data).count(b'":'):
                 return data
     try:
-        data = DECODER.decode(text)
+        data = (_LENIENT if control_characters else DECODER).decode(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"invalid JSON: {exc.msg} (column {exc.colno})",
                          row=row if row is not None else exc.lineno) from None

@@ -8,10 +8,11 @@ package: `python -I -S mcp_relay.py MAX_BYTES COMMAND [ARGS...]`. It starts the 
 process's stdin and stderr and relays its stdout line by line (one line is one JSON-RPC message). A line
 longer than MAX_BYTES is never held: from its first byte over the bound it is discarded as it arrives,
 and the request it answered (its `id`, read from the line's first or last bytes) gets a JSON-RPC error
-naming the bound instead. The SDK's stdio client reads a whole line into memory before it parses it, so
-without this a server answering 300 MB would cost the run 300 MB (and more while it is joined), before
-`tools.max_result_chars` could cut it. The SDK stops this process and the server together (one process
-group on POSIX, one job on Windows); the server's exit status is this process's.
+naming the bound instead; so does a line nested deeper than MAX_DEPTH. The SDK's stdio client reads
+a whole line into memory before it parses it, so without this a server answering 300 MB would cost
+the run 300 MB (and more while it is joined), before `tools.max_result_chars` could cut it. The SDK
+stops this process and the server together (one process group on POSIX, one job on Windows); the
+server's exit status is this process's.
 """
 
 from __future__ import annotations
@@ -79,8 +80,30 @@ class StderrTail:
         return data.decode("utf-8", "replace"), cut_before
 
 
-def refusal(head: bytes, tail: bytes, size: int, limit: int) -> bytes:
-    """The JSON-RPC error line answering the request of a refused message, or b"" when no id is found."""
+MAX_DEPTH = 64
+"""Deepest nesting of a message's lists and objects (the package's `json_input.MAX_DEPTH`: this
+module imports nothing of the package). The SDK's parser stops at its own recursion limit with an
+error that leaves the request unanswered until its timeout; a message nested deeper is refused."""
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def too_deep(message: bytes | bytearray) -> bool:
+    """Whether a JSON message nests its lists and objects deeper than MAX_DEPTH (strings skipped). Only
+    a message with more than MAX_DEPTH brackets is scanned, and then only its brackets."""
+    if message.count(b"[") + message.count(b"{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for byte in _NOT_BRACKET.sub(b"", _STRING.sub(b"", message)):
+        depth += 1 if byte in b"[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def refusal(head: bytes, tail: bytes, size: int, limit: int, problem: str = "") -> bytes:
+    """The JSON-RPC error line answering the request of a refused message, or b"" when no id is found;
+    `problem` says why when it is not the size."""
     found = _ID.search(head) or next(reversed(list(_ID.finditer(tail))), None)
     if found is None:
         return b""
@@ -88,9 +111,12 @@ def refusal(head: bytes, tail: bytes, size: int, limit: int) -> bytes:
         ident = json.loads(found.group(1))
     except ValueError:
         return b""
-    message = (f"evalbench: the server's answer was more than {limit:,} bytes (at least {size:,}); "
-               "it was refused as it arrived")
+    message = f"evalbench: the server's answer {problem}; it was refused" if problem else (
+        f"evalbench: the server's answer was more than {limit:,} bytes (at least {size:,}); it was refused as it arrived")
     return (json.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": REFUSED, "message": message}}) + "\n").encode()
+
+
+DEEP = f"nests deeper than {MAX_DEPTH} levels"
 
 
 def relay(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
@@ -113,7 +139,12 @@ def relay(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
                     line.clear()
                 tail = (tail + piece)[-EDGE:]
             if newline != -1:
-                sink.write(bytes(line) if size <= limit else refusal(head, tail, size, limit))
+                if size > limit:
+                    sink.write(refusal(head, tail, size, limit))
+                elif too_deep(line):
+                    sink.write(refusal(bytes(line[:EDGE]), bytes(line[-EDGE:]), size, limit, DEEP))
+                else:
+                    sink.write(bytes(line))
                 sink.flush()
                 line.clear()
                 size, head, tail = 0, b"", b""

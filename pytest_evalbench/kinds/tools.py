@@ -13,7 +13,8 @@ the cache key of the completion that asked for it, so a replay needs no server p
 hostile like any model output: lone surrogates replaced, secrets masked, then cut to
 `tools.max_result_chars` with a note, before the model, the transcript or the cache sees it. What a
 server sends is bounded as it arrives: a stdio server's stdout goes through `mcp_relay.py`, which
-refuses a message over `max_message` bytes without holding it; its stderr keeps its last
+refuses a message over `max_message` bytes without holding it (an HTTP server's answers, through
+`mcp_http.BoundedClient`, alike); its stderr keeps its last
 `STDERR_KEEP` bytes (`StderrTail`); its tool list is refused beyond `MAX_TOOLS` tools or a name or
 schema too long to go into every request. A server that cannot start, a call
 that gets no result in time or a connection that breaks is the item's error (`ToolServerError`), never a
@@ -42,7 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.errors import ConfigError, EvalbenchError, UnusableAnswer
+from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError, UnusableAnswer
+from pytest_evalbench.base.json_input import check_depth
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_json_number, is_token_count, shown_number
 from pytest_evalbench.base.safe_text import SECRETS, cut, redact, redact_data, terminal, truncated
 from pytest_evalbench.formats.results import ModelCall, Span, ToolCall, tool_arguments
@@ -182,12 +184,15 @@ class McpConnection:
                     assert self._errlog is not None
                     transport = stdio_client(params, errlog=self._errlog.writer)
                 else:
-                    httpx2 = load_extra("httpx2", self.label)
+                    load_extra("httpx2", self.label)
                     from mcp.client.streamable_http import streamable_http_client
 
-                    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers,
-                                                                              timeout=self.server.timeout))
-                    transport = streamable_http_client(str(self.server.url), http_client=http)
+                    from pytest_evalbench.kinds.mcp_http import BoundedClient
+
+                    http = await stack.enter_async_context(BoundedClient(self.max_message, headers=headers,
+                                                                         timeout=self.server.timeout))
+                    transport = streamable_http_client(str(self.server.url), http_client=http,
+                                                       max_sse_event_size=self.max_message)
                 client = await stack.enter_async_context(
                     mcp.Client(transport, read_timeout_seconds=self.server.timeout, cache=None))
                 if not ready.done():
@@ -211,6 +216,9 @@ class McpConnection:
             listed = await asyncio.wait_for(client.list_tools(), self.server.timeout)
         except asyncio.TimeoutError:
             raise ToolServerError(f"{self.label} did not list its tools within {self.server.timeout:g}s") from None
+        except Exception as exc:  # a list the SDK refuses (not MCP's shape), or a refused message
+            raise ToolServerError(f"{self.label}: its tool list could not be read: {type(exc).__name__}: "
+                                  f"{terminal(cut(' '.join(str(exc).split()), 300))}") from None
         if len(listed.tools) > MAX_TOOLS:
             raise ToolServerError(f"{self.label} lists {len(listed.tools):,} tools; a request carries at most {MAX_TOOLS}")
         tools = []
@@ -220,6 +228,12 @@ class McpConnection:
                 raise ToolServerError(f"{self.label} lists a tool named {cut(name, 100)!r} of {len(name):,} "
                                       f"characters; at most {MAX_TOOL_NAME} are sent")
             schema = safe_json(tool.input_schema or {"type": "object", "properties": {}})
+            try:  # numbers a file may hold, nesting within bounds: it goes into every request and the cache
+                check_depth(schema, Path("inputSchema"), numbers=True)
+            except InputError as exc:
+                where = f", field '{exc.field}'" if exc.field else ""
+                raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema that cannot be "
+                                      f"sent{where}: {exc.message}") from None
             size = len(json.dumps(schema, ensure_ascii=False))
             if size > MAX_SCHEMA_CHARS:
                 raise ToolServerError(f"{self.label}: tool {cut(name, 100)!r} has an inputSchema of {size:,} characters "

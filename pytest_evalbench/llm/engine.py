@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import re
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pytest_evalbench.base.errors import BudgetExhausted, field_path
+from pytest_evalbench.base.errors import BudgetExhausted, InputError, field_path
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.llm.batch import Batches
 from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
 from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
@@ -257,16 +258,23 @@ def load_json(text: str | None) -> Any:
     cleaned = (_FENCE_RE.sub("", text) if "`" in text else text).strip()
     if not cleaned:
         raise ValueError("the answer was empty")
-    try:
-        value = json.loads(cleaned, strict=False)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    try:
-        return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+    try:  # the one reader of JSON from outside: depth, numbers, duplicate keys; raw control characters kept
+        value = parse_json(cleaned, _ANSWER, surrogates=True, control_characters=True)
+    except InputError as exc:
+        raise ValueError(answer_problem(exc)) from None
+    return safe_json(value) if "\\" in cleaned else value  # only an escape makes a lone surrogate
+
+
+_ANSWER = Path("answer")
+
+
+def answer_problem(exc: InputError) -> str:
+    """Why a model's JSON answer was refused, in one line for the re-ask (no file: it is the answer)."""
+    message = exc.message
+    if message.startswith("invalid JSON: "):
+        reason = re.sub(r" \(column (\d+)\)$", rf" at line {exc.row}, column \1", message.removeprefix("invalid JSON: "))
+        return f"not valid JSON ({reason})"
+    return f"{exc.field}: {message}" if exc.field else message
 
 
 def parse_as(text: str | None, model: type[M], check: Callable[[M], None] | None = None) -> M:

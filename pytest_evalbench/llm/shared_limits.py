@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from filelock import AcquireReturnProxy, FileLock
 
+from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import atomic_write_text, read_bounded
 from pytest_evalbench.base.json_input import parse_json
@@ -223,10 +224,13 @@ class SharedLimits:
 
     def _ignored(self, why: str) -> None:
         """One warning per process for a state file this run does not believe."""
+        self._warn(f"{self.path}: {why}; ignored (it is learned again from the endpoint's answers)")
+
+    def _warn(self, message: str) -> None:
+        """One warning per process about the state file."""
         if not self._warned:
             self._warned = True
-            warnings.warn(EvalbenchWarning(f"{self.path}: {why}; ignored (it is learned again from the "
-                                           "endpoint's answers)"), stacklevel=3)
+            warnings.warn(EvalbenchWarning(message), stacklevel=4)
 
     def _write(self) -> None:
         newest = sorted(self._view.items(), key=lambda item: item[1].updated)[-MAX_ENDPOINTS:]
@@ -245,8 +249,11 @@ class SharedLimits:
                     if changed:
                         self._write()
                     return result
-            except OSError:
+            except OSError as exc:
                 self._local = True
+                if isinstance(exc, WriteFailed):  # a full disk: said once; a read-only cache directory is expected
+                    self._warn(f"{exc}; this process paces its requests alone, in memory (the file only "
+                               "shares pacing between processes)")
         return change(self._view, time.time())[0]
 
     def reserve(self, key: str) -> float:

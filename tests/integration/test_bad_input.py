@@ -59,9 +59,10 @@ def usage_error(pytester: pytest.Pytester, server: FakeLLMServer, expected: str,
 
 @pytest.mark.parametrize(("text", "expected"), [
     (spec_text() + "targets:\n  - id: other\n    model: other-model\n",
-     "*benchmark.yaml:17, field 'targets': duplicate key 'targets' (first on line 10)*"),
+     "*benchmark.yaml:17, field 'targets': duplicate key 'targets' (first on line 10; YAML would keep only "
+     "the last value silently)*"),
     (spec_text().replace("  turns: 2\n", "  turns: 2\n  turns: 3\n"),
-     "*benchmark.yaml:9, field 'generation.turns': duplicate key 'turns' (first on line 8)*"),
+     "*benchmark.yaml:9, field 'generation.turns': duplicate key 'turns' (first on line 8; *"),
     (spec_text(generation={"turns": 2, "num_samples": True}),
      "*field 'generation.num_samples': expected a number, not true/false*"),
     (spec_text(targets=[{"id": "t" * 300, "model": TARGET}]),
@@ -165,8 +166,9 @@ def test_deep_nesting_is_one_line(pytester: pytest.Pytester, bench_env: FakeLLMS
     (bench / "scenarios.json").write_text("[" * 5000 + "]" * 5000)
     collection_error(pytester, bench_env, "*scenarios.json: nested deeper than 64 levels*")
     (bench / "scenarios.json").write_text(json.dumps([scenario("m01_s001_v01", "m01")]))
+    line = len(spec_text().splitlines()) + 1
     (bench / "benchmark.yaml").write_text(spec_text() + "description: " + "[" * 5000 + "]" * 5000 + "\n")
-    collection_error(pytester, bench_env, "*benchmark.yaml: nested deeper than 64 levels*")
+    collection_error(pytester, bench_env, f"*benchmark.yaml:{line}: nested deeper than 64 levels*")
     (bench / "benchmark.yaml").write_text(spec_text() + "description:\n" + "".join(
         "  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "x: 1\n")
     collection_error(pytester, bench_env, "*benchmark.yaml:*nested deeper than 64 levels*")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import scenario, script, write_benchmark
 
-from pytest_evalbench.testing import FakeLLMServer
+from pytest_evalbench.testing import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
 
@@ -165,3 +165,46 @@ def test_a_full_disk_under_the_shared_budget_ledger_ends_the_run_incomplete(pyte
     result.stdout.fnmatch_lines([f"ERROR 2 items: *ledger.json: could not be written ({NO_SPACE})*"])
     last = json.loads((bench / "last_run.json").read_text())
     assert last["status"] == "incomplete" and last["incomplete"] == ["2 items error"]
+
+
+def rate_limited_run(pytester: pytest.Pytester, server: FakeLLMServer, full: str) -> tuple[pytest.RunResult, Path]:
+    """A run whose endpoint sends rate-limit headers (so the machine-wide slot file `.endpoint-limits`
+    is written at every answer), on a disk that refuses the files `full` names."""
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    pytester.makeconftest(FULL_DISK)
+    answer = script(True)
+    server.set_responder(lambda r: Reply(content=answer(r), headers={"x-ratelimit-limit-requests": "60000",
+                                                                     "x-ratelimit-remaining-requests": "10"})
+                         if isinstance(answer(r), str) else answer(r))
+    os.environ["EVALBENCH_FULL"] = full
+    try:
+        result = pytester.runpytest_subprocess("--benchmark=demo", timeout=120)
+    finally:
+        del os.environ["EVALBENCH_FULL"]
+    return result, bench
+
+
+@pytest.mark.slow  # the whole disk full from the slot file on: ends like every full disk (the test above)
+def test_a_full_disk_under_the_rate_limit_slot_file_ends_the_run_incomplete(pytester: pytest.Pytester,
+                                                                            bench_env: FakeLLMServer) -> None:
+    # the slot file is the first the disk refuses; everything written after it is refused too
+    result, bench = rate_limited_run(pytester, bench_env, ".endpoint-limits,.evalbench-cache/*/*.json,spool,"
+                                                          "scores.json,results.json,report.html,history.jsonl")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 7, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    assert json.loads((bench / "last_run.json").read_text())["status"] in ("error", "incomplete")
+
+
+def test_a_rate_limit_slot_file_the_disk_refuses_is_one_warning(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer) -> None:
+    """The slot file only paces: when the disk refuses it, this process paces alone, in memory (every
+    row is still scored, so the run's verdict stands), and one warning names the file."""
+    result, bench = rate_limited_run(pytester, bench_env, ".endpoint-limits")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out[-3000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+    named = [line for line in out.splitlines() if ".endpoint-limits: could not be written" in line]
+    assert len(named) == 1, out[-3000:]
+    assert NO_SPACE in named[0] and "this process paces its requests alone, in memory" in named[0], named
+    assert json.loads((bench / "last_run.json").read_text())["status"] == "complete"

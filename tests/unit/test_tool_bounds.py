@@ -4,7 +4,12 @@ tool list and schemas, its tool results."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
+import io
+import json
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +19,7 @@ import pytest
 
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.formats.spec import McpServer, ToolsConfig
+from pytest_evalbench.kinds.mcp_relay import REFUSED, relay
 from pytest_evalbench.kinds.tools import (
     MAX_TOOLS,
     MIN_MESSAGE_BYTES,
@@ -180,3 +186,104 @@ def test_a_tool_result_over_the_message_bound_is_refused_as_it_arrives(tmp_path:
                                                            "see tools.max_result_chars]")
     assert f"the server's answer was more than {MIN_MESSAGE_BYTES:,} bytes" in refused
     assert "it was refused as it arrived" in refused
+
+
+class JsonRpcHandler(http.server.BaseHTTPRequestHandler):
+    """A streamable-HTTP MCP server answering every request with one JSON body: `flood` with 3 MB sent
+    in chunks (no length declared), `declared` with a Content-Length of 5 GB, `small` with a line."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(405)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_DELETE = do_GET
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        method, params = message["method"], message.get("params") or {}
+        if method == "initialize":
+            result: Any = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "big", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("flood", "declared", "small")]}
+        else:
+            result = {"content": [{"type": "text", "text": "a small result"}]}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        name = params.get("name")
+        if name == "deep":  # within the size bound, nested past what the SDK's parser takes
+            body = body.replace(b'"a small result"', b"[" * 5000 + b"]" * 5000)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if name == "flood":  # no length: read until the connection closes
+            self.send_header("Connection", "close")
+            self.end_headers()
+            chunk = b" " * 65_536
+            with contextlib.suppress(OSError):
+                for _ in range(48):
+                    self.wfile.write(chunk)
+                self.wfile.write(body)
+            self.close_connection = True
+            return
+        self.send_header("Content-Length", str(5 * 10**9 if name == "declared" else len(body)))
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(body)
+
+
+def test_an_http_servers_json_answer_over_the_message_bound_is_refused_as_it_arrives(tmp_path: Path) -> None:
+    """The SDK reads a JSON body whole; the bounded client refuses one over the bound as it arrives
+    (or, when its declared length is over it, before reading it), with the relay's error."""
+    pytest.importorskip("httpx2")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonRpcHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    connection = McpConnection(McpServer(name="big", url=url, timeout=30), tmp_path, {})
+    assert connection.max_message == MIN_MESSAGE_BYTES  # the bound of a stdio server's messages
+    connection.max_message = 1_000_000
+
+    async def calls() -> list[str]:
+        answers = []
+        try:
+            for tool in ("small", "flood", "declared", "deep"):
+                try:
+                    answers.append((await connection.call(tool, {}, 1000))[0])
+                except ToolServerError as exc:
+                    answers.append(str(exc))
+        finally:
+            await connection.close()
+        return answers
+
+    try:
+        small, flood, declared, deep = asyncio.run(calls())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert small == "a small result"
+    assert "tool 'flood' failed" in flood and "the server's answer was more than 1,000,000 bytes" in flood
+    assert "it was refused as it arrived" in flood
+    assert "the server's answer was more than 1,000,000 bytes (at least 5,000,000,000)" in declared
+    assert "tool 'deep' failed" in deep and "the server's answer nests deeper than 64 levels; it was refused" in deep
+
+
+def test_a_stdio_message_nested_too_deep_is_refused_for_its_request() -> None:
+    """The SDK's parser fails on it without answering the request, which then waits for its timeout."""
+    deep = b'{"jsonrpc": "2.0", "id": 7, "result": {"tools": ' + b"[" * 5000 + b"]" * 5000 + b"}}\n"
+    fine = b'{"jsonrpc": "2.0", "id": 8, "result": {"text": "' + b"[" * 5000 + b'"}}\n'
+    sink = io.BytesIO()
+    relay(io.BufferedReader(io.BytesIO(deep + fine)), sink, 1_000_000)
+    first, second = sink.getvalue().splitlines()
+    assert json.loads(first) == {"jsonrpc": "2.0", "id": 7, "error": {
+        "code": REFUSED, "message": "evalbench: the server's answer nests deeper than 64 levels; it was refused"}}
+    assert second + b"\n" == fine  # brackets inside a string are text
