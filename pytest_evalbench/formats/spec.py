@@ -403,6 +403,7 @@ def judge_prompt_style(spec: BenchmarkSpec) -> str:
 class Generation(Input):
     turns: Int = Field(default=6, ge=1, le=100)
     num_samples: Int = Field(default=1, ge=1, le=1000)
+    sampling: Literal["fixed", "sequential"] = "fixed"
     perfunctory: bool = False
     landmarks: bool = True
     scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
