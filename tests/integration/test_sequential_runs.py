@@ -145,3 +145,15 @@ def test_with_the_last_runs_prior_a_stable_case_stops_after_three_samples(
     assert verdicts(result.stdout.str())["m01_s001_v01"] == "pass"
     result.stdout.fnmatch_lines(["*per-case: m01_s001_v01[[]tgt[]] 3/3 passed -> pass (drew 3 of 5 samples)*"])
     assert read_json(bench_dir / "last_run.json")["sequential"] == {"drawn": 26, "not_drawn": 19, "calls_saved": 57}
+
+
+def test_an_unknown_sampling_is_reported_with_the_other_errors_before_any_call(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    bench_dir = bench(pytester.path, {"m01_s001_v01": [True] * K}, "sequentail")
+    path = bench_dir / "benchmark.yaml"
+    path.write_text(path.read_text() + "gate: {alpha: 7}\n")
+    result = run(pytester, "-p", "no:xdist")
+    assert result.ret == 2 and bench_env.requests == []
+    result.stdout.fnmatch_lines(["2 problems:",
+                                 "*benchmark.yaml:*, field 'generation.sampling': Input should be 'fixed' or 'sequential'",
+                                 "*benchmark.yaml:*, field 'gate.alpha': Input should be less than 1"])
