@@ -107,6 +107,7 @@ def test_without_a_prior_the_verdicts_are_fixed_ks_and_settled_samples_are_not_d
     assert last["sequential"] == {"drawn": 19, "not_drawn": 6, "calls_saved": round(6 * calls_per_sample)}
     assert len(read_json(bench_dir / "runs" / "tgt" / "scores.json")) == 19  # no row for a sample not drawn
     assert "6 not drawn" in result.stdout.str()
+    result.stdout.no_fnmatch_line("*not drawn: benchmarks/*")  # counted, not listed as a problem
 
 
 def test_xdist_gives_the_same_verdicts_and_exit_status(pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
