@@ -96,3 +96,33 @@ def settled(outcomes: Sequence[bool], k: int, *, threshold: float = 0.5, alpha: 
     chances = outlook(passes, drawn, k, prior, threshold, z)
     verdict = max(chances, key=lambda v: chances[v])
     return verdict if 1.0 - chances[verdict] <= alpha else None
+
+
+@dataclass(frozen=True)
+class SequentialRule:
+    """A run's sequential sampling: k samples at most, the pass mark, the error rate and the prior
+    (None: settled for certain only). Both the run (before each sample) and the gate (replaying the
+    drawn samples in order) decide with it, so the gate's verdict is the one that stopped the draws."""
+
+    k: int
+    threshold: float = 0.5
+    alpha: float = 0.05
+    prior: Prior | None = None
+
+    def decide(self, samples: Sequence[bool | None]) -> Verdict | None:
+        """The verdict once the samples drawn so far (in order; None: unscored, which counts for
+        nothing and shrinks the budget by one) settle the case, else None: draw the next."""
+        scored = [s for s in samples if s is not None]
+        return settled(scored, self.k - (len(samples) - len(scored)), threshold=self.threshold,
+                       alpha=self.alpha, prior=self.prior)
+
+    def verdict(self, samples: Sequence[bool | None]) -> Verdict:
+        """The case's verdict from its drawn samples in order: the first prefix that settles it (where
+        the run stopped drawing), else the Wilson verdict of the scored ones (fewer than k drawn: some
+        errored or ran elsewhere)."""
+        for drawn in range(1, len(samples) + 1):
+            verdict = self.decide(samples[:drawn])
+            if verdict is not None:
+                return verdict
+        scored = [s for s in samples if s is not None]
+        return case_verdict(sum(scored), len(scored), self.threshold)

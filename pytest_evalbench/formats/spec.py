@@ -250,8 +250,7 @@ class ModelConfig(_Endpointish, Input):
     provider: Literal["openai", "local"] = "openai"
     """`local` runs the embedded llama.cpp model (the `[local]` extra) instead of an endpoint."""
     params: Params = Field(default_factory=dict)
-    """Extra sampling parameters (temperature, max_tokens, seed, ...); `service_tier: flex` asks for
-    the flex tier (priced at its rate)."""
+    """Extra sampling parameters (temperature, max_tokens, seed, service_tier, ...)."""
     headers: Headers = Field(default_factory=dict)
     """HTTP headers sent with every request of this role: a literal string, or `{env: NAME}`."""
     batch: bool = False
@@ -405,6 +404,7 @@ def judge_prompt_style(spec: BenchmarkSpec) -> str:
 class Generation(Input):
     turns: Int = Field(default=6, ge=1, le=100)
     num_samples: Int = Field(default=1, ge=1, le=1000)
+    sampling: Literal["fixed", "sequential"] = "fixed"
     perfunctory: bool = False
     landmarks: bool = True
     scenarios_per_metric: Int = Field(default=3, ge=1, le=100)
@@ -420,10 +420,8 @@ class ScenarioSettings(Input):
 
 
 class Price(Input):
-    """One model's prices in dollars per million tokens: prompt tokens read from (`cached_input`) and
-    written to (`cache_write`) the provider's prompt cache cost the input price unless given; `batch`
-    and `flex` are the share of every price the Batch API and the flex service tier cost."""
-
+    """Dollars per million tokens (prompt-cache reads and writes: the input price unless given); `batch`,
+    `flex`: the share of every price those tiers cost."""
     input_per_million: DollarsPerMillion
     output_per_million: DollarsPerMillion
     cached_input_per_million: Optional[DollarsPerMillion] = None
@@ -488,9 +486,8 @@ class PhaseCost(Strict):
     input_tokens: int
     output_tokens: int
     cached_tokens: int = 0
-    """Of the input tokens, those read from the provider's prompt cache (at its cache-read price)."""
+    """Input tokens read from the provider's prompt cache, which `saved` dollars against the input price."""
     saved: float = 0.0
-    """Dollars the prompt-cache reads saved against the input price."""
     cached_replays_counted: bool = True
     """Always true: calls replayed from the cache are counted at their price, so cost.json is what the
     results cost to produce, not what this session spent (the terminal summary shows that)."""

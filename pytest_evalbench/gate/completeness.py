@@ -1,5 +1,6 @@
 """Completeness, the run's one promise to CI: every selected item ends either as a scored row
-(passed/failed) or as an incompleteness with a reason (an error of any kind, a skip, or never having
+(passed/failed), as a sample not drawn by design (sequential sampling: its case was settled), or as
+an incompleteness with a reason (an error of any kind, a skip, or never having
 reported at all); the gate allows exit 0/1/6 only when `Completeness.reasons()` is empty (`outcome.py`).
 """
 
@@ -9,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 SCORED = ("passed", "failed")
+NOT_DRAWN = "not drawn"
+"""A sample sequential sampling did not draw because its case was settled: accounted for by design."""
 NOT_RUN = "not run"
 WORKER_DIED = "worker died"
 
@@ -45,7 +48,7 @@ class Completeness:
         """Every item that is not a scored row, with its reason."""
         out = dict(self.errors)
         for nodeid, status in self.scored.items():
-            if status not in SCORED:
+            if status not in SCORED and status != NOT_DRAWN:
                 out.setdefault(nodeid, status)
         out.update(dict.fromkeys(self.missing(), NOT_RUN))
         return dict(sorted(out.items()))

@@ -30,6 +30,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.files import atomic_write_text, bounded_problem, finite_json, read_bounded
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
+from pytest_evalbench.formats.sequential import SequentialRule
 from pytest_evalbench.formats.spec import ThresholdRules
 from pytest_evalbench.formats.stats import case_verdict
 from pytest_evalbench.gate.paired import Baseline, CompareRule, Comparison, compare_with_baseline, load_baseline, make_baseline
@@ -82,6 +83,8 @@ class GateInputs:
     """Metric id -> why its judge is unreliable (its judge-decided rows are not in `results`)."""
     metric_types: dict[str, str] = field(default_factory=dict)
     """Metric id -> `positive` or `negative`: which min rule reads its rows."""
+    sequential: SequentialRule | None = None
+    """`generation.sampling: sequential`: the rule whose verdicts the per-case verdicts are."""
     identities: dict[str, dict[str, str]] | None = None
     """Per target, what shapes its verdicts (`BenchmarkRun.identities`): saved with a baseline, checked against one."""
 
@@ -93,9 +96,13 @@ class CaseVerdict:
     passed: int
     total: int
     verdict: str
+    planned: int | None = None
+    """Sequential sampling: the samples a case could draw (`num_samples`); `total` is how many it drew."""
 
     def line(self) -> str:
-        return f"{self.case}[{self.target}] {self.passed}/{self.total} passed -> {self.verdict}"
+        drawn = (f" (drew {self.total} of {self.planned} samples)"
+                 if self.planned is not None and self.total < self.planned else "")
+        return f"{self.case}[{self.target}] {self.passed}/{self.total} passed -> {self.verdict}{drawn}"
 
 
 @dataclass
@@ -141,23 +148,25 @@ class GateDecision:
         return pytest_status
 
 
-def case_verdicts(outcomes: list[PassFailUnit], threshold: float) -> list[CaseVerdict]:
+def case_verdicts(outcomes: list[PassFailUnit], threshold: float,
+                  sequential: SequentialRule | None = None) -> list[CaseVerdict]:
     """For num_samples > 1: per (target, case) the pass count over its scored samples and a
-    Wilson-bound verdict; empty when no case has more than one sample."""
-    groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    samples: dict[tuple[str, str], int] = defaultdict(int)
+    Wilson-bound verdict; empty when no case has more than one sample. With sequential sampling the
+    verdict is the rule's over the samples drawn, in order (where the run stopped drawing)."""
+    samples: dict[tuple[str, str], list[tuple[int, bool | None]]] = defaultdict(list)
     for row in outcomes:
-        key = (row.target, row.id)
-        samples[key] += 1
-        if row.passed is not None:
-            groups[key].append(row.passed)
-    if not any(n > 1 for n in samples.values()):
+        samples[(row.target, row.id)].append((row.sample, row.passed))
+    if sequential is None and not any(len(drawn) > 1 for drawn in samples.values()):
         return []
     out = []
-    for (target, case_id) in sorted(samples):
-        results = groups.get((target, case_id), [])
+    for (target, case_id), drawn in sorted(samples.items()):
+        in_order = [passed for _, passed in sorted(drawn, key=lambda pair: pair[0])]
+        results = [passed for passed in in_order if passed is not None]
         k, n = sum(results), len(results)
-        out.append(CaseVerdict(target, case_id, k, n, case_verdict(k, n, threshold)))
+        if sequential is None:
+            out.append(CaseVerdict(target, case_id, k, n, case_verdict(k, n, threshold)))
+        else:
+            out.append(CaseVerdict(target, case_id, k, n, sequential.verdict(in_order), sequential.k))
     return out
 
 
@@ -214,7 +223,7 @@ def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
         # judge its calibration found unreliable (those rows are shown, never gated)
         outcome.notes.append("threshold rules not evaluated (no row this session measured reached the gate: none "
                              "was measured, or each rests on a judge found unreliable)")
-    outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate)
+    outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate, inputs.sequential)
     if comparison is not None and not settings.accept_incomparable:
         outcome.incomplete += incomparable_reasons(comparison, outcome.rules, settings.resave_command)
     return outcome

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the run pulls the engine in
     from pytest_evalbench.formats.dataset_rows import AgentSummary, CaseResult
     from pytest_evalbench.formats.provenance import SessionStamp
     from pytest_evalbench.formats.scenario_rows import ConversationRow, ScoreRow
+    from pytest_evalbench.formats.sequential import SequentialRule
     from pytest_evalbench.formats.spec import BenchmarkSpec
     from pytest_evalbench.kinds.estimate import Expectations, Plan
     from pytest_evalbench.kinds.run import BenchmarkRun
@@ -60,7 +61,8 @@ C = TypeVar("C", bound=Case)
 class Outcome:
     """The one place pass/fail/unscored is decided for an item (after the judged-row hook)."""
 
-    status: Status
+    status: Status | Literal["not drawn"]
+    """`not drawn`: a sample sequential sampling did not draw (its case was settled): no row, no call."""
     message: str = ""
     properties: list[tuple[str, object]] = field(default_factory=list)
     convicts: bool = True
@@ -110,6 +112,8 @@ class KindResults:
     """Row key -> the session that measured it (`.sessions.json`), for rates carried over."""
     accuracy: Mapping[str, JudgeAccuracy] = field(default_factory=dict)
     """Metric id -> the judge's calibration counts (calibration.json): rates shown corrected beside observed."""
+    sequential: SequentialRule | None = None
+    """`generation.sampling: sequential`: the rule that stopped each case's draws (the gate's per-case verdicts)."""
     summaries: Sequence[JSONObject] | None = None
     """`results` without their per-case breakdown (results.json's `by_scenario`, 100,000 entries at
     100,000 items), kept from the write when `results` is read from the file: what reports read
@@ -134,6 +138,10 @@ class BenchmarkKind(Protocol[R, C]):
 
     def order(self) -> dict[str, int]:
         """Row id -> position in the data files: result files keep this order."""
+
+    def expect_cases(self, cases: Iterable[C]) -> None:
+        """These cases will run in this process (before their pipelines start): a kind whose cases
+        wait for each other (sequential samples) waits only for cases that will come."""
 
     async def run_case(self, case: C) -> R:
         """The LLM work of one item; LLM and app failures propagate (the item ERRORs)."""

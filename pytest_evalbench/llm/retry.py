@@ -6,6 +6,7 @@ attempts with the policy's callables (`_Call`).
 A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process), so the
 call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the call's start) is
 spent; only then is it an error, "still rate limited". `max_attempts` counts the other failures only.
+A flex request the provider refuses at peak (429 "resource unavailable") is paced the same way.
 
 The circuit breaker makes an endpoint that keeps failing fail the rest of the run at once, so failing
 items cost no more than answered ones. It is our own code: pybreaker, aiobreaker and purgatory count one

@@ -196,7 +196,7 @@ class Results:
             results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline, corrected=run.spec.judge.correct_rates, identities=run.identities(),
             meta=run.meta(), unreliable=dict(written.unreliable),
-            metric_types={m.id: m.type for m in run.spec.metrics},
+            metric_types={m.id: m.type for m in run.spec.metrics}, sequential=written.sequential,
             incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
             + self.stats.unwritten_lines())
         outcome = evaluate_gate(inputs, settings)

@@ -16,7 +16,7 @@ from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
-from pytest_evalbench.gate.completeness import WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.gate.completeness import NOT_DRAWN, WORKER_DIED, Completeness, crash_reason
 from pytest_evalbench.gate.outcome import Failures
 from pytest_evalbench.kinds.protocol import JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
@@ -91,6 +91,11 @@ class Outcomes:
 
         kind = self.selection.kind
         outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
+        if outcome.status == NOT_DRAWN:  # no row, no record: a skip by design, accounted for by its status
+            item.stash[CASE_OUTCOME] = outcome
+            if self.junit:
+                item.user_properties.append(("evalbench_status", NOT_DRAWN))
+            pytest.skip(outcome.message)
         data = kind.record_to_json(record)
         if self.junit:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
@@ -150,8 +155,8 @@ class Outcomes:
         xfailed = xfail_reason(report)
         if error is None and report.failed and not (report.when == "call" and status == "failed"):
             error = "crashed"
-        if error is None and report.skipped and not (report.when == "call" and status == "failed"
-                                                     and xfailed is not None):
+        if error is None and report.skipped and status != NOT_DRAWN and not (
+                report.when == "call" and status == "failed" and xfailed is not None):
             error = "skipped"  # an xfailed verdict (judge unreliable: cannot convict) is still a scored row
         if error:
             self.tally.error(nodeid, error)

@@ -49,12 +49,14 @@ class Scheduler:
 
     def start(self, items: Sequence[pytest.Item], first: int = 0) -> None:
         """Start the LLM work of these items, earlier positions first."""
+        self.source.kind.expect_cases([item.case for item in items if isinstance(item, CaseItem)])
         for position, item in enumerate(items, start=first):
             if isinstance(item, CaseItem):
                 self.source.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
 
     def wait(self, item: CaseItem) -> Any:
         """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
+        self.source.kind.expect_cases([item.case])
         future = self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0)
         if self.heartbeat is None:
             return future.result()

@@ -43,6 +43,7 @@ from pytest_evalbench.render.rates import (
 )
 from pytest_evalbench.render.views import (
     CASE_STATUSES,
+    NOT_DRAWN,
     PASSED,
     DatasetView,
     Passes,
@@ -179,8 +180,9 @@ class RunSummary:
         return above, below
 
     def problem_cases(self) -> list[CaseStatus]:
-        """This session's items that did not pass, with their statuses and reasons."""
-        return [c for c in self.cases if c.status != PASSED]
+        """This session's items that did not pass, with their statuses and reasons (a sample not drawn
+        is no problem: the case counts say how many there were)."""
+        return [c for c in self.cases if c.status not in (PASSED, NOT_DRAWN)]
     commands: dict[str, str] = field(default_factory=dict)
     """Pasteable commands (`commands.session_commands`): `flipped`, `failed`, `record`."""
     scope: str = "full"

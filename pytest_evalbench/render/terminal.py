@@ -22,7 +22,7 @@ from pytest_evalbench.base.disk import WriteFailed, overwrite_reserved, reserved
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json, versioned
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.kinds.run import RunSettings
-from pytest_evalbench.render.views import ERROR, UNSCORED, error_group
+from pytest_evalbench.render.views import ERROR, NOT_DRAWN, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
     from pytest_evalbench.gate.outcome import GateDecision, GateVerdict
@@ -195,6 +195,14 @@ def write_run_running(path: Path, benchmark: str, root: Path | None = None) -> N
     atomic_write_text(path, reserved(finite_json(status, path, indent=2) + "\n"), root or path.parent)
 
 
+def sequential_savings(not_drawn: int, drawn: int, llm: dict[str, Any]) -> dict[str, int]:
+    """Samples sequential sampling drew and did not draw, and the calls it saved: the samples not
+    drawn at the calls (requests and cache hits) this run made per sample it drew."""
+    calls = int(llm.get("requests", 0)) + int(llm.get("cache_hits", 0))
+    return {"drawn": drawn, "not_drawn": not_drawn,
+            "calls_saved": round(not_drawn * calls / drawn) if drawn else 0}
+
+
 def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     """The final record of the session: complete, incomplete (and why, per item), error (the
     finish step failed) or "not run" (no item ran: collection error or nothing selected)."""
@@ -218,6 +226,10 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "judge": list(getattr(session, "judge_lines", [])),
         "llm": session.stats.to_json(),
     }
+    not_drawn = sum(1 for s in tally.scored.values() if s == NOT_DRAWN)
+    if not_drawn:
+        status["scored"] = int(status["scored"]) - not_drawn
+        status["sequential"] = sequential_savings(not_drawn, int(status["scored"]), status["llm"])
     if session.finish_error:
         status["error"] = session.finish_error
     try:

@@ -4,9 +4,10 @@ every surface shows (docs/reference/case-statuses.md).
 
 A case (one test item) is `passed`, `failed`, `unscored` (the judge's answer could not be used), `judge
 unreliable` (a failure whose verdict rests on a judge calibration found unreliable; pytest reports it as
-xfailed and it cannot fail the build), `error` (an LLM, app or plugin error, a crash or a skip) or `not
-run` (selected but never reported). Terminal, Markdown, report.html, JUnit (`evalbench_status`
-property), results and history use these words and no others.
+xfailed and it cannot fail the build), `not drawn` (a sample sequential sampling did not draw: its
+case was settled by the samples before it; pytest reports it as skipped), `error` (an LLM, app or
+plugin error, a crash or a skip) or `not run` (selected but never reported). Terminal, Markdown,
+report.html, JUnit (`evalbench_status` property), results and history use these words and no others.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from pytest_evalbench.render.rates import (
     _rate_row,
 )
 
-PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN = (
-    "passed", "failed", "unscored", "judge unreliable", "error", "not run")
-CASE_STATUSES = (PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, ERROR, NOT_RUN)
+PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, NOT_DRAWN, ERROR, NOT_RUN = (
+    "passed", "failed", "unscored", "judge unreliable", "not drawn", "error", "not run")
+CASE_STATUSES = (PASSED, FAILED, UNSCORED, JUDGE_UNRELIABLE, NOT_DRAWN, ERROR, NOT_RUN)
 
 
 def case_status(status: str, convicts: bool = True) -> str:

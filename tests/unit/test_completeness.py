@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_evalbench.gate.completeness import NOT_RUN, WORKER_DIED, Completeness, crash_reason
+from pytest_evalbench.gate.completeness import NOT_DRAWN, NOT_RUN, WORKER_DIED, Completeness, crash_reason
 
 
 def test_every_selected_item_scored_is_complete() -> None:
@@ -33,3 +33,13 @@ def test_a_scored_item_with_a_later_error_is_not_scored() -> None:
     tally.status("a", "passed")
     tally.error("a", "crashed")
     assert tally.reasons(interrupted=False) == ["1 item crashed"]
+
+
+def test_a_sample_not_drawn_by_design_is_accounted_for() -> None:
+    """Sequential sampling's `not drawn` samples keep the run complete; a skip of any other kind does not."""
+    tally = Completeness()
+    tally.select(["a", "b", "c"])
+    tally.status("a", "passed")
+    tally.status("b", NOT_DRAWN)
+    tally.error("c", "skipped")
+    assert tally.unaccounted() == {"c": "skipped"}

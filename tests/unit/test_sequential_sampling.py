@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from pytest_evalbench.formats.sequential import Prior, fit_prior, outlook, predictive, settled
+from pytest_evalbench.formats.sequential import Prior, SequentialRule, fit_prior, outlook, predictive, settled
 from pytest_evalbench.formats.stats import case_verdict
 
 
@@ -104,3 +104,17 @@ def test_a_mostly_stable_suite_needs_far_fewer_calls_at_the_same_error_rates() -
     # within the noise of 60 suites (about 800 failing cases: 2 points) and the design's own lean: a
     # flaky case below the mark that fails its first samples settles as failed a little more often
     assert -0.04 <= power - fixed_power <= 0.06
+
+
+@pytest.mark.parametrize("prior", [None, Prior(0.2, 0.05)])
+def test_the_gate_replays_where_the_run_stopped(prior: Prior | None) -> None:
+    """`SequentialRule.verdict` over the samples a run drew (it stops at the first settled prefix) is
+    the verdict that stopped the run; a sample left unscored shrinks the budget instead of counting."""
+    rule = SequentialRule(5, prior=prior)
+    for outcomes in itertools.product([True, False, None], repeat=5):
+        drawn = next((n for n in range(1, 6) if rule.decide(outcomes[:n]) is not None), 5)
+        stopped = rule.decide(outcomes[:drawn])
+        assert rule.verdict(outcomes[:drawn]) == (stopped or case_verdict(
+            sum(o for o in outcomes if o is not None), sum(o is not None for o in outcomes)))
+    assert rule.decide([True, None, False]) == "inconclusive"
+    assert rule.decide([None] * 4) is None and rule.decide([None] * 5) == "inconclusive"

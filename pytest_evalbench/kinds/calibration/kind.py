@@ -72,6 +72,9 @@ class CalibrationKind:
             self.load_cases()
         return self._order
 
+    def expect_cases(self, cases: Iterable[Any]) -> None:
+        """Cases of this kind never wait for each other."""
+
     async def run_case(self, case: CalibrationCase) -> CalibrationRecord:
         run = self.run
         usage_by_phase: dict[str, Usage] = {}

@@ -109,6 +109,9 @@ class DatasetKind:
             self._load_items()
         return self._order
 
+    def expect_cases(self, cases: Iterable[Any]) -> None:
+        """Cases of this kind never wait for each other."""
+
     async def run_case(self, case: DatasetItem) -> DatasetRecord:
         run = self.run
         return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),

@@ -15,6 +15,7 @@ from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import read_rows
 from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.provenance import StampedRows, unit_key
+from pytest_evalbench.formats.sequential import SequentialRule
 from pytest_evalbench.formats.spec import SPEC_FILE
 from pytest_evalbench.kinds.judges import (
     agreement_lines,
@@ -37,9 +38,17 @@ from pytest_evalbench.kinds.protocol import (
 )
 from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results
+from pytest_evalbench.kinds.scenarios.draws import NOT_DRAWN, NotDrawn, SampleDraws, prior_of
 from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, ScenarioRecord, ScoreRow, derive_pass, iter_scenarios
 from pytest_evalbench.kinds.scenarios.runner import ScenarioCase, StoredScenario, audit_line, run_scenario
-from pytest_evalbench.kinds.scenarios.store import RUNS_DIR, Known, RunConversations, StoredRows, write_results
+from pytest_evalbench.kinds.scenarios.store import (
+    RUNS_DIR,
+    Known,
+    RunConversations,
+    RunScores,
+    StoredRows,
+    write_results,
+)
 
 if TYPE_CHECKING:
     from pytest_evalbench.kinds.estimate import Expectations, Plan
@@ -105,7 +114,24 @@ class ScenarioKind:
                 for sample in range(run.spec.generation.num_samples):
                     cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
         self._judge_setup = self._load_judge_setup()
+        _ = self.draws  # the prior is read from the result files before this run writes them
         return {self.data_files()[0]: cases}
+
+    @functools.cached_property
+    def draws(self) -> SampleDraws | None:
+        """`generation.sampling: sequential` with more than one sample: the rule deciding when a case
+        stops drawing, at the error rate `gate.alpha`, under the prior fitted to the scores on disk
+        (the last runs'; none yet: settled for certain only)."""
+        spec = self.run.spec
+        if spec.generation.sampling != "sequential" or spec.generation.num_samples < 2:
+            return None
+        prior = prior_of(RunScores(self.run.output_dir, self._known))
+        return SampleDraws(SequentialRule(spec.generation.num_samples, spec.gate.case_pass_rate, spec.gate.alpha,
+                                          prior))
+
+    def expect_cases(self, cases: Iterable[ScenarioCase]) -> None:
+        if self.draws is not None:
+            self.draws.expect(cases)
 
     @property
     def judge_setup(self) -> JudgeSetup:
@@ -123,18 +149,24 @@ class ScenarioKind:
             self.load_cases()
         return self._order
 
-    async def run_case(self, case: ScenarioCase) -> ScenarioRecord:
-        return await run_scenario(self.run, case, self.judge_setup)
+    async def run_case(self, case: ScenarioCase) -> ScenarioRecord | NotDrawn:
+        if self.draws is None:
+            return await run_scenario(self.run, case, self.judge_setup)
+        return await self.draws.run(case, lambda: run_scenario(self.run, case, self.judge_setup), sample_passed)
 
-    def record_to_json(self, record: ScenarioRecord) -> JSONRecord:
+    def record_to_json(self, record: ScenarioRecord | NotDrawn) -> JSONRecord:
+        if isinstance(record, NotDrawn):  # the session reports it as a skip before asking
+            raise TypeError(f"{record.case.name}: a sample not drawn has no record")
         return record.to_json()
 
     def record_from_json(self, data: JSONRecord) -> ScenarioRecord:
         return ScenarioRecord.from_json(data)
 
-    def outcome(self, record: ScenarioRecord, judged_row: JudgedRowHook | None) -> Outcome:
+    def outcome(self, record: ScenarioRecord | NotDrawn, judged_row: JudgedRowHook | None) -> Outcome:
         """The judged-row hook sees the score row as JSON and may change it; then, and only here,
-        `passed`/`score` and the status are derived from `present`."""
+        `passed`/`score` and the status are derived from `present`. A sample not drawn has no row."""
+        if isinstance(record, NotDrawn):
+            return Outcome(NOT_DRAWN, record.message, [])
         if judged_row is not None:
             row = record.score.to_json()
             judged_row(row, record.to_json())
@@ -166,6 +198,7 @@ class ScenarioKind:
         files; agreement and reliability figures are counted on the way."""
         bench_dir = self.run.output_dir
         run = self.run
+        draws = self.draws  # its prior read before this session's rows are written
         tally = RecordTally(self.unreliable)
         measured: set[str] = set()  # filled by the store (one key string per row)
 
@@ -199,7 +232,14 @@ class ScenarioKind:
                            conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
                            unreliable=dict(self.unreliable), measured=measured, sessions=StampedRows(bench_dir),
-                           accuracy=self.accuracy, summaries=summaries)
+                           accuracy=self.accuracy, summaries=summaries,
+                           sequential=draws.rule if draws is not None else None)
+
+
+def sample_passed(record: ScenarioRecord) -> bool | None:
+    """What a drawn sample tells the later ones: the judge's verdict against the metric's polarity
+    (before any judged-row hook, which runs when the item reports)."""
+    return derive_pass(record.score.present, record.score.metric_type)[0]
 
 
 class ResultsFile(Sequence[JSONObject]):
@@ -248,7 +288,7 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord, ScenarioCase]:
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord | NotDrawn, ScenarioCase]:
     """For mypy: the kind is the boundary's protocol with its own case and record types."""
     return ScenarioKind(run)
 
