@@ -18,8 +18,11 @@ from pytest_evalbench.llm.types import Endpoint
 from pytest_evalbench.testing import FakeLLMServer
 
 # No test asserts a duration (speed targets are scripts in tests/perf): hypothesis' default 200 ms
-# deadline per example fails property tests on a loaded CI machine, so it is off.
-hypothesis.settings.register_profile("evalbench", deadline=None)
+# deadline per example fails property tests on a loaded CI machine, so it is off. The suite draws the
+# same examples on every run (derandomize), so a build's result does not depend on luck; the profile
+# `explore` (`pytest --hypothesis-profile=explore`) draws new ones, to hunt for what the fixed ones miss.
+hypothesis.settings.register_profile("evalbench", deadline=None, derandomize=True, database=None)
+hypothesis.settings.register_profile("explore", deadline=None)
 hypothesis.settings.load_profile("evalbench")
 
 SECRET = "sk-test-SECRET-0123456789abcdefghij"

@@ -121,8 +121,14 @@ class _Fit:
 
 def describe(call: ToolCall) -> str:
     """`lookup_order(order_id='A1001')`: the call in one bounded line, arguments as JSON values."""
-    args = ", ".join(f"{k}={_value(v)}" for k, v in call.arguments.items())
-    return cut(f"{call.tool}({args})", CALL_CHARS)
+    args = ", ".join(f"{_name(k)}={_value(v)}" for k, v in call.arguments.items())
+    return cut(f"{_name(call.tool)}({args})", CALL_CHARS)
+
+
+def _name(name: str) -> str:
+    """A tool or argument name as written, or quoted with its escapes where it holds a line break or
+    another character that does not print."""
+    return name if name.isprintable() else repr(name)
 
 
 def _value(value: Any) -> str:

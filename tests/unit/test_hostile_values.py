@@ -402,3 +402,10 @@ def test_the_strategy_builds_deep_values_without_recursion() -> None:
     assert depth_of(nested(5_000)) == 5_000 and len(json_text(nested(5_000))) > 10_000
     with pytest.raises(InputError, match="nested deeper than 64 levels"):
         parse_json(json_text(nested(5_000, as_dict=True)), Path("x.json"))
+
+
+def test_a_name_with_a_line_break_is_quoted_in_the_trajectory_line() -> None:
+    calls = [ToolCall(tool="a\x1b[2J", arguments={"\n": -1})]
+    result = match_trajectory(Trajectory(mode="strict", calls=[ToolCall(tool="b", arguments={})]), calls, {})
+    assert "\n" not in result.summary and "\x1b" not in result.summary
+    assert "'\\n'=-1" in result.summary
