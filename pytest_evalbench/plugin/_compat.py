@@ -79,8 +79,8 @@ class ShortErrorTraceback(pytest.Function):
     formats from the raising frame alone. The plugin's report replaces that error's text with its
     one-line message anyway (`Outcomes.make_report`), but pytest formats the whole traceback first:
     through the fixture that waits for the engine, pytest's fixture and pluggy frames, parsing each
-    frame's source file to find its statement, for every such case. Private: `Node._traceback_filter`, which `Node._repr_failure_py` applies unless
-    `--full-trace` is given (pytest 8.0 - 9.2)."""
+    frame's source file to find its statement, for every such case. Private: `Node._traceback_filter`,
+    which `Node._repr_failure_py` applies unless `--full-trace` is given (pytest 8.0 - 9.2)."""
 
     def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
         from pytest_evalbench.base.errors import EvalbenchError  # a failure imports it; a plain run need not
