@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
+import importlib.metadata
 import os
 import pkgutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
@@ -92,6 +95,51 @@ def _import_the_package() -> None:
 
 
 _import_the_package()
+
+
+class _ReadOnceDistribution(importlib.metadata.Distribution):
+    """An installed distribution whose metadata files are read and parsed once."""
+
+    def __init__(self, found: importlib.metadata.Distribution) -> None:
+        self._found = found
+        self._texts: dict[str, str | None] = {}
+
+    def read_text(self, filename: str) -> str | None:
+        if filename not in self._texts:
+            self._texts[filename] = self._found.read_text(filename)
+        return self._texts[filename]
+
+    def locate_file(self, path: str | os.PathLike[str]) -> Any:
+        return self._found.locate_file(path)
+
+    @functools.cached_property
+    def metadata(self) -> Any:  # type: ignore[override]
+        return super().metadata
+
+    @functools.cached_property
+    def entry_points(self) -> importlib.metadata.EntryPoints:  # type: ignore[override]
+        return super().entry_points
+
+    @functools.cached_property
+    def files(self) -> list[importlib.metadata.PackagePath] | None:  # type: ignore[override]
+        return super().files
+
+
+def _read_installed_metadata_once() -> None:
+    """Every pytest start (each in-process pytester run among them) walks every installed
+    distribution's metadata twice: pluggy for the `pytest11` entry points, pytest for the plugin
+    modules to assertion-rewrite. Nothing is installed while the suite runs, so this process reads
+    them once; subprocesses and xdist workers still read them themselves."""
+    found = [_ReadOnceDistribution(dist) for dist in importlib.metadata.distributions()]
+    every = importlib.metadata.distributions
+
+    def distributions(**kwargs: Any) -> Iterator[importlib.metadata.Distribution]:
+        return iter(found) if not kwargs else every(**kwargs)
+
+    importlib.metadata.distributions = distributions  # type: ignore[assignment]
+
+
+_read_installed_metadata_once()
 
 
 @pytest.fixture(params=TRANSPORTS)

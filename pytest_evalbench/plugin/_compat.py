@@ -74,6 +74,22 @@ def _raising_frame(excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
     return excinfo.traceback[-1:]
 
 
+class ShortErrorTraceback(pytest.Function):
+    """An item whose `EvalbenchError` (an unscored case, an exhausted budget, a failed call) pytest
+    formats from the raising frame alone. The plugin's report replaces that error's text with its
+    one-line message anyway (`Outcomes.make_report`), but pytest formats the whole traceback first:
+    through the fixture that waits for the engine, pytest's fixture and pluggy frames, parsing each
+    frame's source file to find its statement, for every such case. Private: `Node._traceback_filter`,
+    which `Node._repr_failure_py` applies unless `--full-trace` is given (pytest 8.0 - 9.2)."""
+
+    def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
+        from pytest_evalbench.base.errors import EvalbenchError  # a failure imports it; a plain run need not
+
+        if isinstance(excinfo.value, EvalbenchError):
+            return excinfo.traceback[-1:]
+        return super()._traceback_filter(excinfo)
+
+
 # ---------------------------------------------------------------------- config and session
 def initial_benchmark_path(early_config: pytest.Config) -> None:
     """With `--benchmark=NAME` and no path on the command line, the initial conftests are those of

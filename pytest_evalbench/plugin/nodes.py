@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from pytest_evalbench.plugin._compat import add_k_keywords, fix_structured_nodeid, message_repr
+from pytest_evalbench.plugin._compat import ShortErrorTraceback, add_k_keywords, fix_structured_nodeid, message_repr
 from pytest_evalbench.plugin.memory_bound import file_fixture_info
 
 
@@ -45,7 +45,7 @@ def check_case(evalbench_record: dict[str, Any]) -> None:
     then reports the outcome."""
 
 
-class CaseItem(pytest.Function):
+class CaseItem(ShortErrorTraceback):
     """One benchmark case (scenario × target × sample, or a dataset case)."""
 
     def __init__(self, *, case: Any, **kwargs: Any) -> None:

@@ -57,7 +57,7 @@ class FakeLLMServer(ServerState):
             httpd.socket = self._tls.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
         httpd.owner = self
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.005},
                                         name=f"FakeLLMServer:{self.port}", daemon=True)
         self._thread.start()
         return self

@@ -21,6 +21,7 @@ ATTRIBUTES = {
     "continue_on_collection_errors": "pytest option dest", "extra_keyword_matches": "-k matching",
     "evalbench": "attribute attached to reports", "evalbench_error": "attribute attached to reports",
     "evalbench_status": "attribute attached to reports", "add_global_property": "pytest's LogXML",
+    "_traceback_filter": "Node's traceback filter",
 }
 """Attribute names read or written (also as a constant given to getattr/hasattr/setattr/delattr)."""
 ASSIGNED = {"location": "Item.location is a cached property", "exitstatus": "Session.exitstatus",
@@ -88,3 +89,25 @@ def test_compat_names_versions_for_every_function() -> None:
                and not node.name.startswith("_") and node.name not in ("is_worker",)
                and not any(word in (ast.get_docstring(node) or "") for word in ("pytest 8.0", "xdist 3.5"))]
     assert missing == []
+
+
+def test_a_cases_evalbench_error_is_formatted_from_its_raising_frame_alone() -> None:
+    """Its report is the one-line message (`Outcomes.make_report`): pytest is handed the raising frame
+    alone rather than every frame between it and the test, each of whose source files it would parse."""
+    import pytest
+
+    from pytest_evalbench.base.errors import EvalbenchError
+    from pytest_evalbench.plugin._compat import ShortErrorTraceback
+    from pytest_evalbench.plugin.nodes import CaseItem
+
+    def deep(depth: int) -> None:
+        if depth == 0:
+            raise EvalbenchError("budget exhausted")
+        deep(depth - 1)
+
+    with pytest.raises(EvalbenchError) as excinfo:
+        deep(5)
+    assert len(excinfo.traceback) > 5
+    kept = ShortErrorTraceback._traceback_filter(None, excinfo)  # type: ignore[arg-type]  # self is not read for it
+    assert len(kept) == 1 and kept[0].name == "deep" and kept[0].frame.f_locals["depth"] == 0
+    assert issubclass(CaseItem, ShortErrorTraceback)
