@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_evalbench.plugin.options import base_url, positive_int
 
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                              "--provider openai unless --provider is given)")
     mutate.add_argument("--provider", choices=("openai", "local"),
                         help="'local' runs the embedded llama.cpp model (needs the [local] extra)")
+    _store_commands(sub)
     args = parser.parse_args(argv)
     if passed and args.command != "mutate":
         parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
@@ -101,7 +103,38 @@ def main(argv: list[str] | None = None) -> int:
         return 7
 
 
+def _store_commands(sub: Any) -> None:
+    """`runs`, `compare` and `comment`: the run store read back (cli/store.py)."""
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--store", metavar="URL", default=None,
+                       help="the run store's SQLAlchemy URL (default: $EVALBENCH_STORE, else .evalbench/runs.sqlite "
+                            "under --root)")
+    store.add_argument("--root", type=Path, default=None, metavar="DIR",
+                       help="project root that holds .evalbench/ (default: the current directory)")
+    runs = sub.add_parser("runs", parents=[store], help="List the recorded runs, one line each, newest first")
+    runs.add_argument("name", nargs="?", default=None, help="only this benchmark's runs")
+    compare = sub.add_parser("compare", parents=[store],
+                             help="Compare two recorded runs case by case (default: the benchmark's newest two)")
+    compare.add_argument("runs", nargs="*", metavar="RUN", help="run ids, older first (`evalbench runs` lists them)")
+    compare.add_argument("--benchmark", metavar="NAME", default=None, help="the benchmark whose newest two runs")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 6 when a metric's drop is significant (the gate's paired test)")
+    comment = sub.add_parser("comment", parents=[store],
+                             help="On GitHub Actions: post (or update) one pull-request comment with the newest "
+                                  "run and its comparison against the base branch's newest run")
+    comment.add_argument("name", nargs="?", default=None, help="the benchmark (default: the store's only one)")
+
+
 def _run(args: argparse.Namespace, passed: list[str]) -> int:
+    if args.command in ("runs", "compare", "comment"):
+        from pytest_evalbench.cli import store
+
+        root = args.root or Path.cwd()
+        if args.command == "runs":
+            return store.runs(root, args.name, args.store)
+        if args.command == "compare":
+            return store.compare(root, args.runs, args.benchmark, args.store, args.fail_on_regression)
+        return store.comment(root, args.name, args.store)
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "init":
