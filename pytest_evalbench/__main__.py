@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="shard directories (benchmarks/NAME/shards/K-of-N or downloaded CI artifacts)")
     merge.add_argument("--root", type=Path, default=None, metavar="DIR",
                        help="project root that holds benchmarks/ (default: the current directory)")
+    merge.add_argument("--store", metavar="URL", default=None,
+                       help="record the merged run in this run store (default: $EVALBENCH_STORE, else "
+                            ".evalbench/runs.sqlite under --root; 'none' records nothing)")
     rejudge = sub.add_parser("rejudge", help="Judge the stored transcripts k more times (no target or user call) "
                                               "and write runs/<target>/rejudge.json: judge noise after the fact")
     rejudge.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
@@ -136,7 +139,7 @@ def _run(args: argparse.Namespace, passed: list[str]) -> int:
             return store.compare(root, args.runs, args.benchmark, args.store, args.fail_on_regression)
         return store.comment(root, args.name, args.store)
     if args.command == "merge":
-        return _merge(args.root or Path.cwd(), args.name, args.dirs)
+        return _merge(args.root or Path.cwd(), args.name, args.dirs, args.store)
     if args.command == "init":
         return _init(args.root or Path.cwd(), args.name, args.model, args.force)
     if args.command == "rejudge":
@@ -179,23 +182,28 @@ def _init(root: Path, name: str, model: str | None, force: bool) -> int:
     return 0
 
 
-def _merge(root: Path, name: str, dirs: list[Path]) -> int:
+def _merge(root: Path, name: str, dirs: list[Path], store: str | None) -> int:
     from pytest_evalbench.base.errors import EvalbenchError
     from pytest_evalbench.base.safe_text import terminal
-    from pytest_evalbench.cli.merge import item_count, merge_shards
+    from pytest_evalbench.cli.merge import item_count, merge_shards, record_merge
 
     try:
-        bench_dir, count = merge_shards(root, name, dirs)
+        bench_dir, records = merge_shards(root, name, dirs)
         total = item_count(root, name)
     except EvalbenchError as exc:
         print(terminal(f"evalbench merge: {exc}"), file=sys.stderr)  # shards come from other jobs
         return 4
+    count = len(records)
     print(f"merged {count} records from {len(dirs)} shard(s) into {bench_dir}")
+    status = 0
     if count < total:  # exit 0 promises every row was scored; anything short is exit 7 with the reason
         print(f"evalbench merge: incomplete: {total - count} of the benchmark's {total} items have no record "
               "(a shard missing, or its rows errored or not run)", file=sys.stderr)
-        return 7
-    return 0
+        status = 7
+    recorded = record_merge(root, name, records, len(dirs), status, store)  # never changes the exit status
+    if recorded:
+        print(terminal(recorded), file=sys.stderr if "not recorded" in recorded else sys.stdout)
+    return status
 
 
 def _mutate(root: Path, name: str, pytest_args: list[str]) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import atomic_write_text
 from pytest_evalbench.store.db import CaseData, RunData, StoreError, masked_url, open_store, sqlite_url
 
@@ -117,6 +118,17 @@ def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[
         else:
             out.append(case_of(node_id, record, status))
     return out
+
+
+def run_from_parts(*, benchmark: str, kind: str, created: str, commit: str | None, root: Path,
+                   env: Mapping[str, str], targets: dict[str, Any], judge: str | None, identities: Mapping[str, Any],
+                   verdict: str, exit_status: int, reason: str, cost: float, scope: str,
+                   cases: list[CaseData]) -> RunData:
+    """A run from its parts (`evalbench merge` has no session summary); branches from git or the CI."""
+    branch, base = branches(root, env)
+    return RunData(benchmark=benchmark, kind=kind, created=created, commit=commit, branch=branch, base_branch=base,
+                   plugin_version=__version__, targets=targets, judge=judge, identities=dict(identities),
+                   verdict=verdict, exit_status=exit_status, reason=reason, cost=cost, scope=scope, cases=cases)
 
 
 def run_of(summary: RunSummary, *, identities: Mapping[str, Any], cases: list[CaseData], exit_status: int,

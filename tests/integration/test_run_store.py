@@ -73,3 +73,32 @@ def test_a_password_in_the_store_url_is_never_shown(pytester: pytest.Pytester, b
     assert result.ret == 0
     text = "\n".join(result.outlines + result.errlines)
     assert "not recorded" in text and "hunter2-secret" not in text and "p4ss" not in text
+
+
+def test_an_xdist_run_is_recorded_once_by_the_controller(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                         recording: None) -> None:
+    write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.runpytest("--benchmark=demo", "-n", "2").assert_outcomes(passed=3, failed=3)
+    with open_store(default_store(pytester.path)) as store:
+        [run] = store.runs()
+        assert run.case_count == 6
+        assert len({c.node_id for c in (store.run(run.id or 0) or run).cases}) == 6
+
+
+def test_merged_shards_are_one_run(pytester: pytest.Pytester, bench_env: FakeLLMServer, recording: None,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    bench = write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    for k in (1, 2):
+        pytester.runpytest("--benchmark=demo", f"--evalbench-shard={k}/2")
+    assert not (pytester.path / ".evalbench" / "runs.sqlite").exists()  # a shard is not a run
+    shards = [str(bench / "shards" / f"{k}-of-2") for k in (1, 2)]
+    assert main(["merge", "demo", *shards, "--root", str(pytester.path)]) == 0
+    assert "recorded as run 1" in capsys.readouterr().out
+    with open_store(default_store(pytester.path)) as store:
+        [listed] = store.runs("demo")
+        run = store.run(listed.id or 0)
+    assert run is not None and run.case_count == 6 and run.verdict == "failed" and run.exit_status == 0
+    assert sorted(c.status for c in run.cases) == ["failed"] * 3 + ["passed"] * 3
+    assert run.targets == {"tgt": "sim-target"} and run.judge == "sim-judge"
