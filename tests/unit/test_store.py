@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -161,17 +164,17 @@ import sys
 from pytest_evalbench.store.db import open_store, RunData, CaseData
 url, tag = sys.argv[1], sys.argv[2]
 with open_store(url) as store:
-    for n in range(5):
+    for n in range(3):
         store.record(RunData(benchmark="demo", kind="scenarios", created=f"2026-12-07T06:00:0{n}Z", commit=tag,
                              branch="main", base_branch=None, plugin_version="0", targets={}, judge=None,
                              verdict="passed", exit_status=0, reason="", cost=0.0, scope="full",
                              cases=[CaseData(node_id=f"{tag}-{n}-{i}", target="t", metric="m", unit=str(i), sample=0,
-                                             status="passed", passed=True) for i in range(200)]))
+                                             status="passed", passed=True) for i in range(100)]))
 """
 
 
 def concurrent_writers(url: str) -> None:
-    """Two processes writing five runs each into one store, started together on a new store: nothing lost."""
+    """Two processes writing three runs each into one store, started together on a new store: nothing lost."""
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, tag], stderr=subprocess.PIPE, text=True)
              for tag in ("a", "b")]
     for proc in procs:
@@ -179,10 +182,50 @@ def concurrent_writers(url: str) -> None:
         assert proc.returncode == 0, err
     with open_store(url) as store:
         runs = store.runs("demo")
-        assert len(runs) == 10 and sorted(r.commit or "" for r in runs) == ["a"] * 5 + ["b"] * 5
-        assert all(r.case_count == 200 for r in runs)
-        assert sum(len(store.run(r.id or 0).cases) for r in runs) == 2000  # type: ignore[union-attr]
+        assert len(runs) == 6 and sorted(r.commit or "" for r in runs) == ["a"] * 3 + ["b"] * 3
+        assert all(r.case_count == 100 for r in runs)
+        assert sum(len(store.run(r.id or 0).cases) for r in runs) == 600  # type: ignore[union-attr]
 
 
 def test_two_processes_writing_one_sqlite_store_lose_nothing(url: str) -> None:
     concurrent_writers(url)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A new database on the PostgreSQL server of EVALBENCH_TEST_POSTGRES (.ci/run starts one), dropped after."""
+    server = os.environ.get("EVALBENCH_TEST_POSTGRES")
+    if not server:
+        pytest.skip("EVALBENCH_TEST_POSTGRES is not set: no PostgreSQL server to test the store on "
+                    "(.ci/run starts one)")
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"evalbench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_a_postgresql_store_keeps_runs_and_refuses_a_newer_revision(postgres_url: str) -> None:
+    with open_store(postgres_url) as store:
+        run_id = store.record(make_run([True, False, True]))
+        run = store.run(run_id)
+        assert run is not None and [c.passed for c in run.cases] == [True, False, True]
+        assert run.cases[0].transcript == [{"role": "user", "content": "hi"}]
+        from sqlalchemy import text
+
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = 'f00d9999'"))
+    with pytest.raises(StoreError, match="newer pytest-evalbench"):
+        open_store(postgres_url)
+
+
+def test_two_processes_writing_one_postgresql_store_lose_nothing(postgres_url: str) -> None:
+    concurrent_writers(postgres_url)
