@@ -187,6 +187,7 @@ def comment(root: Path, name: str | None, url: str | None) -> int:
             if not newest:
                 raise CommandError(f"the store holds no run of {benchmark} on {branch or 'this branch'}")
             run = _run(store, str(newest[0].id))
+            base = base or run.base_branch
             against = None
             base_runs = store.runs(benchmark, branch=base, limit=1) if base else []
             if base_runs:
