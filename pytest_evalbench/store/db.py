@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from pytest_evalbench.base.errors import EvalbenchError
-from pytest_evalbench.base.safe_text import redact
+from pytest_evalbench.base.safe_text import SECRETS, redact
 from pytest_evalbench.store.schema import CaseRow, RunRow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -248,7 +248,9 @@ def migrate(engine: Engine, url: str, revision: str = "head") -> None:
 
 
 def open_store(url: str, *, migrate_to: str = "head") -> Store:
-    """The store at `url`, its tables created or upgraded; `StoreError` (one line) when it cannot be."""
+    """The store at `url`, its tables created or upgraded; `StoreError` (one line) when it cannot be. The
+    URL's credentials join the process's secrets: no driver's message can show them."""
+    SECRETS.add_url(url)
     engine = _engine(url)
     try:
         migrate(engine, url, migrate_to)
