@@ -117,6 +117,10 @@ def test_compare_shows_both_rates_the_paired_change_and_the_flips(url: str, caps
     assert "flipped cases: 0" in capsys.readouterr().out
     assert main(["compare", "12345", "--store", url]) == 2
     assert "no run 12345" in capsys.readouterr().err
+    with open_store(url) as store:
+        other = store.record(make_run([True], benchmark="other"))
+    assert main(["compare", str(old), str(other), "--store", url]) == 2
+    assert "two runs of one benchmark" in capsys.readouterr().err
 
 
 def _actions_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, github: FakeGitHub) -> None:
