@@ -197,7 +197,14 @@ def _engine(url: str) -> Engine:
         args = {"connect_timeout": 10}
     try:
         return create_engine(parsed, connect_args=args)
-    except (ArgumentError, SQLAlchemyError, ImportError) as exc:  # an unknown dialect, a driver not installed
+    except ImportError as exc:  # the dialect's driver is not installed
+        extra = ""
+        if parsed.get_backend_name() == "postgresql":
+            extra = (" (pip install 'pytest-evalbench[postgres]')" if parsed.get_driver_name() == "psycopg"
+                     else " (use postgresql+psycopg://... with pip install 'pytest-evalbench[postgres]')")
+        raise StoreError(f"the run store {masked_url(url)} needs a database driver that is not installed: "
+                         f"{_problem(exc)}{extra}") from None
+    except (ArgumentError, SQLAlchemyError) as exc:  # an unknown dialect
         raise StoreError(f"the run store {masked_url(url)} cannot be opened: {_problem(exc)}") from None
 
 
