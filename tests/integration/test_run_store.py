@@ -75,6 +75,7 @@ def test_a_password_in_the_store_url_is_never_shown(pytester: pytest.Pytester, b
     assert "not recorded" in text and "hunter2-secret" not in text and "p4ss" not in text
 
 
+@pytest.mark.slow  # the xdist twin of the first test
 def test_an_xdist_run_is_recorded_once_by_the_controller(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                          recording: None) -> None:
     write_benchmark(pytester.path, scenarios=ROWS, generation={"turns": 1})
