@@ -29,3 +29,5 @@ _.on_start, _.on_end, _.parent_context
 _.judge_agreement
 # What the batch tier did, read by tests/perf/batch.py and the tests (llm.batch.BatchCounts)
 _.resubmitted
+# The run store's revisions, oldest first: read by the tests of its migrations
+_.known_revisions

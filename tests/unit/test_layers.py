@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("kinds", ["kinds", "kinds.*"]),
     ("gate", ["gate", "gate.*"]),
     ("render", ["render", "render.*"]),
+    ("store", ["store", "store.*"]),
     ("app", ["", "__main__", "plugin", "plugin.*", "cli", "cli.*"]),
 ]
 

@@ -1,0 +1,1 @@
+"""The store's Alembic revisions, oldest first."""
