@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pytest_evalbench.cli.view import add_view_parser
 from pytest_evalbench.plugin.options import base_url, positive_int
 
 
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evalbench", description="pytest-evalbench authoring commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schemas", help="Regenerate the JSON Schemas shipped in pytest_evalbench/schemas/")
+    add_view_parser(sub)
     init = sub.add_parser("init", help="Write a working scenario benchmark to start from: benchmarks/NAME/ "
                                        "with benchmark.yaml and scenarios.json")
     init.add_argument("name", help="benchmark name: the directory benchmarks/NAME/ to write")
@@ -102,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, passed: list[str]) -> int:
+    if args.command == "view":
+        from pytest_evalbench.cli.view import run_view
+
+        return run_view(args)
     if args.command == "merge":
         return _merge(args.root or Path.cwd(), args.name, args.dirs)
     if args.command == "init":
