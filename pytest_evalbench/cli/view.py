@@ -38,12 +38,13 @@ def store_url(root: Path, given: str | None) -> str:
 
 
 def bind(port: int) -> socket.socket:
-    """A listening socket on 127.0.0.1:`port` (0: a free port), bound before uvicorn starts so the address
-    printed is the one served."""
+    """A listening socket on 127.0.0.1:`port` (0: a free port), listening before uvicorn starts, so the
+    address printed is served from the moment it is printed."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((HOST, port))
+        sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     except OSError:
         sock.close()
         raise

@@ -91,7 +91,10 @@ def _templates() -> Environment:
 
 
 def _int(value: Optional[str], default: int = 1) -> int:
-    return int(value) if value is not None and value.isdigit() and len(value) < 10 else default
+    """A page or run number from the URL (a number past any real one reads as the largest)."""
+    if value is None or not value.isascii() or not value.isdigit():
+        return default
+    return int(value) if len(value) < 10 else 10**9
 
 
 def _text(request: Request, name: str, limit: int = q.MAX_QUERY) -> str:

@@ -1,0 +1,202 @@
+"""`evalbench view` over real HTTP (uvicorn on 127.0.0.1, a real SQLite store): its pages escape what runs
+recorded, filter and page a run's cases, put flipped cases first; `POST /api/labels` writes only with the
+pages' token, a JSON body of the documented shape, and writes a line `--evalbench-calibrate` reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import write_benchmark
+from view_helpers import HOSTILE, Served, case, new_store, request, run_of, serve
+
+from pytest_evalbench.formats.spec import load_spec
+from pytest_evalbench.kinds.labels import load_labels
+from pytest_evalbench.store.view_queries import PAGE_SIZE
+
+TOKEN = re.compile(r'<meta name="evalbench-token" content="([^"]+)">')
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    write_benchmark(tmp_path)
+    store = new_store(tmp_path / "runs.sqlite")
+    store.record(run_of([case(i, passed=i % 3 != 0, probability=round(i / 120, 4), text=HOSTILE) for i in range(120)]))
+    store.record(run_of([case(i, passed=i % 4 != 0, probability=0.9, text=HOSTILE) for i in range(120)],
+                        created="2026-12-07T07:00:00Z", branch="feature"))
+    with serve(store, tmp_path) as server:
+        yield server
+    store.close()
+
+
+def test_pages_escape_hostile_text(served: Served) -> None:
+    for path in ("/", "/runs/1", "/runs/1?q=trip&order=node", "/compare/1/2", "/runs/1?status=<script>"):
+        status, html = served.get(path)
+        assert status == 200, path
+        assert "<script>alert" not in html and "<img src=x" not in html and "</details><script>" not in html
+        assert "\x1b" not in html and "\u202e" not in html
+        assert TOKEN.search(html).group(1) == served.token
+    _, html = served.get("/runs/1")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "\\x1b[31mred" in html and "\\u202eevil" in html
+
+
+def test_token_is_new_per_server_and_pages_forbid_framing_and_inline_script(tmp_path: Path, served: Served) -> None:
+    store = new_store(tmp_path / "other.sqlite")
+    with serve(store, tmp_path) as other:
+        assert other.token != served.token and len(other.token) >= 32
+    store.close()
+    req = __import__("urllib.request").request.urlopen(served.url + "/runs/1", timeout=30)
+    policy = req.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy and req.headers["Cache-Control"] == "no-store"
+
+
+def test_run_page_filters_and_pages(served: Served) -> None:
+    _, html = served.get("/runs/1?order=node")
+    assert html.count('class="case"') == PAGE_SIZE and "120 cases · page 1 of 3" in html
+    _, html = served.get("/runs/1?order=node&page=3")
+    assert html.count('class="case"') == 120 - 2 * PAGE_SIZE and "s00119_m01" in html
+    _, html = served.get("/runs/1?status=failed")
+    assert "40 cases" in html and 'data-status="passed"' not in html
+    _, html = served.get("/runs/1?q=traveller%2042%3F")
+    assert "1 cases" in html and "s00042_m01" in html
+    _, html = served.get("/runs/1?page=999999999999999&order=bogus")
+    assert "page 3 of 3" in html
+    assert served.get("/runs/77")[0] == 404 and served.get("/compare/1/77")[0] == 404
+
+
+def test_cases_most_worth_labelling_come_first(served: Served) -> None:
+    """Without calibration.json the threshold is 0.5: the cases whose P(present) is nearest it lead."""
+    _, html = served.get("/runs/1")
+    first = re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)[:3]
+    assert [int(n) for n in first] == [60, 59, 61]
+    assert "near the threshold 0.50" in html
+    bench = Path(served.store.engine.url.database).parent / "benchmarks" / "demo"
+    (bench / "calibration.json").write_text(json.dumps([{"metric_id": "m01", "judge": "sim-judge", "n": 4,
+                                                         "unscored": 0, "agreement": 1, "kappa": 1, "kappa_ci": None,
+                                                         "weighting": "none", "confusion": {}, "threshold": 0.2}]))
+    _, html = served.get("/runs/1")
+    assert [int(n) for n in re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)[:1]] == [24]
+
+
+def test_compare_shows_flipped_cases_first(served: Served) -> None:
+    _, html = served.get("/compare/1/2")
+    flags = re.findall(r'data-flipped="(yes|no)"', html)
+    flipped = sum(1 for i in range(120) if (i % 3 != 0) != (i % 4 != 0))
+    assert f"{flipped} flipped of 120 paired cases" in html
+    assert flags[:flipped] == ["yes"] * min(flipped, PAGE_SIZE) or flags == ["yes"] * PAGE_SIZE
+    assert 'data-testid="rate-tgt-m01"' in html
+
+
+def label(run: int = 1, i: int = 1, **change: object) -> dict[str, object]:
+    return {"run": run, "case": case(i).node_id, "metric": "m01", "present": False, "note": "asks nothing", **change}
+
+
+def test_label_appends_a_line_calibration_reads(served: Served) -> None:
+    bench = Path(served.store.engine.url.database).parent / "benchmarks" / "demo"
+    (bench / "calibration.jsonl").write_text('{"metric_id": "m01", "transcript": [{"role": "assistant", '
+                                             '"content": "Where?"}], "present": true}')  # no final newline
+    status, body = served.post_label(label(), token=served.token)
+    assert status == 201 and body["line"] == 2 and body["file"] == "benchmarks/demo/calibration.jsonl"
+    assert served.post_label(label(i=2, present=True, note=""), token=served.token)[0] == 201
+    spec = load_spec(bench)
+    cases = load_labels(bench / "calibration.jsonl", spec, "metrics")
+    assert [c.line for c in cases] == [1, 2, 3]
+    second = cases[1].label
+    assert second.present is False and second.note == "asks nothing"
+    assert [m.model_dump(exclude_none=True) for m in second.transcript] == case(1, text=HOSTILE).transcript
+    assert cases[2].label.present is True and cases[2].label.note is None
+
+
+@pytest.mark.parametrize(("change", "token", "content_type", "status"), [
+    ({}, None, "application/json", 403),
+    ({}, "not-the-token", "application/json", 403),
+    ({}, "", "application/json", 403),
+    ({}, "TOKEN", "application/x-www-form-urlencoded", 415),
+    ({}, "TOKEN", "text/plain", 415),
+    ({}, "TOKEN", "multipart/form-data; boundary=x", 415),
+    ({"present": "yes"}, "TOKEN", "application/json", 422),
+    ({"present": 1}, "TOKEN", "application/json", 422),
+    ({"extra": 1}, "TOKEN", "application/json", 422),
+    ({"note": "x" * 5000}, "TOKEN", "application/json", 422),
+    ({"metric": "m09"}, "TOKEN", "application/json", 404),
+    ({"case": "benchmarks/demo/scenarios.json::nope"}, "TOKEN", "application/json", 404),
+    ({"run": 99}, "TOKEN", "application/json", 404),
+    ({"run": "../1"}, "TOKEN", "application/json", 404),
+])
+def test_a_refused_label_changes_nothing(served: Served, change: dict[str, object], token: str | None,
+                                         content_type: str, status: int) -> None:
+    bench = Path(served.store.engine.url.database).parent / "benchmarks" / "demo"
+    got, body = served.post_label(label(**change), token=served.token if token == "TOKEN" else token,
+                                  content_type=content_type)
+    assert got == status and body["error"]
+    assert not (bench / "calibration.jsonl").exists()
+
+
+@pytest.mark.parametrize("raw", [b"[1, 2]", b"not json", b'{"run": 1, "run": 2}', b"\xff\xfe", b"x" * 70_000,
+                                 b'{"a":' * 100 + b"1" + b"}" * 100])
+def test_a_body_not_of_the_shape_is_refused(served: Served, raw: bytes) -> None:
+    got, _ = served.post_label(raw, token=served.token)
+    assert got in (413, 422)
+    assert not (Path(served.store.engine.url.database).parent / "benchmarks" / "demo" / "calibration.jsonl").exists()
+
+
+def test_another_origin_or_host_cannot_write(served: Served) -> None:
+    assert served.post_label(label(), token=served.token, headers={"Origin": "http://evil.example"})[0] == 403
+    status, _ = request(served.url + "/", headers={"Host": "evil.example"})
+    assert status == 400
+    assert served.post_label(label(), token=served.token, headers={"Host": "evil.example"})[0] == 400
+
+
+def test_view_command_serves_until_interrupted(tmp_path: Path) -> None:
+    write_benchmark(tmp_path)
+    (tmp_path / ".evalbench").mkdir()
+    store = new_store(tmp_path / ".evalbench" / "runs.sqlite")
+    store.record(run_of([case(1)]))
+    store.close()
+    env = {**os.environ, "EVALBENCH_STORE": ""}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_evalbench", "view", "--port", "0", "--root", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        status, html = request(url + "runs/1")
+        assert status == 200 and "s00001_m01" in html
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_view_command_without_a_store_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "EVALBENCH_STORE"}
+    result = subprocess.run([sys.executable, "-m", "pytest_evalbench", "view", "--root", str(tmp_path)],
+                            capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert result.returncode == 4 and "no run store at" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / ".evalbench").exists()
+
+
+def test_labels_from_the_view_are_what_the_next_calibration_judges(pytester: pytest.Pytester, bench_env) -> None:
+    """Two labels written through the API (one the judge got right, one wrong) become calibration items
+    that `--evalbench-calibrate` judges unchanged: its calibration.json counts them."""
+    from helpers import script
+
+    bench = write_benchmark(pytester.path)
+    store = new_store(pytester.path / "runs.sqlite")
+    store.record(run_of([case(1, passed=True), case(2, passed=True)]))
+    with serve(store, pytester.path) as server:
+        assert server.post_label(label(i=1, present=True, note=""), token=server.token)[0] == 201
+        assert server.post_label(label(i=2, present=False), token=server.token)[0] == 201
+    store.close()
+    bench_env.set_responder(script(True))  # the judge says present for both
+    collected = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate", "--collect-only", "-q")
+    collected.stdout.fnmatch_lines(["benchmarks/demo/calibration.jsonl::1", "benchmarks/demo/calibration.jsonl::2"])
+    result = pytester.runpytest("--benchmark=demo", "--evalbench-calibrate")
+    result.assert_outcomes(passed=1, failed=1)
+    [entry] = json.loads((bench / "calibration.json").read_text())
+    assert entry["metric_id"] == "m01" and entry["n"] == 2 and entry["confusion"]["absent"]["present"] == 1
