@@ -71,7 +71,7 @@ class Served:
 def request(url: str, *, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, str]:
     req = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if data is not None else "GET")
     try:
-        with urllib.request.urlopen(req, timeout=30) as response:  # noqa: S310 (127.0.0.1 only)
+        with urllib.request.urlopen(req, timeout=30) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

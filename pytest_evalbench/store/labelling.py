@@ -32,6 +32,8 @@ MAX_NOTE = 4000
 """The longest note a label may carry (it becomes the justification a `contrast` prompt shows)."""
 LABEL_LOCK_TIMEOUT = 30.0
 """Seconds a label waits for the benchmark's result-file lock (a run's finish holds it briefly)."""
+DEFAULT_THRESHOLD = 0.5
+"""The threshold P(present) is measured against for a metric calibration.json gives none."""
 NEAR_THRESHOLD = 0.15
 """How far from the calibrated threshold P(present) may lie for a verdict to count as a close call."""
 
@@ -119,11 +121,12 @@ class Candidate:
 def labelling_reasons(case: Candidate, thresholds: Mapping[str, float]) -> list[str]:
     """Why this case is worth a person's label, most telling first: the judge's P(present) lies near the
     metric's calibrated threshold, the judges disagreed, the case is flaky. Empty for a case a check
-    decided (there is no judge to correct)."""
+    decided (there is no judge to correct). The view lists the cases with more reasons first, then the
+    closest calls (`view_queries.case_page` orders them so in SQL)."""
     if case.decided_by == "check":
         return []
     reasons = []
-    threshold = thresholds.get(case.metric_id, 0.5)
+    threshold = thresholds.get(case.metric_id, DEFAULT_THRESHOLD)
     if case.probability is not None and abs(case.probability - threshold) <= NEAR_THRESHOLD:
         reasons.append(f"P(present) {case.probability:.2f} near the threshold {threshold:.2f}")
     if case.agreement is not None and case.agreement < 1:
@@ -131,15 +134,6 @@ def labelling_reasons(case: Candidate, thresholds: Mapping[str, float]) -> list[
     if case.flaky:
         reasons.append("flaky")
     return reasons
-
-
-def labelling_rank(case: Candidate, thresholds: Mapping[str, float]) -> tuple[int, float]:
-    """Sort key: the cases with more reasons first, then the closest calls (P(present) nearest the
-    threshold, else the least agreement)."""
-    reasons = labelling_reasons(case, thresholds)
-    closeness = (abs(case.probability - thresholds.get(case.metric_id, 0.5)) if case.probability is not None
-                 else case.agreement if case.agreement is not None else 1.0)
-    return -len(reasons), closeness
 
 
 def read_thresholds(bench_dir: Path) -> dict[str, float]:

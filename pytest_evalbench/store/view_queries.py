@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sqlalchemy import String, and_, case, cast, func, or_, select
+from sqlalchemy import String, and_, case, cast, distinct, func, literal, or_, select
 from sqlalchemy.orm import Session
 
-from pytest_evalbench.store.labelling import Candidate, labelling_rank, labelling_reasons
+from pytest_evalbench.store.labelling import DEFAULT_THRESHOLD, NEAR_THRESHOLD, Candidate, labelling_reasons
 from pytest_evalbench.store.schema import CaseRow, RunRow
 
 PAGE_SIZE = 50
@@ -120,29 +120,49 @@ def _filtered(run_id: int, flt: CaseFilter) -> Any:
     return and_(*conditions)
 
 
+def _flaky_units(run_id: int) -> Any:
+    """The run's (target, row, metric) whose samples' verdicts differ: flaky cases."""
+    return (select(CaseRow.target, CaseRow.unit, CaseRow.metric).where(CaseRow.run_id == run_id, CaseRow.passed.is_not(None))
+            .group_by(CaseRow.target, CaseRow.unit, CaseRow.metric).having(func.count(distinct(CaseRow.passed)) > 1)
+            .subquery())
+
+
+def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[Any], Any]:
+    """The labelling order as SQL (the database sorts a 10,000-case run, not Python): the cases with more
+    of `labelling.labelling_reasons` first, then P(present) nearest the threshold; returns the join for
+    flaky units, the ORDER BY terms and the flaky flag's column."""
+    threshold = (case(dict(thresholds), value=CaseRow.metric, else_=DEFAULT_THRESHOLD)
+                 if thresholds else literal(DEFAULT_THRESHOLD))
+    distance = func.abs(CaseRow.probability - threshold)
+    judged = or_(CaseRow.decided_by.is_(None), CaseRow.decided_by != "check")
+    flaky = _flaky_units(run_id)
+    is_flaky = case((and_(judged, flaky.c.unit.is_not(None)), 1), else_=0)
+    near = case((and_(judged, CaseRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
+    join = (flaky, and_(flaky.c.target == CaseRow.target, flaky.c.unit == CaseRow.unit, flaky.c.metric == CaseRow.metric))
+    closeness = case((and_(judged, CaseRow.probability.is_not(None)), distance), else_=1.0)
+    return join, [(near + is_flaky).desc(), closeness, CaseRow.node_id, CaseRow.metric, CaseRow.id], is_flaky
+
+
 def case_page(session: Session, run_id: int, flt: CaseFilter, page: int, thresholds: dict[str, float]) -> CasePage:
-    """One page of the run's cases that pass `flt`, in its order; the light columns of every matching case
-    are read to order them, the full rows (transcripts) only of the page's cases."""
-    light = session.execute(select(CaseRow.id, CaseRow.node_id, CaseRow.metric, CaseRow.status, CaseRow.probability,
-                                   CaseRow.decided_by).where(_filtered(run_id, flt))).all()
-    reasons = {}
-    if flt.order == "node":
-        light.sort(key=lambda r: (r.node_id, r.metric))
-    elif flt.order == "status":
-        light.sort(key=lambda r: (_STATUS_ORDER.get(r.status, 5), r.node_id, r.metric))
-    else:
-        def candidate(r: Any) -> Candidate:
-            return Candidate(r.metric, r.probability, None, False, r.decided_by)
-        light.sort(key=lambda r: (labelling_rank(candidate(r), thresholds), r.node_id, r.metric))
-    pages = max(1, -(-len(light) // PAGE_SIZE))
+    """One page of the run's cases that pass `flt`, in its order: the database filters, counts, sorts and
+    cuts the page, so only the page's rows (with their transcripts) are read."""
+    where = _filtered(run_id, flt)
+    total = session.scalar(select(func.count()).select_from(CaseRow).where(where)) or 0
+    pages = max(1, -(-total // PAGE_SIZE))
     page = min(max(1, page), pages)
-    chosen = light[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    for r in chosen:
-        reasons[r.id] = labelling_reasons(Candidate(r.metric, r.probability, None, False, r.decided_by), thresholds)
-    full = {c.id: c for c in session.scalars(select(CaseRow).where(CaseRow.id.in_([r.id for r in chosen])))}
+    join, order, is_flaky = _label_order(run_id, thresholds)
+    query = select(CaseRow, is_flaky).outerjoin(*join).where(where)
+    if flt.order == "node":
+        order = [CaseRow.node_id, CaseRow.metric, CaseRow.id]
+    elif flt.order == "status":
+        order = [case(_STATUS_ORDER, value=CaseRow.status, else_=len(_STATUS_ORDER)), CaseRow.node_id, CaseRow.metric,
+                 CaseRow.id]
+    rows = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
+    reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, None, bool(flaky), row.decided_by),
+                                         thresholds) for row, flaky in rows}
     facets = session.execute(select(CaseRow.metric, CaseRow.target, CaseRow.status).where(CaseRow.run_id == run_id)
                              .distinct()).all()
-    return CasePage([full[r.id] for r in chosen], reasons, len(light), page, pages,
+    return CasePage([row for row, _ in rows], reasons, total, page, pages,
                     sorted({f.metric for f in facets}), sorted({f.target for f in facets}),
                     sorted({f.status for f in facets}, key=lambda s: _STATUS_ORDER.get(s, 5)))
 

@@ -84,6 +84,28 @@ def test_cases_most_worth_labelling_come_first(served: Served) -> None:
     assert [int(n) for n in re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)[:1]] == [24]
 
 
+def test_flaky_cases_and_close_calls_lead_and_checks_never_do(tmp_path: Path) -> None:
+    """A case whose samples disagree is flaky: it leads, with a close call; a check's verdict is no judge's
+    to correct, however near its number."""
+    write_benchmark(tmp_path)
+    store = new_store(tmp_path / "runs.sqlite")
+    cases = [case(i, passed=True, probability=0.95) for i in range(10)]
+    cases[3] = case(3, passed=True, probability=0.5)
+    cases[3].decided_by = "check"
+    cases[7] = case(7, passed=False, probability=0.55)
+    second = case(7, passed=True, probability=0.95)
+    second.sample, second.node_id = 1, second.node_id.replace("-0]", "-1]")
+    store.record(run_of([*cases, second, case(8, passed=True, probability=0.6)]))
+    with serve(store, tmp_path) as served:
+        _, html = served.get("/runs/1")
+    store.close()
+    order = re.findall(r"s(\d{5})_m01\[tgt-(\d)\]</code>", html)
+    # two reasons (flaky and near 0.5), then one each, the nearer first
+    assert order[:3] == [("00007", "0"), ("00008", "0"), ("00007", "1")]
+    assert html.count('<span class="flag">flaky</span>') == 2 and html.count('class="flag"') == 4
+    assert order[-1] == ("00003", "0")
+
+
 def test_compare_shows_flipped_cases_first(served: Served) -> None:
     _, html = served.get("/compare/1/2")
     flags = re.findall(r'data-flipped="(yes|no)"', html)
@@ -169,7 +191,7 @@ def test_view_command_serves_until_interrupted(tmp_path: Path) -> None:
         assert status == 200 and "s00001_m01" in html
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in err
 
 
