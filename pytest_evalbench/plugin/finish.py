@@ -316,6 +316,27 @@ class Reporting:
         except (OSError, EvalbenchError) as exc:  # a report that cannot be written must not hide the run's outcome
             summary.errors.append(f"could not write a report: {exc}")
 
+    def record(self, exit_code: int) -> None:
+        """Record the run in the store, from the summary and the records the result files were written from.
+        A shard records nothing (its merge is the run); a store that cannot take the run is one warning line
+        below the summary, never another exit status."""
+        summary = self.summary
+        url_given = self.config.getoption("evalbench_store", None)
+        if summary is None or self.settings.shard is not None:
+            return
+        from pytest_evalbench.store.record import cases_of, record_run, run_of, store_url
+
+        root = self.config.rootpath
+        url = store_url(root, url_given, os.environ)
+        if url is None:
+            return
+        loaded = self.selection.loaded_run()
+        cases = cases_of(self.outcomes.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
+        run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=cases,
+                     exit_status=exit_code, root=root, env=os.environ)
+        run_id, warning = record_run(url, run, root)
+        summary.notes.append(warning if warning is not None else f"recorded as run {run_id}")
+
     def _junit_properties(self, summary: RunSummary) -> None:
         """With --junitxml: the run's rates, case counts and gate rules as the test suite's properties
         (each case carries its own `evalbench_status`), in the words every other surface uses."""

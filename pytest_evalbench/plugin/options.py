@@ -159,6 +159,10 @@ def add_gate_options(group: Any) -> None:
                          "Default: benchmarks/NAME/report.html")
     group.addoption("--evalbench-markdown", dest="evalbench_markdown", metavar="PATH",
                     help="Also write a Markdown summary here (it is appended to $GITHUB_STEP_SUMMARY when set)")
+    group.addoption("--evalbench-store", dest="evalbench_store", metavar="URL", default=None,
+                    help="Record the run in this run store (an SQLAlchemy URL, e.g. postgresql+psycopg://host/db; "
+                         "'none' records nothing). Default: $EVALBENCH_STORE, else the SQLite file "
+                         ".evalbench/runs.sqlite under the rootdir")
     group.addoption("--evalbench-progress-every", dest="evalbench_progress_every", type=float, default=30.0,
                     metavar="SECONDS", help="Without a terminal (CI logs), print a progress line at most this "
                                             "often; 0 after every item, -1 never. Default: %(default)s")

@@ -212,6 +212,7 @@ class EvalbenchSession:
         if code is not None:
             try:
                 self.reporting.write_reports(code)
+                self.reporting.record(code)
             except OSError as exc:  # a full disk: the reports are missing, the run is not complete
                 self.reporting.summary = None
                 self.results.reports_failed(session, exc)

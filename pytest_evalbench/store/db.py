@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from sqlalchemy import Engine, create_engine, desc, func, insert, select
+from sqlalchemy import Engine, create_engine, desc, func, insert, select, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
@@ -24,6 +24,8 @@ from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.store.schema import CaseRow, RunRow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+HEAD = "0002"
+"""This version's newest revision (`migrations/versions/`): a store at it opens without importing Alembic."""
 SQLITE_WAIT_S = 60.0
 """How long an SQLite writer waits for another process's transaction before giving up."""
 
@@ -209,28 +211,32 @@ def _alembic() -> tuple[Any, Any]:
 
 
 def _revision(conn: Connection) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
-    return MigrationContext.configure(conn).get_current_revision()
+    """The store's Alembic revision, read without importing Alembic (most opens find it at HEAD); None for
+    a new store."""
+    try:
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except SQLAlchemyError:  # no such table: a new store
+        conn.rollback()
+        return None
 
 
 def migrate(engine: Engine, url: str, revision: str = "head") -> None:
     """Bring the store's tables to `revision` (this version's newest by default). A store at a revision this
     version does not know was written by a newer plugin: refused. Two processes opening a new store at once:
     the one that loses the race finds the tables made by the other."""
+    target = HEAD if revision == "head" else revision
+    with engine.connect() as conn:
+        current = _revision(conn)
+    if current == target:
+        return
     from alembic import command
 
     config, script = _alembic()
     known = {s.revision for s in script.walk_revisions()}
-    target = script.get_current_head() if revision == "head" else revision
-    with engine.connect() as conn:
-        current = _revision(conn)
     if current is not None and current not in known:
         raise StoreError(f"the run store {masked_url(url)} is at revision {current}, written by a newer "
                          f"pytest-evalbench than this one ({', '.join(sorted(known))} known): upgrade "
                          "pytest-evalbench to use it")
-    if current == target:
-        return
     try:
         with engine.begin() as conn:
             config.attributes["connection"] = conn

@@ -199,7 +199,7 @@ def test_view_command_without_a_store_says_so(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "EVALBENCH_STORE"}
     result = subprocess.run([sys.executable, "-m", "pytest_evalbench", "view", "--root", str(tmp_path)],
                             capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert result.returncode == 4 and "no run store at" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "no run store at" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / ".evalbench").exists()
 
 
