@@ -124,14 +124,20 @@ class ViewApp:
         with self.session() as session:
             all_runs = q.runs(session)
             trends = q.rates_over_runs(session, all_runs)
-            return self.page("runs.html", title="runs", runs=all_runs, trends=trends)
+            previous: dict[int, int] = {}  # run id -> the same benchmark's run before it
+            last: dict[str, int] = {}
+            for run in reversed(all_runs):
+                if run.benchmark in last:
+                    previous[run.id] = last[run.benchmark]
+                last[run.benchmark] = run.id
+            return self.page("runs.html", title="runs", runs=all_runs, trends=trends, previous=previous)
 
     def run(self, request: Request) -> HTMLResponse:
         run_id = _int(request.path_params["run_id"], 0)
-        flt = q.CaseFilter(_text(request, "metric"), _text(request, "target"), _text(request, "status"),
+        flt = q.PageFilter(_text(request, "metric"), _text(request, "target"), _text(request, "status"),
                            _text(request, "q"), request.query_params.get("order", "label"))
         if flt.order not in q.ORDERS:
-            flt = q.CaseFilter(flt.metric, flt.target, flt.status, flt.query, "label")
+            flt = q.PageFilter(flt.metric, flt.target, flt.status, flt.query, "label")
         with self.session() as session:
             run = session.get(RunRow, run_id)
             if run is None:

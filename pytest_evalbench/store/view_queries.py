@@ -27,7 +27,7 @@ _STATUS_ORDER = {"failed": 0, "error": 1, "unscored": 2, "not run": 3, "passed":
 
 
 @dataclass(frozen=True)
-class CaseFilter:
+class PageFilter:
     """A run page's filters, read from its query string (unknown values select nothing, never fail)."""
 
     metric: str = ""
@@ -38,7 +38,7 @@ class CaseFilter:
 
 
 @dataclass
-class CasePage:
+class RunPage:
     """One page of a run's cases, with what the page's filters and pager need."""
 
     cases: list[CaseRow]
@@ -105,7 +105,7 @@ def rates_over_runs(session: Session, all_runs: Sequence[RunRow]) -> dict[str, t
             for bench, chosen in sorted(by_bench.items())}
 
 
-def _filtered(run_id: int, flt: CaseFilter) -> Any:
+def _filtered(run_id: int, flt: PageFilter) -> Any:
     conditions = [CaseRow.run_id == run_id]
     if flt.metric:
         conditions.append(CaseRow.metric == flt.metric)
@@ -143,7 +143,7 @@ def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[A
     return join, [(near + is_flaky).desc(), closeness, CaseRow.node_id, CaseRow.metric, CaseRow.id], is_flaky
 
 
-def case_page(session: Session, run_id: int, flt: CaseFilter, page: int, thresholds: dict[str, float]) -> CasePage:
+def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
     """One page of the run's cases that pass `flt`, in its order: the database filters, counts, sorts and
     cuts the page, so only the page's rows (with their transcripts) are read."""
     where = _filtered(run_id, flt)
@@ -162,7 +162,7 @@ def case_page(session: Session, run_id: int, flt: CaseFilter, page: int, thresho
                                          thresholds) for row, flaky in rows}
     facets = session.execute(select(CaseRow.metric, CaseRow.target, CaseRow.status).where(CaseRow.run_id == run_id)
                              .distinct()).all()
-    return CasePage([row for row, _ in rows], reasons, total, page, pages,
+    return RunPage([row for row, _ in rows], reasons, total, page, pages,
                     sorted({f.metric for f in facets}), sorted({f.target for f in facets}),
                     sorted({f.status for f in facets}, key=lambda s: _STATUS_ORDER.get(s, 5)))
 
@@ -171,10 +171,6 @@ def find_case(session: Session, run_id: int, node_id: str, metric: str) -> Optio
     """The run's case with this node id and metric (its first sample's row when several share them)."""
     return session.scalars(select(CaseRow).where(CaseRow.run_id == run_id, CaseRow.node_id == node_id,
                                                  CaseRow.metric == metric).order_by(CaseRow.id).limit(1)).first()
-
-
-def _key(case: CaseRow) -> tuple[str, str, str, int]:
-    return case.target, case.unit, case.metric, case.sample
 
 
 def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pair], int, int, int]:

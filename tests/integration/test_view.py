@@ -106,6 +106,13 @@ def test_flaky_cases_and_close_calls_lead_and_checks_never_do(tmp_path: Path) ->
     assert order[-1] == ("00003", "0")
 
 
+def test_runs_page_lists_runs_newest_first_with_each_metrics_rate_over_runs(served: Served) -> None:
+    _, html = served.get("/")
+    assert html.index('data-testid="run-2"') < html.index('data-testid="run-1"') and 'href="/compare/1/2"' in html
+    row = html.split('data-testid="trend-demo-tgt-m01"', 1)[1].split("</tr>", 1)[0]
+    assert re.findall(r"(\d+)%</td>", row) == ["67", "75"]  # 80 and 90 of 120 passed
+
+
 def test_compare_shows_flipped_cases_first(served: Served) -> None:
     _, html = served.get("/compare/1/2")
     flags = re.findall(r'data-flipped="(yes|no)"', html)
