@@ -46,6 +46,28 @@ def test_pages_escape_hostile_text(served: Served) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "\\x1b[31mred" in html and "\\u202eevil" in html
 
 
+def test_every_recorded_field_is_hostile_text(tmp_path: Path) -> None:
+    """A store is outside data: names, branch, commit, reason, tool calls and a transcript that is not a
+    list of messages all reach the page as text, and a label of such a run is refused, not written."""
+    store = new_store(tmp_path / "runs.sqlite")
+    odd = case(1, text=HOSTILE)
+    odd.node_id, odd.target, odd.metric, odd.unit = HOSTILE, HOSTILE, HOSTILE, HOSTILE
+    odd.transcript = [1, "<b>x</b>", None, {"role": HOSTILE, "content": 5, "tool_calls": [{"name": HOSTILE,
+                                                                                           "arguments": {HOSTILE: HOSTILE}}, 7]}]
+    run = run_of([odd, case(2)], benchmark="../" + HOSTILE, branch=HOSTILE)
+    run.commit, run.reason, run.judge, run.verdict = HOSTILE, HOSTILE, HOSTILE, HOSTILE
+    store.record(run)
+    store.record(run_of([case(1)], benchmark="../" + HOSTILE))
+    with serve(store, tmp_path) as served:
+        for path in ("/", "/runs/1", "/compare/1/2", "/compare/2/1", "/runs/1?q=" + "%3Cscript%3E"):
+            status, html = served.get(path)
+            assert status == 200 and "<script>alert" not in html and "<img src=x" not in html and "<b>x</b>" not in html
+        status, body = served.post_label(label(case=case(2).node_id), token=served.token)
+    store.close()
+    assert status == 422 and "not in" in body["error"]
+    assert list(tmp_path.rglob("calibration.jsonl")) == []
+
+
 def test_token_is_new_per_server_and_pages_forbid_framing_and_inline_script(tmp_path: Path, served: Served) -> None:
     store = new_store(tmp_path / "other.sqlite")
     with serve(store, tmp_path) as other:
@@ -229,3 +251,15 @@ def test_labels_from_the_view_are_what_the_next_calibration_judges(pytester: pyt
     result.assert_outcomes(passed=1, failed=1)
     [entry] = json.loads((bench / "calibration.json").read_text())
     assert entry["metric_id"] == "m01" and entry["n"] == 2 and entry["confusion"]["absent"]["present"] == 1
+
+
+def test_view_command_without_the_extra_says_which_to_install(tmp_path: Path) -> None:
+    """Without jinja2 (the `[view]` extra not installed) the command names the extra, in one line."""
+    (tmp_path / ".evalbench").mkdir()
+    new_store(tmp_path / ".evalbench" / "runs.sqlite").close()
+    code = ("import sys; sys.modules['jinja2'] = None; from pytest_evalbench.__main__ import main; "
+            f"sys.exit(main(['view', '--root', {str(tmp_path)!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                            env={k: v for k, v in os.environ.items() if k != "EVALBENCH_STORE"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "needs the [view] extra (jinja2 is not installed): pip install 'pytest-evalbench[view]'" in result.stderr
