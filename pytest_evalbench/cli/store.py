@@ -21,7 +21,7 @@ from pytest_evalbench.base.safe_text import SECRETS, redact, terminal
 from pytest_evalbench.gate.outcome import EXIT_REGRESSION
 from pytest_evalbench.store.db import RunData, Store, open_store
 from pytest_evalbench.store.query import MARKER, comment_markdown, compare_runs, run_line
-from pytest_evalbench.store.record import branches, store_url
+from pytest_evalbench.store.record import STORE_DIR, STORE_FILE, branches, is_default, store_url
 
 USAGE = 2
 GITHUB_TIMEOUT_S = 30.0
@@ -36,6 +36,10 @@ def _open(root: Path, given: str | None) -> Store:
     url = store_url(root, given, os.environ)
     if url is None:
         raise CommandError("the run store is switched off (EVALBENCH_STORE=none): give --store URL")
+    default = root / STORE_DIR / STORE_FILE
+    if is_default(url, root) and not default.is_file():  # reading must not make an empty store
+        raise CommandError(f"no run is recorded under {root}: {default} does not exist (a `pytest --benchmark=NAME` "
+                           "run makes it; --store URL reads another store)")
     return open_store(url)
 
 

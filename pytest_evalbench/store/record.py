@@ -26,7 +26,8 @@ STORE_DIR = ".evalbench"
 STORE_FILE = "runs.sqlite"
 STORE_ENV = "EVALBENCH_STORE"
 OFF = "none"
-MAX_REF = 255
+MAX_REF = 1_000
+"""Characters of a branch name kept (git allows longer)."""
 
 
 def store_url(root: Path, given: str | None, env: Mapping[str, str]) -> str | None:

@@ -10,7 +10,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
 class Base(DeclarativeBase):
-    pass
+    """The store's tables. Text from outside (names, ids, branches, transcripts) is `Text`: no length a
+    benchmark could exceed, on SQLite and PostgreSQL alike."""
 
 
 class RunRow(Base):
@@ -19,17 +20,17 @@ class RunRow(Base):
     __tablename__ = "runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    benchmark: Mapped[str] = mapped_column(String(200))
+    benchmark: Mapped[str] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(String(40))
     created: Mapped[str] = mapped_column(String(32))
     """UTC, `2026-12-07T06:10:41Z`: sorts as text."""
-    commit: Mapped[Optional[str]] = mapped_column(String(80))
-    branch: Mapped[Optional[str]] = mapped_column(String(255))
-    base_branch: Mapped[Optional[str]] = mapped_column(String(255))
+    commit: Mapped[Optional[str]] = mapped_column(Text)
+    branch: Mapped[Optional[str]] = mapped_column(Text)
+    base_branch: Mapped[Optional[str]] = mapped_column(Text)
     plugin_version: Mapped[str] = mapped_column(String(40))
     targets: Mapped[dict[str, Any]] = mapped_column(JSON)
     """Target id -> model (None for an app target)."""
-    judge: Mapped[Optional[str]] = mapped_column(String(500))
+    judge: Mapped[Optional[str]] = mapped_column(Text)
     identities: Mapped[dict[str, Any]] = mapped_column(JSON)
     """Per target what shaped its verdicts (judge, simulated user, checks, plugin version)."""
     verdict: Mapped[str] = mapped_column(String(40))
@@ -54,9 +55,9 @@ class CaseRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     node_id: Mapped[str] = mapped_column(Text)
-    target: Mapped[str] = mapped_column(String(200))
-    metric: Mapped[str] = mapped_column(String(200))
-    unit: Mapped[str] = mapped_column(String(500))
+    target: Mapped[str] = mapped_column(Text)
+    metric: Mapped[str] = mapped_column(Text)
+    unit: Mapped[str] = mapped_column(Text)
     """The row's id in its data file (a scenario id, a dataset case id)."""
     sample: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(20))

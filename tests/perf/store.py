@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from targets import TURNS, Server, load, others, run_pytest, write_bench  # noqa: E402
+from targets import TURNS, Server, load, others, run_pytest, write_bench
 
 BOUND = 1.10
 

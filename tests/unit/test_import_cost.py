@@ -25,7 +25,9 @@ HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest
          "pytest_evalbench.llm.engine", "pytest_evalbench.llm.transport",
          # what only a benchmark run needs: files (filelock, orjson), the cache, the text-safety tables
          "filelock", "orjson", "pytest_evalbench.base.files", "pytest_evalbench.llm.cache",
-         "pytest_evalbench.base.safe_text", "pytest_evalbench.base.errors", "pytest_evalbench.render.progress")
+         "pytest_evalbench.base.safe_text", "pytest_evalbench.base.errors", "pytest_evalbench.render.progress",
+         # the run store: imported where a run ends and is recorded, by the commands that read it
+         "sqlalchemy", "alembic", "pytest_evalbench.store.db")
 
 
 def _loaded_after(code: str, cwd: Path) -> list[str]:
@@ -57,6 +59,24 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
     run = "import pytest\npytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=b', '--collect-only'])"
     loaded = _loaded_after(run, tmp_path)
     assert "pytest_evalbench.plugin.session" in loaded and "pydantic" in loaded
+    assert "sqlalchemy" not in loaded  # collecting records nothing
+
+
+@pytest.mark.slow
+def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alembic(
+        tmp_path: Path, bench_env: FakeLLMServer) -> None:
+    write_benchmark(tmp_path)
+    bench_env.set_responder(script(True))
+    env = {**lean(), "EVALBENCH_STORE": f"sqlite:///{tmp_path / 'runs.sqlite'}"}
+    run = ("import pytest\nassert pytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=demo']) in (0, 1)\n"
+           f"import json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    loaded = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, env=env, cwd=tmp_path,
+                             check=True)
+        loaded.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "sqlalchemy" in loaded[0] and "alembic" in loaded[0]  # a new store: its tables are made by Alembic
+    assert "sqlalchemy" in loaded[1] and "alembic" not in loaded[1]
 
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:

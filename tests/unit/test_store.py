@@ -92,6 +92,15 @@ def test_runs_prints_one_line_per_run_id_first_newest_first(url: str, capsys: py
     assert len(capsys.readouterr().out.splitlines()) == 3
 
 
+def test_reading_commands_make_no_store_where_none_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)
+    assert main(["runs", "--root", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "does not exist" in captured.err and len(captured.err.splitlines()) == 1
+    assert not (tmp_path / ".evalbench").exists()
+
+
 def test_compare_shows_both_rates_the_paired_change_and_the_flips(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     with open_store(url) as store:
         old = store.record(make_run([True] * 30, created="2026-12-07T06:00:00Z"))
