@@ -84,7 +84,7 @@ def _templates() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
                       lstrip_blocks=True)
     env.filters["visible"] = visible
-    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
+    env.filters["json"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True, indent=1, default=str)
     env.filters["pct"] = lambda v: "–" if v is None else f"{100 * v:.0f}%"
     env.filters["prob"] = lambda v: "–" if v is None else f"{v:.2f}"
     return env

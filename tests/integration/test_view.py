@@ -68,6 +68,24 @@ def test_every_recorded_field_is_hostile_text(tmp_path: Path) -> None:
     assert list(tmp_path.rglob("calibration.jsonl")) == []
 
 
+def test_a_dataset_run_shows_its_case_rows_and_offers_no_label(tmp_path: Path) -> None:
+    """A dataset case's recorded row (no messages) is shown as its fields; its calibration labels are 1-5
+    scores a person writes, so the page has no label buttons and the API refuses one."""
+    write_benchmark(tmp_path)
+    store = new_store(tmp_path / "runs.sqlite")
+    row = case(1)
+    row.metric, row.transcript = "case", [{"case_id": "c1", "input": HOSTILE, "response": "fine"}]
+    run = run_of([row])
+    run.kind = "dataset"
+    store.record(run)
+    with serve(store, tmp_path) as served:
+        _, html = served.get("/runs/1")
+        status, _ = served.post_label(label(metric="case"), token=served.token)
+    store.close()
+    assert '<pre class="row">' in html and "&#34;case_id&#34;: &#34;c1&#34;" in html and "<script>alert" not in html
+    assert 'class="label"' not in html and status == 422
+
+
 def test_token_is_new_per_server_and_pages_forbid_framing_and_inline_script(tmp_path: Path, served: Served) -> None:
     store = new_store(tmp_path / "other.sqlite")
     with serve(store, tmp_path) as other:
