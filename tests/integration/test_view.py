@@ -182,6 +182,18 @@ def test_label_appends_a_line_calibration_reads(served: Served) -> None:
     assert cases[2].label.present is True and cases[2].label.note is None
 
 
+def test_labels_posted_at_once_are_whole_lines(served: Served) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    bench = Path(served.store.engine.url.database).parent / "benchmarks" / "demo"
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda i: served.post_label(label(i=i, note=f"label {i}"), token=served.token)[0],
+                                range(1, 25)))
+    assert answers == [201] * 24
+    cases = load_labels(bench / "calibration.jsonl", load_spec(bench), "metrics")
+    assert sorted(c.label.note for c in cases) == sorted(f"label {i}" for i in range(1, 25))
+
+
 @pytest.mark.parametrize(("change", "token", "content_type", "status"), [
     ({}, None, "application/json", 403),
     ({}, "not-the-token", "application/json", 403),
