@@ -151,13 +151,16 @@ def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresho
     pages = max(1, -(-total // PAGE_SIZE))
     page = min(max(1, page), pages)
     join, order, is_flaky = _label_order(run_id, thresholds)
-    query = select(CaseRow, is_flaky).outerjoin(*join).where(where)
+    query = select(CaseRow.id, is_flaky).outerjoin(*join).where(where)
     if flt.order == "node":
         order = [CaseRow.node_id, CaseRow.metric, CaseRow.id]
     elif flt.order == "status":
         order = [case(_STATUS_ORDER, value=CaseRow.status, else_=len(_STATUS_ORDER)), CaseRow.node_id, CaseRow.metric,
                  CaseRow.id]
-    rows = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
+    # the page's ids first (the sort then carries ids, not transcripts), then their rows
+    chosen = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
+    full = {c.id: c for c in session.scalars(select(CaseRow).where(CaseRow.id.in_([r.id for r in chosen])))}
+    rows = [(full[r.id], r[1]) for r in chosen]
     reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, None, bool(flaky), row.decided_by),
                                          thresholds) for row, flaky in rows}
     facets = session.execute(select(CaseRow.metric, CaseRow.target, CaseRow.status).where(CaseRow.run_id == run_id)

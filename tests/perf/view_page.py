@@ -3,11 +3,12 @@ test suite; the target, under 1 s, is in docs/performance.md).
 
     python tests/perf/view_page.py [--cases 10000] [--rounds 5]
 
-Records one run of `--cases` cases (each with a transcript) in a fresh SQLite store, serves it with uvicorn
-on 127.0.0.1, and opens /runs/1 (its default order: most worth labelling first), a filtered page and the
-runs page in the system Chromium, `--rounds` times each after one warm-up. Prints per page the median of the
-navigation's `duration` (request start to the end of the load event, as the page's Navigation Timing
-reports it) and of the wall from the navigate command to the load event; and the time to record the run.
+Records two runs of `--cases` cases (each with a transcript) in a fresh SQLite store, serves it with
+uvicorn on 127.0.0.1, and opens /runs/1 (its default order: most worth labelling first), a filtered page,
+a search, the runs page and the two runs side by side (/compare/1/2) in the system Chromium, `--rounds`
+times each after one warm-up. Prints per page the median of the navigation's `duration` (request start
+to the end of the load event, as the page's Navigation Timing reports it) and of the wall from the
+navigate command to the load event; and the time to record the first run.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from helpers import write_benchmark
 from view_helpers import HOSTILE, case, new_store, run_of, serve
 
 PAGES = {"run page (labelling order)": "/runs/1", "run page, failed, page 50": "/runs/1?status=failed&page=50",
-         "run page, search": "/runs/1?q=traveller%20123", "runs page": "/"}
+         "run page, search": "/runs/1?q=traveller%20123", "runs page": "/",
+         "two runs side by side": "/compare/1/2"}
 NAVIGATION = "performance.getEntriesByType('navigation')[0].duration"
 
 
@@ -47,6 +49,8 @@ def main() -> int:
         start = time.perf_counter()
         store.record(run_of(cases))
         print(f"recorded a {args.cases}-case run in {time.perf_counter() - start:.2f} s")
+        store.record(run_of([case(i, passed=i % 4 != 0, probability=i / args.cases, text=HOSTILE)
+                             for i in range(args.cases)], created="2026-12-07T07:00:00Z"))
         browser = Chromium(root / "profile")
         try:
             with serve(store, root) as served:
