@@ -16,6 +16,7 @@ import pytest
 from helpers import write_benchmark
 from view_helpers import HOSTILE, Served, case, new_store, request, run_of, serve
 
+from pytest_evalbench.__main__ import main
 from pytest_evalbench.formats.spec import load_spec
 from pytest_evalbench.kinds.labels import load_labels
 from pytest_evalbench.store.view_queries import PAGE_SIZE
@@ -254,12 +255,44 @@ def test_view_command_serves_until_interrupted(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "Traceback" not in err
 
 
-def test_view_command_without_a_store_says_so(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "EVALBENCH_STORE"}
-    result = subprocess.run([sys.executable, "-m", "pytest_evalbench", "view", "--root", str(tmp_path)],
-                            capture_output=True, text=True, env=env, timeout=60, check=False)
-    assert result.returncode == 2 and "no run store at" in result.stderr and "Traceback" not in result.stderr
+def test_view_command_without_a_store_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)
+    assert main(["view", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no run store at" in err and "Traceback" not in err
     assert not (tmp_path / ".evalbench").exists()
+
+
+def test_view_command_without_the_extra_says_which_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Without jinja2 (the `[view]` extra not installed) the command names the extra, in one line."""
+    (tmp_path / ".evalbench").mkdir()
+    new_store(tmp_path / ".evalbench" / "runs.sqlite").close()
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # what an import finds when the package is not installed
+    monkeypatch.delitem(sys.modules, "pytest_evalbench.store.view", raising=False)
+    assert main(["view", "--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("evalbench view: needs the [view] extra (jinja2 is not installed): "
+                                       "pip install 'pytest-evalbench[view]'\n")
+
+
+def test_view_command_refuses_a_taken_port_and_masks_the_store_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    (tmp_path / ".evalbench").mkdir()
+    new_store(tmp_path / ".evalbench" / "runs.sqlite").close()
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["view", "--root", str(tmp_path), "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert main(["view", "--store", "postgresql+psycopg://evals:hunter2-secret@127.0.0.1:1/evals"]) == 2
+    out, err = capsys.readouterr()
+    assert "the run store" in err and "hunter2" not in out + err and "Traceback" not in err
 
 
 def test_labels_from_the_view_are_what_the_next_calibration_judges(pytester: pytest.Pytester, bench_env) -> None:
@@ -281,15 +314,3 @@ def test_labels_from_the_view_are_what_the_next_calibration_judges(pytester: pyt
     result.assert_outcomes(passed=1, failed=1)
     [entry] = json.loads((bench / "calibration.json").read_text())
     assert entry["metric_id"] == "m01" and entry["n"] == 2 and entry["confusion"]["absent"]["present"] == 1
-
-
-def test_view_command_without_the_extra_says_which_to_install(tmp_path: Path) -> None:
-    """Without jinja2 (the `[view]` extra not installed) the command names the extra, in one line."""
-    (tmp_path / ".evalbench").mkdir()
-    new_store(tmp_path / ".evalbench" / "runs.sqlite").close()
-    code = ("import sys; sys.modules['jinja2'] = None; from pytest_evalbench.__main__ import main; "
-            f"sys.exit(main(['view', '--root', {str(tmp_path)!r}]))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                            env={k: v for k, v in os.environ.items() if k != "EVALBENCH_STORE"})
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "needs the [view] extra (jinja2 is not installed): pip install 'pytest-evalbench[view]'" in result.stderr
