@@ -125,6 +125,15 @@ def test_cases_most_worth_labelling_come_first(served: Served) -> None:
     assert [int(n) for n in re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)[:1]] == [24]
 
 
+@pytest.mark.parametrize("text", ["{", '[{"metric_id": "m01", "threshold": 1e400}]', '[{"metric_id": "m01", "threshold": 7}]',
+                                  '[{"metric_id": "m01", "threshold": NaN}]', "[]"])
+def test_a_bad_calibration_json_leaves_the_order_at_its_default(served: Served, text: str) -> None:
+    bench = Path(served.store.engine.url.database).parent / "benchmarks" / "demo"
+    (bench / "calibration.json").write_text(text)
+    status, html = served.get("/runs/1")
+    assert status == 200 and "near the threshold 0.50" in html
+
+
 def test_flaky_cases_and_close_calls_lead_and_checks_never_do(tmp_path: Path) -> None:
     """A case whose samples disagree is flaky: it leads, with a close call; a check's verdict is no judge's
     to correct, however near its number."""
