@@ -14,8 +14,10 @@ form or a DNS-rebound name cannot write a label.
 
 from __future__ import annotations
 
+import html
 import json
 import secrets
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,18 +26,19 @@ from typing import Any, Optional
 from urllib.parse import urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pytest_evalbench.base.errors import EvalbenchError
-from pytest_evalbench.base.safe_text import control_visible, redact
+from pytest_evalbench.base.safe_text import control_visible, redact, terminal
 from pytest_evalbench.formats.spec import resolve_benchmark_dir
 from pytest_evalbench.store import view_queries as q
 from pytest_evalbench.store.labelling import (
@@ -142,7 +145,8 @@ class ViewApp:
             run = session.get(RunRow, run_id)
             if run is None:
                 return self.missing(f"run {run_id}")
-            thresholds = read_thresholds(self._bench_dir(run) or Path("/nonexistent"))
+            bench_dir = self._bench_dir(run)
+            thresholds = read_thresholds(bench_dir) if bench_dir is not None else {}
             page = q.case_page(session, run.id, flt, _int(request.query_params.get("page")), thresholds)
             query = {k: v for k, v in (("metric", flt.metric), ("target", flt.target), ("status", flt.status),
                                        ("q", flt.query), ("order", flt.order)) if v}
@@ -151,7 +155,7 @@ class ViewApp:
                 return f"/runs/{run.id}?" + urlencode({**query, "page": n})
 
             return self.page("run.html", title=f"run {run.id}", run=run, page=page, flt=flt, orders=q.ORDERS,
-                             page_url=page_url, thresholds=thresholds, labellable=run.kind == "scenarios")
+                             page_url=page_url, labellable=run.kind == "scenarios")
 
     def compare(self, request: Request) -> HTMLResponse:
         a, b = _int(request.path_params["a"], 0), _int(request.path_params["b"], 0)
@@ -225,6 +229,19 @@ class ViewApp:
                              "labels": labelled_lines(bench_dir)}, status_code=201, headers=SECURITY_HEADERS)
 
 
+async def _store_failed(request: Request, exc: Exception) -> Response:
+    """A store that fails mid-request (gone, locked past its wait, a newer schema): one line, never the SQL
+    or its parameters (they may hold transcripts)."""
+    cause = getattr(exc, "orig", None) or exc
+    line = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:300]
+    print(terminal(f"evalbench view: the run store could not be read: {line}"), file=sys.stderr)
+    message = f"the run store could not be read ({type(cause).__name__}); the terminal running evalbench view says why"
+    if request.url.path.startswith("/api/"):
+        return _error(503, message)
+    return HTMLResponse(f"<!doctype html><title>evalbench view</title><p>{html.escape(message)}</p>", status_code=503,
+                        headers=SECURITY_HEADERS)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": visible(message)}, status_code=status, headers=SECURITY_HEADERS)
 
@@ -240,6 +257,7 @@ def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str]
         Route("/api/labels", app.label, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("pytest_evalbench.store", "static")]), name="static"),
     ]
-    starlette = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(HOSTS))])
+    starlette = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(HOSTS))],
+                          exception_handlers={SQLAlchemyError: _store_failed})
     starlette.state.token = app.config.token
     return starlette

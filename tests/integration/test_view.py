@@ -87,6 +87,26 @@ def test_a_dataset_run_shows_its_case_rows_and_offers_no_label(tmp_path: Path) -
     assert 'class="label"' not in html and status == 422
 
 
+def test_a_store_failing_mid_request_is_one_line_not_a_traceback(tmp_path: Path,
+                                                                capfd: pytest.CaptureFixture[str]) -> None:
+    from sqlalchemy import text
+
+    write_benchmark(tmp_path)
+    store = new_store(tmp_path / "runs.sqlite")
+    store.record(run_of([case(1, text=HOSTILE)]))
+    with serve(store, tmp_path) as served:
+        with store.engine.begin() as conn:
+            conn.execute(text("DROP TABLE cases"))
+        status, html = served.get("/runs/1")
+        api, body = served.post_label(label(), token=served.token)
+    store.close()
+    assert status == 503 and "the run store could not be read (OperationalError)" in html
+    assert api == 503 and "could not be read" in body["error"]
+    err = capfd.readouterr().err
+    assert "evalbench view: the run store could not be read: no such table: cases" in err
+    assert "Traceback" not in err and "alert(1)" not in err
+
+
 def test_token_is_new_per_server_and_pages_forbid_framing_and_inline_script(tmp_path: Path, served: Served) -> None:
     store = new_store(tmp_path / "other.sqlite")
     with serve(store, tmp_path) as other:
