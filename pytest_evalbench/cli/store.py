@@ -101,6 +101,9 @@ def compare(root: Path, ids: list[str], benchmark: str | None, url: str | None, 
                 old = _run(store, str(listed[0].id if ids else listed[1].id))
                 if not ids:
                     new = _run(store, str(listed[0].id))
+            if old.benchmark != new.benchmark:
+                raise CommandError(f"run {old.id} is of {old.benchmark}, run {new.id} of {new.benchmark}: "
+                                   "compare takes two runs of one benchmark")
     except EvalbenchError as exc:
         return _fail("compare", exc)
     result = compare_runs(old, new)

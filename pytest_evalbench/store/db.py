@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from pytest_evalbench.base.errors import EvalbenchError
-from pytest_evalbench.base.safe_text import redact
+from pytest_evalbench.base.safe_text import SECRETS, redact
 from pytest_evalbench.store.schema import CaseRow, RunRow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -197,7 +197,14 @@ def _engine(url: str) -> Engine:
         args = {"connect_timeout": 10}
     try:
         return create_engine(parsed, connect_args=args)
-    except (ArgumentError, SQLAlchemyError, ImportError) as exc:  # an unknown dialect, a driver not installed
+    except ImportError as exc:  # the dialect's driver is not installed
+        extra = ""
+        if parsed.get_backend_name() == "postgresql":
+            extra = (" (pip install 'pytest-evalbench[postgres]')" if parsed.get_driver_name() == "psycopg"
+                     else " (use postgresql+psycopg://... with pip install 'pytest-evalbench[postgres]')")
+        raise StoreError(f"the run store {masked_url(url)} needs a database driver that is not installed: "
+                         f"{_problem(exc)}{extra}") from None
+    except (ArgumentError, SQLAlchemyError) as exc:  # an unknown dialect
         raise StoreError(f"the run store {masked_url(url)} cannot be opened: {_problem(exc)}") from None
 
 
@@ -248,7 +255,9 @@ def migrate(engine: Engine, url: str, revision: str = "head") -> None:
 
 
 def open_store(url: str, *, migrate_to: str = "head") -> Store:
-    """The store at `url`, its tables created or upgraded; `StoreError` (one line) when it cannot be."""
+    """The store at `url`, its tables created or upgraded; `StoreError` (one line) when it cannot be. The
+    URL's credentials join the process's secrets: no driver's message can show them."""
+    SECRETS.add_url(url)
     engine = _engine(url)
     try:
         migrate(engine, url, migrate_to)

@@ -278,7 +278,8 @@ def run_printed(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], c
 
 
 def test_every_command_the_docs_show_and_the_flows_print_runs_as_printed(
-        pytester: pytest.Pytester, bench_env: FakeLLMServer, capsys: pytest.CaptureFixture[str]) -> None:
+        pytester: pytest.Pytester, bench_env: FakeLLMServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each distinct command of the docs' shell blocks runs in a copy of the project against the fake
     server and ends with a verdict (exit 0 or 1), in the order the pages show them; so do the `next:`
     lines of the authoring flow (init, gen-metrics, gen-scenarios) and the demo's rerun line. A command
@@ -288,6 +289,7 @@ def test_every_command_the_docs_show_and_the_flows_print_runs_as_printed(
                                                   "baseline.json", "shards", "mutants.json"))
     shutil.copy(ROOT / "conftest.py", pytester.path)  # the app of benchmarks/support-app (docs/guides/your-app.md)
     bench_env.set_responder(any_role)
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)  # the runs are recorded, as a reader's are: `evalbench runs`
     url = bench_env.base_url
     commands = list(dict.fromkeys(command for _, command in doc_commands()))
     skipped = {pattern: [c for c in commands if re.search(pattern, c)] for pattern in NOT_RUN_HERE}

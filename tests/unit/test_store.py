@@ -117,6 +117,10 @@ def test_compare_shows_both_rates_the_paired_change_and_the_flips(url: str, caps
     assert "flipped cases: 0" in capsys.readouterr().out
     assert main(["compare", "12345", "--store", url]) == 2
     assert "no run 12345" in capsys.readouterr().err
+    with open_store(url) as store:
+        other = store.record(make_run([True], benchmark="other"))
+    assert main(["compare", str(old), str(other), "--store", url]) == 2
+    assert "two runs of one benchmark" in capsys.readouterr().err
 
 
 def _actions_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, github: FakeGitHub) -> None:
@@ -238,3 +242,16 @@ def test_a_postgresql_store_keeps_runs_and_refuses_a_newer_revision(postgres_url
 
 def test_two_processes_writing_one_postgresql_store_lose_nothing(postgres_url: str) -> None:
     concurrent_writers(postgres_url)
+
+
+def test_compare_prints_hostile_words_from_runs_inert(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = make_run([False])
+    hostile.cases[0].node_id = "benchmarks/demo/x.json::\x1b[2J\n::error::pwned[t]"
+    with open_store(url) as store:
+        old = make_run([True])
+        old.cases[0].node_id = hostile.cases[0].node_id
+        store.record(old)
+        store.record(hostile)
+    assert main(["compare", "1", "2", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and not any(line.lstrip().startswith("::") for line in out.splitlines())
