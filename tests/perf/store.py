@@ -4,7 +4,8 @@ whole-process wall (medians): with / without <= 1.10.
 
     python tests/perf/store.py [--rows 10000] [--repeat 3] [--quick]
 
-`--quick` is `--rows 2000 --repeat 1` (a check of the script in a minute, not the target's figure). Every
+`--quick` is `--rows 2000 --repeat 1` (a check of the script in a minute, not the target's figure). The CPU
+of both sides is printed too: on a machine other processes load, it moves less than the wall. Every
 recording round starts from a new store file (the first run of a project pays for creating its tables) and
 must add exactly one run with every row. The measured processes are run as `tests/perf/targets.py` runs
 them (its endpoint, probe and isolation). Exit 0 when the target is met, 1 when missed, 2 when a run failed.
@@ -64,8 +65,11 @@ def main() -> int:
     verdict = "PASS" if ratio <= BOUND else "MISS"
     print(f"store: cached replay of {rows} rows, recorded in a new SQLite store / not recorded: {ratio:.3f} "
           f"(target <= {BOUND:.2f}) {verdict}" + (" (--quick: not the target's size)" if args.quick else ""))
+    cpu = {side: statistics.median(r["cpu"] for r in runs) for side, runs in sides.items()}
     print(f"  with {wall['with']:.2f} s, without {wall['without']:.2f} s (medians of {repeat} interleaved rounds; "
           f"each round's ratio: {rounds}); {others(sides['with'] + sides['without'])}; {load()}")
+    print(f"  CPU with {cpu['with']:.2f} s, without {cpu['without']:.2f} s: {cpu['with'] / cpu['without']:.3f} "
+          "(less moved by other processes than the wall on a busy machine)")
     return 0 if verdict == "PASS" else 1
 
 
