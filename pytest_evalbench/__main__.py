@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_evalbench.cli.view import add_view_parser
 from pytest_evalbench.plugin.options import base_url, positive_int
 
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="evalbench", description="pytest-evalbench authoring commands")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("schemas", help="Regenerate the JSON Schemas shipped in pytest_evalbench/schemas/")
+    add_view_parser(sub)
     init = sub.add_parser("init", help="Write a working scenario benchmark to start from: benchmarks/NAME/ "
                                        "with benchmark.yaml and scenarios.json")
     init.add_argument("name", help="benchmark name: the directory benchmarks/NAME/ to write")
@@ -129,6 +131,10 @@ def _store_commands(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace, passed: list[str]) -> int:
+    if args.command == "view":
+        from pytest_evalbench.cli.view import run_view
+
+        return run_view(args)
     if args.command in ("runs", "compare", "comment"):
         from pytest_evalbench.cli import store
 

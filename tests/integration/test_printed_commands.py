@@ -215,6 +215,7 @@ NOT_RUN_HERE = {
     r"--benchmark=humanebench": "a benchmark of the reader's own (the project ships no `humanebench`)",
     r"^evalbench mutate": "mutants ask new prompts no committed cache holds: it needs an endpoint (test_mutate.py runs "
                           "it against the fake server)",
+    r"^evalbench view": "serves until Ctrl-C (test_view.py runs it and stops it)",
 }
 """The visible rule: a command matching a pattern is not run by this test, for the reason given."""
 
