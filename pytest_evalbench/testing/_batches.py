@@ -43,7 +43,7 @@ class BatchDesk:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _count: int = 0
 
-    def _id(self, prefix: str) -> str:
+    def _new_id(self, prefix: str) -> str:
         self._count += 1
         return f"{prefix}-fake-{self._count}"
 
@@ -78,7 +78,7 @@ class BatchDesk:
         if fields.get("purpose") != b"batch" or "file" not in fields:
             return 400, {"error": {"message": "expected multipart fields purpose=batch and file", "type":
                                    "invalid_request_error", "param": None, "code": None}}
-        file_id = self._id("file")
+        file_id = self._new_id("file")
         self.files[file_id] = fields["file"]
         return 200, self._file_object(file_id, "batch")
 
@@ -92,7 +92,7 @@ class BatchDesk:
         if input_id not in self.files or request.get("endpoint") != "/v1/chat/completions":
             return 400, {"error": {"message": "unknown input_file_id or endpoint", "type": "invalid_request_error",
                                    "param": None, "code": None}}
-        batch_id = self._id("batch")
+        batch_id = self._new_id("batch")
         now = time.time()
         custom_ids = [json.loads(line)["custom_id"] for line in self.files[input_id].splitlines() if line.strip()]
         batch = {"id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
@@ -151,7 +151,7 @@ class BatchDesk:
         batch["request_counts"] = {"total": len(batch["_custom_ids"]), "completed": len(out), "failed": len(errors)}
         for name, rows in (("output_file_id", out), ("error_file_id", errors)):
             if rows:
-                file_id = self._id("file")
+                file_id = self._new_id("file")
                 self.files[file_id] = b"\n".join(rows) + b"\n"
                 batch[name] = file_id
 
