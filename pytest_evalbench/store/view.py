@@ -155,7 +155,7 @@ class ViewApp:
                 return f"/runs/{run.id}?" + urlencode({**query, "page": n})
 
             return self.page("run.html", title=f"run {run.id}", run=run, page=page, flt=flt, orders=q.ORDERS,
-                             page_url=page_url, labellable=run.kind == "scenarios")
+                             page_url=page_url, labellable=_labels_metrics(run.kind))
 
     def compare(self, request: Request) -> HTMLResponse:
         a, b = _int(request.path_params["a"], 0), _int(request.path_params["b"], 0)
@@ -216,7 +216,7 @@ class ViewApp:
             case = q.find_case(session, run.id, node_id, metric)
             if case is None:
                 return _error(404, f"run {run.id} has no case {node_id!r} with metric {metric!r}"[:500])
-            if run.kind != "scenarios" or not case.transcript:
+            if not _labels_metrics(run.kind) or not case.transcript:
                 return _error(422, "only a scenario case with a transcript can be labelled")
             bench_dir = self._bench_dir(run)
             if bench_dir is None:
@@ -261,3 +261,12 @@ def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str]
                           exception_handlers={SQLAlchemyError: _store_failed})
     starlette.state.token = app.config.token
     return starlette
+
+
+def _labels_metrics(kind: str) -> bool:
+    """Whether a run of this benchmark kind judges metrics present or absent: the label a person can
+    give here and calibration.jsonl holds."""
+    from pytest_evalbench.kinds.protocol import SPEC_KINDS
+
+    load = SPEC_KINDS.get(kind)
+    return load is not None and load().judged == "metrics"
