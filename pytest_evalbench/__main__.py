@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                                               "and write runs/<target>/rejudge.json: judge noise after the fact")
     rejudge.add_argument("name", help="benchmark name: the directory benchmarks/NAME/")
     rejudge.add_argument("--samples", type=positive_int, default=3, metavar="K",
-                         help="new verdicts per transcript and judge (default: 3)")
+                         help="new judgments per transcript and judge (default: 3)")
     rejudge.add_argument("--temperature", type=float, default=None, metavar="T",
                          help="the judges' sampling temperature for these calls (default: benchmark.yaml's)")
     rejudge.add_argument("--target", action="append", default=[], metavar="ID", help="only this target (repeatable)")
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if passed and args.command != "mutate":
         parser.error("arguments after `--` are passed to the pytest run of `evalbench mutate` only")
-    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.safe_files import WriteFailed
 
     try:
         return _run(args, passed)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_evalbench.cli.view import bind
-from pytest_evalbench.store.db import CaseData, RunData, Store, open_store, sqlite_url
+from pytest_evalbench.store.db import ItemData, RunData, Store, open_store, sqlite_url
 
 HOSTILE = "</details><script>alert(1)</script><img src=x onerror=alert(2)> \x1b[31mred\x1b[0m \u202eevil & \"q\" 'a'"
 """A transcript's text that would act if a page did not escape it: markup, a terminal escape, a bidi override."""
@@ -27,16 +27,16 @@ def transcript(i: int, text: str = "") -> list[dict[str, Any]]:
 
 
 def case(i: int, *, target: str = "tgt", metric: str = "m01", passed: bool | None = True,
-         probability: float | None = None, text: str = "") -> CaseData:
+         probability: float | None = None, text: str = "") -> ItemData:
     status = "unscored" if passed is None else "passed" if passed else "failed"
     present = None if passed is None else passed if metric == "m01" else not passed
-    return CaseData(node_id=f"benchmarks/demo/scenarios.json::s{i:05d}_{metric}[{target}-0]", target=target,
+    return ItemData(node_id=f"benchmarks/demo/scenarios.json::s{i:05d}_{metric}[{target}-0]", target=target,
                     metric=metric, unit=f"s{i:05d}_{metric}", sample=0, status=status, passed=passed, present=present,
                     probability=probability, decided_by="judge", justification=f"The judge on case {i}. {text}",
                     transcript=transcript(i, text))
 
 
-def run_of(cases: list[CaseData], *, created: str = "2026-12-07T06:00:00Z", benchmark: str = "demo",
+def run_of(cases: list[ItemData], *, created: str = "2026-12-07T06:00:00Z", benchmark: str = "demo",
            branch: str = "main") -> RunData:
     return RunData(benchmark=benchmark, kind="scenarios", created=created, commit="abc1234def", branch=branch,
                    base_branch=None, plugin_version="0.1.0", targets={"tgt": "sim-target"}, judge="sim-judge",

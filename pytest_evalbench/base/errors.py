@@ -118,8 +118,8 @@ class ConfigError(EvalbenchError):
 class LLMError(EvalbenchError):
     """An LLM endpoint failed after bounded retries (infrastructure, not quality)."""
 
-    def __init__(self, kind: str, message: str, *, role: str = "", model: str = "") -> None:
-        self.kind = kind
+    def __init__(self, category: str, message: str, *, role: str = "", model: str = "") -> None:
+        self.category = category
         self.role = role
         self.model = model
         self.message = redact(message)  # endpoint text: may echo a key or a header
@@ -127,7 +127,7 @@ class LLMError(EvalbenchError):
 
     def __str__(self) -> str:
         who = f"{self.role} model '{self.model}'" if self.role else f"model '{self.model}'"
-        return f"{who}: {self.kind}: {self.message}"
+        return f"{who}: {self.category}: {self.message}"
 
 
 class CacheMiss(LLMError):
@@ -149,7 +149,7 @@ class ToolCacheMiss(CacheMiss):
         super().__init__("tool", what, key)
 
     def __str__(self) -> str:
-        return f"{self.model}: {self.kind}: {self.message}"
+        return f"{self.model}: {self.category}: {self.message}"
 
 
 class BudgetExhausted(LLMError):

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 import orjson
 from filelock import FileLock, Timeout
 
-from pytest_evalbench.base.disk import DISK_ERRNOS, writing
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.json_input import decode_row, parse_json
 from pytest_evalbench.base.numbers import NonFiniteNumber, finite_json, refuse_non_finite
-from pytest_evalbench.base.safe_files import UnsafeWrite, check_dir, check_write
+from pytest_evalbench.base.safe_files import DISK_ERRNOS, UnsafeWrite, check_dir, check_write, writing
 
 if TYPE_CHECKING:  # pydantic is imported by the readers' callers; the writers (the LLM cache, which
     # the plugin imports for every pytest run) must not pay for it

@@ -1,14 +1,28 @@
-"""The bounds of numbers read from outside, and plain checks against them (no pydantic: the engine,
-the cache and the transports use them on their hot paths). The pydantic types built on these bounds
-are in `formats/numbers.py`. And the other side: what we write holds finite numbers only
-(`finite_json`, `NonFiniteNumber` naming file and field), since JSON has no NaN or infinity."""
+"""The numbers that come from outside: their bounds, the declared types that apply them, and what
+we write.
+
+Every model that reads a number from a file, an endpoint, a span or a cache entry uses one of the
+types here (`Probability`, `Threshold`, `Kappa`, `Count`, `TokenCount`, `DollarsPerMillion`,
+`Score`), so a 400-digit integer, 1e308, NaN or a log-probability of 800 is refused where it is
+read (one line naming file, entry and field) and code past the reader computes with numbers that
+cannot overflow. The bounds are far past any real value: they exist so that sums, products, `exp`
+and `log` of what was read stay finite.
+
+The hot paths that read one number without a model (the engine, the cache, the transports) use
+the same bounds as plain checks: an answer's usage and cost (`is_token_count`, `is_cost`), a
+log-probability from an endpoint or a cached answer (`is_logprob`: finite, at most 0). And the
+other side: what we write holds finite numbers only (`finite_json`, `NonFiniteNumber` naming file
+and field), since JSON has no NaN or infinity.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, TypeAdapter, ValidationError
 
 from pytest_evalbench.base.errors import EvalbenchError, field_path
 
@@ -113,3 +127,53 @@ def finite_json(value: Any, what: str | Path, **options: Any) -> str:
     except ValueError:
         refuse_non_finite(value, what)
         raise
+
+
+def _number(value: Any) -> Any:
+    """Only a number is a number: `true` is not 1 and `"0.5"` is text (pydantic's lax mode would take
+    both); NaN and the infinities are no numbers to compare with a bound."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, not {'true/false' if isinstance(value, bool) else type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    return value
+
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False), BeforeValidator(_number)]
+"""A share or probability: a pass rate, P(present), an agreement."""
+
+Threshold = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False), BeforeValidator(_number)]
+"""A calibrated cut on P(present), strictly inside (0, 1): a cut of 1 would call nothing present
+(and 0 everything), deciding judgments without a judge's say."""
+
+Kappa = Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False), BeforeValidator(_number)]
+"""Cohen's kappa (and its interval's ends)."""
+
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT), BeforeValidator(_number)]
+"""Something counted: examples, rows, passes."""
+
+TokenCount = Annotated[int, Field(ge=0, le=MAX_TOKENS), BeforeValidator(_number)]
+"""Tokens one answer or one traced model call reports."""
+
+DollarsPerMillion = Annotated[float, Field(ge=0.0, le=MAX_PRICE, allow_inf_nan=False), BeforeValidator(_number)]
+"""Dollars per million tokens."""
+
+
+Score = Annotated[float, Field(ge=0.0, le=5.0, allow_inf_nan=False), BeforeValidator(_number)]
+"""A dataset eval's score (1..5; 0 where a writer records no score as zero)."""
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def number_problem(declared: Any, value: Any) -> str | None:
+    """Why `value` is not a `declared` (one of this module's types), in one line; None when it is one."""
+    adapter = _ADAPTERS.get(declared)
+    if adapter is None:
+        adapter = _ADAPTERS[declared] = TypeAdapter(declared)
+    try:
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        shown = shown_number(value)
+        return f"{shown}: {exc.errors()[0]['msg'].removeprefix('Value error, ').lower()}"
+    return None

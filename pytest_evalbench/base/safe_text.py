@@ -1,4 +1,4 @@
-"""Text made safe for where it goes: secrets masked everywhere, and hostile text made inert for the
+r"""Text made safe for where it goes: secrets masked everywhere, and hostile text made inert for the
 surface that shows it.
 
 Secrets. The run's secrets are the API keys (`api_key_env`, OPENAI_API_KEY), `{env: NAME}` header values,
@@ -29,16 +29,27 @@ Pipelines) scans for commands, and a Markdown job summary. Each surface gets one
 enters it:
 
 - `terminal(text)`: secrets masked; control characters (ESC, OSC, BEL, CR, backspace, C1, DEL), Unicode
-  line/paragraph separators and bidirectional overrides shown as `\\x1b`-style escapes; a `::` that
+  line/paragraph separators and bidirectional overrides shown as `\x1b`-style escapes; a `::` that
   would start a workflow command (`::error::`, `::stop-commands::`, after any leading whitespace,
   Unicode spaces and format characters included: GitHub's runner trims them) gets the visible
   prefix `> `; `##[` and `##vso[`, which GitHub's runner and Azure Pipelines find anywhere in a
-  line, are written `##\\[` and `##vso\\[`. Newlines and tabs stay.
+  line, are written `##\[` and `##vso\[`. Newlines and tabs stay.
 - `markdown(text)`: secrets masked; one line; HTML (`<`, `>`, `&`) and Markdown syntax escaped so
   `<img onerror=...>` or `[x](javascript:...)` render as the literal text.
 
 HTML reports escape with `html.escape` (attributes quoted too) and carry no data inside <script>.
 `check_base_url` and `header_problem` say whether a URL or a header value can be sent at all.
+
+Log records. Every log record of a session made safe, whatever logger made it.
+
+Libraries log what outside parties sent them (the MCP SDK logs an SSE event name as the server sent
+it; an HTTP client logs a header), and pytest prints the captured log records of a failing item
+verbatim, so such text reaches the terminal and the CI log. One record factory, installed for the
+session (`install`), makes each record safe as it is created, before any handler or formatter sees
+it: its message (with its arguments applied), its traceback text and its stack text go through
+`safe_text.terminal` (secrets masked, control characters shown as escapes, CI workflow commands
+broken). A factory is the one place every record passes: a handler's filter sees only the handlers
+it is on, and pytest adds its capture handlers per test phase.
 """
 
 from __future__ import annotations
@@ -47,9 +58,10 @@ import base64
 import functools
 import html
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
@@ -471,3 +483,40 @@ def header_problem(value: str) -> str | None:
     except UnicodeEncodeError:
         return "contains characters an HTTP header cannot carry"
     return None
+
+
+_FORMATTER = logging.Formatter()
+
+
+def safe_record(record: logging.LogRecord) -> logging.LogRecord:
+    """`record` with its message, traceback and stack text made safe (the message's arguments applied)."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a library's broken format string: logging would print its own error; keep the text
+        message = f"{record.msg!s} {record.args!r}"
+    # the record's own fields, set through its __dict__: an `.args =` reads as Config.args to test_compat's guard
+    vars(record).update(msg=terminal(message), args=None)
+    if record.exc_info and not record.exc_text:
+        record.exc_text = _FORMATTER.formatException(record.exc_info)  # the formatter reuses the text set here
+    if record.exc_text:
+        record.exc_text = terminal(record.exc_text)
+    if record.stack_info:
+        record.stack_info = terminal(record.stack_info)
+    return record
+
+
+def install() -> Callable[[], None]:
+    """Make every record of this process safe from now on (the factory in place is kept and called
+    first); returns what puts the previous factory back."""
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return safe_record(previous(*args, **kwargs))
+
+    logging.setLogRecordFactory(factory)
+
+    def uninstall() -> None:
+        if logging.getLogRecordFactory() is factory:
+            logging.setLogRecordFactory(previous)
+
+    return uninstall

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
-from pytest_evalbench.base.disk import writing
+from pytest_evalbench.base.safe_files import writing
 
 K = TypeVar("K", bound=Hashable)
 BUFFER = 1 << 16

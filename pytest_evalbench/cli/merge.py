@@ -157,4 +157,4 @@ def item_count(root: Path, name: str) -> int:
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
     run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
                        make_app=lambda target: _NotCalled())
-    return sum(len(cases) for cases in kind_of(run).load_cases().values())
+    return sum(len(cases) for cases in kind_of(run).load_items().values())

@@ -71,7 +71,7 @@ class Mutant:
 
     target: str
     id: str
-    kind: str
+    mutation: str
     """`no-system-prompt`, `opposite` or `canned`."""
     metric: str | None = None
     """The metric an `opposite` mutant was told to defy."""
@@ -172,15 +172,15 @@ def mutant_spec(data: dict[str, Any], spec: BenchmarkSpec, mutants: list[Mutant]
     """benchmark.yaml of the mutants' run: the real model targets, then one target per mutant."""
     raw = {t.get("id"): t for t in data.get("targets") or [] if isinstance(t, dict)}
     default_prompt = spec.scenario.user_context
-    targets = [raw[m.target] for m in mutants if m.kind == "canned"]  # each real model target once
+    targets = [raw[m.target] for m in mutants if m.mutation == "canned"]  # each real model target once
     metrics = {m.id: m for m in spec.metrics}
     for mutant in mutants:
         base = dict(raw[mutant.target])
         base["id"] = mutant.id
         prompt = base.get("system_prompt") or default_prompt or "You are a helpful assistant."
-        if mutant.kind == "no-system-prompt":
+        if mutant.mutation == "no-system-prompt":
             base["system_prompt"] = "You are a helpful assistant."
-        elif mutant.kind == "opposite" and mutant.metric is not None:
+        elif mutant.mutation == "opposite" and mutant.metric is not None:
             base["system_prompt"] = (f"{prompt}\n\nIn this conversation, do the opposite of this behaviour: "
                                      f"{metrics[mutant.metric].behaviour}")
         targets.append(base)
@@ -256,7 +256,7 @@ def detect(spec: BenchmarkSpec, run_dir: Path, mutants: list[Mutant]) -> Mutatio
                 "real_rate": round(test.baseline_mean, 4), "mutant_rate": round(test.current_mean, 4),
                 "n_shared": test.n_shared, "p_adjusted": test.p_adjusted, "detected": test.significant}
             report.detections.append(Detection.model_validate({
-                "target": mutant.target, "mutant": mutant.id, "kind": mutant.kind, "metric": metric, "real_rate": None,
+                "target": mutant.target, "mutant": mutant.id, "kind": mutant.mutation, "metric": metric, "real_rate": None,
                 "mutant_rate": None, "n_shared": 0, "p_adjusted": None, "detected": None, **found}))
     for metric in metric_ids:
         compared = [d for d in report.detections if d.metric == metric and d.detected is not None]
@@ -311,12 +311,12 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     """The mutants' run (this module is its plugin): its items' errors by message, written for
     `evalbench mutate` to say why the run is incomplete (controller or single process)."""
     from pytest_evalbench.plugin._compat import is_worker
-    from pytest_evalbench.plugin.session import session_of
+    from pytest_evalbench.plugin.session import plugin_of
 
     if is_worker(session.config):
         return
-    evalbench = session_of(session.config)
-    counts = Counter(redact(message) for message in evalbench.outcomes.messages.values())
+    evalbench = plugin_of(session.config)
+    counts = Counter(redact(message) for message in evalbench.books.messages.values())
     errors = [{"error": message, "items": n} for message, n in counts.most_common()]
     atomic_write_text(evalbench.bench_dir / RUN_ERRORS,
                       finite_json(errors, evalbench.bench_dir / RUN_ERRORS, indent=1) + "\n", evalbench.bench_dir)

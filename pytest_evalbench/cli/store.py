@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, redact, terminal
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION
+from pytest_evalbench.gate.decision import EXIT_REGRESSION
 from pytest_evalbench.store.db import RunData, Store, open_store
 from pytest_evalbench.store.query import MARKER, comment_markdown, compare_runs, run_line
 from pytest_evalbench.store.record import STORE_DIR, STORE_FILE, branches, is_default, store_url

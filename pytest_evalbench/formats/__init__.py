@@ -2,7 +2,7 @@
 
 - `Strict`: a record this package writes and reads back (result rows, summaries, labels, policy):
   an unknown key is an error.
-- `StrictAnswer`: what a model must answer (a judge's verdict): no unknown key and no coercion
+- `StrictAnswer`: what a model must answer (a judge's judgment): no unknown key and no coercion
   (`"true"` is not `true`), so a sloppy answer is unparseable, never silently read.
 - `Input`: a file people write (benchmark.yaml, scenarios.json, dataset rows): lenient and lossless.
 

@@ -102,9 +102,9 @@ def _name(category: Any) -> str:
 
 def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: list[Any], *,
                     weighted: bool) -> dict[str, Any]:
-    """n, exact agreement, kappa with its interval and the confusion matrix (human label -> judge verdict ->
+    """n, exact agreement, kappa with its interval and the confusion matrix (human label -> judge's judgment ->
     count)
-    over the pairs where the judge gave a verdict; `unscored` counts the others."""
+    over the pairs where the judge gave a judgment; `unscored` counts the others."""
     pairs = [(a, b) for a, b in zip(labels, verdicts) if b is not None]
     scored_labels, scored_verdicts = [a for a, _ in pairs], [b for _, b in pairs]
     value = kappa(scored_labels, scored_verdicts, categories, weighted=weighted)
@@ -122,7 +122,7 @@ def agreement_entry(labels: Sequence[Any], verdicts: Sequence[Any], categories: 
 
 
 def best_threshold(probabilities: Sequence[float], labels: Sequence[bool]) -> float | None:
-    """The cut on P(present) whose verdicts (P >= cut) agree best with the labels by Cohen's kappa: a
+    """The cut on P(present) whose judgments (P >= cut) agree best with the labels by Cohen's kappa: a
     midpoint between neighbouring observed probabilities (ties: the one nearest 0.5); None when the
     labels hold one category only or kappa is undefined for every cut. A cut is strictly inside
     (0, 1) (a cut of 0 or 1 would decide without the judge). One sort, then one sweep: each cut's
@@ -139,8 +139,8 @@ def _best_cut(values: list[float], labels: list[bool]) -> float | None:
         return None
     distinct = sorted(set(values))
     cuts = [(a + b) / 2 for a, b in pairwise(distinct)] or distinct
-    # the verdicts of a cut: present for every value >= cut; walk the cuts upwards
-    below = below_present = 0  # examples under the cut (verdict absent), and those labelled present
+    # the judgments of a cut: present for every value >= cut; walk the cuts upwards
+    below = below_present = 0  # examples under the cut (judgment absent), and those labelled present
     best: tuple[float, float, float] | None = None  # (kappa, -distance from 0.5, cut)
     for cut in cuts:
         while below < n and values[below] < cut:
@@ -154,7 +154,7 @@ def _best_cut(values: list[float], labels: list[bool]) -> float | None:
 
 
 def _kappa_of(n: int, positives: int, called: int, hits: int) -> float | None:
-    """`kappa(labels, verdicts, [True, False])` from counts: n examples, `positives` labelled present,
+    """`kappa(labels, judgments, [True, False])` from counts: n examples, `positives` labelled present,
     `called` judged present, `hits` both; the same arithmetic, so the same float."""
     observed = ((called - hits) + (positives - hits)) / n
     expected = positives / n * ((n - called) / n) + (n - positives) / n * (called / n)
@@ -163,8 +163,8 @@ def _kappa_of(n: int, positives: int, called: int, hits: int) -> float | None:
     return 1.0 - observed / expected
 
 
-def cross_validated_verdicts(probabilities: Sequence[float], labels: Sequence[bool]) -> list[bool | None]:
-    """Leave-one-out: each example's verdict comes from the threshold chosen on all the others, so no
+def cross_validated_judgments(probabilities: Sequence[float], labels: Sequence[bool]) -> list[bool | None]:
+    """Leave-one-out: each example's judgment comes from the threshold chosen on all the others, so no
     example helps set the cut that scores it; None where no threshold could be chosen. Sorted once:
     each leave-one-out search is one O(n) sweep."""
     order = sorted(range(len(probabilities)), key=probabilities.__getitem__)
@@ -191,7 +191,7 @@ class JudgeAccuracy:
 
     @classmethod
     def from_confusion(cls, confusion: Mapping[str, Mapping[str, Any]]) -> JudgeAccuracy:
-        """From calibration.json's `confusion` (human label -> judge verdict -> count)."""
+        """From calibration.json's `confusion` (human label -> judge's judgment -> count)."""
         def count(label: str, verdict: str) -> int:
             row = confusion.get(label)
             value = row.get(verdict, 0) if isinstance(row, Mapping) else 0

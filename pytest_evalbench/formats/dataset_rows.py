@@ -74,7 +74,7 @@ class CaseResult(Strict):
         only when the row was made with them."""
         return self.model_dump(mode="json", exclude_unset=True)
 
-    def outcome_row(self, metric: str) -> PassFailUnit:
+    def unit_row(self, metric: str) -> PassFailUnit:
         """The case as one pass/fail unit for the gate: the agent is the target, `metric` names it."""
         return PassFailUnit(self.agent_name, self.case_id, metric, 0, self.passed)
 

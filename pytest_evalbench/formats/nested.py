@@ -6,8 +6,8 @@ agree best with the human labels. A figure measured on the same labels the choic
 optimistic: the best of three noisy estimates is biased upwards even when each one is honest, and a
 threshold set on an example helps score it. The procedure is therefore run again inside each of K
 outer folds on the other folds' examples only (the style by its cross-validated kappa there, the
-threshold on them), and the verdicts it gives the held-out fold are pooled: the kappa of those
-verdicts is the kappa of the whole procedure, the figure `min_kappa` gates.
+threshold on them), and the judgments it gives the held-out fold are pooled: the kappa of those
+judgments is the kappa of the whole procedure, the figure `min_kappa` gates.
 
 Folds are stratified and deterministic: the examples of each label, in their order, are dealt round
 the folds in turn, so a rerun gives the same folds and every fold holds both labels where it can.
@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts, kappa
+from pytest_evalbench.formats.agreement import best_threshold, cross_validated_judgments, kappa
 
 OUTER_FOLDS = 10
 BINARY: list[object] = [True, False]
@@ -27,7 +27,7 @@ BINARY: list[object] = [True, False]
 
 @dataclass(frozen=True)
 class StyleAnswers:
-    """One prompt style's answers on the judge's examples, in example order: the sampled verdicts and
+    """One prompt style's answers on the judge's examples, in example order: the sampled judgments and
     (with probability scoring) P(present), None where the judge gave none."""
 
     verdicts: Sequence[bool | None]
@@ -36,7 +36,7 @@ class StyleAnswers:
 
 @dataclass(frozen=True)
 class Choice:
-    """What the procedure chose on some examples: a style, its threshold (None: the sampled verdict
+    """What the procedure chose on some examples: a style, its threshold (None: the sampled judgment
     decides), and the cross-validated kappa each style reached there."""
 
     style: str
@@ -46,7 +46,7 @@ class Choice:
 
 @dataclass(frozen=True)
 class NestedResult:
-    """The held-out verdicts of the whole procedure, and how often each style was chosen over the folds."""
+    """The held-out judgments of the whole procedure, and how often each style was chosen over the folds."""
 
     verdicts: list[bool | None]
     choices: dict[str, int]
@@ -54,7 +54,7 @@ class NestedResult:
 
 
 def _verdict(answers: StyleAnswers, i: int, threshold: float | None) -> bool | None:
-    """What a run decides for example i: P(present) >= threshold when both exist, else the sampled verdict."""
+    """What a run decides for example i: P(present) >= threshold when both exist, else the sampled judgment."""
     p = answers.probabilities[i]
     return p >= threshold if threshold is not None and p is not None else answers.verdicts[i]
 
@@ -66,12 +66,12 @@ def _threshold(answers: StyleAnswers, labels: Sequence[bool], indices: Sequence[
 
 def _merit(answers: StyleAnswers, labels: Sequence[bool], indices: Sequence[int], probability: bool) -> float | None:
     """A style's cross-validated kappa on `indices`: with probability scoring each example decided by a
-    threshold set on the others (the sampled verdict where none can be set or P is missing); without,
-    its sampled verdicts (nothing is fitted to them)."""
+    threshold set on the others (the sampled judgment where none can be set or P is missing); without,
+    its sampled judgments (nothing is fitted to them)."""
     verdicts = [answers.verdicts[i] for i in indices]
     if probability:
         scored = [k for k, i in enumerate(indices) if answers.probabilities[i] is not None]
-        cv = cross_validated_verdicts([answers.probabilities[indices[k]] or 0.0 for k in scored],
+        cv = cross_validated_judgments([answers.probabilities[indices[k]] or 0.0 for k in scored],
                                       [labels[indices[k]] for k in scored])
         for k, value in zip(scored, cv):
             verdicts[k] = value if value is not None else verdicts[k]
@@ -108,9 +108,9 @@ def stratified_folds(labels: Sequence[bool], folds: int = OUTER_FOLDS) -> list[i
     return out
 
 
-def nested_verdicts(labels: Sequence[bool], styles: Mapping[str, StyleAnswers], *, probability: bool,
+def nested_judgments(labels: Sequence[bool], styles: Mapping[str, StyleAnswers], *, probability: bool,
                     preferred: str, folds: int = OUTER_FOLDS) -> NestedResult:
-    """Every example's verdict from the procedure (`choose`) run on the other folds only."""
+    """Every example's judgment from the procedure (`choose`) run on the other folds only."""
     k = max(2, min(folds, len(labels)))
     fold = stratified_folds(labels, k)
     verdicts: list[bool | None] = [None] * len(labels)

@@ -17,9 +17,9 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.json_input import check_depth, parse_json
+from pytest_evalbench.base.numbers import TokenCount
 from pytest_evalbench.base.safe_text import cut
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.numbers import TokenCount
 
 Status = Literal["passed", "failed", "unscored"]
 """An item's outcome, decided once by its kind (`kinds.Outcome`) and stored in the rows."""

@@ -10,8 +10,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from pytest_evalbench.base.numbers import Probability
 from pytest_evalbench.formats import Input, Strict, check_id
-from pytest_evalbench.formats.numbers import Probability
 from pytest_evalbench.formats.results import Message, PassFailUnit
 from pytest_evalbench.formats.spec import Int, MetricType
 
@@ -179,7 +179,7 @@ class ScoreRow(Strict):
             ({"flaky", "flaky_detail"} if self.flaky is None else set())
         return self.model_dump(mode="json", exclude=exclude or None)
 
-    def outcome_row(self) -> PassFailUnit:
+    def unit_row(self) -> PassFailUnit:
         """The pass/fail unit the gate pairs with the baseline."""
         return PassFailUnit(self.target_model, self.id, self.metric_id, self.sample, self.passed, self.metric_name,
                           self.metric_type, self.decided_by)

@@ -22,6 +22,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_va
 
 from pytest_evalbench.base.errors import ConfigError, EvalbenchWarning, InputError, field_path
 from pytest_evalbench.base.inputs import read_yaml
+from pytest_evalbench.base.numbers import DollarsPerMillion, Probability
 from pytest_evalbench.base.safe_text import MASK, check_base_url, header_problem, redact_data, secret_params, strip_credentials
 from pytest_evalbench.formats import (
     MAX_ID_LENGTH,
@@ -36,7 +37,6 @@ from pytest_evalbench.formats import (
     unknown_keys,
 )
 from pytest_evalbench.formats.checks import MetricChecks
-from pytest_evalbench.formats.numbers import DollarsPerMillion, Probability
 
 Rate = Optional[Num]  # a YAML `true` is not a rate
 
@@ -85,7 +85,7 @@ class ThresholdRules(TargetRule):
 
 
 class GateConfig(Input):
-    """How the session's exit status is decided (see gate/outcome.py)."""
+    """How the session's exit status is decided (see gate/decision.py)."""
 
     mode: Literal["cases", "thresholds"] = "cases"
     """cases: a failed case fails the build (with num_samples > 1: a case whose per-case verdict is
@@ -126,7 +126,7 @@ class JudgeConfig(Input):
     probability: bool = False
     """Ask the judge for log-probabilities (OpenAI `logprobs`; llama.cpp's server gives them) and record
     P(present) per verdict; with a threshold in calibration.json the verdict is P(present) >= threshold.
-    Endpoints that give no log-probabilities keep the sampled verdict."""
+    Endpoints that give no log-probabilities keep the sampled judgment."""
     correct_rates: bool = False
     """The gate's min pass-rate rules read the rates corrected for the judge's errors (calibration.json's
     sensitivity and specificity) instead of the observed ones; an undefined correction leaves the rule

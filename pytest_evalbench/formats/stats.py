@@ -227,7 +227,7 @@ class RateEstimate:
 def case_verdict(k: int, n: int, threshold: float = 0.5, z: float = Z95) -> Verdict:
     """Verdict of one test case run over n samples (k passed).
 
-    n == 1: the raw outcome. n == 0 (all unscored): inconclusive. n > 1: pass when the Wilson lower
+    n == 1: its pass or fail. n == 0 (all unscored): inconclusive. n > 1: pass when the Wilson lower
     bound >= threshold, fail when the upper bound < threshold, else inconclusive - so a flaky case
     is reported as such instead of passing or failing by luck.
     """

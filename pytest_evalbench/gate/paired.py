@@ -1,7 +1,7 @@
 """Baselines and the paired, multiplicity-corrected comparison of a run with its baseline, and the
 compare rule.
 
-A baseline file holds a run's per-unit outcomes and scores: outcome rows (`PassFailUnit`: target, id,
+A baseline file holds a run's pass/fail per unit and scores: unit rows (`PassFailUnit`: target, id,
 metric_id, sample, passed; passed None = unscored), one pass/fail unit each, keyed
 `<target>|<id>|<metric_id>|<sample>`; and score rows (`EvalScore`): numeric per-eval scores of dataset
 cases on a 1..5 scale, keyed `<target>|<id>|<metric_id>`. Every comparison pairs the cases both runs
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from pytest_evalbench.formats.numbers import Count, Probability, Score, number_problem
+from pytest_evalbench.base.numbers import Count, Probability, Score, number_problem
 from pytest_evalbench.formats.results import EvalScore, ModelResult, PassFailUnit
 from pytest_evalbench.formats.stats import (
     POWER,
@@ -298,7 +298,7 @@ def _score_test(target: str, metric: str, old: dict[str, float], new: dict[str, 
                       sum(diffs) / n, low, high, p, f"Wilcoxon ({how})")
 
 
-def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta: dict[str, Any] | None = None,
+def compare_with_baseline(baseline: Baseline, units: list[PassFailUnit], meta: dict[str, Any] | None = None,
                           *, scores: list[EvalScore] | None = None, correction: str = "holm",
                           alpha: float = 0.05, identities: Mapping[str, Mapping[str, str]] | None = None,
                           compare_anyway: bool = False, accept_incomparable: bool = False) -> Comparison:
@@ -308,7 +308,7 @@ def compare_with_baseline(baseline: Baseline, outcomes: list[PassFailUnit], meta
     simulated user, check rules or plugin version differ from the baseline's is not comparable (its
     tests are left out, each named with what changed, and listed in `incomparable`) unless
     `compare_anyway`; `accept_incomparable` (leaving them out on purpose) adds a warning naming them."""
-    old_cases, new_cases = _group(baseline.cases, 4), _group(case_outcomes(outcomes), 4)
+    old_cases, new_cases = _group(baseline.cases, 4), _group(unit_passes(units), 4)
     old_scores, new_scores = _group(baseline.scores, 3), _group(case_scores(scores or []), 3)
     tests: list[PairedTest] = []
     unevaluated: list[NotCompared] = []
@@ -409,8 +409,8 @@ READABLE_VERSIONS = (1, 2)
 # --------------------------------------------------------------------------- rows and keys
 
 
-def case_outcomes(rows: Iterable[PassFailUnit]) -> dict[str, bool]:
-    """Pass/fail per scored unit (`PassFailUnit.key`); unscored rows have no outcome."""
+def unit_passes(rows: Iterable[PassFailUnit]) -> dict[str, bool]:
+    """Pass/fail per scored unit (`PassFailUnit.key`); unscored rows have no pass/fail."""
     return {r.key: r.passed for r in rows if r.passed is not None}
 
 
@@ -430,13 +430,13 @@ class MetricCount:
     metric_type: str | None = None
 
 
-def metric_counts(results: list[ModelResult], outcomes: list[PassFailUnit]) -> dict[str, dict[str, MetricCount]]:
+def metric_counts(results: list[ModelResult], units: list[PassFailUnit]) -> dict[str, dict[str, MetricCount]]:
     """{target: {metric_id: counts}}: from the scored outcome rows, falling back to the
     results.json `by_metric` of targets without rows."""
     out: dict[str, dict[str, MetricCount]] = {}
     labels: dict[str, tuple[str | None, str | None]] = {}
     from_rows: dict[str, dict[str, list[int]]] = {}
-    for row in outcomes:
+    for row in units:
         labels.setdefault(row.metric_id, (row.metric_name, row.metric_type))
         if row.passed is not None:
             counts = from_rows.setdefault(row.target, {}).setdefault(row.metric_id, [0, 0])
@@ -484,12 +484,12 @@ class Baseline:
                 **({"identities": self.identities} if self.identities is not None else {})}
 
 
-def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta: dict[str, Any],
+def make_baseline(results: list[ModelResult], units: list[PassFailUnit], meta: dict[str, Any],
                   scores: list[EvalScore] | None = None,
                   identities: Mapping[str, Mapping[str, str]] | None = None) -> Baseline:
-    """This run as a baseline: per target its rates plus the per-case outcome of every scored unit
+    """This run as a baseline: per target its rates plus the pass/fail of every scored unit
     and every per-eval score, so a later run can be compared case by case (paired)."""
-    counts = metric_counts(results, outcomes)
+    counts = metric_counts(results, units)
     rates = {s.target_model: s for s in results}
     targets = {}
     for target in sorted(set(counts) | set(rates)):
@@ -497,7 +497,7 @@ def make_baseline(results: list[ModelResult], outcomes: list[PassFailUnit], meta
         targets[target] = {"positive_pass_rate": summary.positive_pass_rate if summary else None,
                            "negative_pass_rate": summary.negative_pass_rate if summary else None,
                            "metrics": {mid: asdict(c) for mid, c in sorted(counts.get(target, {}).items())}}
-    return Baseline(dict(meta), targets, dict(sorted(case_outcomes(outcomes).items())),
+    return Baseline(dict(meta), targets, dict(sorted(unit_passes(units).items())),
                     dict(sorted(case_scores(scores or []).items())),
                     identities={t: dict(v) for t, v in sorted(identities.items())} if identities is not None else None)
 

@@ -144,13 +144,13 @@ class UnparseableAnswer(ValueError):
     """The evaluator's answer is not a valid ExplainAnswer (bad JSON, missing key, score not 1..5)."""
 
 
-def _verdict_schema() -> dict[str, Any]:
+def _answer_schema() -> dict[str, Any]:
     schema = strict_schema(ExplainAnswer)
     schema["properties"]["score"]["enum"] = [1, 2, 3, 4, 5]  # enum survives strict mode where minimum does not
     return schema
 
 
-VERDICT_SCHEMA = _verdict_schema()
+ANSWER_SCHEMA = _answer_schema()
 """The response_format schema of every Explain eval (built once)."""
 
 
@@ -178,7 +178,7 @@ def build_messages(eval_name: str, payload: dict[str, Any]) -> list[dict[str, An
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
-def parse_verdict(text: str | None) -> ExplainAnswer:
+def parse_explain_answer(text: str | None) -> ExplainAnswer:
     """Strict parse; out-of-range, fractional or non-integer scores raise UnparseableAnswer."""
     try:
         return parse_as(text, ExplainAnswer)
@@ -201,13 +201,13 @@ async def run_eval(eval_name: str, payload: dict[str, Any], *, judges: list[Endp
     messages = build_messages(eval_name, payload)
 
     async def ask_one(endpoint: Endpoint, sample: int) -> tuple[int | None, str]:
-        verdict, reason = await ask(engine, endpoint, messages, parse_verdict,
-                                    schema=(f"explain_{eval_name}", VERDICT_SCHEMA), role="judge",
+        answer, reason = await ask(engine, endpoint, messages, parse_explain_answer,
+                                    schema=(f"explain_{eval_name}", ANSWER_SCHEMA), role="judge",
                                     phase="evaluate", sample=sample, usage_by_phase=usage_by_phase,
                                     shape='{"explanation": "...", "score": <integer 1-5>}')
-        if verdict is None:
+        if answer is None:
             return None, f"unscored: evaluator output unusable after {MAX_ATTEMPTS} attempts: {reason}"
-        return verdict.score, verdict.explanation
+        return answer.score, answer.explanation
 
     panel = median_vote(await poll(judges, samples, 0, ask_one))
     votes = [v.value for v in panel.votes] if len(panel.votes) > 1 else None

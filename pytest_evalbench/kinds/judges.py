@@ -1,7 +1,7 @@
 """Judges: panels and self-consistency, and how far calibration lets a judge be trusted.
 
 Several judges (`evaluator_models`) and/or several samples per judge (`judge: {samples: k}`) vote; the
-verdict is the majority (the lower median for 1-5 scores) and the share of votes that agree with it is
+judgment is the majority (the lower median for 1-5 scores) and the share of votes that agree with it is
 reported. Every vote is an ordinary engine call, so it is cached and counted in cost like any other.
 Vote `j` of a row judged for conversation sample `s` uses the cache sample `s + j * SAMPLE_STRIDE`
 (j = 0 keeps `s`, so a single judge's cache entries are those of a run without a panel).
@@ -28,8 +28,8 @@ from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import unversioned
 from pytest_evalbench.base.inputs import read_text
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import Count, Kappa, Threshold, number_problem
 from pytest_evalbench.formats.agreement import JudgeAccuracy
-from pytest_evalbench.formats.numbers import Count, Kappa, Threshold, number_problem
 from pytest_evalbench.llm.types import Endpoint
 
 SAMPLE_STRIDE = 1_000_000
@@ -56,7 +56,7 @@ class PanelJudgment(Generic[V]):
     justification: str
     """The deciding justification (or why the panel could not decide)."""
     agreement: float | None
-    """Share of usable votes equal to the verdict; None for a single vote or no verdict."""
+    """Share of usable votes equal to the judgment; None for a single vote or no judgment."""
     votes: list[Vote[V]]
 
 
@@ -84,7 +84,7 @@ def _agreement(votes: list[Vote[V]], value: V) -> float | None:
 
 
 def _settled(votes: list[Vote[V]]) -> PanelJudgment[V] | None:
-    """The verdict when there is nothing to aggregate: a lone vote as it is, or no usable vote (unscored)."""
+    """The judgment when there is nothing to aggregate: a lone vote as it is, or no usable vote (unscored)."""
     if len(votes) == 1:
         return PanelJudgment(votes[0].value, votes[0].text, None, votes)
     if all(v.value is None for v in votes):
@@ -156,7 +156,7 @@ def calibrated_number(entry: dict[str, Any], field: str, kind: Any) -> float | N
     """calibration.json's `field` of `entry` when it is a `kind` (`formats.numbers`: a threshold
     strictly inside (0, 1), a kappa in [-1, 1]); None when it is absent, and None with one warning
     naming the file, entry and field when it is anything else (a committed file is input: a threshold
-    of 1 would silently turn every verdict to absent, and NaN or 1e308 would break the arithmetic)."""
+    of 1 would silently turn every judgment to absent, and NaN or 1e308 would break the arithmetic)."""
     value = entry.get(field)
     if value is None:
         return None
@@ -220,7 +220,7 @@ KAPPA_NAMES = {"kappa": "kappa", "judge_kappa": "judge-only kappa", "nested_kapp
 def _short_kappa(entry: dict[str, Any], minimum: float, *, probability: bool) -> str | None:
     """Why an entry's judge falls short of `minimum`, or None. The figure read is the calibrated style's
     own (the judge's kappa on the rows its checks leave to it; with probability scoring and a threshold,
-    the cross-validated kappa of the threshold verdicts) and, when recorded, the nested kappa of the
+    the cross-validated kappa of the threshold judgments) and, when recorded, the nested kappa of the
     whole procedure (style and threshold chosen without the examples they score): the lower one, as
     each is optimistic where the other is not (the style's own figure when the style was chosen on
     the same labels, the procedure's when the run's style is not the one it chooses)."""
@@ -256,7 +256,7 @@ def reliability_lines(unreliable: dict[str, str], failures: dict[str, int],
 
 
 def judged_unreliably(unreliable: dict[str, str], metric_id: str, decided_by: str | None) -> bool:
-    """A scenario row's verdict came from a judge calibration found unreliable (a check is always trusted)."""
+    """A scenario row's judgment came from a judge calibration found unreliable (a check is always trusted)."""
     return metric_id in unreliable and decided_by != "check"
 
 

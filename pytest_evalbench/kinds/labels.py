@@ -2,7 +2,7 @@
 judge is handed from them (`JudgeSetup`, loaded once before the first case is judged).
 
 Shared by the kinds: judge calibration judges these examples; a scenario run's `contrast` prompts
-show some of them and its `probability` verdicts use calibration.json's thresholds.
+show some of them and its `probability` judgments use calibration.json's thresholds.
 
 Scenario benchmarks label a transcript for one metric; dataset benchmarks label an Explain
 eval's inputs with a 1-5 score:
@@ -24,8 +24,8 @@ from pydantic import Field, ValidationError, model_validator
 from pytest_evalbench.base.errors import MAX_SHOWN_ERRORS, InputError
 from pytest_evalbench.base.inputs import read_text
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import Count, Kappa, Probability, Threshold
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.numbers import Count, Kappa, Probability, Threshold
 from pytest_evalbench.formats.results import Judged, Message, Status
 from pytest_evalbench.formats.spec import BenchmarkSpec, first_error
 from pytest_evalbench.kinds.explain import PAYLOAD_KEYS, EvalName
@@ -83,39 +83,39 @@ class CalibrationEntry(Strict):
     n: Count
     unscored: Count
     agreement: Optional[Probability]
-    """Share of scored examples where the judge's verdict equals the label exactly."""
+    """Share of scored examples where the judge's judgment equals the label exactly."""
     kappa: Optional[Kappa]
     """Cohen's kappa (quadratic-weighted for 1-5 scores); null when undefined (one category only)."""
     kappa_ci: Optional[list[Kappa]]
     """95% percentile-bootstrap interval of kappa."""
     weighting: str
     confusion: dict[str, dict[str, Count]]
-    """Human label -> judge verdict -> count."""
+    """Human label -> judge's judgment -> count."""
     judge_n: Optional[Count] = None
-    """Metrics: the examples the metric's checks leave to the judge (the rest are the rules' verdicts)."""
+    """Metrics: the examples the metric's checks leave to the judge (the rest are the rules' judgments)."""
     judge_agreement: Optional[Probability] = None
     judge_kappa: Optional[Kappa] = None
     """Metrics: kappa of the judge alone, on the examples its checks leave to it; `min_kappa` reads this."""
     judge_kappa_ci: Optional[list[Kappa]] = None
     prompt: Optional[str] = None
-    """The prompt style calibrated (`judge: {prompt}`): the one whose verdicts `kappa` and `judge_kappa` measure."""
+    """The prompt style calibrated (`judge: {prompt}`): the one whose judgments `kappa` and `judge_kappa` measure."""
     styles: Optional[dict[str, dict[str, Any]]] = None
     """Metrics: per prompt style, on the judge's examples: n, agreement, kappa, kappa_ci; with probability
     scoring also threshold and threshold_kappa (leave-one-out cross-validated) with its interval."""
     recommended_prompt: Optional[str] = None
-    """The style with the highest cross-validated judge-only kappa (of the threshold verdicts with
-    probability scoring, of the sampled verdicts without)."""
+    """The style with the highest cross-validated judge-only kappa (of the threshold judgments with
+    probability scoring, of the sampled judgments without)."""
     threshold: Optional[Threshold] = None
     """With probability scoring: the cut on P(present) chosen on all the judge's examples for the calibrated
     style; runs with `judge: {probability: true}` and this style decide P(present) >= threshold."""
     threshold_kappa: Optional[Kappa] = None
-    """The cross-validated kappa of the threshold verdicts (each example scored by a cut set without it),
+    """The cross-validated kappa of the threshold judgments (each example scored by a cut set without it),
     for the calibrated style; optimistic when that style was chosen on the same examples."""
     nested_n: Optional[Count] = None
     """Metrics: the judge's examples the nested cross-validation scored."""
     nested_kappa: Optional[Kappa] = None
     """The kappa of the whole procedure (style and threshold chosen inside each outer fold, on the other
-    folds only; verdicts on the held-out fold): the unbiased figure, and the one `min_kappa` reads."""
+    folds only; judgments on the held-out fold): the unbiased figure, and the one `min_kappa` reads."""
     nested_kappa_ci: Optional[list[Kappa]] = None
     nested_folds: Optional[Count] = None
     nested_choices: Optional[dict[str, Count]] = None
@@ -125,11 +125,11 @@ class CalibrationEntry(Strict):
     threshold): n, unscored, agreement, kappa, kappa_ci, confusion and, for metrics, the judge-only
     judge_n, judge_agreement, judge_kappa, judge_kappa_ci; null without held-out labels."""
     settings: Optional[dict[str, Any]] = None
-    """Every runtime setting that changes a verdict: prompt, probability, samples and the judge's params."""
+    """Every runtime setting that changes a judgment: prompt, probability, samples and the judge's params."""
 
 
 @dataclass(frozen=True)
-class CalibrationCase:
+class CalibrationItem:
     """One test item: one labelled example (node id `calibration.jsonl::<line>`)."""
 
     label: Label
@@ -157,7 +157,7 @@ class CalibrationCase:
 
 @dataclass
 class CalibrationRecord:
-    """What one labelled example produced: the label, the judge's verdict and why. `status` is
+    """What one labelled example produced: the label, the judge's judgment and why. `status` is
     set by `CalibrationKind.outcome`."""
 
     benchmark: str
@@ -171,7 +171,7 @@ class CalibrationRecord:
     decided_by: Optional[str] = None
     """Metrics: "check" when the metric's checks decide the example, "judge" when they leave it to the judge."""
     verdicts: dict[str, Optional[bool]] = field(default_factory=dict)
-    """Judge examples: each prompt style's verdict."""
+    """Judge examples: each prompt style's judgment."""
     probabilities: dict[str, Optional[float]] = field(default_factory=dict)
     """Judge examples with probability scoring: each prompt style's P(present)."""
     heldout: bool = False
@@ -207,7 +207,7 @@ def _label(path: Path, spec: BenchmarkSpec, model: type[MetricLabel] | type[Eval
     return label
 
 
-def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged, *, heldout: bool = False) -> list[CalibrationCase]:
+def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged, *, heldout: bool = False) -> list[CalibrationItem]:
     """The labelled examples of calibration.jsonl (or, `heldout`, calibration-heldout.jsonl; labels of
     metrics or of evals, as the benchmark's kind judges); one InputError naming file, line and field
     of every bad line (the first MAX_SHOWN_ERRORS shown)."""
@@ -216,14 +216,14 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged, *, heldout: boo
         raise InputError(path, "file not found; write human-labelled examples there (see "
                          "docs/guides/judges.md, 'Judge calibration')")
     text = read_text(path)
-    cases: list[CalibrationCase] = []
+    cases: list[CalibrationItem] = []
     problems: list[InputError] = []  # the first MAX_SHOWN_ERRORS lines' problems, shown at once
     count = 0
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            cases.append(CalibrationCase(_label(path, spec, model, raw, line), line, len(cases), heldout))
+            cases.append(CalibrationItem(_label(path, spec, model, raw, line), line, len(cases), heldout))
         except InputError as exc:
             count += 1
             if len(problems) < MAX_SHOWN_ERRORS:
@@ -235,7 +235,7 @@ def load_labels(path: Path, spec: BenchmarkSpec, judged: Judged, *, heldout: boo
     return cases
 
 
-def judge_examples(cases: Iterable[CalibrationCase], spec: BenchmarkSpec) -> dict[str, list[Example]]:
+def judge_examples(cases: Iterable[CalibrationItem], spec: BenchmarkSpec) -> dict[str, list[Example]]:
     """Metric id -> its labelled examples the metric's checks leave to the judge (contrast prompts show these)."""
     out: dict[str, list[Example]] = defaultdict(list)
     for case in cases:

@@ -2,17 +2,17 @@
 LLM judge.
 
 Checks (`formats.checks.MetricChecks`) are rules, each with one condition over the assistant's turns and the
-verdict it implies; the first rule that holds decides. When none holds, `otherwise` decides: `judge`
+judgment it implies; the first rule that holds decides. When none holds, `otherwise` decides: `judge`
 asks the LLM judge, `present`/`absent` let the checks decide alone. A decided row records
 `decided_by: "check"` and names the rule in its justification.
 
-The judge's verdict comes back through structured output (a JSON Schema generated from `JudgeAnswer`).
+The judge's judgment comes back through structured output (a JSON Schema generated from `JudgeAnswer`).
 An answer that is not valid JSON, misses a key or has a non-boolean `present` is re-asked a bounded
 number of times with the error shown; after that the row is unscored: never passed, never failed. For a
 multi-turn conversation (two or more assistant replies) the judge also names the first assistant turn
 (1-based) where the behaviour shows: `turn` in its answer. A turn that is missing, not an integer,
 outside 1..number of assistant replies, or given with `present: false` becomes null and never changes
-the verdict (it is not re-asked).
+the judgment (it is not re-asked).
 
 Prompt styles (`judge: {prompt}`): `examples` shows the definition and the metric's examples of presence;
 `plain` the definition only; `contrast` the definition with labelled examples (one present, one absent,
@@ -21,9 +21,9 @@ their wording; contrast shows the boundary. An example is never shown in the pro
 
 With `judge: {probability: true}` the request asks for log-probabilities, and P(present) is read from the
 alternatives of the token that carries the `present` value: P(true) / (P(true) + P(false)). An endpoint
-that gives none leaves it null and the sampled verdict stands; log-probabilities that are given but
+that gives none leaves it null and the sampled judgment stands; log-probabilities that are given but
 unreadable (no token for the value, a malformed alternative, only one of `true` and `false` listed, a
-ratio that is not a number) leave the row unscored with the reason, never a verdict.
+ratio that is not a number) leave the row unscored with the reason, never a judgment.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class JudgeTurnAnswer(JudgeAnswer):
     @field_validator("turn", mode="before")
     @classmethod
     def _lenient_turn(cls, value: Any) -> int | None:
-        """An unusable turn is null, never a reason to re-ask: the verdict does not depend on it."""
+        """An unusable turn is null, never a reason to re-ask: the judgment does not depend on it."""
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -186,7 +186,7 @@ class UnusableProbability(ValueError):
 def present_probability(logprobs: list[list[Any]] | None) -> float | None:
     """P(present) from the alternatives of the token carrying the answer's `present` value:
     P(true) / (P(true) + P(false)). None when the endpoint gave no log-probabilities (the sampled
-    verdict stands); UnusableProbability, with the reason, when they are given but hold no such token,
+    judgment stands); UnusableProbability, with the reason, when they are given but hold no such token,
     a malformed alternative for it, not both `true` and `false`, or a ratio that is not a number."""
     if not logprobs:
         return None
@@ -237,7 +237,7 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
                 contrast: Sequence[Example] = (), probability: bool = False,
                 threshold: float | None = None) -> Judgment:
     """Ask the evaluator; re-ask with the parse error on unusable output; unscored after that. With
-    `probability`, P(present) is recorded, and with a `threshold` it decides the verdict."""
+    `probability`, P(present) is recorded, and with a `threshold` it decides the judgment."""
     turns = assistant_turns(transcript)
     multi = turns > 1
     used: list[Completion] = []
@@ -253,7 +253,7 @@ async def judge(metric: Metric, transcript: list[Message], *, evaluator: Endpoin
         p_present = present_probability(used[0].logprobs) if probability and used else None
     except UnusableProbability as exc:
         sampled = "present" if answer.present else "absent"
-        return Judgment(None, f"unscored: P(present) unusable: {exc} (the sampled verdict, {sampled}, is not "
+        return Judgment(None, f"unscored: P(present) unusable: {exc} (the sampled judgment, {sampled}, is not "
                               f"used: it is not what the calibrated threshold decides)")
     present = answer.present if p_present is None or threshold is None else p_present >= threshold
     justification = answer.justification.strip()
@@ -312,7 +312,7 @@ def check(rule: CheckRule, transcript: list[Message], matchers: Mapping[str, Arg
 
 def decide(metric: Metric, transcript: list[Message], matchers: Mapping[str, ArgumentMatcher] | None = None
            ) -> CheckDecision | None:
-    """The checks' verdict, or None when they leave it to the judge (or the metric has none). The
+    """The checks' judgment, or None when they leave it to the judge (or the metric has none). The
     justification names the deciding rule, and says what a trajectory rule found on the way."""
     checks = metric.checks
     if checks is None:

@@ -38,7 +38,7 @@ JudgedRowHook = Callable[[JSONObject, JSONRecord], None]
 The session passes None when no plugin implements the hook (the JSON is then never built)."""
 
 
-class Case(Protocol):
+class ItemWork(Protocol):
     """One test item's work: its name inside the data file, its row id and its `-k` keywords."""
 
     @property
@@ -53,8 +53,8 @@ class Case(Protocol):
 
 R = TypeVar("R")
 """A kind's record: what running one case produces (`ScenarioRecord`, `DatasetRecord`, ...)."""
-C = TypeVar("C", bound=Case)
-"""A kind's case: one item's work, as its `load_cases` makes it (`ScenarioCase`, `DatasetItem`, ...)."""
+C = TypeVar("C", bound=ItemWork)
+"""A kind's case: one item's work, as its `load_items` makes it (`ScenarioItem`, `DatasetItem`, ...)."""
 
 
 @dataclass
@@ -68,7 +68,7 @@ class Outcome:
     convicts: bool = True
     """False for a failure whose judge is unreliable (see calibration/): reported as xfailed."""
     decided_by: str | None = None
-    """Who decided the verdict: `check` (a deterministic check) or `judge`; failures are counted by it."""
+    """Who decided the judgment: `check` (a deterministic check) or `judge`; failures are counted by it."""
 
 
 @dataclass
@@ -81,7 +81,7 @@ class KindResults:
     first indexed)."""
     rates: list[ModelResult] = field(default_factory=list)
     """Per-target rate summaries the gate's min rules and rates table read (gated rows only)."""
-    outcomes: list[PassFailUnit] = field(default_factory=list)
+    units: list[PassFailUnit] = field(default_factory=list)
     """Per-row pass/fail units the gate pairs against a baseline (and groups into per-case verdicts)."""
     eval_scores: list[EvalScore] = field(default_factory=list)
     """Per-case numeric scores (1..5) the gate pairs against a baseline (dataset evals), or empty."""
@@ -106,7 +106,7 @@ class KindResults:
     unreliable: dict[str, str] = field(default_factory=dict)
     """Metric id / eval -> why its judge is unreliable: its judge-decided rows are outside the gate's numbers."""
     measured: set[str] | None = None
-    """`provenance.unit_key`s of the rows this session measured: `rates`, `outcomes`, `eval_scores`
+    """`provenance.unit_key`s of the rows this session measured: `rates`, `units`, `eval_scores`
     and `table` (what the gate reads) hold only these; None: every row counts as measured."""
     sessions: Mapping[str, SessionStamp] = field(default_factory=dict)
     """Row key -> the session that measured it (`.sessions.json`), for rates carried over."""
@@ -133,7 +133,7 @@ class BenchmarkKind(Protocol[R, C]):
     def data_files(self) -> list[Path]:
         """The files whose rows become items (they are collected by pytest)."""
 
-    def load_cases(self) -> dict[Path, list[C]]:
+    def load_items(self) -> dict[Path, list[C]]:
         """Cases per data file, in file order; raises `InputError` naming file, row and field."""
 
     def order(self) -> dict[str, int]:
@@ -143,7 +143,7 @@ class BenchmarkKind(Protocol[R, C]):
         """These cases will run in this process (before their pipelines start): a kind whose cases
         wait for each other (sequential samples) waits only for cases that will come."""
 
-    async def run_case(self, case: C) -> R:
+    async def run_item(self, case: C) -> R:
         """The LLM work of one item; LLM and app failures propagate (the item ERRORs)."""
 
     def outcome(self, record: R, judged_row: JudgedRowHook | None) -> Outcome:
@@ -156,7 +156,7 @@ class BenchmarkKind(Protocol[R, C]):
         in node-id order and may be iterated only once (they can stream from disk)."""
 
     def plan_calls(self, case: C, expect: Expectations) -> Plan:
-        """The calls `run_case` would make, planned without making them (`--evalbench-estimate`); a kind
+        """The calls `run_item` would make, planned without making them (`--evalbench-estimate`); a kind
         that cannot say raises `ConfigError`."""
 
     def record_to_json(self, record: R) -> JSONRecord:

@@ -236,7 +236,7 @@ class BenchmarkRun:
                 "targets": {t.id: t.model for t in self.target_configs}}
 
     def identities(self) -> dict[str, dict[str, str]]:
-        """Per target, what shapes its verdicts besides the target itself (the baseline records them; a
+        """Per target, what shapes its judgments besides the target itself (the baseline records them; a
         comparison where one changed is not comparable): judge model(s) and prompt style, simulated-user
         model and prompt settings, check rules, plugin version; hashes where long."""
         spec = self.spec

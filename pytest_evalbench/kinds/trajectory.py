@@ -14,7 +14,7 @@ accepts the arguments: `exact` (the same keys, JSON-equal values: 1 == 1.0, true
 compared as they are, lists in order), `subset` (every expected key present with a JSON-equal value;
 more keys are allowed), `ignore` (any arguments), or a callable the `pytest_evalbench_argument_matchers`
 hook names, called as `matcher(expected_arguments, made_arguments) -> bool`. Unordered modes pair the
-calls by a maximum bipartite matching, so the verdict never depends on the order pairs are tried in.
+calls by a maximum bipartite matching, so the judgment never depends on the order pairs are tried in.
 
 A result that does not hold says what differed, in one line every surface shows:
 `trajectory strict: call 1: expected lookup_order(order_id='A1001'), got search_faq(query='...'); made: ...`.
@@ -102,14 +102,14 @@ class _Fit:
         if matcher is None:
             raise ConfigError(matcher_problem(self.trajectory, self.named) or f"unknown argument matcher {name!r}")
         try:
-            verdict = matcher(dict(want.arguments), dict(got.arguments))
+            matched = matcher(dict(want.arguments), dict(got.arguments))
         except Exception as exc:
             raise ConfigError(f"argument matcher {name!r} (pytest_evalbench_argument_matchers) raised "
                               f"{type(exc).__name__}: {cut(str(exc), 200)}") from None
-        if not isinstance(verdict, bool):
+        if not isinstance(matched, bool):
             raise ConfigError(f"argument matcher {name!r} (pytest_evalbench_argument_matchers) returned "
-                              f"{type(verdict).__name__}; it must return True or False")
-        return verdict
+                              f"{type(matched).__name__}; it must return True or False")
+        return matched
 
     def differing(self, want: ToolCall, got: ToolCall) -> list[str]:
         """The expected argument names whose values the made call does not match (same tool)."""

@@ -37,10 +37,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import InputError, LLMError
 from pytest_evalbench.base.files import TooLarge, atomic_write_text, read_bounded
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.llm.cache import cache_key
 from pytest_evalbench.llm.transport import OpenAITransport, parse_completion

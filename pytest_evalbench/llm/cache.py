@@ -11,7 +11,7 @@ and its `digest` (sha256 of the canonical JSON of key, request and response) mus
 `get` raises `CorruptEntry` (the engine refetches and overwrites it, or names the file in replay mode).
 Empty answers are never written.
 
-The digest catches an entry edited by hand (a replayed verdict changed in a pull request, a merge that
+The digest catches an entry edited by hand (a replayed judgment changed in a pull request, a merge that
 mangled a file). It is not a signature: whoever rewrites an entry can recompute it, so an entry without
 one (written before digests existed) still replays; dropping the field is no weaker than recomputing it.
 Entries are written with ASCII escapes, so any text, even a lone surrogate, is stored and read back as
@@ -35,7 +35,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import CacheMiss, InputError, LLMError, ToolCacheMiss
 from pytest_evalbench.base.files import (
     FORMAT_VERSION,
@@ -48,6 +47,7 @@ from pytest_evalbench.base.files import (
 )
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
+from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import SECRETS
 from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
 
@@ -293,7 +293,7 @@ def redacted(completion: Completion) -> Completion:
 
 def redacted_logprobs(logprobs: list[list[Any]] | None) -> list[list[Any]] | None:
     """Log-probability tokens and their alternatives masked one by one; None when a secret is still
-    there, spread over several tokens (the answer's probability is then unknown: the sampled verdict
+    there, spread over several tokens (the answer's probability is then unknown: the sampled judgment
     stands)."""
     if not logprobs or not SECRETS:
         return logprobs

@@ -227,7 +227,7 @@ class Admission:
     def refused(self, failure: Failure) -> None:
         """A rate-limited answer cuts the endpoint's concurrency (on exit) and paces it for every
         process; any error's headers may say its windows are used up."""
-        self.limited = failure.kind == "rate limited"
+        self.limited = failure.category == "rate limited"
         if self.limited or failure.headers:
             self.limits.shared.learn(self.limits.key(self.endpoint), parse(failure.headers), limited=self.limited)
 

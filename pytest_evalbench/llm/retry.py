@@ -117,16 +117,16 @@ class _Call:
             breaker.answered(ident, model)
             return result
         self.last = failure = replace(result, message=SECRETS.redact(result.message))
-        self.paced = failure.kind == "rate limited"
+        self.paced = failure.category == "rate limited"
         if self.paced:
             self.limited += 1
             self.retrier.stats.rate_limited += 1
             raise Refused
         self.failed += 1
-        self.retrier.stats.failures[failure.kind] += 1
-        if failure.connection or failure.kind == "server error":
+        self.retrier.stats.failures[failure.category] += 1
+        if failure.connection or failure.category == "server error":
             breaker.failed(ident, model, failure.message, connection=failure.connection, retry=self.failed > 1,
-                           kind=failure.kind)
+                           category=failure.category)
             breaker.check(ident, self.role, model)
         raise Refused
 
@@ -172,13 +172,13 @@ class _Call:
             why = f" (after {self.failed} attempts, {elapsed:.1f}s)" if self.failed > 1 else ""
         else:
             why = f" (gave up after {self.failed} attempts: retry budget {budget:.0f}s exhausted)"
-        return LLMError(failure.kind, failure.message + why, role=self.role, model=self.endpoint.model)
+        return LLMError(failure.category, failure.message + why, role=self.role, model=self.endpoint.model)
 
 
 @dataclass
 class _Streak:
     failures: int = 0
-    kind: str = ""
+    category: str = ""
     reason: str = ""
     open: bool = False
 
@@ -198,7 +198,7 @@ class Breaker:
         for key in (ident, f"{ident} {model}"):
             streak = self._streaks.get(key)
             if streak is not None and streak.open and key == ident:  # refused connections: the same error
-                raise LLMError(streak.kind, streak.reason, role=role, model=model)
+                raise LLMError(streak.category, streak.reason, role=role, model=model)
             if streak is not None and streak.open:
                 raise LLMError(f"endpoint down: {streak.reason}",
                                f"circuit open after {self.threshold} failures in a row: later calls send no request",
@@ -212,7 +212,7 @@ class Breaker:
                 del self._streaks[key]
 
     def failed(self, ident: str, model: str, reason: str, *, connection: bool, retry: bool,
-               kind: str = "connection error") -> None:
+               category: str = "connection error") -> None:
         """A server error or connection failure (`retry`: the attempt was not the call's first);
         opens the circuit at K counted ones in a row."""
         if not (connection or retry):
@@ -221,7 +221,7 @@ class Breaker:
         if streak.open:
             return
         streak.failures += 1
-        streak.kind, streak.reason = kind, reason
+        streak.category, streak.reason = category, reason
         if streak.failures >= self.threshold:
             streak.open = True
             for sleeper in self._sleepers.pop(ident if connection else f"{ident} {model}", ()):

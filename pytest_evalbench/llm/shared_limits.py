@@ -40,10 +40,10 @@ from urllib.parse import urlsplit
 
 from filelock import AcquireReturnProxy, FileLock
 
-from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import atomic_write_text, read_bounded
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import strip_credentials
 
 STALE_SECONDS = 600.0

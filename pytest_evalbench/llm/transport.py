@@ -404,7 +404,7 @@ MAX_ALTERNATIVES = 20
 def parse_logprobs(data: Any) -> list[list[Any]] | None:
     """OpenAI's `choices[0].logprobs.content` (llama.cpp's server gives the same shape) -> per token
     [token, {alternative: logprob}], bounded in tokens and alternatives; None when absent or not that
-    shape (an endpoint without log-probabilities keeps the sampled verdict). An alternative without a
+    shape (an endpoint without log-probabilities keeps the sampled judgment). An alternative without a
     usable number (or token: then under "") is kept with None, so a judge reading that token knows
     its probabilities are incomplete."""
     content = data.get("content") if isinstance(data, dict) else None
@@ -429,7 +429,7 @@ def parse_logprobs(data: Any) -> list[list[Any]] | None:
 class Failure:
     """A classified transport failure: whether to retry and how long the server asked to wait."""
 
-    kind: str
+    category: str
     message: str
     retryable: bool
     retry_after: float | None = None

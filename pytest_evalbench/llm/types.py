@@ -223,7 +223,7 @@ class EngineStats:
     """Calls submitted in provider batches (never counted in `requests`, which are synchronous)."""
     unwritten: Counter[str] = field(default_factory=Counter)
     """Files the disk refused during the run (cache entries), by the one line that says so: the run is
-    incomplete (`gate.outcome`), whatever its rows say."""
+    incomplete (`gate.decision`), whatever its rows say."""
 
     def to_json(self) -> dict[str, Any]:
         out = {"requests": self.requests, "cache_hits": self.cache_hits, "retries": self.retries,

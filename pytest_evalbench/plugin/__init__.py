@@ -1,4 +1,4 @@
-"""pytest entry point (`pytest11`): options, hook specs, the public fixtures and the session object.
+"""pytest entry point (`pytest11`): options, hook specs, the public fixtures and the plugin object.
 
 Every hook here is a line or two that delegates; the work lives in `session.py` (pytest glue) and in the
 pytest-free core. Without `--benchmark` the plugin registers nothing else, so normal test runs are
@@ -18,7 +18,7 @@ from typing import Any, cast
 import pytest
 
 from pytest_evalbench.plugin import hookspecs
-from pytest_evalbench.plugin.nodes import SESSION_KEY, CaseItem
+from pytest_evalbench.plugin.nodes import PLUGIN_KEY, CaseItem
 from pytest_evalbench.plugin.options import add_options, benchmark_hint, build_settings
 
 
@@ -52,18 +52,18 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """With `--benchmark`, resolve settings once, register the session object and make every log
+    """With `--benchmark`, resolve settings once, register the plugin object and make every log
     record of the session safe for terminals and CI logs, whatever logger makes it."""
     settings = build_settings(config)
     if settings is not None:
-        from pytest_evalbench.base import safe_logs
+        from pytest_evalbench.base import safe_text
         from pytest_evalbench.plugin import xdist
-        from pytest_evalbench.plugin.session import EvalbenchSession
+        from pytest_evalbench.plugin.session import EvalbenchPlugin
 
-        config.add_cleanup(safe_logs.install())
-        session = EvalbenchSession(config, settings)
-        config.stash[SESSION_KEY] = session
-        config.pluginmanager.register(session, "evalbench-session")
+        config.add_cleanup(safe_text.install())
+        plugin = EvalbenchPlugin(config, settings)
+        config.stash[PLUGIN_KEY] = plugin
+        config.pluginmanager.register(plugin, "evalbench-session")
         xdist.register(config)
         if settings.shard:
             from pytest_evalbench.plugin.session import ShardPlugin
@@ -73,16 +73,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> Any:
     """One line naming benchmark, models, cache mode and concurrency."""
-    if SESSION_KEY not in config.stash:
+    if PLUGIN_KEY not in config.stash:
         return None
-    from pytest_evalbench.plugin.session import session_of
+    from pytest_evalbench.plugin.session import plugin_of
 
-    return session_of(config).header()
+    return plugin_of(config).header()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Without `--benchmark`, collecting a benchmark directory runs nothing: say how to run it."""
-    if SESSION_KEY in config.stash or exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
+    if PLUGIN_KEY in config.stash or exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED:
         return
     hint = benchmark_hint(config.rootpath, [str(a) for a in config.args])
     if hint:
@@ -91,13 +91,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 @pytest.fixture
 def evalbench_case(request: pytest.FixtureRequest) -> Any:
-    """The case of the current item: `ScenarioCase` (scenario, target_id, sample) or a dataset case."""
+    """The case of the current item: `ScenarioItem` (scenario, target_id, sample) or a dataset case."""
     return cast(CaseItem, request.node).case
 
 
 @pytest.fixture
 def evalbench_record(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The judged result of this item: conversation, score row and usage (waits for the engine)."""
-    from pytest_evalbench.plugin.session import session_of  # loaded with --benchmark, before any item runs
+    from pytest_evalbench.plugin.session import plugin_of  # loaded with --benchmark, before any item runs
 
-    return session_of(request.config).outcomes.record_for(request.node)
+    return plugin_of(request.config).books.record_for(request.node)

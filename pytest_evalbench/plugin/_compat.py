@@ -77,7 +77,7 @@ def _raising_frame(excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
 class ShortErrorTraceback(pytest.Function):
     """An item whose `EvalbenchError` (an unscored case, an exhausted budget, a failed call) pytest
     formats from the raising frame alone. The plugin's report replaces that error's text with its
-    one-line message anyway (`Outcomes.make_report`), but pytest formats the whole traceback first:
+    one-line message anyway (`Bookkeeping.make_report`), but pytest formats the whole traceback first:
     through the fixture that waits for the engine, pytest's fixture and pluggy frames, parsing each
     frame's source file to find its statement, for every such case. Private: `Node._traceback_filter`,
     which `Node._repr_failure_py` applies unless `--full-trace` is given (pytest 8.0 - 9.2)."""

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import ConfigError, EvalbenchError, InputError
 from pytest_evalbench.base.files import NonFiniteNumber, atomic_write_text, keep_gitignore
+from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.completeness import Completeness
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.kinds.protocol import AnyKind, JSONRecord, KindResults
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.llm.engine import EngineStats
@@ -33,8 +33,8 @@ from pytest_evalbench.plugin._compat import (
     set_exit_status,
     terminal_writer,
 )
+from pytest_evalbench.plugin.bookkeeping import Bookkeeping
 from pytest_evalbench.plugin.options import compare_path, gate_settings
-from pytest_evalbench.plugin.outcomes import Outcomes
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.terminal import (
     LAST_RUN,
@@ -46,7 +46,7 @@ from pytest_evalbench.render.terminal import (
 )
 
 if TYPE_CHECKING:  # the gate is imported where a controller finishes the run (workers never do)
-    from pytest_evalbench.gate.outcome import GateDecision
+    from pytest_evalbench.gate.decision import GateDecision
     from pytest_evalbench.gate.paired import Baseline
     from pytest_evalbench.render.summary import RunSummary
 
@@ -73,10 +73,10 @@ class RunEnd:
 class Results:
     """Writing, gating and the exit status of this session's run."""
 
-    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes, is_worker: bool) -> None:
+    def __init__(self, config: pytest.Config, selection: Selection, books: Bookkeeping, is_worker: bool) -> None:
         self.config = config
         self.selection = selection
-        self.outcomes = outcomes
+        self.books = books
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.is_worker = is_worker
@@ -84,7 +84,7 @@ class Results:
         """`--evalbench-plan` with a baseline path that holds no file yet: planned without one."""
         self.baseline = self._read_baseline()
         self.stats = EngineStats()
-        self.outcome: GateDecision | None = None
+        self.decision: GateDecision | None = None
         self.finish_error: str | None = None
         self.judge_lines: list[str] = []
         self.written: KindResults | None = None
@@ -100,7 +100,7 @@ class Results:
             self.baseline_missing = path  # a plan makes no call: it plans at an assumed rate and says so
             return None
         from pytest_evalbench.base.safe_files import check_input_file
-        from pytest_evalbench.gate.outcome import read_baseline
+        from pytest_evalbench.gate.decision import read_baseline
 
         try:
             return read_baseline(check_input_file(path, "the baseline to compare with"))
@@ -120,17 +120,17 @@ class Results:
         self.status_started = True
 
     def run_end(self) -> RunEnd:
-        o = self.outcomes
+        o = self.books
         return RunEnd(self.settings, self.bench_dir, o.tally, o.errors, o.records, self.dropped, self.stats,
                       self.finish_error, self.scope(), self.judge_lines)
 
     def scope(self) -> str:
         """`full` when every case of the configured benchmark was selected, else `selection`."""
-        return self.selection.scope(len(self.outcomes.tally.selected))
+        return self.selection.scope(len(self.books.tally.selected))
 
     def _records(self) -> Collection[JSONRecord]:
         """This session's records in node-id order, read back from the spool on every pass."""
-        return self.outcomes.records.values()
+        return self.books.records.values()
 
     def finish(self, session: pytest.Session, exitstatus: int, engine_stats: dict[str, object] | None) -> int | None:
         """The controller merges, writes and decides the exit status; the exit code the reports
@@ -143,14 +143,14 @@ class Results:
             set_exit_status(session, status)
         if not self.status_started:
             return None
-        tally = self.outcomes.tally
-        if not tally.selected and not self.outcomes.records and not self.outcomes.errors:
+        tally = self.books.tally
+        if not tally.selected and not self.books.records and not self.books.errors:
             self._final_status()  # collection error or nothing selected
             return None
         try:
-            if self.outcomes.write_failure is not None:  # the records are incomplete: no result file is replaced
-                raise self.outcomes.write_failure
-            self.outcome = self._finish(status)
+            if self.books.write_failure is not None:  # the records are incomplete: no result file is replaced
+                raise self.books.write_failure
+            self.decision = self._finish(status)
         except (EvalbenchError, OSError) as exc:
             # a file problem is a usage error (4); a write that failed (a full disk) leaves the run's
             # results unwritten: incomplete (7). Either way last_run.json says "error" and why.
@@ -160,7 +160,7 @@ class Results:
             self._final_status()
             set_exit_status(session, code)
             return int(code)
-        code = self.outcome.exit_code(status)
+        code = self.decision.exit_code(status)
         set_exit_status(session, code)
         return int(code)
 
@@ -185,7 +185,7 @@ class Results:
             self.finish_error = f"{self.finish_error}; {problem}" if self.finish_error else problem
 
     def _finish(self, exitstatus: int) -> GateDecision:
-        from pytest_evalbench.gate.outcome import GateInputs, evaluate_gate, write_gate_files
+        from pytest_evalbench.gate.decision import GateInputs, evaluate_gate, write_gate_files
 
         run = self.selection.run
         kind = self.selection.kind
@@ -193,21 +193,21 @@ class Results:
         self.dropped = written.dropped
         settings = gate_settings(self.config, self.bench_dir, run.spec.gate, selection=self.scope() == "selection")
         inputs = GateInputs(
-            results=written.rates, outcomes=written.outcomes, scores=written.eval_scores, rules=run.spec.thresholds,
+            results=written.rates, units=written.units, scores=written.eval_scores, rules=run.spec.thresholds,
             baseline=self.baseline, corrected=run.spec.judge.correct_rates, identities=run.identities(),
             meta=run.meta(), unreliable=dict(written.unreliable),
             metric_types={m.id: m.type for m in run.spec.metrics}, sequential=written.sequential,
-            incomplete=self.outcomes.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            incomplete=self.books.tally.reasons(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
             + self.stats.unwritten_lines())
-        outcome = evaluate_gate(inputs, settings)
-        write_gate_files(settings, inputs, outcome, written, f"evalbench: {run.spec.name}")
+        decision = evaluate_gate(inputs, settings)
+        write_gate_files(settings, inputs, decision, written, f"evalbench: {run.spec.name}")
         self.judge_lines = written.judge_lines
-        write_run_status(run.output_dir / LAST_RUN, self.run_end(), outcome)  # OSError: see `finish`
+        write_run_status(run.output_dir / LAST_RUN, self.run_end(), decision)  # OSError: see `finish`
         hook = self.config.hook.pytest_evalbench_results
         if hook.get_hookimpls():  # the documented list, built only for someone who asked for it
             hook(config=self.config, benchmark=self.settings.benchmark, results=list(written.results),
                  records=list(self._records()))
-        return outcome
+        return decision
 
     def _write(self, kind: AnyKind) -> KindResults:
         """The kind writes this session's records (valid when spooled: not validated again)."""
@@ -215,7 +215,7 @@ class Results:
 
     def notes(self) -> list[str]:
         """Completeness, dropped rows and judge reliability, for every report."""
-        missing = self.outcomes.tally.missing()
+        missing = self.books.tally.missing()
         lines = []
         if missing:
             shown = ", ".join(missing[:MAX_LISTED]) + (f" and {len(missing) - MAX_LISTED} more"
@@ -229,10 +229,10 @@ class Results:
 class Reporting:
     """Builds the run's summary and writes it everywhere it is read."""
 
-    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes, results: Results) -> None:
+    def __init__(self, config: pytest.Config, selection: Selection, books: Bookkeeping, results: Results) -> None:
         self.config = config
         self.selection = selection
-        self.outcomes = outcomes
+        self.books = books
         self.results = results
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
@@ -250,22 +250,22 @@ class Reporting:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
-        from pytest_evalbench.gate.outcome import gate_verdict, node_ids_of
+        from pytest_evalbench.gate.decision import gate_verdict, node_ids_of
         from pytest_evalbench.render.html import render_html
         from pytest_evalbench.render.summary import HISTORY, append_history, build_summary, read_history
         from pytest_evalbench.render.terminal import session_commands
 
-        results, outcomes = self.results, self.outcomes
+        results, books = self.results, self.books
         loaded = self.selection.loaded_run()
         files: list[tuple[str, str]] = []
         if results.written is not None:
             files += [(p.name, str(p)) for p in results.written.files]
         files.append(("status", str(self.bench_dir / LAST_RUN)))
-        compared = results.outcome is not None and results.outcome.comparison is not None
-        node_ids = node_ids_of(outcomes.records) if compared else {}  # only flips name node ids: no pass over records
-        failures = outcomes.failures()
-        gate = gate_verdict(results.outcome, exit_code, failures, node_ids, results.finish_error)
-        files += [("baseline", str(path)) for path in gate.outcome.baseline_files]
+        compared = results.decision is not None and results.decision.comparison is not None
+        node_ids = node_ids_of(books.records) if compared else {}  # only flips name node ids: no pass over records
+        failures = books.failures()
+        gate = gate_verdict(results.decision, exit_code, failures, node_ids, results.finish_error)
+        files += [("baseline", str(path)) for path in gate.decision.baseline_files]
         # a calibration run is its own run: the benchmark's report.html and history.jsonl stay the last
         # evaluation's (an explicit --evalbench-html is still written)
         evaluation = not self.settings.calibrate
@@ -279,15 +279,15 @@ class Reporting:
         files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
-                                gate=gate, meta=meta, stats=results.stats, errors=outcomes.messages,
-                                recorded=len(outcomes.records), failed=failures.total, root=self.config.rootpath,
+                                gate=gate, meta=meta, stats=results.stats, errors=books.messages,
+                                recorded=len(books.records), failed=failures.total, root=self.config.rootpath,
                                 files=files, notes=results.notes())
-        summary.cases = outcomes.case_statuses()  # after the transcripts' pass: one status per item (100,000)
+        summary.cases = books.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
         summary.failures = failures
         summary.commands = session_commands(self.settings, flips=gate.flip_node_ids,
-                                            failed=bool(outcomes.failed or outcomes.errors),
-                                            errors=outcomes.errors.values(),
+                                            failed=bool(books.failed or books.errors),
+                                            errors=books.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)
         if results.written is not None:  # the session its rows record (`.sessions.json`), so labels match
             run = self.selection.run
@@ -331,7 +331,7 @@ class Reporting:
         if url is None:
             return
         loaded = self.selection.loaded_run()
-        cases = cases_of(self.outcomes.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
+        cases = cases_of(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
         run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=cases,
                      exit_status=exit_code, root=root, env=os.environ)
         run_id, warning = record_run(url, run, root)

@@ -28,16 +28,16 @@ class CaseSource(Protocol):
         """The cases of one data file of the selected benchmark."""
 
 
-SESSION_KEY: pytest.StashKey[object] = pytest.StashKey()
-"""The session object in `config.stash` (`session.session_of` gives it typed). Defined here, in a module
+PLUGIN_KEY: pytest.StashKey[object] = pytest.StashKey()
+"""The plugin object in `config.stash` (`session.plugin_of` gives it typed). Defined here, in a module
 loaded with the plugin, so the key is one object for the whole process even when pytester's in-process
 runs drop lazily imported modules."""
 SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
 """Where collection gets the cases (the session's `Selection`)."""
 CASE_RECORD: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-"""An item's record (JSON) from its setup until its teardown report carries it (`outcomes.py`)."""
+"""An item's record (JSON) from its setup until its teardown report carries it (`bookkeeping.py`)."""
 CASE_OUTCOME: pytest.StashKey[Any] = pytest.StashKey()
-"""The kind's outcome of an item (a `kinds.Outcome`) from its setup until its teardown (`outcomes.py`)."""
+"""The kind's outcome of an item (a `kinds.Outcome`) from its setup until its teardown (`bookkeeping.py`)."""
 
 
 def check_case(evalbench_record: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from pytest_evalbench.llm import CACHE_MODES
 from pytest_evalbench.plugin._compat import worker_count, worker_number
 
 if TYPE_CHECKING:
-    from pytest_evalbench.gate.outcome import GateSettings
+    from pytest_evalbench.gate.decision import GateSettings
     from pytest_evalbench.gate.paired import CompareRule
     from pytest_evalbench.kinds.run import RunSettings
 
@@ -228,7 +228,7 @@ def compare_path(config: pytest.Config, bench_dir: Path) -> Path | None:
 
 
 def gate_settings(config: pytest.Config, bench_dir: Path, spec_gate: Any, selection: bool = False) -> GateSettings:
-    from pytest_evalbench.gate.outcome import GateSettings
+    from pytest_evalbench.gate.decision import GateSettings
 
     rule = config.getoption("evalbench_compare_fail")
     return GateSettings(save_baseline=_path_option(config, "evalbench_save_baseline", bench_dir),

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.plugin._compat import collect_only, is_xdist_controller, read, terminal_writer, xfail_reason
+from pytest_evalbench.plugin.bookkeeping import STATUS_ATTR, Bookkeeping
 from pytest_evalbench.plugin.nodes import CaseItem
-from pytest_evalbench.plugin.outcomes import STATUS_ATTR, Outcomes
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.progress import Counts, ProgressReporter
 from pytest_evalbench.render.views import JUDGE_UNRELIABLE
@@ -18,10 +18,10 @@ from pytest_evalbench.render.views import JUDGE_UNRELIABLE
 class Progress:
     """Counts finished items and redraws the progress line (rate-limited)."""
 
-    def __init__(self, config: pytest.Config, selection: Selection, outcomes: Outcomes) -> None:
+    def __init__(self, config: pytest.Config, selection: Selection, books: Bookkeeping) -> None:
         self.config = config
         self.selection = selection
-        self.outcomes = outcomes
+        self.books = books
         self.done = 0  # teardown reports of cases: one per finished item
         self.total = 0
         self.progress: ProgressReporter | None = None
@@ -59,7 +59,7 @@ class Progress:
         if self.progress is None or not self.progress.due(self.done, max(self.total, self.done)):
             return  # most items: the line is redrawn at most every 0.2 s (every `every` s in CI logs)
         counts = Counts(done=self.done, total=max(self.total, self.done),
-                        failed=len(self.outcomes.failed), errored=len(self.outcomes.errors))
+                        failed=len(self.books.failed), errored=len(self.books.errors))
         run = self.selection.loaded_run()
         if run is not None and not is_xdist_controller(self.config):
             engine = run.engine

@@ -1,6 +1,6 @@
 """The one place the plugin starts LLM work (a role of the session; `session.py` keeps the hooks).
 
-Every item's pipeline (`kind.run_case`) reaches the engine through `Scheduler`: `start` prefetches a
+Every item's pipeline (`kind.run_item`) reaches the engine through `Scheduler`: `start` prefetches a
 run of items (a single process before the loop, an xdist worker's share or data file when its first
 item runs), `wait` is what an item's `evalbench_record` fixture blocks on (submitting the item if
 nothing prefetched it), `release` forgets a finished item, `close` stops the engine.
@@ -85,4 +85,4 @@ class Scheduler:
     def _pipeline(self, item: CaseItem) -> Callable[[], Any]:
         case = item.case
         kind = self.source.kind
-        return lambda: kind.run_case(case)
+        return lambda: kind.run_item(case)

@@ -75,7 +75,7 @@ class Selection:
     def cases_for(self, path: Path) -> list[Any]:
         """The cases of one data file (every file is loaded once per process)."""
         if self._cases is None:
-            self._cases = self.kind.load_cases()
+            self._cases = self.kind.load_items()
         for caught in self._load_warnings:
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
         self._load_warnings = []
@@ -105,7 +105,7 @@ class Selection:
             run, kind = self.run, self.kind
             with warnings.catch_warnings(record=True) as caught:  # shown in collection, where pytest reports them
                 warnings.simplefilter("always")
-                self._cases = kind.load_cases()
+                self._cases = kind.load_items()
             self._load_warnings = list(caught)
         except EvalbenchError:
             run = None  # a benchmark or data file that does not load is reported by collection (exit 2)

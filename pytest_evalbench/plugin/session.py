@@ -1,9 +1,9 @@
-"""The per-process session object: one registered plugin that keeps every hook (so hook order, `tryfirst`
+"""The per-process plugin object: one registered plugin that keeps every hook (so hook order, `tryfirst`
 and wrappers are pytest's) and delegates each to a role:
 
 - `selection.Selection`: which benchmark, its run and kind, which cases, collection;
 - `scheduler.Scheduler`: the one place LLM work starts;
-- `outcomes.Outcomes`: each item's record, status and error (the fixture and the reports);
+- `outcomes.Bookkeeping`: each item's record, status and error (the fixture and the reports);
 - `finish.Results`: result files, gate, exit status, last_run.json;
 - `finish.Reporting`: the summary, HTML/Markdown/history, JUnit properties, terminal section;
 - `progress.Progress`: the live progress line and status letters.
@@ -48,11 +48,11 @@ from pytest_evalbench.plugin._compat import (
     is_worker,
     is_xdist_controller,
 )
+from pytest_evalbench.plugin.bookkeeping import RECORD_ATTR, Bookkeeping
 from pytest_evalbench.plugin.finish import Reporting, Results
 from pytest_evalbench.plugin.memory_bound import QuietReports
-from pytest_evalbench.plugin.nodes import SESSION_KEY, SOURCE_KEY, CaseItem
+from pytest_evalbench.plugin.nodes import PLUGIN_KEY, SOURCE_KEY, CaseItem
 from pytest_evalbench.plugin.options import compare_path
-from pytest_evalbench.plugin.outcomes import RECORD_ATTR, Outcomes
 from pytest_evalbench.plugin.progress import Progress
 from pytest_evalbench.plugin.scheduler import Scheduler
 from pytest_evalbench.plugin.selection import Selection
@@ -75,7 +75,7 @@ class ShardPlugin:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Deal every case of the benchmark, not just the ones collected: an item's shard does not
         depend on -k, --lf or node ids, so a printed rerun command with the shard runs its items."""
-        every = set(session_of(config).selection.case_node_ids())
+        every = set(plugin_of(config).selection.case_node_ids())
         shards = shard_of(every | {item.nodeid for item in items}, self.count)
         keep = [item for item in items if shards[item.nodeid] == self.index]
         dropped = [item for item in items if shards[item.nodeid] != self.index]
@@ -85,16 +85,16 @@ class ShardPlugin:
 
     def pytest_evalbench_results(self, config: pytest.Config, benchmark: str, results: list[dict[str, Any]],
                                  records: list[dict[str, Any]]) -> None:
-        session = session_of(config)
-        write_records(session.selection.run.output_dir, session.outcomes.records, session.bench_dir)
+        plugin = plugin_of(config)
+        write_records(plugin.selection.run.output_dir, plugin.books.records, plugin.bench_dir)
 
 
-def session_of(config: pytest.Config) -> EvalbenchSession:
-    """The session registered for this run, typed (its stash key names only the `CaseSource` protocol)."""
-    return cast(EvalbenchSession, config.stash[SESSION_KEY])  # no isinstance: pytester may re-import this module
+def plugin_of(config: pytest.Config) -> EvalbenchPlugin:
+    """The plugin object registered for this run, typed (its stash key names only the `CaseSource` protocol)."""
+    return cast(EvalbenchPlugin, config.stash[PLUGIN_KEY])  # no isinstance: pytester may re-import this module
 
 
-class EvalbenchSession:
+class EvalbenchPlugin:
     """State of one pytest process for the selected benchmark: the roles, and the hooks that call them."""
 
     def __init__(self, config: pytest.Config, settings: RunSettings) -> None:
@@ -109,10 +109,10 @@ class EvalbenchSession:
             raise pytest.UsageError(terminal(str(exc))) from None
         self.selection = Selection(config, settings, self.bench_dir)
         self.scheduler = Scheduler(self.selection)
-        self.outcomes = Outcomes(config, self.selection, self.scheduler, self.bench_dir)
-        self.results = Results(config, self.selection, self.outcomes, self.is_worker)
-        self.reporting = Reporting(config, self.selection, self.outcomes, self.results)
-        self.progress = Progress(config, self.selection, self.outcomes)
+        self.books = Bookkeeping(config, self.selection, self.scheduler, self.bench_dir)
+        self.results = Results(config, self.selection, self.books, self.is_worker)
+        self.reporting = Reporting(config, self.selection, self.books, self.results)
+        self.progress = Progress(config, self.selection, self.books)
         self.scheduler.heartbeat = self.progress.redraw
         self.estimate = (EstimateMode(self.selection, self.results.baseline, self.results.baseline_missing)
                          if wanted(config) else None)
@@ -168,7 +168,7 @@ class EvalbenchSession:
             return self.estimate.run(session)
         if self.is_worker or is_xdist_controller(self.config):
             return None
-        self.outcomes.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
+        self.books.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
         self.scheduler.start(session.items)
         return None
 
@@ -177,7 +177,7 @@ class EvalbenchSession:
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         """Short one-line reprs for our errors; attach the item's record to its teardown report."""
         report = yield
-        self.outcomes.make_report(item, call, report)
+        self.books.make_report(item, call, report)
         return report
 
     @pytest.hookimpl(tryfirst=True)
@@ -193,12 +193,12 @@ class EvalbenchSession:
         teardown reports it does not keep: `memory_bound`)."""
         case = self.selection.is_case(report.nodeid)
         if case and not self.is_worker:
-            self.outcomes.consume(report)
+            self.books.consume(report)
             self.progress.track(report)
         try:
             return (yield)
         finally:
-            if report.when != "call":  # a record rides on a teardown report only (`Outcomes._release`)
+            if report.when != "call":  # a record rides on a teardown report only (`Bookkeeping._release`)
                 detach(report, RECORD_ATTR)
                 if case:
                     self.quiet_reports.drop(report)
@@ -241,7 +241,7 @@ class EvalbenchSession:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
-        self.outcomes.records.close()
+        self.books.records.close()
 
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from pytest_evalbench.plugin.options import (
     share_bounds,
     worker_index,
 )
-from pytest_evalbench.plugin.session import session_of
+from pytest_evalbench.plugin.session import plugin_of
 
 if TYPE_CHECKING:
     from pytest_evalbench.plugin.xdist_scheduler import ShareScheduling
@@ -52,7 +52,7 @@ class WorkerHooks:
         self.config = config
 
     def pytest_sessionfinish(self) -> None:
-        stats = session_of(self.config).scheduler.close()
+        stats = plugin_of(self.config).scheduler.close()
         put_worker_output(self.config, STATS_OUTPUT, stats or {})
 
 
@@ -64,7 +64,7 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        session_of(self.config).results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
+        plugin_of(self.config).results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
 
 
 class ShareController:
@@ -113,7 +113,7 @@ class SharePrefetch:
         share = self._share(item.session)
         if share is not None:
             start, stop = share
-            session_of(self.config).scheduler.start(item.session.items[start:stop], start)
+            plugin_of(self.config).scheduler.start(item.session.items[start:stop], start)
 
     def _share(self, session: pytest.Session) -> tuple[int, int] | None:
         """[start, stop) of this worker's share of the items; None for a replacement worker."""
@@ -145,7 +145,7 @@ class FilePrefetch:
         items = item.session.items
         first = next(i for i, other in enumerate(items) if other.path == item.path)
         count = sum(1 for other in items if other.path == item.path)
-        session_of(self.config).scheduler.start(items[first:first + count], first)
+        plugin_of(self.config).scheduler.start(items[first:first + count], first)
 
 
 class WholeFileController:
@@ -191,11 +191,11 @@ class SelectionHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         if not collect_only(self.config):
-            session_of(self.config).outcomes.selected(list(ids))
+            plugin_of(self.config).books.selected(list(ids))
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
-        session_of(self.config).outcomes.worker_died(report)
+        plugin_of(self.config).books.worker_died(report)
 
 
 def distributes(config: pytest.Config) -> bool:

@@ -119,8 +119,8 @@ def _header(s: RunSummary) -> str:
 
 def _problems(s: RunSummary) -> str:
     gate = s.gate
-    items = ([("regression", r) for r in gate.outcome.regressions]
-             + [("incomplete", i) for i in gate.outcome.incomplete] + [("error", e) for e in s.errors]
+    items = ([("regression", r) for r in gate.decision.regressions]
+             + [("incomplete", i) for i in gate.decision.incomplete] + [("error", e) for e in s.errors]
              + [("warning", w) for w in (s.scenario.warnings if s.scenario else [])]
              + [("note", n) for n in s.notes])  # completeness, dropped rows, judge agreement and reliability
     flips = "".join(f"<li><code>{E(f.text())}</code></li>" for f in gate.flips)
@@ -134,8 +134,8 @@ def _problems(s: RunSummary) -> str:
 
 def _rules(s: RunSummary) -> str:
     """Every rule the gate read: held, breached, inconclusive or not evaluated (and why), with its numbers."""
-    rules = s.gate.outcome.rules
-    unread = [n for n in s.gate.outcome.notes if n not in s.gate.rule_lines]  # rules no row of this session reached
+    rules = s.gate.decision.rules
+    unread = [n for n in s.gate.decision.notes if n not in s.gate.rule_lines]  # rules no row of this session reached
     if not rules and not unread:
         return ""
     cls = {"held": "pass", "breached": "fail", "inconclusive": "unscored", "not evaluated": "unscored"}

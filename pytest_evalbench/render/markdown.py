@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_evalbench.base.disk import writing
 from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.base.safe_files import writing
 from pytest_evalbench.base.safe_text import control_visible, markdown, redact
 from pytest_evalbench.render.summary import RunSummary
 
@@ -112,8 +112,8 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
     icon = ICONS.get("tolerated" if gate.tolerated else gate.verdict)
     title = f"evalbench {_span(summary.benchmark)}: {gate.verdict} (exit {gate.exit_code})"
     out = [f"## {icon + ' ' if icon else ''}{title}", "", _cell(gate.reason), ""]
-    unread = [n for n in gate.outcome.notes if n not in gate.rule_lines]  # rules no row of this session reached
-    if gate.outcome.rules or unread:
+    unread = [n for n in gate.decision.notes if n not in gate.rule_lines]  # rules no row of this session reached
+    if gate.decision.rules or unread:
         out += ["Gate rules:", ""] + [f"- {_cell(r)}" for r in [*gate.rule_lines, *unread]] + [""]
     if summary.rates:
         out += _rates(summary)
@@ -124,7 +124,7 @@ def render_markdown(summary: RunSummary, html_path: str | None) -> str:
         out += [*_fenced(summary.kind_table), ""]
     out += _comparisons(summary)
     out += _cases(summary)
-    problems = ([f"regression: {r}" for r in gate.outcome.regressions] + [f"incomplete: {i}" for i in gate.outcome.incomplete]
+    problems = ([f"regression: {r}" for r in gate.decision.regressions] + [f"incomplete: {i}" for i in gate.decision.incomplete]
                 + [f"error: {e}" for e in summary.errors] + [f"note: {n}" for n in summary.notes])
     if problems:
         out += [f"- {_cell(p)}" for p in problems] + [""]

@@ -170,7 +170,7 @@ class RateCounts:
         """The rate rows, once every score row has passed through `tap`."""
         written, observed, carried, gated = self.written, self.observed, self.carried, self.gated
         carried_keys, labels, strata = self.carried_keys, self.labels, self.strata
-        for out in written.outcomes:
+        for out in written.units:
             for key in ((out.target, out.metric_id), (out.target, out.metric_type or "")):
                 entry = gated[key]
                 entry[2 if out.passed is None else 1] += 1

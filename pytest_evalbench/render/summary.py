@@ -23,10 +23,10 @@ from pytest_evalbench.base import __version__
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
 from pytest_evalbench.base.files import finite_json, open_append, read_bounded, version_problem, versioned
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import Probability, number_problem
 from pytest_evalbench.base.safe_text import cut
-from pytest_evalbench.formats.numbers import Probability, number_problem
 from pytest_evalbench.formats.provenance import git_commit
-from pytest_evalbench.gate.outcome import Failures, GateVerdict
+from pytest_evalbench.gate.decision import Failures, GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
 from pytest_evalbench.render.rates import (
@@ -273,7 +273,7 @@ def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, 
     if written.view == "cases":
         summary.dataset, summary.rates = dataset_view(written)
     elif written.view == "rates":
-        comparison = gate.outcome.comparison
+        comparison = gate.decision.comparison
         demographics = Demographics()  # noted in the one pass over the conversations that transcripts makes
         rates, groups = RateCounts(written), DemographicCounts(demographics)  # noted in its two passes over scores
         as_written = getattr(written.conversations, "as_written", None)  # a scenario run's rows this finish wrote:
@@ -307,7 +307,7 @@ def history_entry(summary: RunSummary) -> dict[str, Any]:
     measured (none when it is incomplete: its numbers are no trend point; rates carried over from
     earlier sessions never are) with their counts (and the gate's k/n where it differs), whether it
     was complete and a full run, case statuses, cost, the gate's verdict and rules."""
-    complete = not summary.gate.outcome.incomplete and summary.gate.exit_code in (0, 1, 6)
+    complete = not summary.gate.decision.incomplete and summary.gate.exit_code in (0, 1, 6)
     rates: dict[str, dict[str, float | None]] = {}
     for row in summary.rates if complete else []:
         if row.measured:

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from pytest_evalbench.base.disk import WriteFailed, overwrite_reserved, reserved
 from pytest_evalbench.base.files import FORMAT_VERSION, VERSION_KEY, atomic_write_text, finite_json, versioned
+from pytest_evalbench.base.safe_files import WriteFailed, overwrite_reserved, reserved
 from pytest_evalbench.base.safe_text import redact
 from pytest_evalbench.kinds.run import RunSettings
 from pytest_evalbench.render.views import ERROR, NOT_DRAWN, UNSCORED, error_group
 
 if TYPE_CHECKING:  # read only at the end of a run; `write_run_running` runs at its start
-    from pytest_evalbench.gate.outcome import GateDecision, GateVerdict
+    from pytest_evalbench.gate.decision import GateDecision, GateVerdict
     from pytest_evalbench.gate.paired import Comparison
     from pytest_evalbench.render.summary import CaseStatus, RunSummary
 
@@ -114,22 +114,22 @@ def summary_lines(summary: RunSummary, bench_dir: Path, base: Path) -> list[str]
     lines += summary.notes
     lines += rate_lines(summary)
     lines += summary.reliability_lines()
-    comparison = gate.outcome.comparison
+    comparison = gate.decision.comparison
     lines += comparison_table(comparison, warnings=False) if comparison is not None else []  # warned below
     carried = [r for r in summary.rates if not r.measured]
     if carried:  # shown for what they are: the gate read none of them
         lines.append(f"not measured in this session ({len(carried)} rate{'s' if len(carried) != 1 else ''}, not gated):")
         lines += [f"  {r.target} {r.metric}: {r.observed_text()}, {r.provenance_label()}" for r in carried]
     lines += [f"warning: {w}" for w in (summary.scenario.warnings if summary.scenario else [])]
-    lines.append(gate_mode_line(gate.outcome))
-    lines += [f"  per-case: {v}" for v in gate.outcome.verdicts]
-    lines += [f"  rule: {r.text()}" for r in gate.outcome.rules if r.status == "held"]  # the others follow, by kind
-    lines += [f"  NOT EVALUATED: {n}" for n in gate.outcome.notes]
-    lines += [f"  INCONCLUSIVE: {r.text()}" for r in gate.outcome.rules  # with fail_inconclusive: a breach, below
-              if r.status == "inconclusive" and not gate.outcome.fail_inconclusive]
-    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.outcome.breaches]
-    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.outcome.regressions]
-    lines += [f"  INCOMPLETE: {i}" for i in gate.outcome.incomplete]
+    lines.append(gate_mode_line(gate.decision))
+    lines += [f"  per-case: {v}" for v in gate.decision.verdicts]
+    lines += [f"  rule: {r.text()}" for r in gate.decision.rules if r.status == "held"]  # the others follow, by kind
+    lines += [f"  NOT EVALUATED: {n}" for n in gate.decision.notes]
+    lines += [f"  INCONCLUSIVE: {r.text()}" for r in gate.decision.rules  # with fail_inconclusive: a breach, below
+              if r.status == "inconclusive" and not gate.decision.fail_inconclusive]
+    lines += [f"  THRESHOLD BREACH: {b}" for b in gate.decision.breaches]
+    lines += [f"  REGRESSION vs baseline: {r}" for r in gate.decision.regressions]
+    lines += [f"  INCOMPLETE: {i}" for i in gate.decision.incomplete]
     if gate.flips:
         lines.append(f"flipped pass->fail since the baseline ({len(gate.flips)}); rerun them with:")
         lines.append("  " + summary.commands.get("flipped", ""))
@@ -166,11 +166,11 @@ def verdict_line(gate: GateVerdict) -> str:
     return line if len(line) <= MAX_VERDICT else line[:MAX_VERDICT - 10].rstrip() + "… (above)"
 
 
-def gate_mode_line(outcome: GateDecision) -> str:
+def gate_mode_line(decision: GateDecision) -> str:
     """What fails the build in this session, said once above the rules it lists."""
-    if outcome.by_cases:
+    if decision.by_cases:
         return "gate: too few rows for the threshold rules (gate.min_rows), so this selection's cases decide"
-    if outcome.mode == "thresholds":
+    if decision.mode == "thresholds":
         return "gate (mode thresholds): failed cases are reported; a breached rule or an incomplete run fails the build"
     return "gate (mode cases): any failed case fails the build, as do a breached rule and an incomplete run"
 
@@ -203,7 +203,7 @@ def sequential_savings(not_drawn: int, drawn: int, llm: dict[str, Any]) -> dict[
             "calls_saved": round(not_drawn * calls / drawn) if drawn else 0}
 
 
-def write_run_status(path: Path, session: Any, outcome: Any) -> None:
+def write_run_status(path: Path, session: Any, decision: Any) -> None:
     """The final record of the session: complete, incomplete (and why, per item), error (the
     finish step failed) or "not run" (no item ran: collection error or nothing selected)."""
     tally = session.tally
@@ -211,9 +211,9 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
     status = {
         "benchmark": session.settings.benchmark,
         "finished_at": _now(),
-        "status": ("error" if session.finish_error else "not run") if outcome is None
-        else "incomplete" if outcome.incomplete else "complete",
-        "incomplete": outcome.incomplete if outcome is not None else [],
+        "status": ("error" if session.finish_error else "not run") if decision is None
+        else "incomplete" if decision.incomplete else "complete",
+        "incomplete": decision.incomplete if decision is not None else [],
         "errors": dict(sorted(session.errors.items())),
         "selected": len(tally.selected),
         "scored": len([nodeid for nodeid in tally.selected if nodeid not in not_scored]),
@@ -221,8 +221,8 @@ def write_run_status(path: Path, session: Any, outcome: Any) -> None:
         "rows_recorded": len(session.records),
         "scope": session.scope() if hasattr(session, "scope") else None,
         "dropped": list(session.dropped),
-        "threshold_breaches": outcome.breaches if outcome is not None else [],
-        "regressions": outcome.regressions if outcome is not None else [],
+        "threshold_breaches": decision.breaches if decision is not None else [],
+        "regressions": decision.regressions if decision is not None else [],
         "judge": list(getattr(session, "judge_lines", [])),
         "llm": session.stats.to_json(),
     }

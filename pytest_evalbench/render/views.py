@@ -238,7 +238,7 @@ def dataset_view(written: KindResults) -> tuple[DatasetView, list[RateRow]]:
     evals = [{"agent": agent, "eval": name, **mean_interval(scores.get((agent, name), [])),
               "unscored": unscored[(agent, name)]} for agent, name in sorted(set(scores) | set(unscored))]
     gated = _counts()
-    for out in written.outcomes:
+    for out in written.units:
         entry = gated[(out.target, "")]
         entry[2 if out.passed is None else 1] += 1
         entry[0] += bool(out.passed)

@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import SECRETS, redact
-from pytest_evalbench.store.schema import CaseRow, RunRow
+from pytest_evalbench.store.schema import ItemRow, RunRow
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0002"
@@ -36,7 +36,7 @@ class StoreError(EvalbenchError):
 
 
 @dataclass
-class CaseData:
+class ItemData:
     """One case of a run (the `cases` table's row without its keys)."""
 
     node_id: str
@@ -81,7 +81,7 @@ class RunData:
     scope: str
     identities: dict[str, Any] = field(default_factory=dict)
     case_count: int = 0
-    cases: list[CaseData] = field(default_factory=list)
+    cases: list[ItemData] = field(default_factory=list)
     id: Optional[int] = None
 
 
@@ -138,7 +138,7 @@ class Store:
         with self._errors("written"), self.engine.begin() as conn:
             run_id = int(conn.execute(insert(RunRow).values(**values).returning(RunRow.id)).scalar_one())
             if run.cases:
-                conn.execute(insert(CaseRow), [{"run_id": run_id, **{n: getattr(c, n) for n in _CASE_FIELDS}}
+                conn.execute(insert(ItemRow), [{"run_id": run_id, **{n: getattr(c, n) for n in _CASE_FIELDS}}
                                                for c in run.cases])
         run.id = run_id
         return run_id
@@ -163,9 +163,9 @@ class Store:
             if row is None:
                 return None
             run = _run_data(row)
-            cases = conn.execute(select(*[getattr(CaseRow, n) for n in _CASE_FIELDS])
-                                 .where(CaseRow.run_id == run_id).order_by(CaseRow.id))
-            run.cases = [CaseData(**dict(zip(_CASE_FIELDS, c))) for c in cases]
+            cases = conn.execute(select(*[getattr(ItemRow, n) for n in _CASE_FIELDS])
+                                 .where(ItemRow.run_id == run_id).order_by(ItemRow.id))
+            run.cases = [ItemData(**dict(zip(_CASE_FIELDS, c))) for c in cases]
         return run
 
     def benchmarks(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Labels people give a judge's verdict in `evalbench view`: the body `POST /api/labels` accepts, the line it
+"""Labels people give a judge's judgment in `evalbench view`: the body `POST /api/labels` accepts, the line it
 appends to benchmarks/NAME/calibration.jsonl (the format `kinds/labels.py` reads, so the next
 `--evalbench-calibrate` uses it unchanged), and the order in which the view offers cases for labelling.
 
@@ -20,8 +20,8 @@ from pydantic import StrictBool, StrictInt, StringConstraints, ValidationError
 from pytest_evalbench.base.errors import ConfigError, InputError
 from pytest_evalbench.base.files import open_append, read_bounded, results_lock
 from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import Threshold
 from pytest_evalbench.formats import Strict
-from pytest_evalbench.formats.numbers import Threshold
 from pytest_evalbench.formats.spec import first_error, load_spec
 from pytest_evalbench.kinds.judges import calibrated_number, calibration_entries
 from pytest_evalbench.kinds.labels import CALIBRATION_FILE, MetricLabel

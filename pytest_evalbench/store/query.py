@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pytest_evalbench.base.safe_text import markdown
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.gate.paired import POOLED, Baseline, Comparison, compare_with_baseline, identity_changes
-from pytest_evalbench.store.db import CaseData, RunData
+from pytest_evalbench.store.db import ItemData, RunData
 
 MAX_FLIPS_SHOWN = 50
 """Flipped cases a comparison lists (the rest are counted)."""
@@ -109,7 +109,7 @@ class RunComparison:
         return out
 
 
-def _by_key(cases: list[CaseData]) -> dict[str, CaseData]:
+def _by_key(cases: list[ItemData]) -> dict[str, ItemData]:
     return {c.key if c.target else c.node_id: c for c in cases}
 
 

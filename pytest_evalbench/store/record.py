@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import atomic_write_text
-from pytest_evalbench.store.db import CaseData, RunData, StoreError, masked_url, open_store, sqlite_url
+from pytest_evalbench.store.db import ItemData, RunData, StoreError, masked_url, open_store, sqlite_url
 
 if TYPE_CHECKING:
     from pytest_evalbench.render.summary import RunSummary
@@ -80,12 +80,12 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def case_of(node_id: str, record: Mapping[str, Any], status: str) -> CaseData:
+def case_of(node_id: str, record: Mapping[str, Any], status: str) -> ItemData:
     """One record (as it crossed from the worker: `ScenarioRecord`/`DatasetRecord`/calibration JSON) as a case."""
     score = record.get("score")
     if isinstance(score, dict):  # a scenario row: one metric of one conversation
         conversation = record.get("conversation") or {}
-        return CaseData(node_id=node_id, target=str(record.get("target_id") or score.get("target_model") or ""),
+        return ItemData(node_id=node_id, target=str(record.get("target_id") or score.get("target_model") or ""),
                         metric=str(score.get("metric_id") or ""), unit=str(score.get("id") or ""),
                         sample=int(score.get("sample") or 0), status=status, passed=_present(score.get("passed")),
                         present=_present(score.get("present")), probability=_number(score.get("probability")),
@@ -98,23 +98,23 @@ def case_of(node_id: str, record: Mapping[str, Any], status: str) -> CaseData:
         reasons = [str(r) for r in case.get("reasons") or []]
         explanations = [f"{m.get('eval')}: {m.get('explanation')}" for m in case.get("metrics") or []
                         if isinstance(m, dict) and m.get("explanation")]
-        return CaseData(node_id=node_id, target=str(case.get("agent_name") or ""), metric=CASE_METRIC,
+        return ItemData(node_id=node_id, target=str(case.get("agent_name") or ""), metric=CASE_METRIC,
                         unit=str(case.get("case_id") or ""), sample=0, status=status,
                         passed=_present(case.get("passed")), justification="\n".join(reasons + explanations),
                         transcript=[{k: v for k, v in case.items() if k not in ("metrics", "reasons")}])
-    return CaseData(node_id=node_id, target="", metric="", unit=str(record.get("key") or ""), sample=0,
+    return ItemData(node_id=node_id, target="", metric="", unit=str(record.get("key") or ""), sample=0,
                     status=status, justification=str(record.get("justification") or ""),
                     decided_by=record.get("decided_by"))
 
 
-def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> list[CaseData]:
+def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> list[ItemData]:
     """Every selected item as a case, in node-id order: (node id, status, reason) from the summary; the
     record of each item that has one (an item that errored or did not run keeps its reason)."""
     out = []
     for node_id, status, reason in statuses:
         record = records.get(node_id)
         if record is None:
-            out.append(CaseData(node_id=node_id, target="", metric="", unit="", sample=0, status=status,
+            out.append(ItemData(node_id=node_id, target="", metric="", unit="", sample=0, status=status,
                                 justification=reason))
         else:
             out.append(case_of(node_id, record, status))
@@ -124,7 +124,7 @@ def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[
 def run_from_parts(*, benchmark: str, kind: str, created: str, commit: str | None, root: Path,
                    env: Mapping[str, str], targets: dict[str, Any], judge: str | None, identities: Mapping[str, Any],
                    verdict: str, exit_status: int, reason: str, cost: float, scope: str,
-                   cases: list[CaseData]) -> RunData:
+                   cases: list[ItemData]) -> RunData:
     """A run from its parts (`evalbench merge` has no session summary); branches from git or the CI."""
     branch, base = branches(root, env)
     return RunData(benchmark=benchmark, kind=kind, created=created, commit=commit, branch=branch, base_branch=base,
@@ -132,7 +132,7 @@ def run_from_parts(*, benchmark: str, kind: str, created: str, commit: str | Non
                    verdict=verdict, exit_status=exit_status, reason=reason, cost=cost, scope=scope, cases=cases)
 
 
-def run_of(summary: RunSummary, *, identities: Mapping[str, Any], cases: list[CaseData], exit_status: int,
+def run_of(summary: RunSummary, *, identities: Mapping[str, Any], cases: list[ItemData], exit_status: int,
            root: Path, env: Mapping[str, str]) -> RunData:
     """The run as the store keeps it, from the summary every surface renders."""
     branch, base = branches(root, env)

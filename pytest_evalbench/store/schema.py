@@ -40,13 +40,13 @@ class RunRow(Base):
     scope: Mapped[str] = mapped_column(String(20))
     case_count: Mapped[int] = mapped_column(Integer)
 
-    cases: Mapped[list[CaseRow]] = relationship(back_populates="run", cascade="all, delete-orphan",
-                                                order_by="CaseRow.id")
+    cases: Mapped[list[ItemRow]] = relationship(back_populates="run", cascade="all, delete-orphan",
+                                                order_by="ItemRow.id")
 
     __table_args__ = (Index("ix_runs_benchmark_created", "benchmark", "created"),)
 
 
-class CaseRow(Base):
+class ItemRow(Base):
     """One case of a run: a pytest item's pass/fail unit (a scenario row x target x metric x sample, or a
     dataset case), with what decided it."""
 

@@ -13,7 +13,7 @@ from sqlalchemy import String, and_, case, cast, distinct, func, literal, or_, s
 from sqlalchemy.orm import Session
 
 from pytest_evalbench.store.labelling import DEFAULT_THRESHOLD, NEAR_THRESHOLD, Candidate, labelling_reasons
-from pytest_evalbench.store.schema import CaseRow, RunRow
+from pytest_evalbench.store.schema import ItemRow, RunRow
 
 PAGE_SIZE = 50
 """Cases on one page of a run or a comparison: a 10,000-case run is 200 pages, each rendered alone."""
@@ -41,7 +41,7 @@ class PageFilter:
 class RunPage:
     """One page of a run's cases, with what the page's filters and pager need."""
 
-    cases: list[CaseRow]
+    cases: list[ItemRow]
     reasons: dict[int, list[str]]
     """Case row id -> why it is worth labelling (empty when it is not)."""
     total: int
@@ -57,8 +57,8 @@ class Pair:
     """One case in two runs (either side None when only one run has it)."""
 
     key: tuple[str, str, str, int]
-    a: Optional[CaseRow]
-    b: Optional[CaseRow]
+    a: Optional[ItemRow]
+    b: Optional[ItemRow]
 
     @property
     def flipped(self) -> bool:
@@ -85,9 +85,9 @@ def runs(session: Session, limit: int = 500) -> list[RunRow]:
 def rate_table(session: Session, run_ids: Sequence[int]) -> dict[tuple[str, str], dict[int, RateCell]]:
     """(target, metric) -> run id -> its passed and scored cases, for these runs."""
     rows = session.execute(
-        select(CaseRow.run_id, CaseRow.target, CaseRow.metric,
-               func.sum(case((CaseRow.passed.is_(True), 1), else_=0)), func.count(CaseRow.passed))
-        .where(CaseRow.run_id.in_(list(run_ids))).group_by(CaseRow.run_id, CaseRow.target, CaseRow.metric))
+        select(ItemRow.run_id, ItemRow.target, ItemRow.metric,
+               func.sum(case((ItemRow.passed.is_(True), 1), else_=0)), func.count(ItemRow.passed))
+        .where(ItemRow.run_id.in_(list(run_ids))).group_by(ItemRow.run_id, ItemRow.target, ItemRow.metric))
     out: dict[tuple[str, str], dict[int, RateCell]] = defaultdict(dict)
     for run_id, target, metric, passed, scored in rows:
         out[(target, metric)][run_id] = RateCell(int(passed or 0), int(scored or 0))
@@ -106,24 +106,24 @@ def rates_over_runs(session: Session, all_runs: Sequence[RunRow]) -> dict[str, t
 
 
 def _filtered(run_id: int, flt: PageFilter) -> Any:
-    conditions = [CaseRow.run_id == run_id]
+    conditions = [ItemRow.run_id == run_id]
     if flt.metric:
-        conditions.append(CaseRow.metric == flt.metric)
+        conditions.append(ItemRow.metric == flt.metric)
     if flt.target:
-        conditions.append(CaseRow.target == flt.target)
+        conditions.append(ItemRow.target == flt.target)
     if flt.status:
-        conditions.append(CaseRow.status == flt.status)
+        conditions.append(ItemRow.status == flt.status)
     if flt.query:
         pattern = "%" + flt.query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        conditions.append(or_(CaseRow.node_id.ilike(pattern, escape="\\"), CaseRow.justification.ilike(pattern, escape="\\"),
-                              cast(CaseRow.transcript, String).ilike(pattern, escape="\\")))
+        conditions.append(or_(ItemRow.node_id.ilike(pattern, escape="\\"), ItemRow.justification.ilike(pattern, escape="\\"),
+                              cast(ItemRow.transcript, String).ilike(pattern, escape="\\")))
     return and_(*conditions)
 
 
 def _flaky_units(run_id: int) -> Any:
     """The run's (target, row, metric) whose samples' verdicts differ: flaky cases."""
-    return (select(CaseRow.target, CaseRow.unit, CaseRow.metric).where(CaseRow.run_id == run_id, CaseRow.passed.is_not(None))
-            .group_by(CaseRow.target, CaseRow.unit, CaseRow.metric).having(func.count(distinct(CaseRow.passed)) > 1)
+    return (select(ItemRow.target, ItemRow.unit, ItemRow.metric).where(ItemRow.run_id == run_id, ItemRow.passed.is_not(None))
+            .group_by(ItemRow.target, ItemRow.unit, ItemRow.metric).having(func.count(distinct(ItemRow.passed)) > 1)
             .subquery())
 
 
@@ -131,58 +131,58 @@ def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[A
     """The labelling order as SQL (the database sorts a 10,000-case run, not Python): the cases with more
     of `labelling.labelling_reasons` first, then P(present) nearest the threshold; returns the join for
     flaky units, the ORDER BY terms and the flaky flag's column."""
-    threshold = (case(dict(thresholds), value=CaseRow.metric, else_=DEFAULT_THRESHOLD)
+    threshold = (case(dict(thresholds), value=ItemRow.metric, else_=DEFAULT_THRESHOLD)
                  if thresholds else literal(DEFAULT_THRESHOLD))
-    distance = func.abs(CaseRow.probability - threshold)
-    judged = or_(CaseRow.decided_by.is_(None), CaseRow.decided_by != "check")
+    distance = func.abs(ItemRow.probability - threshold)
+    judged = or_(ItemRow.decided_by.is_(None), ItemRow.decided_by != "check")
     flaky = _flaky_units(run_id)
     is_flaky = case((and_(judged, flaky.c.unit.is_not(None)), 1), else_=0)
-    near = case((and_(judged, CaseRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
-    join = (flaky, and_(flaky.c.target == CaseRow.target, flaky.c.unit == CaseRow.unit, flaky.c.metric == CaseRow.metric))
-    closeness = case((and_(judged, CaseRow.probability.is_not(None)), distance), else_=1.0)
-    return join, [(near + is_flaky).desc(), closeness, CaseRow.node_id, CaseRow.metric, CaseRow.id], is_flaky
+    near = case((and_(judged, ItemRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
+    join = (flaky, and_(flaky.c.target == ItemRow.target, flaky.c.unit == ItemRow.unit, flaky.c.metric == ItemRow.metric))
+    closeness = case((and_(judged, ItemRow.probability.is_not(None)), distance), else_=1.0)
+    return join, [(near + is_flaky).desc(), closeness, ItemRow.node_id, ItemRow.metric, ItemRow.id], is_flaky
 
 
 def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
     """One page of the run's cases that pass `flt`, in its order: the database filters, counts, sorts and
     cuts the page, so only the page's rows (with their transcripts) are read."""
     where = _filtered(run_id, flt)
-    total = session.scalar(select(func.count()).select_from(CaseRow).where(where)) or 0
+    total = session.scalar(select(func.count()).select_from(ItemRow).where(where)) or 0
     pages = max(1, -(-total // PAGE_SIZE))
     page = min(max(1, page), pages)
     join, order, is_flaky = _label_order(run_id, thresholds)
-    query = select(CaseRow.id, is_flaky).outerjoin(*join).where(where)
+    query = select(ItemRow.id, is_flaky).outerjoin(*join).where(where)
     if flt.order == "node":
-        order = [CaseRow.node_id, CaseRow.metric, CaseRow.id]
+        order = [ItemRow.node_id, ItemRow.metric, ItemRow.id]
     elif flt.order == "status":
-        order = [case(_STATUS_ORDER, value=CaseRow.status, else_=len(_STATUS_ORDER)), CaseRow.node_id, CaseRow.metric,
-                 CaseRow.id]
+        order = [case(_STATUS_ORDER, value=ItemRow.status, else_=len(_STATUS_ORDER)), ItemRow.node_id, ItemRow.metric,
+                 ItemRow.id]
     # the page's ids first (the sort then carries ids, not transcripts), then their rows
     chosen = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
-    full = {c.id: c for c in session.scalars(select(CaseRow).where(CaseRow.id.in_([r.id for r in chosen])))}
+    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_([r.id for r in chosen])))}
     rows = [(full[r.id], r[1]) for r in chosen]
     reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, None, bool(flaky), row.decided_by),
                                          thresholds) for row, flaky in rows}
-    facets = session.execute(select(CaseRow.metric, CaseRow.target, CaseRow.status).where(CaseRow.run_id == run_id)
+    facets = session.execute(select(ItemRow.metric, ItemRow.target, ItemRow.status).where(ItemRow.run_id == run_id)
                              .distinct()).all()
     return RunPage([row for row, _ in rows], reasons, total, page, pages,
                     sorted({f.metric for f in facets}), sorted({f.target for f in facets}),
                     sorted({f.status for f in facets}, key=lambda s: _STATUS_ORDER.get(s, 5)))
 
 
-def find_case(session: Session, run_id: int, node_id: str, metric: str) -> Optional[CaseRow]:
+def find_case(session: Session, run_id: int, node_id: str, metric: str) -> Optional[ItemRow]:
     """The run's case with this node id and metric (its first sample's row when several share them)."""
-    return session.scalars(select(CaseRow).where(CaseRow.run_id == run_id, CaseRow.node_id == node_id,
-                                                 CaseRow.metric == metric).order_by(CaseRow.id).limit(1)).first()
+    return session.scalars(select(ItemRow).where(ItemRow.run_id == run_id, ItemRow.node_id == node_id,
+                                                 ItemRow.metric == metric).order_by(ItemRow.id).limit(1)).first()
 
 
 def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pair], int, int, int]:
     """One page of the two runs' cases paired by target, row, metric and sample, flipped ones first (then
     the other changed statuses, then the rest); with the number of pairs, of flipped pairs and of pages."""
-    cols = (CaseRow.id, CaseRow.run_id, CaseRow.target, CaseRow.unit, CaseRow.metric, CaseRow.sample, CaseRow.passed,
-            CaseRow.status)
+    cols = (ItemRow.id, ItemRow.run_id, ItemRow.target, ItemRow.unit, ItemRow.metric, ItemRow.sample, ItemRow.passed,
+            ItemRow.status)
     sides: dict[tuple[str, str, str, int], list[Any]] = defaultdict(lambda: [None, None])
-    for row in session.execute(select(*cols).where(CaseRow.run_id.in_([a, b]))):
+    for row in session.execute(select(*cols).where(ItemRow.run_id.in_([a, b]))):
         sides[(row.target, row.unit, row.metric, row.sample)][0 if row.run_id == a else 1] = row
 
     def rank(item: tuple[tuple[str, str, str, int], list[Any]]) -> tuple[int, tuple[str, str, str, int]]:
@@ -197,6 +197,6 @@ def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pai
     page = min(max(1, page), pages)
     chosen = ordered[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
     ids = [r.id for _, pair in chosen for r in pair if r is not None]
-    full = {c.id: c for c in session.scalars(select(CaseRow).where(CaseRow.id.in_(ids)))}
+    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_(ids)))}
     pairs = [Pair(key, full.get(x.id) if x else None, full.get(y.id) if y else None) for key, (x, y) in chosen]
     return pairs, len(ordered), flips, pages

@@ -21,8 +21,7 @@ import ssl
 import sys
 import threading
 
-from pytest_evalbench.testing._handler import Handler, QuietHTTPServer, ServerState
-from pytest_evalbench.testing.rate_window import RateWindow
+from pytest_evalbench.testing._handler import Handler, QuietHTTPServer, RateWindow, ServerState
 from pytest_evalbench.testing.scripts import Reply, Responder, by_model, schema_answer, sequence
 
 __all__ = ["FakeLLMServer", "RateWindow", "Reply", "Responder", "by_model", "main", "schema_answer", "sequence"]

@@ -20,7 +20,7 @@ from helpers import read_json
 
 from pytest_evalbench.formats.dataset_rows import CaseResult
 from pytest_evalbench.formats.results import ModelResult
-from pytest_evalbench.gate.outcome import FlipKey, GateDecision, gate_verdict
+from pytest_evalbench.gate.decision import FlipKey, GateDecision, gate_verdict
 from pytest_evalbench.gate.paired import compare_with_baseline, make_baseline
 from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.kinds.dataset.summary import summarize_agents
@@ -80,7 +80,7 @@ def written_of(results: list[ModelResult], scores: list[ScoreRow], conversations
                ) -> KindResults:
     """What the scenario kind hands the report for these rows."""
     return KindResults([r.model_dump(mode="json") for r in results], rates=results, scores=scores,
-                       outcomes=[r.outcome_row() for r in scores], conversations=conversations)
+                       units=[r.unit_row() for r in scores], conversations=conversations)
 
 
 class TestIdParser(HTMLParser):
@@ -150,8 +150,8 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
     """A two-target scenario run with a baseline: one pass->fail flip on beta-mini m01."""
     results, scores, conversations = synthetic_run(OUTCOMES)
     base_results, base_scores, _ = synthetic_run({**OUTCOMES, ("beta-mini", "m01_s002_v01"): True})
-    comparison = compare_with_baseline(make_baseline(base_results, [r.outcome_row() for r in base_scores],
-                                                     {"judge": "j1"}), [r.outcome_row() for r in scores])
+    comparison = compare_with_baseline(make_baseline(base_results, [r.unit_row() for r in base_scores],
+                                                     {"judge": "j1"}), [r.unit_row() for r in scores])
     rule = RuleResult("min_positive_pass_rate", 0.5, "alpha", None, "held", 0.8)
     outcome = GateDecision(mode="thresholds", comparison=comparison, rules=[rule])
     node_ids = {FlipKey("beta-mini", "m01_s002_v01", 0): "benchmarks/demo/scenarios.json::m01_s002_v01[beta-mini-s0]"}

@@ -13,7 +13,7 @@ import yaml
 from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.formats.spec import DEFAULT_MAX_TOKENS
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.llm.limits import DEFAULT_OUTPUT_CAP
 from pytest_evalbench.testing import FakeLLMServer, Reply
 

@@ -12,7 +12,7 @@ import yaml
 from helpers import JUDGE, read_json
 
 from pytest_evalbench.cli import schemas
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 ROOT = Path(__file__).parents[2]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helpers import read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 OPTS = ["--evalbench-max-attempts=3", "--evalbench-cache=off"]  # K = 2 x 3 = 6

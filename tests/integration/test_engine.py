@@ -9,7 +9,7 @@ import pytest
 from helpers import JUDGE, METRICS, USER, read_json, scenario, script, write_benchmark
 
 from conftest import SECRET
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
 
 CALLS_PER_ITEM = 5  # 2 turns x (user + target) + judge

@@ -112,12 +112,12 @@ def test_rejudge_calls_only_the_judge_past_the_cache_and_writes_rejudge_json(
     bench_env.set_responder(by_model({JUDGE: judge_says(True)}))  # any target or user call would be a 404
     capsys.readouterr()
     assert main(["rejudge", "demo", "--samples", "2", "--root", str(pytester.path)]) == 0
-    assert roles(bench_env) == Counter({JUDGE: 12 * 2})  # none served by the stored verdicts' cache entries
+    assert roles(bench_env) == Counter({JUDGE: 12 * 2})  # none served by the stored judgments' cache entries
     report = read_json(bench / "runs" / "tgt" / "rejudge.json")
     jsonschema.validate(report, schemas.load("rejudge"))
     assert read_json(bench / "runs" / "tgt" / "scores.json") == stored  # the run's files are untouched
     # stored majorities: v01 T T T, v02 T T T, v03 two T one F, v04 one T two F -> 9 of 12 True; the new
-    # verdicts are all True: they agree with each other (1.0) and with the stored verdict on 9 of 12
+    # verdicts are all True: they agree with each other (1.0) and with the stored judgment on 9 of 12
     assert report["k"] == 2 and report["judges"] == [JUDGE] and report["skipped"] == 0
     assert report["by_metric"] == {"m01": {"transcripts": 12, "split": 3, "flipped": 3, "self_agreement": 1.0,
                                            "stored_agreement": 0.75}}
@@ -127,7 +127,7 @@ def test_rejudge_calls_only_the_judge_past_the_cache_and_writes_rejudge_json(
     assert sorted((t["stored"], t["votes"], t["split"]) for t in v04["samples"]) == [
         (False, [True, True], True), (False, [True, True], True), (True, [True, True], False)]
     out = capsys.readouterr().out
-    assert "m01: new verdicts agree with each other 1.00, with the stored verdict 0.75; 3 of 12 transcripts split, " \
+    assert "m01: new judgments agree with each other 1.00, with the stored judgment 0.75; 3 of 12 transcripts split, " \
            "3 flipped" in out
     assert "judge noise: m01_s001_v04 (m01): 2 of 3 transcripts split" in out
     assert "llm: 24 judge requests sent by this command, 0 answered from the cache" in out

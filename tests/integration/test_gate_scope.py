@@ -15,7 +15,7 @@ import pytest
 from helpers import dead_base_url, read_json, scenario, script, write_benchmark
 from test_dataset import scores, write_dataset
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, EXIT_REGRESSION
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE, EXIT_REGRESSION
 from pytest_evalbench.testing import FakeLLMServer
 
 XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2", marks=pytest.mark.slow)]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from helpers import JUDGE, METRICS, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE, EXIT_REGRESSION
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE, EXIT_REGRESSION
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 EXAMPLES = __import__("pathlib").Path(__file__).parents[2] / "benchmarks" / "agents"

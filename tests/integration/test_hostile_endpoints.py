@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import JUDGE, TARGET, USER, read_json, scenario, write_benchmark
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 XDIST = pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["n0", "n2"])

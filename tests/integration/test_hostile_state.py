@@ -13,7 +13,7 @@ import time
 import pytest
 from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, script, write_benchmark
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.llm.shared_limits import endpoint_key
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 

@@ -14,7 +14,7 @@ from test_dataset import scores, write_dataset
 from test_printed_commands import shell, terminal_command
 from test_stored_answers import APP, LIVE, MULTI, multi, write_bench
 
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
 XDIST = pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["n0", "n2"])

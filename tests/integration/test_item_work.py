@@ -9,13 +9,13 @@ from helpers import scenario, script, write_benchmark
 from pytest_evalbench.testing import FakeLLMServer
 
 COUNTING = """
-from pytest_evalbench.plugin.session import session_of
+from pytest_evalbench.plugin.session import plugin_of
 
 built = []
 
 
 def pytest_collection_finish(session):
-    scope = type(session_of(session.config).selection.kind).outcome.__globals__  # the module the kind runs in
+    scope = type(plugin_of(session.config).selection.kind).outcome.__globals__  # the module the kind runs in
     original = scope["failure_message"]
 
     def counted(record, why=None):

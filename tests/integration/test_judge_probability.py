@@ -30,7 +30,7 @@ def labels(bench: Path) -> None:
 
 
 def always_present_with_probability(request: dict[str, Any]) -> Reply:
-    """The sampled verdict is always `present` (useless); the log-probabilities carry the signal."""
+    """The sampled judgment is always `present` (useless); the log-probabilities carry the signal."""
     p = float(re.findall(r"P=([0-9.]+)", request["messages"][-1]["content"])[-1])
     answer = {"justification": "scripted", "present": True}
     return Reply(content=json.dumps(answer), logprobs=verdict_logprobs(answer, p))
@@ -53,7 +53,7 @@ def test_calibration_sets_a_threshold_and_the_run_decides_by_it(pytester: pytest
         assert scored not in shown  # the example being scored is never one the prompt shows
     [entry] = read_json(bench / "calibration.json")
     jsonschema.validate([entry], schemas.load("calibration"))
-    assert entry["judge_n"] == 6 and entry["judge_kappa"] == 0.0  # the sampled verdicts: all "present"
+    assert entry["judge_n"] == 6 and entry["judge_kappa"] == 0.0  # the sampled judgments: all "present"
     assert entry["prompt"] == "contrast" and entry["threshold"] == pytest.approx(0.55)
     assert entry["threshold_kappa"] == 1.0 and entry["styles"]["plain"]["threshold_kappa"] == 1.0
     assert entry["settings"]["probability"] is True and entry["settings"]["prompt"] == "contrast"
@@ -135,7 +135,7 @@ def _overflowing(answer: dict[str, Any]) -> dict[str, Any]:
     (_one_sided, "do not list true"), (_malformed, "malformed"), (_overflowing, "malformed")])
 def test_log_probabilities_that_cannot_be_read_leave_the_row_unscored(
         pytester: pytest.Pytester, bench_env: FakeLLMServer, broken: Any, reason: str) -> None:
-    """The sampled verdict is `present` and a threshold is calibrated: log-probabilities that are given
+    """The sampled judgment is `present` and a threshold is calibrated: log-probabilities that are given
     but cannot be read never turn it into `absent` (nor keep it silently): the row is unscored, with why."""
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01")],
                             judge={"probability": True})

@@ -18,7 +18,7 @@ import pytest
 from helpers import JUDGE, TARGET, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.base.files import unversioned
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.kinds.scenarios.models import ScenarioRecord
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.testing import FakeLLMServer

@@ -21,7 +21,7 @@ from test_authoring import (
 from test_dataset import scores, write_dataset
 
 from conftest import LEAN_ADDOPTS
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer
 
 XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2", marks=pytest.mark.slow)]

@@ -11,7 +11,7 @@ import pytest
 from helpers import JUDGE, TARGET, dead_base_url, read_json, scenario, script, write_benchmark
 
 from conftest import SECRET
-from pytest_evalbench.gate.outcome import EXIT_INCOMPLETE
+from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 
 FAST = ["--evalbench-timeout=0.5", "--evalbench-max-attempts=3", "--evalbench-retry-budget=5",

@@ -10,7 +10,7 @@ import re
 import pytest
 from helpers import scenario, script, write_benchmark
 
-from pytest_evalbench.base import safe_logs
+from pytest_evalbench.base import safe_text
 from pytest_evalbench.testing import FakeLLMServer
 
 HOSTILE_LOGGING = r'''
@@ -50,7 +50,7 @@ def test_a_library_loggers_hostile_text_reaches_no_terminal_of_a_failing_item(
 
 def test_the_factory_is_put_back_and_chains_the_previous_one() -> None:
     before = logging.getLogRecordFactory()
-    uninstall = safe_logs.install()
+    uninstall = safe_text.install()
     try:
         record = logging.getLogger("lib").makeRecord("lib", logging.ERROR, "f.py", 1, "got %r", ("\x1b[2J",), None)
         assert record.getMessage() == "got '\\x1b[2J'" and record.args is None

@@ -69,7 +69,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest("--benchmark=demo", "--evalbench-cache=off", "-rs", *args)
 
 
-# per scenario, the judge's verdicts in the order of its samples: a stable pass, a stable fail, and
+# per scenario, the judge's judgments in the order of its samples: a stable pass, a stable fail, and
 # cases whose k = 5 verdict is inconclusive (flaky), settled for certain once one pass and one fail are in
 PLAN = {
     "m01_s001_v01": [True] * 5,

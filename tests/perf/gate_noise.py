@@ -26,7 +26,7 @@ import time
 
 from pytest_evalbench.formats.results import ModelResult, PassFailUnit, RateSummary
 from pytest_evalbench.formats.spec import ThresholdRules
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.decision import EXIT_REGRESSION, GateInputs, GateSettings, evaluate_gate
 from pytest_evalbench.gate.paired import make_baseline, parse_compare_rule
 
 METRICS = (1, 5, 10)
@@ -85,7 +85,7 @@ def alarms(metrics: int, cases: int, samples: int, drop: float, reps: int, rng: 
         baseline = make_baseline(summaries(base_rows), base_rows, {})
         for rule in RULES:
             settings, thresholds = settings_for(rule)
-            outcome = evaluate_gate(GateInputs(results=summaries(rows), outcomes=rows, rules=thresholds,
+            outcome = evaluate_gate(GateInputs(results=summaries(rows), units=rows, rules=thresholds,
                                                baseline=baseline), settings)
             hits[rule] += outcome.exit_code(0) == EXIT_REGRESSION
     return hits

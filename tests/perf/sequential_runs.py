@@ -41,7 +41,7 @@ SID = re.compile(r"(m01_s\d{3}_v01)")
 VERDICT = re.compile(r"per-case: (m01_s\d{3}_v01)\[tgt\] \d+/\d+ passed -> (\w+)")
 
 
-class Outcomes:
+class Bookkeeping:
     """The judge's answer to a case's n-th transcript, the same in every run (`restart`)."""
 
     def __init__(self, rates: dict[str, float], samples: int, seed: int) -> None:
@@ -86,7 +86,7 @@ def main() -> None:
     sids = [f"m01_s{i:03d}_v01" for i in range(1, args.cases + 1)]
     stable = round(args.cases * args.stable)
     rates = {sid: STABLE_RATE if i < stable else FLAKY_RATE for i, sid in enumerate(sids)}
-    outcomes = Outcomes(rates, args.samples, args.seed)
+    outcomes = Bookkeeping(rates, args.samples, args.seed)
 
     def user(request: dict[str, Any]) -> str:
         found = SID.search(json.dumps(request))

@@ -70,7 +70,7 @@ class Tally:
                 100 * self.flaky / max(1, self.cases))
 
 
-def run_case(rate: float, k: int, rng: random.Random, prior: Prior | None, alpha: float) -> tuple[int, str]:
+def run_item(rate: float, k: int, rng: random.Random, prior: Prior | None, alpha: float) -> tuple[int, str]:
     """(samples drawn, verdict): sequential when a prior is given (None: fixed k)."""
     outcomes: list[bool] = []
     while len(outcomes) < k:
@@ -91,8 +91,8 @@ def compare(stable: float, k: int, alpha: float, rate: float, reps: int, rng: ra
         baseline = [(sum(rng.random() < r for _ in range(k)), k) for r in rates]
         prior = fit_prior(baseline) or Prior(1.0, 1.0)
         for r in rates:
-            fixed.add(r, *run_case(r, k, rng, None, alpha))
-            sequential.add(r, *run_case(r, k, rng, prior, alpha))
+            fixed.add(r, *run_item(r, k, rng, None, alpha))
+            sequential.add(r, *run_item(r, k, rng, prior, alpha))
     return fixed, sequential
 
 

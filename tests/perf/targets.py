@@ -60,7 +60,7 @@ def serve() -> None:
     rate limit and an HTTP status for every chat answer (a failing endpoint) are set over /_control."""
     from aiohttp import web
 
-    from pytest_evalbench.testing.rate_window import RateWindow
+    from pytest_evalbench.testing._handler import RateWindow
 
     state: dict[str, Any] = {"latency": 0.0, "requests": 0, "active": 0, "peak": 0, "window": None, "status": 200,
                              "fail_odd": False}

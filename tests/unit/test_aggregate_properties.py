@@ -105,7 +105,7 @@ def test_results_file_streamed_is_what_the_models_dump(rows: list[dict[str, Any]
     """results.json written from compact rows with by_scenario streamed: byte for byte the file
     the full models make, and the in-memory rates equal theirs without by_scenario."""
     typed = typed_by_target(rows)
-    compact = {target: [r.outcome_row() for r in group] for target, group in typed.items()}
+    compact = {target: [r.unit_row() for r in group] for target, group in typed.items()}
     full = aggregate(typed)
     rates = aggregate(compact, by_scenario=False)
     assert [r.model_dump(exclude={"by_scenario"}) for r in rates] == [r.model_dump(exclude={"by_scenario"}) for r in full]

@@ -128,8 +128,8 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 @needs_dev_full
 def test_a_full_disk_is_one_write_failed_naming_the_file_and_keeping_the_old_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_evalbench.base.disk import WriteFailed
     from pytest_evalbench.base.files import dump_json_rows
+    from pytest_evalbench.base.safe_files import WriteFailed
 
     target = tmp_path / "results.json"
     target.write_text("[]\n")
@@ -147,8 +147,8 @@ def test_a_full_disk_is_one_write_failed_naming_the_file_and_keeping_the_old_one
 def test_an_append_the_disk_refuses_is_cut_back(tmp_path: Path) -> None:
     import errno
 
-    from pytest_evalbench.base.disk import WriteFailed
     from pytest_evalbench.base.files import open_append
+    from pytest_evalbench.base.safe_files import WriteFailed
 
     history = tmp_path / "history.jsonl"
     history.write_bytes(b'{"run": 1}\n')
@@ -165,8 +165,8 @@ def test_an_append_the_disk_refuses_is_cut_back(tmp_path: Path) -> None:
 
 @needs_dev_full
 def test_an_append_to_a_full_disk_leaves_the_file_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_evalbench.base.disk import WriteFailed
     from pytest_evalbench.base.files import open_append
+    from pytest_evalbench.base.safe_files import WriteFailed
 
     history = tmp_path / "history.jsonl"
     history.write_bytes(b'{"run": 1}\n')
@@ -177,7 +177,7 @@ def test_an_append_to_a_full_disk_leaves_the_file_as_it_was(tmp_path: Path, monk
 
 
 def test_the_reserved_bytes_take_the_final_word_when_the_disk_is_full(tmp_path: Path) -> None:
-    from pytest_evalbench.base.disk import RESERVED_BYTES, WriteFailed, overwrite_reserved, reserved
+    from pytest_evalbench.base.safe_files import RESERVED_BYTES, WriteFailed, overwrite_reserved, reserved
 
     status = tmp_path / "last_run.json"
     atomic_write_text(status, reserved('{"status": "running"}\n'), tmp_path)
@@ -193,7 +193,7 @@ def test_the_reserved_bytes_take_the_final_word_when_the_disk_is_full(tmp_path: 
 @needs_dev_full
 def test_the_record_spool_on_a_full_disk_is_one_write_failed(monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_evalbench.base.spool as spool_module
-    from pytest_evalbench.base.disk import WriteFailed
+    from pytest_evalbench.base.safe_files import WriteFailed
     from pytest_evalbench.base.spool import Spool
 
     class Full:
@@ -246,8 +246,8 @@ def test_a_command_on_a_full_disk_is_one_line_and_exit_7(tmp_path: Path, monkeyp
 
 WRITES_ELSEWHERE = {
     "base/files.py": "the one writer",
-    "base/disk.py": "the one writer's fallback: a state file's reserved bytes rewritten in place",
-    "base/safe_files.py": "its probe of a directory: a temporary file made and removed",
+    "base/safe_files.py": "the one writer's fallback (a state file's reserved bytes rewritten in place) and "
+                          "its probe of a directory (a temporary file made and removed)",
     "base/spool.py": "an unnamed temporary file (tempfile), nowhere in the repository",
     "cli/schemas.py": "the package's own schemas/, a maintainer's command",
     "llm/local_model.py": "the embedded model's weights in the user's cache directory, outside any benchmark",

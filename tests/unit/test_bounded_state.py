@@ -72,7 +72,7 @@ def test_unbelievable_usage_is_a_bad_response(usage: object) -> None:
     with pytest.raises(BadUsage) as info:
         parse_completion(json.loads(json.dumps(completion(usage))))
     failure = classify(info.value)
-    assert failure.kind == "bad response" and failure.retryable
+    assert failure.category == "bad response" and failure.retryable
     assert len(failure.message) <= 300
 
 

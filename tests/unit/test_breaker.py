@@ -31,7 +31,7 @@ def test_opens_after_k_failures_in_a_row_and_fails_fast() -> None:
     fail(breaker, 1)
     with pytest.raises(LLMError) as raised:
         breaker.check(URL, "judge", "m")
-    assert raised.value.kind == "endpoint down: HTTP 500: boom"
+    assert raised.value.category == "endpoint down: HTTP 500: boom"
     assert "circuit open after 4 failures in a row" in str(raised.value)
     breaker.answered(URL, "m")  # a late answer of a call in flight does not close it again
     assert is_open(breaker, "m")
@@ -69,7 +69,7 @@ def test_server_errors_count_per_model_connection_failures_per_endpoint() -> Non
     assert is_open(breaker, "other")
     with pytest.raises(LLMError) as raised:  # refused connections: the refusal itself, one error group
         breaker.check(URL, "target", "other")
-    assert raised.value.kind == "connection error" and "endpoint down" not in str(raised.value)
+    assert raised.value.category == "connection error" and "endpoint down" not in str(raised.value)
 
 
 def test_a_backoff_wakes_when_its_circuit_opens_and_only_then() -> None:

@@ -92,7 +92,7 @@ def test_compat_names_versions_for_every_function() -> None:
 
 
 def test_a_cases_evalbench_error_is_formatted_from_its_raising_frame_alone() -> None:
-    """Its report is the one-line message (`Outcomes.make_report`): pytest is handed the raising frame
+    """Its report is the one-line message (`Bookkeeping.make_report`): pytest is handed the raising frame
     alone rather than every frame between it and the test, each of whose source files it would parse."""
     import pytest
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases, payload_for
 from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, PolicyError, judge_case
 from pytest_evalbench.kinds.dataset.runner import check_tool_calls
-from pytest_evalbench.kinds.explain import EVAL_NAMES, UnparseableAnswer, build_messages, parse_verdict
+from pytest_evalbench.kinds.explain import EVAL_NAMES, UnparseableAnswer, build_messages, parse_explain_answer
 
 EXAMPLE = Path(__file__).parents[2] / "benchmarks" / "agents" / "cases.jsonl"
 
@@ -79,11 +79,11 @@ def test_every_eval_is_on_the_1_to_5_scale_and_shows_its_inputs(name: str) -> No
                                   '{"score": 4}', "garbage", ""])
 def test_unusable_verdicts_are_rejected_not_clamped(text: str) -> None:
     with pytest.raises(UnparseableAnswer):
-        parse_verdict(text)
+        parse_explain_answer(text)
 
 
 def test_fenced_verdict_parses() -> None:
-    assert parse_verdict('```json\n{"explanation": "fine", "score": 4}\n```').score == 4
+    assert parse_explain_answer('```json\n{"explanation": "fine", "score": 4}\n```').score == 4
 
 
 PREP = ["TaskAdherenceExplain", "IntentResolutionExplain", "RelevanceExplain"]

@@ -16,7 +16,7 @@ from test_records import scenario_record
 
 from pytest_evalbench.base.errors import EvalbenchWarning
 from pytest_evalbench.base.files import versioned
-from pytest_evalbench.gate.outcome import GateDecision, gate_verdict
+from pytest_evalbench.gate.decision import GateDecision, gate_verdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.llm.engine import EngineStats
@@ -172,10 +172,10 @@ def test_results_json_is_computed_without_reading_the_written_scores_back(tmp_pa
     # rows it keeps: written, it is never read back
     assert read == ["other/scores.json", "tgt/scores.json", "other/scores.json"]
     monkeypatch.undo()
-    assert outcomes == RunScores(tmp_path).outcome_rows() and len(outcomes["other"]) == 1
+    assert outcomes == RunScores(tmp_path).unit_rows() and len(outcomes["other"]) == 1
     assert [(r.id, r.passed) for r in outcomes["tgt"]] == [("m01_s001_v01", True), ("m01_s001_v02", False),
                                                            ("m01_s001_v03", True)]
-    dump_results(tmp_path / "expected.json", aggregate(outcomes, by_scenario=False), RunScores(tmp_path).outcome_rows())
+    dump_results(tmp_path / "expected.json", aggregate(outcomes, by_scenario=False), RunScores(tmp_path).unit_rows())
     assert (tmp_path / "results.json").read_bytes() == (tmp_path / "expected.json").read_bytes()
 
 

@@ -1,8 +1,7 @@
 """One word per idea: the glossary in docs/architecture.md defines each word once, and a public class
 whose name uses one of the watched words uses it in its glossary meaning: the class is named in a
-glossary row whose word or meaning is that word. The names that break it today are listed below, each
-with why, for the rename pass to empty; the list may only shrink (a name that no longer breaks the
-rule, or no longer exists, fails the test until it is taken off)."""
+glossary row whose word or meaning is that word. An exception is listed with why; the list may only
+shrink (a name that no longer breaks the rule, or no longer exists, fails the test until it is taken off)."""
 
 from __future__ import annotations
 
@@ -18,18 +17,9 @@ ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 WATCHED = ("outcome", "verdict", "case", "kind", "session")
 """Words that have named more than one idea: each public class using one must mean the glossary's idea."""
 
-KNOWN_EXCEPTIONS: dict[str, str] = {
-    # The rename pass empties this list. Each entry: a public class whose name uses a watched word
-    # outside the word's glossary meaning, and what it names instead.
-    "Outcomes": "outcome: plugin/outcomes.py's per-item bookkeeping (records, statuses, errors), not the "
-                "kind's decision on one item",
-    "FlakyCase": "case: a row x target over its samples, where the glossary's case includes the sample",
-    "CaseNoise": "case: a row x target over its samples, where the glossary's case includes the sample",
-    "RejudgedCase": "case: a stored conversation re-judged, not a unit of work of a kind",
-    "CaseJudgement": "in no glossary row: the dataset policy's decision on a case, spelled 'judgement' beside "
-                     "the judge's `Judgment`",
-    "EvalbenchSession": "session: the per-process plugin object that keeps the hooks, not the run",
-}
+KNOWN_EXCEPTIONS: dict[str, str] = {}
+"""A public class whose name uses a watched word outside the word's glossary meaning -> what it names
+instead. Empty: a new entry needs a reason, and a rename takes it off again."""
 
 
 def glossary_rows(text: str) -> list[tuple[str, str, str]]:

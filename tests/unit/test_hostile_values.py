@@ -32,7 +32,7 @@ from pytest_evalbench.formats.agreement import best_threshold
 from pytest_evalbench.formats.checks import Trajectory
 from pytest_evalbench.formats.results import ToolCall, tool_arguments
 from pytest_evalbench.formats.spec import BenchmarkSpec, validate_as
-from pytest_evalbench.gate.outcome import read_baseline
+from pytest_evalbench.gate.decision import read_baseline
 from pytest_evalbench.gate.paired import plan
 from pytest_evalbench.kinds import judges, targets
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
@@ -332,7 +332,7 @@ def test_an_answer_body_is_a_completion_or_a_bad_response(text: str) -> None:
     completion, error = attempt(lambda: parse_completion(body_json(text.encode("utf-8", "surrogatepass"))),
                                 ValueError, TypeError, KeyError, IndexError, AttributeError)
     if error is not None:
-        assert classify(error).kind == "bad response"  # one line; retried like any bad answer
+        assert classify(error).category == "bad response"  # one line; retried like any bad answer
         return
     json.dumps(completion.to_json() if hasattr(completion, "to_json") else {}, allow_nan=False)
     for _token, alternatives in completion.logprobs or []:

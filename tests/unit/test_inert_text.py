@@ -15,7 +15,7 @@ from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.safe_text import MASK, Secrets, redact_patterns, strip_credentials, terminal
 from pytest_evalbench.formats import MAX_NAME_LENGTH, MAX_TEXT_LENGTH
 from pytest_evalbench.formats.spec import load_spec
-from pytest_evalbench.gate.outcome import GateDecision, gate_verdict
+from pytest_evalbench.gate.decision import GateDecision, gate_verdict
 from pytest_evalbench.llm.transport import RedirectRefused
 from pytest_evalbench.llm.types import Endpoint, EngineStats
 from pytest_evalbench.render.markdown import render_markdown

@@ -21,7 +21,7 @@ from pytest_evalbench.formats import check_id
 from pytest_evalbench.formats.spec import BenchmarkSpec, Metric, first_error, load_spec, resolve_benchmark_dir
 from pytest_evalbench.kinds.dataset.models import DatasetError, load_cases
 from pytest_evalbench.kinds.scenarios.models import Scenario, check_demographic, iter_json_list, load_scenarios, row_label
-from pytest_evalbench.kinds.scenarios.runner import ScenarioCase
+from pytest_evalbench.kinds.scenarios.runner import ScenarioItem
 
 DATA = Path(__file__).parents[1] / "data"
 HUMANE = DATA / "impactbench" / "humanebench"
@@ -292,10 +292,10 @@ def test_k_keywords_carry_demographic_values() -> None:
     row = Scenario.model_validate({"id": "m01_s001_v01", "metric_id": "m01", "persona": "p", "user_goal": "g",
                                    "metric_type": "positive",
                                    "demographic": {"age": "Adult (18+)", "gender": "female"}})
-    words = ScenarioCase(row, "tgt", 0, 0).keywords
+    words = ScenarioItem(row, "tgt", 0, 0).keywords
     assert {"m01", "tgt", "positive", "Adult (18+)", "age:Adult (18+)", "female", "gender:female"} <= set(words)
-    other = ScenarioCase(row, "tgt2", 1, 1)
-    assert other.stored.demographic is ScenarioCase(row, "x", 0, 2).stored.demographic  # one tuple per combination
+    other = ScenarioItem(row, "tgt2", 1, 1)
+    assert other.stored.demographic is ScenarioItem(row, "x", 0, 2).stored.demographic  # one tuple per combination
 
 
 # --------------------------------------------------------------------------- all of a file's errors at once

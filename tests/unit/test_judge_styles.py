@@ -12,7 +12,7 @@ import pytest
 from helpers import METRICS, write_benchmark
 
 from pytest_evalbench.base.errors import EvalbenchWarning, InputError
-from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts, kappa
+from pytest_evalbench.formats.agreement import best_threshold, cross_validated_judgments, kappa
 from pytest_evalbench.formats.results import Message
 from pytest_evalbench.formats.spec import JudgeConfig, Metric, judge_prompt_style, load_spec
 from pytest_evalbench.kinds.calibration.kind import calibration_entries
@@ -121,7 +121,7 @@ def test_cross_validation_never_lets_an_example_set_its_own_cut() -> None:
     probabilities = [0.1, 0.2, 0.3, 0.45, 0.7, 0.8, 0.9]
     labels = [False, False, False, True, True, True, True]
     assert best_threshold(probabilities, labels) == pytest.approx(0.375)
-    verdicts = cross_validated_verdicts(probabilities, labels)
+    verdicts = cross_validated_judgments(probabilities, labels)
     assert verdicts[3] is False
     for i in range(len(probabilities)):
         others = ([*probabilities[:i], *probabilities[i + 1:]], [*labels[:i], *labels[i + 1:]])

@@ -185,12 +185,12 @@ def test_the_walker_sees_every_kind_of_import() -> None:
     """The counter-check: imports inside functions, under TYPE_CHECKING and `from pkg import module` are edges."""
     source = ("from typing import TYPE_CHECKING\nfrom pytest_evalbench.formats import spec\nif TYPE_CHECKING:\n"
               "    from pytest_evalbench.render import summary\ndef f():\n"
-              "    from pytest_evalbench.plugin.session import EvalbenchSession\n    import pytest_evalbench.kinds.protocol\n"
+              "    from pytest_evalbench.plugin.session import EvalbenchPlugin\n    import pytest_evalbench.kinds.protocol\n"
               "class C:\n    def m(self):\n        from pytest_evalbench.gate import rules\n")
     found = {(target, where) for target, _, where in imports_in(source, "base.errors", is_package=False)}
     assert found == {("formats.spec", "top"), ("render.summary", "type-checking"), ("plugin.session", "function"),
                      ("kinds.protocol", "function"), ("gate.rules", "function")}
-    nested = {(target, where) for target, _, where in imports_in("from ..protocol import Case\n", "kinds.scenarios.models",
+    nested = {(target, where) for target, _, where in imports_in("from ..protocol import ItemWork\n", "kinds.scenarios.models",
                                                                  False)}
     assert nested == {("kinds.protocol", "top")}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]

@@ -7,8 +7,8 @@ import json
 import random
 from pathlib import Path
 
-from pytest_evalbench.formats.agreement import agreement_entry, cross_validated_verdicts, kappa
-from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_verdicts, stratified_folds
+from pytest_evalbench.formats.agreement import agreement_entry, cross_validated_judgments, kappa
+from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_judgments, stratified_folds
 from pytest_evalbench.formats.spec import JudgeConfig
 from pytest_evalbench.kinds.judges import unreliable_judges
 
@@ -34,9 +34,9 @@ def test_a_style_that_wins_by_noise_is_not_credited_with_its_luck() -> None:
     """Four styles of pure noise: the best one's cross-validated kappa, chosen on the same labels,
     looks like a judge; the whole procedure, measured on folds it never chose on, is no better than chance."""
     styles = {f"s{k}": noise(k) for k in range(4)}
-    in_sample = max(kappa(LABELS, cross_validated_verdicts(list(s.probabilities), LABELS), [True, False]) or -1
+    in_sample = max(kappa(LABELS, cross_validated_judgments(list(s.probabilities), LABELS), [True, False]) or -1
                     for s in styles.values())
-    nested = nested_verdicts(LABELS, styles, probability=True, preferred="s0")
+    nested = nested_judgments(LABELS, styles, probability=True, preferred="s0")
     honest = agreement_entry(LABELS, nested.verdicts, [True, False], weighted=False)
     assert in_sample >= 0.19
     assert honest["kappa"] is not None and honest["kappa"] < in_sample - 0.2 and honest["kappa"] < 0.15
@@ -49,15 +49,15 @@ def test_a_real_signal_survives_nesting() -> None:
     rng = random.Random(1)
     good = [(0.8 if label else 0.2) + rng.uniform(-0.35, 0.35) for label in LABELS]
     styles = {"plain": noise(3), "contrast": StyleAnswers([True] * 40, good), "examples": noise(4)}
-    nested = nested_verdicts(LABELS, styles, probability=True, preferred="plain")
+    nested = nested_judgments(LABELS, styles, probability=True, preferred="plain")
     assert nested.choices == {"contrast": 10}
-    own = kappa(LABELS, cross_validated_verdicts(good, LABELS), [True, False])
+    own = kappa(LABELS, cross_validated_judgments(good, LABELS), [True, False])
     honest = kappa(LABELS, nested.verdicts, [True, False])
     assert own is not None and honest is not None and honest > 0.6 and abs(honest - own) < 0.15
 
 
 def test_the_style_is_chosen_by_the_verdict_the_run_uses() -> None:
-    """With probability scoring a run decides by the threshold: a style whose sampled verdicts are
+    """With probability scoring a run decides by the threshold: a style whose sampled judgments are
     perfect but whose P(present) says nothing loses to one whose P(present) separates the labels."""
     sampled_only = StyleAnswers(list(LABELS), noise(5).probabilities)
     separating = StyleAnswers([True] * 40, [0.9 if label else 0.1 for label in LABELS])

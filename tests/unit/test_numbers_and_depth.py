@@ -18,11 +18,11 @@ from pydantic import ValidationError
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.files import dump_json, dump_json_rows
-from pytest_evalbench.formats.agreement import best_threshold, cross_validated_verdicts
+from pytest_evalbench.formats.agreement import best_threshold, cross_validated_judgments
 from pytest_evalbench.formats.checks import Trajectory
 from pytest_evalbench.formats.results import ToolCall
 from pytest_evalbench.formats.spec import BenchmarkSpec
-from pytest_evalbench.gate.outcome import read_baseline
+from pytest_evalbench.gate.decision import read_baseline
 from pytest_evalbench.gate.paired import plan
 from pytest_evalbench.kinds import judges, targets
 from pytest_evalbench.kinds.metric_judge import UnusableProbability, present_probability
@@ -274,7 +274,7 @@ def test_the_threshold_search_is_not_cubic() -> None:
     labels = [(i * 31 % 7) < 3 for i in range(300)]
     started = time.perf_counter()
     cut = best_threshold(probabilities, labels)
-    verdicts = cross_validated_verdicts(probabilities, labels)
+    verdicts = cross_validated_judgments(probabilities, labels)
     assert time.perf_counter() - started < 3  # cubic (main): about 40 s on the 2-core CI machine
     assert cut is not None and 0 < cut < 1 and len(verdicts) == 300
 

@@ -20,7 +20,7 @@ from pytest_evalbench.formats.stats import (
     threshold_detectable_drop,
     wilson_interval,
 )
-from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
+from pytest_evalbench.gate.decision import GateInputs, GateSettings, evaluate_gate
 from pytest_evalbench.gate.paired import compare_with_baseline, load_baseline, make_baseline
 from pytest_evalbench.gate.rules import check_thresholds
 

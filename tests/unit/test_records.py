@@ -81,7 +81,7 @@ def test_every_kinds_record_survives_the_xdist_boundary() -> None:
 
 
 def test_gate_rows_of_each_kind() -> None:
-    assert scenario_record("m01_s001_v01").score.outcome_row() == PassFailUnit("tgt", "m01_s001_v01", "m01", 0, True,
+    assert scenario_record("m01_s001_v01").score.unit_row() == PassFailUnit("tgt", "m01_s001_v01", "m01", 0, True,
                                                                               "Asks", "positive", "judge")
     case = CaseResult.model_validate({
         "case_id": "c1", "agent_name": "a", "scenario_id": None, "threshold_profile": "p", "status": "unscored",
@@ -89,7 +89,7 @@ def test_gate_rows_of_each_kind() -> None:
         "tool_check": None,
         "metrics": [{"eval": "RelevanceExplain", "score": 4, "threshold": 3.0, "passed": True, "explanation": "x"},
                     {"eval": "CoherenceExplain", "score": None, "threshold": 3.0, "passed": None, "explanation": "?"}]})
-    assert case.outcome_row("pass_rate").key == "a|c1|pass_rate|0" and case.outcome_row("pass_rate").passed is None
+    assert case.unit_row("pass_rate").key == "a|c1|pass_rate|0" and case.unit_row("pass_rate").passed is None
     assert [(s.key, s.score) for s in case.eval_scores()] == [("a|c1|RelevanceExplain", 4.0)]
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pytest_evalbench.formats.dataset_rows import AgentSummary
-from pytest_evalbench.gate.outcome import Failures, FlipKey, GateDecision, gate_verdict, node_ids_of
+from pytest_evalbench.gate.decision import Failures, FlipKey, GateDecision, gate_verdict, node_ids_of
 from pytest_evalbench.gate.rules import RuleResult
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
@@ -66,7 +66,7 @@ def test_verdicts_say_why() -> None:
     # rules configured but no row of the session reached the gate (e.g. every row's judge unreliable):
     # never "no threshold rule is configured"
     from pytest_evalbench.formats.spec import ThresholdRules
-    from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
+    from pytest_evalbench.gate.decision import GateInputs, GateSettings, evaluate_gate
     unreached = evaluate_gate(GateInputs(results=[], rules=ThresholdRules(min_negative_pass_rate=0.5)),
                               GateSettings(mode="thresholds"))
     assert "configured" not in gate_verdict(unreached, 0, Failures(check=1), {}).reason
@@ -169,7 +169,7 @@ def test_meta_warnings_in_words() -> None:
 def test_an_inconclusive_rule_reads_the_same_on_every_surface(tmp_path: Path) -> None:
     from pytest_evalbench.formats.results import ModelResult, RateSummary
     from pytest_evalbench.formats.spec import ThresholdRules
-    from pytest_evalbench.gate.outcome import GateInputs, GateSettings, evaluate_gate
+    from pytest_evalbench.gate.decision import GateInputs, GateSettings, evaluate_gate
     from pytest_evalbench.render.html import render_html
     from pytest_evalbench.render.markdown import render_markdown
     from pytest_evalbench.render.terminal import summary_lines

@@ -89,6 +89,6 @@ def test_log_probability_tokens_are_masked_before_the_cache(tmp_path: Path) -> N
         finally:
             engine.close()
     assert answers[0].logprobs is not None and MASK in str(answers[0].logprobs)
-    assert answers[1].logprobs is None  # spread over tokens: dropped, the sampled verdict stands
+    assert answers[1].logprobs is None  # spread over tokens: dropped, the sampled judgment stands
     entries = [p.read_text() for p in tmp_path.rglob("*.json")]
     assert len(entries) == 2 and not any(KEY[:4] in e or KEY[8:12] in e for e in entries)

@@ -24,7 +24,7 @@ from pytest_evalbench.llm.shared_limits import (
     parse_duration,
     retry_after,
 )
-from pytest_evalbench.testing.rate_window import duration
+from pytest_evalbench.testing._handler import duration
 
 KEY = "http://127.0.0.1:8000/v1"
 

@@ -1,4 +1,4 @@
-"""gate/stats.py, gate/baseline.py, gate/paired.py, gate/rules.py and gate/outcome.py: tests against published and hand-computed
+"""gate/stats.py, gate/baseline.py, gate/paired.py, gate/rules.py and gate/decision.py: tests against published and hand-computed
 values, multiplicity corrections, threshold and compare rules, the baseline file, the gate outcome."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pytest_evalbench.formats.stats import (
     wilcoxon_drop_p,
     wilson_interval,
 )
-from pytest_evalbench.gate.outcome import EXIT_REGRESSION, GateDecision, GateInputs, GateSettings, evaluate_gate, gate_verdict
+from pytest_evalbench.gate.decision import EXIT_REGRESSION, GateDecision, GateInputs, GateSettings, evaluate_gate, gate_verdict
 from pytest_evalbench.gate.paired import (
     BASELINE_SCHEMA_VERSION,
     POOLED,
@@ -231,7 +231,7 @@ def gate(scores: list[PassFailUnit], baseline: dict | None, rules: dict | None =
          evals: list[EvalScore] | None = None,
          **settings: object) -> tuple[int, list[str]]:
     """The gate's exit status for a run whose pytest status is 0 when nothing failed, else 1."""
-    outcome = evaluate_gate(GateInputs(results=results_of(scores) if scores else [], outcomes=scores,
+    outcome = evaluate_gate(GateInputs(results=results_of(scores) if scores else [], units=scores,
                                        scores=evals or [], rules=ThresholdRules.model_validate(rules or {}),
                                        baseline=baseline), GateSettings(**settings))  # type: ignore[arg-type]
     failed = sum(1 for r in scores if r.passed is False)
@@ -296,7 +296,7 @@ def test_dataset_thirty_passes_turned_failures_are_a_regression() -> None:
     results = [ModelResult(target_model="agent", positive_pass_rate=0.0, negative_pass_rate=None, n_positive=30,
                            n_negative=0, n_total=30, by_metric={}, by_scenario={})]
     base = load_baseline(json.loads(json.dumps(make_baseline(results, case_rows(True), {}).to_json())))
-    outcome = evaluate_gate(GateInputs(results=results, outcomes=case_rows(False), baseline=base),
+    outcome = evaluate_gate(GateInputs(results=results, units=case_rows(False), baseline=base),
                             GateSettings(**SIGNIFICANT))  # type: ignore[arg-type]
     assert outcome.exit_code(1) == EXIT_REGRESSION
     assert outcome.regressions == ["agent: pass_rate 1.00 -> 0.00 (-1.00; 30 pass->fail / 0 fail->pass of 30), "

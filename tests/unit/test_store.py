@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_evalbench.__main__ import main
-from pytest_evalbench.store.db import HEAD, CaseData, RunData, StoreError, known_revisions, masked_url, open_store, sqlite_url
+from pytest_evalbench.store.db import HEAD, ItemData, RunData, StoreError, known_revisions, masked_url, open_store, sqlite_url
 from pytest_evalbench.testing.fake_github import FakeGitHub
 
 TOKEN = "ghs_secret-token-0123456789"
@@ -26,7 +26,7 @@ def make_run(passes: list[bool], *, benchmark: str = "demo", branch: str = "main
                    base_branch=None, plugin_version="0.1.0", targets={"tgt": "sim-target"}, judge="sim-judge",
                    verdict=verdict, exit_status=0 if verdict == "passed" else 1, reason="all rules hold", cost=0.01,
                    scope="full",
-                   cases=[CaseData(node_id=f"benchmarks/{benchmark}/scenarios.json::s{i}[tgt-s0]", target="tgt",
+                   cases=[ItemData(node_id=f"benchmarks/{benchmark}/scenarios.json::s{i}[tgt-s0]", target="tgt",
                                    metric=metric, unit=f"s{i}", sample=0, status="passed" if ok else "failed",
                                    passed=ok, present=ok, probability=0.9 if ok else 0.1, decided_by="judge",
                                    justification="because", transcript=[{"role": "user", "content": "hi"}])
@@ -174,14 +174,14 @@ def test_comment_with_a_wrong_token_is_one_line_without_the_token(url: str, tmp_
 
 WRITER = """
 import sys
-from pytest_evalbench.store.db import open_store, RunData, CaseData
+from pytest_evalbench.store.db import open_store, RunData, ItemData
 url, tag = sys.argv[1], sys.argv[2]
 with open_store(url) as store:
     for n in range(3):
         store.record(RunData(benchmark="demo", kind="scenarios", created=f"2026-12-07T06:00:0{n}Z", commit=tag,
                              branch="main", base_branch=None, plugin_version="0", targets={}, judge=None,
                              verdict="passed", exit_status=0, reason="", cost=0.0, scope="full",
-                             cases=[CaseData(node_id=f"{tag}-{n}-{i}", target="t", metric="m", unit=str(i), sample=0,
+                             cases=[ItemData(node_id=f"{tag}-{n}-{i}", target="t", metric="m", unit=str(i), sample=0,
                                              status="passed", passed=True) for i in range(100)]))
 """
 

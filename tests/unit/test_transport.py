@@ -67,7 +67,7 @@ def test_failures_classify_alike(transport_name: str, reply: Reply, kind: str, r
     with FakeLLMServer(lambda r: reply) as srv:
         failure = transport_call(transport_name, srv.base_url)
     assert isinstance(failure, Failure), failure
-    assert (failure.kind, failure.retryable, failure.retry_after) == (kind, retryable, retry_after)
+    assert (failure.category, failure.retryable, failure.retry_after) == (kind, retryable, retry_after)
     if reply.status >= 400:
         assert failure.message.startswith(f"HTTP {reply.status}")
 
@@ -91,7 +91,7 @@ def test_malformed_framing_is_a_bad_response(transport_name: str, wire: bytes) -
     with FakeLLMServer(lambda r: Reply(wire=wire)) as srv:
         failure = transport_call(transport_name, srv.base_url, timeout=5.0)
     assert isinstance(failure, Failure), failure
-    assert (failure.kind, failure.retryable) == ("bad response", True)
+    assert (failure.category, failure.retryable) == ("bad response", True)
 
 
 @st.composite
@@ -127,23 +127,23 @@ def test_any_bytes_end_the_call_with_an_answer_or_a_classified_failure(transport
             srv.set_responder(lambda r: Reply(wire=wire))
             answer = transport_call(transport_name, srv.base_url, timeout=5.0)
             if isinstance(answer, Failure):
-                assert answer.kind != "error" and answer.kind != "timeout", (wire, answer)
+                assert answer.category != "error" and answer.category != "timeout", (wire, answer)
 
         check()
 
 
 def test_refused_connection_and_dropped_connection(transport_name: str) -> None:
     refused = transport_call(transport_name, dead_base_url())
-    assert isinstance(refused, Failure) and (refused.kind, refused.connection) == ("connection error", True)
+    assert isinstance(refused, Failure) and (refused.category, refused.connection) == ("connection error", True)
     with FakeLLMServer(lambda r: Reply(drop_connection=True)) as srv:
         dropped = transport_call(transport_name, srv.base_url)
-    assert isinstance(dropped, Failure) and dropped.kind == "connection error" and dropped.retryable
+    assert isinstance(dropped, Failure) and dropped.category == "connection error" and dropped.retryable
 
 
 def test_slow_answer_is_a_timeout(transport_name: str) -> None:
     with FakeLLMServer(lambda r: Reply(content="late", delay=2.0)) as srv:
         failure = transport_call(transport_name, srv.base_url, timeout=0.3)
-    assert isinstance(failure, Failure) and failure.kind == "timeout" and not failure.connection
+    assert isinstance(failure, Failure) and failure.category == "timeout" and not failure.connection
 
 
 def test_timeout_bounds_the_whole_call_of_a_server_that_trickles(transport_name: str) -> None:
@@ -152,7 +152,7 @@ def test_timeout_bounds_the_whole_call_of_a_server_that_trickles(transport_name:
         started = time.monotonic()
         failure = transport_call(transport_name, srv.base_url, timeout=0.5)
         elapsed = time.monotonic() - started
-    assert isinstance(failure, Failure) and (failure.kind, failure.retryable) == ("timeout", True)
+    assert isinstance(failure, Failure) and (failure.category, failure.retryable) == ("timeout", True)
     assert elapsed < 3.0  # the timeout (the SDK's has one second of slack), not the body, ended it
 
 
@@ -191,7 +191,7 @@ def test_untrusted_certificate_fails_at_once(transport_name: str, server_tls: ss
         failure = transport_call(transport_name, srv.base_url, timeout=10.0)
         assert srv.requests == []
     assert isinstance(failure, Failure)
-    assert (failure.kind, failure.retryable, failure.connection) == ("connection error", False, True)
+    assert (failure.category, failure.retryable, failure.connection) == ("connection error", False, True)
     assert failure.message.startswith("TLS handshake failed (") and "certificate" in failure.message
     assert time.monotonic() - started < 5.0
 
@@ -237,7 +237,7 @@ def test_no_proxy_exempts_a_host(transport_name: str, no_proxies: pytest.MonkeyP
         no_proxies.setenv("NO_PROXY", "example.invalid")
         failure = transport_call(transport_name, ELSEWHERE, timeout=3.0)
         assert proxy.requests == []  # sent directly, where the name does not resolve
-    assert isinstance(failure, Failure) and failure.kind in ("connection error", "timeout")
+    assert isinstance(failure, Failure) and failure.category in ("connection error", "timeout")
 
 
 def test_loopback_endpoint_never_goes_through_a_proxy(transport_name: str, no_proxies: pytest.MonkeyPatch) -> None:
@@ -254,7 +254,7 @@ def test_a_proxys_credentials_stay_out_of_the_message(transport_name: str, no_pr
     dead = dead_base_url().removesuffix("/v1")
     no_proxies.setenv("HTTP_PROXY", dead.replace("http://", "http://proxy-user:proxy-pw-4242@"))
     failure = transport_call(transport_name, ELSEWHERE)
-    assert isinstance(failure, Failure) and failure.kind == "connection error"
+    assert isinstance(failure, Failure) and failure.category == "connection error"
     assert "proxy-pw-4242" not in failure.message and "proxy-user" not in failure.message
 
 
@@ -268,7 +268,7 @@ def test_parse_completion_and_bad_bodies() -> None:
     for bad in ("<html>", {"foo": 1}, {"choices": None}, {"choices": [{"message": {"content": 5}}]}):
         with pytest.raises((TypeError, KeyError, IndexError, AttributeError)):
             parse_completion(bad)
-        assert classify(TypeError("x")).kind == "bad response"
+        assert classify(TypeError("x")).category == "bad response"
     assert classify(json.JSONDecodeError("x", "d", 0)).retryable
 
 
@@ -284,13 +284,13 @@ def test_classify_transport_failures() -> None:
         return cls(f"error {code}", response=response, body=None)
 
     limited = classify(status(429, {"retry-after": "2"}))
-    assert (limited.kind, limited.retryable, limited.retry_after) == ("rate limited", True, 2.0)
+    assert (limited.category, limited.retryable, limited.retry_after) == ("rate limited", True, 2.0)
     assert classify(status(500)).retryable and not classify(status(401)).retryable
-    assert classify(openai.APITimeoutError(request=request)).kind == "timeout"
+    assert classify(openai.APITimeoutError(request=request)).category == "timeout"
     assert classify(openai.APIConnectionError(request=request)).connection
-    assert classify(httpx2.ConnectError("refused")).kind == "connection error"
-    assert classify(httpx2.ReadTimeout("slow")).kind == "timeout"
-    assert classify(TimeoutError()).kind == "timeout"  # the whole-call bound
+    assert classify(httpx2.ConnectError("refused")).category == "connection error"
+    assert classify(httpx2.ReadTimeout("slow")).category == "timeout"
+    assert classify(TimeoutError()).category == "timeout"  # the whole-call bound
 
 
 def test_refused_connection_is_not_a_timeout() -> None:
@@ -309,7 +309,7 @@ def test_refused_connection_is_not_a_timeout() -> None:
             raise openai.APITimeoutError(request=request) from wrapped
     except openai.APITimeoutError as exc:
         failure = classify(exc)
-    assert (failure.kind, failure.connection, failure.retryable) == ("connection error", True, True)
+    assert (failure.category, failure.connection, failure.retryable) == ("connection error", True, True)
     assert "ConnectionRefusedError" in failure.message
 
 
@@ -348,5 +348,5 @@ def test_trickling_server_is_cut_off_by_the_whole_call_timeout() -> None:
     finally:
         stop.set()
         listener.close()
-    assert classify(info.value).kind == "timeout"
+    assert classify(info.value).category == "timeout"
     assert time.monotonic() - started < 5

@@ -29,7 +29,7 @@ def test_redirect_to_another_origin_is_refused_and_nothing_reaches_it(transport_
             assert len(srv.requests) == 1
         assert elsewhere.requests == []  # neither the request nor its key and headers went there
     assert isinstance(failure, Failure)
-    assert (failure.kind, failure.retryable) == ("request rejected", False)
+    assert (failure.category, failure.retryable) == ("request rejected", False)
     assert failure.message.startswith(f"HTTP {status}: redirect to http://127.0.0.1:{port} (another origin)")
     for secret in (CALL_KEY, CALL_HEADER, "tok-in-query", "pw", "/v1/chat"):
         assert secret not in failure.message
@@ -40,7 +40,7 @@ def test_redirect_within_the_origin_is_not_followed_either(transport_name: str) 
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP)
         assert len(srv.requests) == 1
     assert isinstance(failure, Failure)
-    assert failure.kind == "request rejected" and "(the same origin)" in failure.message
+    assert failure.category == "request rejected" and "(the same origin)" in failure.message
 
 
 def test_endless_chunked_body_ends_at_the_cap(transport_name: str) -> None:
@@ -48,7 +48,7 @@ def test_endless_chunked_body_ends_at_the_cap(transport_name: str) -> None:
         started = time.monotonic()
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP, timeout=10.0)
     assert isinstance(failure, Failure), failure
-    assert (failure.kind, failure.retryable) == ("response too large", False)
+    assert (failure.category, failure.retryable) == ("response too large", False)
     assert failure.message.startswith("answer over the size cap")
     assert time.monotonic() - started < 8  # ended by the cap, not by the timeout
 
@@ -59,7 +59,7 @@ def test_content_length_over_the_cap_is_refused_before_the_body(transport_name: 
     with FakeLLMServer(lambda r: Reply(wire=announced)) as srv:
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP, timeout=10.0)
     assert isinstance(failure, Failure), failure
-    assert (failure.kind, failure.retryable) == ("response too large", False)
+    assert (failure.category, failure.retryable) == ("response too large", False)
     assert f"Content-Length {CAP + 1} over the cap of {CAP} bytes" in failure.message
 
 
@@ -70,7 +70,7 @@ def test_compression_bomb_is_not_inflated_past_the_cap(transport_name: str, enco
     with FakeLLMServer(lambda r: Reply(raw_body=bomb, headers={"Content-Encoding": encoding})) as srv:
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP)
     assert isinstance(failure, Failure), failure
-    assert (failure.kind, failure.retryable) == ("response too large", False)
+    assert (failure.category, failure.retryable) == ("response too large", False)
     assert f"{encoding} body inflates past the cap of 1.0 MiB" in failure.message
 
 
@@ -83,7 +83,7 @@ def test_compressed_bodies_that_do_not_decode_are_bad_responses(transport_name: 
                                                                  kind: str) -> None:
     with FakeLLMServer(lambda r: Reply(raw_body=body, headers={"Content-Encoding": encoding})) as srv:
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP)
-    assert isinstance(failure, Failure) and (failure.kind, failure.retryable) == (kind, True)
+    assert isinstance(failure, Failure) and (failure.category, failure.retryable) == (kind, True)
 
 
 def test_body_over_the_cap_is_refused_and_one_under_it_is_read(transport_name: str) -> None:
@@ -92,7 +92,7 @@ def test_body_over_the_cap_is_refused_and_one_under_it_is_read(transport_name: s
         answer = transport_call(transport_name, srv.base_url, max_bytes=CAP)
         assert isinstance(answer, Completion) and answer.content == text
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP // 4)
-        assert isinstance(failure, Failure) and failure.kind == "response too large"
+        assert isinstance(failure, Failure) and failure.category == "response too large"
     for encoding, body in (("gzip", gzip.compress(SMALL)), ("deflate", zlib.compress(SMALL))):
         with FakeLLMServer(lambda r, e=encoding, b=body: Reply(raw_body=b, headers={"Content-Encoding": e})) as srv:
             answer = transport_call(transport_name, srv.base_url, max_bytes=CAP)
@@ -107,12 +107,12 @@ def test_the_default_cap_is_4_mib(transport_name: str) -> None:
         assert isinstance(answer, Completion) and answer.content == "small"
     with FakeLLMServer(lambda r: Reply(raw_body=SMALL + padding + b" ")) as srv:
         failure = transport_call(transport_name, srv.base_url)
-    assert isinstance(failure, Failure) and failure.kind == "response too large"
+    assert isinstance(failure, Failure) and failure.category == "response too large"
 
 
 def test_lone_surrogate_in_an_error_message_is_made_safe(transport_name: str) -> None:
     with FakeLLMServer(lambda r: Reply(status=400, content="bad \ud800 request")) as srv:
         failure = transport_call(transport_name, srv.base_url, max_bytes=CAP)
     assert isinstance(failure, Failure)
-    assert failure.kind == "request rejected" and "bad \ufffd request" in failure.message
+    assert failure.category == "request rejected" and "bad \ufffd request" in failure.message
     failure.message.encode("utf-8")  # writable to any file

@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_evalbench.base.errors import ConfigError
 from pytest_evalbench.base.files import dump_json, versioned
-from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_verdicts
-from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_verdicts
+from pytest_evalbench.formats.agreement import agreement_entry, best_threshold, cross_validated_judgments
+from pytest_evalbench.formats.nested import StyleAnswers, choose, nested_judgments
 from pytest_evalbench.formats.spec import JudgeStyle
 from pytest_evalbench.kinds.estimate import Expectations, Plan
 from pytest_evalbench.kinds.explain import EVAL_NAMES, run_eval
@@ -19,8 +19,8 @@ from pytest_evalbench.kinds.judges import RESULT_FILE, judge_name, majority, pol
 from pytest_evalbench.kinds.labels import (
     CALIBRATION_FILE,
     HELDOUT_FILE,
-    CalibrationCase,
     CalibrationEntry,
+    CalibrationItem,
     CalibrationRecord,
     MetricLabel,
     judge_examples,
@@ -58,7 +58,7 @@ class CalibrationKind:
         heldout = self.run.bench_dir / HELDOUT_FILE
         return [self.run.bench_dir / CALIBRATION_FILE] + ([heldout] if heldout.exists() or heldout.is_symlink() else [])
 
-    def load_cases(self) -> dict[Path, list[CalibrationCase]]:
+    def load_items(self) -> dict[Path, list[CalibrationItem]]:
         files = self.data_files()
         judged = spec_kind(self.run.spec).judged
         cases = {path: load_labels(path, self.run.spec, judged, heldout=path.name == HELDOUT_FILE) for path in files}
@@ -69,13 +69,13 @@ class CalibrationKind:
 
     def order(self) -> dict[str, int]:
         if not self._order:
-            self.load_cases()
+            self.load_items()
         return self._order
 
     def expect_cases(self, cases: Iterable[Any]) -> None:
         """Cases of this kind never wait for each other."""
 
-    async def run_case(self, case: CalibrationCase) -> CalibrationRecord:
+    async def run_item(self, case: CalibrationItem) -> CalibrationRecord:
         run = self.run
         usage_by_phase: dict[str, Usage] = {}
         judges = run.judges()
@@ -86,17 +86,17 @@ class CalibrationKind:
             metric = run.spec.metric(label.metric_id)
             assert metric is not None  # loading checked it
             decision = decide(metric, label.transcript)
-            if decision is not None:  # the rules' verdict, not the judge's
+            if decision is not None:  # the rules' judgment, not the judge's
                 return CalibrationRecord(run.spec.name, case.line, case.key, label.present, decision.present,
                                          decision.justification, usage_by_phase, decided_by="check",
                                          heldout=case.heldout)
             if not self._examples:
-                self.load_cases()  # sets the examples a contrast prompt may show
+                self.load_items()  # sets the examples a contrast prompt may show
             config = run.spec.judge
             verdicts: dict[str, bool | None] = {}
             probabilities: dict[str, float | None] = {}
             verdict, text = None, ""
-            own_style = run.spec.judge_style(metric)  # the record's verdict is this style's
+            own_style = run.spec.judge_style(metric)  # the record's judgment is this style's
             # the example being scored is never one the contrast prompt shows (a held-out one never is)
             contrast = pick_contrast(self._examples.get(metric.id, []), exclude=None if case.heldout else case.line)
             # every style, so calibration can say which to use; a held-out example only as a run asks
@@ -146,7 +146,7 @@ class CalibrationKind:
                    "unscored": record.justification}.get(status, "")
         return Outcome(status, message, [("evalbench_label", record.label), ("evalbench_verdict", record.verdict)])
 
-    def plan_calls(self, case: CalibrationCase, expect: Expectations) -> Plan:
+    def plan_calls(self, case: CalibrationItem, expect: Expectations) -> Plan:
         """A calibration run is not estimated: its judge calls are as many as its labelled lines."""
         raise ConfigError("--evalbench-estimate: a calibration run (--evalbench-calibrate) cannot be estimated; "
                           "it makes one judge call per labelled line of calibration.jsonl")
@@ -171,14 +171,14 @@ class CalibrationKind:
 
 def _style_stats(rows: list[CalibrationRecord], style: str) -> dict[str, Any]:
     """One prompt style on the judge's examples: agreement and kappa, and with probabilities the
-    threshold chosen on all of them and the leave-one-out kappa of threshold verdicts."""
+    threshold chosen on all of them and the leave-one-out kappa of threshold judgments."""
     stats = agreement_entry([r.label for r in rows], [r.verdicts.get(style) for r in rows], [True, False],
                             weighted=False)
     out = {k: stats[k] for k in ("n", "agreement", "kappa", "kappa_ci")}
     scored = [(bool(r.label), p) for r in rows if (p := r.probabilities.get(style)) is not None]
     if scored:
         labels, probabilities = [a for a, _ in scored], [p for _, p in scored]
-        cv = agreement_entry(labels, cross_validated_verdicts(probabilities, labels), [True, False], weighted=False)
+        cv = agreement_entry(labels, cross_validated_judgments(probabilities, labels), [True, False], weighted=False)
         out.update(threshold=best_threshold(probabilities, labels), threshold_n=cv["n"],
                    threshold_kappa=cv["kappa"], threshold_kappa_ci=cv["kappa_ci"])
     return out
@@ -203,7 +203,7 @@ def _judge_split(rows: list[CalibrationRecord], settings: dict[str, Any]) -> dic
         probability = bool(settings.get("probability"))
         out["recommended_prompt"] = choose(labels, answers, probability=probability,
                                            preferred=settings["prompt"]).style
-        nested = nested_verdicts(labels, answers, probability=probability, preferred=settings["prompt"])
+        nested = nested_judgments(labels, answers, probability=probability, preferred=settings["prompt"])
         stats = agreement_entry(labels, nested.verdicts, [True, False], weighted=False)
         out.update(nested_n=stats["n"], nested_kappa=stats["kappa"], nested_kappa_ci=stats["kappa_ci"],
                    nested_folds=nested.folds, nested_choices=nested.choices)
@@ -236,7 +236,7 @@ def calibration_entries(records: Iterable[CalibrationRecord], judged: Judged, ju
 def heldout_stats(rows: list[CalibrationRecord], entry: CalibrationEntry, judged: Judged, *,
                   probability: bool) -> dict[str, Any] | None:
     """The judge on the held-out labels of one metric or eval, decided as a run decides: a judge row by
-    P(present) against the entry's calibrated threshold (the sampled verdict without one); None without
+    P(present) against the entry's calibrated threshold (the sampled judgment without one); None without
     held-out labels."""
     if not rows:
         return None
@@ -303,6 +303,6 @@ def _kappa(value: float | None, ci: list[float] | None) -> str:
     return shown + ("" if ci is None else f" [95% CI {ci[0]:.2f}, {ci[1]:.2f}]")
 
 
-def _conforms(run: BenchmarkRun) -> BenchmarkKind[CalibrationRecord, CalibrationCase]:
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[CalibrationRecord, CalibrationItem]:
     """For mypy: the kind is the boundary's protocol with its own case and record types."""
     return CalibrationKind(run)

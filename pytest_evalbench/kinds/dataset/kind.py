@@ -35,10 +35,10 @@ from pytest_evalbench.formats.spec import NAME_RE, SPEC_FILE, BenchmarkSpec, val
 from pytest_evalbench.kinds.dataset.answers import stored_answer, write_answers
 from pytest_evalbench.kinds.dataset.models import DatasetError, DatasetItem, StoredAnswer, load_cases, payload_for
 from pytest_evalbench.kinds.dataset.policy import DOCUMENTED_POLICY, ScoringPolicy
-from pytest_evalbench.kinds.dataset.runner import TOOL_EVAL, DatasetRecord, decide, run_case, tool_eval_not_applicable
+from pytest_evalbench.kinds.dataset.runner import TOOL_EVAL, DatasetRecord, decide, run_item, tool_eval_not_applicable
 from pytest_evalbench.kinds.dataset.summary import agent_table, as_target_results, summarize_agents
 from pytest_evalbench.kinds.estimate import Expectations, HasRun, Plan, filler
-from pytest_evalbench.kinds.explain import EVAL_NAMES, VERDICT_SCHEMA, build_messages
+from pytest_evalbench.kinds.explain import ANSWER_SCHEMA, EVAL_NAMES, build_messages
 from pytest_evalbench.kinds.judges import agreement_lines, judge_name, reliability_lines, unreliable_judges, vote_sample
 from pytest_evalbench.kinds.protocol import BenchmarkKind, JSONRecord, Judged, JudgedRowHook, KindResults, Outcome
 from pytest_evalbench.kinds.run import BenchmarkRun
@@ -75,7 +75,7 @@ class DatasetKind:
     def data_files(self) -> list[Path]:
         return dataset_files(self.run.bench_dir, self.settings)
 
-    def load_cases(self) -> dict[Path, list[DatasetItem]]:
+    def load_items(self) -> dict[Path, list[DatasetItem]]:
         items = self._load_items()
         check_answerable(items, set(self.run.targets))
         check_matchers(items, self.run.matchers)
@@ -83,7 +83,7 @@ class DatasetKind:
 
     def _load_items(self) -> dict[Path, list[DatasetItem]]:
         """Every case of the data files, stored answers applied, and their order. Whether each can be
-        answered is `load_cases`' question: writing results (a merge of shards) only needs the order."""
+        answered is `load_items`' question: writing results (a merge of shards) only needs the order."""
         items: dict[Path, list[DatasetItem]] = {}
         for file in self.data_files():
             items[file] = load_items(file, self.policy, start=sum(len(v) for v in items.values()))
@@ -112,9 +112,9 @@ class DatasetKind:
     def expect_cases(self, cases: Iterable[Any]) -> None:
         """Cases of this kind never wait for each other."""
 
-    async def run_case(self, case: DatasetItem) -> DatasetRecord:
+    async def run_item(self, case: DatasetItem) -> DatasetRecord:
         run = self.run
-        return await run_case(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
+        return await run_item(case, benchmark=run.spec.name, engine=run.engine, judges=run.judges(),
                               samples=run.spec.judge.samples, target=run.targets.get(case.case.agent_name),
                               matchers=run.matchers)
 
@@ -131,7 +131,7 @@ class DatasetKind:
         return unreliable_judges(run.bench_dir, run.spec.judge, list(EVAL_NAMES), judge_name(run.evaluators))
 
     def unreliable_in(self, case: CaseResult) -> list[str]:
-        """The scored evals of a case whose judge is unreliable: its verdict rests on them."""
+        """The scored evals of a case whose judge is unreliable: its judgment rests on them."""
         return [m.eval for m in case.metrics if m.score is not None and m.eval in self.unreliable]
 
     def outcome(self, record: DatasetRecord, judged_row: JudgedRowHook | None) -> Outcome:
@@ -183,13 +183,13 @@ class DatasetKind:
         gated_rows = [row for row in rows if row.case_id in ran]
         shown = summarize_agents(gated_rows)
         if self.unreliable:
-            # a failed case whose verdict rests on an unreliable judge is shown, never counted against the build
+            # a failed case whose judgment rests on an unreliable judge is shown, never counted against the build
             lines += reliability_lines(self.unreliable, dict(failures))
-            # every case whose verdict rests on an unreliable judge leaves the gate's numbers
+            # every case whose judgment rests on an unreliable judge leaves the gate's numbers
             gated_rows = [row for row in gated_rows if not self.unreliable_in(row)]
         gated = summarize_agents(gated_rows)
         return KindResults(results=[a.to_json() for a in summary], rates=as_target_results(gated),
-                           table=agent_table(shown), outcomes=[r.outcome_row(CASE_METRIC) for r in gated_rows],
+                           table=agent_table(shown), units=[r.unit_row(CASE_METRIC) for r in gated_rows],
                            eval_scores=[s for r in gated_rows for s in r.eval_scores()], dropped=dropped,
                            judge_lines=lines, cases=rows, agents=summary, view="cases", unreliable=dict(self.unreliable),
                            files=[out / name for name in (CASE_RESULTS, AGENT_SUMMARY, "cost.json")] + answer_files,
@@ -267,7 +267,7 @@ def plan_case(kind: HasRun, item: DatasetItem, expect: Expectations) -> Plan:
         for judge in panel:
             role = "judge" if len(panel) == 1 else f"judge {judge.model}"
             plan.calls += [expect.call(role, judge, messages, sample=vote_sample(0, index),
-                                       schema=(f"explain_{name}", VERDICT_SCHEMA))
+                                       schema=(f"explain_{name}", ANSWER_SCHEMA))
                            for index in range(run.spec.judge.samples)]
     plan.chain += 1 if evals else 0
     return plan

@@ -64,7 +64,7 @@ class MetricLine(Strict):
     passed: Optional[bool]
 
 
-class CaseJudgement(Strict):
+class CaseOutcome(Strict):
     status: Literal["passed", "failed", "unscored"]
     composite: Optional[float]
     profile: str
@@ -95,7 +95,7 @@ DOCUMENTED_POLICY = ScoringPolicy.model_validate({
 """The policy of scoring-policy.md (1-5 scale), shipped as the example's policy."""
 
 
-def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_name: str) -> CaseJudgement:
+def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_name: str) -> CaseOutcome:
     """Apply the policy to one case's scores (None = unscored)."""
     profile = policy.profiles.get(profile_name)
     if profile is None:
@@ -133,11 +133,11 @@ def judge_case(scores: dict[str, int | None], policy: ScoringPolicy, profile_nam
         reasons.append(f"no evaluated metric carries weight in profile {profile_name}")
     else:
         status = "passed" if not below and composite + EPS >= profile.pass_mark else "failed"
-    return CaseJudgement(status=status, composite=composite, profile=profile_name, pass_mark=profile.pass_mark,
+    return CaseOutcome(status=status, composite=composite, profile=profile_name, pass_mark=profile.pass_mark,
                          hard_fails=hard, lines=lines, reasons=reasons)
 
 
-def failure_message(judgement: CaseJudgement, explanations: dict[str, str]) -> str:
+def failure_message(judgement: CaseOutcome, explanations: dict[str, str]) -> str:
     """A readable table: each metric's score, threshold and explanation, then composite and hard fails."""
     out = [f"case {judgement.status}: profile {judgement.profile}"]
     for line in judgement.lines:

@@ -98,7 +98,7 @@ class DatasetRecord:
                    decided=CaseResult.model_validate(data["case"]), message=data["message"], answer=data.get("answer"))
 
 
-async def run_case(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,
+async def run_item(item: DatasetItem, *, benchmark: str, judges: list[Endpoint], engine: Engine,
                    target: Target | None, samples: int = 1, matchers: dict[str, ArgumentMatcher] | None = None
                    ) -> DatasetRecord:
     """(Optionally) ask the team's app, run the case's evals and the tool check; the scoring policy

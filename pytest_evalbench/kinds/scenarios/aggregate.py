@@ -10,7 +10,7 @@ sample's transcript may be judged several times (`judge: {samples: k}`, panels).
 - *judge noise*: the votes on one transcript disagree (the transcript is *split*). Only usable votes
   count (an unusable answer, value null, is ignored); a tie such as 1-1 is split too (the panel leaves
   that row unscored). A transcript with fewer than two usable votes cannot split.
-- *agent noise*: the samples' own verdicts (each row's `passed`, the votes' majority) differ: at least
+- *agent noise*: the samples' own judgments (each row's `passed`, the votes' majority) differ: at least
   one scored sample passed and one failed. Unscored samples take no part.
 
 A case with either is labelled `judge`, `agent` or `both`, with the numbers (`detail`). pass^k and
@@ -196,15 +196,15 @@ class RejudgedTranscript(Strict):
 
     sample: int
     stored: Optional[bool]
-    """The stored verdict (`present` in scores.json); null when that row was unscored."""
+    """The stored judgment (`present` in scores.json); null when that row was unscored."""
     votes: list[Optional[bool]]
-    """The new verdicts (`present`), k per judge in panel order; null: an unusable answer."""
+    """The new judgments (`present`), k per judge in panel order; null: an unusable answer."""
     self_agreement: Optional[float]
     """Share of the usable new votes equal to their majority (0.5 for a tie); null below two usable votes."""
     stored_agreement: Optional[float]
-    """Share of the usable new votes equal to the stored verdict; null when either is missing."""
+    """Share of the usable new votes equal to the stored judgment; null when either is missing."""
     split: bool
-    """The usable new votes disagree with each other or with the stored verdict."""
+    """The usable new votes disagree with each other or with the stored judgment."""
 
 
 class RejudgedCase(Strict):
@@ -223,7 +223,7 @@ class RejudgeMetric(Strict):
     transcripts: int
     split: int
     flipped: int
-    """Transcripts whose new majority (not a tie) differs from the stored verdict."""
+    """Transcripts whose new majority (not a tie) differs from the stored judgment."""
     self_agreement: Optional[float]
     """Mean `self_agreement` over the transcripts that have one."""
     stored_agreement: Optional[float]
@@ -235,7 +235,7 @@ class RejudgeReport(Strict):
 
     target: str
     k: int
-    """New verdicts per transcript and judge (`--samples`)."""
+    """New judgments per transcript and judge (`--samples`)."""
     judges: list[str]
     temperature: Optional[float]
     """The judges' sampling temperature for these calls (`--temperature`, else benchmark.yaml's; null: the model's default)."""
@@ -251,7 +251,7 @@ def _share(values: list[bool], value: bool) -> float:
 
 
 def rejudged(sample: int, stored: Optional[bool], votes: list[Optional[bool]]) -> RejudgedTranscript:
-    """One transcript's new votes compared with each other and with the stored verdict."""
+    """One transcript's new votes compared with each other and with the stored judgment."""
     usable = [v for v in votes if v is not None]
     yes = sum(1 for v in usable if v)
     self_agreement = round(max(yes, len(usable) - yes) / len(usable), 4) if len(usable) >= 2 else None

@@ -1,5 +1,5 @@
 """Sequential sampling at run time (`generation.sampling: sequential`): a case's sample j waits for its
-samples 0..j-1 and is drawn only while they leave its verdict unsettled (`formats.sequential`);
+samples 0..j-1 and is drawn only while they leave its judgment unsettled (`formats.sequential`);
 otherwise it is *not drawn*: no call, no row, the item reports `not drawn` (a skip by design, which
 completeness counts as accounted for).
 
@@ -19,7 +19,7 @@ from typing import Final
 from pytest_evalbench.formats.sequential import Prior, SequentialRule, fit_prior
 from pytest_evalbench.formats.stats import Verdict
 from pytest_evalbench.kinds.scenarios.models import ScenarioRecord, ScoreRow
-from pytest_evalbench.kinds.scenarios.runner import ScenarioCase
+from pytest_evalbench.kinds.scenarios.runner import ScenarioItem
 
 NOT_DRAWN: Final = "not drawn"
 
@@ -28,7 +28,7 @@ NOT_DRAWN: Final = "not drawn"
 class NotDrawn:
     """A sample the run did not draw: its case was settled by the samples before it."""
 
-    case: ScenarioCase
+    case: ScenarioItem
     verdict: Verdict
     drawn: int
     k: int
@@ -52,7 +52,7 @@ class SampleDraws:
 
     def expect(self, cases: Iterable[object]) -> None:
         """These cases run in this process (called before their pipelines start)."""
-        self._here.update(_key(case) for case in cases if isinstance(case, ScenarioCase))
+        self._here.update(_key(case) for case in cases if isinstance(case, ScenarioItem))
 
     def _future(self, key: tuple[str, str, int]) -> asyncio.Future[Sample]:
         future = self._done.get(key)
@@ -60,7 +60,7 @@ class SampleDraws:
             future = self._done[key] = asyncio.get_running_loop().create_future()
         return future
 
-    async def run(self, case: ScenarioCase, draw: Callable[[], Awaitable[ScenarioRecord]],
+    async def run(self, case: ScenarioItem, draw: Callable[[], Awaitable[ScenarioRecord]],
                   passed: Callable[[ScenarioRecord], bool | None]) -> ScenarioRecord | NotDrawn:
         """The sample's record, or NotDrawn when the samples before it settled its case."""
         row, target, sample = _key(case)
@@ -84,7 +84,7 @@ class SampleDraws:
                 mine.set_result(result)  # an error leaves None: the sample counts as unscored
 
 
-def _key(case: ScenarioCase) -> tuple[str, str, int]:
+def _key(case: ScenarioItem) -> tuple[str, str, int]:
     return case.stored.id, case.target_id, case.sample
 
 

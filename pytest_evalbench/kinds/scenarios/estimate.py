@@ -22,7 +22,7 @@ from pytest_evalbench.kinds.labels import JudgeSetup
 from pytest_evalbench.kinds.metric_judge import TOP_LOGPROBS, answer_schema, decide, judge_messages
 from pytest_evalbench.kinds.scenarios.runner import (
     TERMINATE,
-    ScenarioCase,
+    ScenarioItem,
     parse_user_message,
     perfunctory,
     row_target,
@@ -45,7 +45,7 @@ def message_share(expect: Expectations, user: Endpoint, prompt: list[dict[str, A
     return sum(len(parse_user_message(t)) for t in texts) / sum(len(t) for t in texts)
 
 
-def plan_scenario(kind: HasRun, case: ScenarioCase, expect: Expectations, setup: JudgeSetup) -> Plan:
+def plan_scenario(kind: HasRun, case: ScenarioItem, expect: Expectations, setup: JudgeSetup) -> Plan:
     """The calls one scenario item would make (see `BenchmarkKind.plan_calls`); `setup` is what the
     run's judge is handed (its contrast examples)."""
     run = kind.run

@@ -40,7 +40,7 @@ from pytest_evalbench.kinds.run import BenchmarkRun
 from pytest_evalbench.kinds.scenarios.aggregate import aggregate, correct_results
 from pytest_evalbench.kinds.scenarios.draws import NOT_DRAWN, NotDrawn, SampleDraws, prior_of
 from pytest_evalbench.kinds.scenarios.models import SCENARIOS_FILE, ScenarioRecord, ScoreRow, derive_pass, iter_scenarios
-from pytest_evalbench.kinds.scenarios.runner import ScenarioCase, StoredScenario, audit_line, run_scenario
+from pytest_evalbench.kinds.scenarios.runner import ScenarioItem, StoredScenario, audit_line, run_scenario
 from pytest_evalbench.kinds.scenarios.store import (
     RUNS_DIR,
     Known,
@@ -93,13 +93,13 @@ class ScenarioKind:
         return judge_accuracy(self.run.bench_dir, judge_name(self.run.evaluators))
 
     def judged_unreliably(self, score: ScoreRow) -> bool:
-        """The row's verdict came from a judge that calibration found unreliable (a check is always trusted)."""
+        """The row's judgment came from a judge that calibration found unreliable (a check is always trusted)."""
         return judged_unreliably(self.unreliable, score.metric_id, score.decided_by)
 
     def data_files(self) -> list[Path]:
         return [self.run.bench_dir / SCENARIOS_FILE]
 
-    def load_cases(self) -> dict[Path, list[ScenarioCase]]:
+    def load_items(self) -> dict[Path, list[ScenarioItem]]:
         """Items in a fixed order: scenario row, then target, then sample."""
         run = self.run
         if not run.target_configs:
@@ -108,11 +108,11 @@ class ScenarioKind:
         stored = {s.id: StoredScenario(s) for s in iter_scenarios(run.bench_dir, run.spec)}  # one model at a time
         self._order = {key: i for i, key in enumerate(stored)}
         self._known = Known({m.id: (m.name, m.type) for m in run.spec.metrics}, StoredRows(stored))
-        cases: list[ScenarioCase] = []
+        cases: list[ScenarioItem] = []
         for row in stored.values():
             for cfg in run.target_configs:
                 for sample in range(run.spec.generation.num_samples):
-                    cases.append(ScenarioCase(row, cfg.id, sample, len(cases)))
+                    cases.append(ScenarioItem(row, cfg.id, sample, len(cases)))
         self._judge_setup = self._load_judge_setup()
         _ = self.draws  # the prior is read from the result files before this run writes them
         return {self.data_files()[0]: cases}
@@ -129,7 +129,7 @@ class ScenarioKind:
         return SampleDraws(SequentialRule(spec.generation.num_samples, spec.gate.case_pass_rate, spec.gate.alpha,
                                           prior))
 
-    def expect_cases(self, cases: Iterable[ScenarioCase]) -> None:
+    def expect_cases(self, cases: Iterable[ScenarioItem]) -> None:
         if self.draws is not None:
             self.draws.expect(cases)
 
@@ -146,10 +146,10 @@ class ScenarioKind:
 
     def order(self) -> dict[str, int]:
         if not self._order:
-            self.load_cases()
+            self.load_items()
         return self._order
 
-    async def run_case(self, case: ScenarioCase) -> ScenarioRecord | NotDrawn:
+    async def run_item(self, case: ScenarioItem) -> ScenarioRecord | NotDrawn:
         if self.draws is None:
             return await run_scenario(self.run, case, self.judge_setup)
         return await self.draws.run(case, lambda: run_scenario(self.run, case, self.judge_setup), sample_passed)
@@ -187,7 +187,7 @@ class ScenarioKind:
                            properties, convicts=False, decided_by=score.decided_by)
         return Outcome(status, message, properties, decided_by=score.decided_by)
 
-    def plan_calls(self, case: ScenarioCase, expect: Expectations) -> Plan:
+    def plan_calls(self, case: ScenarioItem, expect: Expectations) -> Plan:
         from pytest_evalbench.kinds.scenarios.estimate import plan_scenario  # only an estimate needs it
 
         return plan_scenario(self, case, expect, self.judge_setup)
@@ -218,8 +218,8 @@ class ScenarioKind:
             # failures judged by an unreliable judge are shown (xfailed), never counted against the build
             lines += reliability_lines(self.unreliable, {k: tally.failures[k] for k in self.unreliable},
                                        {k: tally.checked[k] for k in self.unreliable})
-            # every verdict of an unreliable judge leaves the gate's numbers (passes would inflate them)
-            gated = scores.outcome_rows(lambda row: not self.judged_unreliably(row))
+            # every judgment of an unreliable judge leaves the gate's numbers (passes would inflate them)
+            gated = scores.unit_rows(lambda row: not self.judged_unreliably(row))
         # the gate reads the rows this session measured; rows carried over from earlier sessions stay
         # in the result files (and are shown as carried over), but can neither clear nor convict
         gated = {target: kept for target, rows in gated.items()
@@ -228,7 +228,7 @@ class ScenarioKind:
         if self.accuracy or run.spec.judge.correct_rates:  # the gate's rates, corrected over its own rows
             correct_results(rates, gated, self.accuracy)
         return KindResults(results=results, rates=rates, scores=scores,
-                           outcomes=[row for rows in gated.values() for row in rows],
+                           units=[row for rows in gated.values() for row in rows],
                            conversations=RunConversations(bench_dir, self._known, scores.fresh), dropped=dropped,
                            judge_lines=lines, files=[bench_dir / "results.json", bench_dir / RUNS_DIR],
                            unreliable=dict(self.unreliable), measured=measured, sessions=StampedRows(bench_dir),
@@ -237,7 +237,7 @@ class ScenarioKind:
 
 
 def sample_passed(record: ScenarioRecord) -> bool | None:
-    """What a drawn sample tells the later ones: the judge's verdict against the metric's polarity
+    """What a drawn sample tells the later ones: the judge's judgment against the metric's polarity
     (before any judged-row hook, which runs when the item reports)."""
     return derive_pass(record.score.present, record.score.metric_type)[0]
 
@@ -269,7 +269,7 @@ class ResultsFile(Sequence[JSONObject]):
 
 
 def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
-    """The judge's verdict against the metric's polarity, why the metric matters (impactbench's
+    """The judge's judgment against the metric's polarity, why the metric matters (impactbench's
     `mattersBecause`, when the metric has one), the judge's reasons and the transcript's tail. The first
     line repeats what a trajectory check found differed (`ScenarioRecord.trajectory_detail`), so every
     surface that shows only that line (the Markdown summary, the case list) says it."""
@@ -288,7 +288,7 @@ def failure_message(record: ScenarioRecord, why: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord | NotDrawn, ScenarioCase]:
+def _conforms(run: BenchmarkRun) -> BenchmarkKind[ScenarioRecord | NotDrawn, ScenarioItem]:
     """For mypy: the kind is the boundary's protocol with its own case and record types."""
     return ScenarioKind(run)
 

@@ -1,9 +1,9 @@
 """`evalbench rejudge NAME`: judge every stored transcript k more times, without calling a target
-or the simulated user, and write how far the new verdicts agree (runs/<target>/rejudge.json).
+or the simulated user, and write how far the new judgments agree (runs/<target>/rejudge.json).
 
 The new calls are ordinary judge calls through the engine (cached, priced, budgeted, redacted), but
 under vote indices no run uses (`FIRST_VOTE` and up, above `judge: {samples}`'s maximum of 25), so
-the stored verdicts' cache entries never answer them; a second rejudge with the same k replays the
+the stored judgments' cache entries never answer them; a second rejudge with the same k replays the
 first one's answers unless `--cache refresh` asks again. Rows a deterministic check decided, and
 conversations without an assistant reply, are not re-judged (counted as `skipped`).
 """
@@ -63,7 +63,7 @@ class RejudgeResult:
     requests: int
     cache_hits: int
     usage: Usage
-    """Priced usage of the new verdicts, cached replays included."""
+    """Priced usage of the new judgments, cached replays included."""
     spent: float
     """Dollars sent over the network by this command (cache hits cost nothing now)."""
 
@@ -188,8 +188,8 @@ def summary_lines(result: RejudgeResult, base: Path) -> list[str]:
                      f"time{'s' if report.k != 1 else ''} by {', '.join(report.judges)} ({report.skipped} skipped: "
                      "decided by a check or no reply)")
         for metric, m in report.by_metric.items():
-            lines.append(f"  {metric}: new verdicts agree with each other {num(m.self_agreement)}, with the stored "
-                         f"verdict {num(m.stored_agreement)}; {m.split} of {m.transcripts} transcripts split, "
+            lines.append(f"  {metric}: new judgments agree with each other {num(m.self_agreement)}, with the stored "
+                         f"judgment {num(m.stored_agreement)}; {m.split} of {m.transcripts} transcripts split, "
                          f"{m.flipped} flipped")
         noisy = [c for c in report.cases if c.judge_noise]
         for case in noisy[:50]:
@@ -199,7 +199,7 @@ def summary_lines(result: RejudgeResult, base: Path) -> list[str]:
             lines.append(f"  ... and {len(noisy) - 50} more cases with judge noise (see {RESULT_FILE})")
         lines.append(f"  wrote {_shown(path, base)}")
     lines.append(f"llm: {result.requests} judge requests sent by this command, {result.cache_hits} answered from the "
-                 f"cache (replaying an earlier rejudge's verdicts); ${result.spent:.4f} spent now, "
+                 f"cache (replaying an earlier rejudge's judgments); ${result.spent:.4f} spent now, "
                  f"${result.usage.cost:.4f} priced usage, {result.usage.input_tokens} in / "
                  f"{result.usage.output_tokens} out tokens")
     return lines

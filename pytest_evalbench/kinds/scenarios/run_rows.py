@@ -257,7 +257,7 @@ class RunScores(RunRows[ScoreRow]):
                     self._usual_rows(run_dir, warn))
             yield from (row for row in rows if (row.conv_id, row.sample) in keys)
 
-    def outcome_rows(self, keep: Callable[[ScoreRow], bool] | None = None,
+    def unit_rows(self, keep: Callable[[ScoreRow], bool] | None = None,
                      written: Mapping[str, list[PassFailUnit]] | None = None) -> dict[str, list[PassFailUnit]]:
         """The rows as compact pass/fail units, in file order: all of them by target run directory
         (what results.json is computed from), or those `keep` accepts by their `target_model`

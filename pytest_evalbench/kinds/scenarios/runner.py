@@ -84,7 +84,7 @@ def _demographic_keywords(demographic: dict[str, str]) -> tuple[str, ...]:
     return found
 
 
-class ScenarioCase:
+class ScenarioItem:
     """One test item of a scenario benchmark: scenario row × target × sample."""
 
     def __init__(self, scenario: Scenario | StoredScenario, target_id: str, sample: int, index: int) -> None:
@@ -116,7 +116,7 @@ class ScenarioCase:
         return words
 
     def __repr__(self) -> str:
-        return f"ScenarioCase({self.name!r}, index={self.index})"
+        return f"ScenarioItem({self.name!r}, index={self.index})"
 
 
 def row_target(target: Target, scenario: Scenario) -> Target:
@@ -127,7 +127,7 @@ def row_target(target: Target, scenario: Scenario) -> Target:
     return target
 
 
-async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup) -> ScenarioRecord:
+async def run_scenario(run: BenchmarkRun, case: ScenarioItem, setup: JudgeSetup) -> ScenarioRecord:
     """Simulate the conversation and judge it (`setup`: the calibration the judge is handed, loaded
     once with the cases); LLM failures propagate (item ERROR). Pass/fail is left to
     `ScenarioKind.outcome`, after the judged-row hook."""
@@ -144,27 +144,27 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup)
     turn: int | None = None
     panel: PanelJudgment[bool] | None = None
     if not any(m.role == "assistant" for m in transcript.messages):
-        verdict_present, justification = None, ("unscored: the simulated user ended the conversation "
+        present_judged, justification = None, ("unscored: the simulated user ended the conversation "
                                                 "before the target replied")
     elif (decision := decide(metric, transcript.messages, run.matchers)) is not None:
-        verdict_present, justification, decided_by = decision.present, decision.justification, "check"
+        present_judged, justification, decided_by = decision.present, decision.justification, "check"
         differed = decision.differed
     else:
         turns: list[int] = []  # the turns named by votes saying "present"
         probabilities: list[float] = []
 
         async def ask_one(endpoint: Endpoint, sample: int) -> tuple[bool | None, str]:
-            verdict = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
+            judgment = await judge(metric, transcript.messages, evaluator=endpoint, engine=run.engine,
                                   sample=sample, usage_by_phase=usage_by_phase, style=run.spec.judge_style(metric),
                                   contrast=setup.contrast.get(metric.id, ()), probability=run.spec.judge.probability,
                                   threshold=setup.thresholds.get(metric.id))
-            turns.extend([verdict.turn] if verdict.turn is not None else [])
-            probabilities.extend([verdict.probability] if verdict.probability is not None else [])
-            return verdict.present, verdict.justification
+            turns.extend([judgment.turn] if judgment.turn is not None else [])
+            probabilities.extend([judgment.probability] if judgment.probability is not None else [])
+            return judgment.present, judgment.justification
 
         votes = await poll(run.judges(), run.spec.judge.samples, case.sample, ask_one)
         panel = majority(votes)
-        verdict_present, justification, decided_by = panel.value, panel.justification, "judge"
+        present_judged, justification, decided_by = panel.value, panel.justification, "judge"
         turn = min(turns) if panel.value is True and turns else None  # the earliest a "present" vote named
     conversation = ConversationRow.model_validate({
         **scenario.model_dump(exclude={"user_persona", *UNSET_OPTIONAL - scenario.model_fields_set}),
@@ -178,7 +178,7 @@ async def run_scenario(run: BenchmarkRun, case: ScenarioCase, setup: JudgeSetup)
                             hidden=[scenario.latent_adversarial_goal, metric.behaviour]),
     })
     score_row = ScoreRow(id=scenario.id, metric_id=metric.id, metric_name=metric.name, metric_type=metric.type,
-                         target_model=case.target_id, conv_id=case.conv_id, present=verdict_present, passed=None,
+                         target_model=case.target_id, conv_id=case.conv_id, present=present_judged, passed=None,
                          score=None, justification=justification, sample=case.sample, decided_by=decided_by,
                          turn=turn)
     if decided_by == "judge" and probabilities:

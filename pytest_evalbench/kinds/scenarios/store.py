@@ -93,12 +93,12 @@ def usage_key(key: tuple[str, int]) -> str:
 
 
 def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samples: int | None = None,
-                     known: Known = NOTHING_KNOWN, *, root: Path, outcomes: list[PassFailUnit] | None = None) -> list[str]:
+                     known: Known = NOTHING_KNOWN, *, root: Path, units: list[PassFailUnit] | None = None) -> list[str]:
     """Merge one target's rows into its conversations.json, scores.json and cost.json; what was
     dropped. Conversations and the usage file are written row by row from the spool. `root` is
     the benchmark directory no write may leave (`runs/<target>/` a link out of it is refused).
-    `outcomes` (when given) receives the written scores.json's rows as pass/fail units, in file
-    order, as reading the file back (`RunScores.outcome_rows`) would give them."""
+    `units` (when given) receives the written scores.json's rows as pass/fail units, in file
+    order, as reading the file back (`RunScores.unit_rows`) would give them."""
     check_dir(run_dir, root)
 
     def replaced(raw: dict[str, Any]) -> bool:  # this session's row replaces it: not validated, never kept
@@ -106,8 +106,8 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
 
     old_scores = read_valid(run_dir / "scores.json", ScoreRow, lambda row: normalise_score(row, run_dir.name, known),
                             stacklevel=2, skip=replaced)
-    units = UnitTable()  # a kept row's unit from its validated model (what reading it back gives), not the model
-    kept_scores = {row_key(r): (r, units.of(typed)) for r, typed in old_scores
+    unit_table = UnitTable()  # a kept row's unit from its validated model (what reading it back gives), not the model
+    kept_scores = {row_key(r): (r, unit_table.of(typed)) for r, typed in old_scores
                    if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows([r for r, _ in old_scores], order, samples)
     del old_scores
@@ -123,14 +123,14 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
         for key in in_order(set(kept_scores) | set(new.spooled)):
             if key in new.spooled:  # this session's row: valid, as its model dumped it
                 row = new.score(key)
-                outcome = units.of_json(row)
+                unit = unit_table.of_json(row)
                 row.pop(VERSION_KEY, None)  # a fresh dict of its own: versioned in place, as `versioned` orders it
                 row[VERSION_KEY] = FORMAT_VERSION
             else:
-                row, outcome = kept_scores[key]
+                row, unit = kept_scores[key]
                 row = versioned(row)
-            if outcomes is not None:
-                outcomes.append(outcome)
+            if units is not None:
+                units.append(unit)
             yield row
 
     def conversations() -> Iterator[dict[str, Any]]:
@@ -229,7 +229,7 @@ def _write_results(bench_dir: Path, records: Iterable[ScenarioRecord | dict[str,
             target.close()
         by_target.clear()  # this session's rows: the files on disk hold them now
     scores = RunScores(bench_dir, known, fresh=set(written))  # what this finish wrote is not normalised again
-    rows_by_model = scores.outcome_rows(written=written)  # the targets just written: not read back
+    rows_by_model = scores.unit_rows(written=written)  # the targets just written: not read back
     results = aggregate(rows_by_model, by_scenario=False)
     if accuracy:
         correct_results(results, rows_by_model, accuracy)
@@ -269,7 +269,7 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
             if not dropped_rows(read_file_rows(runs / target_id, "scores.json", known), order, samples):
                 continue  # untouched and nothing stale: its files stay as written (e.g. another tool's run)
         dropped += write_target_run(runs / target_id, by_target.get(target_id) or TargetRows(), order, samples,
-                                    known, root=root, outcomes=written.setdefault(target_id, []))
+                                    known, root=root, units=written.setdefault(target_id, []))
     return dropped
 
 

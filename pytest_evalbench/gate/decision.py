@@ -69,7 +69,7 @@ class GateInputs:
 
     results: list[ModelResult]
     """Per-target rate summaries (min rules, the rates table)."""
-    outcomes: list[PassFailUnit] = field(default_factory=list)
+    units: list[PassFailUnit] = field(default_factory=list)
     """Pass/fail units paired with the baseline (and grouped into per-case verdicts)."""
     scores: list[EvalScore] = field(default_factory=list)
     """Per-eval numeric score rows (dataset) paired with the baseline."""
@@ -148,13 +148,13 @@ class GateDecision:
         return pytest_status
 
 
-def case_verdicts(outcomes: list[PassFailUnit], threshold: float,
+def case_verdicts(units: list[PassFailUnit], threshold: float,
                   sequential: SequentialRule | None = None) -> list[CaseVerdict]:
     """For num_samples > 1: per (target, case) the pass count over its scored samples and a
     Wilson-bound verdict; empty when no case has more than one sample. With sequential sampling the
     verdict is the rule's over the samples drawn, in order (where the run stopped drawing)."""
     samples: dict[tuple[str, str], list[tuple[int, bool | None]]] = defaultdict(list)
-    for row in outcomes:
+    for row in units:
         samples[(row.target, row.id)].append((row.sample, row.passed))
     if sequential is None and not any(len(drawn) > 1 for drawn in samples.values()):
         return []
@@ -199,34 +199,34 @@ def compare_rule_results(rule: CompareRule, comparison: Comparison) -> list[Rule
 def evaluate_gate(inputs: GateInputs, settings: GateSettings) -> GateDecision:
     """Everything the CI gate decides, from the rows this session measured (no I/O; rows carried over
     from earlier sessions stay in the result files but never reach the gate: see docs/guides/gating.md)."""
-    outcome = GateDecision(incomplete=list(inputs.incomplete), mode=settings.mode,
+    decision = GateDecision(incomplete=list(inputs.incomplete), mode=settings.mode,
                           fail_inconclusive=settings.fail_inconclusive)
     comparison = None
     if inputs.baseline is not None:
-        comparison = compare_with_baseline(inputs.baseline, inputs.outcomes, inputs.meta, scores=inputs.scores,
+        comparison = compare_with_baseline(inputs.baseline, inputs.units, inputs.meta, scores=inputs.scores,
                                            correction=settings.correction, alpha=settings.alpha,
                                            identities=inputs.identities, compare_anyway=settings.compare_anyway,
                                            accept_incomparable=settings.accept_incomparable)
-        outcome.comparison = comparison
+        decision.comparison = comparison
         if settings.compare_fail is not None:
-            outcome.regressions = comparison.fails(settings.compare_fail)
-            outcome.rules += compare_rule_results(settings.compare_fail, comparison)
+            decision.regressions = comparison.fails(settings.compare_fail)
+            decision.rules += compare_rule_results(settings.compare_fail, comparison)
     report = check_thresholds(inputs.results, inputs.rules, comparison, corrected=inputs.corrected,
                               unreliable=inputs.unreliable, types=inputs.metric_types,
                               alpha=settings.alpha, min_rows=settings.min_rows if settings.selection else 1)
-    outcome.breaches = report.breaches + (report.inconclusive if settings.fail_inconclusive else [])
-    outcome.rules += report.rules
-    outcome.by_cases = settings.selection and report.too_few
-    outcome.notes = [r.text() for r in outcome.rules if r.status == "not evaluated"]
+    decision.breaches = report.breaches + (report.inconclusive if settings.fail_inconclusive else [])
+    decision.rules += report.rules
+    decision.by_cases = settings.selection and report.too_few
+    decision.notes = [r.text() for r in decision.rules if r.status == "not evaluated"]
     if not inputs.results and inputs.rules is not None and inputs.rules.count():
         # no row of this session reached the gate: none was measured, or every one was judged by a
         # judge its calibration found unreliable (those rows are shown, never gated)
-        outcome.notes.append("threshold rules not evaluated (no row this session measured reached the gate: none "
+        decision.notes.append("threshold rules not evaluated (no row this session measured reached the gate: none "
                              "was measured, or each rests on a judge found unreliable)")
-    outcome.cases = case_verdicts(inputs.outcomes, settings.case_pass_rate, inputs.sequential)
+    decision.cases = case_verdicts(inputs.units, settings.case_pass_rate, inputs.sequential)
     if comparison is not None and not settings.accept_incomparable:
-        outcome.incomplete += incomparable_reasons(comparison, outcome.rules, settings.resave_command)
-    return outcome
+        decision.incomplete += incomparable_reasons(comparison, decision.rules, settings.resave_command)
+    return decision
 
 
 def incomparable_reasons(comparison: Comparison, rules: list[RuleResult], resave_command: str) -> list[str]:
@@ -265,15 +265,15 @@ def read_baseline(path: Path) -> Baseline:
         raise InputError(path, str(exc)) from None
 
 
-def write_gate_files(settings: GateSettings, inputs: GateInputs, outcome: GateDecision, written: KindResults,
+def write_gate_files(settings: GateSettings, inputs: GateInputs, decision: GateDecision, written: KindResults,
                      title: str) -> None:
     """The baseline to save and the HTML report (from the kind's scores.json rows and
     conversations), when asked for."""
     if settings.save_baseline is not None:
-        baseline = make_baseline(inputs.results, inputs.outcomes, inputs.meta, inputs.scores, inputs.identities)
+        baseline = make_baseline(inputs.results, inputs.units, inputs.meta, inputs.scores, inputs.identities)
         atomic_write_text(settings.save_baseline, finite_json(baseline.to_json(), settings.save_baseline, indent=1) + "\n",
                           None)
-        outcome.baseline_files.append(settings.save_baseline)
+        decision.baseline_files.append(settings.save_baseline)
 
 
 EXIT_WORDS = {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
@@ -332,7 +332,7 @@ class GateVerdict:
     verdict: str
     exit_code: int
     reason: str
-    outcome: GateDecision = field(default_factory=GateDecision)
+    decision: GateDecision = field(default_factory=GateDecision)
     """The gate's decision, typed; empty when no case was run."""
     flips: list[Flip] = field(default_factory=list)
     """Cases that passed in the baseline and fail now, with this session's node ids."""
@@ -343,7 +343,7 @@ class GateVerdict:
     @property
     def rule_lines(self) -> list[str]:
         """Each rule in the same words everywhere: `min_negative_pass_rate 0.60 t: 1.00 held`."""
-        return [r.text() for r in self.outcome.rules]
+        return [r.text() for r in self.decision.rules]
 
     @property
     def flip_node_ids(self) -> list[str]:
@@ -351,7 +351,7 @@ class GateVerdict:
         return [f.node_id for f in self.flips if f.node_id]
 
     def to_json(self) -> dict[str, Any]:
-        o = self.outcome
+        o = self.decision
         return {"verdict": self.verdict, "exit_code": self.exit_code, "reason": self.reason, "mode": o.mode,
                 "breaches": o.breaches, "regressions": o.regressions, "incomplete": o.incomplete,
                 "notes": o.notes, "verdicts": o.verdicts, "flips": [f.text() for f in self.flips],
@@ -390,23 +390,23 @@ def node_ids_of(records: Mapping[str, dict[str, Any]]) -> dict[FlipKey, str]:
     return out
 
 
-def gate_verdict(outcome: GateDecision | None, exit_code: int, failed: Failures | int,
+def gate_verdict(decision: GateDecision | None, exit_code: int, failed: Failures | int,
                  node_ids: Mapping[FlipKey, str], finish_error: str | None = None) -> GateVerdict:
-    """The gate's outcome (or its absence) in words.
+    """The gate's decision (or its absence) in words.
 
     `failed` counts the cases that failed by who decided them (a bare count: the judge decided them all),
     `node_ids` maps flipped cases to node ids.
     """
     if isinstance(failed, int):
         failed = Failures(judge=failed)
-    if outcome is None:
+    if decision is None:
         reason = "results could not be written (the ERROR line says why)" if finish_error else "no case was run"
         return GateVerdict(verdict=EXIT_WORDS.get(exit_code, f"exit {exit_code}"), exit_code=exit_code, reason=reason)
-    comparison = outcome.comparison
+    comparison = decision.comparison
     flips = flips_of(comparison, node_ids) if comparison is not None else []
-    verdict, reason = _verdict(outcome, exit_code, failed)
+    verdict, reason = _verdict(decision, exit_code, failed)
     tolerated = (failed.total + failed.unreliable) if verdict == "passed" else 0
-    return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, outcome=outcome, flips=flips,
+    return GateVerdict(verdict=verdict, exit_code=exit_code, reason=reason, decision=decision, flips=flips,
                        tolerated=tolerated)
 
 

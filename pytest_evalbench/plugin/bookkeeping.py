@@ -1,6 +1,6 @@
 """Each item's outcome (a role of the session; `session.py` keeps the hooks).
 
-`Outcomes`: each item's record, status and error, from the fixture that waits for its pipeline
+`Bookkeeping`: each item's record, status and error, from the fixture that waits for its pipeline
 (`scheduler.py`) to the report the controller consumes. Every selected item ends scored or counted
 (`gate/completeness.py`); a configuration problem that hits every item is shown in full once.
 """
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_evalbench.base.disk import WriteFailed
 from pytest_evalbench.base.errors import EvalbenchError, LLMError, TargetError
+from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import redact, terminal
 from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.gate.completeness import NOT_DRAWN, WORKER_DIED, Completeness, crash_reason
-from pytest_evalbench.gate.outcome import Failures
+from pytest_evalbench.gate.decision import Failures
 from pytest_evalbench.kinds.protocol import JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
 from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
@@ -40,7 +40,7 @@ class Unscored(EvalbenchError):
     """The judge could not be parsed: the row is recorded with nulls and the item is an ERROR."""
 
 
-class Outcomes:
+class Bookkeeping:
     """Per-item outcomes and error accounting of this session."""
 
     def __init__(self, config: pytest.Config, selection: Selection, scheduler: Scheduler, bench_dir: Path) -> None:
@@ -113,7 +113,7 @@ class Outcomes:
         if isinstance(exc, EvalbenchError):
             kind = "unscored" if isinstance(exc, Unscored) else (
                 "target error" if isinstance(exc, TargetError) else
-                exc.kind if isinstance(exc, LLMError) else "error")
+                exc.category if isinstance(exc, LLMError) else "error")
             report.longrepr = terminal(f"evalbench {kind}: {exc}")
             attach(report, ERROR_ATTR, kind)
         elif exc is not None and isinstance(item, CaseItem) and not isinstance(exc, PYTEST_OUTCOMES):
