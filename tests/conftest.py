@@ -68,9 +68,13 @@ def _import_lazy_http_modules() -> None:
 _import_lazy_http_modules()
 
 
-LAZY_DEPENDENCIES = ("genai_prices", "re2")
+LAZY_DEPENDENCIES = ("genai_prices", "re2", "alembic", "alembic.command", "psycopg",
+                     "sqlalchemy.dialects.postgresql.psycopg", "sqlalchemy.dialects.sqlite.pysqlite")
 """What the package imports inside a run rather than at import time (genai-prices' data module
-alone is a 1.6 MB source file)."""
+alone is a 1.6 MB source file). The store's driver modules are among them for one more reason: a
+driver first imported inside an in-process run is dropped after it and imported anew, while
+SQLAlchemy keeps the dialect that holds the first copy, so the new copy's errors would escape the
+store's `except`."""
 
 
 def _import_the_package() -> None:

@@ -126,7 +126,8 @@ def test_gen_metrics_writes_ids_and_keeps_the_rest(tmp_path: Path, capsys: pytes
     assert spec.targets[0].id == "tgt" and spec.generation.turns == 3
     cost = json.loads((bench / "cost.json").read_text())
     assert cost["gen_scenarios"]["cost"] == 1.5
-    assert set(cost["gen_metrics"]) == {"phase", "cost", "input_tokens", "output_tokens", "cached_replays_counted"}
+    assert set(cost["gen_metrics"]) == {"phase", "cost", "input_tokens", "output_tokens", "cached_replays_counted",
+                                      "cached_tokens", "saved"}
     assert cost["gen_metrics"]["phase"] == "gen_metrics" and cost["gen_metrics"]["input_tokens"] > 0
     jsonschema.validate(cost, schemas.load("cost"))
     assert "wrote 2 metrics" in capsys.readouterr().out
