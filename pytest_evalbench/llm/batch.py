@@ -144,6 +144,8 @@ class Batches:
         self._resumed: dict[Path, asyncio.Task[None]] = {}
         self._waiting: dict[str, asyncio.Future[Completion]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._storing: set[asyncio.Task[Any]] = set()
+        """Polls whose answers are being written to the cache: closing waits for them, never cancels."""
         self._client_loaded: threading.Thread | None = None
 
     def prepare(self) -> None:
@@ -353,8 +355,12 @@ class Batches:
                 reason = failed.get(key) or f"no answer in batch {batch_id} ({batch.status})"
                 _settle(waiting, LLMError("batch failed", f"{reason} (after {line.attempts} submissions)",
                                           role=role, model=endpoint.model))
+        task = asyncio.current_task()
+        if task is not None:
+            self._storing.add(task)
         await writes
         self._forget_record(record)
+        self._storing.discard(task)
 
     def _poll_wait(self, started: float) -> float:
         """The wait before the next poll: a hundredth of the time the batch has taken so far (a batch is
@@ -420,6 +426,9 @@ class Batches:
         return task
 
     async def aclose(self) -> None:
+        """Stop polling; answers already received are written to the cache (and their record removed)
+        first: they are paid for."""
+        await asyncio.gather(*self._storing, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
