@@ -50,6 +50,8 @@ class ItemData:
     passed: Optional[bool] = None
     present: Optional[bool] = None
     probability: Optional[float] = None
+    agreement: Optional[float] = None
+    """The share of a judge panel's (or the judge samples') votes equal to the verdict, where several voted."""
     decided_by: Optional[str] = None
     justification: str = ""
     transcript: Optional[list[Any]] = None
@@ -88,7 +90,7 @@ class RunData:
 _RUN_FIELDS = ("benchmark", "kind", "created", "commit", "branch", "base_branch", "plugin_version", "targets",
                "judge", "identities", "verdict", "exit_status", "reason", "cost", "scope", "case_count")
 _CASE_FIELDS = ("node_id", "target", "metric", "unit", "sample", "status", "passed", "present", "probability",
-                "decided_by", "justification", "transcript")
+                "agreement", "decided_by", "justification", "transcript")
 
 
 def masked_url(url: str) -> str:

@@ -89,6 +89,7 @@ def case_of(node_id: str, record: Mapping[str, Any], status: str) -> ItemData:
                         metric=str(score.get("metric_id") or ""), unit=str(score.get("id") or ""),
                         sample=int(score.get("sample") or 0), status=status, passed=_present(score.get("passed")),
                         present=_present(score.get("present")), probability=_number(score.get("probability")),
+                        agreement=_number(score.get("agreement")),
                         decided_by=score.get("decided_by"), justification=str(score.get("justification") or ""),
                         transcript=conversation.get("transcript"))
     case = record.get("case")

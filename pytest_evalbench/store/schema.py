@@ -68,6 +68,8 @@ class ItemRow(Base):
     """The verdict on the metric: present, absent, None (undecided; dataset cases)."""
     probability: Mapped[Optional[float]] = mapped_column(Float)
     """The judge's P(present), where it was scored."""
+    agreement: Mapped[Optional[float]] = mapped_column(Float)
+    """The share of a judge panel's (or the judge samples') votes equal to the verdict, where several voted."""
     decided_by: Mapped[Optional[str]] = mapped_column(String(20))
     justification: Mapped[str] = mapped_column(Text)
     transcript: Mapped[Optional[list[Any]]] = mapped_column(JSON)

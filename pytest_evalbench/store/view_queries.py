@@ -138,9 +138,10 @@ def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[A
     flaky = _flaky_units(run_id)
     is_flaky = case((and_(judged, flaky.c.unit.is_not(None)), 1), else_=0)
     near = case((and_(judged, ItemRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
+    split = case((and_(judged, ItemRow.agreement.is_not(None), ItemRow.agreement < 1), 1), else_=0)
     join = (flaky, and_(flaky.c.target == ItemRow.target, flaky.c.unit == ItemRow.unit, flaky.c.metric == ItemRow.metric))
     closeness = case((and_(judged, ItemRow.probability.is_not(None)), distance), else_=1.0)
-    return join, [(near + is_flaky).desc(), closeness, ItemRow.node_id, ItemRow.metric, ItemRow.id], is_flaky
+    return join, [(near + split + is_flaky).desc(), closeness, ItemRow.node_id, ItemRow.metric, ItemRow.id], is_flaky
 
 
 def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
@@ -161,7 +162,8 @@ def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresho
     chosen = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
     full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_([r.id for r in chosen])))}
     rows = [(full[r.id], r[1]) for r in chosen]
-    reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, None, bool(flaky), row.decided_by),
+    reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, row.agreement, bool(flaky),
+                                                    row.decided_by),
                                          thresholds) for row, flaky in rows}
     facets = session.execute(select(ItemRow.metric, ItemRow.target, ItemRow.status).where(ItemRow.run_id == run_id)
                              .distinct()).all()

@@ -145,6 +145,21 @@ def test_cases_most_worth_labelling_come_first(served: Served) -> None:
     assert [int(n) for n in re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)[:1]] == [24]
 
 
+def test_a_case_the_judges_split_on_comes_before_a_settled_one(tmp_path: Path) -> None:
+    """A panel that split (agreement below 1) is a reason to label the case, as a P(present) near the
+    threshold is: it leads the cases the judges agreed on, with its reason shown."""
+    write_benchmark(tmp_path)
+    store = new_store(tmp_path / "runs.sqlite")
+    cases = [case(i, probability=0.95) for i in range(4)]
+    cases[2].agreement = 2 / 3
+    store.record(run_of(cases))
+    with serve(store, tmp_path) as server:
+        _, html = server.get("/runs/1")
+    store.close()
+    assert [int(n) for n in re.findall(r"s(\d{5})_m01\[tgt-0\]</code>", html)][:1] == [2]
+    assert "judges split (67% agree)" in html
+
+
 @pytest.mark.parametrize("text", ["{", '[{"metric_id": "m01", "threshold": 1e400}]', '[{"metric_id": "m01", "threshold": 7}]',
                                   '[{"metric_id": "m01", "threshold": NaN}]', "[]"])
 def test_a_bad_calibration_json_leaves_the_order_at_its_default(served: Served, text: str) -> None:

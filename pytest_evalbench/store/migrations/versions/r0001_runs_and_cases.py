@@ -49,6 +49,7 @@ def upgrade() -> None:
         sa.Column("passed", sa.Boolean, nullable=True),
         sa.Column("present", sa.Boolean, nullable=True),
         sa.Column("probability", sa.Float, nullable=True),
+        sa.Column("agreement", sa.Float, nullable=True),
         sa.Column("decided_by", sa.String(20), nullable=True),
         sa.Column("justification", sa.Text, nullable=False),
         sa.Column("transcript", sa.JSON, nullable=True),
