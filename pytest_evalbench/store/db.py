@@ -253,12 +253,24 @@ def migrate(engine: Engine, url: str, revision: str = "head") -> None:
                          "pytest-evalbench to use it")
     try:
         with engine.begin() as conn:
+            _one_migration_at_a_time(conn)
             config.attributes["connection"] = conn
             command.upgrade(config, target)
     except SQLAlchemyError:
         with engine.connect() as conn:
             if _revision(conn) != target:
                 raise
+
+
+def _one_migration_at_a_time(conn: Connection) -> None:
+    """Take the store's write lock for the migration's transaction, so a second process migrating the same
+    store waits, then finds it migrated (Alembic reads the revision again inside the transaction). SQLite:
+    an immediate transaction (the driver would otherwise start one only at the first row written, after
+    the tables); PostgreSQL: a transaction-scoped advisory lock."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7274696)")
 
 
 def open_store(url: str, *, migrate_to: str = "head") -> Store:
