@@ -204,6 +204,22 @@ def test_two_processes_writing_one_sqlite_store_lose_nothing(url: str) -> None:
     concurrent_writers(url)
 
 
+OPENER = "import sys; from pytest_evalbench.store.db import open_store; open_store(sys.argv[1]).close()"
+
+
+@pytest.mark.slow
+def test_processes_opening_one_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    """Ten rounds of four processes creating the same new store at the same moment: each opens it (the
+    migrations run one after the other), none fails on the tables another made."""
+    for round_ in range(10):
+        url = sqlite_url(tmp_path / f"runs{round_}.sqlite")
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, url], stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+
+
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A new database on the PostgreSQL server of EVALBENCH_TEST_POSTGRES (.ci/run starts one), dropped after."""
