@@ -9,14 +9,15 @@ Problems are one line on stderr, exit 2; a store URL's credentials and the GitHu
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.errors import EvalbenchError, InputError
+from pytest_evalbench.base.inputs import read_input_json
+from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.safe_text import SECRETS, redact, terminal
 from pytest_evalbench.gate.decision import EXIT_REGRESSION
 from pytest_evalbench.store.db import RunData, Store, open_store
@@ -26,6 +27,8 @@ from pytest_evalbench.store.record import STORE_DIR, STORE_FILE, branches, is_de
 USAGE = 2
 GITHUB_TIMEOUT_S = 30.0
 MAX_COMMENT_PAGES = 20
+MAX_GITHUB_BYTES = 32 << 20
+"""The most of one GitHub API answer read (a page holds at most 100 comments of 65,536 characters)."""
 
 
 class CommandError(EvalbenchError):
@@ -118,7 +121,9 @@ def _event_pull_request(env: Mapping[str, str]) -> int:
         raise CommandError("GITHUB_EVENT_PATH is not set: `evalbench comment` runs in a GitHub Actions job "
                            "of a pull request")
     try:
-        event = json.loads(Path(path).read_text(encoding="utf-8"))
+        event = read_input_json(Path(path))
+    except EvalbenchError as exc:
+        raise CommandError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise CommandError(f"{path}: the GitHub event cannot be read ({type(exc).__name__})") from None
     number = event.get("pull_request", {}).get("number") if isinstance(event, dict) else None
@@ -149,9 +154,12 @@ def _post(api: str, repo: str, token: str, number: int, body: str) -> str:
 
     async def call(session: aiohttp.ClientSession, method: str, path: str, **kwargs: Any) -> Any:
         async with session.request(method, api + path, allow_redirects=False, **kwargs) as response:
+            raw = await response.content.read(MAX_GITHUB_BYTES + 1)
+            if len(raw) > MAX_GITHUB_BYTES:
+                raise CommandError(f"GitHub answered {method} {path} with more than {MAX_GITHUB_BYTES:,} bytes")
             try:
-                data = await response.json(content_type=None)
-            except ValueError:
+                data = parse_json(raw.decode("utf-8", "replace"), Path(f"GitHub's answer to {method} {path}"))
+            except InputError:
                 data = None
             if response.status >= 400:
                 message = str(data.get("message", ""))[:200] if isinstance(data, dict) else ""

@@ -172,6 +172,24 @@ def test_comment_with_a_wrong_token_is_one_line_without_the_token(url: str, tmp_
     assert "GitHub answered 401" in captured.err and TOKEN not in captured.err
 
 
+@pytest.mark.parametrize("event", ["[" * 100_000 + "]" * 100_000,
+                                   '{"pull_request": {"number": 7}, "pull_request": {"number": 8}}'])
+def test_a_hostile_github_event_file_is_one_line_naming_it(url: str, tmp_path: Path, event: str,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The event file is read as every input file is (depth, duplicate keys): one line naming it, no
+    comment posted."""
+    with open_store(url) as store:
+        store.record(make_run([True], branch="feature"))
+    with FakeGitHub(token=TOKEN) as github:
+        _actions_env(monkeypatch, tmp_path, github)
+        (tmp_path / "event.json").write_text(event)
+        assert main(["comment", "--store", url]) == 2
+        assert github.requests == []
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1 and "event.json" in captured.err
+
+
 WRITER = """
 import sys
 from pytest_evalbench.store.db import open_store, RunData, ItemData
