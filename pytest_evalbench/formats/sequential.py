@@ -7,11 +7,21 @@ case's verdict), and a case is settled in one of two ways:
 - **for certain** (curtailment): every way its remaining samples could fall gives the same k-sample
   verdict (at k = 5 and a 0.5 pass mark, one pass and one fail make it inconclusive whatever follows).
   Its verdict is exactly the one k samples would give: nothing about it changes but the calls.
-- **at the configured error rate** α: the chance that the remaining samples change the verdict most
-  likely now is at most α, by the beta-binomial predictive distribution of the remaining passes
-  under the suite's own spread of pass rates (a `Prior`, fitted by `fit_prior` to the per-case pass
-  counts of an earlier run: in a suite of mostly stable cases it is U-shaped, so a few agreeing samples
-  settle a case, while a suite of flaky ones asks for more). Without a prior only the first way applies.
+- **at the configured error rate** α, once `fail` is out of reach: the chance that the remaining
+  samples change the verdict most likely now (pass or inconclusive) is at most α, by the beta-binomial
+  predictive distribution of the remaining passes under the suite's own spread of pass rates (a
+  `Prior`, fitted by `fit_prior` to the per-case pass counts of an earlier run: in a suite of mostly
+  stable cases it is U-shaped, so a few agreeing samples settle a case, while a suite of flaky ones
+  asks for more). Without a prior only the first way applies.
+
+A `fail` verdict is never settled at the error rate, only for certain, and nothing settles while
+`fail` is still reachable: so a case fails under sequential sampling exactly when its k samples
+would fail it (on the same draws), and the gate's false-alarm rate and power are fixed k's. What α
+buys is the pass/inconclusive split: a stable passing case stops after a few agreeing samples where
+a stray failure among the later ones would have made fixed k call it inconclusive. (Letting agreeing
+failures settle `fail` at α too saves more calls, but a case that fails its first samples then passes
+one is inconclusive under fixed k: the sequential design would fail it, and catch measurably more
+failing cases than fixed k, a different test rather than the same one drawn faster.)
 
 Pure functions, no I/O; `tests/perf/sequential_sampling.py` measures calls saved and error rates.
 """
@@ -84,14 +94,15 @@ def outlook(passes: int, drawn: int, k: int, prior: Prior, threshold: float = 0.
 def settled(outcomes: Sequence[bool], k: int, *, threshold: float = 0.5, alpha: float = 0.05,
             prior: Prior | None = None, z: float = Z95) -> Verdict | None:
     """The case's verdict once its samples so far settle it (see the module docstring), else None:
-    draw another. With k samples drawn it is the k-sample verdict."""
+    draw another. With k samples drawn it is the k-sample verdict; `fail` only when no remaining
+    sample can change it."""
     drawn, passes = len(outcomes), sum(outcomes)
     if drawn >= k:
         return case_verdict(passes, drawn, threshold, z)
     reachable = {case_verdict(passes + more, k, threshold, z) for more in range(k - drawn + 1)}
     if len(reachable) == 1:
         return reachable.pop()
-    if prior is None or drawn < 2:
+    if prior is None or drawn < 2 or "fail" in reachable:
         return None
     chances = outlook(passes, drawn, k, prior, threshold, z)
     verdict = max(chances, key=lambda v: chances[v])
