@@ -42,8 +42,9 @@ from pytest_evalbench.base.files import TooLarge, atomic_write_text, read_bounde
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import SECRETS
+from pytest_evalbench.llm.batch_api import BatchAPI, checked_id
 from pytest_evalbench.llm.cache import cache_key
-from pytest_evalbench.llm.transport import OpenAITransport, parse_completion
+from pytest_evalbench.llm.transport import parse_completion
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
 
 BATCH_ROLES = ("judge", "target", "user")
@@ -58,8 +59,10 @@ MAX_RECORD_BYTES = 2 * MAX_BYTES
 WINDOW = 2.0
 QUIET = 0.05
 """Calls are collected for at most `WINDOW` seconds after the first one, ending early once `QUIET`
-seconds pass with no new one: the calls every pipeline makes at about the same time go together."""
-MIN_POLL = 0.05
+seconds pass with no new one: the calls every pipeline makes at about the same time go together. A
+round after the first ends sooner still: as soon as every conversation a batch answered has made its
+next batched call (see `Batches._returned`)."""
+MIN_POLL = 0.02
 RECORDS = ".batches"
 DONE = frozenset({"completed", "expired", "failed", "cancelled"})
 RETRYABLE_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_failed", "server_error", "rate_limit_exceeded"})
@@ -107,6 +110,8 @@ class _Group:
     size: int = 0
     flusher: asyncio.Task[None] | None = None
     last: float = 0.0
+    complete: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the round is known to be complete: submit without waiting out the quiet period."""
 
 
 @dataclass
@@ -137,7 +142,7 @@ class Batches:
         self._write = write
         """Stores one answer in the cache (on the cache's writer thread) and returns once it is on disk."""
         self.counts = BatchCounts()
-        self._client = OpenAITransport(settings.timeout, MAX_OUTPUT_BYTES)
+        self._api = BatchAPI(settings.timeout, MAX_OUTPUT_BYTES)
         self._groups: dict[tuple[str, str | None, str], _Group] = {}
         self._records: dict[str, Path] | None = None
         """Cache key -> the record of a batch submitted earlier (read at the first batched call)."""
@@ -147,12 +152,18 @@ class Batches:
         self._storing: set[asyncio.Task[Any]] = set()
         """Polls whose answers are being written to the cache: closing waits for them, never cancels."""
         self._client_loaded: threading.Thread | None = None
+        self._callers: dict[str, asyncio.Task[Any]] = {}
+        """Cache key -> the task waiting for its answer."""
+        self._expected: set[asyncio.Task[Any]] = set()
+        """Tasks a batch answered that have not made their next batched call yet."""
+        self._uncertain = False
+        """One of them ended instead (its next call may come from another task): wait for quiet."""
 
     def prepare(self) -> None:
-        """Import the openai client library in a thread now (it takes about as long as a second): the
-        first batch need not wait for it, nor the event loop stall on it."""
+        """Import the HTTP client library in a thread now: the first batch need not wait for it, nor the
+        event loop stall on it."""
         if self._client_loaded is None:
-            self._client_loaded = threading.Thread(target=importlib.import_module, args=("openai",),
+            self._client_loaded = threading.Thread(target=importlib.import_module, args=("aiohttp",),
                                                    name="evalbench-batch-import", daemon=True)
             self._client_loaded.start()
 
@@ -173,6 +184,7 @@ class Batches:
                            "or use --evalbench-cache=replay with a recorded cache", role=role, model=endpoint.model)
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._waiting[key] = future
+        task = asyncio.current_task()
         try:
             self.prepare()
             assert self._client_loaded is not None
@@ -181,9 +193,41 @@ class Batches:
             record = self._record_of(key)
             if record is None or not self._resume(record, endpoint, role):
                 self._add(endpoint, role, _Line(key, material, body, future))
+            if task is not None:
+                self._callers[key] = task
+                self._returned(task)
             return await future
         finally:
             self._waiting.pop(key, None)
+            self._callers.pop(key, None)
+
+    # ------------------------------------------------------------------ knowing when a round is complete
+    def _answered(self, keys: list[str]) -> None:
+        """A batch's answers went to the tasks waiting for them: expect each back with its next call."""
+        if not self._expected:
+            self._uncertain = False
+        for key in keys:
+            task = self._callers.get(key)
+            if task is not None and task not in self._expected:
+                self._expected.add(task)
+                task.add_done_callback(self._ended)
+
+    def _returned(self, task: asyncio.Task[Any]) -> None:
+        """`task` made its next batched call. Once every task the last batches answered has (each is now
+        waiting for an answer: no more calls can come from them), the round is complete, and the calls
+        collected so far are submitted at once instead of after the quiet period."""
+        if task not in self._expected:
+            return
+        self._expected.discard(task)
+        task.remove_done_callback(self._ended)
+        if not self._expected and not self._uncertain:
+            for group in self._groups.values():
+                group.complete.set()
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        if task in self._expected:
+            self._expected.discard(task)
+            self._uncertain = True
 
     # ------------------------------------------------------------------ collecting and submitting
     def _add(self, endpoint: Endpoint, role: str, line: _Line) -> None:
@@ -200,11 +244,12 @@ class Batches:
     async def _flush(self, slot: tuple[str, str | None, str], group: _Group) -> None:
         """Wait out the window, then submit what was collected in batches within the per-batch limits."""
         started = time.monotonic()
-        while len(group.lines) < MAX_LINES and group.size < MAX_BYTES:
+        while len(group.lines) < MAX_LINES and group.size < MAX_BYTES and not group.complete.is_set():
             now = time.monotonic()
             if now - group.last >= QUIET or now - started >= WINDOW:
                 break
-            await asyncio.sleep(min(QUIET, WINDOW - (now - started)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(group.complete.wait(), min(QUIET, WINDOW - (now - started)))
         del self._groups[slot]
         chunk: list[_Line] = []
         size = 0
@@ -221,15 +266,10 @@ class Batches:
     async def _submit(self, endpoint: Endpoint, role: str, lines: list[_Line]) -> None:
         """Upload one input file, create the batch, record it, then poll it to the end."""
         try:
-            client = self._client.client_for(endpoint.base_url, endpoint.api_key)
-            options = {"extra_headers": endpoint.headers} if endpoint.headers else {}
             data = "".join(json.dumps({"custom_id": line.key, "method": "POST", "url": "/v1/chat/completions",
                                        "body": line.body}) + "\n" for line in lines).encode()
-            uploaded = await client.files.create(file=("evalbench-batch.jsonl", data, "application/jsonl"),
-                                                 purpose="batch", **options)
-            created = await client.batches.create(input_file_id=str(uploaded.id), endpoint="/v1/chat/completions",
-                                                  completion_window="24h", **options)
-            batch_id = _Batch.model_validate(created.model_dump()).id
+            uploaded = await self._api.upload(endpoint, data)
+            batch_id = checked_id(_Batch.model_validate(await self._api.create(endpoint, uploaded)).id, "batch")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -303,13 +343,11 @@ class Batches:
     # ------------------------------------------------------------------ polling and answering
     async def _poll(self, batch_id: str, endpoint: Endpoint, role: str, lines: dict[str, _Line],
                     record: Path | None) -> None:
-        client = self._client.client_for(endpoint.base_url, endpoint.api_key)
-        options = {"extra_headers": endpoint.headers} if endpoint.headers else {}
         started = time.monotonic()
         failures = 0
         while True:
             try:
-                batch = _Batch.model_validate((await client.batches.retrieve(batch_id, **options)).model_dump())
+                batch = _Batch.model_validate(await self._api.retrieve(endpoint, batch_id))
                 failures = 0
             except asyncio.CancelledError:
                 raise
@@ -329,12 +367,13 @@ class Batches:
         retry: set[str] = set()
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
-                await self._read_output(client, options, file_id, lines, answers, failed, retry)
+                await self._read_output(endpoint, file_id, lines, answers, failed, retry)
         # stored on the writer thread while the answered calls go on (their next round is collected
         # meanwhile); the record goes only once every answer is on disk
         writes = asyncio.gather(*(self._write(key, lines[key].material, completion)
                                   for key, completion in answers.items()))
         self.counts.done += 1
+        self._answered([key for key in answers if key in self._waiting])
         for key, line in lines.items():
             waiting = self._waiting.get(key)
             if key in answers:
@@ -364,15 +403,17 @@ class Batches:
 
     def _poll_wait(self, started: float) -> float:
         """The wait before the next poll: a hundredth of the time the batch has taken so far (a batch is
-        seen done at most about 1% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`."""
+        seen done at most about 1% after it is), at least `MIN_POLL`, at most `--evalbench-batch-poll`.
+        So a batch done after T seconds is polled about T / `MIN_POLL` times up to 2 s, then about
+        100 x ln(T / 2 s) times more while a hundredth of T is under the cap (about 830 in all when the
+        30 s default is reached, at 50 minutes), then once per cap: about 3,600 over 24 hours."""
         return min(self.settings.batch_poll, max(MIN_POLL, (time.monotonic() - started) / 100))
 
-    async def _read_output(self, client: Any, options: dict[str, Any], file_id: str, lines: dict[str, _Line],
+    async def _read_output(self, endpoint: Endpoint, file_id: str, lines: dict[str, _Line],
                            answers: dict[str, Completion], failed: dict[str, str], retry: set[str]) -> None:
         """Read one output or error file: each line an answer, or why its call failed."""
         try:
-            content = await client.files.content(file_id, **options)
-            text = content.read().decode("utf-8", "replace")
+            text = (await self._api.content(endpoint, file_id)).decode("utf-8", "replace")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -432,7 +473,7 @@ class Batches:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._client.aclose()
+        await self._api.aclose()
 
 
 def _settle(future: asyncio.Future[Completion] | None, outcome: Completion | BaseException) -> None:

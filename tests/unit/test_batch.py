@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_evalbench.base.errors import LLMError
 from pytest_evalbench.llm.batch import RECORDS, Batches, parse_roles
+from pytest_evalbench.llm.batch_api import checked_id
 from pytest_evalbench.llm.cache import cache_key, completion_material
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats
 from pytest_evalbench.render.progress import Counts, progress_line
@@ -203,3 +205,70 @@ def test_a_batch_holds_at_most_the_providers_lines(server: FakeLLMServer, tmp_pa
     run = Run(server, tmp_path)
     assert contents(asyncio.run(run.answers(5))) == [f"answer to question {i}" for i in range(5)]
     assert sorted(b["request_counts"]["total"] for b in server.batch.batches.values()) == [1, 2, 2]
+
+
+def round_gaps(server: FakeLLMServer, turns: dict[int, int], monkeypatch: pytest.MonkeyPatch,
+               tmp_path: Path) -> tuple[list[int], float]:
+    """Conversations answered one batch round per turn (`turns`: conversation -> its number of turns),
+    with a quiet period of a second: (lines per batch, seconds from the first round's answers to the
+    second round's submission)."""
+    from pytest_evalbench.llm import batch
+
+    monkeypatch.setattr(batch, "QUIET", 1.0)
+    run = Run(server, tmp_path)
+    answered: list[float] = []
+
+    async def conversation(i: int) -> None:
+        for turn in range(turns[i]):
+            await run.call(100 * turn + i)
+            answered.append(time.time())
+
+    async def main() -> None:
+        try:
+            await asyncio.gather(*(conversation(i) for i in turns))
+        finally:
+            await run.batches.aclose()
+
+    asyncio.run(main())
+    created = sorted(b["_created"] for b in server.batch.batches.values())
+    sizes = [len(b["_custom_ids"]) for b in sorted(server.batch.batches.values(), key=lambda b: b["_created"])]
+    return sizes, created[1] - min(answered)
+
+
+def test_a_round_is_submitted_once_every_conversation_it_answered_has_made_its_next_call(
+        server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes, gap = round_gaps(server, dict.fromkeys(range(5), 3), monkeypatch, tmp_path)
+    assert sizes == [5, 5, 5]  # one batch a round, none split
+    assert gap < 0.5  # not the quiet period's second
+
+
+def test_a_conversation_that_ends_leaves_the_round_to_the_quiet_period(
+        server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its next call may come from another task (one that gathered it): nothing tells that the round
+    is complete, so the calls collected wait for the quiet period."""
+    sizes, gap = round_gaps(server, {0: 1, 1: 2, 2: 2}, monkeypatch, tmp_path)
+    assert sizes == [3, 2]
+    assert gap >= 1.0
+
+
+@pytest.mark.parametrize("hostile", ["../files", "a/b", "", ".hidden", "x" * 201, None, 7, "id?x=1", "id#x"])
+def test_an_id_from_the_provider_goes_into_a_path_only_when_it_is_a_plain_id(hostile: Any) -> None:
+    with pytest.raises(ValueError, match="file id"):
+        checked_id(hostile, "file")
+    assert checked_id("file-abc_1.2:3", "file") == "file-abc_1.2:3"
+
+
+def test_an_output_file_whose_id_is_not_plain_is_never_requested(server: FakeLLMServer, tmp_path: Path) -> None:
+    """A batch object naming `../..` as its output file: the lines are submitted again, never read from
+    another path of the host."""
+    desk = server.batch
+    finish = desk._finish
+
+    def hostile_finish(batch: dict[str, Any], *args: Any) -> None:
+        finish(batch, *args)
+        batch["output_file_id"] = "../../v1/secret"
+
+    desk._finish = hostile_finish  # type: ignore[method-assign]
+    results = asyncio.run(Run(server, tmp_path, max_attempts=2).answers(2))
+    assert [type(r).__name__ for r in results] == ["LLMError", "LLMError"]
+    assert len(server.batch.batches) == 2  # submitted once more, then an error of each call
