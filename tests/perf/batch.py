@@ -20,6 +20,7 @@ a wall includes the interpreter's start; the standard run's wall is the term tha
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
@@ -72,16 +73,97 @@ def pytest_args(root: Path, cache: str, *extra: str) -> list[str]:
             "--benchmark=batch", f"--evalbench-cache-dir={root / cache}", "--evalbench-batch-poll=0.5", *extra]
 
 
+SPANS: dict[str, tuple[float, float]] = {}
+"""Run name -> (start, end) on the wall clock the fake server's batch times use."""
+
+
 def run(root: Path, env: dict[str, str], cache: str, *extra: str) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """(wall, conv_id -> (present, passed), cost.json) of one run."""
-    started = time.monotonic()
+    started, clock = time.monotonic(), time.time()
     done = subprocess.run(pytest_args(root, cache, *extra), cwd=root, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
+    SPANS[cache] = (clock, clock + wall)
     if done.returncode not in (0, 1):
         sys.exit(f"run {cache} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
     runs = root / "benchmarks" / "batch" / "runs" / "tgt"
     rows = json.loads((runs / "scores.json").read_text())
     return wall, {r["conv_id"]: (r["present"], r["passed"]) for r in rows}, json.loads((runs / "cost.json").read_text())
+
+
+class Clock:
+    """The fake server's Batch API calls timed on the wall clock (wrapping its routes, nothing changed):
+    uploads, creations, the poll that saw each batch done, and output reads; the synchronous chat
+    requests' times too, for the standard run's start and end."""
+
+    def __init__(self, server: FakeLLMServer) -> None:
+        self.events: list[tuple[float, str, str]] = []
+        self.polls: Counter[str] = Counter()
+        desk = server.batch
+        post, get, finish, record = desk.post, desk.get, desk._finish, server._record
+
+        def timed_post(path: str, raw: bytes, content_type: str) -> tuple[int, dict[str, Any]]:
+            status, made = post(path, raw, content_type)
+            self.events.append((time.time(), "upload" if path == "/v1/files" else "create", str(made.get("id"))))
+            return status, made
+
+        def timed_get(path: str, *args: Any) -> tuple[int, bytes]:
+            answered = get(path, *args)
+            parts = path.split("/")
+            if parts[2:3] == ["batches"]:
+                self.polls[parts[3]] += 1
+            elif path.endswith("/content"):
+                self.events.append((time.time(), "read", parts[3]))
+            return answered
+
+        def timed_finish(batch: dict[str, Any], *args: Any) -> None:
+            finish(batch, *args)
+            self.events.append((time.time(), "seen done", batch["id"]))
+
+        def timed_record(request: dict[str, Any]) -> None:
+            record(request)
+            self.events.append((time.time(), "request", ""))
+
+        desk.post, desk.get, desk._finish = timed_post, timed_get, timed_finish  # type: ignore[method-assign]
+        server._record = timed_record  # type: ignore[method-assign]
+
+    def between(self, span: tuple[float, float]) -> list[tuple[float, str, str]]:
+        return sorted(e for e in self.events if span[0] <= e[0] <= span[1])
+
+
+def decompose(clock: Clock, server: FakeLLMServer, delay: float, standard: tuple[float, float],
+              batched: tuple[float, float]) -> str:
+    """Where the batched run's time beyond its rounds goes, read from the fake server's times (load moves
+    these less than the walls): start-up (process start to the first upload, against the standard run's
+    start to its first request), per round the poll that saw the batch done (after created + delay),
+    reading its output, collecting the next round (read to upload) and the upload (upload to create),
+    and the end (last batch seen done to process exit, against the standard run's last request to exit)."""
+    std = [t for t, what, _ in clock.between(standard) if what == "request"]
+    events = clock.between(batched)
+    created = {ident: t for t, what, ident in events if what == "create"}
+    seen = {ident: t for t, what, ident in events if what == "seen done"}
+    uploads = [t for t, what, _ in events if what == "upload"]
+    reads = [t for t, what, _ in events if what == "read"]
+    order = sorted(created, key=created.__getitem__)
+    late = [seen[b] - created[b] - delay for b in order if b in seen]
+    collect, upload, read = [], [], []
+    for before, after in itertools.pairwise(order):
+        done = seen[before]
+        read_at = min((t for t in reads if t >= done), default=done)
+        up = max((t for t in uploads if t <= created[after]), default=created[after])
+        read.append(read_at - done)
+        collect.append(up - read_at)
+        upload.append(created[after] - up)
+    start_std, end_std = std[0] - standard[0], standard[1] - std[-1]
+    start_all = min(uploads) - batched[0]
+    end_all = batched[1] - max(seen.values())
+    polls = [clock.polls[b] for b in order]
+    per_round = [sum(parts) / max(1, len(parts)) for parts in (late, read, collect, upload)]
+    overhead = sum(late) + sum(read) + sum(collect) + sum(upload)
+    return (f"   where the time goes ({len(order)} batches; fake server's clock): start-up {start_all:.2f}s vs standard "
+            f"{start_std:.2f}s (+{start_all - start_std:.2f}s); per round: seen done {per_round[0] * 1000:.0f} ms "
+            f"after ready, output read {per_round[1] * 1000:.0f} ms, next round collected {per_round[2] * 1000:.0f} ms, "
+            f"upload to create {per_round[3] * 1000:.0f} ms (rounds overhead {overhead:.2f}s); "
+            f"end {end_all:.2f}s vs standard {end_std:.2f}s (+{end_all - end_std:.2f}s); polls per batch {polls}")
 
 
 def total(cost: dict[str, Any]) -> float:
@@ -103,6 +185,7 @@ def main() -> int:
         env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "perf-key",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_ADDOPTS": "-p pytest_evalbench.plugin"}
 
+        clock = Clock(server)
         wall_std, standard, cost_std = run(root, env, "standard")
         server.reset()
         _, judged, cost_judge = run(root, env, "judge", "--evalbench-batch=judge")
@@ -125,6 +208,8 @@ def main() -> int:
               f"{wall_all / (rounds * args.delay + wall_std):.3f}); cost / list = {cost_ratio:.4f} (target <= 0.52) "
               f"{verdict(cost_ratio <= 0.52)}; statuses identical: {all_rows == standard} "
               f"{verdict(all_rows == standard)}; {server.requests.__len__()} synchronous requests")
+        print(decompose(clock, server, args.delay, SPANS["standard"], SPANS["all"]))
+        print(f"   load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
 
         server.batch.delay = 60.0
         before = set(server.batch.batches)
