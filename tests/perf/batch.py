@@ -23,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -75,14 +76,19 @@ def pytest_args(root: Path, cache: str, *extra: str) -> list[str]:
 
 SPANS: dict[str, tuple[float, float]] = {}
 """Run name -> (start, end) on the wall clock the fake server's batch times use."""
+CPU: dict[str, float] = {}
+"""Run name -> the run's CPU seconds (user + sys of its process)."""
 
 
 def run(root: Path, env: dict[str, str], cache: str, *extra: str) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """(wall, conv_id -> (present, passed), cost.json) of one run."""
     started, clock = time.monotonic(), time.time()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(pytest_args(root, cache, *extra), cwd=root, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     SPANS[cache] = (clock, clock + wall)
+    CPU[cache] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode not in (0, 1):
         sys.exit(f"run {cache} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
     runs = root / "benchmarks" / "batch" / "runs" / "tgt"
@@ -209,6 +215,7 @@ def main() -> int:
               f"{verdict(cost_ratio <= 0.52)}; statuses identical: {all_rows == standard} "
               f"{verdict(all_rows == standard)}; {server.requests.__len__()} synchronous requests")
         print(decompose(clock, server, args.delay, SPANS["standard"], SPANS["all"]))
+        print(f"   CPU seconds (user + sys): standard {CPU['standard']:.2f}, all batched {CPU['all']:.2f}")
         print(f"   load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
 
         server.batch.delay = 60.0
