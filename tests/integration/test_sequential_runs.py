@@ -148,6 +148,29 @@ def test_with_the_last_runs_prior_a_stable_case_stops_after_three_samples(
     assert read_json(bench_dir / "last_run.json")["sequential"] == {"drawn": 26, "not_drawn": 19, "calls_saved": 57}
 
 
+def test_with_the_last_runs_prior_a_failing_case_draws_until_its_fixed_k_verdict_is_certain(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """Agreeing failures never settle `fail` at the error rate: a stable failing case draws all five
+    samples, and one that fails three then passes one is inconclusive, as fixed k calls it (settling
+    at α would have failed it after its first failures)."""
+    plan = {f"m01_s001_v{i:02d}": [True] * K for i in range(1, 7)}
+    plan |= {"m01_s001_v07": [False] * K, "m01_s001_v08": [False] * K, "m01_s001_v09": [False, False, False, True, False]}
+    bench_dir = bench(pytester.path, plan, "fixed")
+    bench_env.set_responder(plan_script(plan))
+    fixed = run(pytester, "-p", "no:xdist")
+    set_sampling(bench_dir, "sequential")
+    bench_env.reset()
+    bench_env.set_responder(plan_script(plan))
+    result = run(pytester, "-p", "no:xdist")
+    assert verdicts(result.stdout.str()) == verdicts(fixed.stdout.str())
+    assert verdicts(result.stdout.str())["m01_s001_v09"] == "inconclusive"
+    assert [verdicts(result.stdout.str())[f"m01_s001_v0{i}"] for i in (7, 8)] == ["fail", "fail"]
+    calls = judged(bench_env)
+    assert calls["m01_s001_v07"] == calls["m01_s001_v08"] == K and calls["m01_s001_v09"] == 4
+    assert all(calls[f"m01_s001_v{i:02d}"] < K for i in range(1, 7))  # the passing ones still stop early
+    assert result.ret == fixed.ret == 1
+
+
 def test_an_unknown_sampling_is_reported_with_the_other_errors_before_any_call(
         pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
     bench_dir = bench(pytester.path, {"m01_s001_v01": [True] * K}, "sequentail")
