@@ -40,7 +40,7 @@ from starlette.staticfiles import StaticFiles
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import control_visible, redact, terminal
 from pytest_evalbench.formats.spec import resolve_benchmark_dir
-from pytest_evalbench.store import view_queries as q
+from pytest_evalbench.store import query as q
 from pytest_evalbench.store.labelling import (
     MAX_LABEL_BODY,
     append_label,
