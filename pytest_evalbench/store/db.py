@@ -46,8 +46,6 @@ MAX_STORED_TEXT = 1 << 20
 """The most characters of a run's reason or a case's justification read back."""
 MAX_STORED_NAME = 10_000
 """The most characters of a name read back (benchmark, branch, node id, target, metric...)."""
-STATUSES = ("passed", "failed", "unscored", "error", "not run")
-"""The documented statuses of a case."""
 
 
 class StoreError(EvalbenchError):
@@ -285,10 +283,6 @@ def _json(kind: type, optional: bool = False) -> Callable[[Any], str | None]:
     return rule
 
 
-def _status(value: Any) -> str | None:
-    return None if value in STATUSES else f"{str(value)[:40]!r} is not a status ({', '.join(STATUSES)})"
-
-
 _NAME, _OPTIONAL_NAME, _LONG = _text(MAX_STORED_NAME), _text(MAX_STORED_NAME, True), _text(MAX_STORED_TEXT)
 _RUN_RULES: dict[str, Callable[[Any], str | None]] = {
     "benchmark": _NAME, "kind": _NAME, "created": _NAME, "commit": _OPTIONAL_NAME, "branch": _OPTIONAL_NAME,
@@ -297,7 +291,7 @@ _RUN_RULES: dict[str, Callable[[Any], str | None]] = {
     "cost": _number(0, float(MAX_INT), False), "scope": _NAME, "case_count": _whole(0, MAX_INT)}
 _CASE_RULES: dict[str, Callable[[Any], str | None]] = {
     "node_id": _NAME, "target": _NAME, "metric": _NAME, "unit": _NAME, "sample": _whole(0, MAX_INT),
-    "status": _status, "passed": _flag, "present": _flag, "probability": _number(0, 1, True),
+    "status": _NAME, "passed": _flag, "present": _flag, "probability": _number(0, 1, True),
     "agreement": _number(0, 1, True), "decided_by": _OPTIONAL_NAME, "justification": _LONG,
     "transcript": _json(list, True)}
 
@@ -346,15 +340,14 @@ def checked_case(case: ItemRow, store: str) -> ItemRow:
 def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str) -> None:
     """The cases of these runs whose light columns the view sums up in SQL (rates, flips, filters) checked
     in SQL: a boolean neither 0 nor 1, a P(present) or agreement outside 0..1 (NaN and infinities too),
-    a status not documented, a name past its bound. The first such case is read raw and named by
+    a name past its bound. The first such case is read raw and named by
     `check_case`; `StoreError`."""
     shares = [or_(c < 0, c > 1) for c in (ItemRow.probability, ItemRow.agreement)]
     flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (ItemRow.passed, ItemRow.present)]
     names = [func.length(c) > MAX_STORED_NAME for c in (ItemRow.node_id, ItemRow.target, ItemRow.metric,
-                                                        ItemRow.unit)]
+                                                        ItemRow.unit, ItemRow.status)]
     bad = conn.execute(select(ItemRow.id).where(ItemRow.run_id.in_(list(run_ids)),
-                                                or_(*shares, *flags, *names, ItemRow.status.not_in(STATUSES),
-                                                    ItemRow.sample < 0)).limit(1)).scalar()
+                                                or_(*shares, *flags, *names, ItemRow.sample < 0)).limit(1)).scalar()
     if bad is not None:
         row = conn.execute(select(ItemRow.run_id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS
                                                     if n != "transcript"]).where(ItemRow.id == bad)).one()

@@ -43,7 +43,7 @@ CASE_TAMPERS = [
     ("probability", "1.5", "1.5 is not within"),
     ("probability", "'high'", "str where a number belongs"),
     ("sample", "-1", "-1 is not within"),
-    ("status", "'won'", "'won' is not a status"),
+    ("status", "X'ff00'", "bytes where text belongs"),
     ("justification", "printf('%.2000000c', 'x')", "more than 1,048,576"),
 ]
 
