@@ -270,7 +270,8 @@ def _flag(value: Any) -> str | None:
     """True, False (1, 0 as SQLite holds them) or None."""
     if value is None or (isinstance(value, int) and value in (0, 1)):
         return None
-    return f"{value!r} where true, false or null belongs"
+    shown = repr(value)
+    return f"{shown if len(shown) <= 40 else shown[:30] + '…'} where true, false or null belongs"
 
 
 def _json(kind: type, optional: bool = False) -> Callable[[Any], str | None]:
