@@ -212,6 +212,10 @@ def _raw(column: Any) -> Any:
     return type_coerce(column, Integer).label(column.key) if column.key in ("passed", "present") else column
 
 
+_COLUMN = Path("column")
+"""What `parse_json` names in its error (the check of the row names the run, the case and the field)."""
+
+
 class Unreadable:
     """What a JSON column holds that the boundary refused (too long, bad JSON, a duplicate key...): a
     marker in place of the value, so that the check of its row names the run and the case."""
@@ -233,7 +237,7 @@ def load_json(text: str | bytes) -> Any:
     if len(text) > MAX_STORED_JSON:
         return Unreadable(f"{len(text):,} characters of JSON, more than the {MAX_STORED_JSON:,} a stored value may hold")
     try:
-        return parse_json(text, Path("column"))
+        return parse_json(text, _COLUMN)
     except InputError as exc:
         return Unreadable(exc.message + (f" (at {exc.field})" if exc.field else ""))
 
