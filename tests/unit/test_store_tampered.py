@@ -158,3 +158,14 @@ def test_the_view_shows_a_tampered_row_as_one_line_naming_it(tmp_path: Path, tab
         assert api == 422 and "run 1" in body["error"] and f"field '{column}'" in body["error"]
     err = capfd.readouterr().err
     assert "Traceback" not in err and f"field '{column}'" in err and problem in err
+
+
+def test_a_hostile_node_id_in_the_error_is_printed_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "runs.sqlite"
+    url = two_runs(path)
+    tamper(path, "UPDATE cases SET passed = 7, node_id = char(27) || '[2J' || char(10) || '::error::pwned' || "
+                 "char(8238) || '<b>x</b>' WHERE id = 5")
+    assert main(["compare", "1", "2", "--store", url]) == 2
+    err = capsys.readouterr().err
+    line = one_line(err, "run 2", "(row 5)", "field 'passed'")
+    assert "\u202e" not in line and not line.lstrip().startswith("::") and "::error::pwned" in line
