@@ -307,3 +307,49 @@ def test_hostile_github_answers_are_one_line_naming_github_or_a_posted_comment(
         assert out == "" and len(err.splitlines()) == 1 and "GitHub" in err and len(err) < 1000
     for _, path, _ in github.requests:
         assert "True" not in path and "False" not in path and path.startswith("/repos/team/app/issues/"), path
+
+
+def test_hostile_store_columns_reach_the_view_as_escaped_text_or_one_line(tmp_path: Path) -> None:
+    """The view over a store whose run and case columns hold hostile values: every page and the labels API
+    answer 200 (or 201) with the value escaped, or 422 naming the run; never a 500 or raw markup. One
+    server for every example: each tampers one column and puts it back."""
+    write_benchmark(tmp_path)
+    path = tmp_path / "runs.sqlite"
+    store = open_store(sqlite_url(path))
+    store.record(run_of([case(i) for i in range(3)]))
+    store.record(run_of([case(i, passed=i != 1) for i in range(3)], created="2026-12-07T07:00:00Z"))
+    seen: list[int] = []
+    with serve(store, tmp_path) as served:
+
+        @FEW
+        @given(st.one_of(st.tuples(st.sampled_from(JSON_COLUMNS), st.one_of(JSON_TEXTS, RAW_JSON)),
+                         st.tuples(st.sampled_from(SCALAR_COLUMNS), st.one_of(NUMBERS, TEXTS, WRONG_TYPES))))
+        @example((("cases", "transcript"), '[{"role": "user", "content": "<script>alert(1)</script>\\u001b[2J"}]'))
+        @example((("runs", "branch"), "<img src=x onerror=alert(1)>\x1b[31m\u202e"))
+        def check(tampered: tuple[tuple[str, str], Any]) -> None:
+            (table, column), value = tampered
+            stored = value if (table, column) in JSON_COLUMNS else sqlite_value(value)
+            if isinstance(stored, float) and math.isnan(stored):
+                stored = "NaN"
+            with sqlite3.connect(path) as conn:
+                before = conn.execute(f'SELECT "{column}" FROM {table} WHERE id = 2').fetchone()[0]
+                try:
+                    conn.execute(f'UPDATE {table} SET "{column}" = ? WHERE id = 2', (stored,))
+                except sqlite3.IntegrityError:
+                    return
+            try:
+                for page in ("/", "/runs/1", "/runs/2", "/compare/1/2"):
+                    status, html = served.get(page)
+                    seen.append(status)
+                    assert status in (200, 422), (page, status, html[:300])
+                    assert "<script>alert" not in html and "<img src=x" not in html and "\x1b" not in html
+                    assert "\u202e" not in html and "Traceback" not in html
+                status, answer = served.post_label(dict(LABEL, case=case(1).node_id, note=""), token=served.token)
+                assert status in (201, 404, 422), (status, answer)
+            finally:
+                with sqlite3.connect(path) as conn:
+                    conn.execute(f'UPDATE {table} SET "{column}" = ? WHERE id = 2', (before,))
+
+        check()
+    store.close()
+    assert 422 in seen and 200 in seen
