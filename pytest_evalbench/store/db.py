@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import Engine, Integer, and_, create_engine, desc, func, insert, or_, select, text, type_coerce
+from sqlalchemy import Engine, Integer, Text, and_, cast, create_engine, desc, func, insert, or_, select, text, type_coerce
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -182,6 +182,7 @@ class Store:
             if row is None:
                 return None
             run = _run_data(row, self.url)
+            check_cases(conn, [run_id], self.url)
             cases = conn.execute(select(ItemRow.id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS])
                                  .where(ItemRow.run_id == run_id).order_by(ItemRow.id))
             run.cases = [ItemData(**check_case(run_id, c[0], dict(zip(_CASE_FIELDS, c[1:])), self.url)) for c in cases]
@@ -343,20 +344,28 @@ def checked_case(case: ItemRow, store: str) -> ItemRow:
 
 
 def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str) -> None:
-    """The cases of these runs whose light columns the view sums up in SQL (rates, flips, filters) checked
-    in SQL: a boolean neither 0 nor 1, a P(present) or agreement outside 0..1 (NaN and infinities too),
-    a name past its bound. The first such case is read raw and named by
-    `check_case`; `StoreError`."""
+    """The cases of these runs checked in SQL before any is read whole: a boolean neither 0 nor 1, a
+    P(present) or agreement outside 0..1 (NaN and infinities too), a name, justification or transcript
+    past its bound (so a huge value is never fetched; the view sums the light columns up in SQL). The
+    first such case is read raw and named by `check_case`; `StoreError`."""
     shares = [or_(c < 0, c > 1) for c in (ItemRow.probability, ItemRow.agreement)]
     flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (ItemRow.passed, ItemRow.present)]
     names = [func.length(c) > MAX_STORED_NAME for c in (ItemRow.node_id, ItemRow.target, ItemRow.metric,
                                                         ItemRow.unit, ItemRow.status)]
+    transcript = func.length(cast(ItemRow.transcript, Text))
+    sizes = [func.length(ItemRow.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON]
     bad = conn.execute(select(ItemRow.id).where(ItemRow.run_id.in_(list(run_ids)),
-                                                or_(*shares, *flags, *names, ItemRow.sample < 0)).limit(1)).scalar()
+                                                or_(*shares, *flags, *names, *sizes, ItemRow.sample < 0))
+                       .limit(1)).scalar()
     if bad is not None:
-        row = conn.execute(select(ItemRow.run_id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS
-                                                    if n != "transcript"]).where(ItemRow.id == bad)).one()
-        check_case(row[0], bad, dict(zip([n for n in _CASE_FIELDS if n != "transcript"], row[1:])), store)
+        light = [n for n in _CASE_FIELDS if n != "transcript"]
+        row = conn.execute(select(ItemRow.run_id, transcript, *[_raw(getattr(ItemRow, n)) for n in light])
+                           .where(ItemRow.id == bad)).one()
+        size = row[1] or 0
+        values = {**dict(zip(light, row[2:])), "transcript": Unreadable(
+            f"{size:,} characters of JSON, more than the {MAX_STORED_JSON:,} a stored value may hold")
+            if size > MAX_STORED_JSON else None}
+        check_case(row[0], bad, values, store)
 
 
 def _engine(url: str) -> Engine:
