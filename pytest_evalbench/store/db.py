@@ -182,7 +182,7 @@ class Store:
             if row is None:
                 return None
             run = _run_data(row, self.url)
-            check_cases(conn, [run_id], self.url)
+            check_cases(conn, [run_id], self.url, whole=True)
             cases = conn.execute(select(ItemRow.id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS])
                                  .where(ItemRow.run_id == run_id).order_by(ItemRow.id))
             run.cases = [ItemData(**check_case(run_id, c[0], dict(zip(_CASE_FIELDS, c[1:])), self.url)) for c in cases]
@@ -343,17 +343,18 @@ def checked_case(case: ItemRow, store: str) -> ItemRow:
     return case
 
 
-def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str) -> None:
-    """The cases of these runs checked in SQL before any is read whole: a boolean neither 0 nor 1, a
-    P(present) or agreement outside 0..1 (NaN and infinities too), a name, justification or transcript
-    past its bound (so a huge value is never fetched; the view sums the light columns up in SQL). The
-    first such case is read raw and named by `check_case`; `StoreError`."""
+def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str, *, whole: bool = False) -> None:
+    """The cases of these runs checked in SQL before they are read: a boolean neither 0 nor 1, a
+    P(present) or agreement outside 0..1 (NaN and infinities too), a name past its bound (the view sums
+    these light columns up in SQL); with `whole` (every case is about to be read with its transcript)
+    also a justification or transcript past its bound, so a huge value is never fetched. The first such
+    case is read raw and named by `check_case`; `StoreError`."""
     shares = [or_(c < 0, c > 1) for c in (ItemRow.probability, ItemRow.agreement)]
     flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (ItemRow.passed, ItemRow.present)]
     names = [func.length(c) > MAX_STORED_NAME for c in (ItemRow.node_id, ItemRow.target, ItemRow.metric,
                                                         ItemRow.unit, ItemRow.status)]
     transcript = func.length(cast(ItemRow.transcript, Text))
-    sizes = [func.length(ItemRow.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON]
+    sizes = [func.length(ItemRow.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON] if whole else []
     bad = conn.execute(select(ItemRow.id).where(ItemRow.run_id.in_(list(run_ids)),
                                                 or_(*shares, *flags, *names, *sizes, ItemRow.sample < 0))
                        .limit(1)).scalar()
