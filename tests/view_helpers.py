@@ -85,7 +85,7 @@ def serve(store: Store, root: Path) -> Iterator[Served]:
 
     from pytest_evalbench.store.view import create_app
 
-    app = create_app(lambda: Session(store.engine), root)
+    app = create_app(lambda: Session(store.engine), root, store=store.url)
     sock = bind(0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -179,8 +179,9 @@ def _post(api: str, repo: str, token: str, number: int, body: str) -> str:
                 existing = next((c for c in found if isinstance(c, dict) and MARKER in str(c.get("body", ""))), None)
                 if existing is not None or len(found) < 100:
                     break
-            if existing is not None and isinstance(existing.get("id"), int):
-                await call(session, "PATCH", f"/repos/{repo}/issues/comments/{existing['id']}", json={"body": body})
+            ident = existing.get("id") if existing is not None else None
+            if type(ident) is int and ident > 0:  # an id as GitHub gives one (True is an int too, and -1 no id)
+                await call(session, "PATCH", f"/repos/{repo}/issues/comments/{ident}", json={"body": body})
                 return "updated"
             await call(session, "POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body})
             return "posted"

@@ -80,7 +80,7 @@ def run_view(args: argparse.Namespace) -> int:
         store.close()
         return fail(f"cannot listen on {HOST}:{args.port} ({exc.strerror}); choose another with --port")
     port = sock.getsockname()[1]
-    app = create_app(lambda: Session(store.engine), root)
+    app = create_app(lambda: Session(store.engine), root, store=store.url)
     print(f"evalbench view: http://{HOST}:{port}/ (store {masked_url(url)}); Ctrl-C stops it", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:

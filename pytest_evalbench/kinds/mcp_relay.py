@@ -1,5 +1,5 @@
-"""The pipes between a stdio MCP server and the MCP SDK, bounded as they are read (standard library
-only).
+"""The pipes between an MCP server and the MCP SDK, bounded as they are read: the stdio relay and the
+HTTP client.
 
 `StderrTail` drains a server's stderr, keeping only its last bytes.
 
@@ -13,10 +13,20 @@ a whole line into memory before it parses it, so without this a server answering
 the run 300 MB (and more while it is joined), before `tools.max_result_chars` could cut it. The SDK
 stops this process and the server together (one process group on POSIX, one job on Windows); the
 server's exit status is this process's.
+
+`bounded_client` is the HTTP side: an `httpx2.AsyncClient` for a streamable-HTTP server whose JSON bodies
+are bounded alike. The SDK reads a JSON body whole (`response.aread()`) before it parses it; this client
+reads such a body itself, chunk by chunk (decoded: a compressed body is bounded by what it expands to),
+and from the first byte over the bound drops it: the request it answered gets the relay's JSON-RPC error
+(`refusal`); so does a body nested deeper than MAX_DEPTH. Server-sent events are bounded by the SDK's own
+`max_sse_event_size`, which the connection sets to the same bound. It needs the [agents] extra
+(`httpx2`), imported only when a benchmark has an MCP server with a `url`: the relay, run as a script,
+imports only the standard library.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import IO
+from typing import IO, Any
 
 STDERR_KEEP = 64 * 1024
 """How many bytes of a server's stderr are kept while it runs (the last ones): far more than an error
@@ -149,6 +159,68 @@ def relay(source: IO[bytes], sink: IO[bytes], limit: int) -> None:
                 line.clear()
                 size, head, tail = 0, b"", b""
             start = end
+
+
+def bounded_client(max_message: int, **kwargs: Any) -> Any:
+    """An `httpx2.AsyncClient` (built with `kwargs`) whose JSON bodies are at most `max_message` bytes (see
+    the module docstring)."""
+    return _bounded_client_class()(max_message, **kwargs)
+
+
+@functools.cache
+def _bounded_client_class() -> type:
+    import httpx2  # here, not at the top: the relay script runs without the package's dependencies
+
+    class BoundedClient(httpx2.AsyncClient):
+        """An `httpx2.AsyncClient` whose JSON bodies are at most `max_message` bytes (see the module docstring)."""
+
+        def __init__(self, max_message: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.max_message = max_message
+
+        async def send(self, request: httpx2.Request, *args: Any, **kwargs: Any) -> httpx2.Response:
+            stream = kwargs.pop("stream", False)
+            response = await super().send(request, *args, stream=True, **kwargs)
+            if not response.headers.get("content-type", "").lower().startswith("application/json"):
+                if not stream:  # what `send` without streaming does
+                    try:
+                        await response.aread()
+                    except BaseException:
+                        await response.aclose()
+                        raise
+                return response
+            limit = self.max_message
+            body = bytearray()
+            size = _declared(response)
+            if size <= limit:
+                try:
+                    async for chunk in response.aiter_bytes():
+                        size = len(body) + len(chunk)
+                        if size > limit:
+                            break
+                        body += chunk
+                finally:
+                    await response.aclose()
+            else:
+                await response.aclose()
+            if size > limit:
+                return httpx2.Response(200, headers={"content-type": "application/json"}, request=request,
+                                       content=refusal(request.content[:EDGE], b"", size, limit))
+            if too_deep(body):
+                return httpx2.Response(200, headers={"content-type": "application/json"}, request=request,
+                                       content=refusal(request.content[:EDGE], b"", size, limit, DEEP))
+            headers = [(name, value) for name, value in response.headers.multi_items()
+                       if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx2.Response(response.status_code, headers=headers, content=bytes(body), request=request,
+                                   extensions=response.extensions)
+
+    return BoundedClient
+
+
+def _declared(response: Any) -> int:
+    """The body's length as its Content-Length header declares it (0 when it declares none or nonsense)."""
+    text = response.headers.get("content-length", "")
+    return int(text) if text.isdigit() and len(text) < 20 else 0
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,7 @@ hostile like any model output: lone surrogates replaced, secrets masked, then cu
 `tools.max_result_chars` with a note, before the model, the transcript or the cache sees it. What a
 server sends is bounded as it arrives: a stdio server's stdout goes through `mcp_relay.py`, which
 refuses a message over `max_message` bytes without holding it (an HTTP server's answers, through
-`mcp_http.BoundedClient`, alike); its stderr keeps its last
+`mcp_relay.bounded_client`, alike); its stderr keeps its last
 `STDERR_KEEP` bytes (`StderrTail`); its tool list is refused beyond `MAX_TOOLS` tools or a name or
 schema too long to go into every request. A server that cannot start, a call
 that gets no result in time or a connection that breaks is the item's error (`ToolServerError`), never a
@@ -187,9 +187,9 @@ class McpConnection:
                     load_extra("httpx2", self.label)
                     from mcp.client.streamable_http import streamable_http_client
 
-                    from pytest_evalbench.kinds.mcp_http import BoundedClient
+                    from pytest_evalbench.kinds.mcp_relay import bounded_client
 
-                    http = await stack.enter_async_context(BoundedClient(self.max_message, headers=headers,
+                    http = await stack.enter_async_context(bounded_client(self.max_message, headers=headers,
                                                                          timeout=self.server.timeout))
                     transport = streamable_http_client(str(self.server.url), http_client=http,
                                                        max_sse_event_size=self.max_message)

@@ -5,22 +5,33 @@ A store is named by an SQLAlchemy URL (`sqlite:///.evalbench/runs.sqlite`,
 `postgresql+psycopg://user:password@host/db`); the URL is never shown with its password or query
 (`masked_url`). A newer plugin upgrades an older store on open; an older plugin refuses a store whose
 revision it does not know (`StoreError`, one line).
+
+A store is outside input too (a shared PostgreSQL database, an SQLite file anyone may edit): every value
+read back crosses the package's boundary. JSON columns are decoded by `base.json_input.parse_json` (its
+bounds: no duplicate key, finite numbers within 64 bits, at most MAX_DEPTH levels) after a size bound,
+and every column of a run or case is checked for its type and range (`check_run`, `check_case`): a row
+that fails is one `StoreError` naming the store, the run and the case, never a traceback and never a
+value silently read as another (a `passed` of 7 is not True).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import orjson
-from sqlalchemy import Engine, create_engine, desc, func, insert, select, text
+from sqlalchemy import Engine, Integer, Text, and_, cast, create_engine, desc, func, insert, or_, select, text, type_coerce
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
 
-from pytest_evalbench.base.errors import EvalbenchError
+from pytest_evalbench.base.errors import EvalbenchError, InputError
+from pytest_evalbench.base.json_input import parse_json
+from pytest_evalbench.base.numbers import MAX_INT
 from pytest_evalbench.base.safe_text import SECRETS, redact
 from pytest_evalbench.store.schema import ItemRow, RunRow
 
@@ -29,6 +40,12 @@ HEAD = "0002"
 """This version's newest revision (`migrations/versions/`): a store at it opens without importing Alembic."""
 SQLITE_WAIT_S = 60.0
 """How long an SQLite writer waits for another process's transaction before giving up."""
+MAX_STORED_JSON = 64 << 20
+"""The most characters of one JSON value read back (a transcript; a run's targets and identities)."""
+MAX_STORED_TEXT = 1 << 20
+"""The most characters of a run's reason or a case's justification read back."""
+MAX_STORED_NAME = 10_000
+"""The most characters of a name read back (benchmark, branch, node id, target, metric...)."""
 
 
 class StoreError(EvalbenchError):
@@ -156,7 +173,7 @@ class Store:
         if limit is not None:
             query = query.limit(limit)
         with self._errors("read"), self.engine.connect() as conn:
-            return [_run_data(row) for row in conn.execute(query)]
+            return [_run_data(row, self.url) for row in conn.execute(query)]
 
     def run(self, run_id: int) -> RunData | None:
         """One run with its cases (in the order recorded), or None when the store has no such run."""
@@ -164,17 +181,19 @@ class Store:
             row = conn.execute(select(RunRow.__table__).where(RunRow.id == run_id)).first()
             if row is None:
                 return None
-            run = _run_data(row)
-            cases = conn.execute(select(*[getattr(ItemRow, n) for n in _CASE_FIELDS])
+            run = _run_data(row, self.url)
+            check_cases(conn, [run_id], self.url, whole=True)
+            cases = conn.execute(select(ItemRow.id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS])
                                  .where(ItemRow.run_id == run_id).order_by(ItemRow.id))
-            run.cases = [ItemData(**dict(zip(_CASE_FIELDS, c))) for c in cases]
+            run.cases = [ItemData(**check_case(run_id, c[0], dict(zip(_CASE_FIELDS, c[1:])), self.url)) for c in cases]
         return run
 
     def benchmarks(self) -> list[str]:
         """The benchmarks with a run in the store, by name."""
         with self._errors("read"), self.engine.connect() as conn:
-            return list(conn.execute(select(RunRow.benchmark).group_by(RunRow.benchmark)
-                                     .order_by(RunRow.benchmark)).scalars())
+            found = conn.execute(select(RunRow.benchmark, func.min(RunRow.id)).group_by(RunRow.benchmark)
+                                 .order_by(RunRow.benchmark)).all()
+        return [check_run(run_id, {"benchmark": name}, self.url)["benchmark"] for name, run_id in found]
 
     def count(self) -> int:
         """How many runs the store holds."""
@@ -182,11 +201,172 @@ class Store:
             return int(conn.execute(select(func.count()).select_from(RunRow)).scalar_one())
 
 
-def _run_data(row: Any) -> RunData:
-    """A `runs` row (Core: its columns by name) as a `RunData` without cases."""
-    data = RunData(**{name: getattr(row, name) for name in _RUN_FIELDS})
-    data.id = int(row.id)
+def _run_data(row: Any, store: str) -> RunData:
+    """A `runs` row (Core: its columns by name) as a `RunData` without cases, checked (`check_run`)."""
+    data = RunData(**check_run(row.id, {name: getattr(row, name) for name in _RUN_FIELDS}, store))
+    data.id = row.id
     return data
+
+
+def _raw(column: Any) -> Any:
+    """A column as the database holds it: a boolean as its integer (SQLAlchemy would read 7 as True)."""
+    return type_coerce(column, Integer).label(column.key) if column.key in ("passed", "present") else column
+
+
+_COLUMN = Path("column")
+"""What `parse_json` names in its error (the check of the row names the run, the case and the field)."""
+
+
+class Unreadable:
+    """What a JSON column holds that the boundary refused (too long, bad JSON, a duplicate key...): a
+    marker in place of the value, so that the check of its row names the run and the case."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def __repr__(self) -> str:
+        return f"<unreadable: {self.problem}>"
+
+
+def load_json(text: str | bytes) -> Any:
+    """A JSON column's text as data, through the one JSON reader; `Unreadable` when it is not JSON
+    the boundary lets in (the engine's `json_deserializer`: it never raises)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    if len(text) > MAX_STORED_JSON:
+        return Unreadable(f"{len(text):,} characters of JSON, more than the {MAX_STORED_JSON:,} a stored value may hold")
+    try:
+        return parse_json(text, _COLUMN)
+    except InputError as exc:
+        return Unreadable(exc.message + (f" (at {exc.field})" if exc.field else ""))
+
+
+def _text(limit: int, optional: bool = False) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            return f"{type(value).__name__} where text belongs"
+        return f"{len(value):,} characters, more than {limit:,}" if len(value) > limit else None
+    return rule
+
+
+def _whole(low: int, high: int) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"{type(value).__name__} where a whole number belongs"
+        return None if low <= value <= high else f"{value} is not within {low}..{high}"
+    return rule
+
+
+def _number(low: float, high: float, optional: bool) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"{type(value).__name__} where a number belongs"
+        return None if math.isfinite(value) and low <= value <= high else f"{value!r} is not within {low}..{high}"
+    return rule
+
+
+def _flag(value: Any) -> str | None:
+    """True, False (1, 0 as SQLite holds them) or None."""
+    if value is None or (isinstance(value, int) and value in (0, 1)):
+        return None
+    shown = repr(value)
+    return f"{shown if len(shown) <= 40 else shown[:30] + '…'} where true, false or null belongs"
+
+
+def _json(kind: type, optional: bool = False) -> Callable[[Any], str | None]:
+    def rule(value: Any) -> str | None:
+        if isinstance(value, Unreadable):
+            return value.problem
+        if value is None and optional:
+            return None
+        return None if isinstance(value, kind) else f"{type(value).__name__} where a JSON {kind.__name__} belongs"
+    return rule
+
+
+_NAME, _OPTIONAL_NAME, _LONG = _text(MAX_STORED_NAME), _text(MAX_STORED_NAME, True), _text(MAX_STORED_TEXT)
+_RUN_RULES: dict[str, Callable[[Any], str | None]] = {
+    "benchmark": _NAME, "kind": _NAME, "created": _NAME, "commit": _OPTIONAL_NAME, "branch": _OPTIONAL_NAME,
+    "base_branch": _OPTIONAL_NAME, "plugin_version": _NAME, "targets": _json(dict), "judge": _OPTIONAL_NAME,
+    "identities": _json(dict), "verdict": _NAME, "exit_status": _whole(0, 255), "reason": _LONG,
+    "cost": _number(0, float(MAX_INT), False), "scope": _NAME, "case_count": _whole(0, MAX_INT)}
+_CASE_RULES: dict[str, Callable[[Any], str | None]] = {
+    "node_id": _NAME, "target": _NAME, "metric": _NAME, "unit": _NAME, "sample": _whole(0, MAX_INT),
+    "status": _NAME, "passed": _flag, "present": _flag, "probability": _number(0, 1, True),
+    "agreement": _number(0, 1, True), "decided_by": _OPTIONAL_NAME, "justification": _LONG,
+    "transcript": _json(list, True)}
+
+
+def _checked(values: Mapping[str, Any], rules: Mapping[str, Callable[[Any], str | None]], where: str) -> dict[str, Any]:
+    for name, rule in rules.items():
+        if name in values:
+            problem = rule(values[name])
+            if problem is not None:
+                raise StoreError(f"{where}, field '{name}': {problem}")
+    return dict(values)
+
+
+def check_run(run_id: Any, values: Mapping[str, Any], store: str) -> dict[str, Any]:
+    """A run's columns as read back, checked for type and range; `StoreError` naming the store, the run and
+    the field otherwise."""
+    return _checked(values, _RUN_RULES, f"the run store {store} holds a run that cannot be read: run {run_id}")
+
+
+def check_case(run_id: Any, row_id: Any, values: Mapping[str, Any], store: str) -> dict[str, Any]:
+    """A case's columns as read back, checked for type and range (booleans as 0/1), `passed` and
+    `present` as booleans; `StoreError` naming the store, the run, the case and the field otherwise."""
+    node = values.get("node_id")
+    named = f" {node[:200]!r}" if isinstance(node, str) and len(node) <= MAX_STORED_NAME else ""
+    out = _checked(values, _CASE_RULES, f"the run store {store} holds a case that cannot be read: run {run_id}, "
+                                        f"case{named} (row {row_id})")
+    for name in ("passed", "present"):
+        if out.get(name) is not None:
+            out[name] = bool(out[name])
+    return out
+
+
+def checked_run(run: RunRow, store: str) -> RunRow:
+    """A run the ORM read (the view), checked as `check_run` checks one."""
+    check_run(run.id, {name: getattr(run, name) for name in _RUN_FIELDS}, store)
+    return run
+
+
+def checked_case(case: ItemRow, store: str) -> ItemRow:
+    """A case the ORM read (the view), checked as `check_case` checks one; its booleans as the ORM read
+    them (`check_cases` finds one the database holds as neither 0 nor 1)."""
+    check_case(case.run_id, case.id, {name: getattr(case, name) for name in _CASE_FIELDS}, store)
+    return case
+
+
+def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str, *, whole: bool = False) -> None:
+    """The cases of these runs checked in SQL before they are read: a boolean neither 0 nor 1, a
+    P(present) or agreement outside 0..1 (NaN and infinities too), a name past its bound (the view sums
+    these light columns up in SQL); with `whole` (every case is about to be read with its transcript)
+    also a justification or transcript past its bound, so a huge value is never fetched. The first such
+    case is read raw and named by `check_case`; `StoreError`."""
+    shares = [or_(c < 0, c > 1) for c in (ItemRow.probability, ItemRow.agreement)]
+    flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (ItemRow.passed, ItemRow.present)]
+    names = [func.length(c) > MAX_STORED_NAME for c in (ItemRow.node_id, ItemRow.target, ItemRow.metric,
+                                                        ItemRow.unit, ItemRow.status)]
+    transcript = func.length(cast(ItemRow.transcript, Text))
+    sizes = [func.length(ItemRow.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON] if whole else []
+    bad = conn.execute(select(ItemRow.id).where(ItemRow.run_id.in_(list(run_ids)),
+                                                or_(*shares, *flags, *names, *sizes, ItemRow.sample < 0))
+                       .limit(1)).scalar()
+    if bad is not None:
+        light = [n for n in _CASE_FIELDS if n != "transcript"]
+        row = conn.execute(select(ItemRow.run_id, transcript, *[_raw(getattr(ItemRow, n)) for n in light])
+                           .where(ItemRow.id == bad)).one()
+        size = row[1] or 0
+        values = {**dict(zip(light, row[2:])), "transcript": Unreadable(
+            f"{size:,} characters of JSON, more than the {MAX_STORED_JSON:,} a stored value may hold")
+            if size > MAX_STORED_JSON else None}
+        check_case(row[0], bad, values, store)
 
 
 def _engine(url: str) -> Engine:
@@ -198,8 +378,8 @@ def _engine(url: str) -> Engine:
     args: dict[str, Any] = {"timeout": SQLITE_WAIT_S} if parsed.get_backend_name() == "sqlite" else {}
     if parsed.get_backend_name() == "postgresql":
         args = {"connect_timeout": 10}
-    try:  # JSON columns (transcripts) through orjson, the package's JSON encoder: a run of 10,000 cases is one insert
-        return create_engine(parsed, connect_args=args, json_serializer=_dumps, json_deserializer=orjson.loads)
+    try:  # JSON columns written by orjson (a run of 10,000 cases is one insert), read through the boundary
+        return create_engine(parsed, connect_args=args, json_serializer=_dumps, json_deserializer=load_json)
     except ImportError as exc:  # the dialect's driver is not installed
         extra = ""
         if parsed.get_backend_name() == "postgresql":

@@ -122,7 +122,7 @@ def labelling_reasons(case: Candidate, thresholds: Mapping[str, float]) -> list[
     """Why this case is worth a person's label, most telling first: the judge's P(present) lies near the
     metric's calibrated threshold, the judges disagreed, the case is flaky. Empty for a case a check
     decided (there is no judge to correct). The view lists the cases with more reasons first, then the
-    closest calls (`view_queries.case_page` orders them so in SQL)."""
+    closest calls (`query.case_page` orders them so in SQL)."""
     if case.decided_by == "check":
         return []
     reasons = []

@@ -1,16 +1,25 @@
-"""Reading runs back for people: a run in one line (`evalbench runs`), two runs compared case by case
-(`evalbench compare`, with the gate's paired test on the cases both scored), and the pull-request
-comment's Markdown (`evalbench comment`). Pure functions of `RunData`; the commands print them."""
+"""Reading runs back for people. For the commands, pure functions of `RunData`: a run in one line
+(`evalbench runs`), two runs compared case by case (`evalbench compare`, with the gate's paired test on
+the cases both scored), and the pull-request comment's Markdown (`evalbench comment`). For the pages of
+`evalbench view`, queries of the store's tables: the runs, a run's cases filtered and ordered (the cases
+most worth a label first) one page at a time, two runs' cases paired, and each metric's rate over runs;
+only light columns are read for a whole run, transcripts only for the page shown."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sqlalchemy import String, and_, case, cast, distinct, func, literal, or_, select
+from sqlalchemy.orm import Session
 
 from pytest_evalbench.base.safe_text import markdown
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.gate.paired import POOLED, Baseline, Comparison, compare_with_baseline, identity_changes
 from pytest_evalbench.store.db import ItemData, RunData
+from pytest_evalbench.store.schema import ItemRow, RunRow
 
 MAX_FLIPS_SHOWN = 50
 """Flipped cases a comparison lists (the rest are counted)."""
@@ -46,11 +55,11 @@ class Rate:
 def rates(run: RunData) -> dict[tuple[str, str], Rate]:
     """(target, metric) -> the run's own pass rate over its scored cases."""
     out: dict[tuple[str, str], Rate] = defaultdict(Rate)
-    for case in run.cases:
-        if case.target and case.metric and case.passed is not None:
-            rate = out[(case.target, case.metric)]
+    for item in run.cases:
+        if item.target and item.metric and item.passed is not None:
+            rate = out[(item.target, item.metric)]
             rate.scored += 1
-            rate.passed += case.passed
+            rate.passed += item.passed
     return dict(out)
 
 
@@ -153,3 +162,198 @@ def comment_markdown(run: RunData, against: RunComparison | None, base: str | No
         if against.regression:
             lines += ["", "**Significant drop** against the base branch."]
     return "\n".join(lines) + "\n"
+
+
+# The pages of `evalbench view`
+
+PAGE_SIZE = 50
+"""Cases on one page of a run or a comparison: a 10,000-case run is 200 pages, each rendered alone."""
+MAX_QUERY = 200
+"""The longest search text a page accepts."""
+RATE_RUNS = 20
+"""How many of a benchmark's newest runs the rates-over-runs table shows."""
+ORDERS = ("label", "node", "status")
+"""A run page's orders: most worth labelling first (the default), by node id, failures first."""
+_STATUS_ORDER = {"failed": 0, "error": 1, "unscored": 2, "not run": 3, "passed": 4}
+
+
+@dataclass(frozen=True)
+class PageFilter:
+    """A run page's filters, read from its query string (unknown values select nothing, never fail)."""
+
+    metric: str = ""
+    target: str = ""
+    status: str = ""
+    query: str = ""
+    order: str = "label"
+
+
+@dataclass
+class RunPage:
+    """One page of a run's cases, with what the page's filters and pager need."""
+
+    cases: list[ItemRow]
+    reasons: dict[int, list[str]]
+    """Case row id -> why it is worth labelling (empty when it is not)."""
+    total: int
+    page: int
+    pages: int
+    metrics: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One case in two runs (either side None when only one run has it)."""
+
+    key: tuple[str, str, str, int]
+    a: Optional[ItemRow]
+    b: Optional[ItemRow]
+
+    @property
+    def flipped(self) -> bool:
+        """Both runs scored it and its pass/fail differs."""
+        return (self.a is not None and self.b is not None and self.a.passed is not None and self.b.passed is not None
+                and self.a.passed != self.b.passed)
+
+
+@dataclass(frozen=True)
+class RateCell:
+    passed: int
+    scored: int
+
+    @property
+    def rate(self) -> Optional[float]:
+        return self.passed / self.scored if self.scored else None
+
+
+def runs(session: Session, limit: int = 500) -> list[RunRow]:
+    """The newest runs first."""
+    return list(session.scalars(select(RunRow).order_by(RunRow.created.desc(), RunRow.id.desc()).limit(limit)))
+
+
+def rate_table(session: Session, run_ids: Sequence[int]) -> dict[tuple[str, str], dict[int, RateCell]]:
+    """(target, metric) -> run id -> its passed and scored cases, for these runs."""
+    rows = session.execute(
+        select(ItemRow.run_id, ItemRow.target, ItemRow.metric,
+               func.sum(case((ItemRow.passed.is_(True), 1), else_=0)), func.count(ItemRow.passed))
+        .where(ItemRow.run_id.in_(list(run_ids))).group_by(ItemRow.run_id, ItemRow.target, ItemRow.metric))
+    out: dict[tuple[str, str], dict[int, RateCell]] = defaultdict(dict)
+    for run_id, target, metric, passed, scored in rows:
+        out[(target, metric)][run_id] = RateCell(int(passed or 0), int(scored or 0))
+    return dict(sorted(out.items()))
+
+
+def rates_over_runs(session: Session, all_runs: Sequence[RunRow]) -> dict[str, tuple[list[RunRow], dict[tuple[str, str],
+                                                                                               dict[int, RateCell]]]]:
+    """Benchmark -> (its newest `RATE_RUNS` runs, oldest first; their rate table)."""
+    by_bench: dict[str, list[RunRow]] = defaultdict(list)
+    for run in all_runs:
+        if len(by_bench[run.benchmark]) < RATE_RUNS:
+            by_bench[run.benchmark].append(run)
+    return {bench: (list(reversed(chosen)), rate_table(session, [r.id for r in chosen]))
+            for bench, chosen in sorted(by_bench.items())}
+
+
+def _filtered(run_id: int, flt: PageFilter) -> Any:
+    conditions = [ItemRow.run_id == run_id]
+    if flt.metric:
+        conditions.append(ItemRow.metric == flt.metric)
+    if flt.target:
+        conditions.append(ItemRow.target == flt.target)
+    if flt.status:
+        conditions.append(ItemRow.status == flt.status)
+    if flt.query:
+        pattern = "%" + flt.query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        conditions.append(or_(ItemRow.node_id.ilike(pattern, escape="\\"), ItemRow.justification.ilike(pattern, escape="\\"),
+                              cast(ItemRow.transcript, String).ilike(pattern, escape="\\")))
+    return and_(*conditions)
+
+
+def _flaky_units(run_id: int) -> Any:
+    """The run's (target, row, metric) whose samples' verdicts differ: flaky cases."""
+    return (select(ItemRow.target, ItemRow.unit, ItemRow.metric).where(ItemRow.run_id == run_id, ItemRow.passed.is_not(None))
+            .group_by(ItemRow.target, ItemRow.unit, ItemRow.metric).having(func.count(distinct(ItemRow.passed)) > 1)
+            .subquery())
+
+
+def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[Any], Any]:
+    """The labelling order as SQL (the database sorts a 10,000-case run, not Python): the cases with more
+    of `labelling.labelling_reasons` first, then P(present) nearest the threshold; returns the join for
+    flaky units, the ORDER BY terms and the flaky flag's column."""
+    from pytest_evalbench.store.labelling import DEFAULT_THRESHOLD, NEAR_THRESHOLD  # the view's: not `evalbench runs`'
+
+    threshold = (case(dict(thresholds), value=ItemRow.metric, else_=DEFAULT_THRESHOLD)
+                 if thresholds else literal(DEFAULT_THRESHOLD))
+    distance = func.abs(ItemRow.probability - threshold)
+    judged = or_(ItemRow.decided_by.is_(None), ItemRow.decided_by != "check")
+    flaky = _flaky_units(run_id)
+    is_flaky = case((and_(judged, flaky.c.unit.is_not(None)), 1), else_=0)
+    near = case((and_(judged, ItemRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
+    split = case((and_(judged, ItemRow.agreement.is_not(None), ItemRow.agreement < 1), 1), else_=0)
+    join = (flaky, and_(flaky.c.target == ItemRow.target, flaky.c.unit == ItemRow.unit, flaky.c.metric == ItemRow.metric))
+    closeness = case((and_(judged, ItemRow.probability.is_not(None)), distance), else_=1.0)
+    return join, [(near + split + is_flaky).desc(), closeness, ItemRow.node_id, ItemRow.metric, ItemRow.id], is_flaky
+
+
+def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
+    """One page of the run's cases that pass `flt`, in its order: the database filters, counts, sorts and
+    cuts the page, so only the page's rows (with their transcripts) are read."""
+    from pytest_evalbench.store.labelling import Candidate, labelling_reasons
+
+    where = _filtered(run_id, flt)
+    total = session.scalar(select(func.count()).select_from(ItemRow).where(where)) or 0
+    pages = max(1, -(-total // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    join, order, is_flaky = _label_order(run_id, thresholds)
+    query = select(ItemRow.id, is_flaky).outerjoin(*join).where(where)
+    if flt.order == "node":
+        order = [ItemRow.node_id, ItemRow.metric, ItemRow.id]
+    elif flt.order == "status":
+        order = [case(_STATUS_ORDER, value=ItemRow.status, else_=len(_STATUS_ORDER)), ItemRow.node_id, ItemRow.metric,
+                 ItemRow.id]
+    # the page's ids first (the sort then carries ids, not transcripts), then their rows
+    chosen = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
+    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_([r.id for r in chosen])))}
+    rows = [(full[r.id], r[1]) for r in chosen]
+    reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, row.agreement, bool(flaky),
+                                                    row.decided_by),
+                                         thresholds) for row, flaky in rows}
+    facets = session.execute(select(ItemRow.metric, ItemRow.target, ItemRow.status).where(ItemRow.run_id == run_id)
+                             .distinct()).all()
+    return RunPage([row for row, _ in rows], reasons, total, page, pages,
+                    sorted({f.metric for f in facets}), sorted({f.target for f in facets}),
+                    sorted({f.status for f in facets}, key=lambda s: _STATUS_ORDER.get(s, 5)))
+
+
+def find_case(session: Session, run_id: int, node_id: str, metric: str) -> Optional[ItemRow]:
+    """The run's case with this node id and metric (its first sample's row when several share them)."""
+    return session.scalars(select(ItemRow).where(ItemRow.run_id == run_id, ItemRow.node_id == node_id,
+                                                 ItemRow.metric == metric).order_by(ItemRow.id).limit(1)).first()
+
+
+def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pair], int, int, int]:
+    """One page of the two runs' cases paired by target, row, metric and sample, flipped ones first (then
+    the other changed statuses, then the rest); with the number of pairs, of flipped pairs and of pages."""
+    cols = (ItemRow.id, ItemRow.run_id, ItemRow.target, ItemRow.unit, ItemRow.metric, ItemRow.sample, ItemRow.passed,
+            ItemRow.status)
+    sides: dict[tuple[str, str, str, int], list[Any]] = defaultdict(lambda: [None, None])
+    for row in session.execute(select(*cols).where(ItemRow.run_id.in_([a, b]))):
+        sides[(row.target, row.unit, row.metric, row.sample)][0 if row.run_id == a else 1] = row
+
+    def rank(item: tuple[tuple[str, str, str, int], list[Any]]) -> tuple[int, tuple[str, str, str, int]]:
+        x, y = item[1]
+        flipped = x is not None and y is not None and None not in (x.passed, y.passed) and x.passed != y.passed
+        changed = x is None or y is None or x.status != y.status
+        return (0 if flipped else 1 if changed else 2), item[0]
+
+    ordered = sorted(sides.items(), key=rank)
+    flips = sum(1 for item in ordered if rank(item)[0] == 0)
+    pages = max(1, -(-len(ordered) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    chosen = ordered[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    ids = [r.id for _, pair in chosen for r in pair if r is not None]
+    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_(ids)))}
+    pairs = [Pair(key, full.get(x.id) if x else None, full.get(y.id) if y else None) for key, (x, y) in chosen]
+    return pairs, len(ordered), flips, pages

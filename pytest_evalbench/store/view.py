@@ -40,7 +40,8 @@ from starlette.staticfiles import StaticFiles
 from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import control_visible, redact, terminal
 from pytest_evalbench.formats.spec import resolve_benchmark_dir
-from pytest_evalbench.store import view_queries as q
+from pytest_evalbench.store import query as q
+from pytest_evalbench.store.db import StoreError, check_cases, checked_case, checked_run
 from pytest_evalbench.store.labelling import (
     MAX_LABEL_BODY,
     append_label,
@@ -80,6 +81,8 @@ class ViewConfig:
     sessions: Callable[[], Session]
     root: Path
     token: str
+    store: str = "of this view"
+    """The store as its errors name it (its masked URL)."""
 
 
 def _templates() -> Environment:
@@ -125,8 +128,9 @@ class ViewApp:
 
     def runs(self, request: Request) -> HTMLResponse:
         with self.session() as session:
-            all_runs = q.runs(session)
+            all_runs = [checked_run(run, self.config.store) for run in q.runs(session)]
             trends = q.rates_over_runs(session, all_runs)
+            check_cases(session, [run.id for chosen, _ in trends.values() for run in chosen], self.config.store)
             previous: dict[int, int] = {}  # run id -> the same benchmark's run before it
             last: dict[str, int] = {}
             for run in reversed(all_runs):
@@ -145,9 +149,13 @@ class ViewApp:
             run = session.get(RunRow, run_id)
             if run is None:
                 return self.missing(f"run {run_id}")
+            checked_run(run, self.config.store)
+            check_cases(session, [run.id], self.config.store)
             bench_dir = self._bench_dir(run)
             thresholds = read_thresholds(bench_dir) if bench_dir is not None else {}
             page = q.case_page(session, run.id, flt, _int(request.query_params.get("page")), thresholds)
+            for shown in page.cases:
+                checked_case(shown, self.config.store)
             query = {k: v for k, v in (("metric", flt.metric), ("target", flt.target), ("status", flt.status),
                                        ("q", flt.query), ("order", flt.order)) if v}
 
@@ -163,7 +171,12 @@ class ViewApp:
             run_a, run_b = session.get(RunRow, a), session.get(RunRow, b)
             if run_a is None or run_b is None:
                 return self.missing(f"run {a if run_a is None else b}")
+            checked_run(run_a, self.config.store)
+            checked_run(run_b, self.config.store)
+            check_cases(session, [a, b], self.config.store)
             pairs, total, flips, pages = q.compare_pairs(session, a, b, _int(request.query_params.get("page")))
+            for shown in [side for pair in pairs for side in (pair.a, pair.b) if side is not None]:
+                checked_case(shown, self.config.store)
             page = min(max(1, _int(request.query_params.get("page"))), pages)
             return self.page("compare.html", title=f"run {a} vs {b}", a=run_a, b=run_b, pairs=pairs, total=total,
                              flips=flips, page=page, pages=pages, rates=q.rate_table(session, [a, b]))
@@ -213,9 +226,12 @@ class ViewApp:
             run = session.get(RunRow, int(run_id))
             if run is None:
                 return _error(404, f"no run {run_id}")
+            checked_run(run, self.config.store)
             case = q.find_case(session, run.id, node_id, metric)
             if case is None:
                 return _error(404, f"run {run.id} has no case {node_id!r} with metric {metric!r}"[:500])
+            check_cases(session, [run.id], self.config.store)
+            checked_case(case, self.config.store)
             if not _labels_metrics(run.kind) or not case.transcript:
                 return _error(422, "only a scenario case with a transcript can be labelled")
             bench_dir = self._bench_dir(run)
@@ -242,14 +258,26 @@ async def _store_failed(request: Request, exc: Exception) -> Response:
                         headers=SECURITY_HEADERS)
 
 
+async def _unreadable_row(request: Request, exc: Exception) -> Response:
+    """A row of the store that does not cross the boundary (tampered with, or written by something else):
+    one line naming the store, the run and the case, on the page and on the terminal running the view."""
+    line = " ".join(str(exc).split())
+    print(terminal(f"evalbench view: {line}"), file=sys.stderr)
+    if request.url.path.startswith("/api/"):
+        return _error(422, line)
+    return HTMLResponse(f"<!doctype html><title>evalbench view</title><p>{html.escape(visible(line))}</p>",
+                        status_code=422, headers=SECURITY_HEADERS)
+
+
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": visible(message)}, status_code=status, headers=SECURITY_HEADERS)
 
 
-def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str] = None) -> Starlette:
-    """The view's Starlette app over a store (`sessions` opens one SQLAlchemy session); `token` defaults to a
-    new random one (`secrets.token_urlsafe`)."""
-    app = ViewApp(ViewConfig(sessions, root, token or secrets.token_urlsafe(32)))
+def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str] = None,
+               store: str = "of this view") -> Starlette:
+    """The view's Starlette app over a store (`sessions` opens one SQLAlchemy session; `store` names it in
+    errors: its masked URL); `token` defaults to a new random one (`secrets.token_urlsafe`)."""
+    app = ViewApp(ViewConfig(sessions, root, token or secrets.token_urlsafe(32), store))
     routes = [
         Route("/", app.runs),
         Route("/runs/{run_id}", app.run),
@@ -258,7 +286,7 @@ def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str]
         Mount("/static", StaticFiles(packages=[("pytest_evalbench.store", "static")]), name="static"),
     ]
     starlette = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(HOSTS))],
-                          exception_handlers={SQLAlchemyError: _store_failed})
+                          exception_handlers={SQLAlchemyError: _store_failed, StoreError: _unreadable_row})
     starlette.state.token = app.config.token
     return starlette
 

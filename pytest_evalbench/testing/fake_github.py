@@ -1,5 +1,6 @@
 """A fake of the part of GitHub's REST API `evalbench comment` uses (stdlib only, 127.0.0.1, port 0):
-list, create and update an issue's comments. It checks the bearer token and keeps every request."""
+list, create and update an issue's comments. It checks the bearer token and keeps every request; `scripted`
+makes it a hostile GitHub, answering a method with any status and raw body."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class FakeGitHub:
         self.token = token
         self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.requests: list[tuple[str, str, str]] = []
+        self.scripted: dict[str, tuple[int, bytes]] = {}
+        """Method -> (status, raw body) answered to every request of that method instead of the fake's own."""
         self._next_id = 1000
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
@@ -39,7 +42,7 @@ class FakeGitHub:
                 pass
 
             def _answer(self, status: int, body: Any) -> None:
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -55,6 +58,9 @@ class FakeGitHub:
                     fake.requests.append((method, parts.path, auth))
                     if auth != f"Bearer {fake.token}":
                         self._answer(401, {"message": "Bad credentials"})
+                        return
+                    if method in fake.scripted:
+                        self._answer(*fake.scripted[method])
                         return
                     self._answer(*fake._route(method, parts.path, parse_qs(parts.query), payload))
 

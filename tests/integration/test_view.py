@@ -19,7 +19,7 @@ from view_helpers import HOSTILE, Served, case, new_store, request, run_of, serv
 from pytest_evalbench.__main__ import main
 from pytest_evalbench.formats.spec import load_spec
 from pytest_evalbench.kinds.labels import load_labels
-from pytest_evalbench.store.view_queries import PAGE_SIZE
+from pytest_evalbench.store.query import PAGE_SIZE
 
 TOKEN = re.compile(r'<meta name="evalbench-token" content="([^"]+)">')
 
