@@ -206,39 +206,23 @@ def output_line(key: str, path: tuple[Any, ...], value: Any) -> str:
     return text.replace(json.dumps("\x00PLACE\x00"), json_text(value))
 
 
-class _Content:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self) -> bytes:
-        return self.data
-
-
-class _Files:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def content(self, file_id: str, **options: Any) -> _Content:
-        return _Content(self.data)
-
-
-class _Client:
-    def __init__(self, data: bytes) -> None:
-        self.files = _Files(data)
-
-
 def read_output(tmp_path: Path, data: bytes) -> tuple[dict[str, Completion], dict[str, str], set[str]]:
     async def write(*_: Any) -> None:
         return None
 
     batches = Batches(EngineSettings(), EngineStats(), tmp_path, write)
+
+    async def content(endpoint: Any, file_id: str) -> bytes:
+        return data
+
+    batches._api.content = content  # type: ignore[method-assign]
     answers: dict[str, Completion] = {}
     failed: dict[str, str] = {}
     retry: set[str] = set()
 
     async def run() -> None:
         try:
-            await batches._read_output(_Client(data), {}, "file-1", {"k1": None, "k2": None},  # type: ignore[dict-item]
+            await batches._read_output(None, "file-1", {"k1": None, "k2": None},  # type: ignore[arg-type, dict-item]
                                        answers, failed, retry)
         finally:
             await batches.aclose()
