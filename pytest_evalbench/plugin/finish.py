@@ -324,6 +324,8 @@ class Reporting:
         url_given = self.config.getoption("evalbench_store", None)
         if summary is None or self.settings.shard is not None:
             return
+        if (url_given or os.environ.get("EVALBENCH_STORE") or "").strip().lower() == "none":
+            return  # recording is off: the store's modules (SQLAlchemy) are not even imported
         from pytest_evalbench.store.record import cases_of, record_run, run_of, store_url
 
         root = self.config.rootpath
