@@ -146,6 +146,32 @@ def _read_installed_metadata_once() -> None:
 _read_installed_metadata_once()
 
 
+def _remember_statement_ranges() -> None:
+    """pytest finds the statement around each line of a traceback it formats by parsing the frame's
+    whole source file and walking its syntax tree, anew for every frame of every traceback. An inner
+    run that ends in `pytest.exit` (a usage or collection error) has its whole stack formatted that
+    way by the terminal reporter, which prints only the last line of it: about 0.2 s per run, most of
+    the CPU such a test costs. The answer depends on the line and the file's text alone, so this
+    process computes it once per line and text (xdist workers and subprocess runs still compute it)."""
+    import _pytest._code.code
+
+    find = _pytest._code.code.getstatementrange_ast
+    texts: dict[str, str] = {}
+    found: dict[tuple[int, str, bool], Any] = {}
+
+    def getstatementrange_ast(lineno: int, source: Any, assertion: bool = False, astnode: Any = None) -> Any:
+        text = "\n".join(source.lines)
+        key = (lineno, texts.setdefault(text, text), assertion)
+        if key not in found:
+            found[key] = find(lineno, source, assertion, astnode)
+        return found[key]
+
+    _pytest._code.code.getstatementrange_ast = getstatementrange_ast  # type: ignore[assignment]
+
+
+_remember_statement_ranges()
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport_name(request: pytest.FixtureRequest) -> str:
     """Each transport in turn (`--evalbench-transport`): what one guarantees, both must."""
