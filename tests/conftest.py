@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -190,6 +191,20 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
     pytest) read PYTEST_ADDOPTS: pytester removes the outer one, this sets LEAN_ADDOPTS."""
     monkeypatch.setenv("PYTEST_ADDOPTS", LEAN_ADDOPTS)
     return pytester
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs retry a failed call after a backoff from 0.05 s instead of the product's 0.5 s
+    (doubling, jittered, as before): the tests that use this assert that retries happen, are counted
+    and end; how long the backoff is, is tests/unit/test_retry.py's. Subprocess runs keep 0.5 s."""
+    from pytest_evalbench.llm import engine
+
+    @dataclasses.dataclass
+    class QuickBackoff(engine.EngineSettings):
+        backoff_base: float = 0.05
+
+    monkeypatch.setattr(engine, "EngineSettings", QuickBackoff)
 
 
 @pytest.fixture
