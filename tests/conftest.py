@@ -222,6 +222,16 @@ def bench_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer) -> FakeL
     return fake_llm
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`pytest -n N` schedules the suite with `--dist worksteal` unless a mode is given: a worker that
+    runs out of tests takes half of the other's queue, where xdist's default `load` left one worker
+    working through a queue of slow integration tests while the other sat idle at the end. (Set here,
+    before xdist turns `-n` into `load`, not in `addopts`: `pytest -p no:xdist` would not know `--dist`.)"""
+    if getattr(config.option, "dist", "no") == "no" and getattr(config.option, "numprocesses", None):
+        config.option.dist = "worksteal"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
     # Inner runs (pytester's, subprocesses, xdist workers) print at 80 columns whatever the outer
