@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -146,6 +147,32 @@ def _read_installed_metadata_once() -> None:
 _read_installed_metadata_once()
 
 
+def _remember_statement_ranges() -> None:
+    """pytest finds the statement around each line of a traceback it formats by parsing the frame's
+    whole source file and walking its syntax tree, anew for every frame of every traceback. An inner
+    run that ends in `pytest.exit` (a usage or collection error) has its whole stack formatted that
+    way by the terminal reporter, which prints only the last line of it: about 0.2 s per run, most of
+    the CPU such a test costs. The answer depends on the line and the file's text alone, so this
+    process computes it once per line and text (xdist workers and subprocess runs still compute it)."""
+    import _pytest._code.code
+
+    find = _pytest._code.code.getstatementrange_ast
+    texts: dict[str, str] = {}
+    found: dict[tuple[int, str, bool], Any] = {}
+
+    def getstatementrange_ast(lineno: int, source: Any, assertion: bool = False, astnode: Any = None) -> Any:
+        text = "\n".join(source.lines)
+        key = (lineno, texts.setdefault(text, text), assertion)
+        if key not in found:
+            found[key] = find(lineno, source, assertion, astnode)
+        return found[key]
+
+    _pytest._code.code.getstatementrange_ast = getstatementrange_ast  # type: ignore[assignment]
+
+
+_remember_statement_ranges()
+
+
 @pytest.fixture(params=TRANSPORTS)
 def transport_name(request: pytest.FixtureRequest) -> str:
     """Each transport in turn (`--evalbench-transport`): what one guarantees, both must."""
@@ -167,6 +194,20 @@ def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pyte
 
 
 @pytest.fixture
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process runs retry a failed call after a backoff from 0.05 s instead of the product's 0.5 s
+    (doubling, jittered, as before): the tests that use this assert that retries happen, are counted
+    and end; how long the backoff is, is tests/unit/test_retry.py's. Subprocess runs keep 0.5 s."""
+    from pytest_evalbench.llm import engine
+
+    @dataclasses.dataclass
+    class QuickBackoff(engine.EngineSettings):
+        backoff_base: float = 0.05
+
+    monkeypatch.setattr(engine, "EngineSettings", QuickBackoff)
+
+
+@pytest.fixture
 def fake_llm() -> Iterator[FakeLLMServer]:
     """The project's scripted OpenAI-compatible server on 127.0.0.1 (port 0)."""
     with FakeLLMServer() as server:
@@ -179,6 +220,16 @@ def bench_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer) -> FakeL
     monkeypatch.setenv("OPENAI_BASE_URL", fake_llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     return fake_llm
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """`pytest -n N` schedules the suite with `--dist worksteal` unless a mode is given: a worker that
+    runs out of tests takes half of the other's queue, where xdist's default `load` left one worker
+    working through a queue of slow integration tests while the other sat idle at the end. (Set here,
+    before xdist turns `-n` into `load`, not in `addopts`: `pytest -p no:xdist` would not know `--dist`.)"""
+    if getattr(config.option, "dist", "no") == "no" and getattr(config.option, "numprocesses", None):
+        config.option.dist = "worksteal"
 
 
 def pytest_configure(config: pytest.Config) -> None:

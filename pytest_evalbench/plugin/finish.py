@@ -13,7 +13,7 @@ import os
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -324,12 +324,12 @@ class Reporting:
         url_given = self.config.getoption("evalbench_store", None)
         if summary is None or self.settings.shard is not None:
             return
+        if (url_given or os.environ.get("EVALBENCH_STORE") or "").strip().lower() == "none":
+            return  # recording is off: the store's modules (SQLAlchemy) are not even imported
         from pytest_evalbench.store.record import cases_of, record_run, run_of, store_url
 
         root = self.config.rootpath
-        url = store_url(root, url_given, os.environ)
-        if url is None:
-            return
+        url = cast(str, store_url(root, url_given, os.environ))  # None only when off, returned above
         loaded = self.selection.loaded_run()
         cases = cases_of(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
         run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=cases,

@@ -1,8 +1,9 @@
 """The HTML report rendered by a real headless Chromium: the DOM must show the run's numbers.
 
-No selenium: `chromium --headless --dump-dom` prints the DOM after the page's scripts ran, and
-the stdlib HTML parser reads the `data-testid` elements out of it; `--screenshot` with console
-logging on stderr checks the page paints without a console message.
+No selenium: one headless Chromium for the module (tests/browser/chromium_pipe.py) opens each page
+and hands back its DOM after the page's scripts ran, and the stdlib HTML parser reads the
+`data-testid` elements out of it; `chromium --screenshot` with console logging on stderr checks the
+page paints without a console message.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from chromium_pipe import Chromium
 from helpers import read_json
 
 from pytest_evalbench.formats.dataset_rows import CaseResult
@@ -138,12 +141,23 @@ def hidden(dom: str, testid: str) -> bool:
     return "display: none" in tag
 
 
-def dump_dom(url: str, tmp_path: Path) -> tuple[str, TestIdParser]:
-    proc = chromium(["--dump-dom", url], tmp_path / "profile")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """One Chromium for the module's pages: each start of the browser costs about half a CPU second."""
+    browser = Chromium(tmp_path_factory.mktemp("chromium") / "profile")
+    yield browser
+    browser.close()
+
+
+def dump_dom(url: str, page: Chromium) -> tuple[str, TestIdParser]:
+    """The DOM once the page loaded (the report's script filters synchronously from the URL's fragment).
+    Through about:blank, so a URL that differs from the last one only in its fragment is loaded anew."""
+    page.open("about:blank")
+    page.open(url)
+    dom = str(page.evaluate("document.documentElement.outerHTML"))
     parser = TestIdParser()
-    parser.feed(proc.stdout)
-    return proc.stdout, parser
+    parser.feed(dom)
+    return dom, parser
 
 
 def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
@@ -181,8 +195,8 @@ def test_page_is_self_contained(report: dict[str, Any]) -> None:
     assert "<title>evalbench: Demo &lt;/title&gt; report</title>" in page
 
 
-def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> None:
-    dom, found = dump_dom(report["path"].as_uri(), tmp_path)
+def test_rendered_dom_shows_the_run(report: dict[str, Any], page: Chromium) -> None:
+    dom, found = dump_dom(report["path"].as_uri(), page)
     by_target = {s.target_model: s for s in report["results"]}
     for target, summary in by_target.items():
         for mid, rate in summary.by_metric.items():
@@ -210,7 +224,7 @@ def test_rendered_dom_shows_the_run(report: dict[str, Any], tmp_path: Path) -> N
     assert "<b>x</b>" not in dom and "&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in dom
 
 
-def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
+def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path, page: Chromium) -> None:
     outcomes = {("t", f"m01_s{i:03d}_v01"): True for i in range(1, 21)}
     outcomes.update({("t", f"m01_s{i:03d}_v02"): False for i in range(1, 21)})
     results, scores, conversations = synthetic_run(outcomes)
@@ -219,7 +233,7 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
                             stats=EngineStats(), errors={}, recorded=40, failed=20, root=tmp_path, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
-    _, found = dump_dom(path.as_uri(), tmp_path)
+    _, found = dump_dom(path.as_uri(), page)
     assert found.text["demo-t-m01-age-Adult (18+)"] == "0.00"
     assert "groups differ beyond noise" in found.text["demo-flag-t-m01-age"]
     data = json.loads(json.dumps(summary.to_json()))["scenario"]  # the typed views serialise
@@ -231,17 +245,17 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path) -> None:
     assert summary2.scenario is not None and not any(g.flagged for g in summary2.scenario.demographics)
 
 
-def test_filters_from_the_url(report: dict[str, Any], tmp_path: Path) -> None:
+def test_filters_from_the_url(report: dict[str, Any], page: Chromium) -> None:
     """failures only, metric, target, demographic and search filter the transcript list."""
     url = report["path"].as_uri()
-    dom, _ = dump_dom(url + "#failed=1", tmp_path)
+    dom, _ = dump_dom(url + "#failed=1", page)
     assert hidden(dom, "conv-m01_s001_v01__alpha-s0") and not hidden(dom, "conv-m01_s001_v02__alpha-s0")
-    dom, _ = dump_dom(url + "#target=beta-mini&metric=m02", tmp_path)
+    dom, _ = dump_dom(url + "#target=beta-mini&metric=m02", page)
     assert not hidden(dom, "conv-m02_s001_v01__beta-mini-s0") and hidden(dom, "conv-m02_s001_v01__alpha-s0")
     assert hidden(dom, "conv-m01_s001_v01__beta-mini-s0")
-    dom, _ = dump_dom(url + "#demo=" + quote("age: Adult (18+)"), tmp_path)
+    dom, _ = dump_dom(url + "#demo=" + quote("age: Adult (18+)"), page)
     assert hidden(dom, "conv-m01_s001_v01__alpha-s0") and not hidden(dom, "conv-m01_s001_v02__alpha-s0")
-    dom, _ = dump_dom(url + "#q=" + quote("Judge says alpha m01_s002_v02"), tmp_path)
+    dom, _ = dump_dom(url + "#q=" + quote("Judge says alpha m01_s002_v02"), page)
     assert not hidden(dom, "conv-m01_s002_v02__alpha-s0") and hidden(dom, "conv-m01_s002_v01__alpha-s0")
 
 
@@ -259,14 +273,14 @@ def copy_example(pytester: pytest.Pytester, name: str) -> Path:
     return target
 
 
-def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path, page: Chromium) -> None:
     """The scenario example, replayed from its cache: every scenario row and metric is in the page."""
     bench = copy_example(pytester, "demo")
     result = pytester.runpytest("--benchmark=demo", "--evalbench-cache=replay", "-p", "no:cacheprovider")
     assert result.ret == 0
     path = bench / "report.html"
     result.stdout.fnmatch_lines(["results: benchmarks/demo/{*report.html, history.jsonl}"])
-    dom, found = dump_dom(path.as_uri(), tmp_path)
+    dom, found = dump_dom(path.as_uri(), page)
     summaries = read_json(bench / "results.json")
     assert sorted(s["target_model"] for s in summaries) == ["qwen-1.5b", "qwen-1.5b-careful"]  # two to compare
     for summary in summaries:
@@ -284,7 +298,7 @@ def test_demo_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
     screenshot_without_console_messages(path.as_uri(), tmp_path)
 
 
-def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path, page: Chromium) -> None:
     """The dataset example, replayed: per-agent summary, per-eval means, every case with its scores."""
     bench = copy_example(pytester, "agents")
     result = pytester.runpytest("--benchmark=agents", "--evalbench-cache=replay", "-p", "no:cacheprovider",
@@ -292,7 +306,7 @@ def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> Non
     assert result.ret == 0
     path = pytester.path / "out" / "agents.html"
     assert not (bench / "report.html").exists()
-    dom, found = dump_dom(path.as_uri(), tmp_path)
+    dom, found = dump_dom(path.as_uri(), page)
     cases = read_json(bench / "case_results.json")
     for agent in read_json(bench / "agent_summary.json"):
         assert found.text[f"agent-rate-{agent['agent_name']}"] == f"{agent['pass_rate']:.2f}"
@@ -309,7 +323,7 @@ def test_agents_example_report(pytester: pytest.Pytester, tmp_path: Path) -> Non
     screenshot_without_console_messages(path.as_uri(), tmp_path)
 
 
-def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
+def test_comparative_pairs_are_shown_when_present(tmp_path: Path, page: Chromium) -> None:
     """Pairs computed by the dataset kind (an agent's `comparisons`) are a side-by-side table, not JSON."""
     case = CaseResult.model_validate({
         "case_id": "c1", "agent_name": "a", "scenario_id": "S1", "threshold_profile": "p", "status": "passed",
@@ -323,7 +337,7 @@ def test_comparative_pairs_are_shown_when_present(tmp_path: Path) -> None:
                             root=tmp_path, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
-    _, found = dump_dom(path.as_uri(), tmp_path)
+    _, found = dump_dom(path.as_uri(), page)
     pair = found.text["pair-a-b-composite"]
     assert pair.startswith("ab1composite+0.50") and "1/0/0" in pair
     assert "n_scenarios" not in found.text["comparisons"] and "{" not in found.text["comparisons"]

@@ -17,6 +17,8 @@ from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.llm.limits import DEFAULT_OUTPUT_CAP
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 OUTPUT_PRICE = 1000.0
 """$ per million output tokens: one conversation call at its max_tokens (2048) costs $2.048."""
 PRICED = {"pricing": {name: {"input_per_million": 0.0, "output_per_million": OUTPUT_PRICE}

@@ -12,6 +12,8 @@ from helpers import read_json, scenario, script, write_benchmark
 from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 OPTS = ["--evalbench-max-attempts=3", "--evalbench-cache=off"]  # K = 2 x 3 = 6
 
 

@@ -18,6 +18,8 @@ from test_dataset import scores, write_dataset
 from pytest_evalbench.gate.decision import EXIT_INCOMPLETE, EXIT_REGRESSION
 from pytest_evalbench.testing import FakeLLMServer
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 XDIST = [pytest.param([], id="n0"), pytest.param(["-n", "2"], id="n2", marks=pytest.mark.slow)]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]
 THRESHOLDS = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.8, "decision": "point"}}

@@ -16,6 +16,8 @@ from helpers import JUDGE, TARGET, USER, judge_says, read_json, scenario, script
 from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")]
 
 

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from pytest_evalbench.base.numbers import MAX_INT
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 RUNS = settings(max_examples=4, deadline=None, database=None, phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 """Few examples a property, and no shrinking: each example is a whole run (a second or two), and a

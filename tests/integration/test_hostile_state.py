@@ -17,6 +17,8 @@ from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.llm.shared_limits import endpoint_key
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01"), scenario("m01_s003_v01", "m01")]
 USAGE_ERROR = 4
 

@@ -17,6 +17,8 @@ from test_stored_answers import APP, LIVE, MULTI, multi, write_bench
 from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 XDIST = pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.slow)], ids=["n0", "n2"])
 FAST = ["--evalbench-cache=off", "--evalbench-max-attempts=1", "-p", "no:randomly"]
 ROWS = [scenario(f"m01_s00{i}_v01", "m01") for i in (1, 2, 3, 4)]

@@ -23,6 +23,8 @@ from pytest_evalbench.kinds.scenarios.models import ScenarioRecord
 from pytest_evalbench.kinds.scenarios.store import write_results
 from pytest_evalbench.testing import FakeLLMServer
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 THRESHOLDS = {"gate": {"mode": "thresholds"}}
 """The gate mode in which a lost row used to exit 0."""
 NODE = "benchmarks/demo/scenarios.json::{}[{}-s0]"

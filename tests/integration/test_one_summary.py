@@ -24,6 +24,8 @@ from helpers import JUDGE, read_json, script, write_benchmark
 from pytest_evalbench.render.views import CASE_STATUSES
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 ROOT = Path(__file__).resolve().parents[2]
 STATUS_LINE = re.compile(r"^  (" + "|".join(CASE_STATUSES) + r"): (\S+)(?:: (.*))?$")
 PYTEST_WORD = {"passed": "passed", "failed": "failed", "judge unreliable": "xfailed", "unscored": "errors",

@@ -12,6 +12,8 @@ from helpers import JUDGE, read_json, scenario, script, write_benchmark
 
 from pytest_evalbench.testing import FakeLLMServer, RateWindow, Reply, sequence
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 ROWS = [scenario(f"m01_s{i:03d}_v01", "m01") for i in range(1, 17)]
 
 

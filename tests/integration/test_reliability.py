@@ -14,6 +14,8 @@ from conftest import SECRET
 from pytest_evalbench.gate.decision import EXIT_INCOMPLETE
 from pytest_evalbench.testing import FakeLLMServer, Reply, sequence
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 FAST = ["--evalbench-timeout=0.5", "--evalbench-max-attempts=3", "--evalbench-retry-budget=5",
         "--evalbench-cache=off"]
 

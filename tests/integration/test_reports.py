@@ -10,6 +10,8 @@ from test_gating import judge_passes_except, user_says_id
 
 from pytest_evalbench.testing import FakeLLMServer
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 THRESHOLD_GATE = {"gate": {"mode": "thresholds"}, "thresholds": {"min_positive_pass_rate": 0.1, "decision": "point"}}
 
 

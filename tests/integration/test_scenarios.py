@@ -15,6 +15,8 @@ from conftest import LEAN_ADDOPTS
 from pytest_evalbench.cli import schemas
 from pytest_evalbench.testing import FakeLLMServer, Reply, by_model
 
+pytestmark = pytest.mark.usefixtures("quick_backoff")  # in-process runs retry after short backoffs
+
 RUN_FILES = {"conversations.json": "conversations", "scores.json": "scores", "cost.json": "cost"}
 
 

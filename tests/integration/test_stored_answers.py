@@ -87,11 +87,12 @@ def test_live_answers_are_kept_and_scored_again_without_the_target(
         f"Scenario FW-001 for agent {MULTI}.")
 
     # a later run without either target, replaying (no network), scores the stored answers exactly
-    # as they were judged live: every judge call is a replay of the live run's
+    # as they were judged live: every judge call is a replay of the live run's (in-process: what the
+    # xdist parameter adds is the answers files written from the workers' records)
     without_targets(pytester, bench)
     bench_env.reset()
     bench_env.set_responder(lambda request: pytest.fail("no call may reach the endpoint"))
-    result = pytester.runpytest("--benchmark=agentsleague", "-n", workers, "--evalbench-cache=replay")
+    result = pytester.runpytest("--benchmark=agentsleague", "--evalbench-cache=replay")
     result.assert_outcomes(passed=3, failed=3)
     assert bench_env.requests == []
     again = read_json(bench / "case_results.json")

@@ -62,6 +62,18 @@ def test_benchmark_option_still_loads_the_engine(tmp_path: Path) -> None:
     assert "sqlalchemy" not in loaded  # collecting records nothing
 
 
+def test_a_run_with_recording_off_imports_no_store(tmp_path: Path, bench_env: FakeLLMServer) -> None:
+    write_benchmark(tmp_path)
+    bench_env.set_responder(script(True))
+    run = "import pytest\nassert pytest.main(['-q', '-p', 'no:cacheprovider', '--benchmark=demo']) in (0, 1)"
+    env = {**lean(), "EVALBENCH_STORE": "none"}
+    probe = f"{run}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "pytest_evalbench.llm.engine" in loaded  # the run did run
+    assert "sqlalchemy" not in loaded and "pytest_evalbench.store.db" not in loaded
+
+
 @pytest.mark.slow
 def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alembic(
         tmp_path: Path, bench_env: FakeLLMServer) -> None:

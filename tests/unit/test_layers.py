@@ -6,6 +6,7 @@ graph has no cycle, not even inside a layer. A lazy import that dodges a cycle i
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
@@ -103,8 +104,10 @@ def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str
     yield from children(ast.parse(source), "top")
 
 
+@functools.cache
 def edges() -> dict[tuple[str, str], list[str]]:
-    """(importer, imported) -> the places (file:line (where)) of every import between two package modules."""
+    """(importer, imported) -> the places (file:line (where)) of every import between two package modules
+    (read once per process: three tests ask; none changes it)."""
     found: dict[tuple[str, str], list[str]] = {}
     for module, path in MODULES.items():
         for target, line, where in imports_in(path.read_text(encoding="utf-8"), module, path.name == "__init__.py"):
