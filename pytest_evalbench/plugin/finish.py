@@ -278,9 +278,12 @@ class Reporting:
         files += [("history", str(history_path))] if record_history else []
         files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
+        stamp = self.selection.run.stamp if results.written is not None else None  # the session its rows record
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=books.messages,
-                                recorded=len(books.records), failed=failures.total, root=self.config.rootpath,
+                                recorded=len(books.records), failed=failures.total,
+                                root=self.config.rootpath if stamp is None else None,
+                                commit=stamp.commit if stamp is not None else None,
                                 files=files, notes=results.notes())
         summary.cases = books.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
@@ -289,9 +292,8 @@ class Reporting:
                                             failed=bool(books.failed or books.errors),
                                             errors=books.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)
-        if results.written is not None:  # the session its rows record (`.sessions.json`), so labels match
-            run = self.selection.run
-            summary.created, summary.commit = run.stamp.time, run.stamp.commit
+        if stamp is not None:  # the session its rows record (`.sessions.json`), so labels match
+            summary.created = stamp.time
         self.summary = summary
         self._junit_properties(summary)
         try:
