@@ -9,7 +9,10 @@ Controller and single process only: workers hand their records over on the repor
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,8 +240,17 @@ class Reporting:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.summary: RunSummary | None = None
+        self.store_import: threading.Thread | None = None
         self.shown = False
         """The evalbench section was shown: the verdict line follows it."""
+
+    def import_store_early(self) -> None:
+        """Import the store's modules (SQLAlchemy) in a background thread, once, where this process has
+        a core to spare before the run's end: an xdist controller whose first worker is done while the
+        others run their last items. `record` then finds them imported. A shard records nothing."""
+        if self.store_import is None and self.settings.shard is None:
+            self.store_import = threading.Thread(target=_import_store, name="evalbench-store-import", daemon=True)
+            self.store_import.start()
 
     def _report_path(self, option: str, default: Path | None) -> Path | None:
         """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
@@ -386,3 +398,10 @@ def _os_problem(exc: OSError) -> str:
     """An OSError as one line: what failed and on which file (no traceback)."""
     where = f": {exc.filename}" if exc.filename else ""
     return f"{exc.strerror or type(exc).__name__}{where}"
+
+
+def _import_store() -> None:
+    """The store's modules, imported ahead of `Reporting.record`; a failure here is raised again (and
+    reported) by the import there."""
+    with contextlib.suppress(Exception):
+        importlib.import_module("pytest_evalbench.store.record")
