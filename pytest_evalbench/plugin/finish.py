@@ -338,17 +338,17 @@ class Reporting:
         url_given = self.config.getoption("evalbench_store", None)
         if summary is None or self.settings.shard is not None:
             return
-        from pytest_evalbench.store.record import cases_of, record_run, run_of, store_url
+        from pytest_evalbench.store.record import CaseRows, record_run, run_of, store_url
 
         root = self.config.rootpath
         url = store_url(root, url_given, os.environ)
         if url is None:
             return
         loaded = self.selection.loaded_run()
-        cases = cases_of(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
-        run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=cases,
+        cases = CaseRows(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
+        run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=[],
                      exit_status=exit_code, root=root, env=os.environ)
-        run_id, warning = record_run(url, run, root)
+        run_id, warning = record_run(url, run, root, cases)  # built and written a batch at a time
         summary.notes.append(warning if warning is not None else f"recorded as run {run_id}")
 
     def _junit_properties(self, summary: RunSummary) -> None:
