@@ -9,7 +9,10 @@ Controller and single process only: workers hand their records over on the repor
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,8 +240,22 @@ class Reporting:
         self.settings = selection.settings
         self.bench_dir = selection.bench_dir
         self.summary: RunSummary | None = None
+        self.store_import: threading.Thread | None = None
         self.shown = False
         """The evalbench section was shown: the verdict line follows it."""
+
+    def import_store_early(self) -> None:
+        """Import the store's modules (SQLAlchemy) in a background thread, once, where this process has
+        a core to spare before the run's end: an xdist controller whose first worker is done while the
+        others run their last items. `record` then finds them imported. A shard records nothing."""
+        if self.store_import is None and self.settings.shard is None and not self._recording_off():
+            self.store_import = threading.Thread(target=_import_store, name="evalbench-store-import", daemon=True)
+            self.store_import.start()
+
+    def _recording_off(self) -> bool:
+        """`--evalbench-store=none` or `EVALBENCH_STORE=none`: no run is recorded."""
+        given = self.config.getoption("evalbench_store", None) or os.environ.get("EVALBENCH_STORE") or ""
+        return given.strip().lower() == "none"
 
     def _report_path(self, option: str, default: Path | None) -> Path | None:
         """An output path option: unset -> `default`, `none` -> skipped, else the path given."""
@@ -278,9 +295,12 @@ class Reporting:
         files += [("history", str(history_path))] if record_history else []
         files += [("markdown", str(p)) for p in (markdown_path, Path(step_summary) if step_summary else None) if p]
         meta = loaded.meta() if loaded is not None else {"benchmark": self.settings.benchmark}
+        stamp = self.selection.run.stamp if results.written is not None else None  # the session its rows record
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=books.messages,
-                                recorded=len(books.records), failed=failures.total, root=self.config.rootpath,
+                                recorded=len(books.records), failed=failures.total,
+                                root=self.config.rootpath if stamp is None else None,
+                                commit=stamp.commit if stamp is not None else None,
                                 files=files, notes=results.notes())
         summary.cases = books.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()
@@ -289,9 +309,8 @@ class Reporting:
                                             failed=bool(books.failed or books.errors),
                                             errors=books.errors.values(),
                                             root=self.config.rootpath, cwd=self.config.invocation_params.dir)
-        if results.written is not None:  # the session its rows record (`.sessions.json`), so labels match
-            run = self.selection.run
-            summary.created, summary.commit = run.stamp.time, run.stamp.commit
+        if stamp is not None:  # the session its rows record (`.sessions.json`), so labels match
+            summary.created = stamp.time
         self.summary = summary
         self._junit_properties(summary)
         try:
@@ -321,20 +340,17 @@ class Reporting:
         A shard records nothing (its merge is the run); a store that cannot take the run is one warning line
         below the summary, never another exit status."""
         summary = self.summary
-        url_given = self.config.getoption("evalbench_store", None)
-        if summary is None or self.settings.shard is not None:
-            return
-        if (url_given or os.environ.get("EVALBENCH_STORE") or "").strip().lower() == "none":
-            return  # recording is off: the store's modules (SQLAlchemy) are not even imported
-        from pytest_evalbench.store.record import cases_of, record_run, run_of, store_url
+        if summary is None or self.settings.shard is not None or self._recording_off():
+            return  # when recording is off the store's modules (SQLAlchemy) are not even imported
+        from pytest_evalbench.store.record import CaseRows, record_run, run_of, store_url
 
         root = self.config.rootpath
-        url = cast(str, store_url(root, url_given, os.environ))  # None only when off, returned above
+        url = cast(str, store_url(root, self.config.getoption("evalbench_store", None), os.environ))  # None only when off, returned above
         loaded = self.selection.loaded_run()
-        cases = cases_of(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
-        run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=cases,
+        cases = CaseRows(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
+        run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=[],
                      exit_status=exit_code, root=root, env=os.environ)
-        run_id, warning = record_run(url, run, root)
+        run_id, warning = record_run(url, run, root, cases)  # built and written a batch at a time
         summary.notes.append(warning if warning is not None else f"recorded as run {run_id}")
 
     def _junit_properties(self, summary: RunSummary) -> None:
@@ -384,3 +400,10 @@ def _os_problem(exc: OSError) -> str:
     """An OSError as one line: what failed and on which file (no traceback)."""
     where = f": {exc.filename}" if exc.filename else ""
     return f"{exc.strerror or type(exc).__name__}{where}"
+
+
+def _import_store() -> None:
+    """The store's modules, imported ahead of `Reporting.record`; a failure here is raised again (and
+    reported) by the import there."""
+    with contextlib.suppress(Exception):
+        importlib.import_module("pytest_evalbench.store.record")

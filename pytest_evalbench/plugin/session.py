@@ -204,9 +204,12 @@ class EvalbenchPlugin:
                     self.quiet_reports.drop(report)
 
     # ------------------------------------------------------------------ end of the session
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The controller merges, writes and decides the exit status (workers hand over counters
-        through the xdist glue)."""
+        through the xdist glue). First among the session's finishers: every worker has sent its last
+        report and its counters by now, so an xdist controller does its end while its workers shut
+        down (xdist's own finisher waits for them to exit) instead of after."""
         if self.is_worker or self.estimate is not None:
             return  # an estimate writes nothing
         code = self.results.finish(session, exitstatus, self.scheduler.close())

@@ -64,7 +64,9 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        plugin_of(self.config).results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
+        plugin = plugin_of(self.config)
+        plugin.results.stats.merge(worker_output(node).get(STATS_OUTPUT, {}))
+        plugin.reporting.import_store_early()  # a worker is done: its core is free for the end's imports
 
 
 class ShareController:

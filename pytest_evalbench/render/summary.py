@@ -255,15 +255,19 @@ def cost_view(stats: EngineStats) -> CostView:
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],
-                  stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path,
+                  stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path | None,
                   files: list[tuple[str, str]], notes: list[str] | None = None,
-                  cases: list[CaseStatus] | None = None) -> RunSummary:
+                  cases: list[CaseStatus] | None = None,
+                  commit: str | None = None) -> RunSummary:
     """The summary of this session. `errors` maps node ids to their one-line error messages;
-    `cases` are this session's items with their documented statuses."""
+    `cases` are this session's items with their documented statuses.
+    The commit is git's in `root`; a caller that knows it already (the session's stamp, asked of git
+    once) passes `root=None` and the `commit`, so the session's end does not ask git again."""
     benchmark = str(meta.get("benchmark") or "")
+    commit = git_commit(root) if root is not None else commit
     summary = RunSummary(benchmark=benchmark, kind=kind, title=f"evalbench: {benchmark}",
                          created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plugin_version=__version__,
-                         commit=git_commit(root), models=models_of(meta), cost=cost_view(stats), gate=gate, rates=[],
+                         commit=commit, models=models_of(meta), cost=cost_view(stats), gate=gate, rates=[],
                          recorded=recorded, errored=len(errors), failed=failed, errors=collapse_errors(errors),
                          files=list(files), notes=list(notes or []), cases=list(cases or []))
     if written is None:

@@ -38,6 +38,8 @@ from pytest_evalbench.store.schema import ItemRow, RunRow
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0002"
 """This version's newest revision (`migrations/versions/`): a store at it opens without importing Alembic."""
+INSERT_ROWS = 500
+"""Cases per INSERT statement when a run is recorded."""
 SQLITE_WAIT_S = 60.0
 """How long an SQLite writer waits for another process's transaction before giving up."""
 MAX_STORED_JSON = 64 << 20
@@ -150,15 +152,19 @@ class Store:
         except SQLAlchemyError as exc:
             raise StoreError(f"the run store {self.url} could not be {doing}: {_problem(exc)}") from None
 
-    def record(self, run: RunData) -> int:
-        """Write the run and its cases in one transaction; the run's new id."""
+    def record(self, run: RunData, cases: Sequence[ItemData] | None = None) -> int:
+        """Write the run and its cases (`cases`, else `run.cases`) in one transaction; the run's new id.
+        The cases go `INSERT_ROWS` at a time, and a `cases` sequence that builds each case when read
+        (`record.CaseRows`) is read that way too: a run of 100,000 cases never holds all of them, their
+        transcripts and their insert parameters at once."""
+        rows = run.cases if cases is None else cases
         values = {name: getattr(run, name) for name in _RUN_FIELDS}
-        values["case_count"] = len(run.cases)
+        values["case_count"] = len(rows)
         with self._errors("written"), self.engine.begin() as conn:
             run_id = int(conn.execute(insert(RunRow).values(**values).returning(RunRow.id)).scalar_one())
-            if run.cases:
+            for start in range(0, len(rows), INSERT_ROWS):
                 conn.execute(insert(ItemRow), [{"run_id": run_id, **{n: getattr(c, n) for n in _CASE_FIELDS}}
-                                               for c in run.cases])
+                                               for c in rows[start:start + INSERT_ROWS]])
         run.id = run_id
         return run_id
 

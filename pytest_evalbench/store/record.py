@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import atomic_write_text
@@ -108,18 +108,40 @@ def case_of(node_id: str, record: Mapping[str, Any], status: str) -> ItemData:
                     decided_by=record.get("decided_by"))
 
 
-def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> list[ItemData]:
-    """Every selected item as a case, in node-id order: (node id, status, reason) from the summary; the
-    record of each item that has one (an item that errored or did not run keeps its reason)."""
-    out = []
-    for node_id, status, reason in statuses:
-        record = records.get(node_id)
+class CaseRows(Sequence[ItemData]):
+    """Every selected item as a case, in node-id order, each built when it is read: (node id, status,
+    reason) from the summary, and the record of each item that has one (read from the session's record
+    spool, which keeps them on disk); an item that errored or did not run keeps its reason."""
+
+    def __init__(self, records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> None:
+        self.records = records
+        self.statuses = list(statuses)
+
+    def __len__(self) -> int:
+        return len(self.statuses)
+
+    @overload
+    def __getitem__(self, index: int) -> ItemData: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ItemData]: ...
+
+    def __getitem__(self, index: int | slice) -> ItemData | list[ItemData]:
+        if isinstance(index, slice):
+            return [self._case(*entry) for entry in self.statuses[index]]
+        return self._case(*self.statuses[index])
+
+    def _case(self, node_id: str, status: str, reason: str) -> ItemData:
+        record = self.records.get(node_id)
         if record is None:
-            out.append(ItemData(node_id=node_id, target="", metric="", unit="", sample=0, status=status,
-                                justification=reason))
-        else:
-            out.append(case_of(node_id, record, status))
-    return out
+            return ItemData(node_id=node_id, target="", metric="", unit="", sample=0, status=status,
+                            justification=reason)
+        return case_of(node_id, record, status)
+
+
+def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> list[ItemData]:
+    """Every selected item as a case (`CaseRows`), all built now."""
+    return list(CaseRows(records, statuses))
 
 
 def run_from_parts(*, benchmark: str, kind: str, created: str, commit: str | None, root: Path,
@@ -153,14 +175,16 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def record_run(url: str, run: RunData, root: Path) -> tuple[int | None, str | None]:
+def record_run(url: str, run: RunData, root: Path,
+               cases: Sequence[ItemData] | None = None) -> tuple[int | None, str | None]:
     """Record the run; (its id, None), or (None, one warning line) when the store cannot take it: the run's
-    files are written either way and its exit status is the same."""
+    files are written either way and its exit status is the same. `cases` are the run's cases when they
+    are not `run.cases` (a `CaseRows`, read a batch at a time)."""
     try:
         if is_default(url, root):
             keep_store_dir(root)
         with open_store(url) as store:
-            return store.record(run), None
+            return store.record(run, cases), None
     except StoreError as exc:
         return None, f"evalbench: the run was not recorded: {exc} (its files are written)"
     except OSError as exc:

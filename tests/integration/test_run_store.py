@@ -103,3 +103,36 @@ def test_merged_shards_are_one_run(pytester: pytest.Pytester, bench_env: FakeLLM
     assert run is not None and run.case_count == 6 and run.verdict == "failed" and run.exit_status == 0
     assert sorted(c.status for c in run.cases) == ["failed"] * 3 + ["passed"] * 3
     assert run.targets == {"tgt": "sim-target"} and run.judge == "sim-judge"
+
+
+def test_a_run_in_a_git_work_tree_asks_git_once_for_each_fact(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                              recording: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit (with its dirty mark) the result rows, the summary and the store share is asked once,
+    and the branch once: three git processes at the session's end, not five."""
+    import subprocess
+
+    git = ("git", "-c", "user.name=t", "-c", "user.email=t@example.com")
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=pytester.path, check=True)
+    write_benchmark(pytester.path, scenarios=ROWS[:2], generation={"turns": 1})
+    subprocess.run([*git, "add", "-A"], cwd=pytester.path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], cwd=pytester.path, check=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pytester.path, check=True,
+                          capture_output=True, text=True).stdout.strip()
+    asked: list[list[str]] = []
+    real = subprocess.run
+
+    def counting(args: list[str], *a: object, **k: object) -> subprocess.CompletedProcess[str]:
+        if args and args[0] == "git":
+            asked.append(list(args[1:]))
+        return real(args, *a, **k)  # type: ignore[call-overload, no-any-return]
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    bench_env.set_responder(script(True))
+    result = pytester.runpytest("--benchmark=demo")
+    monkeypatch.undo()
+    result.assert_outcomes(passed=2)
+    assert sorted(asked) == sorted([["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"],
+                                    ["rev-parse", "--abbrev-ref", "HEAD"]])
+    with open_store(default_store(pytester.path)) as store:
+        run = store.run(store.runs("demo")[0].id or 0)
+    assert run is not None and run.commit == head and run.branch == "main"

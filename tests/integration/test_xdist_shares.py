@@ -153,3 +153,81 @@ def test_workers_load_the_benchmark_themselves(pytester: pytest.Pytester, bench_
     pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=off").assert_outcomes(passed=4)
     assert parses(pytester.path, "controller") == 2
     assert bodies(bench_env.requests) == with_xdist
+
+
+TEARDOWN_PROBE = '''
+import json
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session):
+    yield  # xdist has started its workers
+    dsession = session.config.pluginmanager.get_plugin("dsession")
+    if dsession is None:  # a worker
+        return
+    manager = dsession.nodemanager
+    teardown = manager.teardown_nodes
+
+    def probed():
+        status = json.loads((Path("benchmarks/demo/last_run.json")).read_text())["status"]
+        Path("at-teardown.txt").write_text(status)
+        teardown()
+
+    manager.teardown_nodes = probed
+'''
+
+
+def test_the_controller_finishes_the_run_before_its_workers_are_torn_down(pytester: pytest.Pytester,
+                                                                          bench_env: FakeLLMServer) -> None:
+    """The controller's end (result files, last_run.json, reports, the store) runs while its workers
+    shut down, not after they have exited: last_run.json is final when xdist starts tearing them down."""
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(TEARDOWN_PROBE)
+    result = pytester.runpytest("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    assert (pytester.path / "at-teardown.txt").read_text() == "complete"
+
+
+STORE_PROBE = '''
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session):
+    yield
+    manager = session.config.pluginmanager
+    if manager.get_plugin("dsession") is None:  # a worker
+        return
+    reporting = manager.get_plugin("evalbench-session").reporting
+    record = reporting.record
+
+    def probed(code):
+        importing = any(t.name == "evalbench-store-import" for t in threading.enumerate())
+        Path("store-before-end.txt").write_text(str(importing or "pytest_evalbench.store.db" in sys.modules))
+        return record(code)
+
+    reporting.record = probed
+'''
+
+
+def test_the_controller_imports_the_store_once_a_worker_is_done(pytester: pytest.Pytester,
+                                                                bench_env: FakeLLMServer,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's modules are being imported (or are) when the controller's end begins: the first worker
+    to finish frees a core for them while the others run their last items."""
+    monkeypatch.delenv("EVALBENCH_STORE", raising=False)
+    write_benchmark(pytester.path, scenarios=ROWS[:4], generation={"turns": 1})
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(STORE_PROBE)
+    result = pytester.runpytest_subprocess("--benchmark=demo", "-n", "2", "--evalbench-cache=off")
+    result.assert_outcomes(passed=4)
+    assert (pytester.path / "store-before-end.txt").read_text() == "True"
+    result.stdout.fnmatch_lines(["*recorded as run 1*"])
