@@ -345,7 +345,8 @@ class Reporting:
         from pytest_evalbench.store.record import CaseRows, record_run, run_of, store_url
 
         root = self.config.rootpath
-        url = cast(str, store_url(root, self.config.getoption("evalbench_store", None), os.environ))  # None only when off, returned above
+        given = self.config.getoption("evalbench_store", None)
+        url = cast(str, store_url(root, given, os.environ))  # None only when off, returned above
         loaded = self.selection.loaded_run()
         cases = CaseRows(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
         run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=[],
