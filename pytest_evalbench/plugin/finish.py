@@ -342,13 +342,13 @@ class Reporting:
         summary = self.summary
         if summary is None or self.settings.shard is not None or self._recording_off():
             return  # when recording is off the store's modules (SQLAlchemy) are not even imported
-        from pytest_evalbench.store.record import CaseRows, record_run, run_of, store_url
+        from pytest_evalbench.store.record import ItemRows, record_run, run_of, store_url
 
         root = self.config.rootpath
         given = self.config.getoption("evalbench_store", None)
         url = cast(str, store_url(root, given, os.environ))  # None only when off, returned above
         loaded = self.selection.loaded_run()
-        cases = CaseRows(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
+        cases = ItemRows(self.books.records, ((c.nodeid, c.status, c.reason) for c in summary.cases))
         run = run_of(summary, identities=loaded.identities() if loaded is not None else {}, cases=[],
                      exit_status=exit_code, root=root, env=os.environ)
         run_id, warning = record_run(url, run, root, cases)  # built and written a batch at a time

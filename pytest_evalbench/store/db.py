@@ -155,7 +155,7 @@ class Store:
     def record(self, run: RunData, cases: Sequence[ItemData] | None = None) -> int:
         """Write the run and its cases (`cases`, else `run.cases`) in one transaction; the run's new id.
         The cases go `INSERT_ROWS` at a time, and a `cases` sequence that builds each case when read
-        (`record.CaseRows`) is read that way too: a run of 100,000 cases never holds all of them, their
+        (`record.ItemRows`) is read that way too: a run of 100,000 cases never holds all of them, their
         transcripts and their insert parameters at once."""
         rows = run.cases if cases is None else cases
         values = {name: getattr(run, name) for name in _RUN_FIELDS}

@@ -108,7 +108,7 @@ def case_of(node_id: str, record: Mapping[str, Any], status: str) -> ItemData:
                     decided_by=record.get("decided_by"))
 
 
-class CaseRows(Sequence[ItemData]):
+class ItemRows(Sequence[ItemData]):
     """Every selected item as a case, in node-id order, each built when it is read: (node id, status,
     reason) from the summary, and the record of each item that has one (read from the session's record
     spool, which keeps them on disk); an item that errored or did not run keeps its reason."""
@@ -140,8 +140,8 @@ class CaseRows(Sequence[ItemData]):
 
 
 def cases_of(records: Mapping[str, Mapping[str, Any]], statuses: Iterable[tuple[str, str, str]]) -> list[ItemData]:
-    """Every selected item as a case (`CaseRows`), all built now."""
-    return list(CaseRows(records, statuses))
+    """Every selected item as a case (`ItemRows`), all built now."""
+    return list(ItemRows(records, statuses))
 
 
 def run_from_parts(*, benchmark: str, kind: str, created: str, commit: str | None, root: Path,
@@ -179,7 +179,7 @@ def record_run(url: str, run: RunData, root: Path,
                cases: Sequence[ItemData] | None = None) -> tuple[int | None, str | None]:
     """Record the run; (its id, None), or (None, one warning line) when the store cannot take it: the run's
     files are written either way and its exit status is the same. `cases` are the run's cases when they
-    are not `run.cases` (a `CaseRows`, read a batch at a time)."""
+    are not `run.cases` (a `ItemRows`, read a batch at a time)."""
     try:
         if is_default(url, root):
             keep_store_dir(root)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_evalbench.store.db import INSERT_ROWS, RunData, open_store, sqlite_url
-from pytest_evalbench.store.record import CaseRows, cases_of
+from pytest_evalbench.store.record import ItemRows, cases_of
 
 ROWS = 2 * INSERT_ROWS + 7
 
@@ -48,7 +48,7 @@ def empty_run() -> RunData:
 
 def test_case_rows_build_only_the_cases_read() -> None:
     records = CountingRecords(ROWS)
-    rows = CaseRows(records, statuses())
+    rows = ItemRows(records, statuses())
     assert len(rows) == ROWS and records.reads == 0
     batch = rows[:INSERT_ROWS]
     assert len(batch) == INSERT_ROWS and records.reads == len([i for i in range(INSERT_ROWS) if i % 3 != 2])
@@ -61,7 +61,7 @@ def test_a_run_larger_than_one_insert_is_recorded_whole_and_in_order(tmp_path: P
     url = sqlite_url(tmp_path / "runs.sqlite")
     records = CountingRecords(ROWS)
     with open_store(url) as store:
-        run_id = store.record(empty_run(), CaseRows(records, statuses()))
+        run_id = store.record(empty_run(), ItemRows(records, statuses()))
     with open_store(url) as store:
         stored = store.run(run_id)
     assert stored is not None and stored.case_count == ROWS and len(stored.cases) == ROWS
