@@ -66,8 +66,6 @@ def _import_lazy_http_modules() -> None:
             asyncio.run(through(name))
 
 
-_import_lazy_http_modules()
-
 
 LAZY_DEPENDENCIES = ("genai_prices", "re2", "alembic", "alembic.command", "psycopg",
                      "sqlalchemy.dialects.postgresql.psycopg", "sqlalchemy.dialects.sqlite.pysqlite")
@@ -98,8 +96,6 @@ def _import_the_package() -> None:
         with contextlib.suppress(ImportError):  # genai-prices needs Python 3.11
             importlib.import_module(name)
 
-
-_import_the_package()
 
 
 class _ReadOnceDistribution(importlib.metadata.Distribution):
@@ -252,3 +248,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # so the processes after the first read them.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     sys.dont_write_bytecode = False
+    # Every process that runs tests imports up front what in-process runs would otherwise import anew;
+    # an xdist controller runs none, so it starts its workers without that wait.
+    if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+        _import_lazy_http_modules()
+        _import_the_package()

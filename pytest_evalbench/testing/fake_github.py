@@ -74,7 +74,8 @@ class FakeGitHub:
                 self._handle("PATCH")
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        # a short poll: `shutdown` waits for the serving loop's next look, once per test
+        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

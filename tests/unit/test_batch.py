@@ -208,13 +208,13 @@ def test_a_batch_holds_at_most_the_providers_lines(server: FakeLLMServer, tmp_pa
 
 
 def round_gaps(server: FakeLLMServer, turns: dict[int, int], monkeypatch: pytest.MonkeyPatch,
-               tmp_path: Path) -> tuple[list[int], float]:
+               tmp_path: Path, quiet: float) -> tuple[list[int], float]:
     """Conversations answered one batch round per turn (`turns`: conversation -> its number of turns),
-    with a quiet period of a second: (lines per batch, seconds from the first round's answers to the
-    second round's submission)."""
+    with a quiet period of `quiet` seconds: (lines per batch, seconds from the first round's answers to
+    the second round's submission)."""
     from pytest_evalbench.llm import batch
 
-    monkeypatch.setattr(batch, "QUIET", 1.0)
+    monkeypatch.setattr(batch, "QUIET", quiet)
     run = Run(server, tmp_path)
     answered: list[float] = []
 
@@ -237,7 +237,7 @@ def round_gaps(server: FakeLLMServer, turns: dict[int, int], monkeypatch: pytest
 
 def test_a_round_is_submitted_once_every_conversation_it_answered_has_made_its_next_call(
         server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sizes, gap = round_gaps(server, dict.fromkeys(range(5), 3), monkeypatch, tmp_path)
+    sizes, gap = round_gaps(server, dict.fromkeys(range(5), 3), monkeypatch, tmp_path, quiet=1.0)
     assert sizes == [5, 5, 5]  # one batch a round, none split
     assert gap < 0.5  # not the quiet period's second
 
@@ -246,9 +246,9 @@ def test_a_conversation_that_ends_leaves_the_round_to_the_quiet_period(
         server: FakeLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its next call may come from another task (one that gathered it): nothing tells that the round
     is complete, so the calls collected wait for the quiet period."""
-    sizes, gap = round_gaps(server, {0: 1, 1: 2, 2: 2}, monkeypatch, tmp_path)
+    sizes, gap = round_gaps(server, {0: 1, 1: 2, 2: 2}, monkeypatch, tmp_path, quiet=0.5)
     assert sizes == [3, 2]
-    assert gap >= 1.0
+    assert gap >= 0.5
 
 
 @pytest.mark.parametrize("hostile", ["../files", "a/b", "", ".hidden", "x" * 201, None, 7, "id?x=1", "id#x"])
