@@ -218,6 +218,22 @@ def bench_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLMServer) -> FakeL
     return fake_llm
 
 
+@pytest.fixture(autouse=True)
+def _secrets_end_with_their_test() -> Iterator[None]:
+    """The secrets a test registers in this process (a store URL's user, a key) are forgotten after it:
+    otherwise one test's secret would mask text in every later test of the same worker (a PostgreSQL
+    user named like the package masked the package's name in every output after it). The registry has
+    no public way back to an earlier state, so its private set is restored here."""
+    from pytest_evalbench.base.safe_text import SECRETS
+
+    before = set(SECRETS._values)
+    yield
+    if SECRETS._values != before:
+        with SECRETS._lock:
+            SECRETS._values = before
+            SECRETS._compile()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """`pytest -n N` schedules the suite with `--dist worksteal` unless a mode is given: a worker that
