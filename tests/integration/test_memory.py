@@ -32,12 +32,14 @@ def pytest_collection_finish(session):
     tracemalloc.start()
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session):
+    # a wrapper: before every finisher, the plugin's (which reads the records to write the results) too
     if tracemalloc.is_tracing():
         sizes = [trace.size for trace in tracemalloc.take_snapshot().traces]
         tracemalloc.stop()
         Path("retained.json").write_text(json.dumps([size for size in sizes if size >= 40000]))
+    return (yield)
 """
 
 
