@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.files import atomic_write_text, finite_json, unversioned, versioned
@@ -126,12 +126,14 @@ def record_merge(root: Path, name: str, records: Mapping[str, Any], shards: int,
     without a record: incomplete)."""
     import os
 
+    from pytest_evalbench.store import store_setting
+
+    if store_setting(url, os.environ) is None:
+        return ""  # recording off: the store's modules (SQLAlchemy) are not imported
     from pytest_evalbench.formats.provenance import git_commit
     from pytest_evalbench.store.record import cases_of, now, record_run, run_from_parts, store_url
 
-    where = store_url(root, url, os.environ)
-    if where is None:
-        return ""
+    where = cast(str, store_url(root, url, os.environ))  # None only when off, returned above
     bench_dir = resolve_benchmark_dir(root / "benchmarks", name)
     run = BenchmarkRun(bench_dir, load_spec(bench_dir), RunSettings(benchmark=name, cache_mode="off"),
                        make_app=lambda target: _NotCalled())

@@ -254,8 +254,9 @@ class Reporting:
 
     def _recording_off(self) -> bool:
         """`--evalbench-store=none` or `EVALBENCH_STORE=none`: no run is recorded."""
-        given = self.config.getoption("evalbench_store", None) or os.environ.get("EVALBENCH_STORE") or ""
-        return given.strip().lower() == "none"
+        from pytest_evalbench.store import store_setting
+
+        return store_setting(self.config.getoption("evalbench_store", None), os.environ) is None
 
     def _report_path(self, option: str, default: Path | None) -> Path | None:
         """An output path option: unset -> `default`, `none` -> skipped, else the path given."""

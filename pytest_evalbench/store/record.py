@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from pytest_evalbench.base import __version__
 from pytest_evalbench.base.files import atomic_write_text
+from pytest_evalbench.store import store_setting
 from pytest_evalbench.store.db import ItemData, RunData, StoreError, masked_url, open_store, sqlite_url
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
 STORE_DIR = ".evalbench"
 STORE_FILE = "runs.sqlite"
-STORE_ENV = "EVALBENCH_STORE"
-OFF = "none"
 MAX_REF = 1_000
 """Characters of a branch name kept (git allows longer)."""
 
@@ -33,8 +32,8 @@ MAX_REF = 1_000
 def store_url(root: Path, given: str | None, env: Mapping[str, str]) -> str | None:
     """The store a run records in and the commands read: the option, else `EVALBENCH_STORE`, else the
     default SQLite file under `root`; None when the value is `none` (recording off)."""
-    value = (given or env.get(STORE_ENV) or "").strip()
-    if value.lower() == OFF:
+    value = store_setting(given, env)
+    if value is None:
         return None
     return value or sqlite_url(root / STORE_DIR / STORE_FILE)
 

@@ -289,3 +289,14 @@ def test_compare_prints_hostile_words_from_runs_inert(url: str, capsys: pytest.C
     assert main(["compare", "1", "2", "--store", url]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and not any(line.lstrip().startswith("::") for line in out.splitlines())
+
+
+def test_the_store_setting_is_read_in_one_place_without_a_database_module() -> None:
+    """The option, else EVALBENCH_STORE; `none` in any case and spacing is off; nothing given is the default."""
+    from pytest_evalbench.store import store_setting
+
+    assert store_setting(None, {}) == ""
+    assert store_setting(None, {"EVALBENCH_STORE": " None "}) is None
+    assert store_setting("NONE", {"EVALBENCH_STORE": "sqlite:///x.sqlite"}) is None
+    assert store_setting("sqlite:///a.sqlite", {"EVALBENCH_STORE": "none"}) == "sqlite:///a.sqlite"
+    assert store_setting(None, {"EVALBENCH_STORE": "sqlite:///b.sqlite"}) == "sqlite:///b.sqlite"
