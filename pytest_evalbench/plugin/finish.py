@@ -268,6 +268,7 @@ class Reporting:
     def write_reports(self, exit_code: int) -> None:
         """Build the run's summary once; write the HTML report, the history line and the Markdown
         summary from it (the terminal summary renders the same object)."""
+        from pytest_evalbench.formats.provenance import git_commit
         from pytest_evalbench.gate.decision import gate_verdict, node_ids_of
         from pytest_evalbench.render.html import render_html
         from pytest_evalbench.render.summary import HISTORY, append_history, build_summary, read_history
@@ -300,8 +301,7 @@ class Reporting:
         summary = build_summary(kind=loaded.spec.kind if loaded is not None else "", written=results.written,
                                 gate=gate, meta=meta, stats=results.stats, errors=books.messages,
                                 recorded=len(books.records), failed=failures.total,
-                                root=self.config.rootpath if stamp is None else None,
-                                commit=stamp.commit if stamp is not None else None,
+                                commit=stamp.commit if stamp is not None else git_commit(self.config.rootpath),
                                 files=files, notes=results.notes())
         summary.cases = books.case_statuses()  # after the transcripts' pass: one status per item (100,000)
         summary.scope = results.scope()

@@ -25,7 +25,6 @@ from pytest_evalbench.base.files import finite_json, open_append, read_bounded, 
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import Probability, number_problem
 from pytest_evalbench.base.safe_text import cut
-from pytest_evalbench.formats.provenance import git_commit
 from pytest_evalbench.gate.decision import Failures, GateVerdict
 from pytest_evalbench.kinds.protocol import KindResults
 from pytest_evalbench.llm.engine import EngineStats
@@ -255,16 +254,13 @@ def cost_view(stats: EngineStats) -> CostView:
 
 
 def build_summary(*, kind: str, written: KindResults | None, gate: GateVerdict, meta: dict[str, Any],
-                  stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, root: Path | None,
+                  stats: EngineStats, errors: dict[str, str], recorded: int, failed: int, commit: str | None,
                   files: list[tuple[str, str]], notes: list[str] | None = None,
-                  cases: list[CaseStatus] | None = None,
-                  commit: str | None = None) -> RunSummary:
+                  cases: list[CaseStatus] | None = None) -> RunSummary:
     """The summary of this session. `errors` maps node ids to their one-line error messages;
-    `cases` are this session's items with their documented statuses.
-    The commit is git's in `root`; a caller that knows it already (the session's stamp, asked of git
-    once) passes `root=None` and the `commit`, so the session's end does not ask git again."""
+    `cases` are this session's items with their documented statuses; `commit` is the one git gave the
+    session (asked once, by the caller)."""
     benchmark = str(meta.get("benchmark") or "")
-    commit = git_commit(root) if root is not None else commit
     summary = RunSummary(benchmark=benchmark, kind=kind, title=f"evalbench: {benchmark}",
                          created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), plugin_version=__version__,
                          commit=commit, models=models_of(meta), cost=cost_view(stats), gate=gate, rates=[],

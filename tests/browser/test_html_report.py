@@ -174,7 +174,7 @@ def synthetic_summary(tmp_path: Path) -> tuple[Any, dict[str, Any]]:
             "targets": {"alpha": "alpha", "beta-mini": "beta-mini"}}
     summary = build_summary(kind="scenarios", written=written_of(results, scores, conversations),
                             gate=gate, meta=meta, stats=EngineStats(), errors={}, recorded=12, failed=5,
-                            root=tmp_path, files=[("results.json", str(tmp_path / "results.json"))])
+                            commit=None, files=[("results.json", str(tmp_path / "results.json"))])
     summary.history = [{"rates": {"beta-mini": {"m01": rate}}} for rate in (1.0, 1.0, 0.75)]
     return summary, {"results": results, "scores": scores, "conversations": conversations}
 
@@ -230,7 +230,7 @@ def test_demographic_gap_beyond_noise_is_flagged(tmp_path: Path, page: Chromium)
     results, scores, conversations = synthetic_run(outcomes)
     summary = build_summary(kind="scenarios", written=written_of(results, scores, conversations),
                             gate=gate_verdict(GateDecision(), 1, 20, {}), meta={"benchmark": "gap"},
-                            stats=EngineStats(), errors={}, recorded=40, failed=20, root=tmp_path, files=[])
+                            stats=EngineStats(), errors={}, recorded=40, failed=20, commit=None, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
     _, found = dump_dom(path.as_uri(), page)
@@ -334,7 +334,7 @@ def test_comparative_pairs_are_shown_when_present(tmp_path: Path, page: Chromium
     written = KindResults([a.to_json() for a in agents], agents=agents, cases=[case, other], view="cases")
     summary = build_summary(kind="dataset", written=written, gate=gate_verdict(GateDecision(), 0, 0, {}),
                             meta={"benchmark": "pairs"}, stats=EngineStats(), errors={}, recorded=1, failed=0,
-                            root=tmp_path, files=[])
+                            commit=None, files=[])
     path = tmp_path / "r.html"
     path.write_text(render_html(summary), encoding="utf-8")
     _, found = dump_dom(path.as_uri(), page)

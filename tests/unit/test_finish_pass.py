@@ -91,7 +91,7 @@ def test_the_summary_reads_the_conversations_once_for_transcripts_and_demographi
     written = KindResults(results=[], scores=scores, conversations=OnePass(conversations))
     summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
-                            root=tmp_path, files=[])
+                            commit=None, files=[])
     assert summary.scenario is not None
     assert summary.scenario.demographics == expected
     assert summary.scenario.transcripts_total == 4 and len(summary.scenario.transcripts) == 4
@@ -131,7 +131,7 @@ def test_the_summary_reads_the_scores_twice_for_rates_transcripts_and_demographi
     written = KindResults(results=[], scores=scores, conversations=OnePass([r.conversation for r in records]))
     summary = build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=4, failed=1,
-                            root=tmp_path, files=[])
+                            commit=None, files=[])
     assert scores.passes == 2
     noted = Demographics()
     list(noted.tap([r.conversation for r in records]))
@@ -261,7 +261,7 @@ def test_the_report_validates_only_the_conversations_it_shows(tmp_path: Path, mo
         written = KindResults(results=[], scores=RunScores(tmp_path), conversations=conversations)
         return build_summary(kind="scenarios", written=written, gate=gate_verdict(GateDecision(), 0, 1, {}),
                              meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=3, failed=1,
-                             root=tmp_path, files=[]).scenario
+                             commit=None, files=[]).scenario
 
     assert summary(conversations) == summary(list(RunConversations(tmp_path)))
 
@@ -308,7 +308,7 @@ def test_the_judgments_pass_validates_only_the_shown_conversations_rows(tmp_path
     def summary(scores: Any, conversations: Any) -> Any:
         return build_summary(kind="scenarios", written=KindResults(results=[], scores=scores, conversations=conversations),
                              gate=gate_verdict(GateDecision(), 0, 1, {}), meta={"benchmark": "b"}, stats=EngineStats(),
-                             errors={}, recorded=3, failed=1, root=tmp_path, files=[])
+                             errors={}, recorded=3, failed=1, commit=None, files=[])
 
     from pytest_evalbench.render import views
 

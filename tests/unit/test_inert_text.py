@@ -117,7 +117,7 @@ def test_multi_line_texts_and_printable_names_load(tmp_path: Path) -> None:
 def _markdown(benchmark: str, rates: list[RateRow] | None = None, tmp_path: Path = Path(".")) -> str:
     summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(GateDecision(), 0, 0, {}),
                             meta={"benchmark": benchmark}, stats=EngineStats(), errors={}, recorded=0,
-                            failed=0, root=tmp_path, files=[])
+                            failed=0, commit=None, files=[])
     summary.rates = rates or []
     return render_markdown(summary, None)
 

@@ -138,7 +138,7 @@ def test_history_round_trip_skips_torn_lines(tmp_path: Path) -> None:
     written = KindResults([agent.to_json()], agents=[agent], view="cases")
     summary = build_summary(kind="dataset", written=written,
                             gate=gate_verdict(GateDecision(), 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
-                            errors={}, recorded=2, failed=1, root=tmp_path, files=[])
+                            errors={}, recorded=2, failed=1, commit=None, files=[])
     path = tmp_path / "history.jsonl"
     append_history(path, summary)
     with path.open("a") as fh:
@@ -183,7 +183,7 @@ def test_an_inconclusive_rule_reads_the_same_on_every_surface(tmp_path: Path) ->
     assert [r.text() for r in decision.rules] == [text] and decision.exit_code(0) == 0
     summary = build_summary(kind="scenarios", written=KindResults([result.model_dump()], rates=[result]),
                             gate=gate_verdict(decision, 0, 0, {}), meta={"benchmark": "b"}, stats=EngineStats(),
-                            errors={}, recorded=10, failed=0, root=tmp_path, files=[])
+                            errors={}, recorded=10, failed=0, commit=None, files=[])
     assert f"  INCONCLUSIVE: {text}" in summary_lines(summary, tmp_path, tmp_path)
     assert f"- {text}" in html.unescape(render_markdown(summary, None).replace("\\", ""))  # unescaped: the same words
     assert f'class="unscored">{html.escape(text)}</li>' in render_html(summary)

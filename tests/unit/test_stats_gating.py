@@ -244,7 +244,7 @@ def rendered(outcome: GateDecision, code: int, failed: int) -> list[str]:
     verdict line it prints last."""
     summary = build_summary(kind="scenarios", written=None, gate=gate_verdict(outcome, code, failed, {}),
                             meta={"benchmark": "b"}, stats=EngineStats(), errors={}, recorded=0, failed=failed,
-                            root=Path("/"), files=[])
+                            commit=None, files=[])
     return [*summary_lines(summary, Path("b"), Path("b")), verdict_line(summary.gate)]
 
 
