@@ -27,6 +27,9 @@ run would have written.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import gc
 import hashlib
 import os
 from collections.abc import Generator, Iterable
@@ -94,6 +97,16 @@ def plugin_of(config: pytest.Config) -> EvalbenchPlugin:
     return cast(EvalbenchPlugin, config.stash[PLUGIN_KEY])  # no isinstance: pytester may re-import this module
 
 
+@functools.cache
+def exit_without_collecting() -> None:
+    """At interpreter exit (after the atexit handlers registered earlier), move every object to the
+    collector's permanent generation, so the interpreter's shutdown does not walk the whole heap again
+    in its collections. Only finalizers of objects in reference cycles still alive at exit are not
+    run then, which CPython does not promise either. Registered once per process, and only where a
+    benchmark runs; why it stays is in docs/performance.md."""
+    atexit.register(gc.freeze)
+
+
 class EvalbenchPlugin:
     """State of one pytest process for the selected benchmark: the roles, and the hooks that call them."""
 
@@ -101,6 +114,7 @@ class EvalbenchPlugin:
         self.config = config
         self.settings = settings
         self.is_worker = is_worker(config)
+        exit_without_collecting()
         SECRETS.add_environment(os.environ)  # known before anything can print (the roles add theirs)
         SECRETS.add_url(settings.base_url)
         try:
@@ -166,6 +180,10 @@ class EvalbenchPlugin:
             return None
         if self.estimate is not None:
             return self.estimate.run(session)
+        # What is alive now (modules, the kinds' models, price data, the items) lives until the session
+        # ends: out of the collector's way, the collections during the loop and at its end walk only
+        # what the run allocates. `pytest_unconfigure` gives it back (docs/performance.md).
+        gc.freeze()
         if self.is_worker or is_xdist_controller(self.config):
             return None
         self.books.selected([item.nodeid for item in session.items if isinstance(item, CaseItem)])
@@ -245,6 +263,7 @@ class EvalbenchPlugin:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
         self.books.records.close()
+        gc.unfreeze()  # a process that goes on (pytester, an IDE) collects this session's objects again
 
 
 if TYPE_CHECKING:

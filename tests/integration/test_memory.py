@@ -168,3 +168,38 @@ def test_finish_pass_reads_back_neither_results_nor_ledger(pytester: pytest.Pyte
     entry = json.loads((bench / "results.json").read_text())[0]
     assert entry["pass_k"]["m01"] == {"k": 2, "n_cases": 3, "n_excluded": 0, "pass_hat_k": 1.0, "pass_at_k": 1.0}
     result.stdout.fnmatch_lines(["*pass^2 1.00, pass@2 1.00 tgt m01: over 3 cases, k = 2 samples per case*"])
+
+
+FREEZE_PROBE = """
+import atexit
+import gc
+import json
+from pathlib import Path
+
+# registered before the plugin's own handler, so it runs after it
+atexit.register(lambda: Path("at_exit.json").write_text(json.dumps(gc.get_freeze_count())))
+
+
+def pytest_runtest_call(item):
+    Path("in_loop.json").write_text(json.dumps(gc.get_freeze_count()))
+"""
+
+
+def test_what_lives_through_the_loop_is_out_of_the_collectors_way_only_for_the_session(
+        pytester: pytest.Pytester, bench_env: FakeLLMServer) -> None:
+    """During the test loop, what was alive at its start is in the collector's permanent generation;
+    after the session it is not (a process that goes on collects it again); at the interpreter's exit
+    everything is (`plugin/session.py`, docs/performance.md)."""
+    import gc
+
+    write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(2)])
+    bench_env.set_responder(script(True))
+    pytester.makeconftest(FREEZE_PROBE.replace("atexit.register", "_ = "))  # in this process: no handler
+    assert gc.get_freeze_count() == 0
+    pytester.runpytest_inprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=2)
+    assert json.loads((pytester.path / "in_loop.json").read_text()) > 10_000
+    assert gc.get_freeze_count() == 0
+
+    pytester.makeconftest(FREEZE_PROBE)
+    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=2)
+    assert json.loads((pytester.path / "at_exit.json").read_text()) > 10_000
