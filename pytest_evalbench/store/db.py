@@ -21,19 +21,41 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
 
 import orjson
 from sqlalchemy import Engine, Integer, Text, and_, cast, create_engine, desc, func, insert, or_, select, text, type_coerce
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.orm import Session
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_INT
 from pytest_evalbench.base.safe_text import SECRETS, redact
-from pytest_evalbench.store.schema import ItemRow, RunRow
+from pytest_evalbench.store import schema
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+
+
+class _CaseRow(Protocol):
+    """A row the view's ORM read: its columns as attributes."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def run_id(self) -> int: ...
+
+
+class _RunRow(Protocol):
+    @property
+    def id(self) -> int: ...
+
+
+RunT = TypeVar("RunT", bound=_RunRow)
+CaseT = TypeVar("CaseT", bound=_CaseRow)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0002"
@@ -161,9 +183,9 @@ class Store:
         values = {name: getattr(run, name) for name in _RUN_FIELDS}
         values["case_count"] = len(rows)
         with self._errors("written"), self.engine.begin() as conn:
-            run_id = int(conn.execute(insert(RunRow).values(**values).returning(RunRow.id)).scalar_one())
+            run_id = int(conn.execute(insert(schema.runs).values(**values).returning(schema.runs.c.id)).scalar_one())
             for start in range(0, len(rows), INSERT_ROWS):
-                conn.execute(insert(ItemRow), [{"run_id": run_id, **{n: getattr(c, n) for n in _CASE_FIELDS}}
+                conn.execute(insert(schema.cases), [{"run_id": run_id, **{n: getattr(c, n) for n in _CASE_FIELDS}}
                                                for c in rows[start:start + INSERT_ROWS]])
         run.id = run_id
         return run_id
@@ -171,11 +193,11 @@ class Store:
     def runs(self, benchmark: str | None = None, *, branch: str | None = None,
              limit: int | None = None) -> list[RunData]:
         """Runs (without their cases), newest first; of one benchmark and branch when given."""
-        query = select(RunRow.__table__).order_by(desc(RunRow.created), desc(RunRow.id))
+        query = select(schema.runs).order_by(desc(schema.runs.c.created), desc(schema.runs.c.id))
         if benchmark is not None:
-            query = query.where(RunRow.benchmark == benchmark)
+            query = query.where(schema.runs.c.benchmark == benchmark)
         if branch is not None:
-            query = query.where(RunRow.branch == branch)
+            query = query.where(schema.runs.c.branch == branch)
         if limit is not None:
             query = query.limit(limit)
         with self._errors("read"), self.engine.connect() as conn:
@@ -184,27 +206,28 @@ class Store:
     def run(self, run_id: int) -> RunData | None:
         """One run with its cases (in the order recorded), or None when the store has no such run."""
         with self._errors("read"), self.engine.connect() as conn:
-            row = conn.execute(select(RunRow.__table__).where(RunRow.id == run_id)).first()
+            row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
             if row is None:
                 return None
             run = _run_data(row, self.url)
             check_cases(conn, [run_id], self.url, whole=True)
-            cases = conn.execute(select(ItemRow.id, *[_raw(getattr(ItemRow, n)) for n in _CASE_FIELDS])
-                                 .where(ItemRow.run_id == run_id).order_by(ItemRow.id))
-            run.cases = [ItemData(**check_case(run_id, c[0], dict(zip(_CASE_FIELDS, c[1:])), self.url)) for c in cases]
+            found = conn.execute(select(schema.cases.c.id, *[_raw(schema.cases.c[n]) for n in _CASE_FIELDS])
+                                 .where(schema.cases.c.run_id == run_id).order_by(schema.cases.c.id))
+            run.cases = [ItemData(**check_case(run_id, c[0], dict(zip(_CASE_FIELDS, c[1:])), self.url)) for c in found]
         return run
 
     def benchmarks(self) -> list[str]:
         """The benchmarks with a run in the store, by name."""
         with self._errors("read"), self.engine.connect() as conn:
-            found = conn.execute(select(RunRow.benchmark, func.min(RunRow.id)).group_by(RunRow.benchmark)
-                                 .order_by(RunRow.benchmark)).all()
+            col = schema.runs.c
+            found = conn.execute(select(col.benchmark, func.min(col.id)).group_by(col.benchmark)
+                                 .order_by(col.benchmark)).all()
         return [check_run(run_id, {"benchmark": name}, self.url)["benchmark"] for name, run_id in found]
 
     def count(self) -> int:
         """How many runs the store holds."""
         with self._errors("read"), self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(RunRow)).scalar_one())
+            return int(conn.execute(select(func.count()).select_from(schema.runs)).scalar_one())
 
 
 def _run_data(row: Any, store: str) -> RunData:
@@ -336,13 +359,13 @@ def check_case(run_id: Any, row_id: Any, values: Mapping[str, Any], store: str) 
     return out
 
 
-def checked_run(run: RunRow, store: str) -> RunRow:
+def checked_run(run: RunT, store: str) -> RunT:
     """A run the ORM read (the view), checked as `check_run` checks one."""
     check_run(run.id, {name: getattr(run, name) for name in _RUN_FIELDS}, store)
     return run
 
 
-def checked_case(case: ItemRow, store: str) -> ItemRow:
+def checked_case(case: CaseT, store: str) -> CaseT:
     """A case the ORM read (the view), checked as `check_case` checks one; its booleans as the ORM read
     them (`check_cases` finds one the database holds as neither 0 nor 1)."""
     check_case(case.run_id, case.id, {name: getattr(case, name) for name in _CASE_FIELDS}, store)
@@ -355,19 +378,19 @@ def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str, 
     these light columns up in SQL); with `whole` (every case is about to be read with its transcript)
     also a justification or transcript past its bound, so a huge value is never fetched. The first such
     case is read raw and named by `check_case`; `StoreError`."""
-    shares = [or_(c < 0, c > 1) for c in (ItemRow.probability, ItemRow.agreement)]
-    flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (ItemRow.passed, ItemRow.present)]
-    names = [func.length(c) > MAX_STORED_NAME for c in (ItemRow.node_id, ItemRow.target, ItemRow.metric,
-                                                        ItemRow.unit, ItemRow.status)]
-    transcript = func.length(cast(ItemRow.transcript, Text))
-    sizes = [func.length(ItemRow.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON] if whole else []
-    bad = conn.execute(select(ItemRow.id).where(ItemRow.run_id.in_(list(run_ids)),
-                                                or_(*shares, *flags, *names, *sizes, ItemRow.sample < 0))
+    col = schema.cases.c
+    shares = [or_(c < 0, c > 1) for c in (col.probability, col.agreement)]
+    flags = [and_(c.is_not(None), c.not_in([True, False])) for c in (col.passed, col.present)]
+    names = [func.length(c) > MAX_STORED_NAME for c in (col.node_id, col.target, col.metric, col.unit, col.status)]
+    transcript = func.length(cast(col.transcript, Text))
+    sizes = [func.length(col.justification) > MAX_STORED_TEXT, transcript > MAX_STORED_JSON] if whole else []
+    bad = conn.execute(select(col.id).where(col.run_id.in_(list(run_ids)),
+                                            or_(*shares, *flags, *names, *sizes, col.sample < 0))
                        .limit(1)).scalar()
     if bad is not None:
         light = [n for n in _CASE_FIELDS if n != "transcript"]
-        row = conn.execute(select(ItemRow.run_id, transcript, *[_raw(getattr(ItemRow, n)) for n in light])
-                           .where(ItemRow.id == bad)).one()
+        row = conn.execute(select(col.run_id, transcript, *[_raw(col[n]) for n in light])
+                           .where(col.id == bad)).one()
         size = row[1] or 0
         values = {**dict(zip(light, row[2:])), "transcript": Unreadable(
             f"{size:,} characters of JSON, more than the {MAX_STORED_JSON:,} a stored value may hold")

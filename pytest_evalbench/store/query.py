@@ -13,18 +13,72 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sqlalchemy import String, and_, case, cast, distinct, func, literal, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, relationship
 
 from pytest_evalbench.base.safe_text import markdown
 from pytest_evalbench.formats.results import PassFailUnit
 from pytest_evalbench.gate.paired import POOLED, Baseline, Comparison, compare_with_baseline, identity_changes
+from pytest_evalbench.store import schema
 from pytest_evalbench.store.db import ItemData, RunData
-from pytest_evalbench.store.schema import ItemRow, RunRow
 
 MAX_FLIPS_SHOWN = 50
 """Flipped cases a comparison lists (the rest are counted)."""
 MARKER = "<!-- evalbench-comment -->"
 """Hidden in the pull-request comment: a later `evalbench comment` finds and updates it."""
+
+
+class _Mapped(DeclarativeBase):
+    metadata = schema.metadata
+
+
+class RunRow(_Mapped):
+    """A row of `schema.runs` as the view's ORM reads it."""
+
+    __table__ = schema.runs
+
+    id: Mapped[int]
+    benchmark: Mapped[str]
+    kind: Mapped[str]
+    created: Mapped[str]
+    commit: Mapped[Optional[str]]
+    branch: Mapped[Optional[str]]
+    base_branch: Mapped[Optional[str]]
+    plugin_version: Mapped[str]
+    targets: Mapped[dict[str, Any]]
+    judge: Mapped[Optional[str]]
+    identities: Mapped[dict[str, Any]]
+    verdict: Mapped[str]
+    exit_status: Mapped[int]
+    reason: Mapped[str]
+    cost: Mapped[float]
+    scope: Mapped[str]
+    case_count: Mapped[int]
+    cases: Mapped[list[ItemRow]] = relationship(back_populates="run", cascade="all, delete-orphan",
+                                                order_by="ItemRow.id")
+
+
+class ItemRow(_Mapped):
+    """A row of `schema.cases` as the view's ORM reads it."""
+
+    __table__ = schema.cases
+
+    id: Mapped[int]
+    run_id: Mapped[int]
+    node_id: Mapped[str]
+    target: Mapped[str]
+    metric: Mapped[str]
+    unit: Mapped[str]
+    sample: Mapped[int]
+    status: Mapped[str]
+    passed: Mapped[Optional[bool]]
+    present: Mapped[Optional[bool]]
+    probability: Mapped[Optional[float]]
+    agreement: Mapped[Optional[float]]
+    decided_by: Mapped[Optional[str]]
+    justification: Mapped[str]
+    transcript: Mapped[Optional[list[Any]]]
+    run: Mapped[RunRow] = relationship(back_populates="cases")
+
 
 
 def run_line(run: RunData) -> str:

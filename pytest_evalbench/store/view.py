@@ -50,7 +50,6 @@ from pytest_evalbench.store.labelling import (
     parse_label_request,
     read_thresholds,
 )
-from pytest_evalbench.store.schema import RunRow
 
 TOKEN_HEADER = "X-Evalbench-Token"
 HOSTS = ("127.0.0.1", "localhost")
@@ -146,7 +145,7 @@ class ViewApp:
         if flt.order not in q.ORDERS:
             flt = q.PageFilter(flt.metric, flt.target, flt.status, flt.query, "label")
         with self.session() as session:
-            run = session.get(RunRow, run_id)
+            run = session.get(q.RunRow, run_id)
             if run is None:
                 return self.missing(f"run {run_id}")
             checked_run(run, self.config.store)
@@ -168,7 +167,7 @@ class ViewApp:
     def compare(self, request: Request) -> HTMLResponse:
         a, b = _int(request.path_params["a"], 0), _int(request.path_params["b"], 0)
         with self.session() as session:
-            run_a, run_b = session.get(RunRow, a), session.get(RunRow, b)
+            run_a, run_b = session.get(q.RunRow, a), session.get(q.RunRow, b)
             if run_a is None or run_b is None:
                 return self.missing(f"run {a if run_a is None else b}")
             checked_run(run_a, self.config.store)
@@ -181,7 +180,7 @@ class ViewApp:
             return self.page("compare.html", title=f"run {a} vs {b}", a=run_a, b=run_b, pairs=pairs, total=total,
                              flips=flips, page=page, pages=pages, rates=q.rate_table(session, [a, b]))
 
-    def _bench_dir(self, run: RunRow) -> Optional[Path]:
+    def _bench_dir(self, run: q.RunRow) -> Optional[Path]:
         """benchmarks/NAME of the project root for the run's benchmark (None: no such benchmark here; the name
         comes from the store and is checked like `--benchmark`'s, so it never names a path)."""
         try:
@@ -223,7 +222,7 @@ class ViewApp:
         if not isinstance(run_id, int) and not (run_id.isdigit() and len(run_id) < 10):
             return _error(404, f"no run {run_id!r}"[:200])
         with self.session() as session:
-            run = session.get(RunRow, int(run_id))
+            run = session.get(q.RunRow, int(run_id))
             if run is None:
                 return _error(404, f"no run {run_id}")
             checked_run(run, self.config.store)

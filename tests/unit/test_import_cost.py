@@ -27,7 +27,7 @@ HEAVY = ("openai", "aiohttp", "pydantic", "httpx", "yaml", "jsonschema", "pytest
          "filelock", "orjson", "pytest_evalbench.base.files", "pytest_evalbench.llm.cache",
          "pytest_evalbench.base.safe_text", "pytest_evalbench.base.errors", "pytest_evalbench.render.progress",
          # the run store: imported where a run ends and is recorded, by the commands that read it
-         "sqlalchemy", "alembic", "pytest_evalbench.store.db")
+         "sqlalchemy", "sqlalchemy.orm", "alembic", "pytest_evalbench.store.db")
 
 
 def _loaded_after(code: str, cwd: Path) -> list[str]:
@@ -75,7 +75,7 @@ def test_a_run_with_recording_off_imports_no_store(tmp_path: Path, bench_env: Fa
 
 
 @pytest.mark.slow
-def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alembic(
+def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alembic_or_the_orm(
         tmp_path: Path, bench_env: FakeLLMServer) -> None:
     write_benchmark(tmp_path)
     bench_env.set_responder(script(True))
@@ -89,6 +89,7 @@ def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alem
         loaded.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "sqlalchemy" in loaded[0] and "alembic" in loaded[0]  # a new store: its tables are made by Alembic
     assert "sqlalchemy" in loaded[1] and "alembic" not in loaded[1]
+    assert "sqlalchemy.orm" not in loaded[1]  # recording is SQLAlchemy Core; the ORM is the view's
 
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:

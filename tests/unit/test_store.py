@@ -38,14 +38,14 @@ def url(tmp_path: Path) -> str:
     return sqlite_url(tmp_path / "runs.sqlite")
 
 
-def test_the_models_are_what_the_migrations_create(url: str) -> None:
+def test_the_tables_are_what_the_migrations_create(url: str) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
-    from pytest_evalbench.store.schema import Base
+    from pytest_evalbench.store.schema import metadata
 
     with open_store(url) as store, store.engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
     assert known_revisions()[-1] == HEAD
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from alembic import context
 
-from pytest_evalbench.store.schema import Base
+from pytest_evalbench.store.schema import metadata
 
 
 def run() -> None:
-    context.configure(connection=context.config.attributes["connection"], target_metadata=Base.metadata)
+    context.configure(connection=context.config.attributes["connection"], target_metadata=metadata)
     with context.begin_transaction():
         context.run_migrations()
 
