@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_evalbench.llm.shared_limits import (
+    BURST_RESERVE,
     MARGIN,
     MAX_DURATION,
     MAX_WAIT,
@@ -66,12 +67,13 @@ def test_a_429_in_one_process_holds_another(tmp_path: Path, spawn: multiprocessi
 def test_two_processes_share_the_pace_the_headers_grant(tmp_path: Path,
                                                         spawn: multiprocessing.context.SpawnContext) -> None:
     path = tmp_path / ".endpoint-limits"
-    SharedLimits(path).learn(KEY, parse({"x-ratelimit-limit-requests": "600", "x-ratelimit-remaining-requests": "50",
-                                         "x-ratelimit-reset-requests": "10s"}), limited=False)
+    # the burst used up (none of 60 remains): both are paced from their first request
+    SharedLimits(path).learn(KEY, parse({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "0",
+                                         "x-ratelimit-reset-requests": "60s"}), limited=False)
     with spawn.Pool(2) as pool:
         slots = sorted(s for part in pool.starmap(reserve_slots, [(str(path), 15)] * 2) for s in part)
     gaps = [b - a for a, b in itertools.pairwise(slots)]
-    assert len(slots) == 30 and min(gaps) == pytest.approx(60 / 600 * MARGIN)  # one schedule for both
+    assert len(slots) == 30 and min(gaps) == pytest.approx(60 / 60 * MARGIN, abs=1e-6)  # one schedule for both
 
 
 def test_without_headers_429s_stretch_the_pace_and_successes_shorten_it() -> None:
@@ -138,14 +140,69 @@ def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:
     assert limits.reserve(KEY) >= time.time() + 1.5  # learned, in memory
 
 
-def test_a_granted_burst_is_used_and_the_sustained_rate_kept_near_its_end() -> None:
-    state = EndpointState()
-    state.learn(0.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "5000",
-                            "x-ratelimit-reset-requests": "10s"}), limited=False, tokens=0)
-    assert state.interval(0.0) == 0.0  # most of the minute's requests remain: no pacing
-    state.learn(1.0, parse({"x-ratelimit-limit-requests": "6000", "x-ratelimit-remaining-requests": "500",
-                            "x-ratelimit-reset-requests": "55s"}), limited=False, tokens=0)
-    assert state.interval(1.0) == pytest.approx(0.01 * MARGIN)  # near the end: the sustained 100 a second
+def refusals(slots: list[float], start: float, tokens: float, capacity: float, rate: float) -> int:
+    """Requests a token bucket (`tokens` of `capacity` at `start`, refilled at `rate` a second) would
+    refuse, sent at `slots`."""
+    refused, at = 0, start
+    for slot in sorted(slots):
+        tokens, at = min(capacity, tokens + (slot - at) * rate), slot
+        if tokens >= 1:
+            tokens -= 1
+        else:
+            refused += 1
+    return refused
+
+
+def bucket_headers(remaining: int, capacity: int, rate: float) -> dict[str, str]:
+    """What the fake server's bucket (`rate` a second) answers with `remaining` of `capacity` left."""
+    return {"x-ratelimit-limit-requests": f"{rate * 60:g}", "x-ratelimit-remaining-requests": str(remaining),
+            "x-ratelimit-reset-requests": duration((capacity - remaining) / rate)}
+
+
+@pytest.mark.parametrize(("capacity", "remaining"), [(100, 50), (100, 5), (6000, 5000), (6000, 500)])
+def test_the_burst_a_provider_grants_is_used_and_never_exceeded(tmp_path: Path, capacity: int, remaining: int) -> None:
+    """A 1-second bucket (the fake server's, capacity 100) or a minute's (OpenAI's, 6,000): the claimed
+    starts use what remains and the sustained rate, and never ask for more than the bucket holds."""
+    limits = SharedLimits(tmp_path / ".endpoint-limits")
+    start = time.time()
+    limits.learn(KEY, parse(bucket_headers(remaining, capacity, 100.0)), limited=False)
+    count = remaining + 300
+    slots, at_once = [], 0
+    for _ in range(count):
+        slots.append(limits.reserve(KEY))
+        at_once += slots[-1] <= time.time()
+    reserve = BURST_RESERVE * capacity + 1
+    ideal = max(0.0, (count - remaining + reserve) / 100.0)  # what remains at once, then 100 a second
+    assert refusals(slots, start, remaining, capacity, 100.0) == 0
+    assert max(slots) - start <= ideal * MARGIN + 0.05
+    assert at_once >= remaining - reserve  # the burst is not paced
+
+
+def test_claims_take_one_lock_and_write_for_several_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_evalbench.llm.shared_limits as module
+
+    writes: list[str] = []
+    original = module.atomic_write_text
+    monkeypatch.setattr(module, "atomic_write_text", lambda path, text, root: (writes.append(text),
+                                                                                original(path, text, root)))
+    limits = SharedLimits(tmp_path / ".endpoint-limits")
+    limits.learn(KEY, parse(bucket_headers(0, 100, 100.0)), limited=False)  # paced at 100 a second
+    writes.clear()
+    slots = [limits.reserve(KEY) for _ in range(100)]
+    assert len(set(slots)) == 100 and len(writes) <= 100 // 4, len(writes)
+    gaps = [b - a for a, b in itertools.pairwise(slots)]
+    assert min(gaps) == pytest.approx(0.01 * MARGIN, abs=1e-6)
+    other = SharedLimits(tmp_path / ".endpoint-limits")  # another process's claims follow all of them
+    assert other.reserve(KEY) >= max(slots) + 0.01
+
+
+def test_a_hold_learned_elsewhere_overtakes_slots_claimed_before(tmp_path: Path) -> None:
+    path = tmp_path / ".endpoint-limits"
+    here = SharedLimits(path)
+    here.learn(KEY, parse(bucket_headers(0, 100, 100.0)), limited=False)
+    here.reserve(KEY)  # claims a few slots at once
+    SharedLimits(path).learn(KEY, parse({"retry-after": "2"}), limited=True)
+    assert here.reserve(KEY) >= time.time() + 1.5
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5),
