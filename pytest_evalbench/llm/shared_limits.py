@@ -17,12 +17,12 @@ The view is a small JSON file (`.endpoint-limits` in the cache directory) change
   `next` accounts for (requests of other clients, or sent before the limit was known) moves it later;
 - `burst`: how far `next` may run ahead of now: the provider's burst (its capacity, the remaining
   requests plus what refills until the reset) less a 10% reserve, in seconds of `req_gap`; none after
-  a 429 until the next answer reports the window again;
+  a 429 no window accounts for, until the next answer reports the window again;
 - `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 0.5% margin: the sustained
   rate the provider grants), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, once no
   more than 10% of the limit remains), `spread` (the remaining requests or tokens spread over the time
-  to their reset, until then) and `backoff`, learned from 429s without such headers (AIMD: a 429
-  stretches it 1.4-fold, at most once per round; each success shortens it by 0.3%);
+  to their reset, until then) and `backoff`, learned from 429s whose headers report no window used up
+  (AIMD: such a 429 stretches it 1.4-fold, at most once per round; each success shortens it by 0.3%);
 - `hold`: no start before then (Retry-After of a 429, or a window reported used up).
 
 A process claims a few consecutive slots under one lock (as many as fit in `BATCH_SECONDS`, at most
@@ -142,12 +142,14 @@ class EndpointState:
             self._spread(now, kind, per_request)
         if info.retry_after is not None and limited:
             self.hold = max(self.hold, now + min(info.retry_after, MAX_WAIT))
-        if limited:
+        explained = any(kind.remaining is not None and kind.remaining < per_request
+                        for kind, per_request in ((info.requests, 1.0), (info.tokens, max(1.0, self.tokens))))
+        if limited and not explained:  # a refusal no window accounts for: its pace is found by trial
             self.burst = 0.0
             if now >= self.cut_after:  # one cut per round: answers to requests sent before it do not cut again
                 self.backoff = min(MAX_WAIT, max(self.backoff * GROW, self.interval(now) * GROW, 0.001))
                 self.cut_after = now + max(0.25, 4 * self.interval(now))
-        elif self.backoff:
+        elif self.backoff and not limited:
             self.backoff = self.backoff * SHRINK if self.backoff * SHRINK > max(0.001, self.req_gap) else 0.0
         self.updated = now
 
@@ -315,7 +317,7 @@ class SharedLimits:
             # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
             due = max(now, min(state.next, now + MAX_WAIT) - state.burst, min(state.hold, now + MAX_WAIT))
             slots = collections.deque[float]()
-            for _ in range(max(1, min(MAX_BATCH, int(BATCH_SECONDS / interval)))):
+            for _ in range(max(1, min(MAX_BATCH, round(BATCH_SECONDS / interval)))):
                 slot = max(due, min(state.next, now + MAX_WAIT) - state.burst)
                 state.next = max(state.next, slot) + interval
                 slots.append(slot)
