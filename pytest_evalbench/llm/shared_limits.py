@@ -316,8 +316,9 @@ class SharedLimits:
             interval = state.interval(now)
             # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
             due = max(now, min(state.next, now + MAX_WAIT) - state.burst, min(state.hold, now + MAX_WAIT))
+            count = max(1, min(MAX_BATCH, round(BATCH_SECONDS / interval))) if interval > 0 else 1
             slots = collections.deque[float]()
-            for _ in range(max(1, min(MAX_BATCH, round(BATCH_SECONDS / interval)))):
+            for _ in range(count):
                 slot = max(due, min(state.next, now + MAX_WAIT) - state.burst)
                 state.next = max(state.next, slot) + interval
                 slots.append(slot)
