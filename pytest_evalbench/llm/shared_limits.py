@@ -29,7 +29,9 @@ A process claims a few consecutive slots under one lock (as many as fit in `BATC
 `MAX_BATCH`) and hands them to its next requests, dropping those a hold learned since overtakes; a slot
 used later than claimed is still within the limit (the bucket only fills meanwhile).
 
-An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock.
+An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock;
+once it is paced, a process counts the starts it made in the last second while it was quiet against
+the burst (the first answers' windows may not include them yet).
 Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
 """
 
@@ -69,6 +71,9 @@ BURST_RESERVE = 0.1
 BATCH_SECONDS = 0.05
 """A process claims the slots of this long at once (one lock, read and write for all of them)."""
 MAX_BATCH = 8
+QUIET_HORIZON = 1.0
+"""How long a request may take to reach the endpoint (its start counted against the burst until then)."""
+MAX_QUIET_STARTS = 4096
 MAX_ENDPOINTS = 64
 GROW, SHRINK = 1.4, 0.997
 
@@ -220,6 +225,8 @@ class SharedLimits:
         self._local = False
         """The file could not be used: this process keeps its view in memory only."""
         self._warned = False
+        self._quiet: dict[str, collections.deque[float]] = {}
+        """When this process started requests to each quiet endpoint (the last `QUIET_HORIZON`)."""
         self._slots: dict[str, collections.deque[float]] = {}
         """Start slots this process claimed and has not used yet, per endpoint (see `reserve`)."""
 
@@ -300,6 +307,10 @@ class SharedLimits:
             self._read()  # without the lock: the file is only ever replaced whole
         state = self._view.get(key)
         if state is None or state.quiet(now):
+            starts = self._quiet.setdefault(key, collections.deque(maxlen=MAX_QUIET_STARTS))
+            while starts and starts[0] <= now - QUIET_HORIZON:
+                starts.popleft()
+            starts.append(now)
             return now
         claimed = self._slots.get(key)
         if claimed:
@@ -313,6 +324,7 @@ class SharedLimits:
             state = view.get(key)
             if state is None or state.quiet(now):
                 return now, False
+            self._count_quiet(key, state, now)
             interval = state.interval(now)
             # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
             due = max(now, min(state.next, now + MAX_WAIT) - state.burst, min(state.hold, now + MAX_WAIT))
@@ -337,7 +349,8 @@ class SharedLimits:
             current = self._view.get(key)
             trial = replace(current) if current is not None else EndpointState()
             trial.learn(now, info, limited, tokens)
-            if trial.same_pace(current or EndpointState(), now) and now - (current.updated if current else now) < 5.0:
+            if (trial.same_pace(current or EndpointState(), now) and now - (current.updated if current else now) < 5.0
+                    and (trial.quiet(now) or key not in self._quiet)):
                 if current is not None:
                     current.tokens = trial.tokens
                 return
@@ -346,10 +359,21 @@ class SharedLimits:
             self._slots.pop(key, None)  # claimed before the refusal: the pace it asks for is learned anew
 
         def update(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
-            view.setdefault(key, EndpointState()).learn(now, info, limited, tokens)
+            state = view.setdefault(key, EndpointState())
+            state.learn(now, info, limited, tokens)
+            self._count_quiet(key, state, now)
             return now, True
 
         self._change(update)
+
+    def _count_quiet(self, key: str, state: EndpointState, now: float) -> None:
+        """Once the endpoint is paced, the starts this process made while it was quiet, in the last
+        `QUIET_HORIZON`, are counted as claimed now: the window an answer reported may not include
+        them yet (they were still on their way), and the burst must not be granted twice."""
+        if state.quiet(now) or key not in self._quiet:
+            return
+        recent = sum(1 for start in self._quiet.pop(key) if start > now - QUIET_HORIZON)
+        state.next = min(max(state.next, now) + recent * state.interval(now), now + MAX_WAIT)
 
     def state(self, key: str) -> EndpointState | None:
         """The endpoint's entry as this process sees it now (for tests and reports)."""

@@ -202,6 +202,19 @@ def test_the_burst_a_provider_grants_is_used_and_never_exceeded(tmp_path: Path, 
     assert at_once >= remaining - reserve  # the burst is not paced
 
 
+def test_requests_started_before_the_limit_was_known_count_against_its_burst(tmp_path: Path) -> None:
+    """60 requests leave before any answer; the first answer's window counted only one of them (the
+    others are still on their way): the burst granted after it leaves room for them."""
+    limits = SharedLimits(tmp_path / ".endpoint-limits")
+    start = time.time()
+    early = [limits.reserve(KEY) for _ in range(60)]
+    assert max(early) <= time.time()  # nothing known: not paced
+    limits.learn(KEY, parse(bucket_headers(99, 100, 100.0)), limited=False)
+    later = [limits.reserve(KEY) for _ in range(200)]
+    assert refusals(early + later, start, 100, 100, 100.0) == 0
+    assert max(later) - start <= (260 - 100 + 11) / 100 * MARGIN + 0.1  # and the rest at the granted rate
+
+
 def test_claims_take_one_lock_and_write_for_several_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_evalbench.llm.shared_limits as module
 
