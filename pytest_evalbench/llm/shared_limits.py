@@ -30,8 +30,8 @@ A process claims a few consecutive slots under one lock (as many as fit in `BATC
 used later than claimed is still within the limit (the bucket only fills meanwhile).
 
 An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock;
-once it is paced, a process counts the starts it made in the last second while it was quiet against
-the burst (the first answers' windows may not include them yet).
+once it is paced, a process counts the starts it made in the last second while it was quiet, and
+not answered yet, against the burst (the first answers' windows may not include them).
 Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
 """
 
@@ -226,7 +226,8 @@ class SharedLimits:
         """The file could not be used: this process keeps its view in memory only."""
         self._warned = False
         self._quiet: dict[str, collections.deque[float]] = {}
-        """When this process started requests to each quiet endpoint (the last `QUIET_HORIZON`)."""
+        """When this process started requests to each quiet endpoint not answered yet (the last
+        `QUIET_HORIZON`)."""
         self._slots: dict[str, collections.deque[float]] = {}
         """Start slots this process claimed and has not used yet, per endpoint (see `reserve`)."""
 
@@ -343,6 +344,9 @@ class SharedLimits:
     def learn(self, key: str, info: RateHeaders, *, limited: bool, tokens: int = 0) -> None:
         """What one answer taught about the endpoint, for every process."""
         now = time.time()
+        quiet = self._quiet.get(key)
+        if quiet:
+            quiet.popleft()  # answered: its window includes it (the first sent are answered first)
         if not limited:  # a success that changes nothing is not written
             if self._mtime() != self._seen:
                 self._read()  # without the lock: the file is only ever replaced whole
@@ -368,8 +372,9 @@ class SharedLimits:
 
     def _count_quiet(self, key: str, state: EndpointState, now: float) -> None:
         """Once the endpoint is paced, the starts this process made while it was quiet, in the last
-        `QUIET_HORIZON`, are counted as claimed now: the window an answer reported may not include
-        them yet (they were still on their way), and the burst must not be granted twice."""
+        `QUIET_HORIZON` and not answered yet, are counted as claimed now: the window an answer
+        reported may not include them (they were still on their way), and the burst must not be
+        granted twice."""
         if state.quiet(now) or key not in self._quiet:
             return
         recent = sum(1 for start in self._quiet.pop(key) if start > now - QUIET_HORIZON)
