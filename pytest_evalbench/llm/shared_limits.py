@@ -16,8 +16,9 @@ The view is a small JSON file (`.endpoint-limits` in the cache directory) change
   processes once the burst is used. An answer whose window says the provider's bucket is fuller than
   `next` accounts for (requests of other clients, or sent before the limit was known) moves it later;
 - `burst`: how far `next` may run ahead of now: the provider's burst (its capacity, the remaining
-  requests plus what refills until the reset) less a 10% reserve, in seconds of `req_gap`; none after
-  a 429 no window accounts for, until the next answer reports the window again;
+  requests plus what refills until the reset) less a reserve (10% of it, at most a second of the
+  sustained rate), in seconds of `req_gap`; none after a 429 no window accounts for, until the next
+  answer reports the window again;
 - `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 0.5% margin: the sustained
   rate the provider grants), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, once no
   more than 10% of the limit remains), `spread` (the remaining requests or tokens spread over the time
@@ -68,6 +69,8 @@ MARGIN = 1.005
 correct the rest, and the burst reserve absorbs the jitter of the network)."""
 BURST_RESERVE = 0.1
 """Share of the provider's burst kept in reserve (other clients, the network's jitter) before pacing."""
+RESERVE_SECONDS = 1.0
+"""At most this long of the sustained rate is kept in reserve (rebuilt once others used it)."""
 BATCH_SECONDS = 0.05
 """A process claims the slots of this long at once (one lock, read and write for all of them)."""
 MAX_BATCH = 8
@@ -168,7 +171,8 @@ class EndpointState:
             return
         refill = requests.reset / exact if requests.reset is not None else math.inf
         capacity = min(requests.limit, requests.remaining + refill)
-        self.burst = min(MAX_WAIT, max(0.0, capacity * (1 - BURST_RESERVE) - 1) * self.req_gap)
+        reserve = min(BURST_RESERVE * capacity, RESERVE_SECONDS / exact)
+        self.burst = min(MAX_WAIT, max(0.0, capacity - reserve - 1) * self.req_gap)
         self.next = max(self.next, now + min(MAX_WAIT, (capacity - requests.remaining) * exact))
 
     def _spread(self, now: float, kind: Window, per_request: float) -> None:

@@ -215,6 +215,15 @@ def test_requests_started_before_the_limit_was_known_count_against_its_burst(tmp
     assert max(later) - start <= (260 - 100 + 11) / 100 * MARGIN + 0.1  # and the rest at the granted rate
 
 
+def test_a_bucket_others_emptied_is_paced_after_at_most_a_second_of_reserve(tmp_path: Path) -> None:
+    limits = SharedLimits(tmp_path / ".endpoint-limits")
+    now = time.time()
+    limits.learn(KEY, parse({"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "0",
+                             "x-ratelimit-reset-requests": "1m0s"}), limited=False)  # 10,000 a minute, all used
+    first = limits.reserve(KEY) - now
+    assert 0.8 <= first <= 1.2  # a second of the rate rebuilt as reserve, not 10% of the minute (6 s)
+
+
 def test_claims_take_one_lock_and_write_for_several_requests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_evalbench.llm.shared_limits as module
 
