@@ -17,7 +17,7 @@ The view is a small JSON file (`.endpoint-limits` in the cache directory) change
   `next` accounts for (requests of other clients, or sent before the limit was known) moves it later;
 - `burst`: how far `next` may run ahead of now: the provider's burst (its capacity, the remaining
   requests plus what refills until the reset) less a reserve (10% of it, at most a second of the
-  sustained rate), in seconds of `req_gap`; none after a 429 no window accounts for, until the next
+  sustained rate), in seconds of that rate; none after a 429 no window accounts for, until the next
   answer reports the window again;
 - `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 0.5% margin: the sustained
   rate the provider grants), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, once no
@@ -172,7 +172,7 @@ class EndpointState:
         refill = requests.reset / exact if requests.reset is not None else math.inf
         capacity = min(requests.limit, requests.remaining + refill)
         reserve = min(BURST_RESERVE * capacity, RESERVE_SECONDS / exact)
-        self.burst = min(MAX_WAIT, max(0.0, capacity - reserve - 1) * self.req_gap)
+        self.burst = min(MAX_WAIT, max(0.0, capacity - reserve - 1) * exact)
         self.next = max(self.next, now + min(MAX_WAIT, (capacity - requests.remaining) * exact))
 
     def _spread(self, now: float, kind: Window, per_request: float) -> None:
