@@ -157,6 +157,11 @@ def test_a_slot_far_in_the_future_is_not_waited_for(tmp_path: Path) -> None:
     assert limits.reserve(KEY) <= time.time() + 1
 
 
+def test_a_planted_burst_is_bounded() -> None:
+    assert EndpointState.of({"burst": 1e9, "next": 5.0}).burst == MAX_WAIT
+    assert EndpointState.of({"burst": -3, "next": 5.0}).burst == 0.0
+
+
 def test_an_unusable_directory_paces_this_process_alone(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     limits = SharedLimits(tmp_path / "file" / ".endpoint-limits")  # its "directory" is a file
