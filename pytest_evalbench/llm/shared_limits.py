@@ -10,22 +10,35 @@ The view is a small JSON file (`.endpoint-limits` in the cache directory) change
 `filelock` and replaced atomically, so a reader without the lock never sees half of it. Per endpoint
 (scheme://host:port/path, credentials stripped) it keeps:
 
-- `next`: the wall-clock time of the next free start slot; each request reserves one and sleeps until
-  it, so starts are spaced by `interval` across all processes;
-- `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 2% margin: the sustained
-  rate the provider grants, once no more than 10% of the limit remains: a burst the provider grants is
-  used), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, alike), `spread` (the remaining
-  requests or tokens spread over the time to their reset, until then) and `backoff`, learned from 429s
-  without such headers (AIMD: a 429 stretches it 1.4-fold, at most once per round; each success shortens
-  it by 0.3%);
+- `next`: when the starts claimed so far would have left the provider's allowance whole again (a
+  token bucket's theoretical arrival time); a request claims the slot max(now, `next` - `burst`, `hold`)
+  and moves `next` to max(`next`, slot) + `interval`, so starts are spaced by `interval` across all
+  processes once the burst is used. An answer whose window says the provider's bucket is fuller than
+  `next` accounts for (requests of other clients, or sent before the limit was known) moves it later;
+- `burst`: how far `next` may run ahead of now: the provider's burst (its capacity, the remaining
+  requests plus what refills until the reset) less a reserve (10% of it, at most a second of the
+  sustained rate), in seconds of that rate; none after a 429 no window accounts for, until the next
+  answer reports the window again;
+- `interval` = the largest of: `req_gap` (60 / x-ratelimit-limit-requests, a 0.5% margin: the sustained
+  rate the provider grants), `tok_gap` (60 x tokens per request / x-ratelimit-limit-tokens, once no
+  more than 10% of the limit remains), `spread` (the remaining requests or tokens spread over the time
+  to their reset, until then) and `backoff`, learned from 429s whose headers report no window used up
+  (AIMD: such a 429 stretches it 1.4-fold, at most once per round; each success shortens it by 0.3%);
 - `hold`: no start before then (Retry-After of a 429, or a window reported used up).
 
-An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock.
+A process claims a few consecutive slots under one lock (as many as fit in `BATCH_SECONDS`, at most
+`MAX_BATCH`) and hands them to its next requests, dropping those a hold learned since overtakes; a slot
+used later than claimed is still within the limit (the bucket only fills meanwhile).
+
+An endpoint nobody learned anything about is "quiet": its requests cost one `stat` of the file, no lock;
+once it is paced, a process counts the starts it made in the last second while it was quiet, and
+not answered yet, against the burst (the first answers' windows may not include them).
 Entries not updated for `STALE_SECONDS` are forgotten (a limit learned by an earlier run).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -51,10 +64,19 @@ CLOCK_SKEW = 60.0
 """How far ahead of this clock a time in the file may be (another machine's clock, sharing the cache)."""
 MAX_FILE_BYTES = 1 << 20
 """Largest `.endpoint-limits` file read (64 endpoints take a few kilobytes)."""
-MARGIN = 1.02
-"""Pace 2% under the sustained rate the headers grant: clocks and networks jitter."""
+MARGIN = 1.005
+"""Pace 0.5% under the sustained rate the headers grant: clocks drift (the windows the answers report
+correct the rest, and the burst reserve absorbs the jitter of the network)."""
 BURST_RESERVE = 0.1
-"""Share of a per-minute limit kept in reserve (requests in flight, other processes) before pacing."""
+"""Share of the provider's burst kept in reserve (other clients, the network's jitter) before pacing."""
+RESERVE_SECONDS = 1.0
+"""At most this long of the sustained rate is kept in reserve (rebuilt once others used it)."""
+BATCH_SECONDS = 0.05
+"""A process claims the slots of this long at once (one lock, read and write for all of them)."""
+MAX_BATCH = 8
+QUIET_HORIZON = 1.0
+"""How long a request may take to reach the endpoint (its start counted against the burst until then)."""
+MAX_QUIET_STARTS = 4096
 MAX_ENDPOINTS = 64
 GROW, SHRINK = 1.4, 0.997
 
@@ -72,7 +94,7 @@ def endpoint_key(url: str) -> str:
     return f"{parts.scheme}://{shown}:{port}{parts.path.rstrip('/')}"[:200]
 
 
-_GAPS = ("req_gap", "tok_gap", "spread", "backoff")
+_GAPS = ("req_gap", "tok_gap", "spread", "backoff", "burst")
 """Fields that are durations (bounded by MAX_WAIT when read from the file); the others are times."""
 
 
@@ -81,6 +103,7 @@ class EndpointState:
     next: float = 0.0
     hold: float = 0.0
     req_gap: float = 0.0
+    burst: float = 0.0
     tok_gap: float = 0.0
     spread: float = 0.0
     spread_until: float = 0.0
@@ -120,20 +143,37 @@ class EndpointState:
         if tokens > 0:
             self.tokens = tokens if not self.tokens else 0.9 * self.tokens + 0.1 * tokens
         if info.requests.limit:
-            self.req_gap = _gap(info.requests, 1.0)
+            self._bucket(now, info.requests)
         if info.tokens.limit and self.tokens:
             self.tok_gap = _gap(info.tokens, self.tokens)
         for kind, per_request in ((info.requests, 1.0), (info.tokens, self.tokens)):
             self._spread(now, kind, per_request)
         if info.retry_after is not None and limited:
             self.hold = max(self.hold, now + min(info.retry_after, MAX_WAIT))
-        if limited:
+        explained = any(kind.remaining is not None and kind.remaining < per_request
+                        for kind, per_request in ((info.requests, 1.0), (info.tokens, max(1.0, self.tokens))))
+        if limited and not explained:  # a refusal no window accounts for: its pace is found by trial
+            self.burst = 0.0
             if now >= self.cut_after:  # one cut per round: answers to requests sent before it do not cut again
                 self.backoff = min(MAX_WAIT, max(self.backoff * GROW, self.interval(now) * GROW, 0.001))
                 self.cut_after = now + max(0.25, 4 * self.interval(now))
-        elif self.backoff:
+        elif self.backoff and not limited:
             self.backoff = self.backoff * SHRINK if self.backoff * SHRINK > max(0.001, self.req_gap) else 0.0
         self.updated = now
+
+    def _bucket(self, now: float, requests: Window) -> None:
+        """The sustained rate, the burst and the provider's own account of the requests it took (a
+        token bucket of `capacity`: the remaining ones plus what refills until its reset)."""
+        assert requests.limit
+        exact = 60.0 / requests.limit
+        self.req_gap = min(MAX_WAIT, exact * MARGIN)
+        if requests.remaining is None:
+            return
+        refill = requests.reset / exact if requests.reset is not None else math.inf
+        capacity = min(requests.limit, requests.remaining + refill)
+        reserve = min(BURST_RESERVE * capacity, RESERVE_SECONDS / exact)
+        self.burst = min(MAX_WAIT, max(0.0, capacity - reserve - 1) * exact)
+        self.next = max(self.next, now + min(MAX_WAIT, (capacity - requests.remaining) * exact))
 
     def _spread(self, now: float, kind: Window, per_request: float) -> None:
         """Spread what remains of a window over the time to its reset (`per_request` units each)."""
@@ -152,18 +192,22 @@ class EndpointState:
         if spread > max(self.req_gap, self.tok_gap):  # else the sustained rate is the slower pace
             self.spread, self.spread_until = spread, now + kind.reset
 
-    def same_pace(self, other: EndpointState) -> bool:
-        """Whether both pace alike (gaps within 5%, same holds): nothing worth writing."""
+    def same_pace(self, other: EndpointState, now: float) -> bool:
+        """Whether this state (`other` after an answer) paces like `other`: gaps and bursts within 5%,
+        the same holds, and `next` moved less than two intervals, or not where it delays a start
+        (the provider's bucket still holds more than the reserve): nothing worth writing."""
         def close(a: float, b: float) -> bool:
             return abs(a - b) <= 0.05 * max(a, b)
 
+        moved = self.next - other.next
         return (close(self.req_gap, other.req_gap) and close(self.tok_gap, other.tok_gap)
-                and close(self.spread, other.spread) and self.backoff == other.backoff
-                and self.hold == other.hold and self.cut_after == other.cut_after)
+                and close(self.spread, other.spread) and close(self.burst, other.burst)
+                and self.backoff == other.backoff and self.hold == other.hold and self.cut_after == other.cut_after
+                and (moved <= 2 * self.interval(now) or self.next - self.burst <= now))
 
 
 def _gap(kind: Window, per_request: float) -> float:
-    """Seconds between starts at the sustained rate a per-minute limit grants (2% under); none while
+    """Seconds between starts at the sustained rate a per-minute limit grants (`MARGIN` under); none while
     more than `BURST_RESERVE` of the limit remains (a provider that grants bursts is not paced
     until its burst is nearly used)."""
     assert kind.limit
@@ -185,6 +229,11 @@ class SharedLimits:
         self._local = False
         """The file could not be used: this process keeps its view in memory only."""
         self._warned = False
+        self._quiet: dict[str, collections.deque[float]] = {}
+        """When this process started requests to each quiet endpoint not answered yet (the last
+        `QUIET_HORIZON`)."""
+        self._slots: dict[str, collections.deque[float]] = {}
+        """Start slots this process claimed and has not used yet, per endpoint (see `reserve`)."""
 
     # -------------------------------------------------------------- file
     def _locked(self) -> AcquireReturnProxy:
@@ -259,41 +308,81 @@ class SharedLimits:
     def reserve(self, key: str) -> float:
         """Claim the endpoint's next start slot; return its wall-clock time (now when unpaced)."""
         now = time.time()
-        if self._mtime() == self._seen:
-            state = self._view.get(key)
-            if state is None or state.quiet(now):
-                return now
+        if self._mtime() != self._seen:
+            self._read()  # without the lock: the file is only ever replaced whole
+        state = self._view.get(key)
+        if state is None or state.quiet(now):
+            starts = self._quiet.setdefault(key, collections.deque(maxlen=MAX_QUIET_STARTS))
+            while starts and starts[0] <= now - QUIET_HORIZON:
+                starts.popleft()
+            starts.append(now)
+            return now
+        claimed = self._slots.get(key)
+        if claimed:
+            hold = min(state.hold, now + MAX_WAIT)
+            while claimed and claimed[0] < hold:
+                claimed.popleft()  # a hold learned since they were claimed overtakes them
+            if claimed:
+                return claimed.popleft()
 
         def claim(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
             state = view.get(key)
             if state is None or state.quiet(now):
                 return now, False
+            self._count_quiet(key, state, now)
+            interval = state.interval(now)
             # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
-            slot = max(now, min(state.next, now + MAX_WAIT), min(state.hold, now + MAX_WAIT))
-            state.next = slot + state.interval(now)
-            return slot, True
+            due = max(now, min(state.next, now + MAX_WAIT) - state.burst, min(state.hold, now + MAX_WAIT))
+            count = max(1, min(MAX_BATCH, round(BATCH_SECONDS / interval))) if interval > 0 else 1
+            slots = collections.deque[float]()
+            for _ in range(count):
+                slot = max(due, min(state.next, now + MAX_WAIT) - state.burst)
+                state.next = max(state.next, slot) + interval
+                slots.append(slot)
+            first = slots.popleft()
+            self._slots[key] = slots
+            return first, True
 
         return self._change(claim)
 
     def learn(self, key: str, info: RateHeaders, *, limited: bool, tokens: int = 0) -> None:
         """What one answer taught about the endpoint, for every process."""
         now = time.time()
+        quiet = self._quiet.get(key)
+        if quiet:
+            quiet.popleft()  # answered: its window includes it (the first sent are answered first)
         if not limited:  # a success that changes nothing is not written
             if self._mtime() != self._seen:
                 self._read()  # without the lock: the file is only ever replaced whole
             current = self._view.get(key)
             trial = replace(current) if current is not None else EndpointState()
             trial.learn(now, info, limited, tokens)
-            if trial.same_pace(current or EndpointState()) and now - (current.updated if current else now) < 5.0:
+            if (trial.same_pace(current or EndpointState(), now) and now - (current.updated if current else now) < 5.0
+                    and (trial.quiet(now) or key not in self._quiet)):
                 if current is not None:
                     current.tokens = trial.tokens
                 return
 
+        if limited:
+            self._slots.pop(key, None)  # claimed before the refusal: the pace it asks for is learned anew
+
         def update(view: dict[str, EndpointState], now: float) -> tuple[float, bool]:
-            view.setdefault(key, EndpointState()).learn(now, info, limited, tokens)
+            state = view.setdefault(key, EndpointState())
+            state.learn(now, info, limited, tokens)
+            self._count_quiet(key, state, now)
             return now, True
 
         self._change(update)
+
+    def _count_quiet(self, key: str, state: EndpointState, now: float) -> None:
+        """Once the endpoint is paced, the starts this process made while it was quiet, in the last
+        `QUIET_HORIZON` and not answered yet, are counted as claimed now: the window an answer
+        reported may not include them (they were still on their way), and the burst must not be
+        granted twice."""
+        if state.quiet(now) or key not in self._quiet:
+            return
+        recent = sum(1 for start in self._quiet.pop(key) if start > now - QUIET_HORIZON)
+        state.next = min(max(state.next, now) + recent * state.interval(now), now + MAX_WAIT)
 
     def state(self, key: str) -> EndpointState | None:
         """The endpoint's entry as this process sees it now (for tests and reports)."""
