@@ -10,6 +10,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from syntax_trees import parse
 
 from pytest_evalbench.base.safe_text import BLANK, CONTROL, INVISIBLE, MASK, Secrets, terminal
 from pytest_evalbench.formats import plain_text
@@ -62,7 +63,7 @@ def test_the_sets_are_written_only_in_safe_text() -> None:
     unsafe = re.compile(f"[{CONTROL}{INVISIBLE}]")
     found = [f"{path.relative_to(PACKAGE)}:{node.lineno}"
              for path in sorted(PACKAGE.rglob("*.py")) if path != PACKAGE / "base" / "safe_text.py"
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             for node in ast.walk(parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and set(unsafe.findall(node.value)) - {"\r", "\x00", "\ufe0f"}]
     assert found == []
