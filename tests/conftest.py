@@ -279,7 +279,7 @@ def _rewrite_test_modules(config: pytest.Config) -> None:
 
     Every worker collects every test module, and a module without its rewritten bytecode cache
     (a fresh checkout, or an edited module) is parsed, rewritten and compiled by each worker at
-    the same time: about 3.7 CPU s per worker for the whole suite. The controller, which runs no
+    the same time, most of what a cold collection costs. The controller, which runs no
     test, does it once while its workers start, in collection order, and the workers read the
     caches it wrote (a worker that gets to a module first rewrites it itself, as before; pytest
     writes each cache atomically). Uses pytest's own rewriting, so the code is the same."""
@@ -299,6 +299,6 @@ def _rewrite_test_modules(config: pytest.Config) -> None:
             continue
         pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
         if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(pyc.parent):
-            with contextlib.suppress(OSError, SyntaxError):
+            with contextlib.suppress(OSError, SyntaxError, ValueError):
                 source_hash, code = rewrite._rewrite_test(source, config)
                 rewrite._write_pyc(state, code, source_hash, pyc)

@@ -24,7 +24,7 @@ from pytest_evalbench.testing import FakeLLMServer, Reply
 @pytest.fixture(scope="module", autouse=True)
 def _agents_extra() -> None:
     """The `[agents]` extra, imported before this module's first test rather than at collection (every
-    xdist worker collects the module; the MCP SDK is about half a second of imports), and before any
+    xdist worker collects the module, and the MCP SDK's imports are not small), and before any
     in-process run, which would drop what it imported first."""
     pytest.importorskip("mcp", reason="the [agents] extra (which [dev] includes) is not installed")
     pytest.importorskip("opentelemetry.sdk.trace", reason="the [agents] extra (which [dev] includes) is not installed")

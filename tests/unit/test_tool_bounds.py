@@ -37,7 +37,7 @@ from pytest_evalbench.llm.engine import Engine, EngineSettings
 @pytest.fixture(scope="module", autouse=True)
 def _agents_extra() -> None:
     """The `[agents]` extra, imported before this module's first test rather than at collection: every
-    xdist worker collects the module, and the MCP SDK is about half a second of imports."""
+    xdist worker collects the module, and the MCP SDK's imports are not small."""
     pytest.importorskip("mcp", reason="the [agents] extra is not installed")
 
 
