@@ -8,6 +8,7 @@ import importlib.metadata
 import os
 import pkgutil
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,35 @@ def pytest_configure(config: pytest.Config) -> None:
     if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
         _import_lazy_http_modules()
         _import_the_package()
+    else:
+        threading.Thread(target=_rewrite_test_modules, args=(config,), daemon=True).start()
+
+
+def _rewrite_test_modules(config: pytest.Config) -> None:
+    """Write the assertion-rewritten bytecode of the test modules to collect, as each xdist worker would.
+
+    Every worker collects every test module, and a module without its rewritten bytecode cache
+    (a fresh checkout, or an edited module) is parsed, rewritten and compiled by each worker at
+    the same time, most of what a cold collection costs. The controller, which runs no
+    test, does it once while its workers start, in collection order, and the workers read the
+    caches it wrote (a worker that gets to a module first rewrites it itself, as before; pytest
+    writes each cache atomically). Uses pytest's own rewriting, so the code is the same."""
+    from _pytest.assertion import rewrite
+    from _pytest.pathlib import fnmatch_ex
+
+    state = config.stash.get(rewrite.assertstate_key, None)
+    if state is None or sys.dont_write_bytecode:  # --assert=plain, or nothing may be written
+        return
+    patterns = [*config.getini("python_files"), "conftest.py"]
+    found: list[Path] = []
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, arg.split("::")[0])
+        found.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    for source in dict.fromkeys(found):
+        if not any(fnmatch_ex(pattern, source) for pattern in patterns):
+            continue
+        pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
+        if rewrite._read_pyc(source, pyc) is None and rewrite.try_makedirs(pyc.parent):
+            with contextlib.suppress(OSError, SyntaxError, ValueError):
+                source_hash, code = rewrite._rewrite_test(source, config)
+                rewrite._write_pyc(state, code, source_hash, pyc)

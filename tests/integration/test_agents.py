@@ -20,8 +20,15 @@ from helpers import JUDGE, TARGET, USER, read_json, scenario, script, write_benc
 
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
-pytest.importorskip("mcp", reason="the [agents] extra (which [dev] includes) is not installed")
-pytest.importorskip("opentelemetry.sdk.trace", reason="the [agents] extra (which [dev] includes) is not installed")
+
+@pytest.fixture(scope="module", autouse=True)
+def _agents_extra() -> None:
+    """The `[agents]` extra, imported before this module's first test rather than at collection (every
+    xdist worker collects the module, and the MCP SDK's imports are not small), and before any
+    in-process run, which would drop what it imported first."""
+    pytest.importorskip("mcp", reason="the [agents] extra (which [dev] includes) is not installed")
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the [agents] extra (which [dev] includes) is not installed")
+
 
 SERVER = '''
 import time

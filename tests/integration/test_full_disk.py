@@ -5,7 +5,9 @@ names the file, the earlier result files are intact and last_run.json is final, 
 
 The disk is Linux's /dev/full (every write fails with ENOSPC, as a full disk's does): the tested
 process's writers are handed a descriptor of it in place of the files named by EVALBENCH_FULL, so the
-error comes from the kernel at the write, the flush or the close, wherever a full disk raises it."""
+error comes from the kernel at the write, the flush or the close, wherever a full disk raises it. The
+runs are in-process where no xdist worker is involved: the conftest gives the writers back when the
+run ends."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import scenario, script, write_benchmark
 
+from pytest_evalbench.base import files, spool
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
@@ -63,8 +66,17 @@ class SpoolFiles:
         return real_spool(**kwargs)
 
 
-if WANTED:  # never in the complete run before (in-process: this module's patches would outlive it)
+if WANTED:  # never in the complete run before
     files._temp_file, files._open_append_fd, spool.tempfile = temp_file, append_fd, SpoolFiles
+
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # the run is in-process: the package's writers are given back once everything is written
+    files._temp_file, files._open_append_fd, spool.tempfile = real_temp, real_append, tempfile
 '''
 
 ROWS = [scenario("m01_s001_v01", "m01"), scenario("m01_s002_v01", "m01")]
@@ -83,11 +95,13 @@ def refreshed_run(pytester: pytest.Pytester, server: FakeLLMServer, full: str) -
     first = pytester.runpytest_inprocess("--benchmark=demo")
     assert first.ret == 0, first.stdout.str()[-2000:]
     before = {name: (bench / name).read_bytes() for name in RESULT_FILES}
+    writers = (files._temp_file, files._open_append_fd, spool.tempfile)
     os.environ["EVALBENCH_FULL"] = full
     try:
-        result = pytester.runpytest_subprocess("--benchmark=demo", "--evalbench-cache=refresh", timeout=120)
+        result = pytester.runpytest_inprocess("--benchmark=demo", "--evalbench-cache=refresh")
     finally:
         del os.environ["EVALBENCH_FULL"]
+    assert (files._temp_file, files._open_append_fd, spool.tempfile) == writers  # the conftest gave them back
     return result, bench, before
 
 

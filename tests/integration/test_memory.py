@@ -88,7 +88,7 @@ def test_junit_properties_only_with_junitxml(pytester: pytest.Pytester, bench_en
     bench_env.set_responder(script(True))
     pytester.makeconftest(PROPERTIES_PROBE)
     args = ["--benchmark=demo", "-p", "no:randomly", f"-n{workers}"] + (["--junitxml=junit.xml"] if junit else [])
-    pytester.runpytest_subprocess(*args).assert_outcomes(passed=3)
+    pytester.runpytest(*args).assert_outcomes(passed=3)
     seen = json.loads((pytester.path / "properties.json").read_text())
     assert len(seen) == 9
     assert (min(seen) > 0) if junit else (max(seen) == 0)
@@ -121,7 +121,7 @@ def test_items_of_a_file_share_one_fixture_closure(pytester: pytest.Pytester, be
     write_benchmark(pytester.path, scenarios=[scenario(f"m01_s{i:03d}_v01", "m01") for i in range(4)])
     bench_env.set_responder(script(True))
     pytester.makeconftest(SHARED_PROBE)
-    pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
+    pytester.runpytest("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=4)
     assert len(json.loads((pytester.path / "closures.json").read_text())) == 1
     assert len(list((pytester.path / "overridden").iterdir())) == 4
 
@@ -161,7 +161,7 @@ def test_finish_pass_reads_back_neither_results_nor_ledger(pytester: pytest.Pyte
                             generation={"turns": 1, "num_samples": 2, "perfunctory": False, "landmarks": False})
     bench_env.set_responder(script(True))
     pytester.makeconftest(READS_PROBE)
-    result = pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly")
+    result = pytester.runpytest("--benchmark=demo", "-p", "no:randomly")
     result.assert_outcomes(passed=6)
     reads = json.loads((pytester.path / "reads.json").read_text())
     assert reads.get("results.json", 0) == 0 and reads.get(".sessions.json", 0) == 1, reads

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from syntax_trees import parse
 
 import pytest_evalbench
 from pytest_evalbench.base.files import atomic_open, atomic_write_text, dump_json
@@ -90,7 +91,7 @@ def test_no_module_reads_the_umask_or_replaces_files_itself() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         writer = path.relative_to(PACKAGE).as_posix() == "base/files.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
                     and (node.attr == "umask" or (node.attr == "replace" and not writer))):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} os.{node.attr}")
@@ -267,7 +268,7 @@ def test_everything_the_package_writes_goes_through_the_one_writer() -> None:
         name = path.relative_to(PACKAGE).as_posix()
         if name in WRITES_ELSEWHERE:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

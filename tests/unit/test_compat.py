@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -34,7 +36,7 @@ STRINGS = {"dsession", "terminalreporter", "workercount", "workerid", "stats", "
 def violations(source: str, filename: str = "<source>") -> list[str]:
     """Every private access in `source`, as `file:line: what`."""
     out: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         where = f"{filename}:{getattr(node, 'lineno', 0)}"
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -22,7 +24,7 @@ def _calls_to(tree: ast.AST, name: str) -> list[int]:
 
 def test_only_pipelines_hands_coroutines_to_the_loop() -> None:
     found = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
-             if (lines := _calls_to(ast.parse(path.read_text(encoding="utf-8")), "run_coroutine_threadsafe"))}
+             if (lines := _calls_to(parse(path.read_text(encoding="utf-8")), "run_coroutine_threadsafe"))}
     assert set(found) == {"llm/pipelines.py"}, found
 
 

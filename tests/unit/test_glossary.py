@@ -9,6 +9,8 @@ import ast
 import re
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -71,7 +73,7 @@ def public_classes() -> dict[str, str]:
     """Every public class of the package -> its module's path."""
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
                 found[node.name] = str(path.relative_to(PACKAGE))
     return found

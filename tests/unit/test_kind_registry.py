@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from syntax_trees import parse
 
 import pytest_evalbench
 from pytest_evalbench.formats.spec import BenchmarkSpec
@@ -18,7 +19,7 @@ KIND_NAMES = {"scenarios", "dataset", "calibration"}
 def kind_comparisons(source: str) -> list[int]:
     """Lines of `x == "dataset"`, `kind != "scenarios"`, `k in ("dataset", ...)`: branches on a kind's name."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             values = [v for o in operands for v in (o.elts if isinstance(o, ast.Tuple | ast.List | ast.Set) else [o])]

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -101,7 +103,7 @@ def imports_in(source: str, module: str, is_package: bool) -> Iterator[tuple[str
             else:
                 yield from statement(child, where)
 
-    yield from children(ast.parse(source), "top")
+    yield from children(parse(source), "top")
 
 
 @functools.cache
@@ -233,7 +235,7 @@ def test_the_glossary_names_what_the_code_has() -> None:
     section = text.split("## Glossary", 1)[1].split("\n## ", 1)[0]
     defined: set[str] = set()
     for path in MODULES.values():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse(path.read_text(encoding="utf-8"))
         defined.update(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef | ast.FunctionDef))
         defined.update(t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
                        if isinstance(t, ast.Name))

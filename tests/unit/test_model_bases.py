@@ -11,6 +11,7 @@ import pkgutil
 from pathlib import Path
 
 from pydantic import BaseModel
+from syntax_trees import parse
 
 import pytest_evalbench
 from pytest_evalbench.formats import Input, Strict, StrictAnswer
@@ -45,7 +46,7 @@ def test_no_module_spells_the_configuration_again() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         if path.relative_to(PACKAGE).as_posix() == "formats/__init__.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ConfigDict":
                 for keyword in node.keywords:
                     if (keyword.arg, getattr(keyword.value, "value", None)) in {("extra", "forbid"), ("strict", True)}:

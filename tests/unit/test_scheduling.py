@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -14,7 +16,7 @@ STARTS = {"prefetch", "submit"}
 
 def starts_in(source: str, outside: str | None = None) -> list[int]:
     """Lines that call `.prefetch(...)` or `.submit(...)` on anything (outside the class `outside`, if named)."""
-    tree = ast.parse(source)
+    tree = parse(source)
     skipped = {id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == outside for n in ast.walk(c)}
     return [node.lineno for node in ast.walk(tree) if id(node) not in skipped
             and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STARTS]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from syntax_trees import parse
+
 import pytest_evalbench
 
 PACKAGE = Path(pytest_evalbench.__file__).parent
@@ -35,7 +37,7 @@ def methods_per_class(source: str) -> dict[str, int]:
             elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 visit(child, f"{prefix}{child.name}.")
 
-    visit(ast.parse(source), "")
+    visit(parse(source), "")
     return out
 
 

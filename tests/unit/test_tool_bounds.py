@@ -33,7 +33,13 @@ from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
 
-pytest.importorskip("mcp", reason="the [agents] extra is not installed")
+
+@pytest.fixture(scope="module", autouse=True)
+def _agents_extra() -> None:
+    """The `[agents]` extra, imported before this module's first test rather than at collection: every
+    xdist worker collects the module, and the MCP SDK's imports are not small."""
+    pytest.importorskip("mcp", reason="the [agents] extra is not installed")
+
 
 KEY = "sk-tail-Q7vR2mX9pL4kW8nB3cF6hJ1dS5gT0yZe"  # 40 characters
 
