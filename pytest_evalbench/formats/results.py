@@ -172,10 +172,11 @@ class ModelResult(Strict):
         return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PassFailUnit:
     """One pass/fail unit paired with the baseline, keyed `<target>|<id>|<metric_id>|<sample>`
-    (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored."""
+    (target and row ids cannot contain `|`, see spec.SAFE_ID); passed None = unscored. Slotted: a run
+    holds one per case to its end, and the memory bound counts them (docs/performance.md)."""
 
     target: str
     id: str

@@ -56,10 +56,11 @@ if TYPE_CHECKING:
     from pytest_evalbench.formats.scenario_rows import ScoreRow
 
 
-@dataclass
+@dataclass(slots=True)
 class CaseStatus:
     """One selected item of this session and its documented status (`CASE_STATUSES`), with why
-    when it is not `passed` (the failure's first line, the unscored judgment's or error's reason)."""
+    when it is not `passed` (the failure's first line, the unscored judgment's or error's reason).
+    Slotted: the summary holds one per item (docs/performance.md, the memory bound)."""
 
     nodeid: str
     status: str
