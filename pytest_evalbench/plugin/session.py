@@ -181,9 +181,8 @@ class EvalbenchPlugin:
         if self.estimate is not None:
             return self.estimate.run(session)
         # What is alive now (modules, the kinds' models, price data, the items) lives until the session
-        # ends: once collected and out of the collector's way, the collections during the loop and at its
-        # end walk only what the run allocates. `pytest_unconfigure` gives it back (docs/performance.md).
-        gc.collect()
+        # ends: out of the collector's way, the collections during the loop and at its end walk only what
+        # the run allocates. `pytest_unconfigure` gives it back (docs/performance.md).
         gc.freeze()
         if self.is_worker or is_xdist_controller(self.config):
             return None
