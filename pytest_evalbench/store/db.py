@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 
-
 class _CaseRow(Protocol):
     """A row the view's ORM read: its columns as attributes."""
 
@@ -50,6 +49,8 @@ class _CaseRow(Protocol):
 
 
 class _RunRow(Protocol):
+    """A run the view's ORM read."""
+
     @property
     def id(self) -> int: ...
 
