@@ -76,18 +76,22 @@ def _raising_frame(excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
 
 class ShortErrorTraceback(pytest.Function):
     """An item whose `EvalbenchError` (an unscored case, an exhausted budget, a failed call) pytest
-    formats from the raising frame alone. The plugin's report replaces that error's text with its
-    one-line message anyway (`Bookkeeping.make_report`), but pytest formats the whole traceback first:
-    through the fixture that waits for the engine, pytest's fixture and pluggy frames, parsing each
-    frame's source file to find its statement, for every such case. Private: `Node._traceback_filter`,
-    which `Node._repr_failure_py` applies unless `--full-trace` is given (pytest 8.0 - 9.2)."""
+    reports as its message from the raising frame alone. The plugin's report replaces that error's text
+    with its one-line message anyway (`Bookkeeping.make_report`), but pytest would format a traceback
+    first: through the fixture that waits for the engine, pytest's fixture and pluggy frames, parsing
+    each frame's source file (or, cut to the raising frame, that frame's whole module) to find its
+    statement, for every such case; a run whose endpoint is down errs in every case. Private:
+    `Node._repr_failure_py`, which pytest calls for an error in setup or teardown and `repr_failure`
+    for one in the call (pytest 8.0 - 9.2); `--full-trace` (option dest `fulltrace`) still shows
+    every frame."""
 
-    def _traceback_filter(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Traceback:
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException],
+                         style: Any = None) -> TerminalRepr:
         from pytest_evalbench.base.errors import EvalbenchError  # a failure imports it; a plain run need not
 
-        if isinstance(excinfo.value, EvalbenchError):
-            return excinfo.traceback[-1:]
-        return super()._traceback_filter(excinfo)
+        if isinstance(excinfo.value, EvalbenchError) and not self.config.getoption("fulltrace", False):
+            return excinfo.getrepr(style="value", tbfilter=_raising_frame)
+        return super()._repr_failure_py(excinfo, style)
 
 
 # ---------------------------------------------------------------------- config and session

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from syntax_trees import parse
 
 import pytest_evalbench
@@ -23,7 +24,7 @@ ATTRIBUTES = {
     "continue_on_collection_errors": "pytest option dest", "extra_keyword_matches": "-k matching",
     "evalbench": "attribute attached to reports", "evalbench_error": "attribute attached to reports",
     "evalbench_status": "attribute attached to reports", "add_global_property": "pytest's LogXML",
-    "_traceback_filter": "Node's traceback filter",
+    "_repr_failure_py": "Node's failure formatting",
 }
 """Attribute names read or written (also as a constant given to getattr/hasattr/setattr/delattr)."""
 ASSIGNED = {"location": "Item.location is a cached property", "exitstatus": "Session.exitstatus",
@@ -93,10 +94,14 @@ def test_compat_names_versions_for_every_function() -> None:
     assert missing == []
 
 
-def test_a_cases_evalbench_error_is_formatted_from_its_raising_frame_alone() -> None:
-    """Its report is the one-line message (`Bookkeeping.make_report`): pytest is handed the raising frame
-    alone rather than every frame between it and the test, each of whose source files it would parse."""
-    import pytest
+def test_a_cases_evalbench_error_is_reported_from_its_raising_frame_without_parsing_source(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its report is the one-line message (`Bookkeeping.make_report`): pytest formats the error as its
+    message from the raising frame, parsing no source file for it (a run whose endpoint is down errs
+    in every case)."""
+    from types import SimpleNamespace
+
+    import _pytest._code.code
 
     from pytest_evalbench.base.errors import EvalbenchError
     from pytest_evalbench.plugin._compat import ShortErrorTraceback
@@ -110,6 +115,12 @@ def test_a_cases_evalbench_error_is_formatted_from_its_raising_frame_alone() -> 
     with pytest.raises(EvalbenchError) as excinfo:
         deep(5)
     assert len(excinfo.traceback) > 5
-    kept = ShortErrorTraceback._traceback_filter(None, excinfo)  # type: ignore[arg-type]  # self is not read for it
-    assert len(kept) == 1 and kept[0].name == "deep" and kept[0].frame.f_locals["depth"] == 0
+    parsed: list[int] = []
+    find = _pytest._code.code.getstatementrange_ast
+    monkeypatch.setattr(_pytest._code.code, "getstatementrange_ast", lambda *a, **k: parsed.append(1) or find(*a, **k))
+    item = SimpleNamespace(config=SimpleNamespace(getoption=lambda name, default=None: False))  # no --full-trace
+    report = ShortErrorTraceback._repr_failure_py(item, excinfo, "long")  # type: ignore[arg-type]  # reads .config
+    assert "budget exhausted" in str(report) and "deep(depth - 1)" not in str(report) and not parsed
+    assert len(report.reprtraceback.reprentries) == 1  # type: ignore[union-attr]  # the raising frame's
+    assert "deep(depth - 1)" in str(excinfo.getrepr(style="long")) and parsed  # what it would have parsed
     assert issubclass(CaseItem, ShortErrorTraceback)
