@@ -44,10 +44,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    """`pytest --benchmark=NAME` imports the conftests of benchmarks/NAME/, not those of `testpaths`."""
-    from pytest_evalbench.plugin._compat import initial_benchmark_path
+    """`pytest --benchmark=NAME` imports the conftests of benchmarks/NAME/, not those of `testpaths`; what
+    the session freezes is thawed after pytest's own cleanup."""
+    from pytest_evalbench.plugin._compat import initial_benchmark_path, thaw_after_pytests_cleanup
 
     initial_benchmark_path(early_config)
+    thaw_after_pytests_cleanup(early_config)
 
 
 @pytest.hookimpl(trylast=True)

@@ -182,7 +182,8 @@ class EvalbenchPlugin:
             return self.estimate.run(session)
         # What is alive now (modules, the kinds' models, price data, the items) lives until the session
         # ends: out of the collector's way, the collections during the loop and at its end walk only what
-        # the run allocates. `pytest_unconfigure` gives it back (docs/performance.md).
+        # the run allocates. The config's last cleanup gives it back (`_compat.thaw_after_pytests_cleanup`,
+        # docs/performance.md).
         gc.freeze()
         if self.is_worker or is_xdist_controller(self.config):
             return None
@@ -263,7 +264,6 @@ class EvalbenchPlugin:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.scheduler.close()
         self.books.records.close()
-        gc.unfreeze()  # a process that goes on (pytester, an IDE) collects this session's objects again
 
 
 if TYPE_CHECKING:
