@@ -218,4 +218,5 @@ def test_what_lives_through_the_loop_is_out_of_the_collectors_way_only_for_the_s
     pytester.runpytest_subprocess("--benchmark=demo", "-p", "no:randomly").assert_outcomes(passed=2)
     at_exit, cleanup_collections = json.loads((pytester.path / "at_exit.json").read_text())
     assert at_exit > 10_000
-    assert cleanup_collections and min(cleanup_collections) > 10_000  # pytest's collection walked around it
+    assert all(count > 10_000 for count in cleanup_collections)  # pytest's collections walked around it
+    assert cleanup_collections or pytest.version_tuple < (8, 4)  # pytest collects at its cleanup since 8.4
