@@ -82,7 +82,6 @@ def request(url: str, *, data: bytes | None = None, headers: dict[str, str] | No
 def serve(store: Store, root: Path) -> Iterator[Served]:
     """The view app over `store` served by uvicorn on a free port of 127.0.0.1, stopped on exit."""
     import uvicorn
-    from sqlalchemy.orm import Session
 
     from pytest_evalbench.store.view import create_app
 
@@ -110,7 +109,7 @@ def serve(store: Store, root: Path) -> Iterator[Served]:
                 await listening.wait_closed()
             await self.lifespan.shutdown()
 
-    app = create_app(lambda: Session(store.engine), root, store=store.url)
+    app = create_app(store.engine.connect, root, store=store.url)
     sock = bind(0)
     server = QuickStop(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

@@ -53,7 +53,6 @@ def run_view(args: argparse.Namespace) -> int:
 
     try:
         import uvicorn
-        from sqlalchemy.orm import Session
 
         from pytest_evalbench.store.view import create_app
     except ImportError as exc:
@@ -80,7 +79,7 @@ def run_view(args: argparse.Namespace) -> int:
         store.close()
         return fail(f"cannot listen on {HOST}:{args.port} ({exc.strerror}); choose another with --port")
     port = sock.getsockname()[1]
-    app = create_app(lambda: Session(store.engine), root, store=store.url)
+    app = create_app(store.engine.connect, root, store=store.url)
     print(f"evalbench view: http://{HOST}:{port}/ (store {masked_url(url)}); Ctrl-C stops it", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
+from typing import Any, Optional, Protocol, TypeVar
 
 import orjson
 from sqlalchemy import Engine, Integer, Text, and_, cast, create_engine, desc, func, insert, or_, select, text, type_coerce
@@ -34,12 +34,9 @@ from pytest_evalbench.base.numbers import MAX_INT
 from pytest_evalbench.base.safe_text import SECRETS, redact
 from pytest_evalbench.store import schema
 
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
 
 class _CaseRow(Protocol):
-    """A row the view's ORM read: its columns as attributes."""
+    """A case the view read: its columns as attributes."""
 
     @property
     def id(self) -> int: ...
@@ -49,7 +46,7 @@ class _CaseRow(Protocol):
 
 
 class _RunRow(Protocol):
-    """A run the view's ORM read."""
+    """A run the view read."""
 
     @property
     def id(self) -> int: ...
@@ -361,19 +358,19 @@ def check_case(run_id: Any, row_id: Any, values: Mapping[str, Any], store: str) 
 
 
 def checked_run(run: RunT, store: str) -> RunT:
-    """A run the ORM read (the view), checked as `check_run` checks one."""
+    """A run the view read, checked as `check_run` checks one."""
     check_run(run.id, {name: getattr(run, name) for name in _RUN_FIELDS}, store)
     return run
 
 
 def checked_case(case: CaseT, store: str) -> CaseT:
-    """A case the ORM read (the view), checked as `check_case` checks one; its booleans as the ORM read
-    them (`check_cases` finds one the database holds as neither 0 nor 1)."""
+    """A case the view read, checked as `check_case` checks one; its booleans as SQLAlchemy read them
+    (`check_cases` finds one the database holds as neither 0 nor 1)."""
     check_case(case.run_id, case.id, {name: getattr(case, name) for name in _CASE_FIELDS}, store)
     return case
 
 
-def check_cases(conn: Connection | Session, run_ids: Sequence[int], store: str, *, whole: bool = False) -> None:
+def check_cases(conn: Connection, run_ids: Sequence[int], store: str, *, whole: bool = False) -> None:
     """The cases of these runs checked in SQL before they are read: a boolean neither 0 nor 1, a
     P(present) or agreement outside 0..1 (NaN and infinities too), a name past its bound (the view sums
     these light columns up in SQL); with `whole` (every case is about to be read with its transcript)

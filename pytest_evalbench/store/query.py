@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sqlalchemy import String, and_, case, cast, distinct, func, literal, or_, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, relationship
+from sqlalchemy.engine import Connection, Row
 
 from pytest_evalbench.base.safe_text import markdown
 from pytest_evalbench.formats.results import PassFailUnit
@@ -25,60 +25,6 @@ MAX_FLIPS_SHOWN = 50
 """Flipped cases a comparison lists (the rest are counted)."""
 MARKER = "<!-- evalbench-comment -->"
 """Hidden in the pull-request comment: a later `evalbench comment` finds and updates it."""
-
-
-class _Mapped(DeclarativeBase):
-    metadata = schema.metadata
-
-
-class RunRow(_Mapped):
-    """A row of `schema.runs` as the view's ORM reads it."""
-
-    __table__ = schema.runs
-
-    id: Mapped[int]
-    benchmark: Mapped[str]
-    kind: Mapped[str]
-    created: Mapped[str]
-    commit: Mapped[Optional[str]]
-    branch: Mapped[Optional[str]]
-    base_branch: Mapped[Optional[str]]
-    plugin_version: Mapped[str]
-    targets: Mapped[dict[str, Any]]
-    judge: Mapped[Optional[str]]
-    identities: Mapped[dict[str, Any]]
-    verdict: Mapped[str]
-    exit_status: Mapped[int]
-    reason: Mapped[str]
-    cost: Mapped[float]
-    scope: Mapped[str]
-    case_count: Mapped[int]
-    cases: Mapped[list[ItemRow]] = relationship(back_populates="run", cascade="all, delete-orphan",
-                                                order_by="ItemRow.id")
-
-
-class ItemRow(_Mapped):
-    """A row of `schema.cases` as the view's ORM reads it."""
-
-    __table__ = schema.cases
-
-    id: Mapped[int]
-    run_id: Mapped[int]
-    node_id: Mapped[str]
-    target: Mapped[str]
-    metric: Mapped[str]
-    unit: Mapped[str]
-    sample: Mapped[int]
-    status: Mapped[str]
-    passed: Mapped[Optional[bool]]
-    present: Mapped[Optional[bool]]
-    probability: Mapped[Optional[float]]
-    agreement: Mapped[Optional[float]]
-    decided_by: Mapped[Optional[str]]
-    justification: Mapped[str]
-    transcript: Mapped[Optional[list[Any]]]
-    run: Mapped[RunRow] = relationship(back_populates="cases")
-
 
 
 def run_line(run: RunData) -> str:
@@ -229,6 +175,7 @@ RATE_RUNS = 20
 ORDERS = ("label", "node", "status")
 """A run page's orders: most worth labelling first (the default), by node id, failures first."""
 _STATUS_ORDER = {"failed": 0, "error": 1, "unscored": 2, "not run": 3, "passed": 4}
+_RUN, _CASE = schema.runs.c, schema.cases.c
 
 
 @dataclass(frozen=True)
@@ -246,7 +193,7 @@ class PageFilter:
 class RunPage:
     """One page of a run's cases, with what the page's filters and pager need."""
 
-    cases: list[ItemRow]
+    cases: list[Row[Any]]
     reasons: dict[int, list[str]]
     """Case row id -> why it is worth labelling (empty when it is not)."""
     total: int
@@ -262,8 +209,8 @@ class Pair:
     """One case in two runs (either side None when only one run has it)."""
 
     key: tuple[str, str, str, int]
-    a: Optional[ItemRow]
-    b: Optional[ItemRow]
+    a: Optional[Row[Any]]
+    b: Optional[Row[Any]]
 
     @property
     def flipped(self) -> bool:
@@ -282,53 +229,58 @@ class RateCell:
         return self.passed / self.scored if self.scored else None
 
 
-def runs(session: Session, limit: int = 500) -> list[RunRow]:
+def runs(conn: Connection, limit: int = 500) -> list[Row[Any]]:
     """The newest runs first."""
-    return list(session.scalars(select(RunRow).order_by(RunRow.created.desc(), RunRow.id.desc()).limit(limit)))
+    return list(conn.execute(select(schema.runs).order_by(_RUN.created.desc(), _RUN.id.desc()).limit(limit)))
 
 
-def rate_table(session: Session, run_ids: Sequence[int]) -> dict[tuple[str, str], dict[int, RateCell]]:
+def run_row(conn: Connection, run_id: int) -> Optional[Row[Any]]:
+    """One run's row, or None when the store has no such run."""
+    return conn.execute(select(schema.runs).where(_RUN.id == run_id)).first()
+
+
+def rate_table(conn: Connection, run_ids: Sequence[int]) -> dict[tuple[str, str], dict[int, RateCell]]:
     """(target, metric) -> run id -> its passed and scored cases, for these runs."""
-    rows = session.execute(
-        select(ItemRow.run_id, ItemRow.target, ItemRow.metric,
-               func.sum(case((ItemRow.passed.is_(True), 1), else_=0)), func.count(ItemRow.passed))
-        .where(ItemRow.run_id.in_(list(run_ids))).group_by(ItemRow.run_id, ItemRow.target, ItemRow.metric))
+    rows = conn.execute(
+        select(_CASE.run_id, _CASE.target, _CASE.metric,
+               func.sum(case((_CASE.passed.is_(True), 1), else_=0)), func.count(_CASE.passed))
+        .where(_CASE.run_id.in_(list(run_ids))).group_by(_CASE.run_id, _CASE.target, _CASE.metric))
     out: dict[tuple[str, str], dict[int, RateCell]] = defaultdict(dict)
     for run_id, target, metric, passed, scored in rows:
         out[(target, metric)][run_id] = RateCell(int(passed or 0), int(scored or 0))
     return dict(sorted(out.items()))
 
 
-def rates_over_runs(session: Session, all_runs: Sequence[RunRow]) -> dict[str, tuple[list[RunRow], dict[tuple[str, str],
+def rates_over_runs(conn: Connection, all_runs: Sequence[Row[Any]]) -> dict[str, tuple[list[Row[Any]], dict[tuple[str, str],
                                                                                                dict[int, RateCell]]]]:
     """Benchmark -> (its newest `RATE_RUNS` runs, oldest first; their rate table)."""
-    by_bench: dict[str, list[RunRow]] = defaultdict(list)
+    by_bench: dict[str, list[Row[Any]]] = defaultdict(list)
     for run in all_runs:
         if len(by_bench[run.benchmark]) < RATE_RUNS:
             by_bench[run.benchmark].append(run)
-    return {bench: (list(reversed(chosen)), rate_table(session, [r.id for r in chosen]))
+    return {bench: (list(reversed(chosen)), rate_table(conn, [r.id for r in chosen]))
             for bench, chosen in sorted(by_bench.items())}
 
 
 def _filtered(run_id: int, flt: PageFilter) -> Any:
-    conditions = [ItemRow.run_id == run_id]
+    conditions = [_CASE.run_id == run_id]
     if flt.metric:
-        conditions.append(ItemRow.metric == flt.metric)
+        conditions.append(_CASE.metric == flt.metric)
     if flt.target:
-        conditions.append(ItemRow.target == flt.target)
+        conditions.append(_CASE.target == flt.target)
     if flt.status:
-        conditions.append(ItemRow.status == flt.status)
+        conditions.append(_CASE.status == flt.status)
     if flt.query:
         pattern = "%" + flt.query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        conditions.append(or_(ItemRow.node_id.ilike(pattern, escape="\\"), ItemRow.justification.ilike(pattern, escape="\\"),
-                              cast(ItemRow.transcript, String).ilike(pattern, escape="\\")))
+        conditions.append(or_(_CASE.node_id.ilike(pattern, escape="\\"), _CASE.justification.ilike(pattern, escape="\\"),
+                              cast(_CASE.transcript, String).ilike(pattern, escape="\\")))
     return and_(*conditions)
 
 
 def _flaky_units(run_id: int) -> Any:
     """The run's (target, row, metric) whose samples' verdicts differ: flaky cases."""
-    return (select(ItemRow.target, ItemRow.unit, ItemRow.metric).where(ItemRow.run_id == run_id, ItemRow.passed.is_not(None))
-            .group_by(ItemRow.target, ItemRow.unit, ItemRow.metric).having(func.count(distinct(ItemRow.passed)) > 1)
+    return (select(_CASE.target, _CASE.unit, _CASE.metric).where(_CASE.run_id == run_id, _CASE.passed.is_not(None))
+            .group_by(_CASE.target, _CASE.unit, _CASE.metric).having(func.count(distinct(_CASE.passed)) > 1)
             .subquery())
 
 
@@ -338,62 +290,62 @@ def _label_order(run_id: int, thresholds: dict[str, float]) -> tuple[Any, list[A
     flaky units, the ORDER BY terms and the flaky flag's column."""
     from pytest_evalbench.store.labelling import DEFAULT_THRESHOLD, NEAR_THRESHOLD  # the view's: not `evalbench runs`'
 
-    threshold = (case(dict(thresholds), value=ItemRow.metric, else_=DEFAULT_THRESHOLD)
+    threshold = (case(dict(thresholds), value=_CASE.metric, else_=DEFAULT_THRESHOLD)
                  if thresholds else literal(DEFAULT_THRESHOLD))
-    distance = func.abs(ItemRow.probability - threshold)
-    judged = or_(ItemRow.decided_by.is_(None), ItemRow.decided_by != "check")
+    distance = func.abs(_CASE.probability - threshold)
+    judged = or_(_CASE.decided_by.is_(None), _CASE.decided_by != "check")
     flaky = _flaky_units(run_id)
     is_flaky = case((and_(judged, flaky.c.unit.is_not(None)), 1), else_=0)
-    near = case((and_(judged, ItemRow.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
-    split = case((and_(judged, ItemRow.agreement.is_not(None), ItemRow.agreement < 1), 1), else_=0)
-    join = (flaky, and_(flaky.c.target == ItemRow.target, flaky.c.unit == ItemRow.unit, flaky.c.metric == ItemRow.metric))
-    closeness = case((and_(judged, ItemRow.probability.is_not(None)), distance), else_=1.0)
-    return join, [(near + split + is_flaky).desc(), closeness, ItemRow.node_id, ItemRow.metric, ItemRow.id], is_flaky
+    near = case((and_(judged, _CASE.probability.is_not(None), distance <= NEAR_THRESHOLD), 1), else_=0)
+    split = case((and_(judged, _CASE.agreement.is_not(None), _CASE.agreement < 1), 1), else_=0)
+    join = (flaky, and_(flaky.c.target == _CASE.target, flaky.c.unit == _CASE.unit, flaky.c.metric == _CASE.metric))
+    closeness = case((and_(judged, _CASE.probability.is_not(None)), distance), else_=1.0)
+    return join, [(near + split + is_flaky).desc(), closeness, _CASE.node_id, _CASE.metric, _CASE.id], is_flaky
 
 
-def case_page(session: Session, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
+def case_page(conn: Connection, run_id: int, flt: PageFilter, page: int, thresholds: dict[str, float]) -> RunPage:
     """One page of the run's cases that pass `flt`, in its order: the database filters, counts, sorts and
     cuts the page, so only the page's rows (with their transcripts) are read."""
     from pytest_evalbench.store.labelling import Candidate, labelling_reasons
 
     where = _filtered(run_id, flt)
-    total = session.scalar(select(func.count()).select_from(ItemRow).where(where)) or 0
+    total = conn.scalar(select(func.count()).select_from(schema.cases).where(where)) or 0
     pages = max(1, -(-total // PAGE_SIZE))
     page = min(max(1, page), pages)
     join, order, is_flaky = _label_order(run_id, thresholds)
-    query = select(ItemRow.id, is_flaky).outerjoin(*join).where(where)
+    query = select(_CASE.id, is_flaky).outerjoin(*join).where(where)
     if flt.order == "node":
-        order = [ItemRow.node_id, ItemRow.metric, ItemRow.id]
+        order = [_CASE.node_id, _CASE.metric, _CASE.id]
     elif flt.order == "status":
-        order = [case(_STATUS_ORDER, value=ItemRow.status, else_=len(_STATUS_ORDER)), ItemRow.node_id, ItemRow.metric,
-                 ItemRow.id]
+        order = [case(_STATUS_ORDER, value=_CASE.status, else_=len(_STATUS_ORDER)), _CASE.node_id, _CASE.metric,
+                 _CASE.id]
     # the page's ids first (the sort then carries ids, not transcripts), then their rows
-    chosen = session.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
-    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_([r.id for r in chosen])))}
+    chosen = conn.execute(query.order_by(*order).offset((page - 1) * PAGE_SIZE).limit(PAGE_SIZE)).all()
+    full = {c.id: c for c in conn.execute(select(schema.cases).where(_CASE.id.in_([r.id for r in chosen])))}
     rows = [(full[r.id], r[1]) for r in chosen]
     reasons = {row.id: labelling_reasons(Candidate(row.metric, row.probability, row.agreement, bool(flaky),
                                                     row.decided_by),
                                          thresholds) for row, flaky in rows}
-    facets = session.execute(select(ItemRow.metric, ItemRow.target, ItemRow.status).where(ItemRow.run_id == run_id)
+    facets = conn.execute(select(_CASE.metric, _CASE.target, _CASE.status).where(_CASE.run_id == run_id)
                              .distinct()).all()
     return RunPage([row for row, _ in rows], reasons, total, page, pages,
                     sorted({f.metric for f in facets}), sorted({f.target for f in facets}),
                     sorted({f.status for f in facets}, key=lambda s: _STATUS_ORDER.get(s, 5)))
 
 
-def find_case(session: Session, run_id: int, node_id: str, metric: str) -> Optional[ItemRow]:
+def find_case(conn: Connection, run_id: int, node_id: str, metric: str) -> Optional[Row[Any]]:
     """The run's case with this node id and metric (its first sample's row when several share them)."""
-    return session.scalars(select(ItemRow).where(ItemRow.run_id == run_id, ItemRow.node_id == node_id,
-                                                 ItemRow.metric == metric).order_by(ItemRow.id).limit(1)).first()
+    return conn.execute(select(schema.cases).where(_CASE.run_id == run_id, _CASE.node_id == node_id,
+                                                 _CASE.metric == metric).order_by(_CASE.id).limit(1)).first()
 
 
-def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pair], int, int, int]:
+def compare_pairs(conn: Connection, a: int, b: int, page: int) -> tuple[list[Pair], int, int, int]:
     """One page of the two runs' cases paired by target, row, metric and sample, flipped ones first (then
     the other changed statuses, then the rest); with the number of pairs, of flipped pairs and of pages."""
-    cols = (ItemRow.id, ItemRow.run_id, ItemRow.target, ItemRow.unit, ItemRow.metric, ItemRow.sample, ItemRow.passed,
-            ItemRow.status)
+    cols = (_CASE.id, _CASE.run_id, _CASE.target, _CASE.unit, _CASE.metric, _CASE.sample, _CASE.passed,
+            _CASE.status)
     sides: dict[tuple[str, str, str, int], list[Any]] = defaultdict(lambda: [None, None])
-    for row in session.execute(select(*cols).where(ItemRow.run_id.in_([a, b]))):
+    for row in conn.execute(select(*cols).where(_CASE.run_id.in_([a, b]))):
         sides[(row.target, row.unit, row.metric, row.sample)][0 if row.run_id == a else 1] = row
 
     def rank(item: tuple[tuple[str, str, str, int], list[Any]]) -> tuple[int, tuple[str, str, str, int]]:
@@ -408,6 +360,6 @@ def compare_pairs(session: Session, a: int, b: int, page: int) -> tuple[list[Pai
     page = min(max(1, page), pages)
     chosen = ordered[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
     ids = [r.id for _, pair in chosen for r in pair if r is not None]
-    full = {c.id: c for c in session.scalars(select(ItemRow).where(ItemRow.id.in_(ids)))}
+    full = {c.id: c for c in conn.execute(select(schema.cases).where(_CASE.id.in_(ids)))}
     pairs = [Pair(key, full.get(x.id) if x else None, full.get(y.id) if y else None) for key, (x, y) in chosen]
     return pairs, len(ordered), flips, pages

@@ -1,7 +1,6 @@
-"""The store's tables, as SQLAlchemy Core tables: recording a run needs nothing else, so a run's end
-does not import SQLAlchemy's ORM. The Alembic revisions in `migrations/versions/` create exactly these
-(tests/unit/test_store.py compares them); the view's ORM classes map onto them (`query.RunRow`,
-`query.ItemRow`)."""
+"""The store's tables, as SQLAlchemy Core tables: the one definition of their columns, which recording a
+run, reading it back and the view's queries all use (no ORM). The Alembic revisions in
+`migrations/versions/` create exactly these (tests/unit/test_store.py compares them)."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from typing import Any, Optional
 from urllib.parse import urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -74,10 +74,10 @@ def visible(value: object) -> str:
 
 @dataclass(frozen=True)
 class ViewConfig:
-    """What one server serves: the store's sessions, the project root that holds benchmarks/ (labels are
+    """What one server serves: the store's connections, the project root that holds benchmarks/ (labels are
     written there) and the token its pages carry."""
 
-    sessions: Callable[[], Session]
+    connect: Callable[[], Connection]
     root: Path
     token: str
     store: str = "of this view"
@@ -114,9 +114,9 @@ class ViewApp:
         self.env = _templates()
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        with self.config.sessions() as session:
-            yield session
+    def connection(self) -> Iterator[Connection]:
+        with self.config.connect() as conn:
+            yield conn
 
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.env.get_template(name).render(token=self.config.token, **context)
@@ -126,10 +126,10 @@ class ViewApp:
         return self.page("missing.html", status=404, title="not found", what=what)
 
     def runs(self, request: Request) -> HTMLResponse:
-        with self.session() as session:
-            all_runs = [checked_run(run, self.config.store) for run in q.runs(session)]
-            trends = q.rates_over_runs(session, all_runs)
-            check_cases(session, [run.id for chosen, _ in trends.values() for run in chosen], self.config.store)
+        with self.connection() as conn:
+            all_runs = [checked_run(run, self.config.store) for run in q.runs(conn)]
+            trends = q.rates_over_runs(conn, all_runs)
+            check_cases(conn, [run.id for chosen, _ in trends.values() for run in chosen], self.config.store)
             previous: dict[int, int] = {}  # run id -> the same benchmark's run before it
             last: dict[str, int] = {}
             for run in reversed(all_runs):
@@ -144,15 +144,15 @@ class ViewApp:
                            _text(request, "q"), request.query_params.get("order", "label"))
         if flt.order not in q.ORDERS:
             flt = q.PageFilter(flt.metric, flt.target, flt.status, flt.query, "label")
-        with self.session() as session:
-            run = session.get(q.RunRow, run_id)
+        with self.connection() as conn:
+            run = q.run_row(conn, run_id)
             if run is None:
                 return self.missing(f"run {run_id}")
             checked_run(run, self.config.store)
-            check_cases(session, [run.id], self.config.store)
+            check_cases(conn, [run.id], self.config.store)
             bench_dir = self._bench_dir(run)
             thresholds = read_thresholds(bench_dir) if bench_dir is not None else {}
-            page = q.case_page(session, run.id, flt, _int(request.query_params.get("page")), thresholds)
+            page = q.case_page(conn, run.id, flt, _int(request.query_params.get("page")), thresholds)
             for shown in page.cases:
                 checked_case(shown, self.config.store)
             query = {k: v for k, v in (("metric", flt.metric), ("target", flt.target), ("status", flt.status),
@@ -166,21 +166,21 @@ class ViewApp:
 
     def compare(self, request: Request) -> HTMLResponse:
         a, b = _int(request.path_params["a"], 0), _int(request.path_params["b"], 0)
-        with self.session() as session:
-            run_a, run_b = session.get(q.RunRow, a), session.get(q.RunRow, b)
+        with self.connection() as conn:
+            run_a, run_b = q.run_row(conn, a), q.run_row(conn, b)
             if run_a is None or run_b is None:
                 return self.missing(f"run {a if run_a is None else b}")
             checked_run(run_a, self.config.store)
             checked_run(run_b, self.config.store)
-            check_cases(session, [a, b], self.config.store)
-            pairs, total, flips, pages = q.compare_pairs(session, a, b, _int(request.query_params.get("page")))
+            check_cases(conn, [a, b], self.config.store)
+            pairs, total, flips, pages = q.compare_pairs(conn, a, b, _int(request.query_params.get("page")))
             for shown in [side for pair in pairs for side in (pair.a, pair.b) if side is not None]:
                 checked_case(shown, self.config.store)
             page = min(max(1, _int(request.query_params.get("page"))), pages)
             return self.page("compare.html", title=f"run {a} vs {b}", a=run_a, b=run_b, pairs=pairs, total=total,
-                             flips=flips, page=page, pages=pages, rates=q.rate_table(session, [a, b]))
+                             flips=flips, page=page, pages=pages, rates=q.rate_table(conn, [a, b]))
 
-    def _bench_dir(self, run: q.RunRow) -> Optional[Path]:
+    def _bench_dir(self, run: Row[Any]) -> Optional[Path]:
         """benchmarks/NAME of the project root for the run's benchmark (None: no such benchmark here; the name
         comes from the store and is checked like `--benchmark`'s, so it never names a path)."""
         try:
@@ -221,15 +221,15 @@ class ViewApp:
     def _write_label(self, run_id: int | str, node_id: str, metric: str, present: bool, note: str) -> JSONResponse:
         if not isinstance(run_id, int) and not (run_id.isdigit() and len(run_id) < 10):
             return _error(404, f"no run {run_id!r}"[:200])
-        with self.session() as session:
-            run = session.get(q.RunRow, int(run_id))
+        with self.connection() as conn:
+            run = q.run_row(conn, int(run_id))
             if run is None:
                 return _error(404, f"no run {run_id}")
             checked_run(run, self.config.store)
-            case = q.find_case(session, run.id, node_id, metric)
+            case = q.find_case(conn, run.id, node_id, metric)
             if case is None:
                 return _error(404, f"run {run.id} has no case {node_id!r} with metric {metric!r}"[:500])
-            check_cases(session, [run.id], self.config.store)
+            check_cases(conn, [run.id], self.config.store)
             checked_case(case, self.config.store)
             if not _labels_metrics(run.kind) or not case.transcript:
                 return _error(422, "only a scenario case with a transcript can be labelled")
@@ -272,11 +272,11 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": visible(message)}, status_code=status, headers=SECURITY_HEADERS)
 
 
-def create_app(sessions: Callable[[], Session], root: Path, token: Optional[str] = None,
+def create_app(connect: Callable[[], Connection], root: Path, token: Optional[str] = None,
                store: str = "of this view") -> Starlette:
-    """The view's Starlette app over a store (`sessions` opens one SQLAlchemy session; `store` names it in
+    """The view's Starlette app over a store (`connect` opens one SQLAlchemy Core connection; `store` names it in
     errors: its masked URL); `token` defaults to a new random one (`secrets.token_urlsafe`)."""
-    app = ViewApp(ViewConfig(sessions, root, token or secrets.token_urlsafe(32), store))
+    app = ViewApp(ViewConfig(connect, root, token or secrets.token_urlsafe(32), store))
     routes = [
         Route("/", app.runs),
         Route("/runs/{run_id}", app.run),

@@ -89,7 +89,7 @@ def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alem
         loaded.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "sqlalchemy" in loaded[0] and "alembic" in loaded[0]  # a new store: its tables are made by Alembic
     assert "sqlalchemy" in loaded[1] and "alembic" not in loaded[1]
-    assert "sqlalchemy.orm" not in loaded[1]  # recording is SQLAlchemy Core; the ORM is the view's
+    assert "sqlalchemy.orm" not in loaded[1]  # the store is SQLAlchemy Core alone
 
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:
