@@ -332,11 +332,11 @@ class SharedLimits:
             self._count_quiet(key, state, now)
             interval = state.interval(now)
             # a slot or hold past MAX_WAIT (a clock jump, a corrupt file) is not waited for
-            due = max(now, min(state.next, now + MAX_WAIT) - state.burst, min(state.hold, now + MAX_WAIT))
+            earliest = max(now, min(state.hold, now + MAX_WAIT))
             count = max(1, min(MAX_BATCH, round(BATCH_SECONDS / interval))) if interval > 0 else 1
             slots = collections.deque[float]()
             for _ in range(count):
-                slot = max(due, min(state.next, now + MAX_WAIT) - state.burst)
+                slot = max(earliest, min(state.next, now + MAX_WAIT) - state.burst)
                 state.next = max(state.next, slot) + interval
                 slots.append(slot)
             first = slots.popleft()
