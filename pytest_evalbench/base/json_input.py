@@ -187,6 +187,19 @@ def check_depth(data: Any, path: Path, row: int | str | None = None, strings: bo
     return data
 
 
+def nests_deeper(data: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether `data` holds a list or mapping `limit` levels below it (`data` itself at level 0): the
+    depth rule of `check_depth` alone, for data from a decoder that refuses every bad value itself.
+    Walked level by level over the containers only (a file of rows has many scalars)."""
+    level = [data] if isinstance(data, (dict, list)) else []
+    for _ in range(limit):
+        level = [child for value in level for child in (value.values() if isinstance(value, dict) else value)
+                 if isinstance(child, (dict, list))]
+        if not level:
+            return False
+    return True
+
+
 def has_surrogate(text: str) -> bool:
     """Whether a text holds a lone surrogate (what a non-UTF-8 byte of a command line or file name decodes to)."""
     return SURROGATE.search(text) is not None
@@ -240,11 +253,9 @@ def decode_row(buffer: str, position: int) -> tuple[Any, int]:
         value, end = _STRICT.raw_decode(buffer, position)
     except (_Refused, RecursionError):
         raise ValueError("a row holds a value no file may hold, or nests too deep") from None
-    if buffer.count("[", position, end) + buffer.count("{", position, end) >= MAX_DEPTH:
-        try:
-            check_depth(value, Path("row"), base_depth=1, strings=False)
-        except InputError:
-            raise ValueError("a row nests too deep") from None
+    if (buffer.count("[", position, end) + buffer.count("{", position, end) >= MAX_DEPTH
+            and nests_deeper(value, MAX_DEPTH - 1)):  # the row sits one level down, in the list
+        raise ValueError("a row nests too deep")
     return value, end
 
 
@@ -281,8 +292,9 @@ def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: boo
         except orjson.JSONDecodeError:
             pass
         else:
-            if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH:
-                check_depth(data, path, row, strings=False)  # orjson goes to 1,024 levels, its encoder to 254
+            # orjson goes to 1,024 levels, its encoder to 254
+            if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH and nests_deeper(data):
+                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
             if b":" not in encoded:
                 return data
             if _SPACED_KEY_END.search(encoded):

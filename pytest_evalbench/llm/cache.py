@@ -237,8 +237,8 @@ class ResponseCache:
             raise CorruptEntry(self.path_for(key), f"larger than {MAX_ENTRY_BYTES:,} bytes: not read") from None
         except (OSError, ValueError) as exc:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
-        try:
-            entry = parse_json(text, self.path_for(key), surrogates=True)
+        try:  # its error is raised again naming the entry's file (no path built for a sound entry)
+            entry = parse_json(text, self.directory, surrogates=True)
         except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
             where = f"field '{exc.field}': " if exc.field else ""
             refused = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
