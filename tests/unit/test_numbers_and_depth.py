@@ -296,33 +296,30 @@ def test_a_result_file_read_row_by_row_ends_at_a_row_no_file_may_hold(tmp_path: 
     assert list(iter_json_rows(path)) == [{"id": "r1"}]  # as a torn file: the rows before it
 
 
-@pytest.mark.parametrize("depth", [1, 63, 64, 65, 200])
-@pytest.mark.parametrize("wrap", [lambda inner: inner, lambda inner: f'{{"a": 1, "b": [2, {inner}], "c": "x"}}'])
-def test_the_depth_rule_is_the_same_on_every_reader(depth: int, wrap: Any) -> None:
-    """JSON whose deepest list sits `depth` levels down: parse_json (orjson's path and the standard
-    library's, which a surrogate escape forces), a row of a list read in parts, and check_depth over the
-    decoded data all draw the line at MAX_DEPTH levels, whatever surrounds the deep part."""
+@pytest.mark.parametrize("depth", [1, 62, 63, 64, 65, 66, 200])
+@pytest.mark.parametrize(("wrap", "below"), [("{}", 0), ('{{"a": 1, "b": [2, {}], "c": "x"}}', 2)])
+def test_the_depth_rule_is_the_same_on_every_reader(depth: int, wrap: str, below: int) -> None:
+    """JSON whose innermost list sits `depth - 1 + below` levels below its top: parse_json (orjson's
+    path, and the standard library's, which a surrogate escape forces), a row of a list read in
+    parts and check_depth over the decoded data all refuse it from MAX_DEPTH levels on, whatever
+    surrounds the deep part."""
     from pytest_evalbench.base.json_input import MAX_DEPTH, check_depth, decode_row, nests_deeper, parse_json
 
-    text = wrap("[" * depth + "]" * depth)
+    text = wrap.format("[" * depth + "]" * depth)
     data = json.loads(text)
-    try:
-        check_depth(data, Path("x.json"))
-        too_deep = False
-    except InputError as exc:
-        assert exc.message == f"nested deeper than {MAX_DEPTH} levels"
-        too_deep = True
-    assert nests_deeper(data) is too_deep
-    for variant in (text, f'[{text}, "\\ud83d\\ude00"]'):  # the second goes the standard library's way
-        deep = too_deep or variant != text and nests_deeper(data, MAX_DEPTH - 1)
-        if deep:
-            with pytest.raises(InputError, match=f"nested deeper than {MAX_DEPTH} levels"):
+    level = depth - 1 + below  # of the innermost list, the top being level 0
+    assert nests_deeper(data) is (level >= MAX_DEPTH)
+    refused = f"nested deeper than {MAX_DEPTH} levels"
+    for variant, extra in ((text, 0), (f'[{text}, "\\ud83d\\ude00"]', 1)):  # the second: the standard library's way
+        if level + extra >= MAX_DEPTH:
+            with pytest.raises(InputError, match=refused):
                 parse_json(variant, Path("x.json"))
+            with pytest.raises(InputError, match=refused):
+                check_depth(json.loads(variant), Path("x.json"))
         else:
-            parse_json(variant, Path("x.json"))
-    row_list = f"[{text}]"
-    if nests_deeper(data, MAX_DEPTH - 1):
+            assert parse_json(variant, Path("x.json")) == check_depth(json.loads(variant), Path("x.json"))
+    if level + 1 >= MAX_DEPTH:  # a row sits in its list, one level down
         with pytest.raises(ValueError, match="nests too deep"):
-            decode_row(row_list, 1)
+            decode_row(f"[{text}]", 1)
     else:
-        assert decode_row(row_list, 1)[0] == data
+        assert decode_row(f"[{text}]", 1)[0] == data
