@@ -68,10 +68,14 @@ class Retrier:
             raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                            "or use --evalbench-cache=replay with a recorded cache", role=role, model=endpoint.model)
         call = _Call(self, endpoint, role)
+        try:  # most calls are answered at once: tenacity is built only for a call that failed
+            return await call.attempt(body, data)
+        except Refused:
+            pass
         retrying = AsyncRetrying(retry=retry_if_exception(call.asked_again), wait=call.wait, stop=call.stop,
                                  before_sleep=call.before_sleep, sleep=call.sleep, reraise=True)
         try:
-            return await retrying(call.attempt, body, data)
+            return await retrying(call.again, body, data)
         except Refused:
             raise call.error() from None
 
@@ -106,6 +110,8 @@ class _Call:
         """The last attempt's failure, its message redacted."""
         self.paced = False
         """The last failure was a 429."""
+        self.first_failed = True
+        """`again` has still to hand tenacity the first attempt's failure."""
 
     async def attempt(self, body: dict[str, Any], data: bytes) -> Completion:
         """One attempt unless the endpoint's circuit is open; a failure is counted (statistics, breaker)."""
@@ -129,6 +135,14 @@ class _Call:
                            category=failure.category)
             breaker.check(ident, self.role, model)
         raise Refused
+
+    async def again(self, body: dict[str, Any], data: bytes) -> Completion:
+        """tenacity's attempts after a failed first one: its first is that failure (the policy decides
+        on it as it would have), the others are sent."""
+        if self.first_failed:
+            self.first_failed = False
+            raise Refused
+        return await self.attempt(body, data)
 
     def asked_again(self, error: BaseException) -> bool:
         """A 429 or a retryable failure (an open circuit or a cancelled call: never)."""
