@@ -131,9 +131,13 @@ def body_json(raw: bytes) -> Any:
     """An answer's body by the one JSON reader of outside data (nesting, numbers, duplicate keys
     bounded); ValueError saying why, which the retry policy classifies as a bad response."""
     try:
-        return parse_json(raw.decode("utf-8"), Path("the answer's body"), surrogates=True)
+        return parse_json(raw.decode("utf-8"), _BODY, surrogates=True)
     except InputError as exc:
         raise BadBody(str(exc)) from None
+
+
+_BODY = Path("the answer's body")
+"""What a refused body is called in its error (made once: a path costs more to build than the check)."""
 
 
 class BadBody(ValueError):
