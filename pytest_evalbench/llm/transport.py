@@ -62,10 +62,8 @@ __all__ = ["TRANSPORTS", "AiohttpTransport", "Failure", "HTTPStatusError", "Open
 
 
 def wire_json(body: dict[str, Any]) -> bytes:
-    """A request body as sent: orjson's compact UTF-8 (a tenth of the standard library's time); what
-    orjson refuses (an integer past 64 bits, a lone surrogate) is encoded by the standard library, so
-    the error, if any, is the one any encoding gives. The cache key is made from the canonical JSON
-    (`cache.canonical_json`), never from these bytes."""
+    """A request body as sent: compact UTF-8 by orjson, what it refuses (an integer past 64 bits) by the
+    standard library. The cache key is made from `cache.canonical_json`, never from these bytes."""
     try:
         return orjson.dumps(body)
     except TypeError:
@@ -125,6 +123,7 @@ def decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
 
 ACCEPT_ENCODING = "gzip, deflate"
 """The encodings asked for: the ones every answer is decompressed from within its cap."""
+_BODY = Path("the answer's body")  # named in a refused body's error (made once, not per answer)
 
 
 def body_json(raw: bytes) -> Any:
@@ -134,10 +133,6 @@ def body_json(raw: bytes) -> Any:
         return parse_json(raw.decode("utf-8"), _BODY, surrogates=True)
     except InputError as exc:
         raise BadBody(str(exc)) from None
-
-
-_BODY = Path("the answer's body")
-"""What a refused body is called in its error (made once: a path costs more to build than the check)."""
 
 
 class BadBody(ValueError):
