@@ -1,7 +1,8 @@
 """Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of failures,
 backoff (the server's Retry-After when it sends one) and the retry budget in seconds. Each attempt goes
-through the limits (limits.py) and is sent by the transport; tenacity's `AsyncRetrying` runs the
-attempts with the policy's callables (`_Call`).
+through the limits (limits.py) and is sent by the transport. A call's first attempt is sent directly
+(most are answered, and building tenacity per call cost more than the rest of this layer); when it
+fails, tenacity's `AsyncRetrying` takes over from that failure with the policy's callables (`_Call`).
 
 A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process), so the
 call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the call's start) is
