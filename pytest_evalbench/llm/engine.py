@@ -34,7 +34,7 @@ from pytest_evalbench.llm.limits import Limits, worst_case_tokens
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
 from pytest_evalbench.llm.prompt_cache import with_cache_markers
 from pytest_evalbench.llm.retry import Retrier
-from pytest_evalbench.llm.transport import Transport, make_transport
+from pytest_evalbench.llm.transport import Transport, make_transport, wire_json
 from pytest_evalbench.llm.types import Completion, Endpoint, EngineSettings, EngineStats, Usage, safe_json
 
 __all__ = ["PRIORITY", "Engine", "EngineSettings", "EngineStats", "bounded_strings"]
@@ -176,7 +176,7 @@ class Engine:
         completion = await self.cached.answer(
             key, material, role, endpoint.model,
             (lambda: self.batch_fetch(endpoint, body, role, key, material)) if batched else
-            (lambda: self.retrier.fetch(endpoint, body, role, canonical_json(body).encode())), material_text)
+            (lambda: self.retrier.fetch(endpoint, body, role, wire_json(body))), material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
                                  role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
                                  tier=self.tier_of(endpoint, role), cached_tokens=completion.cached_tokens,
@@ -192,7 +192,7 @@ class Engine:
         against `--evalbench-max-cost` before it goes into a batch, settled at its real price."""
         budget, reserved, actual = self.limits.budget, 0.0, 0.0
         if budget is not None:
-            worst = self.prices.quote(endpoint.model, *worst_case_tokens(body, canonical_json(body).encode()),
+            worst = self.prices.quote(endpoint.model, *worst_case_tokens(body, wire_json(body)),
                                       tier="batch")
             if not await budget.reserve(worst):
                 raise BudgetExhausted(budget.spent(), budget.limit, role, endpoint.model, worst)

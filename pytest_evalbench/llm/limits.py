@@ -215,10 +215,11 @@ class Admission:
     def answered(self, completion: Completion, headers: dict[str, str]) -> None:
         """The real price (settled on exit), the real tokens, and the hold-off the rate headers ask for."""
         limits = self.limits
-        self.actual = limits.prices.quote(self.endpoint.model, completion.input_tokens, completion.output_tokens,
-                                          local=self.local, tier=call_tier(self.endpoint),
-                                          cached_tokens=completion.cached_tokens,
-                                          cache_write_tokens=completion.cache_write_tokens)
+        if self.reserved:  # the price settles a budget reservation only
+            self.actual = limits.prices.quote(self.endpoint.model, completion.input_tokens, completion.output_tokens,
+                                              local=self.local, tier=call_tier(self.endpoint),
+                                              cached_tokens=completion.cached_tokens,
+                                              cache_write_tokens=completion.cache_write_tokens)
         if limits.tokens is not None:
             limits.tokens.correct(self.estimate, completion.input_tokens + completion.output_tokens)
         limits.shared.learn(limits.key(self.endpoint), parse(headers), limited=False,

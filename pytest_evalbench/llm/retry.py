@@ -1,7 +1,8 @@
 """Attempts of one request: the no-key check, a circuit breaker per endpoint, classification of failures,
 backoff (the server's Retry-After when it sends one) and the retry budget in seconds. Each attempt goes
-through the limits (limits.py) and is sent by the transport; tenacity's `AsyncRetrying` runs the
-attempts with the policy's callables (`_Call`).
+through the limits (limits.py) and is sent by the transport. A call's first attempt is sent directly
+(most are answered, and building tenacity per call cost more than the rest of this layer); when it
+fails, tenacity's `AsyncRetrying` takes over from that failure with the policy's callables (`_Call`).
 
 A 429 is not a failed attempt: the provider is pacing us (shared_limits.py slows every process), so the
 call is asked again until its retry budget (`--evalbench-retry-budget`, seconds from the call's start) is
@@ -68,10 +69,14 @@ class Retrier:
             raise LLMError("no API key", f"set {endpoint.key_source} (or api_key_env in benchmark.yaml), "
                            "or use --evalbench-cache=replay with a recorded cache", role=role, model=endpoint.model)
         call = _Call(self, endpoint, role)
+        try:  # most calls are answered at once: tenacity is built only for a call that failed
+            return await call.attempt(body, data)
+        except Refused:
+            pass
         retrying = AsyncRetrying(retry=retry_if_exception(call.asked_again), wait=call.wait, stop=call.stop,
                                  before_sleep=call.before_sleep, sleep=call.sleep, reraise=True)
         try:
-            return await retrying(call.attempt, body, data)
+            return await retrying(call.again, body, data)
         except Refused:
             raise call.error() from None
 
@@ -106,6 +111,8 @@ class _Call:
         """The last attempt's failure, its message redacted."""
         self.paced = False
         """The last failure was a 429."""
+        self.first_failed = True
+        """`again` has still to hand tenacity the first attempt's failure."""
 
     async def attempt(self, body: dict[str, Any], data: bytes) -> Completion:
         """One attempt unless the endpoint's circuit is open; a failure is counted (statistics, breaker)."""
@@ -129,6 +136,14 @@ class _Call:
                            category=failure.category)
             breaker.check(ident, self.role, model)
         raise Refused
+
+    async def again(self, body: dict[str, Any], data: bytes) -> Completion:
+        """tenacity's attempts after a failed first one: its first is that failure (the policy decides
+        on it as it would have), the others are sent."""
+        if self.first_failed:
+            self.first_failed = False
+            raise Refused
+        return await self.attempt(body, data)
 
     def asked_again(self, error: BaseException) -> bool:
         """A 429 or a retryable failure (an open circuit or a cancelled call: never)."""

@@ -355,6 +355,8 @@ class SharedLimits:
             if self._mtime() != self._seen:
                 self._read()  # without the lock: the file is only ever replaced whole
             current = self._view.get(key)
+            if current is None and info.empty:  # a quiet endpoint's answer that says nothing: no pace to learn
+                return
             trial = replace(current) if current is not None else EndpointState()
             trial.learn(now, info, limited, tokens)
             if (trial.same_pace(current or EndpointState(), now) and now - (current.updated if current else now) < 5.0
@@ -492,6 +494,12 @@ def window(headers: Mapping[str, str] | None, kind: str) -> Window:
                   parse_duration(_text(headers, f"x-ratelimit-reset-{kind}")))
 
 
+_NOTHING = RateHeaders(Window(), Window(), None)
+"""What an answer without headers says (most answers of an endpoint that reports no limits)."""
+
+
 def parse(headers: Mapping[str, str] | None) -> RateHeaders:
     """Everything the headers of one answer say about the endpoint's limits."""
+    if not headers:
+        return _NOTHING
     return RateHeaders(window(headers, "requests"), window(headers, "tokens"), retry_after(headers))

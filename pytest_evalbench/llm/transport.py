@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any, Union
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+import orjson
+
 from pytest_evalbench.base.errors import InputError
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
@@ -56,7 +58,16 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRANSPORTS = ("aiohttp", "openai")
 """The names `--evalbench-transport` takes; the first is the default."""
 __all__ = ["TRANSPORTS", "AiohttpTransport", "Failure", "HTTPStatusError", "OpenAITransport", "RedirectRefused",
-           "Transport", "classify", "make_transport", "parse_completion", "proxy_for"]
+           "Transport", "classify", "make_transport", "parse_completion", "proxy_for", "wire_json"]
+
+
+def wire_json(body: dict[str, Any]) -> bytes:
+    """A request body as sent: compact UTF-8 by orjson, what it refuses (an integer past 64 bits) by the
+    standard library. The cache key is made from `cache.canonical_json`, never from these bytes."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _size(count: int) -> str:
@@ -112,13 +123,14 @@ def decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
 
 ACCEPT_ENCODING = "gzip, deflate"
 """The encodings asked for: the ones every answer is decompressed from within its cap."""
+_BODY = Path("the answer's body")  # named in a refused body's error (made once, not per answer)
 
 
 def body_json(raw: bytes) -> Any:
     """An answer's body by the one JSON reader of outside data (nesting, numbers, duplicate keys
     bounded); ValueError saying why, which the retry policy classifies as a bad response."""
     try:
-        return parse_json(raw.decode("utf-8"), Path("the answer's body"), surrogates=True)
+        return parse_json(raw.decode("utf-8"), _BODY, surrogates=True)
     except InputError as exc:
         raise BadBody(str(exc)) from None
 
@@ -223,7 +235,7 @@ class AiohttpTransport:
         session = self._session or self._open()
         url, headers = await self._target(endpoint)
         proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, proxy_for(url))
-        async with session.post(url, data=json.dumps(body).encode() if data is None else data, headers=headers,
+        async with session.post(url, data=wire_json(body) if data is None else data, headers=headers,
                                 timeout=self._timeout, proxy=proxy, allow_redirects=False) as response:
             check_length(response.content_length, self.max_bytes)
             raw = await read_capped(response.content.iter_any(), self.max_bytes)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_evalbench.base.errors import LLMError
+from pytest_evalbench.llm import retry
 from pytest_evalbench.llm.cache import ResponseCache
 from pytest_evalbench.llm.costs import PriceTable
 from pytest_evalbench.llm.engine import Engine, EngineSettings
@@ -101,3 +102,20 @@ def test_429s_past_the_retry_budget_are_an_error_with_the_reason(tmp_path: Path)
     assert [gap >= 0.3 for gap in gaps(arrivals)] == [True] * (len(arrivals) - 1)  # Retry-After honoured
     assert "rate limited: HTTP 429" in outcome
     assert f"and {len(arrivals)} answers 429: retry budget 1s exhausted)" in outcome
+
+
+def test_tenacity_runs_only_the_calls_whose_first_attempt_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[object] = []
+
+    class Counted(retry.AsyncRetrying):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(retry, "AsyncRetrying", Counted)
+    engine, arrivals, outcome = call(tmp_path, "at once")
+    assert (outcome, len(arrivals), engine.stats.retries, len(built)) == ("at once", 1, 0, 0)
+    engine, arrivals, outcome = call(tmp_path / "again", Reply(status=503), Reply(status=500), "fine", max_attempts=3)
+    assert (outcome, len(arrivals), engine.stats.retries, len(built)) == ("fine", 3, 2, 1)
+    engine, arrivals, outcome = call(tmp_path / "rejected", Reply(status=400, content="no"), "ok")
+    assert len(arrivals) == 1 and "request rejected: HTTP 400" in outcome and len(built) == 2

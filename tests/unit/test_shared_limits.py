@@ -338,3 +338,16 @@ def test_two_processes_use_the_rate_an_endpoint_grants_with_few_429s(tmp_path: P
     # ideal: 50 at once, the other 70 at 50 a second (1.4 s); pacing 2% under the rate without the
     # burst takes 2.4 s
     assert sent[-1] - sent[0] <= 2.0, sent[-1] - sent[0]
+
+
+def test_answers_without_rate_headers_write_nothing_and_still_see_a_pace_learned_elsewhere(tmp_path: Path) -> None:
+    path = tmp_path / ".endpoint-limits"
+    quiet, other = SharedLimits(path), SharedLimits(path)
+    assert parse({}) == parse(None) == parse({"content-type": "application/json"})
+    for _ in range(3):
+        quiet.reserve("k")
+        quiet.learn("k", parse({}), limited=False, tokens=10)
+    assert not path.exists() and quiet.state("k") is None
+    other.learn("k", parse({"retry-after": "30"}), limited=True)
+    quiet.learn("k", parse({}), limited=False, tokens=10)
+    assert quiet.reserve("k") >= time.time() + 20  # the hold another process learned

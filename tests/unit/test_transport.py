@@ -17,7 +17,15 @@ from helpers import CALL_BODY, CALL_HEADER, CALL_KEY, dead_base_url, transport_c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_evalbench.llm.transport import AiohttpTransport, Failure, OpenAITransport, classify, make_transport, parse_completion
+from pytest_evalbench.llm.transport import (
+    AiohttpTransport,
+    Failure,
+    OpenAITransport,
+    classify,
+    make_transport,
+    parse_completion,
+    wire_json,
+)
 from pytest_evalbench.llm.types import Completion, Endpoint
 from pytest_evalbench.testing import FakeLLMServer, Reply
 
@@ -350,3 +358,10 @@ def test_trickling_server_is_cut_off_by_the_whole_call_timeout() -> None:
         listener.close()
     assert classify(info.value).category == "timeout"
     assert time.monotonic() - started < 5
+
+
+def test_the_wire_body_is_compact_json_and_any_body_can_be_sent() -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "naïve “quotes” \n\t \u2028 🙂"}], "temperature": 0.7}
+    assert wire_json(body) == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    huge = {"model": "m", "seed": 2**70, "messages": []}  # orjson refuses an integer past 64 bits
+    assert json.loads(wire_json(huge)) == huge
