@@ -23,10 +23,11 @@ retried server errors per model, stays open for the run and wakes the backoffs s
   broken model does not stop the others served by the same URL);
 - the circuit opens at K counted failures in a row, K = 2 x max_attempts (10 by default);
 - an open circuit stays open for the rest of the process: every later call to that endpoint fails
-  without sending anything, and calls sleeping in a retry backoff for it wake at once (`pause`). A
-  circuit opened by refused connections raises exactly the refusal that opened it (so a dead endpoint is
-  one error group in the summary); one opened by server errors raises `LLMError("endpoint down: <the
-  failure>")`. Its rows are errors, the run exits 7 and last_run.json names the reason.
+  without sending anything (also an attempt that was waiting for its slot when it opened), and calls
+  sleeping in a retry backoff for it wake at once (`pause`). A circuit opened by refused connections
+  raises exactly the refusal that opened it (so a dead endpoint is one error group in the summary); one
+  opened by server errors raises `LLMError("endpoint down: <the failure>")`. Its rows are errors, the
+  run exits 7 and last_run.json names the reason.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class Retrier:
         async with self.limits.admission(endpoint) as admitted:
             try:
                 await admitted.admit(body, data, role, deadline)
+                self.breaker.check(endpoint.identity, role, endpoint.model)  # it may have opened meanwhile
                 headers: dict[str, str] = {}
                 completion = await self._transport().complete(endpoint, body, headers, data=data)
                 admitted.answered(completion, headers)
