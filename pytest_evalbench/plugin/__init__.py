@@ -13,6 +13,9 @@ before the test starts).
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -52,10 +55,37 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     thaw_after_pytests_cleanup(early_config)
 
 
+@contextlib.contextmanager
+def paused_collector() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the block runs, then as it was before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """With `--benchmark`, resolve settings once, register the plugin object and make every log
-    record of the session safe for terminals and CI logs, whatever logger makes it."""
+    record of the session safe for terminals and CI logs, whatever logger makes it.
+
+    Importing the session's modules and building its settings allocate many objects that live as
+    long as the session (modules, classes, the kinds' models): the collector is paused meanwhile and
+    they go straight into its permanent generation (`gc.freeze`, as the session does again at its
+    loop start; the config's last cleanup gives them back: `_compat.thaw_after_pytests_cleanup`).
+    Otherwise the collections these allocations trigger walk them again and again, and so do those
+    of the collection phase after: a fixed cost of every process that runs a benchmark (an xdist
+    worker, a subprocess run), whatever the benchmark's size."""
+    with paused_collector():
+        if _configure(config):
+            gc.freeze()
+
+
+def _configure(config: pytest.Config) -> bool:
+    """Whether a benchmark session was set up (`--benchmark` given)."""
     settings = build_settings(config)
     if settings is not None:
         from pytest_evalbench.base import safe_text
@@ -71,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
             from pytest_evalbench.plugin.session import ShardPlugin
 
             config.pluginmanager.register(ShardPlugin(config, settings.shard), "evalbench-shard")
+    return settings is not None
 
 
 def pytest_report_header(config: pytest.Config) -> Any:

@@ -60,7 +60,7 @@ def user_names_scenario(request: dict) -> str:
     return "Thought: x\nMessage: I am " + ("v02" if "m01_s001_v02" in text else "v01")
 
 
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["no-xdist", "xdist"])  # the app made in a worker process
 def test_sync_app_target(pytester: pytest.Pytester, bench_env: FakeLLMServer, xdist: list[str]) -> None:
     pytester.makeconftest(SYNC_APP)
     bench = write_benchmark(pytester.path, targets=APP_TARGETS)
@@ -130,7 +130,7 @@ def pytest_evalbench_results(config, benchmark, results, records):
     bench = write_benchmark(pytester.path, scenarios=[scenario("m01_s001_v01", "m01"),
                                                       scenario("m01_s001_v02", "m01")])
     bench_env.set_responder(script(True))
-    # in-process: both hooks under xdist are test_typed_records.py's (its `-n 2` parameter)
+    # in-process: both hooks under xdist are test_typed_records.py's (its `-n 1` parameter)
     pytester.runpytest("--benchmark=demo").assert_outcomes(passed=1, failed=1)
     rows = read_json(bench / "runs" / "tgt" / "scores.json")
     assert [(r["present"], r["passed"], r["score"]) for r in rows] == [(True, True, 1), (False, False, 0)]

@@ -568,7 +568,8 @@ def test_option_that_is_not_utf8_is_a_usage_error(pytester: pytest.Pytester, ben
 
 def test_hostile_values_and_demographic_selection_under_xdist(pytester: pytest.Pytester,
                                                              bench_env: FakeLLMServer) -> None:
-    """The same one-line errors at -n 2, and -k on a demographic value runs exactly those rows there too."""
+    """The same one-line errors under xdist (a worker's collection error), and -k on a demographic value
+    runs exactly those rows at -n 2 too (every worker selects the same items)."""
     rows = [scenario("m01_s001_v01", "m01", demographic={"age": "Adult (18+)"}),
             scenario("m01_s001_v02", "m01", demographic={"age": "Child or teenager (6-17)"}),
             scenario("m02_s001_v01", "m02", demographic={"age": "Adult (18+)"})]
@@ -577,7 +578,7 @@ def test_hostile_values_and_demographic_selection_under_xdist(pytester: pytest.P
     good = (bench / "scenarios.json").read_text()
     (bench / "scenarios.json").write_text(good.replace('"persona of m01_s001_v02"', '"\\ud800"'))
     result = collection_error(pytester, bench_env, "*scenarios.json, row 2 (id m01_s001_v02), field 'persona': "
-                                                   "contains a lone surrogate (\\ud800)*", "-n", "2")
+                                                   "contains a lone surrogate (\\ud800)*", "-n", "1")
     assert "INTERNALERROR" not in result.stdout.str()
     (bench / "scenarios.json").write_text(good)
     bench_env.set_responder(script(True))

@@ -83,7 +83,7 @@ FORGERIES = {  # how a record is forged (given a directory outside the project),
 def test_merge_refuses_forged_ids(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                   capsys: pytest.CaptureFixture[str], forgery: str) -> None:
     """Row 1: a shard whose record names `../../x` (or any id the loaders would refuse) wrote anywhere."""
-    records_file = shard_records(pytester, bench_env, ["-n", "2"] if forgery == "target-dotdot" else [])
+    records_file = shard_records(pytester, bench_env, ["-n", "1"] if forgery == "target-dotdot" else [])
     bench = records_file.parents[2]
     records = read_json(records_file)
     node_id = sorted(records)[0]
@@ -296,9 +296,9 @@ CORRUPTIONS = {
 
 @pytest.mark.parametrize(("filename", "how", "xdist"), [
     *[("scores.json", how, []) for how in CORRUPTIONS],
-    ("scores.json", "truncated", ["-n", "2"]),  # under xdist each corruption is read as without it: the slow stage's
+    ("scores.json", "truncated", ["-n", "1"]),  # under xdist each corruption is read as without it: the slow stage's
     *[pytest.param("scores.json", how, ["-n", "2"], marks=pytest.mark.slow) for how in ("not-json", "object")],
-    ("conversations.json", "truncated", []), ("conversations.json", "not-json", ["-n", "2"]),
+    ("conversations.json", "truncated", []), ("conversations.json", "not-json", ["-n", "1"]),
     (".usage.json", "truncated", []), (".usage.json", "list", [])])
 def test_corrupted_result_file_before_a_subset_run_is_an_error(pytester: pytest.Pytester, bench_env: FakeLLMServer,
                                                                filename: str, how: str, xdist: list[str]) -> None:

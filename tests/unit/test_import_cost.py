@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import script, write_benchmark
@@ -90,6 +92,37 @@ def test_a_run_imports_the_store_at_its_end_and_an_up_to_date_store_without_alem
     assert "sqlalchemy" in loaded[0] and "alembic" in loaded[0]  # a new store: its tables are made by Alembic
     assert "sqlalchemy" in loaded[1] and "alembic" not in loaded[1]
     assert "sqlalchemy.orm" not in loaded[1]  # the store is SQLAlchemy Core alone
+
+
+def test_a_benchmark_session_is_set_up_with_the_collector_paused(pytester: pytest.Pytester, bench_env: FakeLLMServer,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's imports and settings are built with Python's cyclic collector paused and go into
+    its permanent generation (a worker's collection phase does not walk them again); the collector is
+    as it was afterwards, and the config's cleanup gives the frozen objects back."""
+    from pytest_evalbench import plugin
+
+    collecting: list[bool] = []
+    real = plugin.build_settings
+
+    def recorded(config: pytest.Config) -> Any:
+        collecting.append(gc.isenabled())
+        return real(config)
+
+    monkeypatch.setattr(plugin, "build_settings", recorded)
+    write_benchmark(pytester.path)
+    pytester.makeconftest("import gc, pathlib\n\ndef pytest_sessionstart(session):\n"
+                          "    pathlib.Path('frozen.txt').write_text(str(gc.get_freeze_count()))\n")
+    frozen_before = gc.get_freeze_count()
+    for enabled in (True, False):  # a process that turned the collector off keeps it off
+        (gc.enable if enabled else gc.disable)()
+        try:
+            assert pytester.runpytest("--benchmark=demo", "--collect-only").ret == 0
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+        assert int((pytester.path / "frozen.txt").read_text()) > frozen_before  # frozen before the session starts
+        assert gc.get_freeze_count() == frozen_before  # and given back
+    assert collecting == [False, False]
 
 
 def _kind_imports(kind: str, cwd: Path) -> list[str]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import dead_base_url
+from spawned import race_for_slots, reserve_many, reserve_rate_slots
 
 from pytest_evalbench.base.errors import LLMError
 from pytest_evalbench.llm.cache import ResponseCache
@@ -243,45 +242,14 @@ def test_priority_semaphore_serves_lowest_priority_first() -> None:
     assert order == [1, 3, 5, 9]
 
 
-def _reserve_slots(path: str, count: int) -> list[float]:
-    from pathlib import Path
-
-    from pytest_evalbench.llm.limits import SharedRateLimit
-
-    limit = SharedRateLimit(Path(path), per_minute=600)
-    return [limit.reserve() for _ in range(count)]
-
-
 def test_rate_limit_slots_are_spaced_across_processes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        results = pool.starmap(_reserve_slots, [(str(tmp_path / "rl"), 5), (str(tmp_path / "rl"), 5)])
+        results = pool.starmap(reserve_rate_slots, [(str(tmp_path / "rl"), 5), (str(tmp_path / "rl"), 5)])
     slots = sorted(s for r in results for s in r)
     gaps = [b - a for a, b in itertools.pairwise(slots)]
     assert len(slots) == 10 and min(gaps) >= 0.1 - 1e-6
-
-
-def _race_for_slots(path: str, ready: Any, out: Any) -> None:
-    """Once every racer is ready: two threads reserving 40 slots each, as fast as they can."""
-    from pathlib import Path
-
-    from pytest_evalbench.llm.limits import SharedRateLimit
-
-    limit = SharedRateLimit(Path(path), per_minute=60)
-    slots: list[float] = []
-    ready.wait()
-
-    def loop() -> None:
-        for _ in range(40):
-            slots.append(limit.reserve())
-
-    threads = [threading.Thread(target=loop) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    out.put(slots)
 
 
 def test_racing_reservations_never_share_a_slot(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -292,7 +260,7 @@ def test_racing_reservations_never_share_a_slot(tmp_path) -> None:  # type: igno
 
     context = multiprocessing.get_context("spawn")
     ready, out = context.Barrier(3), context.Queue()
-    racers = [context.Process(target=_race_for_slots, args=(str(tmp_path / "rl"), ready, out)) for _ in range(3)]
+    racers = [context.Process(target=race_for_slots, args=(str(tmp_path / "rl"), ready, out)) for _ in range(3)]
     for racer in racers:
         racer.start()
     results = [out.get(timeout=120) for _ in racers]
@@ -332,17 +300,6 @@ def test_a_reservation_waits_for_calls_in_flight_then_the_budget_stops() -> None
         return events
 
     assert asyncio.run(scenario()) == ["first settles", "second True", "third False", "fourth False"]
-
-
-def reserve_many(path: str, count: int) -> None:
-    async def run() -> None:
-        budget = Budget(1.0, FileLedger(Path(path)))
-        for _ in range(count):
-            if not await budget.reserve(0.1):
-                return
-            budget.settle(0.1, 0.1)
-
-    asyncio.run(run())
 
 
 def test_processes_share_one_ledger(tmp_path: Path) -> None:

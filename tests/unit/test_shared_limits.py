@@ -7,14 +7,12 @@ from __future__ import annotations
 import itertools
 import json
 import multiprocessing
-import threading
 import time
-import urllib.error
-import urllib.request
 from email.utils import formatdate
 from pathlib import Path
 
 import pytest
+from spawned import KEY, learn_429, reserve_slots, send_paced
 
 from pytest_evalbench.llm.shared_limits import (
     BURST_RESERVE,
@@ -30,38 +28,6 @@ from pytest_evalbench.llm.shared_limits import (
 )
 from pytest_evalbench.testing import FakeLLMServer, RateWindow
 from pytest_evalbench.testing._handler import duration
-
-KEY = "http://127.0.0.1:8000/v1"
-
-
-def reserve_slots(path: str, count: int) -> list[float]:
-    """In another OS process: claim `count` start slots of KEY."""
-    limits = SharedLimits(Path(path))
-    return [limits.reserve(KEY) for _ in range(count)]
-
-
-def send_paced(path: str, url: str, count: int, barrier: threading.Barrier) -> list[float]:
-    """In another OS process: `count` chat requests to the fake server at `url`, each started at the
-    slot the shared view grants and teaching it the answer's headers; the times they were sent."""
-    limits = SharedLimits(Path(path))
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    barrier.wait(30)
-    sent = []
-    for _ in range(count):
-        time.sleep(max(0.0, limits.reserve(KEY) - time.time()))
-        sent.append(time.time())
-        request = urllib.request.Request(f"{url}/chat/completions", data=body,
-                                         headers={"content-type": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                limits.learn(KEY, parse(dict(answer.headers)), limited=False)
-        except urllib.error.HTTPError as refused:
-            limits.learn(KEY, parse(dict(refused.headers)), limited=refused.code == 429)
-    return sent
-
-
-def learn_429(path: str) -> None:
-    SharedLimits(Path(path)).learn(KEY, parse({"retry-after": "1"}), limited=True)
 
 
 @pytest.fixture
