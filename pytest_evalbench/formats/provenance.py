@@ -145,7 +145,9 @@ def update_sessions(directory: Path, measured: Iterable[str], live: Collection[s
     if not rows and not (directory / SESSIONS_FILE).exists():
         return
     sessions: dict[SessionStamp, int] = {}
-    indexed = {key: sessions.setdefault(s, len(sessions)) for key, s in sorted(rows.items())}
+    # the keys sorted, not the rows' (key, stamp) pairs: one tuple less per row (100,000 at 100,000 items)
+    indexed = {key: sessions.setdefault(rows[key], len(sessions)) for key in sorted(rows)}
+    del rows  # the index replaces it before the file's text is built
     stamps = {"sessions": [s.to_json() for s in sessions], "rows": indexed, VERSION_KEY: FORMAT_VERSION}
     path = directory / SESSIONS_FILE
     atomic_write_text(path, finite_json(stamps, path, ensure_ascii=False) + "\n", root or directory)

@@ -10,6 +10,7 @@ pytest >= 8.0 (latest checked: 9.2.0), pytest-xdist >= 3.5 (latest checked: 3.8.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -44,11 +45,18 @@ def fix_structured_nodeid(item: pytest.Item) -> None:
     callspec, which only `Metafunc.parametrize` builds (CallSpec and Metafunc's constructor are
     private), and does not forward Node's `nodeid=`. Items made by pytest's own parametrization cost
     several times the collection time and more memory per item, so this one private attribute stays
-    (tests: --lf, --nf, --sw in test_scenarios.py). pytest < 9.2 has a
+    (tests: --lf, --nf, --sw in test_scenarios.py). The parsed id's path is the file's own string and
+    its params (`t-s0`) one string per value, as pytest's ids share them, not a copy per item (the
+    frozen id's fields are set as pytest sets its cache, `object.__setattr__`). pytest < 9.2 has a
     plain string `_id` without `parse` (pytest 8.0 - 9.1): nothing to do."""
     node_id = getattr(item, "_id", None)
     if node_id is not None and hasattr(type(node_id), "parse"):
-        item._id = type(node_id).parse(str(node_id))
+        parsed = type(node_id).parse(str(node_id))
+        if parsed.path == node_id.path:
+            object.__setattr__(parsed, "path", node_id.path)
+        if isinstance(parsed.params, str):
+            object.__setattr__(parsed, "params", sys.intern(parsed.params))
+        item._id = parsed
 
 
 def message_repr(config: pytest.Config, excinfo: pytest.ExceptionInfo[BaseException]) -> TerminalRepr | None:

@@ -20,7 +20,7 @@ from pytest_evalbench.gate.completeness import NOT_DRAWN, WORKER_DIED, Completen
 from pytest_evalbench.gate.decision import Failures
 from pytest_evalbench.kinds.protocol import JSONRecord
 from pytest_evalbench.plugin._compat import attach, junit_requested, read, xfail_reason
-from pytest_evalbench.plugin.nodes import CASE_OUTCOME, CASE_RECORD, CaseItem
+from pytest_evalbench.plugin.nodes import CASE_DECIDED, CaseItem, Decided
 from pytest_evalbench.plugin.scheduler import Scheduler
 from pytest_evalbench.plugin.selection import Selection
 from pytest_evalbench.render.terminal import transcript_text
@@ -92,7 +92,7 @@ class Bookkeeping:
         kind = self.selection.kind
         outcome = kind.outcome(record, judged_row if hook.get_hookimpls() else None)
         if outcome.status == NOT_DRAWN:  # no row, no record: a skip by design, accounted for by its status
-            item.stash[CASE_OUTCOME] = outcome
+            item.stash[CASE_DECIDED] = Decided(outcome, None)
             if self.junit:
                 item.user_properties.append(("evalbench_status", NOT_DRAWN))
             pytest.skip(outcome.message)
@@ -101,8 +101,7 @@ class Bookkeeping:
             item.user_properties.extend((name, redact(value) if isinstance(value, str) else value)
                                         for name, value in outcome.properties)  # JUnit XML
             item.user_properties.append(("evalbench_status", case_status(outcome.status, outcome.convicts)))
-        item.stash[CASE_RECORD] = data
-        item.stash[CASE_OUTCOME] = outcome
+        item.stash[CASE_DECIDED] = Decided(outcome, data)
         if outcome.status == "unscored":
             raise Unscored(outcome.message or "unscored")
         return data
@@ -123,7 +122,7 @@ class Bookkeeping:
             item.user_properties.append(("evalbench_status", ERROR))  # JUnit: the documented status
         if not isinstance(item, CaseItem):
             return
-        outcome, record = item.stash.get(CASE_OUTCOME, None), item.stash.get(CASE_RECORD, None)
+        outcome, record = item.stash.get(CASE_DECIDED, None) or (None, None)
         if outcome is not None:
             attach(report, STATUS_ATTR, outcome.status)
             if call.when == "call" and outcome.status == "failed" and outcome.decided_by is not None:
@@ -138,12 +137,11 @@ class Bookkeeping:
     def _release(self, item: CaseItem, report: pytest.TestReport) -> None:
         """The item is done: its record moves to the teardown report (which the controller, or xdist
         on the way there, consumes) and nothing of it stays on the item or in the engine."""
-        record = item.stash.get(CASE_RECORD, None)
-        if record is not None:
-            attach(report, RECORD_ATTR, record)
-        for key in (CASE_RECORD, CASE_OUTCOME):
-            if key in item.stash:
-                del item.stash[key]
+        decided = item.stash.get(CASE_DECIDED, None)
+        if decided is not None:
+            if decided.record is not None:
+                attach(report, RECORD_ATTR, decided.record)
+            del item.stash[CASE_DECIDED]
         self.scheduler.release(item.nodeid)
 
     def consume(self, report: pytest.TestReport) -> None:

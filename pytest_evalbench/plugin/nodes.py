@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import pytest
 
@@ -34,10 +34,21 @@ loaded with the plugin, so the key is one object for the whole process even when
 runs drop lazily imported modules."""
 SOURCE_KEY: pytest.StashKey[CaseSource] = pytest.StashKey()
 """Where collection gets the cases (the session's `Selection`)."""
-CASE_RECORD: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-"""An item's record (JSON) from its setup until its teardown report carries it (`bookkeeping.py`)."""
-CASE_OUTCOME: pytest.StashKey[Any] = pytest.StashKey()
-"""The kind's outcome of an item (a `kinds.Outcome`) from its setup until its teardown (`bookkeeping.py`)."""
+
+
+class Decided(NamedTuple):
+    """What the kind decided for an item, from its setup until its teardown (`bookkeeping.py`)."""
+
+    outcome: Any
+    """The kind's outcome (a `kinds.Outcome`)."""
+    record: dict[str, Any] | None
+    """The item's record (JSON) until its teardown report carries it; None for a sample not drawn."""
+
+
+CASE_DECIDED: pytest.StashKey[Decided] = pytest.StashKey()
+"""An item's `Decided`, one stash entry: pytest's own entries of an item's stash fit the smallest
+dictionary, and two of ours would double its table for the rest of the session (each item keeps
+its stash to the end)."""
 
 
 def check_case(evalbench_record: dict[str, Any]) -> None:
@@ -63,7 +74,7 @@ class CaseItem(ShortErrorTraceback):
         """Run the test body, then fail with the core's message when the case's outcome is `failed`
         (xfail when its judge is unreliable: the failure is shown but cannot fail the build)."""
         super().runtest()
-        outcome = self.stash[CASE_OUTCOME]
+        outcome = self.stash[CASE_DECIDED].outcome
         if outcome.status == "failed":
             from pytest_evalbench.base.safe_text import terminal
 
@@ -75,8 +86,8 @@ class CaseItem(ShortErrorTraceback):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:  # type: ignore[override]  # as Function's
         """A failed case reports its message alone, as pytest prints any `pytrace=False` failure, but
         without pytest walking the traceback through its runner's frames to print none of them."""
-        outcome = self.stash.get(CASE_OUTCOME, None)
-        if outcome is not None and outcome.status == "failed" and isinstance(excinfo.value, pytest.fail.Exception):
+        decided = self.stash.get(CASE_DECIDED, None)
+        if decided is not None and decided.outcome.status == "failed" and isinstance(excinfo.value, pytest.fail.Exception):
             report = message_repr(self.config, excinfo)
             if report is not None:
                 return report

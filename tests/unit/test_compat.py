@@ -124,3 +124,21 @@ def test_a_cases_evalbench_error_is_reported_from_its_raising_frame_without_pars
     assert len(report.reprtraceback.reprentries) == 1  # type: ignore[union-attr]  # the raising frame's
     assert "deep(depth - 1)" in str(excinfo.getrepr(style="long")) and parsed  # what it would have parsed
     assert issubclass(CaseItem, ShortErrorTraceback)
+
+
+def test_structured_node_ids_share_the_files_path_and_one_params_string_per_value() -> None:
+    """pytest >= 9.2 keeps a structured id per item: ours keep the data file's path string and one params
+    string per value (`tgt-s0`), as pytest's own ids share them, not a copy of each per item."""
+    nodeid = pytest.importorskip("_pytest.nodeid", reason="pytest < 9.2 keeps string node ids")
+    from types import SimpleNamespace
+
+    from pytest_evalbench.plugin._compat import fix_structured_nodeid
+
+    file_id = nodeid.NodeId(path="benchmarks/demo/scenarios.json")
+    items = [SimpleNamespace(_id=file_id.child(f"m01_s00{i}_v01[tgt-s0]")) for i in range(2)]
+    for item in items:
+        fix_structured_nodeid(item)  # type: ignore[arg-type]  # reads and sets ._id
+    first, second = (item._id for item in items)
+    assert (first.path, first.names, first.params) == ("benchmarks/demo/scenarios.json", ("m01_s000_v01",), "tgt-s0")
+    assert str(first) == "benchmarks/demo/scenarios.json::m01_s000_v01[tgt-s0]"
+    assert first.path is file_id.path and second.path is file_id.path and first.params is second.params

@@ -183,3 +183,27 @@ def test_no_credential_is_written_to_the_cache(tmp_path: Path) -> None:
     assert len(entries) == 1  # the request with the key in it was answered, never stored
     text = entries[0].read_text()
     assert "QZX" not in text and "admin" not in text and MASK in text
+
+
+def test_secrets_are_looked_for_in_a_long_report_folded_a_slice_at_a_time() -> None:
+    """A long text that is not ASCII (an HTML report of every failed case) is folded as a whole text
+    is, final sigmas included, without `str.lower`'s twelve bytes per character of the whole report:
+    its peak stays within a few times the text's own size, and a secret in it is still masked."""
+    import sys
+    import tracemalloc
+
+    from pytest_evalbench.base import safe_text
+
+    text = "<td>ΑΣ Σα ΣΑΣ é</td>" * 60_000 + "<p>key: SK-PERF-0123456789</p>"
+    assert len(text) > 1_000_000 and "\n" not in text  # one line, as the report is
+    secrets = safe_text.Secrets()
+    secrets.add("sk-perf-0123456789")
+    tracemalloc.start()
+    try:
+        masked = secrets.redact(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "SK-PERF-0123456789" not in masked and masked.endswith(f"<p>key: {safe_text.MASK}</p>")
+    assert peak < 5 * sys.getsizeof(text), f"{peak} bytes to redact {sys.getsizeof(text)}"
+    assert safe_text._fold(text) == safe_text._INVISIBLES.sub("", text).lower()

@@ -52,3 +52,14 @@ def test_user_prompt_uses_demographic_persona_landmarks_and_goal() -> None:
     assert "Turn 2:" not in no_landmarks and "at most" not in no_landmarks
     assert "This turn: say you are in a hurry" in turn_prompt(2, SCENARIO, Generation(turns=3))
     assert "This turn" not in turn_prompt(1, SCENARIO, Generation(turns=3))
+
+
+def test_a_row_and_its_item_hold_no_instance_dictionary() -> None:
+    """A run of 100,000 items holds a stored row and an item per case from collection to its end: both
+    are slotted (the memory bound, docs/performance.md), and still load the row they were given."""
+    from pytest_evalbench.kinds.scenarios.runner import ScenarioItem, StoredScenario
+
+    row = Scenario.model_validate({"id": "m01_s001_v01", "metric_id": "m01", "persona": "p", "user_goal": "g"})
+    item = ScenarioItem(row, "tgt", 0, 0)
+    assert not hasattr(item, "__dict__") and not hasattr(item.stored, "__dict__")
+    assert isinstance(item.stored, StoredScenario) and item.scenario == row and item.name == "m01_s001_v01[tgt-s0]"

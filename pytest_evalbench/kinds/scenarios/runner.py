@@ -54,7 +54,10 @@ from pytest_evalbench.llm.types import Endpoint, Usage
 class StoredScenario:
     """A scenarios.json row kept as its compact JSON, rebuilt into the model whenever an item needs
     it: a validated `Scenario` weighs about 2 KB, its JSON a fraction of that, and a benchmark of
-    100,000 items holds every row from collection to the end of the session."""
+    100,000 items holds every row from collection to the end of the session (slotted, as its item:
+    the memory bound counts one of each per item, docs/performance.md)."""
+
+    __slots__ = ("_json", "demographic", "id", "metric_id", "metric_type")
 
     def __init__(self, scenario: Scenario) -> None:
         self.id = scenario.id
@@ -85,7 +88,9 @@ def _demographic_keywords(demographic: dict[str, str]) -> tuple[str, ...]:
 
 
 class ScenarioItem:
-    """One test item of a scenario benchmark: scenario row × target × sample."""
+    """One test item of a scenario benchmark: scenario row × target × sample (slotted, as its row)."""
+
+    __slots__ = ("index", "sample", "stored", "target_id")
 
     def __init__(self, scenario: Scenario | StoredScenario, target_id: str, sample: int, index: int) -> None:
         self.stored = scenario if isinstance(scenario, StoredScenario) else StoredScenario(scenario)
