@@ -25,7 +25,7 @@ from typing import Any, Optional, Protocol, TypeVar
 
 import orjson
 from sqlalchemy import Engine, Integer, Text, and_, cast, create_engine, desc, func, insert, or_, select, text, type_coerce
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from pytest_evalbench.base.errors import EvalbenchError, InputError
@@ -191,20 +191,13 @@ class Store:
     def runs(self, benchmark: str | None = None, *, branch: str | None = None,
              limit: int | None = None) -> list[RunData]:
         """Runs (without their cases), newest first; of one benchmark and branch when given."""
-        query = select(schema.runs).order_by(desc(schema.runs.c.created), desc(schema.runs.c.id))
-        if benchmark is not None:
-            query = query.where(schema.runs.c.benchmark == benchmark)
-        if branch is not None:
-            query = query.where(schema.runs.c.branch == branch)
-        if limit is not None:
-            query = query.limit(limit)
         with self._errors("read"), self.engine.connect() as conn:
-            return [_run_data(row, self.url) for row in conn.execute(query)]
+            return [_run_data(row, self.url) for row in newest_runs(conn, benchmark, branch=branch, limit=limit)]
 
     def run(self, run_id: int) -> RunData | None:
         """One run with its cases (in the order recorded), or None when the store has no such run."""
         with self._errors("read"), self.engine.connect() as conn:
-            row = conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
+            row = run_row(conn, run_id)
             if row is None:
                 return None
             run = _run_data(row, self.url)
@@ -226,6 +219,24 @@ class Store:
         """How many runs the store holds."""
         with self._errors("read"), self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(schema.runs)).scalar_one())
+
+
+def newest_runs(conn: Connection, benchmark: str | None = None, *, branch: str | None = None,
+                limit: int | None = None) -> list[Row[Any]]:
+    """The `runs` rows (unchecked), newest first; of one benchmark and branch when given."""
+    query = select(schema.runs).order_by(desc(schema.runs.c.created), desc(schema.runs.c.id))
+    if benchmark is not None:
+        query = query.where(schema.runs.c.benchmark == benchmark)
+    if branch is not None:
+        query = query.where(schema.runs.c.branch == branch)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(conn.execute(query))
+
+
+def run_row(conn: Connection, run_id: int) -> Row[Any] | None:
+    """One run's `runs` row (unchecked), or None when the store has no such run."""
+    return conn.execute(select(schema.runs).where(schema.runs.c.id == run_id)).first()
 
 
 def _run_data(row: Any, store: str) -> RunData:

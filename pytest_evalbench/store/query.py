@@ -175,7 +175,7 @@ RATE_RUNS = 20
 ORDERS = ("label", "node", "status")
 """A run page's orders: most worth labelling first (the default), by node id, failures first."""
 _STATUS_ORDER = {"failed": 0, "error": 1, "unscored": 2, "not run": 3, "passed": 4}
-_RUN, _CASE = schema.runs.c, schema.cases.c
+_CASE = schema.cases.c
 
 
 @dataclass(frozen=True)
@@ -227,16 +227,6 @@ class RateCell:
     @property
     def rate(self) -> Optional[float]:
         return self.passed / self.scored if self.scored else None
-
-
-def runs(conn: Connection, limit: int = 500) -> list[Row[Any]]:
-    """The newest runs first."""
-    return list(conn.execute(select(schema.runs).order_by(_RUN.created.desc(), _RUN.id.desc()).limit(limit)))
-
-
-def run_row(conn: Connection, run_id: int) -> Optional[Row[Any]]:
-    """One run's row, or None when the store has no such run."""
-    return conn.execute(select(schema.runs).where(_RUN.id == run_id)).first()
 
 
 def rate_table(conn: Connection, run_ids: Sequence[int]) -> dict[tuple[str, str], dict[int, RateCell]]:

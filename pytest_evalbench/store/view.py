@@ -18,8 +18,7 @@ import html
 import json
 import secrets
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -41,7 +40,7 @@ from pytest_evalbench.base.errors import EvalbenchError
 from pytest_evalbench.base.safe_text import control_visible, redact, terminal
 from pytest_evalbench.formats.spec import resolve_benchmark_dir
 from pytest_evalbench.store import query as q
-from pytest_evalbench.store.db import StoreError, check_cases, checked_case, checked_run
+from pytest_evalbench.store.db import StoreError, check_cases, checked_case, checked_run, newest_runs, run_row
 from pytest_evalbench.store.labelling import (
     MAX_LABEL_BODY,
     append_label,
@@ -52,6 +51,8 @@ from pytest_evalbench.store.labelling import (
 )
 
 TOKEN_HEADER = "X-Evalbench-Token"
+VIEW_RUNS = 500
+"""The newest runs the runs page lists."""
 HOSTS = ("127.0.0.1", "localhost")
 """The Host names a request may carry: the server listens on 127.0.0.1 only."""
 SECURITY_HEADERS = {
@@ -113,11 +114,6 @@ class ViewApp:
         self.config = config
         self.env = _templates()
 
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        with self.config.connect() as conn:
-            yield conn
-
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         html = self.env.get_template(name).render(token=self.config.token, **context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
@@ -126,8 +122,8 @@ class ViewApp:
         return self.page("missing.html", status=404, title="not found", what=what)
 
     def runs(self, request: Request) -> HTMLResponse:
-        with self.connection() as conn:
-            all_runs = [checked_run(run, self.config.store) for run in q.runs(conn)]
+        with self.config.connect() as conn:
+            all_runs = [checked_run(run, self.config.store) for run in newest_runs(conn, limit=VIEW_RUNS)]
             trends = q.rates_over_runs(conn, all_runs)
             check_cases(conn, [run.id for chosen, _ in trends.values() for run in chosen], self.config.store)
             previous: dict[int, int] = {}  # run id -> the same benchmark's run before it
@@ -144,8 +140,8 @@ class ViewApp:
                            _text(request, "q"), request.query_params.get("order", "label"))
         if flt.order not in q.ORDERS:
             flt = q.PageFilter(flt.metric, flt.target, flt.status, flt.query, "label")
-        with self.connection() as conn:
-            run = q.run_row(conn, run_id)
+        with self.config.connect() as conn:
+            run = run_row(conn, run_id)
             if run is None:
                 return self.missing(f"run {run_id}")
             checked_run(run, self.config.store)
@@ -166,8 +162,8 @@ class ViewApp:
 
     def compare(self, request: Request) -> HTMLResponse:
         a, b = _int(request.path_params["a"], 0), _int(request.path_params["b"], 0)
-        with self.connection() as conn:
-            run_a, run_b = q.run_row(conn, a), q.run_row(conn, b)
+        with self.config.connect() as conn:
+            run_a, run_b = run_row(conn, a), run_row(conn, b)
             if run_a is None or run_b is None:
                 return self.missing(f"run {a if run_a is None else b}")
             checked_run(run_a, self.config.store)
@@ -221,8 +217,8 @@ class ViewApp:
     def _write_label(self, run_id: int | str, node_id: str, metric: str, present: bool, note: str) -> JSONResponse:
         if not isinstance(run_id, int) and not (run_id.isdigit() and len(run_id) < 10):
             return _error(404, f"no run {run_id!r}"[:200])
-        with self.connection() as conn:
-            run = q.run_row(conn, int(run_id))
+        with self.config.connect() as conn:
+            run = run_row(conn, int(run_id))
             if run is None:
                 return _error(404, f"no run {run_id}")
             checked_run(run, self.config.store)
