@@ -6,7 +6,8 @@ RecursionError, an OverflowError, and never a NaN or an infinity written to a fi
 Readers: the JSON reader itself, benchmark.yaml (pricing, thresholds, judge settings), scenarios.json,
 dataset files, calibration.jsonl labels, calibration.json, history.jsonl, baselines (and the plan over
 them), cache entries, an endpoint's answer body and its log-probabilities, tool-call arguments from
-every source, a trajectory's calls, the threshold search, recorded usage, and the result writers.
+every source, a trajectory's calls, the threshold search, recorded usage, an answer's rate-limit
+headers (and the pace a process learns from them), and the result writers.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hostile_values import JSON_TEXTS, LEAVES, NUMBERS, VALUES, json_text, nested, placed, unwrap
-from hypothesis import HealthCheck, given, settings
+from hostile_values import JSON_TEXTS, LEAVES, NUMBERS, TEXTS, VALUES, json_text, nested, placed, unwrap
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_evalbench.base.errors import InputError
@@ -342,6 +343,38 @@ def test_an_answer_body_is_a_completion_or_a_bad_response(text: str) -> None:
     except UnusableProbability:
         return  # the row is unscored with the reason
     assert probability is None or 0 <= probability <= 1
+
+
+RATE_HEADERS = [f"x-ratelimit-{part}-{kind}" for part in ("limit", "remaining", "reset") for kind in ("requests", "tokens")]
+HEADER_TEXTS = st.one_of(st.builds(str, NUMBERS), st.builds(str, st.integers(0, 10**7)),
+                         st.builds(lambda n, u: f"{n}{u}", NUMBERS, st.sampled_from(["ms", "s", "m", "h", "m0s", "h2m3.5s"])),
+                         st.sampled_from(["Wed, 21 Oct 2015 07:28:00 GMT", "Fri, 31 Dec 9999 23:59:59 GMT"]), TEXTS)
+"""What a header may say: numbers of every range as text, durations, HTTP dates and hostile text."""
+
+
+@FEW
+@given(st.lists(st.tuples(st.dictionaries(st.sampled_from([*RATE_HEADERS, "retry-after", "retry-after-ms"]), HEADER_TEXTS,
+                                          min_size=3),
+                          st.booleans(), st.one_of(st.integers(-10, 10**6), st.just(10**400))), max_size=6))
+@example([({"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1e300"}, False, 1),
+          ({"x-ratelimit-remaining-tokens": "1", "x-ratelimit-reset-tokens": "99999h", "retry-after": "1e999"}, True, 10**400)])
+def test_rate_limit_headers_give_a_finite_bounded_pace(answers: list[tuple[dict[str, str], bool, int]]) -> None:
+    """Whatever an endpoint's headers say, the pace learned from them is finite, within the waits any
+    header may ask for, and one every other process accepts when it reads the shared file."""
+    from pytest_evalbench.llm.shared_limits import _GAPS, MAX_WAIT, EndpointState, parse
+
+    now, state = 1_000_000.0, EndpointState()
+    for headers, limited, tokens in answers:
+        info = parse(headers)
+        for window in (info.requests, info.tokens):
+            assert all(v is None or (math.isfinite(v) and v >= 0) for v in (window.limit, window.remaining, window.reset))
+        assert info.retry_after is None or 0 <= info.retry_after <= MAX_WAIT
+        state.learn(now, info, limited, min(tokens, 10**9))
+        values = vars(state)
+        assert all(math.isfinite(v) and v >= 0 for v in values.values()), values
+        assert all(values[gap] <= MAX_WAIT for gap in _GAPS), values
+        assert state.plausible(now) and EndpointState.of(values) == state, values
+        now += 0.5
 
 
 @FEW
