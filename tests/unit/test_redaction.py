@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_evalbench.base.errors import LLMError, TargetError
 from pytest_evalbench.base.safe_text import (
@@ -207,3 +209,15 @@ def test_secrets_are_looked_for_in_a_long_report_folded_a_slice_at_a_time() -> N
     assert "SK-PERF-0123456789" not in masked and masked.endswith(f"<p>key: {safe_text.MASK}</p>")
     assert peak < 5 * sys.getsizeof(text), f"{peak} bytes to redact {sys.getsizeof(text)}"
     assert safe_text._fold(text) == safe_text._INVISIBLES.sub("", text).lower()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(list("aAΣσςΑé\u0345\u0307'.: \n<>İ\u200b")), max_size=40).map("".join) | st.text(max_size=40))
+def test_a_text_folded_a_slice_at_a_time_reads_as_the_whole_text_lowered(text: str) -> None:
+    """Slices end only after a character that is neither cased nor case-ignorable, so no lowering rule
+    (a final sigma, a dotted capital I) reads across them: shown with slices a few characters long."""
+    from pytest_evalbench.base import safe_text
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(safe_text, "FOLD_SLICE", 3)
+        assert safe_text._fold(text + "é") == safe_text._INVISIBLES.sub("", text + "é").lower()
