@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from pytest_evalbench.llm.cache import CorruptEntry, ResponseCache, cache_key, canonical_json, completion_material, entry_digest
 from pytest_evalbench.llm.types import Endpoint
@@ -289,6 +291,47 @@ def test_cache_keys_stay_what_recorded_caches_hold() -> None:
                         (True, "eb7b143686db356bc550c442c1d41c3d6069f3f934436447cbbbf5795b1cc4dd")):
         material = completion_material("openai:https://x/v1", body, sample, 1)
         assert cache_key(material) == cache_key(material, canonical_json(material)) == key
+
+
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-2**70, 2**70), st.floats(),
+                   st.floats(-1e-3, 1e-3), st.text(), st.sampled_from(["5e-7", "0.00001", "null", "e-mail"]))
+_DATA = st.recursive(_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
+                                                       st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+                     max_leaves=20)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_DATA)
+@example([1e-05, 2.5e-07, float("nan"), None, float("-inf")])
+@example({"\U0001f600": 1, "\uffff": 2, "é": 3, "e": 4, "\ud800": 5})
+@example([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])
+def test_the_canonical_json_is_the_standard_librarys_to_the_byte(data: Any) -> None:
+    """Keys are made from the canonical JSON: whichever encoder makes it, its text is the standard
+    library's, for every value (small floats, NaN, huge integers, lone surrogates, any key order)."""
+    from pytest_evalbench.llm.cache import _CANONICAL, _holds_non_finite
+
+    assert canonical_json(data) == _CANONICAL.encode(data)
+    if not _holds_non_finite(data):  # what `parse_json` gives: it refuses NaN and the infinities
+        assert canonical_json(data, parsed=True) == _CANONICAL.encode(data)
+
+
+def test_data_orjson_refuses_is_encoded_as_the_standard_library_does() -> None:
+    """A text subclass or a non-text key: orjson refuses it, the library encodes it (or refuses it
+    alike), so no value changes its key with the encoder."""
+    import enum
+
+    class Role(str, enum.Enum):
+        USER = "user"
+
+    from pytest_evalbench.llm.cache import _CANONICAL
+
+    for data in ({"role": Role.USER}, {2: "a", 1: 2.5}, {True: None}, [2**64, -2**63 - 1]):
+        assert canonical_json(data) == _CANONICAL.encode(data)
+    for refused in ({"when": object()}, {1: "a", "b": 2}):
+        with pytest.raises(TypeError):
+            _CANONICAL.encode(refused)
+        with pytest.raises(TypeError):
+            canonical_json(refused)
 
 
 def test_identical_concurrent_calls_are_made_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
