@@ -259,49 +259,55 @@ def decode_row(buffer: str, position: int) -> tuple[Any, int]:
     return value, end
 
 
-_KEY_END = re.compile(rb'"\s*:')
-"""The end of a key (and a quote and colon inside a string): counted in the text and in orjson's
-encoding of the decoded data, equal counts mean no key was given twice."""
-_SPACED_KEY_END = re.compile(rb'"\s+:')
-"""Whitespace between a key and its colon: without any, `":` is counted as it is (faster than the pattern)."""
-_ESCAPES = re.compile(rb"\\u(?:0022|[dD][89a-fA-F])")
-"""An escaped quote (which the key count would miss) or a surrogate escape: decoded by the standard library."""
+_ESCAPES = re.compile(rb"\\u(?:003[aA]|[dD][89a-fA-F])")
+"""An escaped colon (which the key count would miss) or a surrogate escape: decoded by the standard library."""
 _DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 19
 """19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits, of which orjson makes a float."""
 
 
-def parse_json(text: str, path: Path, row: int | None = None, *, surrogates: bool = False,
+def parse_json(text: str | bytes, path: Path, row: int | None = None, *, surrogates: bool = False,
                control_characters: bool = False) -> Any:
     """JSON text -> data: the one reader of JSON from outside. Syntax, nesting deeper than MAX_DEPTH,
     out-of-range or non-finite numbers, duplicate keys and lone surrogates are one-line InputErrors
-    (`row` = the text's line).
+    (`row` = the text's line). `text` may be the UTF-8 bytes of a file as read (bytes that are not
+    UTF-8: "not UTF-8").
 
-    orjson decodes first, behind one guard: it refuses NaN, infinities and nesting past 1,024 itself,
-    and its result is taken only when the text cannot hide what it does not check (a duplicate key:
-    the key count of the text and of the result agree; an integer past 64 bits, a surrogate escape:
-    none in the text; deeper than MAX_DEPTH: at most MAX_DEPTH brackets, or a walk). Anything else
-    is decoded again by the standard library with hooks that mark each bad value, so the error names
-    its field. `surrogates`: lone surrogates are let through (a recorded answer that held one; the
-    caller makes them U+FFFD). `control_characters`: strings may hold control characters unescaped
-    (a model's answer: JSON asks for escapes, models write raw newlines and tabs)."""
-    encoded = text.encode("utf-8", "surrogatepass")  # a lone surrogate: orjson refuses, the library names it
-    if not (b"\\u" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in encoded.translate(_DIGITS):
+    orjson decodes first, behind one guard: it refuses NaN, infinities, invalid UTF-8 and nesting
+    past 1,024 itself, and its result is taken only when the text cannot hide what it does not check
+    (a duplicate key: the text holds as many colons as orjson's encoding of the result, each key
+    having one and every colon of a string being written as itself; an integer past 64 bits, a
+    surrogate or colon escape: none in the text; deeper than MAX_DEPTH: at most MAX_DEPTH brackets,
+    or a walk). Anything else is decoded again by the standard library with hooks that mark each bad
+    value (`parse_with_library`), so every error is the library's, naming its field. `surrogates`:
+    lone surrogates are let through (a recorded answer that held one; the caller makes them U+FFFD).
+    `control_characters`: strings may hold control characters unescaped (a model's answer: JSON asks
+    for escapes, models write raw newlines and tabs)."""
+    # a lone surrogate in a str: orjson refuses its encoding, the library names it
+    encoded = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if not (b"\\" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in encoded.translate(_DIGITS):
         try:
             data = orjson.loads(encoded)
         except orjson.JSONDecodeError:
             pass
         else:
-            # orjson goes to 1,024 levels, its encoder to 254
-            if encoded.count(b"[") + encoded.count(b"{") > MAX_DEPTH and nests_deeper(data):
-                raise InputError(path, f"nested deeper than {MAX_DEPTH} levels", row=row)
-            if b":" not in encoded:
+            # orjson goes to 1,024 levels, its encoder to 254 (too deep: the library names it)
+            if ((encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH or not nests_deeper(data))
+                    and (b":" not in encoded or encoded.count(b":") == orjson.dumps(data).count(b":"))):
                 return data
-            if _SPACED_KEY_END.search(encoded):
-                if len(_KEY_END.findall(encoded)) == len(_KEY_END.findall(orjson.dumps(data))):
-                    return data
-            elif encoded.count(b'":') == orjson.dumps(data).count(b'":'):
-                return data
+    return parse_with_library(text, path, row, surrogates=surrogates, control_characters=control_characters)
+
+
+def parse_with_library(text: str | bytes, path: Path, row: int | None = None, *, surrogates: bool = False,
+                       control_characters: bool = False) -> Any:
+    """`parse_json` by the standard library alone, its hooks marking every bad value so the error names
+    its field: what `parse_json` falls back to, and the rule its orjson path is held to."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(path, f"not UTF-8 (byte 0x{text[exc.start]:02x})",
+                             row=row if row is not None else text[:exc.start].count(b"\n") + 1) from None
     try:
         data = (_LENIENT if control_characters else DECODER).decode(text)
     except json.JSONDecodeError as exc:

@@ -273,7 +273,7 @@ class ResponseCache:
         try:
             # at most MAX_ENTRY_BYTES: a huge file in the cache directory (a leftover, or planted) is
             # never loaded into memory, and a FIFO or device planted there is refused, never read
-            text = read_bounded(self.entry_file(key), MAX_ENTRY_BYTES).decode("utf-8")
+            text = read_bounded(self.entry_file(key), MAX_ENTRY_BYTES)
         except FileNotFoundError:
             return None
         except TooLarge:
@@ -282,9 +282,10 @@ class ResponseCache:
             raise CorruptEntry(self.path_for(key), f"unreadable ({type(exc).__name__})") from None
         try:  # its error is raised again naming the entry's file (no path built for a sound entry)
             entry = parse_json(text, self.directory, surrogates=True)
-        except InputError as exc:  # not JSON, nested too deep, a number no file holds, a key given twice
+        except InputError as exc:  # not UTF-8 or not JSON, nested too deep, a number no file holds, a key given twice
             where = f"field '{exc.field}': " if exc.field else ""
-            refused = "not valid JSON" if exc.message.startswith("invalid JSON") else f"{where}{exc.message}"
+            refused = ("not valid JSON" if exc.message.startswith("invalid JSON") else
+                       "unreadable (not UTF-8)" if exc.message.startswith("not UTF-8") else f"{where}{exc.message}")
             raise CorruptEntry(self.path_for(key), refused) from None
         try:
             problem = version_problem(entry)
