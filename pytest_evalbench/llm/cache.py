@@ -53,7 +53,7 @@ from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.base.numbers import MAX_TOKENS, is_logprob, is_token_count
 from pytest_evalbench.base.safe_files import WriteFailed
 from pytest_evalbench.base.safe_text import SECRETS
-from pytest_evalbench.llm.types import SURROGATE, Completion, EngineStats, safe_json
+from pytest_evalbench.llm.types import Completion, EngineStats, safe_json
 
 CacheMode = Literal["on", "off", "refresh", "replay"]
 CACHE_VERSION = 1
@@ -139,16 +139,23 @@ def entry_digest(key: str, request: Any, response: Any) -> str:
     return _digest(key, canonical_json(request), canonical_json(response))
 
 
-def _digest(key: str, request_json: str, response_json: str) -> str:
+def _digest(key: str, request_json: str | bytes, response_json: str | bytes) -> str:
     """`entry_digest` from the canonical JSON of the request and of the response, which its callers
-    have already: the canonical JSON of {"key", "request", "response"} ("key" < "request" < "response")."""
-    text = f'{{"key":{canonical_json(key)},"request":{request_json},"response":{response_json}}}'
-    return hashlib.sha256(_utf8(text)).hexdigest()
+    have already: the canonical JSON of {"key", "request", "response"} ("key" < "request" < "response"),
+    hashed in its parts (a key of letters and digits, as every key is, is its own JSON between quotes)."""
+    key_json = f'"{key}"' if key.isascii() and key.isalnum() else canonical_json(key)
+    digest = hashlib.sha256(_utf8(f'{{"key":{key_json},"request":'))
+    digest.update(_utf8(request_json))
+    digest.update(b',"response":')
+    digest.update(_utf8(response_json))
+    digest.update(b"}")
+    return digest.hexdigest()
 
 
-def _utf8(text: str) -> bytes:
-    """UTF-8, a lone surrogate kept as its code (hashing must not fail on text a JSON escape made)."""
-    return text.encode("utf-8", "surrogatepass")
+def _utf8(text: str | bytes) -> bytes:
+    """UTF-8, a lone surrogate kept as its code (hashing must not fail on text a JSON escape made);
+    bytes are taken as UTF-8 already."""
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -163,7 +170,13 @@ bits, a lone surrogate) and for the numbers `canonical_json` checks."""
 
 
 def canonical_json(data: Any, *, parsed: bool = False) -> str:
-    """The canonical JSON of `data`, made by orjson where its text is the standard library's to the byte
+    """The canonical JSON of `data` (`canonical_bytes` as text)."""
+    return canonical_bytes(data, parsed=parsed).decode("utf-8", "surrogatepass")
+
+
+def canonical_bytes(data: Any, *, parsed: bool = False) -> bytes:
+    """The canonical JSON of `data` as UTF-8 (a lone surrogate kept as its code: what keys and
+    digests hash), made by orjson where its text is the standard library's to the byte
     (keys made from it must never change) and by the standard library otherwise. orjson writes a float
     below 1e-4 as `0.00001` or `2.5e-7` where the library writes `1e-05` and `2.5e-07`, and NaN or an
     infinity as `null`: a text with a float written `5e-7` or `0.0000`, or a `null` value where the data
@@ -173,18 +186,19 @@ def canonical_json(data: Any, *, parsed: bool = False) -> str:
     try:
         fast = orjson.dumps(data, option=_FAST)
     except TypeError:  # orjson.JSONEncodeError: what orjson refuses with `_FAST`
-        return _CANONICAL.encode(data)
-    if ((b"e-" in fast and _SMALL_FLOAT.search(fast)) or b"0.0000" in fast
-            or (not parsed and b"null" in fast and _NULL_VALUE.search(fast) and _holds_non_finite(data))):
-        return _CANONICAL.encode(data)
-    return fast.decode("utf-8")
+        return _utf8(_CANONICAL.encode(data))
+    if (_SMALL_FLOAT.search(fast) or b"0.0000" in fast
+            or (not parsed and (fast == b"null" or _NULL_VALUE.search(fast)) and _holds_non_finite(data))):
+        return _utf8(_CANONICAL.encode(data))
+    return fast
 
 
-_SMALL_FLOAT = re.compile(rb"[0-9]e-[0-9]")
-"""A float orjson writes with a negative exponent (`2.5e-7`; the library writes `2.5e-07`)."""
-_NULL_VALUE = re.compile(rb"[:,\[]null")
-"""Where a null value may be: a value follows `:`, `,` or `[` (a text holding one of these is walked
-too, which costs time, never bytes)."""
+_SMALL_FLOAT = re.compile(rb"-(?<=[0-9]e-)[0-9]")
+"""A float orjson writes with a negative exponent (`2.5e-7`; the library writes `2.5e-07`), found
+from its `-` (rarer than an `e`)."""
+_NULL_VALUE = re.compile(rb"null(?<=[:,\[]null)")
+"""Where a null value may be: a value follows `:`, `,` or `[` (or is the whole text); a text holding
+one is walked too, which costs time, never bytes."""
 
 
 def _holds_non_finite(data: Any) -> bool:
@@ -212,14 +226,20 @@ def cache_key(material: dict[str, Any], material_json: str | None = None) -> str
     from the same text): when every key of the material sorts before "v" (every material the package
     makes), the canonical JSON with "v" is that text with `"v"` appended before its closing brace, so the
     material is not encoded twice on the replay path; otherwise it is encoded anew."""
-    if material_json is not None and material and all(isinstance(name, str) and name < "v" for name in material):
-        text = f'{material_json[:-1]},"v":{CACHE_VERSION}}}'
-    else:
-        text = canonical_json({"v": CACHE_VERSION, **material})
-    return hashlib.sha256(_utf8(text)).hexdigest()
+    if material_json is not None and material and (
+            material.keys() <= _MATERIAL_KEYS or all(isinstance(name, str) and name < "v" for name in material)):
+        digest = hashlib.sha256(memoryview(_utf8(material_json))[:-1])
+        digest.update(_VERSION_TAIL)
+        return digest.hexdigest()
+    return hashlib.sha256(canonical_bytes({"v": CACHE_VERSION, **material})).hexdigest()
 
 
-def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: str) -> str | None:
+_MATERIAL_KEYS = frozenset(completion_material("", {}, 0, 0))
+"""A chat completion's material: its keys all sort before "v"."""
+_VERSION_TAIL = f',"v":{CACHE_VERSION}}}'.encode()
+
+
+def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: str | bytes) -> bytes | None:
     """The replay hot path's check: the canonical JSON of the response when the entry is stored
     under `key`, records `request` (the caller's own material, whose canonical JSON `request_json`
     hashes to `key`) and carries a digest of exactly that request and its sound response; None
@@ -230,9 +250,12 @@ def _known_sound(key: str, entry: Any, request: dict[str, Any], request_json: st
     response, digest = entry.get("response"), entry.get("digest")
     if not isinstance(digest, str) or response_problem(response) is not None:
         return None
-    response_json = canonical_json(response, parsed=True)
+    response_json = canonical_bytes(response, parsed=True)
     return response_json if _digest(key, request_json, response_json) == digest else None
 
+
+_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
+"""A lone surrogate in `canonical_bytes` (kept as its code: a character's UTF-8 never starts so)."""
 
 MAX_ENTRY_BYTES = 256 << 20
 """Largest cache entry read: a request holds a whole conversation (each answer at most
@@ -263,7 +286,7 @@ class ResponseCache:
         """`path_for(key)` as text, built without pathlib (the replay hot path)."""
         return f"{self._root}{key[:2]}{os.sep}{key}.json"
 
-    def get(self, key: str, request: tuple[dict[str, Any], str] | None = None) -> dict[str, Any] | None:
+    def get(self, key: str, request: tuple[dict[str, Any], str | bytes] | None = None) -> dict[str, Any] | None:
         """The verified response stored for `key`; None when there is none (or this mode does not
         read); `CorruptEntry` when a file is there but must not be replayed. `request` (the
         caller's material and its canonical JSON, which hashes to `key`) makes a sound entry's
@@ -290,7 +313,7 @@ class ResponseCache:
         try:
             problem = version_problem(entry)
             sound = None if problem is not None or request is None else _known_sound(key, entry, *request)
-            if sound is not None and not SURROGATE.search(sound):
+            if sound is not None and not _SURROGATE_UTF8.search(sound):
                 clean: dict[str, Any] = entry["response"]
                 return clean  # no lone surrogate in it: `safe_json` would return an equal copy
             problem = problem or entry_problem(key, entry)
@@ -357,7 +380,7 @@ class CachedCalls:
         self._pending: dict[str, asyncio.Future[Completion]] = {}
 
     async def answer(self, key: str, material: dict[str, Any], role: str, model: str,
-                     fetch: Callable[[], Awaitable[Completion]], material_text: str | None = None
+                     fetch: Callable[[], Awaitable[Completion]], material_text: str | bytes | None = None
                      ) -> Completion:
         """The completion for `key`; `material` is what the cache entry records of the request
         (`material_text`, its canonical JSON if the caller has it, makes the cache's check cheap)."""
@@ -403,7 +426,7 @@ class CachedCalls:
             await asyncio.wrap_future(self.submit(functools.partial(self._put, key, material, response)))
         return response
 
-    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str] | None
+    def _cached(self, key: str, role: str, model: str, request: tuple[dict[str, Any], str | bytes] | None
                 ) -> dict[str, Any] | None:
         """A verified cache entry; a corrupt one is a miss that the fetch repairs, or in replay
         mode an error naming the file."""

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from pytest_evalbench.base.errors import BudgetExhausted, InputError, field_path
 from pytest_evalbench.base.json_input import parse_json
 from pytest_evalbench.llm.batch import Batches
-from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_json, completion_material
+from pytest_evalbench.llm.cache import CachedCalls, ResponseCache, cache_key, canonical_bytes, completion_material
 from pytest_evalbench.llm.costs import PriceTable, Tier, call_tier
 from pytest_evalbench.llm.limits import Limits, worst_case_tokens
 from pytest_evalbench.llm.pipelines import PRIORITY, Pipelines, hand_off
@@ -170,7 +170,7 @@ class Engine:
         """One chat completion: replayed from the cache or fetched with bounded retries."""
         body = self.request_body(endpoint, messages, schema, tools, top_logprobs)
         material = completion_material(endpoint.identity, body, sample, attempt)
-        material_text = canonical_json(material)  # encoded once for the key and the cache's check
+        material_text = canonical_bytes(material)  # encoded once for the key and the cache's check
         key = cache_key(material, material_text)
         batched = self.batched(endpoint, role)
         completion = await self.cached.answer(
