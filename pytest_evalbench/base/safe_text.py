@@ -276,6 +276,10 @@ class Secrets:
         self._prefixes: dict[str, tuple[bool, list[str]]] = {}
         """First MIN_PREFIX characters -> (whether they read like a word, the registered forms
         starting with them, longest first)."""
+        self._heads: frozenset[str] = frozenset()
+        self._inner: frozenset[str] = frozenset()
+        """Of every registered form lower-cased: its first MIN_PREFIX characters, and every MIN_PREFIX
+        characters after its first (what `_untouched` looks for)."""
 
     def __bool__(self) -> bool:
         return bool(self._values)
@@ -325,6 +329,9 @@ class Secrets:
         self._ordered = [(v.lower(), re.compile(_tolerant(v) if len(v) >= MIN_ANYWHERE
                                                 else rf"(?<!\w){_tolerant(v)}(?!\w)", re.IGNORECASE))
                          for v in ordered]
+        self._heads = frozenset(value[:MIN_PREFIX] for value, _ in self._ordered)
+        self._inner = frozenset(value[i:i + MIN_PREFIX] for value, _ in self._ordered
+                                for i in range(1, len(value) - MIN_PREFIX + 1))
         self._prefixes = {}
         for value in ordered:
             if len(value) > MIN_PREFIX:
@@ -339,7 +346,7 @@ class Secrets:
 
     def redact(self, text: str) -> str:
         """`text` with every secret masked (see the module docstring)."""
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str) or not text or self._untouched(text):
             return text
         if self._ordered:
             folded = _fold(text)
@@ -351,6 +358,17 @@ class Secrets:
                         folded = _fold(text)
             text = self._cut_suffix(self._cut_prefixes(text))
         return redact_patterns(text)
+
+    def _untouched(self, text: str) -> bool:
+        """Whether `redact` leaves `text` as it is, told in a few scans for ASCII text (which has no
+        invisible character and lowers character by character): no URL or `=` for `redact_patterns`;
+        no registered form's first characters, which a whole form and a cut one both start with; and
+        no start that could be the end of a cut form (`_cut_suffix`). False: redact it."""
+        if not text.isascii() or "=" in text or "://" in text:
+            return False
+        lowered = text.lower()
+        start = 3 if text.startswith("...") else 0
+        return lowered[start:start + MIN_PREFIX] not in self._inner and not any(h in lowered for h in self._heads)
 
     def _cut_suffix(self, text: str) -> str:
         """Mask the end of a secret where the text starts with it (the text is the tail of something

@@ -221,3 +221,27 @@ def test_a_text_folded_a_slice_at_a_time_reads_as_the_whole_text_lowered(text: s
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(safe_text, "FOLD_SLICE", 3)
         assert safe_text._fold(text + "é") == safe_text._INVISIBLES.sub("", text + "é").lower()
+
+
+_PIECES = st.sampled_from(["sk-perf", "SK-P", "sk-", "perf", "erf-", "rf-0", "0123", "QZXk", "zxk-", "user:pw", "...",
+                           "…", "=", "://", "?token=", " ", "\n", "_", "a", "É", "\u200b", "Sure, tell me more?"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["sk-perf", "sk-perf-0123456789", "QZXk-live", "user", "pw12", "Xk\u200bé-9"]),
+                min_size=0, max_size=3),
+       st.lists(_PIECES, max_size=8).map("".join) | st.text(max_size=30))
+def test_a_text_told_untouched_is_what_the_full_redaction_makes_of_it(values: list[str], text: str) -> None:
+    """`redact` returns a text as it is when a few scans show nothing in it that any of its rules
+    would mask: the full redaction of such a text (whole, cut and encoded secrets, URLs) is the text
+    itself, whatever the registered secrets and however the text mixes pieces of them."""
+    secrets = Secrets()
+    for value in values:
+        secrets.add(value)
+    told = secrets._untouched(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(secrets, "_untouched", lambda _: False)
+        full = secrets.redact(text)
+    assert secrets.redact(text) == full
+    if told:
+        assert full == text
