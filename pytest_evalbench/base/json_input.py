@@ -261,7 +261,8 @@ def decode_row(buffer: str, position: int) -> tuple[Any, int]:
 
 _ESCAPES = re.compile(rb"\\u(?:003[aA]|[dD][89a-fA-F])")
 """An escaped colon (which the key count would miss) or a surrogate escape: decoded by the standard library."""
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_DIGITS = bytes.maketrans(b"123456789{", b"000000000[")
+"""Every digit made 0 and every bracket `[`: one copy shows long numbers and counts brackets."""
 _LONG_NUMBER = b"0" * 19
 """19 digits in a row (after `_DIGITS`): an integer that may not fit 64 bits, of which orjson makes a float."""
 
@@ -285,14 +286,15 @@ def parse_json(text: str | bytes, path: Path, row: int | None = None, *, surroga
     for escapes, models write raw newlines and tabs)."""
     # a lone surrogate in a str: orjson refuses its encoding, the library names it
     encoded = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-    if not (b"\\" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in encoded.translate(_DIGITS):
+    shape = encoded.translate(_DIGITS)
+    if not (b"\\" in encoded and _ESCAPES.search(encoded)) and _LONG_NUMBER not in shape:
         try:
             data = orjson.loads(encoded)
         except orjson.JSONDecodeError:
             pass
         else:
             # orjson goes to 1,024 levels, its encoder to 254 (too deep: the library names it)
-            if ((encoded.count(b"[") + encoded.count(b"{") <= MAX_DEPTH or not nests_deeper(data))
+            if ((shape.count(b"[") <= MAX_DEPTH or not nests_deeper(data))
                     and (b":" not in encoded or encoded.count(b":") == orjson.dumps(data).count(b":"))):
                 return data
     return parse_with_library(text, path, row, surrogates=surrogates, control_characters=control_characters)

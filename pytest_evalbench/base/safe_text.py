@@ -368,7 +368,7 @@ class Secrets:
             return False
         lowered = text.lower()
         start = 3 if text.startswith("...") else 0
-        return lowered[start:start + MIN_PREFIX] not in self._inner and not any(h in lowered for h in self._heads)
+        return lowered[start:start + MIN_PREFIX] not in self._inner and not any(map(lowered.__contains__, self._heads))
 
     def _cut_suffix(self, text: str) -> str:
         """Mask the end of a secret where the text starts with it (the text is the tail of something

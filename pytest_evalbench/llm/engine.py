@@ -129,17 +129,17 @@ class Engine:
         a price is named in the stats."""
         cost = self.prices.cost(model, input_tokens, output_tokens, local=local, tier=tier,
                                 cached_tokens=cached_tokens, cache_write_tokens=cache_write_tokens)
-        usage = Usage(input_tokens, output_tokens, cost, min(cached_tokens, input_tokens),
-                      self.prices.saved(model, input_tokens, cached_tokens, local=local, tier=tier))
+        saved = self.prices.saved(model, input_tokens, cached_tokens, local=local, tier=tier) if cached_tokens else 0.0
+        usage = Usage(input_tokens, output_tokens, cost, min(cached_tokens, input_tokens), saved)
         self.stats.usage[f"{phase}:{role}"].add(usage)
-        self.stats.unpriced.update(self.prices.unpriced)
+        if self.prices.unpriced:
+            self.stats.unpriced.update(self.prices.unpriced)
         if usage_by_phase is not None:
-            usage_by_phase.setdefault(phase, Usage()).add(usage)
+            phase_usage = usage_by_phase.get(phase)
+            if phase_usage is None:
+                usage_by_phase[phase] = phase_usage = Usage()
+            phase_usage.add(usage)
         return usage
-
-    def tier_of(self, endpoint: Endpoint, role: str) -> Tier:
-        """The service tier a call of `role` to `endpoint` is priced at (`costs.call_tier`)."""
-        return call_tier(endpoint, batched=self.batched(endpoint, role))
 
     # ------------------------------------------------------------------ one call
     def request_body(self, endpoint: Endpoint, messages: list[dict[str, Any]],
@@ -179,7 +179,7 @@ class Engine:
             (lambda: self.retrier.fetch(endpoint, body, role, wire_json(body))), material_text)
         usage = self.count_usage(endpoint.model, completion.input_tokens, completion.output_tokens, phase=phase,
                                  role=role, usage_by_phase=usage_by_phase, local=endpoint.provider == "local",
-                                 tier=self.tier_of(endpoint, role), cached_tokens=completion.cached_tokens,
+                                 tier=call_tier(endpoint, batched=batched), cached_tokens=completion.cached_tokens,
                                  cache_write_tokens=completion.cache_write_tokens)
         if not completion.cached:
             self.stats.spent += usage.cost
