@@ -277,18 +277,22 @@ def read_bounded(path: Path | str, limit: int | None = None) -> bytes:
     limit = MAX_INPUT_BYTES if limit is None else limit
     fd = os.open(path, os.O_RDONLY | _O_BINARY | _O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(f"not a regular file (a FIFO, device or directory): {path}")
         chunks: list[bytes] = []
         size = 0
         while True:
-            chunk = os.read(fd, min(READ_CHUNK, limit + 1 - size))
+            asked = min(READ_CHUNK, limit + 1 - size)
+            chunk = os.read(fd, asked)
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
                 raise TooLarge(f"larger than {size_text(limit)}")
+            if len(chunk) < asked and size == info.st_size:
+                break  # a short read ending at the size `stat` gave: the end, without a read of nothing
     finally:
         os.close(fd)
     return b"".join(chunks)

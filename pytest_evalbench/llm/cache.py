@@ -108,7 +108,8 @@ def response_problem(response: Any) -> str | None:
             and all(v is None or is_logprob(v) for v in t[1].values())
             for t in logprobs)):
         return "its response's logprobs is not a list of [token, {alternative: logprob or null}]"
-    if not usable_response(response):
+    content = response.get("content")  # usable: no tool traffic here, so some text or some tool calls
+    if not ((isinstance(content, str) and content.strip()) or response.get("tool_calls")):
         return "its response is empty (no text, no tool calls)"
     return None
 

@@ -271,7 +271,7 @@ def parse_user_message(text: str | None) -> str:
     Thought line whose sentence ends before an inline `Message:` counts as both). An
     answer with a Thought and no Message gives "" (re-asked): the Thought, which may spell out the
     hidden goal, never reaches the target."""
-    cleaned = _THINK_RE.sub("", text or "").strip()
+    cleaned = (_THINK_RE.sub("", text) if text and "<" in text else text or "").strip()
     match = _MESSAGE_RE.search(cleaned) or _INLINE_MESSAGE_RE.match(cleaned)
     if match:
         message = _THOUGHT_RE.split(match.group(1))[0]
@@ -363,13 +363,23 @@ def _grams(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
 
 def states_verbatim(message: str, hidden: Iterable[str]) -> bool:
     """Whether `message` contains a long enough run of words of one of the `hidden` texts."""
-    said = _words(message)
+    return _states(message, _hidden_runs(hidden))
+
+
+def _hidden_runs(hidden: Iterable[str]) -> list[tuple[int, set[tuple[str, ...]]]]:
+    """Of each hidden text long enough to tell: the run length looked for, and its runs of words."""
+    runs = []
     for text in hidden:
         words = _words(text)
         size = min(VERBATIM_WORDS, len(words))
-        if size >= MIN_WORDS and _grams(words, size) & _grams(said, size):
-            return True
-    return False
+        if size >= MIN_WORDS:
+            runs.append((size, _grams(words, size)))
+    return runs
+
+
+def _states(message: str, runs: list[tuple[int, set[tuple[str, ...]]]]) -> bool:
+    said = _words(message) if runs else []
+    return any(not grams.isdisjoint(_grams(said, size)) for size, grams in runs)
 
 
 def breaks_character(message: str) -> bool:
@@ -380,11 +390,11 @@ def breaks_character(message: str) -> bool:
 def audit(user_messages: Sequence[str], *, planned_turns: int, ended_by_user: bool,
           hidden: Sequence[str]) -> UserAudit:
     """The audit of one conversation from its user turns, in order."""
-    hidden = [h for h in hidden if h]
+    runs = _hidden_runs(h for h in hidden if h)  # once for every turn
     return UserAudit(
         ended_early=ended_by_user and len(user_messages) < planned_turns,
         user_turns=len(user_messages), planned_turns=planned_turns,
-        stated_objective=[i for i, m in enumerate(user_messages, 1) if states_verbatim(m, hidden)],
+        stated_objective=[i for i, m in enumerate(user_messages, 1) if _states(m, runs)],
         broke_character=[i for i, m in enumerate(user_messages, 1) if breaks_character(m)])
 
 
