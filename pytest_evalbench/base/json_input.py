@@ -305,11 +305,12 @@ def parse_with_library(text: str | bytes, path: Path, row: int | None = None, *,
     """`parse_json` by the standard library alone, its hooks marking every bad value so the error names
     its field: what `parse_json` falls back to, and the rule its orjson path is held to."""
     if isinstance(text, bytes):
+        raw = text
         try:
-            text = text.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InputError(path, f"not UTF-8 (byte 0x{text[exc.start]:02x})",
-                             row=row if row is not None else text[:exc.start].count(b"\n") + 1) from None
+            raise InputError(path, f"not UTF-8 (byte 0x{raw[exc.start]:02x})",
+                             row=row if row is not None else raw[:exc.start].count(b"\n") + 1) from None
     try:
         data = (_LENIENT if control_characters else DECODER).decode(text)
     except json.JSONDecodeError as exc:

@@ -219,7 +219,7 @@ def completion_material(identity: str, body: dict[str, Any], sample: int, attemp
     return {"endpoint": identity, "body": body, "sample": sample, "attempt": attempt}
 
 
-def cache_key(material: dict[str, Any], material_json: str | None = None) -> str:
+def cache_key(material: dict[str, Any], material_json: str | bytes | None = None) -> str:
     """The cache key of every entry (chat completions, MCP tool lists and tool results): the sha256 of
     the canonical JSON of `{"v": CACHE_VERSION, **material}`, the one place a key is made.
 

@@ -361,12 +361,18 @@ def _grams(words: Sequence[str], size: int) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + size]) for i in range(len(words) - size + 1)}
 
 
-def states_verbatim(message: str, hidden: Iterable[str]) -> bool:
-    """Whether `message` contains a long enough run of words of one of the `hidden` texts."""
-    return _states(message, _hidden_runs(hidden))
+Runs = list[tuple[int, set[tuple[str, ...]]]]
 
 
-def _hidden_runs(hidden: Iterable[str]) -> list[tuple[int, set[tuple[str, ...]]]]:
+def states_verbatim(message: str, hidden: Iterable[str] = (), *, runs: Runs | None = None) -> bool:
+    """Whether `message` contains a long enough run of words of one of the `hidden` texts (`runs`:
+    their `_hidden_runs`, found once for every turn of a conversation)."""
+    runs = _hidden_runs(hidden) if runs is None else runs
+    said = _words(message) if runs else []
+    return any(not grams.isdisjoint(_grams(said, size)) for size, grams in runs)
+
+
+def _hidden_runs(hidden: Iterable[str]) -> Runs:
     """Of each hidden text long enough to tell: the run length looked for, and its runs of words."""
     runs = []
     for text in hidden:
@@ -375,11 +381,6 @@ def _hidden_runs(hidden: Iterable[str]) -> list[tuple[int, set[tuple[str, ...]]]
         if size >= MIN_WORDS:
             runs.append((size, _grams(words, size)))
     return runs
-
-
-def _states(message: str, runs: list[tuple[int, set[tuple[str, ...]]]]) -> bool:
-    said = _words(message) if runs else []
-    return any(not grams.isdisjoint(_grams(said, size)) for size, grams in runs)
 
 
 def breaks_character(message: str) -> bool:
@@ -394,7 +395,7 @@ def audit(user_messages: Sequence[str], *, planned_turns: int, ended_by_user: bo
     return UserAudit(
         ended_early=ended_by_user and len(user_messages) < planned_turns,
         user_turns=len(user_messages), planned_turns=planned_turns,
-        stated_objective=[i for i, m in enumerate(user_messages, 1) if _states(m, runs)],
+        stated_objective=[i for i, m in enumerate(user_messages, 1) if states_verbatim(m, runs=runs)],
         broke_character=[i for i, m in enumerate(user_messages, 1) if breaks_character(m)])
 
 
