@@ -17,6 +17,8 @@ from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
 
+import orjson
+
 from pytest_evalbench.base.safe_files import writing
 
 K = TypeVar("K", bound=Hashable)
@@ -33,6 +35,20 @@ SPAN_MASK = (1 << SPAN_BITS) - 1
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Built once (`json.dumps` with options builds an encoder per call)."""
+_ORJSON = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | \
+    orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def encode_line(value: Any) -> bytes | None:
+    """`value` as one compact JSON line by orjson, when its text reads back as `value` the way
+    `json.loads` reads `_ENCODER`'s: None for a value orjson writes otherwise or not at all (NaN or an
+    infinity, which it writes as null, so any text holding null is refused; an integer past 64 bits; a
+    key that is not a string; a subclass, dataclass or date, which `json` refuses or writes its own way)."""
+    try:
+        line = orjson.dumps(value, option=_ORJSON)
+    except orjson.JSONEncodeError:
+        return None
+    return None if b"null" in line else line
 
 
 SPOOL_LOST = "the rows spooled are incomplete, so no result file is replaced"
@@ -57,6 +73,9 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._at_end = False
         """The file's position is the end of the data: appends need no seek (a seek flushes the
         write buffer, so seeking before every append made one write syscall per row)."""
+        self._by_json: set[K] = set()
+        """Keys whose value `add` wrote with the standard library (`encode_line` declined it): read
+        back the same way; every other value is orjson's line, read back by orjson."""
 
     @property
     def where(self) -> str:
@@ -76,7 +95,13 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+        line = encode_line(value)
+        if line is None:
+            self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+            self._by_json.add(key)
+        else:
+            self.add_raw(key, line)
+            self._by_json.discard(key)
 
     def add_raw(self, key: K, line: bytes) -> None:
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
@@ -93,7 +118,7 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._end += len(line)
 
     def __getitem__(self, key: K) -> Any:
-        return json.loads(self.raw(key))
+        return json.loads(self.raw(key)) if key in self._by_json else orjson.loads(self.raw(key))
 
     def raw(self, key: K) -> bytes:
         """The bytes stored under `key`, as `add_raw` (or `add`: a JSON line) stored them."""
@@ -124,6 +149,7 @@ class Spool(Mapping[K, Any], Generic[K]):
             except OSError:  # buffered rows the disk refused: the file is gone either way
                 pass
         self._file, self._end, self._index, self._order, self._at_end = None, 0, {}, None, False
+        self._by_json = set()
 
     def __repr__(self) -> str:
         return f"<Spool of {len(self)} rows>"
