@@ -15,7 +15,7 @@ import json
 import tempfile
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, Generic, NoReturn, TypeVar
 
 import orjson
 
@@ -107,11 +107,13 @@ class Spool(Mapping[K, Any], Generic[K]):
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""
         handle = self._open()
-        with writing(self.where, SPOOL_LOST):
+        try:  # (no context manager per row: `_failed` names the spool in the rare error)
             if not self._at_end:
                 handle.seek(self._end)
                 self._at_end = True
             handle.write(line)
+        except OSError as exc:
+            self._failed(exc)
         if key not in self._index:
             self._order = None
         self._index[key] = self._end << SPAN_BITS | len(line)
@@ -126,9 +128,17 @@ class Spool(Mapping[K, Any], Generic[K]):
         offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
-        with writing(self.where, SPOOL_LOST):  # the seek writes out what is buffered
+        try:  # the seek writes out what is buffered
             self._file.seek(offset)
             return self._file.read(size)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> NoReturn:
+        """`exc` raised as `safe_files.writing` makes it: `WriteFailed` naming the spool when the disk
+        refused bytes, else as it is."""
+        with writing(self.where, SPOOL_LOST):
+            raise exc
 
     def __len__(self) -> int:
         return len(self._index)
