@@ -59,7 +59,8 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     Iteration yields keys in sorted order (`sort_key` decides it), and `values()`/`items()` read
     one value at a time, so a pass over the whole spool holds one row in memory. Values go through
-    JSON: they come back as a fresh `json.loads` of what was stored.
+    JSON: they come back as a fresh `json.loads` of `json.dumps` of what was stored (orjson's line
+    where `encode_line` vouches for it, else the standard library's).
     """
 
     def __init__(self, directory: Path | None = None, sort_key: Any = None) -> None:
