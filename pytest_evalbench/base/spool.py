@@ -15,7 +15,9 @@ import json
 import tempfile
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import IO, Any, Generic, NoReturn, TypeVar
+
+import orjson
 
 from pytest_evalbench.base.safe_files import writing
 
@@ -33,6 +35,20 @@ SPAN_MASK = (1 << SPAN_BITS) - 1
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 """Built once (`json.dumps` with options builds an encoder per call)."""
+_ORJSON = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | \
+    orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def encode_line(value: Any) -> bytes | None:
+    """`value` as one compact JSON line by orjson, when its text reads back as `value` the way
+    `json.loads` reads `_ENCODER`'s: None for a value orjson writes otherwise or not at all (NaN or an
+    infinity, which it writes as null, so any text holding null is refused; an integer past 64 bits; a
+    key that is not a string; a subclass, dataclass or date, which `json` refuses or writes its own way)."""
+    try:
+        line = orjson.dumps(value, option=_ORJSON)
+    except orjson.JSONEncodeError:
+        return None
+    return None if b"null" in line else line
 
 
 SPOOL_LOST = "the rows spooled are incomplete, so no result file is replaced"
@@ -43,7 +59,8 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     Iteration yields keys in sorted order (`sort_key` decides it), and `values()`/`items()` read
     one value at a time, so a pass over the whole spool holds one row in memory. Values go through
-    JSON: they come back as a fresh `json.loads` of what was stored.
+    JSON: they come back as a fresh `json.loads` of `json.dumps` of what was stored (orjson's line
+    where `encode_line` vouches for it, else the standard library's).
     """
 
     def __init__(self, directory: Path | None = None, sort_key: Any = None) -> None:
@@ -57,6 +74,9 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._at_end = False
         """The file's position is the end of the data: appends need no seek (a seek flushes the
         write buffer, so seeking before every append made one write syscall per row)."""
+        self._by_json: set[K] = set()
+        """Keys whose value `add` wrote with the standard library (`encode_line` declined it): read
+        back the same way; every other value is orjson's line, read back by orjson."""
 
     @property
     def where(self) -> str:
@@ -76,24 +96,32 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+        line = encode_line(value)
+        if line is None:
+            self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+            self._by_json.add(key)
+        else:
+            self.add_raw(key, line)
+            self._by_json.discard(key)
 
     def add_raw(self, key: K, line: bytes) -> None:
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
         reads them back; `__getitem__` only what `add` wrote)."""
         handle = self._open()
-        with writing(self.where, SPOOL_LOST):
+        try:  # (no context manager per row: `_failed` names the spool in the rare error)
             if not self._at_end:
                 handle.seek(self._end)
                 self._at_end = True
             handle.write(line)
+        except OSError as exc:
+            self._failed(exc)
         if key not in self._index:
             self._order = None
         self._index[key] = self._end << SPAN_BITS | len(line)
         self._end += len(line)
 
     def __getitem__(self, key: K) -> Any:
-        return json.loads(self.raw(key))
+        return json.loads(self.raw(key)) if key in self._by_json else orjson.loads(self.raw(key))
 
     def raw(self, key: K) -> bytes:
         """The bytes stored under `key`, as `add_raw` (or `add`: a JSON line) stored them."""
@@ -101,9 +129,17 @@ class Spool(Mapping[K, Any], Generic[K]):
         offset, size = span >> SPAN_BITS, span & SPAN_MASK
         assert self._file is not None
         self._at_end = False
-        with writing(self.where, SPOOL_LOST):  # the seek writes out what is buffered
+        try:  # the seek writes out what is buffered
             self._file.seek(offset)
             return self._file.read(size)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> NoReturn:
+        """`exc` raised as `safe_files.writing` makes it: `WriteFailed` naming the spool when the disk
+        refused bytes, else as it is."""
+        with writing(self.where, SPOOL_LOST):
+            raise exc
 
     def __len__(self) -> int:
         return len(self._index)
@@ -124,6 +160,7 @@ class Spool(Mapping[K, Any], Generic[K]):
             except OSError:  # buffered rows the disk refused: the file is gone either way
                 pass
         self._file, self._end, self._index, self._order, self._at_end = None, 0, {}, None, False
+        self._by_json = set()
 
     def __repr__(self) -> str:
         return f"<Spool of {len(self)} rows>"

@@ -52,6 +52,24 @@ def test_spool_appends_in_batches_and_reads_between_appends(tmp_path: Path) -> N
     spool.close()
 
 
+@pytest.mark.parametrize("value", [{"big": 2**70}, {"nan": float("nan"), "x": [1]}, {"inf": [float("-inf")]},
+                                   {1: "int key"}, {"none": None, "f": 1e16}, {"s": "\u2028\n\"é"}, [0.1, -0.0, 5e-324]])
+def test_spool_reads_back_what_json_reads_of_the_standard_encoding(tmp_path: Path, value: Any) -> None:
+    """A value orjson encodes as it is is spooled by orjson; one it would write otherwise (NaN as null,
+    a 65-bit integer it reads back as a float, a key that is not a string) by the standard library:
+    either way it reads back as `json.loads` reads `json.dumps` of it (a NaN stays NaN, so the result
+    files still refuse it)."""
+    spool: Spool[str] = Spool(tmp_path)
+    spool.add("k", value)
+    spool.add("other", {"plain": [1, 2.5, "x"]})
+    expected = json.loads(json.dumps(value))
+    assert json.dumps(spool["k"]) == json.dumps(expected) and spool["other"] == {"plain": [1, 2.5, "x"]}
+    assert type(spool["k"]) is type(expected)
+    spool.add("k", {"now": "plain"})  # replaced by a value orjson writes: read back by orjson
+    assert spool["k"] == {"now": "plain"}
+    spool.close()
+
+
 @pytest.mark.parametrize("rows", ROWS)
 def test_streamed_json_files_are_byte_identical(tmp_path: Path, rows: list[Any]) -> None:
     dump_json(tmp_path / "whole.json", rows)

@@ -320,3 +320,31 @@ def test_the_judgments_pass_validates_only_the_shown_conversations_rows(tmp_path
     assert from_disk.scenario is not None and in_memory.scenario is not None
     assert [v.judgments for v in from_disk.scenario.transcripts] == [v.judgments for v in in_memory.scenario.transcripts]
     assert from_disk.rates == in_memory.rates
+
+
+def test_an_earlier_runs_conversations_are_not_read_when_every_row_is_replaced(tmp_path: Path, monkeypatch: Any) -> None:
+    """A session that re-ran every configured row keeps no earlier conversation or usage row: those
+    files are not parsed, yet what is written is what merging them would write; a session that
+    leaves one row out reads them and keeps that row as it was."""
+    import pytest_evalbench.kinds.scenarios.store as store
+
+    def runs(bench: Path) -> dict[str, str]:
+        return {p.name: p.read_text() for p in sorted((bench / "runs" / "tgt").iterdir())}
+
+    merged, skipped = tmp_path / "merged", tmp_path / "skipped"
+    for bench in (merged, skipped):
+        earlier_run(bench, broken="")
+    write_results(merged, [scenario_record(sid) for sid in ORDER], ORDER)  # samples unknown: the files are read
+    read: list[str] = []
+    monkeypatch.setattr(store, "read_file_rows", lambda *a, **k: read.append("conversations") or [])
+    monkeypatch.setattr(store, "read_usage", lambda *a, **k: read.append("usage") or {})
+    write_results(skipped, [scenario_record(sid) for sid in ORDER], ORDER, samples=1)
+    assert read == [] and runs(skipped) == runs(merged)
+    monkeypatch.undo()
+
+    partial = tmp_path / "partial"
+    earlier_run(partial, broken="")
+    before = json.loads((partial / "runs" / "tgt" / "conversations.json").read_text())
+    write_results(partial, [scenario_record(sid) for sid in list(ORDER)[:2]], ORDER, samples=1)
+    after = json.loads((partial / "runs" / "tgt" / "conversations.json").read_text())
+    assert [r["id"] for r in after] == list(ORDER) and after[2] == before[2]

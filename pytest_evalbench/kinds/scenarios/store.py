@@ -14,8 +14,9 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+import orjson
 from pydantic import BaseModel
 
 from pytest_evalbench.base.files import (
@@ -34,7 +35,7 @@ from pytest_evalbench.base.files import (
     write_json,
 )
 from pytest_evalbench.base.safe_files import check_dir
-from pytest_evalbench.base.spool import Spool
+from pytest_evalbench.base.spool import Spool, encode_line
 from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.provenance import SessionStamp, unit_key, update_sessions
 from pytest_evalbench.formats.results import PassFailUnit
@@ -88,6 +89,14 @@ def dropped_rows(rows: list[dict[str, Any]], order: dict[str, int], samples: int
             + count_rows(beyond, f"samples beyond num_samples={samples}"))
 
 
+def replaces_all(new: TargetRows, order: dict[str, int], samples: int | None) -> bool:
+    """Whether this session's rows of a target hold every configured row (each scenario's samples):
+    no row of an earlier run can be kept."""
+    spooled = new.spooled
+    return (samples is not None and len(spooled) >= len(order) * samples
+            and all((id, sample) in spooled for id in order for sample in range(samples)))
+
+
 def usage_key(key: tuple[str, int]) -> str:
     return f"{key[0]}|{key[1]}"
 
@@ -111,8 +120,11 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
                    if configured(r, order, samples) and row_key(r) not in new.spooled}
     dropped = dropped_rows([r for r, _ in old_scores], order, samples)
     del old_scores
-    old = {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
-           if configured(r, order, samples)}
+    # when this session replaced every configured row, no earlier conversation or usage row is kept:
+    # the earlier files are not read (scores.json is, for what merging drops)
+    every = replaces_all(new, order, samples)
+    old = {} if every else {row_key(r): r for r in read_file_rows(run_dir, "conversations.json", known, skip=replaced)
+                            if configured(r, order, samples)}
 
     def in_order(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         return sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[1]))
@@ -138,7 +150,7 @@ def write_target_run(run_dir: Path, new: TargetRows, order: dict[str, int], samp
             yield new.conversation(key) if key in new.spooled else versioned(old[key])
 
     usage_path = run_dir / USAGE_FILE
-    old_usage = read_usage(usage_path)
+    old_usage = {} if every else read_usage(usage_path)
     totals: dict[str, Usage] = defaultdict(Usage)
 
     def usage_rows() -> Iterator[tuple[str, Any]]:
@@ -288,26 +300,36 @@ class TargetRows:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
         """(id, sample) -> its usage by phase, its scores.json row and its conversations.json row
         (version included), a compact JSON line each (the usage file's pass parses the first only)."""
+        self._by_json: set[tuple[str, int]] = set()
+        """Keys whose lines the standard library wrote (orjson declined a part: `spool.encode_line`),
+        read back by it; the other rows' lines are orjson's, read back by orjson."""
 
     def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
         """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
         source = record if isinstance(record, dict) else record.to_json()
         conversation = source["conversation"]
-        usage, score = _LINE.encode(source["usage"]), _LINE.encode(source["score"])
-        text = _LINE.encode(versioned(conversation))
-        self.spooled.add_raw((conversation["id"], conversation["sample"]), f"{usage}\n{score}\n{text}".encode())
+        key = (conversation["id"], conversation["sample"])
+        parts = (source["usage"], source["score"], versioned(conversation))
+        lines = [encode_line(part) for part in parts]
+        if None in lines:
+            self._by_json.add(key)
+            self.spooled.add_raw(key, "\n".join(_LINE.encode(part) for part in parts).encode())
+        else:
+            self._by_json.discard(key)
+            self.spooled.add_raw(key, b"".join(cast(list[bytes], lines)))
+
+    def _part(self, key: tuple[str, int], line: bytes) -> dict[str, Any]:
+        part: dict[str, Any] = _READ(line.decode())[0] if key in self._by_json else orjson.loads(line)
+        return part
 
     def conversation(self, key: tuple[str, int]) -> dict[str, Any]:
-        conversation: dict[str, Any] = _READ(self.spooled.raw(key).split(b"\n", 2)[2].decode())[0]
-        return conversation
+        return self._part(key, self.spooled.raw(key).split(b"\n", 2)[2])
 
     def score(self, key: tuple[str, int]) -> dict[str, Any]:
-        score: dict[str, Any] = _READ(self.spooled.raw(key).split(b"\n", 2)[1].decode())[0]
-        return score
+        return self._part(key, self.spooled.raw(key).split(b"\n", 2)[1])
 
     def usage(self, key: tuple[str, int]) -> dict[str, Any]:
-        usage: dict[str, Any] = _READ(self.spooled.raw(key).partition(b"\n")[0].decode())[0]
-        return usage
+        return self._part(key, self.spooled.raw(key).partition(b"\n")[0])
 
     def close(self) -> None:
         self.spooled.close()
