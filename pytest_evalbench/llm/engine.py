@@ -71,7 +71,8 @@ class Engine:
         self.batches = Batches(settings, self.stats, cache.directory, self.cached.store)
         if settings.batch_roles and cache.mode != "replay":
             self.batches.prepare()
-        self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots)
+        self.pipelines = Pipelines(max(256, 4 * settings.concurrency), self.limits.open_slots,
+                                   alternate=cache.mode == "replay")
         self.closers: list[Callable[[], Awaitable[None]]] = []
         """Closed on the engine's loop when it stops (the MCP servers a run started, `kinds/tools.py`)."""
 
@@ -96,6 +97,10 @@ class Engine:
     def submit(self, key: Any, factory: Any, priority: int) -> concurrent.futures.Future[Any]:
         """The future of `key`'s pipeline, started now unless it already was."""
         return self.pipelines.submit(key, factory, priority)
+
+    def awaited(self, future: concurrent.futures.Future[Any]) -> list[concurrent.futures.Future[Any]]:
+        """What a caller who needs `future` waits for (a replay: every pipeline started; `Pipelines.awaited`)."""
+        return self.pipelines.awaited(future)
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:
         """Block until the pipeline for `key` is done (starting it if it was not prefetched)."""

@@ -78,9 +78,16 @@ def call_priority(concurrency: int) -> int:
 class Pipelines:
     """Pipelines (coroutine factories, one per key) run on a private loop for a synchronous caller."""
 
-    def __init__(self, window: int, on_loop_start: Callable[[], None]) -> None:
+    def __init__(self, window: int, on_loop_start: Callable[[], None], *, alternate: bool = False) -> None:
         self.window = window
         """Pipelines started ahead of their callers: enough to keep `concurrency` requests in flight."""
+        self._batch = min(PUMP_BATCH, max(1, window // 16))
+        """Free slots refilled together (`_pump`)."""
+        self.alternate = alternate
+        """Nothing the pipelines do waits on the network (a replay): the loop and its caller alternate,
+        the loop running only while the caller waits (`awaited`). Run side by side, two threads that
+        only compute gain nothing under the GIL and hand it to each other at every system call either
+        makes (each cache file's open and reads, pytest's output capture)."""
         self._on_loop_start = on_loop_start
         """Called on the loop's thread before its first task (the limits make their slots there)."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -128,7 +135,8 @@ class Pipelines:
             if key not in self._futures and key not in self._queued:
                 entry = self._queued[key] = [priority, next(self._sequence), key, factory]
                 heapq.heappush(self._queue, entry)
-        self._pump()
+        if not self.alternate:  # else the caller's next wait starts them (`awaited`)
+            self._pump()
 
     def submit(self, key: Any, factory: Any, priority: int) -> concurrent.futures.Future[Any]:
         """The future of `key`'s pipeline, started now unless it already was (a queued one whose
@@ -147,6 +155,16 @@ class Pipelines:
         self._start([start])
         return future
 
+    def awaited(self, future: concurrent.futures.Future[Any]) -> list[concurrent.futures.Future[Any]]:
+        """What a caller who needs `future` waits for: `future`, or when the loop and the caller
+        alternate, also the window's free slots refilled (a batch at a time, as `release` does
+        otherwise) and every pipeline started, so the loop runs while the caller waits and rests while
+        the caller works on the results."""
+        if not self.alternate or (not self._pump(self._batch) and future.done()):
+            return [future]  # alternating: the last wait outlasted every pipeline started before it
+        with self._lock:
+            return [future, *(started for started in self._futures.values() if not started.done())]
+
     def _take(self, entry: list[Any]) -> concurrent.futures.Future[Any]:
         """Under the lock: the entry's pipeline counts against the window from now on."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -154,13 +172,13 @@ class Pipelines:
         self._active.add(entry[2])
         return future
 
-    def _pump(self, batch: int = 1) -> None:
+    def _pump(self, batch: int = 1) -> bool:
         """Start queued pipelines, lowest priority first, while the window has room (once it has room
-        for `batch` of them), handed to the loop together."""
+        for `batch` of them), handed to the loop together; whether any started."""
         starts = []
         with self._lock:
             if self.window - len(self._active) < batch:
-                return
+                return False
             while len(self._active) < self.window and self._queue and not self._closed:
                 entry = heapq.heappop(self._queue)
                 if self._queued.pop(entry[2], None) is None:
@@ -169,6 +187,7 @@ class Pipelines:
                 entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
         if starts:
             self._start(starts)
+        return bool(starts)
 
     def _start(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
         """Hand (key, factory, priority, future) of pipelines to the loop, which makes their tasks there
@@ -216,14 +235,16 @@ class Pipelines:
 
     def release(self, key: Any) -> None:
         """The caller is done with `key`'s result: its window slot goes to the next queued pipeline
-        and a finished future (with the result it holds) is dropped, so a long session keeps no
-        results; an unfinished one stays until close() cancels it."""
+        (when the loop and the caller alternate, at the caller's next wait: `awaited`) and a finished
+        future (with the result it holds) is dropped, so a long session keeps no results; an unfinished
+        one stays until close() cancels it."""
         with self._lock:
             self._active.discard(key)
             future = self._futures.get(key)
             if future is not None and future.done():
                 del self._futures[key]
-        self._pump(min(PUMP_BATCH, max(1, self.window // 16)))
+        if not self.alternate:
+            self._pump(self._batch)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the loop and wait for it (used by the authoring commands)."""

@@ -55,18 +55,16 @@ class Scheduler:
                 self.source.run.engine.prefetch(item.nodeid, self._pipeline(item), position)
 
     def wait(self, item: CaseItem) -> Any:
-        """The item's typed record: its pipeline's result (usually prefetched: priority unused)."""
+        """The item's typed record: its pipeline's result (usually prefetched: priority unused). In a
+        replay the engine's loop runs while an item waits, never beside the test loop (`Engine.awaited`)."""
         self.source.kind.expect_cases([item.case])
-        future = self.source.run.engine.submit(item.nodeid, self._pipeline(item), 0)
-        if self.heartbeat is None:
-            return future.result()
-        while True:
-            try:
-                return future.result(timeout=BEAT)
-            except concurrent.futures.TimeoutError:
-                if future.done():
-                    raise  # the pipeline's own TimeoutError (the same class), not the wait's
-                self.heartbeat()
+        engine = self.source.run.engine
+        future = engine.submit(item.nodeid, self._pipeline(item), 0)
+        awaited = engine.awaited(future)
+        beat = None if self.heartbeat is None else BEAT
+        while concurrent.futures.wait(awaited, timeout=beat).not_done and self.heartbeat is not None:
+            self.heartbeat()
+        return future.result()
 
     def release(self, nodeid: str) -> None:
         """The item is done: nothing of it stays in the engine."""

@@ -186,7 +186,7 @@ def test_an_item_waiting_redraws_the_progress_line_and_keeps_its_pipelines_own_t
 
     monkeypatch.setattr(scheduler, "BEAT", 0.02)
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    engine = SimpleNamespace(submit=lambda *args: future)
+    engine = SimpleNamespace(submit=lambda *args: future, awaited=lambda waited: [waited])
     source = SimpleNamespace(run=SimpleNamespace(engine=engine), kind=SimpleNamespace(expect_cases=lambda cases: None))
     beats: list[int] = []
     waiter = scheduler.Scheduler(source, heartbeat=lambda: beats.append(1))  # type: ignore[arg-type]

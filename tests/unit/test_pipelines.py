@@ -187,3 +187,36 @@ def test_item_chains_pipeline_and_finish_in_order(tmp_path) -> None:  # type: ig
     # the last item starts long before the first item's last call (strict item order: 127th vs 54th start)
     assert transport.starts.index("19.0") < transport.starts.index("0.6")
     assert finished[:4] == [0, 1, 2, 3] and finished[-1] >= 16  # early items first, roughly in order
+
+
+def test_alternating_the_loop_runs_only_while_its_caller_waits() -> None:
+    """A replay's pipelines only compute: run beside the test loop they would hand the GIL back and
+    forth at every system call. Alternating, no pipeline runs while the caller works on a result, a
+    wait fills the window and lasts until every started pipeline has ended, and every pipeline still
+    runs once, in order, its result reaching its own caller."""
+    pipes = Pipelines(8, lambda: None, alternate=True)
+    working = threading.Event()
+    ran: list[tuple[int, bool]] = []
+
+    def factory(i: int) -> Any:
+        async def pipeline() -> int:
+            ran.append((i, working.is_set()))
+            await asyncio.sleep(0)
+            return i
+        return pipeline
+
+    for i in range(30):
+        pipes.prefetch(i, factory(i), i)
+    for i in range(30):
+        future = pipes.submit(i, factory(i), 0)
+        assert not concurrent.futures.wait(pipes.awaited(future), timeout=5).not_done
+        assert all(started.done() for started in pipes._futures.values())
+        working.set()
+        assert future.result() == i
+        pipes.release(i)
+        threading.Event().wait(0.002)  # the loop would start the next pipeline now, were it pumped
+        working.clear()
+        assert len(pipes._active) <= 8
+    assert [i for i, _ in ran] == list(range(30))
+    assert not any(during for _, during in ran)
+    pipes.close(lambda: asyncio.sleep(0))
