@@ -157,13 +157,13 @@ class Pipelines:
 
     def awaited(self, future: concurrent.futures.Future[Any]) -> list[concurrent.futures.Future[Any]]:
         """What a caller who needs `future` waits for: `future`, or when the loop and the caller
-        alternate, also the window's free slots refilled (a batch at a time, as `release` does
-        otherwise) and every pipeline started, so the loop runs while the caller waits and rests while
-        the caller works on the results."""
-        if not self.alternate or (not self._pump(self._batch) and future.done()):
-            return [future]  # alternating: the last wait outlasted every pipeline started before it
-        with self._lock:
-            return [future, *(started for started in self._futures.values() if not started.done())]
+        alternate, also the window refilled once half of it is free, and the pipelines that starts; so
+        the loop runs while the caller waits (a half window of rows at a time) and rests while the
+        caller works on the results."""
+        if not self.alternate:
+            return [future]
+        # the last wait outlasted every pipeline started before it: only these can be running
+        return [future, *self._pump(max(1, self.window // 2))]
 
     def _take(self, entry: list[Any]) -> concurrent.futures.Future[Any]:
         """Under the lock: the entry's pipeline counts against the window from now on."""
@@ -172,13 +172,13 @@ class Pipelines:
         self._active.add(entry[2])
         return future
 
-    def _pump(self, batch: int = 1) -> bool:
+    def _pump(self, batch: int = 1) -> list[concurrent.futures.Future[Any]]:
         """Start queued pipelines, lowest priority first, while the window has room (once it has room
-        for `batch` of them), handed to the loop together; whether any started."""
+        for `batch` of them), handed to the loop together; the futures of those started."""
         starts = []
         with self._lock:
             if self.window - len(self._active) < batch:
-                return False
+                return []
             while len(self._active) < self.window and self._queue and not self._closed:
                 entry = heapq.heappop(self._queue)
                 if self._queued.pop(entry[2], None) is None:
@@ -187,7 +187,7 @@ class Pipelines:
                 entry[3] = None  # a stale heap entry keeps no factory (nor the case it closes over)
         if starts:
             self._start(starts)
-        return bool(starts)
+        return [start[3] for start in starts]
 
     def _start(self, starts: list[tuple[Any, Any, int, concurrent.futures.Future[Any]]]) -> None:
         """Hand (key, factory, priority, future) of pipelines to the loop, which makes their tasks there
