@@ -99,7 +99,7 @@ class Engine:
         return self.pipelines.submit(key, factory, priority)
 
     def awaited(self, future: concurrent.futures.Future[Any]) -> list[concurrent.futures.Future[Any]]:
-        """What a caller who needs `future` waits for (a replay: every pipeline started; `Pipelines.awaited`)."""
+        """What a caller who needs `future` waits for (a replay: also the pipelines its wait starts; `Pipelines.awaited`)."""
         return self.pipelines.awaited(future)
 
     def result(self, key: Any, factory: Any, priority: int) -> Any:

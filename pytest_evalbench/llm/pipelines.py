@@ -81,8 +81,6 @@ class Pipelines:
     def __init__(self, window: int, on_loop_start: Callable[[], None], *, alternate: bool = False) -> None:
         self.window = window
         """Pipelines started ahead of their callers: enough to keep `concurrency` requests in flight."""
-        self._batch = min(PUMP_BATCH, max(1, window // 16))
-        """Free slots refilled together (`_pump`)."""
         self.alternate = alternate
         """Nothing the pipelines do waits on the network (a replay): the loop and its caller alternate,
         the loop running only while the caller waits (`awaited`). Run side by side, two threads that
@@ -244,7 +242,7 @@ class Pipelines:
             if future is not None and future.done():
                 del self._futures[key]
         if not self.alternate:
-            self._pump(self._batch)
+            self._pump(min(PUMP_BATCH, max(1, self.window // 16)))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one coroutine on the loop and wait for it (used by the authoring commands)."""
