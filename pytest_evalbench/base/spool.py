@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Generic, NoReturn, TypeVar
+from typing import IO, Any, Generic, NoReturn, TypeVar, cast
 
 import orjson
 
@@ -96,17 +96,22 @@ class Spool(Mapping[K, Any], Generic[K]):
 
     def add(self, key: K, value: Any) -> None:
         """Append `value` (anything `json.dumps` takes) under `key`."""
-        line = encode_line(value)
-        if line is None:
-            self.add_raw(key, _ENCODER.encode(value).encode("utf-8") + b"\n")
+        self.add_parts(key, (value,))
+
+    def add_parts(self, key: K, parts: Sequence[Any]) -> None:
+        """Append `parts` under `key`, one JSON line each (`part` reads one back): all orjson's lines
+        where `encode_line` vouches for every part, else all the standard library's."""
+        lines = [encode_line(part) for part in parts]
+        if None in lines:
+            self.add_raw(key, b"".join(_ENCODER.encode(part).encode("utf-8") + b"\n" for part in parts))
             self._by_json.add(key)
         else:
-            self.add_raw(key, line)
+            self.add_raw(key, b"".join(cast(list[bytes], lines)))
             self._by_json.discard(key)
 
     def add_raw(self, key: K, line: bytes) -> None:
         """Append `line` (any bytes) under `key`, for a caller that encodes its own values (`raw`
-        reads them back; `__getitem__` only what `add` wrote)."""
+        reads them back; `part` only what `add` or `add_parts` wrote)."""
         handle = self._open()
         try:  # (no context manager per row: `_failed` names the spool in the rare error)
             if not self._at_end:
@@ -121,7 +126,13 @@ class Spool(Mapping[K, Any], Generic[K]):
         self._end += len(line)
 
     def __getitem__(self, key: K) -> Any:
-        return json.loads(self.raw(key)) if key in self._by_json else orjson.loads(self.raw(key))
+        return self.part(key, 0)
+
+    def part(self, key: K, index: int) -> Any:
+        """The `index`th of the parts stored under `key` (by `add_parts`; `add` stores one), read back
+        by the encoder that wrote it."""
+        line = self.raw(key).split(b"\n", index + 1)[index]
+        return json.loads(line) if key in self._by_json else orjson.loads(line)
 
     def raw(self, key: K) -> bytes:
         """The bytes stored under `key`, as `add_raw` (or `add`: a JSON line) stored them."""

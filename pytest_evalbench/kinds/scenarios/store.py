@@ -10,13 +10,11 @@ writes its run files.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
-import orjson
 from pydantic import BaseModel
 
 from pytest_evalbench.base.files import (
@@ -35,7 +33,7 @@ from pytest_evalbench.base.files import (
     write_json,
 )
 from pytest_evalbench.base.safe_files import check_dir
-from pytest_evalbench.base.spool import Spool, encode_line
+from pytest_evalbench.base.spool import Spool
 from pytest_evalbench.formats.agreement import JudgeAccuracy
 from pytest_evalbench.formats.provenance import SessionStamp, unit_key, update_sessions
 from pytest_evalbench.formats.results import PassFailUnit
@@ -285,12 +283,6 @@ def _write_runs(bench_dir: Path, by_target: dict[str, TargetRows], order: dict[s
     return dropped
 
 
-_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""A spooled row's compact JSON line (no raw newline: the three lines of a row split on newlines)."""
-_READ = json.JSONDecoder().raw_decode
-"""A spooled line back (as `json.loads` reads it: a line this class wrote, no whitespace around it to skip)."""
-
-
 class TargetRows:
     """One target's rows from this session's records, spooled to disk as they come (only their
     keys stay in memory): the files are written from the spool, and what is aggregated and
@@ -300,36 +292,24 @@ class TargetRows:
         self.spooled: Spool[tuple[str, int]] = Spool(directory)
         """(id, sample) -> its usage by phase, its scores.json row and its conversations.json row
         (version included), a compact JSON line each (the usage file's pass parses the first only)."""
-        self._by_json: set[tuple[str, int]] = set()
-        """Keys whose lines the standard library wrote (orjson declined a part: `spool.encode_line`),
-        read back by it; the other rows' lines are orjson's, read back by orjson."""
-
     def add(self, record: ScenarioRecord | dict[str, Any]) -> None:
         """A record, or its JSON (`record_to_json`'s: this session's spooled records are not validated again)."""
         source = record if isinstance(record, dict) else record.to_json()
         conversation = source["conversation"]
-        key = (conversation["id"], conversation["sample"])
-        parts = (source["usage"], source["score"], versioned(conversation))
-        lines = [encode_line(part) for part in parts]
-        if None in lines:
-            self._by_json.add(key)
-            self.spooled.add_raw(key, "\n".join(_LINE.encode(part) for part in parts).encode())
-        else:
-            self._by_json.discard(key)
-            self.spooled.add_raw(key, b"".join(cast(list[bytes], lines)))
-
-    def _part(self, key: tuple[str, int], line: bytes) -> dict[str, Any]:
-        part: dict[str, Any] = _READ(line.decode())[0] if key in self._by_json else orjson.loads(line)
-        return part
+        self.spooled.add_parts((conversation["id"], conversation["sample"]),
+                               (source["usage"], source["score"], versioned(conversation)))
 
     def conversation(self, key: tuple[str, int]) -> dict[str, Any]:
-        return self._part(key, self.spooled.raw(key).split(b"\n", 2)[2])
+        conversation: dict[str, Any] = self.spooled.part(key, 2)
+        return conversation
 
     def score(self, key: tuple[str, int]) -> dict[str, Any]:
-        return self._part(key, self.spooled.raw(key).split(b"\n", 2)[1])
+        score: dict[str, Any] = self.spooled.part(key, 1)
+        return score
 
     def usage(self, key: tuple[str, int]) -> dict[str, Any]:
-        return self._part(key, self.spooled.raw(key).partition(b"\n")[0])
+        usage: dict[str, Any] = self.spooled.part(key, 0)
+        return usage
 
     def close(self) -> None:
         self.spooled.close()
